@@ -1,0 +1,77 @@
+// Every limit, period and count of the core in one place (STYLE.md 9). Each says why it has
+// the value it has; timing defaults cite spec §1.7 where the source paper gives a number.
+
+/** Wire format version carried in every frame; a frame of another version is dropped. */
+export const WIRE_VERSION = 1;
+
+/** Largest frame accepted on any transport. Also the `ws` maxPayload, so an oversized frame
+ *  never reaches the decoder. 1 MiB holds a coalesced batch of several hundred messages. */
+export const MAX_FRAME_BYTES = 1024 * 1024;
+/** Smallest possible frame: a one-byte body, the 4-byte CRC and the 64-byte signature. */
+export const MIN_FRAME_BYTES = 1 + 4 + 64;
+/** Ed25519 signature and public-key sizes. */
+export const SIGNATURE_BYTES = 64;
+export const PUBLIC_KEY_BYTES = 32;
+/** Process identifiers ('r1', 'a4', 'scc', 'op') are short; a longer one is an attack. */
+export const MAX_ID_CHARS = 32;
+/** Cluster ids are hex of 16 random bytes. */
+export const MAX_CLUSTER_ID_CHARS = 64;
+/** Items coalesced into one frame. Bounds the work a single frame can cause. */
+export const MAX_ITEMS_PER_FRAME = 1024;
+/** Any string inside a payload (reasons, tags, log text). */
+export const MAX_TEXT_CHARS = 4096;
+/** Opaque application bytes inside one group-message payload. */
+export const MAX_PAYLOAD_BYTES = 256 * 1024;
+/** Members of a replica set, nodes in a cluster, entries of any list in a payload. */
+export const MAX_LIST_ENTRIES = 4096;
+/** Messages the manager may emit for one `burst` request: bounds the fan-out one agent
+ *  message can cause (a faulty agent cannot make the group flood the cluster). */
+export const MAX_BURST_COUNT = 1000;
+
+/** Out-of-order window of a reliable lane (spec §3.4 P3 leaves `window` open). Also bounds
+ *  the OMB per peer and lane. 512 messages cover a full coalesced burst in flight. */
+export const RECEIVE_WINDOW = 512;
+/** Unacknowledged messages a lane keeps for retransmission before the sender applies
+ *  backpressure (queues in the caller). Bounded so a dead peer cannot exhaust memory. */
+export const MAX_UNACKED_PER_LANE = 4096;
+/** Messages queued for a peer that is not yet connected (spec §3.4 P1.1). */
+export const MAX_QUEUED_WHILE_DISCONNECTED = 4096;
+/** Messages retransmitted per lane per timer expiry: bounds a retransmission burst. */
+export const MAX_RETRANSMIT_BATCH = 256;
+/** Spec §3.6 G6 / §3.4 P6: the agent resends to the primary this many times, then to both backups. */
+export const PRIMARY_RETRIES_BEFORE_FALLBACK = 3;
+/** Spec §3.5 G5: ReplicaTimeout fires at most this many times per GSSN before a purge. */
+export const REPLICA_TIMEOUT_FIRINGS = 3;
+/** Group messages the agent holds (admitted, not yet purged). Bounds the GMB against a
+ *  replica that floods copies nobody else sends. */
+export const MAX_GMB_ENTRIES = 4096;
+/** Agent messages the primary holds back while an earlier CSN is missing. */
+export const MAX_HOLDBACK_PER_AGENT = 512;
+/** Entries of the delivered-message log L kept per replica (spec §3.3): enough for a
+ *  lagging replica to catch up; older entries are covered by state transfer (issue 5). */
+export const MAX_DELIVERED_LOG = 4096;
+
+/** Default timing in milliseconds. All are configurable per cluster (cluster.json). */
+export const DEFAULT_TIMING = {
+  /** Spec §1.7: replica↔replica heartbeat every 75 ms. */
+  replicaHeartbeatMs: 75,
+  /** Spec §1.7: each replica checks replica heartbeats every 150 ms. */
+  replicaCheckMs: 150,
+  /** Spec §1.7: each agent heartbeats one backup every 75 ms, alternating. */
+  agentHeartbeatMs: 75,
+  /** Spec §1.7: backups check agent heartbeats every 225 ms. */
+  agentCheckMs: 225,
+  /** Replicas heartbeat the watchdog; the paper leaves the period open (§1.6), we use 75 ms. */
+  sccHeartbeatMs: 75,
+  /** Retransmission timeout of a reliable lane. Not in the paper (§1.7); 40 ms is many
+   *  loopback round trips yet well under one heartbeat check. */
+  retransmitMs: 40,
+  /** Handshake retry while a peer is not connected. */
+  handshakeRetryMs: 50,
+  /** Spec §3.5 G5 ReplicaTimeout, not in the paper: long enough for a retransmission. */
+  replicaTimeoutMs: 200,
+  /** Spec §3.6 G8 PrimaryProgressTimeout, not in the paper: three retransmission periods. */
+  primaryProgressMs: 150,
+} as const;
+
+export type Timing = { [K in keyof typeof DEFAULT_TIMING]: number };

@@ -1,0 +1,68 @@
+// The contract between a protocol core and whatever drives it (docs/ARCHITECTURE.md §2).
+// A core is deterministic: the same inputs in the same order give the same effects. The shell
+// (src/core/shell.ts) turns bytes into inputs and effects into signed frames; the daemons and
+// the simulator differ only in the transport and clock they hand the shell.
+import type { Timing } from './constants.ts';
+import type { ProcessId } from './ports.ts';
+import type { DropCode } from './result.ts';
+import type { AgentRequest, Frame, GroupCommand, Item } from './wire/messages.ts';
+
+/** Who is in the cluster. Every process gets the same membership (cluster.json). */
+export type Membership = {
+  cluster: string;
+  /** The three replica ids; the first is the initial primary (docs/PROTOCOL.md §5.1). */
+  replicas: readonly ProcessId[];
+  /** Agent ids, one per node, with the node each runs on. */
+  agents: readonly { id: ProcessId; node: string }[];
+  /** The watchdog's id. */
+  scc: ProcessId;
+  /** Operator identities allowed to query status. */
+  operators: readonly ProcessId[];
+  timing: Timing;
+};
+
+export type CoreInput =
+  | { type: 'tick'; nowMs: number }
+  /** A frame that decoded and verified. */
+  | { type: 'frame'; nowMs: number; frame: Frame }
+  /** A frame that did not: counted as evidence against its claimed sender (STYLE.md 6). */
+  | { type: 'dropped'; nowMs: number; from: ProcessId | null; code: DropCode; detail: string }
+  /** The transport to a peer came up or went down (a hint; the protocol does not rely on it). */
+  | { type: 'transport.up'; nowMs: number; peer: ProcessId }
+  | { type: 'transport.down'; nowMs: number; peer: ProcessId }
+  /** Agent only: send a request to the manager group (spec §3.6 G6). */
+  | { type: 'request'; nowMs: number; request: AgentRequest }
+  /** Send a plain point-to-point message on lane 0 (spec §9.2 A15). */
+  | { type: 'notice'; nowMs: number; to: ProcessId; text: string };
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+export type CoreEffect =
+  | { type: 'send'; to: ProcessId; item: Item }
+  /** Agent: a group command delivered on 2 matching copies, in order (spec §3.5 G3). */
+  | { type: 'deliver.command'; gssn: number; command: GroupCommand }
+  /** Replica: an agent request delivered in RSN order (spec §3.6 G9). */
+  | { type: 'deliver.request'; rsn: number; client: ProcessId; csn: number; request: AgentRequest }
+  /** A plain point-to-point message arrived in order on lane 0. */
+  | { type: 'deliver.notice'; from: ProcessId; text: string }
+  /** Something suspects a replica: the trigger of self-diagnosis (spec §2.1, issue 5). */
+  | { type: 'suspect'; target: ProcessId | null; reason: SuspectReason; detail: string }
+  /** Agent: two matching copies have become impossible; the agent must stop (spec §3.5 G2 3e). */
+  | { type: 'terminate'; reason: string }
+  | { type: 'log'; level: LogLevel; event: string; fields: Record<string, unknown> };
+
+export type SuspectReason =
+  | 'heartbeat.missed'
+  | 'rsn.gap'
+  | 'primary.progress'
+  | 'error.report'
+  | 'digest.mismatch';
+
+/** A protocol core as the shell drives it. `step` owns and mutates the core's state; the core
+ *  has no clock, no I/O and no randomness of its own (STYLE.md 1). */
+export interface Core {
+  readonly id: ProcessId;
+  step(input: CoreInput): CoreEffect[];
+  /** The earliest time at which a `tick` has something to do, or null. */
+  nextWakeMs(): number | null;
+}

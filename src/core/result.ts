@@ -1,0 +1,40 @@
+// Result values and the stable error codes of the wire (STYLE.md 5, 7). Decoders never throw
+// on peer input: they return one of these codes, which daemons log and count per peer.
+
+export type DropCode =
+  | 'WIRE_TOO_SHORT'
+  | 'WIRE_TOO_LARGE'
+  | 'WIRE_CHECKSUM'
+  | 'WIRE_MALFORMED'
+  | 'WIRE_VERSION'
+  | 'WIRE_UNKNOWN_TYPE'
+  | 'WIRE_LIMIT'
+  | 'WIRE_FOREIGN_CLUSTER'
+  | 'WIRE_MISADDRESSED'
+  | 'SIG_UNKNOWN_KEY'
+  | 'SIG_INVALID'
+  | 'REPLAYED'
+  | 'STALE_SESSION'
+  | 'OUT_OF_WINDOW'
+  | 'NOT_A_MEMBER'
+  | 'UNEXPECTED';
+
+export type Ok<T> = { readonly ok: true; readonly value: T };
+export type Err = { readonly ok: false; readonly code: DropCode; readonly detail: string };
+export type Result<T> = Ok<T> | Err;
+
+export const ok = <T>(value: T): Ok<T> => ({ ok: true, value });
+export const err = (code: DropCode, detail: string): Err => ({ ok: false, code, detail });
+
+/** Thrown only for our own broken invariants, never for a value a peer controls (STYLE.md 8). */
+export class InvariantError extends Error {
+  readonly code = 'INVARIANT';
+}
+
+export function assert(condition: unknown, message: string): asserts condition {
+  if (!condition) throw new InvariantError(message);
+}
+
+export function unreachable(value: never): never {
+  throw new InvariantError(`unreachable: ${JSON.stringify(value)}`);
+}

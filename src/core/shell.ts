@@ -1,0 +1,115 @@
+// The node shell: the one place where bytes become core inputs and core effects become signed
+// frames (docs/ARCHITECTURE.md §2). Daemons give it a WebSocket transport and the system clock;
+// the simulator gives it a simulated network and clock. Everything else is identical.
+//
+// Sends produced by one step are coalesced per destination into as few frames as possible, so
+// a burst of group messages costs one signature per peer rather than one per message.
+import { MAX_FRAME_BYTES, MAX_ITEMS_PER_FRAME } from './constants.ts';
+import type { Core, CoreEffect, CoreInput } from './node.ts';
+import type { ProcessId, Signer, Verifier } from './ports.ts';
+import type { DropCode } from './result.ts';
+import { decodeFrame, encodeFrame } from './wire/frame.ts';
+import type { Item } from './wire/messages.ts';
+
+export interface Transport {
+  /** Best effort: a frame sent while the link is down is lost; the protocol retransmits. */
+  send(to: ProcessId, frame: Uint8Array): void;
+}
+
+export type ShellCounters = {
+  framesIn: number;
+  framesOut: number;
+  bytesIn: number;
+  bytesOut: number;
+  /** Dropped inbound frames by reason. */
+  drops: Partial<Record<DropCode, number>>;
+};
+
+export type ShellOptions = {
+  core: Core;
+  cluster: string;
+  signer: Signer;
+  verifier: Verifier;
+  transport: Transport;
+  /** Every effect that is not a send: deliveries, suspicions, logs, termination. */
+  onEffect?: (effect: Exclude<CoreEffect, { type: 'send' }>) => void;
+  /** Every frame after it is signed, before the transport (simulator bookkeeping, traces). */
+  onFrameOut?: (to: ProcessId, frame: Uint8Array, items: readonly Item[]) => void;
+};
+
+export class Shell {
+  readonly counters: ShellCounters = { framesIn: 0, framesOut: 0, bytesIn: 0, bytesOut: 0, drops: {} };
+  private readonly decodeCtx;
+  private readonly encodeCtx;
+
+  constructor(private readonly opts: ShellOptions) {
+    this.decodeCtx = { cluster: opts.cluster, self: opts.core.id, verifier: opts.verifier };
+    this.encodeCtx = { cluster: opts.cluster, signer: opts.signer };
+  }
+
+  get core(): Core {
+    return this.opts.core;
+  }
+
+  /** Bytes from the network. Never throws on what a peer sent. */
+  receive(data: Uint8Array, nowMs: number, claimedFrom: ProcessId | null = null): void {
+    this.counters.framesIn++;
+    this.counters.bytesIn += data.length;
+    const r = decodeFrame(data, this.decodeCtx);
+    if (r.ok) {
+      this.input({ type: 'frame', nowMs, frame: r.value });
+    } else {
+      this.counters.drops[r.code] = (this.counters.drops[r.code] ?? 0) + 1;
+      this.input({ type: 'dropped', nowMs, from: claimedFrom, code: r.code, detail: r.detail });
+    }
+  }
+
+  tick(nowMs: number): void {
+    this.input({ type: 'tick', nowMs });
+  }
+
+  input(input: CoreInput): void {
+    this.flush(this.opts.core.step(input));
+  }
+
+  nextWakeMs(): number | null {
+    return this.opts.core.nextWakeMs();
+  }
+
+  private flush(effects: CoreEffect[]): void {
+    let batches: Map<ProcessId, Item[]> | null = null;
+    for (const e of effects) {
+      if (e.type === 'send') {
+        batches ??= new Map();
+        let list = batches.get(e.to);
+        if (list === undefined) batches.set(e.to, (list = []));
+        list.push(e.item);
+      } else {
+        this.opts.onEffect?.(e);
+      }
+    }
+    if (batches === null) return;
+    for (const [to, items] of batches) {
+      for (let i = 0; i < items.length; i += MAX_ITEMS_PER_FRAME) this.emit(to, items.slice(i, i + MAX_ITEMS_PER_FRAME));
+    }
+  }
+
+  private emit(to: ProcessId, items: Item[]): void {
+    const frame = encodeFrame({ from: this.opts.core.id, to, items }, this.encodeCtx);
+    if (frame.length > MAX_FRAME_BYTES) {
+      if (items.length > 1) {
+        const half = items.length >> 1;
+        this.emit(to, items.slice(0, half));
+        this.emit(to, items.slice(half));
+        return;
+      }
+      // Cannot happen within the payload limits of constants.ts; refuse loudly, never truncate.
+      this.opts.onEffect?.({ type: 'log', level: 'error', event: 'frame.oversized', fields: { to, bytes: frame.length } });
+      return;
+    }
+    this.counters.framesOut++;
+    this.counters.bytesOut += frame.length;
+    this.opts.onFrameOut?.(to, frame, items);
+    this.opts.transport.send(to, frame);
+  }
+}
