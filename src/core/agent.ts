@@ -1,0 +1,334 @@
+// A node agent's core (docs/PROTOCOL.md §5; spec §3.5–3.6, §1.4). It votes on the group message
+// replicas the three replicas send: a command is delivered on f+1 = 2 matching copies, in the
+// order of the per-agent GSSN chain, and group-acknowledged only once every replica's copy has
+// arrived and matched (flaw 1 fix). It sends its own requests with a CSN to the primary and
+// falls back to both backups after three retransmissions, and heartbeats the backups.
+// Deterministic: no clock, no I/O, no randomness.
+import { MAX_GMB_ENTRIES, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
+import {
+  createLinks, flushAcks, linkNextWakeMs, linkReceive, linkRelease, linkSend, linkTimers, linkView, startLinks,
+  type Delivery, type Links,
+} from './link.ts';
+import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
+import type { ProcessId } from './ports.ts';
+import { pack, signCG } from './wire/frame.ts';
+import { groupMsgGC, type AgentRequest, type ErrorReportKind, type GroupMsgGC } from './wire/messages.ts';
+import type { Signer } from './ports.ts';
+
+export type AgentOptions = {
+  id: ProcessId;
+  membership: Membership;
+  inc: number;
+  slots: number;
+  /** Signs this agent's requests so a replica can relay but never forge them (spec §1.3). */
+  signer: Signer;
+};
+
+/** The copies of one GSSN the agent has admitted (spec §3.5 GMB). */
+type Entry = {
+  gssn: number;
+  /** Content key of each replica's copy. */
+  copies: Map<ProcessId, string>;
+  /** Distinct contents with how many replicas sent each. */
+  contents: Map<string, { gc: GroupMsgGC; count: number }>;
+  delivered: boolean;
+  /** Copies from every replica arrived. */
+  complete: boolean;
+  firings: number;
+  timerAtMs: number | null;
+};
+
+export type AgentStatus = {
+  id: ProcessId;
+  inc: number;
+  primary: ProcessId;
+  gssnDelivered: number;
+  gssnAcked: number;
+  csnSent: number;
+  csnAcked: number;
+  pendingCopies: number;
+  errorReports: number;
+  terminated: string | null;
+  replicas: { id: ProcessId; connected: boolean; unacked: number; queued: number }[];
+};
+
+export type AgentCore = Core & { status(nowMs: number): AgentStatus };
+
+const hexOf = (b: Uint8Array): string => {
+  let s = '';
+  for (const x of b) s += (x < 16 ? '0' : '') + x.toString(16);
+  return s;
+};
+
+export function createAgent(opts: AgentOptions): AgentCore {
+  const { id, membership: m } = opts;
+  const t = m.timing;
+  const replicas = [...m.replicas];
+  const replicaSet = new Set(replicas);
+  let primary = replicas[0] as ProcessId;
+  const deliverQuorum = Math.floor(replicas.length / 2) + 1; // f + 1 = 2
+  const maxMismatches = Math.ceil(replicas.length / 2) - 1; // more than this: quorum impossible
+  const links: Links = createLinks(id, opts.inc, t, replicas);
+
+  let started = false;
+  let terminated: string | null = null;
+  let csnSent = 0;
+  let csnAcked = 0;
+  const csnAckBy = new Map<ProcessId, number>();
+  let gssnDelivered = 0;
+  /** Highest GSSN through which every delivered message is complete or purged: the only
+   *  mark the agent ever acknowledges (flaw 1 fix, PROTOCOL §5.3). */
+  let gssnAcked = 0;
+  const gmb = new Map<number, Entry>();
+  /** Delivered GSSNs, in order, waiting for their last copies. */
+  const awaitingCompletion: number[] = [];
+  const finished = new Set<number>();
+  /** Contents with f+1 matching copies, by the prevGssn they chain from. */
+  const ready = new Map<number, Entry>();
+  let errorReports = 0;
+  let heartbeatCounter = 0;
+  let heartbeatAtMs = 0;
+  let nextBackup = 0;
+
+  const backups = () => replicas.filter((r) => r !== primary);
+
+  function sendRequest(request: AgentRequest, nowMs: number, out: CoreEffect[]): void {
+    csnSent++;
+    const signed = signCG({ csn: csnSent, gssnAck: gssnAcked, payload: request, client: id }, opts.signer);
+    const r = linkSend(links, primary, 1, { type: 'cg', signed }, csnSent, nowMs, out);
+    if (r === 'full') out.push({ type: 'log', level: 'error', event: 'request.backlog-full', fields: { csn: csnSent } });
+  }
+
+  function report(kind: ErrorReportKind, e: Entry, nowMs: number, out: CoreEffect[]): void {
+    const best = bestContent(e);
+    const suspects = replicas.filter((r) => e.copies.get(r) !== best?.key);
+    errorReports++;
+    out.push({ type: 'log', level: 'warn', event: 'agent.error-report', fields: { gssn: e.gssn, kind, suspects } });
+    // spec §3.5 G2 4c / G5: the report goes to the group like any request, so every replica
+    // sees it in the same order.
+    sendRequest({ type: 'error.report', gssn: e.gssn, kind, suspects }, nowMs, out);
+  }
+
+  function bestContent(e: Entry): { key: string; gc: GroupMsgGC; count: number } | null {
+    let best: { key: string; gc: GroupMsgGC; count: number } | null = null;
+    for (const [key, c] of e.contents) if (best === null || c.count > best.count) best = { key, ...c };
+    return best;
+  }
+
+  function finish(e: Entry, nowMs: number, out: CoreEffect[]): void {
+    gmb.delete(e.gssn);
+    if (!e.delivered) return;
+    finished.add(e.gssn);
+    let advanced = false;
+    while (awaitingCompletion.length > 0 && finished.has(awaitingCompletion[0] as number)) {
+      const g = awaitingCompletion.shift() as number;
+      finished.delete(g);
+      gssnAcked = g;
+      advanced = true;
+    }
+    if (advanced) for (const r of replicas) sendGroupAck(r, out);
+    void nowMs;
+  }
+
+  function sendGroupAck(r: ProcessId, out: CoreEffect[]): void {
+    const peer = links.peers.get(r);
+    if (peer === undefined || !peer.established) return;
+    out.push({ type: 'send', to: r, item: { type: 'gack', srcInc: links.inc, destInc: peer.peerInc, ack: gssnAcked } });
+  }
+
+  function onCsnAck(from: ProcessId, ack: number, nowMs: number, out: CoreEffect[]): void {
+    if (ack > csnSent) return; // acknowledges what we never sent: a faulty replica
+    if (ack <= (csnAckBy.get(from) ?? 0)) return;
+    csnAckBy.set(from, ack);
+    // A request is safe once f+1 replicas have delivered it (spec §3.5 G4, by quorum).
+    const acks = replicas.map((r) => csnAckBy.get(r) ?? 0).sort((a, b) => b - a);
+    const mark = acks[deliverQuorum - 1] ?? 0;
+    if (mark > csnAcked) {
+      csnAcked = mark;
+      for (const r of replicas) linkRelease(links, r, csnAcked, nowMs, out);
+    }
+  }
+
+  function deliverReady(nowMs: number, out: CoreEffect[]): void {
+    for (let e = ready.get(gssnDelivered); e !== undefined; e = ready.get(gssnDelivered)) {
+      ready.delete(gssnDelivered);
+      const best = bestContent(e);
+      if (best === null) break;
+      e.delivered = true;
+      gssnDelivered = e.gssn;
+      awaitingCompletion.push(e.gssn);
+      out.push({ type: 'deliver.command', gssn: e.gssn, command: best.gc.payload });
+      if (e.complete) finish(e, nowMs, out);
+    }
+    // Undelivered entries the chain has passed were never sent by two correct replicas.
+    for (const [g, e] of gmb) if (!e.delivered && g < gssnDelivered) gmb.delete(g);
+    for (const prev of ready.keys()) if (prev < gssnDelivered) ready.delete(prev);
+  }
+
+  /** spec §3.5 G2: one admitted copy from replica `from`. */
+  function onCopy(from: ProcessId, gc: GroupMsgGC, nowMs: number, out: CoreEffect[]): void {
+    onCsnAck(from, gc.csnAck, nowMs, out);
+    if (gc.dest !== id) return;
+    const key = hexOf(pack(groupMsgGC.enc(gc)));
+    let e = gmb.get(gc.gssn);
+    if (e === undefined) {
+      // G2 4a: a late copy of a GSSN already finished (or never seen) is discarded.
+      if (gc.gssn <= gssnDelivered) return;
+      if (gmb.size >= MAX_GMB_ENTRIES) {
+        out.push({ type: 'log', level: 'error', event: 'gmb.full', fields: { from, gssn: gc.gssn } });
+        return;
+      }
+      e = { gssn: gc.gssn, copies: new Map(), contents: new Map(), delivered: false, complete: false, firings: 0, timerAtMs: nowMs + t.replicaTimeoutMs };
+      gmb.set(gc.gssn, e);
+    }
+    if (e.copies.has(from)) return; // G2 3a: a duplicate from the same replica
+    e.copies.set(from, key);
+    const c = e.contents.get(key);
+    if (c === undefined) e.contents.set(key, { gc, count: 1 });
+    else c.count++;
+    const best = bestContent(e) as { key: string; gc: GroupMsgGC; count: number };
+
+    if (!e.delivered && best.count === deliverQuorum && best.key === key) ready.set(gc.prevGssn, e);
+    if (!e.delivered && e.copies.size - best.count > maxMismatches) {
+      // G2 3e: f+1 matching copies are impossible, so by the fault model this agent is faulty.
+      terminated = `gssn ${e.gssn}: ${e.copies.size} copies, no ${deliverQuorum} match`;
+      out.push({ type: 'terminate', reason: terminated });
+      return;
+    }
+    if (e.copies.size === replicas.length) {
+      e.complete = true;
+      e.timerAtMs = null;
+      if (best.count !== replicas.length) report('mismatch', e, nowMs, out);
+    }
+    deliverReady(nowMs, out);
+    if (e.complete && e.delivered) finish(e, nowMs, out);
+  }
+
+  function onDelivery(d: Delivery, nowMs: number, out: CoreEffect[]): void {
+    switch (d.type) {
+      case 'grp':
+        if (d.body.type === 'gc') onCopy(d.from, d.body.gc, nowMs, out);
+        return;
+      case 'gack':
+        onCsnAck(d.from, d.ack, nowMs, out);
+        return;
+      case 'grp.duplicate':
+        sendGroupAck(d.from, out); // the replica missed our ack: repeat it
+        return;
+      case 'ptp':
+        if (d.payload.type === 'notice') out.push({ type: 'deliver.notice', from: d.from, text: d.payload.text });
+        return;
+      case 'established':
+        out.push({ type: 'log', level: 'info', event: 'link.established', fields: { peer: d.peer } });
+        return;
+      case 'reset':
+        out.push({ type: 'log', level: 'warn', event: 'link.peer-restarted', fields: { peer: d.peer } });
+        return;
+      default: {
+        const never: never = d;
+        return never;
+      }
+    }
+  }
+
+  function timers(nowMs: number, out: CoreEffect[]): void {
+    for (const o of linkTimers(links, nowMs, out, primary)) {
+      // spec §3.4 P6 / §3.6 G6: three retransmissions to the primary failed; try the backups.
+      out.push({ type: 'log', level: 'warn', event: 'agent.fallback', fields: { csn: o.tag, primary } });
+      for (const b of backups()) linkSend(links, b, 1, o.body, o.tag, nowMs, out);
+    }
+    for (const e of [...gmb.values()]) {
+      if (e.timerAtMs === null || e.timerAtMs > nowMs) continue;
+      // spec §3.5 G5 ReplicaTimeout(gssn).
+      e.firings++;
+      report('replica-timeout', e, nowMs, out);
+      if (e.firings >= REPLICA_TIMEOUT_FIRINGS) {
+        e.timerAtMs = null;
+        // A delivered GSSN is settled without the missing copy; an undelivered one stays
+        // admitted (its copies may yet be matched) until the chain passes it.
+        if (e.delivered) finish(e, nowMs, out);
+      } else {
+        e.timerAtMs = nowMs + t.replicaTimeoutMs;
+      }
+    }
+    if (heartbeatAtMs <= nowMs) {
+      // spec §1.3: every 75 ms to one backup, alternating.
+      const bs = backups();
+      const to = bs[nextBackup % bs.length];
+      nextBackup++;
+      heartbeatCounter++;
+      if (to !== undefined) {
+        out.push({ type: 'send', to, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info: { type: 'agent', gssnDelivered, csnSent } } });
+      }
+      heartbeatAtMs = nowMs + t.agentHeartbeatMs;
+    }
+  }
+
+  function status(_nowMs: number): AgentStatus {
+    return {
+      id, inc: opts.inc, primary, gssnDelivered, gssnAcked, csnSent, csnAcked, pendingCopies: gmb.size, errorReports, terminated,
+      replicas: replicas.map((r) => {
+        const v = linkView(links, r);
+        return { id: r, connected: v?.established ?? false, unacked: v?.unacked ?? 0, queued: v?.queued ?? 0 };
+      }),
+    };
+  }
+
+  function step(input: CoreInput): CoreEffect[] {
+    const out: CoreEffect[] = [];
+    if (terminated !== null) return out;
+    const nowMs = input.nowMs;
+    if (!started) {
+      started = true;
+      startLinks(links, nowMs, out);
+      heartbeatAtMs = nowMs;
+      sendRequest({ type: 'node.join', slots: opts.slots }, nowMs, out);
+    }
+    switch (input.type) {
+      case 'tick':
+      case 'transport.up':
+      case 'transport.down':
+      case 'dropped':
+        break;
+      case 'request':
+        sendRequest(input.request, nowMs, out);
+        break;
+      case 'notice':
+        linkSend(links, input.to, 0, { type: 'notice', text: input.text }, 0, nowMs, out);
+        break;
+      case 'frame': {
+        const from = input.frame.from;
+        for (const item of input.frame.items) {
+          if (terminated !== null) break;
+          if (item.type === 'probe') {
+            if (replicaSet.has(from)) out.push({ type: 'send', to: from, item: { type: 'probe.reply', nonce: item.nonce } });
+            continue;
+          }
+          if (item.type === 'hb' || item.type === 'probe.reply' || item.type === 'status.query' || item.type === 'status.reply') continue;
+          const r = linkReceive(links, from, item, nowMs, out);
+          for (const d of r.deliveries) onDelivery(d, nowMs, out);
+        }
+        break;
+      }
+      default: {
+        const never: never = input;
+        return never;
+      }
+    }
+    if (terminated === null) timers(nowMs, out);
+    flushAcks(links, out);
+    return out;
+  }
+
+  function nextWakeMs(): number | null {
+    if (terminated !== null) return null;
+    if (!started) return 0;
+    let next = heartbeatAtMs;
+    const l = linkNextWakeMs(links);
+    if (l !== null) next = Math.min(next, l);
+    for (const e of gmb.values()) if (e.timerAtMs !== null) next = Math.min(next, e.timerAtMs);
+    return next;
+  }
+
+  return { id, step, nextWakeMs, status };
+}

@@ -1,0 +1,360 @@
+// Reliable point-to-point links between CMM processes (docs/PROTOCOL.md §3–§4; spec §3.4).
+// One session per peer, opened by a three-way `hello` handshake that binds both processes'
+// incarnations; two independent reliable lanes per session (flaw 2 fix, spec §3.7):
+//   lane 0 (`ptp` items): seq, cumulative ack piggybacked or pure (a pure ack takes no seq),
+//          out-of-order buffer within a window, duplicate ack → fast resend (P1–P7);
+//   lane 1 (`grp` items): group message replicas; the same seq/OMB machinery but never
+//          PTP-acked — the group layer releases entries with group acks (spec §3.3).
+// Pure: no clock, no I/O. Time arrives as `nowMs`; effects are appended to `out`.
+import {
+  MAX_QUEUED_WHILE_DISCONNECTED, MAX_RETRANSMIT_BATCH, MAX_UNACKED_PER_LANE,
+  PRIMARY_RETRIES_BEFORE_FALLBACK, RECEIVE_WINDOW, type Timing,
+} from './constants.ts';
+import type { CoreEffect } from './node.ts';
+import type { ProcessId } from './ports.ts';
+import type { DropCode } from './result.ts';
+import type { GroupBody, Item, PtpPayload } from './wire/messages.ts';
+
+export type LaneId = 0 | 1;
+type LaneBody<L extends LaneId> = L extends 0 ? PtpPayload : GroupBody;
+
+type Outgoing<B> = {
+  seq: number;
+  body: B;
+  /** Group-layer release key: the CSN (agent→group) or GSSN (group→agent); 0 on lane 0. */
+  tag: number;
+  transmissions: number;
+  /** Lane 1 to the primary only: already also sent to the backups (spec §3.4 P6). */
+  fellBack: boolean;
+};
+
+type Lane<B> = {
+  seqSent: number;
+  seqAcked: number;
+  /** PMB: sent, not yet acknowledged, in seq order (head has seq = seqAcked + 1). */
+  unacked: Outgoing<B>[];
+  /** Bodies sent while the session is not established (spec P1.1), sent on establishment. */
+  queued: { body: B; tag: number }[];
+  seqRcvd: number;
+  /** OMB: admitted out of order, keyed by seq, all within the receive window. */
+  outOfOrder: Map<number, B>;
+  retransmitAtMs: number | null;
+};
+
+export type Peer = {
+  id: ProcessId;
+  /** The peer's incarnation as last seen in a hello; 0 until known. */
+  peerInc: number;
+  established: boolean;
+  helloAtMs: number | null;
+  lanes: [Lane<PtpPayload>, Lane<GroupBody>];
+  /** Lane 0 received in order since our last outgoing lane-0 item: an ack is owed. */
+  ackOwed: boolean;
+};
+
+export type Links = {
+  self: ProcessId;
+  inc: number;
+  timing: Timing;
+  peers: Map<ProcessId, Peer>;
+  /** Peers owed a lane-0 ack at the end of the current step. */
+  owing: Set<ProcessId>;
+};
+
+/** What the link layer hands up to the group layer. */
+export type Delivery =
+  | { type: 'ptp'; from: ProcessId; payload: PtpPayload }
+  | { type: 'grp'; from: ProcessId; body: GroupBody }
+  /** A lane-1 copy we already admitted: the sender missed our group ack, so repeat it. */
+  | { type: 'grp.duplicate'; from: ProcessId }
+  | { type: 'gack'; from: ProcessId; ack: number }
+  | { type: 'established'; peer: ProcessId }
+  /** The peer restarted (a higher incarnation): its session and both lanes were reset (P5). */
+  | { type: 'reset'; peer: ProcessId };
+
+/** Lane-1 messages to the primary that exhausted their retries (spec §3.4 P6). */
+export type Overdue = { to: ProcessId; body: GroupBody; tag: number };
+
+function newLane<B>(): Lane<B> {
+  return { seqSent: 0, seqAcked: 0, unacked: [], queued: [], seqRcvd: 0, outOfOrder: new Map(), retransmitAtMs: null };
+}
+
+function newPeer(id: ProcessId): Peer {
+  return { id, peerInc: 0, established: false, helloAtMs: null, lanes: [newLane(), newLane()], ackOwed: false };
+}
+
+export function createLinks(self: ProcessId, inc: number, timing: Timing, peers: readonly ProcessId[]): Links {
+  const links: Links = { self, inc, timing, peers: new Map(), owing: new Set() };
+  for (const p of peers) if (p !== self) links.peers.set(p, newPeer(p));
+  return links;
+}
+
+const hello = (links: Links, peer: Peer): Item => ({ type: 'hello', inc: links.inc, echo: peer.peerInc, established: peer.established });
+
+/** Open sessions to every known peer (docs/PROTOCOL.md §3.2). */
+export function startLinks(links: Links, nowMs: number, out: CoreEffect[]): void {
+  for (const peer of links.peers.values()) {
+    out.push({ type: 'send', to: peer.id, item: hello(links, peer) });
+    peer.helloAtMs = nowMs + links.timing.handshakeRetryMs;
+  }
+}
+
+export function isEstablished(links: Links, peer: ProcessId): boolean {
+  return links.peers.get(peer)?.established === true;
+}
+
+function sendItem<L extends LaneId>(links: Links, peer: Peer, lane: L, entry: Outgoing<LaneBody<L>>, out: CoreEffect[]): void {
+  entry.transmissions++;
+  if (lane === 0) {
+    peer.ackOwed = false;
+    links.owing.delete(peer.id);
+    out.push({
+      type: 'send', to: peer.id,
+      item: { type: 'ptp', srcInc: links.inc, destInc: peer.peerInc, seq: entry.seq, ackSeq: peer.lanes[0].seqRcvd, body: entry.body as PtpPayload },
+    });
+  } else {
+    out.push({
+      type: 'send', to: peer.id,
+      item: { type: 'grp', srcInc: links.inc, destInc: peer.peerInc, seq: entry.seq, body: entry.body as GroupBody },
+    });
+  }
+}
+
+function transmitNew<L extends LaneId>(links: Links, peer: Peer, lane: L, body: LaneBody<L>, tag: number, nowMs: number, out: CoreEffect[]): void {
+  const l = peer.lanes[lane] as Lane<LaneBody<L>>;
+  l.seqSent++;
+  const entry: Outgoing<LaneBody<L>> = { seq: l.seqSent, body, tag, transmissions: 0, fellBack: false };
+  l.unacked.push(entry);
+  sendItem(links, peer, lane, entry, out);
+  l.retransmitAtMs ??= nowMs + links.timing.retransmitMs;
+}
+
+export type SendResult = 'sent' | 'queued' | 'full' | 'unknown-peer';
+
+/** Reliable send (spec §3.4 P2): kept until acknowledged, retransmitted on timeout. */
+export function linkSend<L extends LaneId>(
+  links: Links, to: ProcessId, lane: L, body: LaneBody<L>, tag: number, nowMs: number, out: CoreEffect[],
+): SendResult {
+  const peer = links.peers.get(to);
+  if (peer === undefined) return 'unknown-peer';
+  const l = peer.lanes[lane] as Lane<LaneBody<L>>;
+  if (!peer.established || l.unacked.length >= MAX_UNACKED_PER_LANE) {
+    if (l.queued.length >= MAX_QUEUED_WHILE_DISCONNECTED) return 'full';
+    l.queued.push({ body, tag });
+    return 'queued';
+  }
+  transmitNew(links, peer, lane, body, tag, nowMs, out);
+  return 'sent';
+}
+
+function resetSession(peer: Peer): void {
+  // spec §3.4 P5 disconnect(x): the old session's buffers and timers go with it.
+  peer.established = false;
+  peer.lanes = [newLane(), newLane()];
+  peer.ackOwed = false;
+}
+
+function establish(links: Links, peer: Peer, nowMs: number, out: CoreEffect[], deliveries: Delivery[]): void {
+  peer.established = true;
+  peer.helloAtMs = null;
+  deliveries.push({ type: 'established', peer: peer.id });
+  // spec §3.4 P5: send what was queued while disconnected, now with real sequence numbers.
+  for (const lane of [0, 1] as const) {
+    const l = peer.lanes[lane];
+    const queued = l.queued;
+    l.queued = [];
+    for (const q of queued) transmitNew(links, peer, lane, q.body as never, q.tag, nowMs, out);
+  }
+}
+
+/** Cumulative acknowledgement of lane 0 through `ackSeq` (spec §3.4 P7). */
+function processAck(links: Links, peer: Peer, ackSeq: number, nowMs: number, out: CoreEffect[]): void {
+  const l = peer.lanes[0];
+  if (ackSeq > l.seqSent) return; // acks what we never sent: a faulty peer; ignore
+  if (ackSeq > l.seqAcked) {
+    while (l.unacked.length > 0 && (l.unacked[0] as Outgoing<PtpPayload>).seq <= ackSeq) l.unacked.shift();
+    l.seqAcked = ackSeq;
+    l.retransmitAtMs = l.unacked.length > 0 ? nowMs + links.timing.retransmitMs : null;
+    refill(links, peer, 0, nowMs, out);
+  }
+}
+
+/** Move bodies queued by backpressure into the window once acks free space. */
+function refill(links: Links, peer: Peer, lane: LaneId, nowMs: number, out: CoreEffect[]): void {
+  const l = peer.lanes[lane];
+  while (peer.established && l.queued.length > 0 && l.unacked.length < MAX_UNACKED_PER_LANE) {
+    const q = l.queued.shift() as { body: never; tag: number };
+    transmitNew(links, peer, lane, q.body, q.tag, nowMs, out);
+  }
+}
+
+/** Group-layer release of lane 1 (spec §3.6 G10, §3.5 G4): every entry whose tag ≤ `tag`. */
+export function linkRelease(links: Links, to: ProcessId, tag: number, nowMs: number, out: CoreEffect[]): void {
+  const peer = links.peers.get(to);
+  if (peer === undefined) return;
+  const l = peer.lanes[1];
+  let released = false;
+  while (l.unacked.length > 0 && (l.unacked[0] as Outgoing<GroupBody>).tag <= tag) {
+    const e = l.unacked.shift() as Outgoing<GroupBody>;
+    l.seqAcked = e.seq;
+    released = true;
+  }
+  // Also forget queued bodies already covered (sent to the group by another path).
+  if (l.queued.length > 0) l.queued = l.queued.filter((q) => q.tag > tag);
+  if (released) {
+    l.retransmitAtMs = l.unacked.length > 0 ? nowMs + links.timing.retransmitMs : null;
+    refill(links, peer, 1, nowMs, out);
+  }
+}
+
+/** Admit an in-window sequenced body; returns the bodies now deliverable in order (P3, P4). */
+function admit<B>(l: Lane<B>, seq: number, body: B): B[] | 'duplicate' | 'out-of-window' | 'buffered' {
+  if (seq <= l.seqRcvd) return 'duplicate';
+  if (seq >= l.seqRcvd + 1 + RECEIVE_WINDOW) return 'out-of-window';
+  if (seq > l.seqRcvd + 1) {
+    l.outOfOrder.set(seq, body);
+    return 'buffered';
+  }
+  const ready: B[] = [body];
+  l.seqRcvd = seq;
+  // spec §3.4 P4 with the fix it flags: seq_rcvd advances inside the loop.
+  for (let next = l.outOfOrder.get(l.seqRcvd + 1); next !== undefined; next = l.outOfOrder.get(l.seqRcvd + 1)) {
+    l.outOfOrder.delete(l.seqRcvd + 1);
+    l.seqRcvd++;
+    ready.push(next);
+  }
+  return ready;
+}
+
+export type ReceiveResult = { deliveries: Delivery[]; drop: DropCode | null };
+
+/** One inbound link-level item from `from`. Heartbeats, probes and queries are not link items. */
+export function linkReceive(links: Links, from: ProcessId, item: Item, nowMs: number, out: CoreEffect[]): ReceiveResult {
+  const deliveries: Delivery[] = [];
+  const peer = links.peers.get(from);
+  if (peer === undefined) return { deliveries, drop: 'NOT_A_MEMBER' };
+  switch (item.type) {
+    case 'hello': {
+      if (item.inc < peer.peerInc) return { deliveries, drop: 'REPLAYED' };
+      if (item.inc > peer.peerInc && peer.peerInc !== 0) {
+        resetSession(peer);
+        deliveries.push({ type: 'reset', peer: from });
+      }
+      peer.peerInc = item.inc;
+      if (item.echo === links.inc && !peer.established) establish(links, peer, nowMs, out, deliveries);
+      // Answer a peer that is not established yet, or that knows an older us; an answer to an
+      // established peer that knows us would only echo forever.
+      if (!item.established || item.echo !== links.inc) out.push({ type: 'send', to: from, item: hello(links, peer) });
+      if (!peer.established) peer.helloAtMs ??= nowMs + links.timing.handshakeRetryMs;
+      return { deliveries, drop: null };
+    }
+    case 'ptp':
+    case 'grp':
+    case 'gack': {
+      if (item.srcInc !== peer.peerInc || item.destInc !== links.inc) return { deliveries, drop: 'STALE_SESSION' };
+      // Traffic of the current session proves the peer completed the handshake.
+      if (!peer.established) establish(links, peer, nowMs, out, deliveries);
+      if (item.type === 'gack') {
+        deliveries.push({ type: 'gack', from, ack: item.ack });
+        return { deliveries, drop: null };
+      }
+      if (item.type === 'grp') {
+        const r = admit(peer.lanes[1], item.seq, item.body);
+        if (r === 'duplicate') deliveries.push({ type: 'grp.duplicate', from });
+        else if (r === 'out-of-window') return { deliveries, drop: 'OUT_OF_WINDOW' };
+        else if (r !== 'buffered') for (const body of r) deliveries.push({ type: 'grp', from, body });
+        return { deliveries, drop: null };
+      }
+      // Lane 0. A pure ack is tested first: spec §3.4 P3 as printed would drop it at step 1.
+      const l = peer.lanes[0];
+      if (item.body === null) {
+        const before = l.seqAcked;
+        processAck(links, peer, item.ackSeq, nowMs, out);
+        // P3.4 fast retransmit: a duplicate ack that advanced nothing names the first gap.
+        if (item.ackSeq === before && item.ackSeq < l.seqSent) {
+          const head = l.unacked[0];
+          if (head !== undefined && head.seq === item.ackSeq + 1) sendItem(links, peer, 0, head, out);
+        }
+        return { deliveries, drop: null };
+      }
+      processAck(links, peer, item.ackSeq, nowMs, out);
+      const r = admit(l, item.seq, item.body);
+      if (r === 'out-of-window') return { deliveries, drop: 'OUT_OF_WINDOW' };
+      // Duplicates and gaps are answered with our current ack (P3.2: the duplicate ack).
+      peer.ackOwed = true;
+      links.owing.add(from);
+      if (r !== 'duplicate' && r !== 'buffered') for (const payload of r) deliveries.push({ type: 'ptp', from, payload });
+      return { deliveries, drop: null };
+    }
+    default:
+      return { deliveries, drop: 'UNEXPECTED' };
+  }
+}
+
+/** Pure acks still owed at the end of a step (spec §3.4 P3: "send a PTP ack"). Coalesced:
+ *  one per peer per step, and none if a data item already carried the ack. */
+export function flushAcks(links: Links, out: CoreEffect[]): void {
+  for (const id of links.owing) {
+    const peer = links.peers.get(id);
+    if (peer === undefined || !peer.ackOwed) continue;
+    peer.ackOwed = false;
+    const l = peer.lanes[0];
+    out.push({
+      type: 'send', to: id,
+      item: { type: 'ptp', srcInc: links.inc, destInc: peer.peerInc, seq: l.seqSent, ackSeq: l.seqRcvd, body: null },
+    });
+  }
+  links.owing.clear();
+}
+
+/** Fire due handshake retries and retransmissions (spec §3.4 P6). `primary` enables the
+ *  agent's fallback: lane-1 entries to it that were sent 1 + 3 times are returned as overdue. */
+export function linkTimers(links: Links, nowMs: number, out: CoreEffect[], primary: ProcessId | null): Overdue[] {
+  const overdue: Overdue[] = [];
+  for (const peer of links.peers.values()) {
+    if (!peer.established) {
+      if (peer.helloAtMs !== null && peer.helloAtMs <= nowMs) {
+        out.push({ type: 'send', to: peer.id, item: hello(links, peer) });
+        peer.helloAtMs = nowMs + links.timing.handshakeRetryMs;
+      }
+      continue;
+    }
+    for (const lane of [0, 1] as const) {
+      const l = peer.lanes[lane];
+      if (l.retransmitAtMs === null || l.retransmitAtMs > nowMs) continue;
+      const n = Math.min(l.unacked.length, MAX_RETRANSMIT_BATCH);
+      for (let i = 0; i < n; i++) {
+        const e = l.unacked[i] as Outgoing<never>;
+        if (lane === 1 && peer.id === primary && !e.fellBack && e.transmissions >= 1 + PRIMARY_RETRIES_BEFORE_FALLBACK) {
+          e.fellBack = true;
+          overdue.push({ to: peer.id, body: e.body, tag: e.tag });
+        }
+        sendItem(links, peer, lane, e, out);
+      }
+      l.retransmitAtMs = l.unacked.length > 0 ? nowMs + links.timing.retransmitMs : null;
+    }
+  }
+  return overdue;
+}
+
+export function linkNextWakeMs(links: Links): number | null {
+  let next: number | null = null;
+  for (const peer of links.peers.values()) {
+    const candidates = peer.established
+      ? [peer.lanes[0].retransmitAtMs, peer.lanes[1].retransmitAtMs]
+      : [peer.helloAtMs];
+    for (const c of candidates) if (c !== null && (next === null || c < next)) next = c;
+  }
+  return next;
+}
+
+/** Per-peer link facts for status output. */
+export function linkView(links: Links, peer: ProcessId): { established: boolean; unacked: number; queued: number } | null {
+  const p = links.peers.get(peer);
+  if (p === undefined) return null;
+  return {
+    established: p.established,
+    unacked: p.lanes[0].unacked.length + p.lanes[1].unacked.length,
+    queued: p.lanes[0].queued.length + p.lanes[1].queued.length,
+  };
+}

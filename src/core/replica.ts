@@ -1,0 +1,371 @@
+// A manager replica's core (docs/PROTOCOL.md §5; spec §3.5–3.6, §1.3). It owns the links to
+// the other replicas and to every agent, orders agent requests (primary: RSN + WRAPPER-MSG to
+// the backups; backups: check the RSN sequence and the primary's progress), applies them to the
+// replicated state, sends each resulting group message replica on lane 1, and heartbeats its
+// peers and the watchdog. Deterministic: no clock, no I/O, no randomness.
+import { MAX_DELIVERED_LOG, MAX_HOLDBACK_PER_AGENT } from './constants.ts';
+import {
+  createLinks, flushAcks, linkNextWakeMs, linkReceive, linkRelease, linkSend, linkTimers, linkView, startLinks,
+  type Delivery, type Links,
+} from './link.ts';
+import type { Core, CoreEffect, CoreInput, Membership, SuspectReason } from './node.ts';
+import type { Hash, ProcessId } from './ports.ts';
+import { applyRequest, digestState, initialState, type ReplicatedState } from './replicated-state.ts';
+import type { ReplicaStatus, PeerHealth } from './status.ts';
+import type { Item, SignedCG } from './wire/messages.ts';
+
+export type ReplicaOptions = { id: ProcessId; membership: Membership; hash: Hash; inc: number };
+
+type HeartbeatSeen = { inc: number; counter: number; atMs: number | null; sinceCheck: boolean; missedChecks: number };
+
+export type ReplicaCore = Core & {
+  status(nowMs: number): ReplicaStatus;
+  digestHex(): string;
+  rsn(): number;
+  /** The replicated state, read-only, for tests and the simulator's invariants. */
+  state(): Readonly<ReplicatedState>;
+};
+
+const toHex = (b: Uint8Array): string => {
+  let s = '';
+  for (const x of b) s += (x < 16 ? '0' : '') + x.toString(16);
+  return s;
+};
+
+export function createReplica(opts: ReplicaOptions): ReplicaCore {
+  const { id, membership: m, hash } = opts;
+  const t = m.timing;
+  const agentIds = new Set(m.agents.map((a) => a.id));
+  const replicaIds = new Set(m.replicas);
+  const operators = new Set(m.operators);
+  const state = initialState(m.replicas, m.agents);
+  const links: Links = createLinks(id, opts.inc, t, [...m.replicas, ...agentIds]);
+
+  // ---- non-replicated state ----
+  /** Primary: agent requests that arrived ahead of a missing CSN. */
+  const holdback = new Map<ProcessId, Map<number, SignedCG>>();
+  /** Backups: PrimaryProgressTimeout(c, csn) deadlines, keyed "c\u0000csn" (spec §3.6 G8). */
+  const progressTimers = new Map<string, { client: ProcessId; csn: number; atMs: number }>();
+  /** Log L of delivered requests (spec §3.3), bounded: [rsn, signed CG]. */
+  const deliveredLog: [number, SignedCG][] = [];
+  const heard = new Map<ProcessId, HeartbeatSeen>();
+  for (const p of [...m.replicas, ...agentIds, ...operators]) {
+    if (p !== id) heard.set(p, { inc: 0, counter: 0, atMs: null, sinceCheck: false, missedChecks: 0 });
+  }
+  const drops: Record<string, number> = {};
+  let suspicions = 0;
+  let started = false;
+  let heartbeatCounter = 0;
+  let replicaHeartbeatAtMs = 0;
+  let replicaCheckAtMs = 0;
+  let agentCheckAtMs = 0;
+  let digestCache: { rsn: number; gssn: number; digest: Uint8Array } | null = null;
+
+  const isPrimary = () => state.primary === id;
+  const backups = () => state.replicas.filter((r) => r !== state.primary);
+
+  function digest(): Uint8Array {
+    if (digestCache === null || digestCache.rsn !== state.rsn || digestCache.gssn !== state.gssn) {
+      digestCache = { rsn: state.rsn, gssn: state.gssn, digest: digestState(state, hash) };
+    }
+    return digestCache.digest;
+  }
+
+  function suspect(out: CoreEffect[], target: ProcessId | null, reason: SuspectReason, detail: string): void {
+    suspicions++;
+    out.push({ type: 'suspect', target, reason, detail });
+    out.push({ type: 'log', level: 'warn', event: 'replica.suspect', fields: { target, reason, detail, rsn: state.rsn } });
+  }
+
+  function groupAck(client: ProcessId, nowMs: number, out: CoreEffect[]): void {
+    const peer = links.peers.get(client);
+    if (peer === undefined || !peer.established) return;
+    // Lane-1 pure group ack (G9's empty GROUP-MSG-GC): unsequenced, repeated on duplicates.
+    out.push({ type: 'send', to: client, item: { type: 'gack', srcInc: links.inc, destInc: peer.peerInc, ack: state.csnReceived.get(client) ?? 0 } });
+    void nowMs;
+  }
+
+  /** spec §3.6 G9: deliver an ordered agent request. */
+  function deliver(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
+    const cg = signed.cg;
+    const key = `${cg.client}\u0000${cg.csn}`;
+    progressTimers.delete(key);
+    // G10: the agent's group ack releases our lane-1 copies of what it has fully received.
+    linkRelease(links, cg.client, cg.gssnAck, nowMs, out);
+    const expected = (state.csnReceived.get(cg.client) ?? 0) + 1;
+    if (cg.csn !== expected) {
+      // The primary orders only the next CSN, so a backup seeing another one caught it lying.
+      suspect(out, state.primary, 'rsn.gap', `rsn ${state.rsn} carries csn ${cg.csn} of ${cg.client}, expected ${expected}`);
+      return;
+    }
+    state.csnReceived.set(cg.client, cg.csn);
+    deliveredLog.push([state.rsn, signed]);
+    if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
+    out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, csn: cg.csn, request: cg.payload });
+    const result = applyRequest(state, cg.client, cg.payload);
+    for (const gc of result.messages) {
+      const r = linkSend(links, gc.dest, 1, { type: 'gc', gc }, gc.gssn, nowMs, out);
+      if (r === 'full' || r === 'unknown-peer') {
+        out.push({ type: 'log', level: 'error', event: 'group.send.refused', fields: { dest: gc.dest, gssn: gc.gssn, why: r } });
+      }
+    }
+    if (result.report !== null) {
+      suspect(out, result.report.suspects[0] ?? null, 'error.report',
+        `${cg.client} reports ${result.report.kind} at gssn ${result.report.gssn} (suspects ${result.report.suspects.join(',')})`);
+    }
+    groupAck(cg.client, nowMs, out);
+  }
+
+  /** Primary: order the next request of `client` (spec §3.6 G7, with CSN hold-back). */
+  function order(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
+    const client = signed.cg.client;
+    const received = state.csnReceived.get(client) ?? 0;
+    if (signed.cg.csn <= received) {
+      groupAck(client, nowMs, out); // a retransmission: the agent missed our ack
+      return;
+    }
+    if (signed.cg.csn > received + 1) {
+      let held = holdback.get(client);
+      if (held === undefined) holdback.set(client, (held = new Map()));
+      if (held.size < MAX_HOLDBACK_PER_AGENT) held.set(signed.cg.csn, signed);
+      return;
+    }
+    let next: SignedCG | undefined = signed;
+    while (next !== undefined) {
+      state.rsn++;
+      for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper', rsn: state.rsn, signed: next }, 0, nowMs, out);
+      deliver(next, nowMs, out);
+      const held = holdback.get(client);
+      const csn = state.csnReceived.get(client) ?? 0;
+      next = held?.get(csn + 1);
+      held?.delete(csn + 1);
+    }
+  }
+
+  function onDelivery(d: Delivery, nowMs: number, out: CoreEffect[]): void {
+    switch (d.type) {
+      case 'grp': {
+        if (!agentIds.has(d.from) || d.body.type !== 'cg') {
+          drops['UNEXPECTED'] = (drops['UNEXPECTED'] ?? 0) + 1;
+          return;
+        }
+        const signed = d.body.signed;
+        if (isPrimary()) {
+          order(signed, nowMs, out);
+          return;
+        }
+        // A backup hears from an agent only when the agent gave up on the primary (G7).
+        if (signed.cg.csn <= (state.csnReceived.get(d.from) ?? 0)) {
+          groupAck(d.from, nowMs, out);
+          return;
+        }
+        linkSend(links, state.primary, 0, { type: 'wrapper', rsn: 0, signed }, 0, nowMs, out);
+        const key = `${d.from}\u0000${signed.cg.csn}`;
+        if (!progressTimers.has(key)) progressTimers.set(key, { client: d.from, csn: signed.cg.csn, atMs: nowMs + t.primaryProgressMs });
+        out.push({ type: 'log', level: 'warn', event: 'agent.fallback', fields: { client: d.from, csn: signed.cg.csn } });
+        return;
+      }
+      case 'ptp': {
+        const p = d.payload;
+        if (p.type === 'wrapper') {
+          if (!replicaIds.has(d.from)) return;
+          if (isPrimary()) {
+            order(p.signed, nowMs, out); // forwarded by a backup: order it as if direct
+          } else if (d.from === state.primary) {
+            // spec §3.6 G7: a gap in the primary's RSN sequence initiates self-diagnosis.
+            if (p.rsn !== state.rsn + 1) {
+              suspect(out, d.from, 'rsn.gap', `wrapper rsn ${p.rsn}, expected ${state.rsn + 1}`);
+              return;
+            }
+            state.rsn = p.rsn;
+            deliver(p.signed, nowMs, out);
+          }
+          return;
+        }
+        if (p.type === 'notice') {
+          out.push({ type: 'deliver.notice', from: d.from, text: p.text });
+          return;
+        }
+        if (p.type === 'error.report') {
+          out.push({ type: 'log', level: 'warn', event: 'error.report.ptp', fields: { from: d.from, gssn: p.gssn, kind: p.kind } });
+          return;
+        }
+        return;
+      }
+      case 'gack':
+        // An agent's pure group ack: its complete GSSN mark (spec §3.6 G10, flaw-1 fix).
+        if (agentIds.has(d.from)) linkRelease(links, d.from, d.ack, nowMs, out);
+        return;
+      case 'grp.duplicate':
+        if (agentIds.has(d.from)) groupAck(d.from, nowMs, out);
+        return;
+      case 'established':
+        out.push({ type: 'log', level: 'info', event: 'link.established', fields: { peer: d.peer } });
+        return;
+      case 'reset':
+        out.push({ type: 'log', level: 'warn', event: 'link.peer-restarted', fields: { peer: d.peer } });
+        return;
+      default: {
+        const never: never = d;
+        return never;
+      }
+    }
+  }
+
+  function onHeartbeat(from: ProcessId, item: Extract<Item, { type: 'hb' }>, nowMs: number): boolean {
+    const seen = heard.get(from);
+    if (seen === undefined) return false;
+    if (item.inc < seen.inc || (item.inc === seen.inc && item.counter <= seen.counter)) return false;
+    if (item.info.type === 'replica' ? !replicaIds.has(from) : !agentIds.has(from)) return false;
+    seen.inc = item.inc;
+    seen.counter = item.counter;
+    seen.atMs = nowMs;
+    seen.sinceCheck = true;
+    seen.missedChecks = 0;
+    return true;
+  }
+
+  function health(seen: HeartbeatSeen | undefined): PeerHealth {
+    if (seen === undefined || seen.atMs === null) return 'unknown';
+    return seen.missedChecks === 0 ? 'healthy' : seen.missedChecks === 1 ? 'late' : 'silent';
+  }
+
+  function status(nowMs: number): ReplicaStatus {
+    const age = (s: HeartbeatSeen | undefined) => (s?.atMs == null ? null : Math.max(0, nowMs - s.atMs));
+    return {
+      id, role: isPrimary() ? 'primary' : 'backup', inc: opts.inc,
+      rsn: state.rsn, gssn: state.gssn, primary: state.primary, digest: toHex(digest()),
+      replicas: state.replicas.filter((r) => r !== id).map((r) => ({
+        id: r, connected: linkView(links, r)?.established ?? false, lastHeartbeatAgeMs: age(heard.get(r)), health: health(heard.get(r)),
+      })),
+      agents: m.agents.map((a) => ({
+        id: a.id, node: a.node, connected: linkView(links, a.id)?.established ?? false,
+        joined: state.nodes.get(a.id)?.joined ?? false,
+        lastHeartbeatAgeMs: isPrimary() ? null : age(heard.get(a.id)),
+        health: isPrimary() ? 'unknown' : health(heard.get(a.id)),
+      })),
+      suspicions, drops: { ...drops },
+    };
+  }
+
+  function timers(nowMs: number, out: CoreEffect[]): void {
+    linkTimers(links, nowMs, out, null);
+    if (replicaHeartbeatAtMs <= nowMs) {
+      heartbeatCounter++;
+      const info = { type: 'replica' as const, role: isPrimary() ? ('primary' as const) : ('backup' as const), rsn: state.rsn, gssn: state.gssn, digest: digest() };
+      for (const r of state.replicas) {
+        if (r !== id) out.push({ type: 'send', to: r, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
+      }
+      out.push({ type: 'send', to: m.scc, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
+      replicaHeartbeatAtMs = nowMs + t.replicaHeartbeatMs;
+    }
+    if (replicaCheckAtMs <= nowMs) {
+      // spec §1.3: one missing replica heartbeat in a 150 ms check initiates self-diagnosis.
+      // A replica never heard from is still starting; it is not suspected (docs/PROTOCOL.md §6).
+      for (const r of state.replicas) {
+        const seen = heard.get(r);
+        if (r === id || seen === undefined || seen.atMs === null) continue;
+        if (!seen.sinceCheck) {
+          seen.missedChecks++;
+          suspect(out, r, 'heartbeat.missed', `no heartbeat from ${r} for ${nowMs - seen.atMs} ms`);
+        }
+        seen.sinceCheck = false;
+      }
+      replicaCheckAtMs = nowMs + t.replicaCheckMs;
+    }
+    if (agentCheckAtMs <= nowMs) {
+      // spec §1.3: backups check agent heartbeats every 225 ms (probing is issue 3).
+      if (!isPrimary()) {
+        for (const a of agentIds) {
+          const seen = heard.get(a);
+          if (seen === undefined || seen.atMs === null) continue;
+          if (!seen.sinceCheck) {
+            seen.missedChecks++;
+            if (seen.missedChecks === 2) out.push({ type: 'log', level: 'warn', event: 'agent.silent', fields: { agent: a, missedChecks: 2 } });
+          }
+          seen.sinceCheck = false;
+        }
+      }
+      agentCheckAtMs = nowMs + t.agentCheckMs;
+    }
+    for (const [key, timer] of progressTimers) {
+      if (timer.atMs > nowMs) continue;
+      progressTimers.delete(key);
+      // spec §3.6 G8: the primary never ordered a request this backup forwarded.
+      if ((state.csnReceived.get(timer.client) ?? 0) < timer.csn) {
+        suspect(out, state.primary, 'primary.progress', `csn ${timer.csn} of ${timer.client} not ordered by ${state.primary}`);
+      }
+    }
+  }
+
+  function step(input: CoreInput): CoreEffect[] {
+    const out: CoreEffect[] = [];
+    const nowMs = input.nowMs;
+    if (!started) {
+      started = true;
+      startLinks(links, nowMs, out);
+      replicaHeartbeatAtMs = nowMs;
+      replicaCheckAtMs = nowMs + t.replicaCheckMs;
+      agentCheckAtMs = nowMs + t.agentCheckMs;
+    }
+    switch (input.type) {
+      case 'tick':
+      case 'transport.up':
+      case 'transport.down':
+        break;
+      case 'dropped':
+        drops[input.code] = (drops[input.code] ?? 0) + 1;
+        break;
+      case 'request':
+        out.push({ type: 'log', level: 'warn', event: 'request.ignored', fields: { why: 'replicas do not send agent requests' } });
+        break;
+      case 'notice':
+        linkSend(links, input.to, 0, { type: 'notice', text: input.text }, 0, nowMs, out);
+        break;
+      case 'frame': {
+        const from = input.frame.from;
+        for (const item of input.frame.items) {
+          switch (item.type) {
+            case 'hb':
+              if (!onHeartbeat(from, item, nowMs)) drops['REPLAYED'] = (drops['REPLAYED'] ?? 0) + 1;
+              break;
+            case 'status.query':
+              if (operators.has(from)) out.push({ type: 'send', to: from, item: { type: 'status.reply', nonce: item.nonce, json: JSON.stringify(status(nowMs)) } });
+              else drops['NOT_A_MEMBER'] = (drops['NOT_A_MEMBER'] ?? 0) + 1;
+              break;
+            case 'probe':
+              if (replicaIds.has(from)) out.push({ type: 'send', to: from, item: { type: 'probe.reply', nonce: item.nonce } });
+              break;
+            case 'probe.reply':
+            case 'status.reply':
+              break;
+            default: {
+              const r = linkReceive(links, from, item, nowMs, out);
+              if (r.drop !== null) drops[r.drop] = (drops[r.drop] ?? 0) + 1;
+              for (const d of r.deliveries) onDelivery(d, nowMs, out);
+            }
+          }
+        }
+        break;
+      }
+      default: {
+        const never: never = input;
+        return never;
+      }
+    }
+    timers(nowMs, out);
+    flushAcks(links, out);
+    return out;
+  }
+
+  function nextWakeMs(): number | null {
+    if (!started) return 0;
+    let next = Math.min(replicaHeartbeatAtMs, replicaCheckAtMs, agentCheckAtMs);
+    const l = linkNextWakeMs(links);
+    if (l !== null) next = Math.min(next, l);
+    for (const timer of progressTimers.values()) next = Math.min(next, timer.atMs);
+    return next;
+  }
+
+  return { id, step, nextWakeMs, status, digestHex: () => toHex(digest()), rsn: () => state.rsn, state: () => state };
+}

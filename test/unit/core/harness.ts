@@ -1,0 +1,92 @@
+// A minimal in-memory cluster for unit tests of the cores: real Shells, real frame encoding,
+// an HMAC signer, and a FIFO network whose links a test can cut or filter. The seeded
+// simulator (src/sim/) is the thorough tool; this one keeps unit tests small and readable.
+import { createHmac } from 'node:crypto';
+import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
+import { createAgent, type AgentCore } from '../../../src/core/agent.ts';
+import type { CoreEffect, Membership } from '../../../src/core/node.ts';
+import type { ProcessId, Signer, Verifier } from '../../../src/core/ports.ts';
+import { createReplica, type ReplicaCore } from '../../../src/core/replica.ts';
+import { Shell } from '../../../src/core/shell.ts';
+import { createHash } from 'node:crypto';
+import type { Item } from '../../../src/core/wire/messages.ts';
+
+export const hmacSigner = (id: ProcessId): Signer => ({
+  id,
+  sign: (data) => {
+    const a = createHmac('sha256', `k-${id}`).update(data).digest();
+    return new Uint8Array(Buffer.concat([a, a]));
+  },
+});
+export const hmacVerifier = (ids: Iterable<ProcessId>): Verifier => {
+  const known = new Set(ids);
+  return {
+    has: (id) => known.has(id),
+    verify: (id, data, sig) => known.has(id) && sig.length === 64 && Buffer.compare(Buffer.from(hmacSigner(id).sign(data)), Buffer.from(sig)) === 0,
+  };
+};
+
+/** A filter sees every item about to leave `from` for `to`; returning false drops it. */
+export type ItemFilter = (from: ProcessId, to: ProcessId, item: Item) => boolean;
+
+export type Observed = { at: number; proc: ProcessId; effect: Exclude<CoreEffect, { type: 'send' }> };
+
+export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
+  const latency = opts.latencyMs ?? 1;
+  const agents = Array.from({ length: nAgents }, (_, i) => ({ id: `a${i + 1}`, node: `n${i + 1}` }));
+  const membership: Membership = {
+    cluster: 'test', replicas: ['r1', 'r2', 'r3'], agents, scc: 'scc', operators: ['op'], timing: { ...DEFAULT_TIMING },
+  };
+  const ids = [...membership.replicas, ...agents.map((a) => a.id), 'scc', 'op'];
+  const verifier = hmacVerifier(ids);
+  const hash = (d: Uint8Array) => new Uint8Array(createHash('sha256').update(d).digest());
+  let now = 0;
+  const queue: { at: number; seq: number; to: ProcessId; bytes: Uint8Array; from: ProcessId }[] = [];
+  let seq = 0;
+  const observed: Observed[] = [];
+  const filters: ItemFilter[] = [];
+  const shells = new Map<ProcessId, Shell>();
+  const down = new Set<ProcessId>();
+
+  const mk = (core: ReplicaCore | AgentCore) => {
+    const shell = new Shell({
+      core, cluster: 'test', signer: hmacSigner(core.id), verifier,
+      transport: { send: (to, bytes) => { if (shells.has(to)) queue.push({ at: now + latency, seq: seq++, to, bytes, from: core.id }); } },
+      onEffect: (effect) => observed.push({ at: now, proc: core.id, effect }),
+    });
+    // Apply filters before signing by wrapping the core's step.
+    const step = core.step.bind(core);
+    (core as { step: typeof core.step }).step = (input) =>
+      step(input).filter((e) => e.type !== 'send' || filters.every((f) => f(core.id, e.to, e.item)));
+    shells.set(core.id, shell);
+    return core;
+  };
+  const replicas = membership.replicas.map((id) => mk(createReplica({ id, membership, hash, inc: 1 })) as ReplicaCore);
+  const agentCores = agents.map((a) => mk(createAgent({ id: a.id, membership, inc: 1, slots: 4, signer: hmacSigner(a.id) })) as AgentCore);
+
+  function runUntil(endMs: number): void {
+    while (now <= endMs) {
+      queue.sort((a, b) => a.at - b.at || a.seq - b.seq);
+      let nextAt = endMs + 1;
+      if (queue.length > 0) nextAt = Math.min(nextAt, (queue[0] as { at: number }).at);
+      for (const [id, s] of shells) if (!down.has(id)) { const w = s.nextWakeMs(); if (w !== null) nextAt = Math.min(nextAt, Math.max(w, now)); }
+      if (nextAt > endMs) { now = endMs + 1; break; }
+      now = nextAt;
+      while (queue.length > 0 && (queue[0] as { at: number }).at <= now) {
+        const m = queue.shift() as (typeof queue)[number];
+        if (!down.has(m.to)) shells.get(m.to)?.receive(m.bytes, now, m.from);
+      }
+      for (const [id, s] of shells) { if (down.has(id)) continue; const w = s.nextWakeMs(); if (w !== null && w <= now) s.tick(now); }
+    }
+  }
+
+  return {
+    membership, replicas, agents: agentCores, shells, observed, filters, down,
+    now: () => now,
+    runUntil,
+    run: (ms: number) => runUntil(now + ms),
+    input: (id: ProcessId, input: Parameters<Shell['input']>[0]) => shells.get(id)?.input(input),
+    effects: <T extends Observed['effect']['type']>(type: T, proc?: ProcessId) =>
+      observed.filter((o) => o.effect.type === type && (proc === undefined || o.proc === proc)).map((o) => ({ ...o, effect: o.effect as Extract<Observed['effect'], { type: T }> })),
+  };
+}
