@@ -26,8 +26,9 @@ export const hmacVerifier = (ids: Iterable<ProcessId>): Verifier => {
   };
 };
 
-/** A filter sees every item about to leave `from` for `to`; returning false drops it. */
-export type ItemFilter = (from: ProcessId, to: ProcessId, item: Item) => boolean;
+/** A filter sees every item about to leave `from` for `to`, before it is signed: it returns the
+ *  item (possibly rewritten, as a Byzantine sender would sign it) or null to drop it. */
+export type ItemFilter = (from: ProcessId, to: ProcessId, item: Item) => Item | null;
 
 export type Observed = { at: number; proc: ProcessId; effect: Exclude<CoreEffect, { type: 'send' }> };
 
@@ -57,7 +58,12 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
     // Apply filters before signing by wrapping the core's step.
     const step = core.step.bind(core);
     (core as { step: typeof core.step }).step = (input) =>
-      step(input).filter((e) => e.type !== 'send' || filters.every((f) => f(core.id, e.to, e.item)));
+      step(input).flatMap((e) => {
+        if (e.type !== 'send') return [e];
+        let item: Item | null = e.item;
+        for (const f of filters) if (item !== null) item = f(core.id, e.to, item);
+        return item === null ? [] : [{ ...e, item }];
+      });
     shells.set(core.id, shell);
     return core;
   };

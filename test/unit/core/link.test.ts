@@ -1,0 +1,220 @@
+// Unit tests of the reliable link layer (docs/PROTOCOL.md §3–§4, spec §3.4 P1–P7).
+// Two Links objects exchange items by hand, so every step is visible.
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_TIMING, RECEIVE_WINDOW } from '../../../src/core/constants.ts';
+import {
+  createLinks, flushAcks, isEstablished, linkNextWakeMs, linkReceive, linkRelease, linkSend, linkTimers, startLinks,
+  type Delivery, type Links,
+} from '../../../src/core/link.ts';
+import type { CoreEffect } from '../../../src/core/node.ts';
+import type { Item } from '../../../src/core/wire/messages.ts';
+
+type Sent = { to: string; item: Item };
+const sends = (out: CoreEffect[]): Sent[] => out.flatMap((e) => (e.type === 'send' ? [{ to: e.to, item: e.item }] : []));
+
+/** Deliver every item in `out` addressed to `to`, returning deliveries and new output. */
+function pass(to: Links, from: string, out: CoreEffect[], nowMs = 0, keep: (i: Item) => boolean = () => true) {
+  const next: CoreEffect[] = [];
+  const deliveries: Delivery[] = [];
+  for (const s of sends(out)) {
+    if (s.to !== to.self || !keep(s.item)) continue;
+    const r = linkReceive(to, from, s.item, nowMs, next);
+    deliveries.push(...r.deliveries);
+  }
+  flushAcks(to, next);
+  return { deliveries, out: next };
+}
+
+function connected(): { a: Links; b: Links } {
+  const a = createLinks('a', 100, DEFAULT_TIMING, ['b']);
+  const b = createLinks('b', 200, DEFAULT_TIMING, ['a']);
+  const o1: CoreEffect[] = [];
+  startLinks(a, 0, o1);
+  const r1 = pass(b, 'a', o1); // SYN → b answers
+  const r2 = pass(a, 'b', r1.out); // a establishes, answers
+  pass(b, 'a', r2.out); // b establishes
+  return { a, b };
+}
+
+const notice = (text: string) => ({ type: 'notice' as const, text });
+const ptpTexts = (ds: Delivery[]) => ds.flatMap((d) => (d.type === 'ptp' && d.payload.type === 'notice' ? [d.payload.text] : []));
+
+describe('link handshake (PROTOCOL §3.2, spec §3.4 P5)', () => {
+  it('three hellos establish both sides, binding both incarnations', () => {
+    const { a, b } = connected();
+    expect(isEstablished(a, 'b')).toBe(true);
+    expect(isEstablished(b, 'a')).toBe(true);
+    expect(a.peers.get('b')?.peerInc).toBe(200);
+    expect(b.peers.get('a')?.peerInc).toBe(100);
+  });
+
+  it('a lost final hello is recovered by the retry timer', () => {
+    const a = createLinks('a', 100, DEFAULT_TIMING, ['b']);
+    const b = createLinks('b', 200, DEFAULT_TIMING, ['a']);
+    const o: CoreEffect[] = [];
+    startLinks(a, 0, o);
+    startLinks(b, 0, []);
+    const r1 = pass(b, 'a', o);
+    pass(a, 'b', r1.out); // a established; its final hello is lost
+    expect(isEstablished(a, 'b')).toBe(true);
+    expect(isEstablished(b, 'a')).toBe(false);
+    const retry: CoreEffect[] = [];
+    linkTimers(b, DEFAULT_TIMING.handshakeRetryMs, retry, null);
+    const r3 = pass(a, 'b', retry);
+    pass(b, 'a', r3.out);
+    expect(isEstablished(b, 'a')).toBe(true);
+  });
+
+  it('messages sent before the session exists are queued, then sent with real seqs (P1.1)', () => {
+    const a = createLinks('a', 100, DEFAULT_TIMING, ['b']);
+    const b = createLinks('b', 200, DEFAULT_TIMING, ['a']);
+    const early: CoreEffect[] = [];
+    expect(linkSend(a, 'b', 0, notice('early'), 0, 0, early)).toBe('queued');
+    expect(sends(early)).toHaveLength(0);
+    const o: CoreEffect[] = [];
+    startLinks(a, 0, o);
+    const r1 = pass(b, 'a', o);
+    const r2 = pass(a, 'b', r1.out);
+    const r3 = pass(b, 'a', r2.out);
+    expect(ptpTexts(r3.deliveries)).toEqual(['early']);
+  });
+
+  it('a restarted peer (higher incarnation) resets the session; an older hello is a replay', () => {
+    const { a } = connected();
+    const out: CoreEffect[] = [];
+    const replay = linkReceive(a, 'b', { type: 'hello', inc: 150, echo: 0, established: false }, 5, out);
+    expect(replay.drop).toBe('REPLAYED');
+    const restart = linkReceive(a, 'b', { type: 'hello', inc: 300, echo: 0, established: false }, 5, out);
+    expect(restart.deliveries.map((d) => d.type)).toContain('reset');
+    expect(isEstablished(a, 'b')).toBe(false);
+  });
+
+  it('items of another session are dropped as STALE_SESSION', () => {
+    const { a } = connected();
+    const r = linkReceive(a, 'b', { type: 'ptp', srcInc: 199, destInc: 100, seq: 1, ackSeq: 0, body: notice('x') }, 0, []);
+    expect(r.drop).toBe('STALE_SESSION');
+    const r2 = linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 99, seq: 1, ackSeq: 0, body: notice('x') }, 0, []);
+    expect(r2.drop).toBe('STALE_SESSION');
+  });
+
+  it('an unknown peer is NOT_A_MEMBER', () => {
+    const { a } = connected();
+    expect(linkReceive(a, 'zz', { type: 'hello', inc: 1, echo: 0, established: false }, 0, []).drop).toBe('NOT_A_MEMBER');
+  });
+});
+
+describe('lane 0 reliability (spec §3.4 P1–P7)', () => {
+  it('delivers in order, acks cumulatively, and a pure ack consumes no seq', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    for (const t of ['1', '2', '3']) linkSend(a, 'b', 0, notice(t), 0, 0, o);
+    const seqs = sends(o).map((s) => (s.item.type === 'ptp' ? s.item.seq : -1));
+    expect(seqs).toEqual([1, 2, 3]);
+    const r = pass(b, 'a', o);
+    expect(ptpTexts(r.deliveries)).toEqual(['1', '2', '3']);
+    const acks = sends(r.out).filter((s) => s.item.type === 'ptp');
+    expect(acks).toHaveLength(1); // coalesced: one pure ack per step
+    const ack = acks[0]?.item;
+    expect(ack?.type === 'ptp' && ack.body === null && ack.ackSeq === 3 && ack.seq === 0).toBe(true);
+    pass(a, 'b', r.out);
+    expect(a.peers.get('b')?.lanes[0].unacked).toHaveLength(0);
+    expect(a.peers.get('b')?.lanes[0].seqAcked).toBe(3);
+  });
+
+  it('buffers out-of-order messages within the window and delivers the run once the gap fills (P3, P4)', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    for (const t of ['1', '2', '3', '4']) linkSend(a, 'b', 0, notice(t), 0, 0, o);
+    const r1 = pass(b, 'a', o, 0, (i) => !(i.type === 'ptp' && i.seq === 1));
+    expect(ptpTexts(r1.deliveries)).toEqual([]);
+    // Each out-of-order arrival produced the duplicate ack (ackSeq 0) that prompts a resend.
+    const dupAck = sends(r1.out).find((s) => s.item.type === 'ptp');
+    expect(dupAck?.item.type === 'ptp' && dupAck.item.ackSeq).toBe(0);
+    // Fast retransmit (P3.4): the duplicate ack makes `a` resend seq 1 at once.
+    const r2 = pass(a, 'b', r1.out);
+    const resent = sends(r2.out).filter((s) => s.item.type === 'ptp' && s.item.body !== null);
+    expect(resent.map((s) => (s.item.type === 'ptp' ? s.item.seq : 0))).toEqual([1]);
+    const r3 = pass(b, 'a', r2.out);
+    expect(ptpTexts(r3.deliveries)).toEqual(['1', '2', '3', '4']);
+  });
+
+  it('drops a seq beyond the receive window and a duplicate below it', () => {
+    const { b } = connected();
+    const far = linkReceive(b, 'a', { type: 'ptp', srcInc: 100, destInc: 200, seq: 1 + RECEIVE_WINDOW, ackSeq: 0, body: notice('far') }, 0, []);
+    expect(far.drop).toBe('OUT_OF_WINDOW');
+    linkReceive(b, 'a', { type: 'ptp', srcInc: 100, destInc: 200, seq: 1, ackSeq: 0, body: notice('one') }, 0, []);
+    const dup = linkReceive(b, 'a', { type: 'ptp', srcInc: 100, destInc: 200, seq: 1, ackSeq: 0, body: notice('one') }, 0, []);
+    expect(dup.deliveries).toHaveLength(0);
+  });
+
+  it('retransmits unacknowledged messages on RetransmitTimeout with their original seq (P6)', () => {
+    const { a, b } = connected();
+    const lost: CoreEffect[] = [];
+    linkSend(a, 'b', 0, notice('lost'), 0, 0, lost);
+    expect(linkNextWakeMs(a)).toBe(DEFAULT_TIMING.retransmitMs);
+    const again: CoreEffect[] = [];
+    linkTimers(a, DEFAULT_TIMING.retransmitMs, again, null);
+    const item = sends(again)[0]?.item;
+    expect(item?.type === 'ptp' && item.seq).toBe(1);
+    expect(ptpTexts(pass(b, 'a', again).deliveries)).toEqual(['lost']);
+  });
+
+  it('an ack for a seq never sent is ignored (a faulty peer cannot release our buffer)', () => {
+    const { a } = connected();
+    linkSend(a, 'b', 0, notice('x'), 0, 0, []);
+    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 9, body: null }, 0, []);
+    expect(a.peers.get('b')?.lanes[0].unacked).toHaveLength(1);
+  });
+});
+
+describe('lane 1 (group lane, spec §3.3, flaw 2 fix)', () => {
+  const gc = (gssn: number) => ({
+    type: 'gc' as const,
+    gc: { gssn, prevGssn: gssn - 1, csnAck: 0, payload: { type: 'echo.reply' as const, origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' },
+  });
+
+  it('is never PTP-acked and is released only by a group ack covering its tag', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 1, gc(1), 1, 0, o);
+    linkSend(a, 'b', 1, gc(2), 2, 0, o);
+    const r = pass(b, 'a', o);
+    expect(r.deliveries.filter((d) => d.type === 'grp')).toHaveLength(2);
+    expect(sends(r.out)).toHaveLength(0); // no PTP ack for group message replicas
+    linkRelease(a, 'b', 1, 0, []);
+    expect(a.peers.get('b')?.lanes[1].unacked.map((e) => e.tag)).toEqual([2]);
+  });
+
+  it('has its own sequence space: a group ack never covers a lane-0 message (spec §9.2 A15 at link level)', () => {
+    const { a, b } = connected();
+    const lost: CoreEffect[] = [];
+    linkSend(a, 'b', 0, notice('plain'), 0, 0, lost); // lost
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 1, gc(10), 10, 0, o);
+    pass(b, 'a', o);
+    linkRelease(a, 'b', 10, 0, []);
+    expect(a.peers.get('b')?.lanes[0].unacked).toHaveLength(1);
+    const again: CoreEffect[] = [];
+    linkTimers(a, DEFAULT_TIMING.retransmitMs, again, null);
+    expect(ptpTexts(pass(b, 'a', again).deliveries)).toEqual(['plain']);
+  });
+
+  it('a retransmitted copy already admitted is reported as a duplicate (so the group ack is repeated)', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 1, gc(1), 1, 0, o);
+    pass(b, 'a', o);
+    const again: CoreEffect[] = [];
+    linkTimers(a, DEFAULT_TIMING.retransmitMs, again, null);
+    expect(pass(b, 'a', again).deliveries.map((d) => d.type)).toEqual(['grp.duplicate']);
+  });
+
+  it('reports lane-1 messages to the primary as overdue after 1 + 3 transmissions (spec §3.4 P6)', () => {
+    const { a } = connected();
+    linkSend(a, 'b', 1, gc(1), 1, 0, []);
+    const overdue: number[] = [];
+    for (let i = 1; i <= 5; i++) overdue.push(linkTimers(a, i * DEFAULT_TIMING.retransmitMs, [], 'b').length);
+    // Expiries 1–3 are the three retransmissions to the primary; the 4th falls back, once.
+    expect(overdue).toEqual([0, 0, 0, 1, 0]);
+  });
+});
