@@ -38,6 +38,10 @@ export const MAX_UNACKED_PER_LANE = 4096;
 export const MAX_QUEUED_WHILE_DISCONNECTED = 4096;
 /** Messages retransmitted per lane per timer expiry: bounds a retransmission burst. */
 export const MAX_RETRANSMIT_BATCH = 256;
+/** Retransmission timeout backoff: each expiry without progress doubles the timeout up to this
+ *  factor (40 ms → 320 ms). Lane-1 copies may wait ~600 ms for a group ack when a replica is
+ *  down (three ReplicaTimeouts), and resending them every 40 ms meanwhile only burns CPU. */
+export const MAX_RETRANSMIT_BACKOFF = 8;
 /** Spec §3.6 G6 / §3.4 P6: the agent resends to the primary this many times, then to both backups. */
 export const PRIMARY_RETRIES_BEFORE_FALLBACK = 3;
 /** Spec §3.5 G5: ReplicaTimeout fires at most this many times per GSSN before a purge. */

@@ -7,7 +7,7 @@
 //          PTP-acked — the group layer releases entries with group acks (spec §3.3).
 // Pure: no clock, no I/O. Time arrives as `nowMs`; effects are appended to `out`.
 import {
-  MAX_QUEUED_WHILE_DISCONNECTED, MAX_RETRANSMIT_BATCH, MAX_UNACKED_PER_LANE,
+  MAX_QUEUED_WHILE_DISCONNECTED, MAX_RETRANSMIT_BACKOFF, MAX_RETRANSMIT_BATCH, MAX_UNACKED_PER_LANE,
   PRIMARY_RETRIES_BEFORE_FALLBACK, RECEIVE_WINDOW, type Timing,
 } from './constants.ts';
 import type { CoreEffect } from './node.ts';
@@ -39,6 +39,8 @@ type Lane<B> = {
   /** OMB: admitted out of order, keyed by seq, all within the receive window. */
   outOfOrder: Map<number, B>;
   retransmitAtMs: number | null;
+  /** Multiplier of the retransmission timeout: doubles per fruitless expiry, 1 after progress. */
+  backoff: number;
 };
 
 export type Peer = {
@@ -76,7 +78,7 @@ export type Delivery =
 export type Overdue = { to: ProcessId; body: GroupBody; tag: number };
 
 function newLane<B>(): Lane<B> {
-  return { seqSent: 0, seqAcked: 0, unacked: [], queued: [], seqRcvd: 0, outOfOrder: new Map(), retransmitAtMs: null };
+  return { seqSent: 0, seqAcked: 0, unacked: [], queued: [], seqRcvd: 0, outOfOrder: new Map(), retransmitAtMs: null, backoff: 1 };
 }
 
 function newPeer(id: ProcessId): Peer {
@@ -174,6 +176,7 @@ function processAck(links: Links, peer: Peer, ackSeq: number, nowMs: number, out
   if (ackSeq > l.seqAcked) {
     while (l.unacked.length > 0 && (l.unacked[0] as Outgoing<PtpPayload>).seq <= ackSeq) l.unacked.shift();
     l.seqAcked = ackSeq;
+    l.backoff = 1;
     l.retransmitAtMs = l.unacked.length > 0 ? nowMs + links.timing.retransmitMs : null;
     refill(links, peer, 0, nowMs, out);
   }
@@ -202,6 +205,7 @@ export function linkRelease(links: Links, to: ProcessId, tag: number, nowMs: num
   // Also forget queued bodies already covered (sent to the group by another path).
   if (l.queued.length > 0) l.queued = l.queued.filter((q) => q.tag > tag);
   if (released) {
+    l.backoff = 1;
     l.retransmitAtMs = l.unacked.length > 0 ? nowMs + links.timing.retransmitMs : null;
     refill(links, peer, 1, nowMs, out);
   }
@@ -323,15 +327,20 @@ export function linkTimers(links: Links, nowMs: number, out: CoreEffect[], prima
       const l = peer.lanes[lane];
       if (l.retransmitAtMs === null || l.retransmitAtMs > nowMs) continue;
       const n = Math.min(l.unacked.length, MAX_RETRANSMIT_BATCH);
+      // The agent's retries to the primary keep the plain period until they have fallen back
+      // to the backups, so the fallback of spec P6 comes after 4 x retransmitMs, not later.
+      let grow = true;
       for (let i = 0; i < n; i++) {
         const e = l.unacked[i] as Outgoing<never>;
         if (lane === 1 && peer.id === primary && !e.fellBack && e.transmissions >= 1 + PRIMARY_RETRIES_BEFORE_FALLBACK) {
           e.fellBack = true;
           overdue.push({ to: peer.id, body: e.body, tag: e.tag });
         }
+        if (lane === 1 && peer.id === primary && !e.fellBack) grow = false;
         sendItem(links, peer, lane, e, out);
       }
-      l.retransmitAtMs = l.unacked.length > 0 ? nowMs + links.timing.retransmitMs : null;
+      if (grow) l.backoff = Math.min(l.backoff * 2, MAX_RETRANSMIT_BACKOFF);
+      l.retransmitAtMs = l.unacked.length > 0 ? nowMs + links.timing.retransmitMs * l.backoff : null;
     }
   }
   return overdue;

@@ -58,7 +58,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
     // Apply filters before signing by wrapping the core's step.
     const step = core.step.bind(core);
     (core as { step: typeof core.step }).step = (input) =>
-      step(input).flatMap((e) => {
+      step(input).flatMap((e): CoreEffect[] => {
         if (e.type !== 'send') return [e];
         let item: Item | null = e.item;
         for (const f of filters) if (item !== null) item = f(core.id, e.to, item);

@@ -167,6 +167,28 @@ describe('lane 0 reliability (spec §3.4 P1–P7)', () => {
   });
 });
 
+describe('retransmission backoff', () => {
+  it('doubles the timeout per fruitless expiry up to 8x, and resets once an ack makes progress', () => {
+    const { a, b } = connected();
+    linkSend(a, 'b', 0, notice('x'), 0, 0, []);
+    const gaps: number[] = [];
+    let last = 0;
+    for (let i = 0; i < 6; i++) {
+      const at = linkNextWakeMs(a) as number;
+      gaps.push(at - last);
+      last = at;
+      linkTimers(a, at, [], null);
+    }
+    const rto = DEFAULT_TIMING.retransmitMs;
+    expect(gaps).toEqual([rto, 2 * rto, 4 * rto, 8 * rto, 8 * rto, 8 * rto]);
+    const again: CoreEffect[] = [];
+    linkTimers(a, last + 8 * rto, again, null);
+    pass(a, 'b', pass(b, 'a', again, last).out, last);
+    linkSend(a, 'b', 0, notice('y'), 0, last, []);
+    expect((linkNextWakeMs(a) as number) - last).toBe(rto);
+  });
+});
+
 describe('lane 1 (group lane, spec §3.3, flaw 2 fix)', () => {
   const gc = (gssn: number) => ({
     type: 'gc' as const,
@@ -213,7 +235,7 @@ describe('lane 1 (group lane, spec §3.3, flaw 2 fix)', () => {
     const { a } = connected();
     linkSend(a, 'b', 1, gc(1), 1, 0, []);
     const overdue: number[] = [];
-    for (let i = 1; i <= 5; i++) overdue.push(linkTimers(a, i * DEFAULT_TIMING.retransmitMs, [], 'b').length);
+    for (let i = 1; i <= 5; i++) overdue.push(linkTimers(a, linkNextWakeMs(a) as number, [], 'b').length);
     // Expiries 1–3 are the three retransmissions to the primary; the 4th falls back, once.
     expect(overdue).toEqual([0, 0, 0, 1, 0]);
   });
