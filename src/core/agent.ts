@@ -94,7 +94,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
 
   function sendRequest(request: AgentRequest, nowMs: number, out: CoreEffect[]): void {
     csnSent++;
-    const signed = signCG({ csn: csnSent, gssnAck: gssnAcked, payload: request, client: id }, opts.signer);
+    const signed = signCG({ csn: csnSent, gssnAck: gssnAcked, payload: request, client: id, inc: opts.inc }, opts.signer);
     const r = linkSend(links, primary, 1, { type: 'cg', signed }, csnSent, nowMs, out);
     if (r === 'full') out.push({ type: 'log', level: 'error', event: 'request.backlog-full', fields: { csn: csnSent } });
   }
@@ -167,8 +167,9 @@ export function createAgent(opts: AgentOptions): AgentCore {
 
   /** spec §3.5 G2: one admitted copy from replica `from`. */
   function onCopy(from: ProcessId, gc: GroupMsgGC, nowMs: number, out: CoreEffect[]): void {
-    onCsnAck(from, gc.csnAck, nowMs, out);
     if (gc.dest !== id) return;
+    // Only the group's acks of this incarnation's CSNs count (PROTOCOL §5.7).
+    if (gc.destInc === opts.inc) onCsnAck(from, gc.csnAck, nowMs, out);
     const key = hexOf(pack(groupMsgGC.enc(gc)));
     let e = gmb.get(gc.gssn);
     if (e === undefined) {

@@ -10,7 +10,9 @@ import {
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership, SuspectReason } from './node.ts';
 import type { Hash, ProcessId } from './ports.ts';
-import { applyRequest, digestState, initialState, type ReplicatedState } from './replicated-state.ts';
+import {
+  adoptIncarnation, applyRequest, digestState, expectedCsn, initialState, type ReplicatedState,
+} from './replicated-state.ts';
 import type { ReplicaStatus, PeerHealth } from './status.ts';
 import type { Item, SignedCG } from './wire/messages.ts';
 
@@ -44,8 +46,14 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   // ---- non-replicated state ----
   /** Primary: agent requests that arrived ahead of a missing CSN. */
   const holdback = new Map<ProcessId, Map<number, SignedCG>>();
-  /** Backups: PrimaryProgressTimeout(c, csn) deadlines, keyed "c\u0000csn" (spec §3.6 G8). */
-  const progressTimers = new Map<string, { client: ProcessId; csn: number; atMs: number }>();
+  /** Backups: PrimaryProgressTimeout(c, csn) deadlines (spec §3.6 G8), keyed by progressKey. */
+  const progressTimers = new Map<string, { client: ProcessId; inc: number; csn: number; atMs: number }>();
+  const progressKey = (cg: SignedCG['cg']) => `${cg.client}\u0000${cg.inc}\u0000${cg.csn}`;
+  /** Has the group already delivered this request (or one of a later incarnation)? */
+  const delivered = (client: ProcessId, inc: number, csn: number): boolean => {
+    const expected = expectedCsn(state, client, inc);
+    return expected === null || csn < expected;
+  };
   /** Log L of delivered requests (spec §3.3), bounded: [rsn, signed CG]. */
   const deliveredLog: [number, SignedCG][] = [];
   const heard = new Map<ProcessId, HeartbeatSeen>();
@@ -81,23 +89,27 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     const peer = links.peers.get(client);
     if (peer === undefined || !peer.established) return;
     // Lane-1 pure group ack (G9's empty GROUP-MSG-GC): unsequenced, repeated on duplicates.
-    out.push({ type: 'send', to: client, item: { type: 'gack', srcInc: links.inc, destInc: peer.peerInc, ack: state.csnReceived.get(client) ?? 0 } });
+    // It acknowledges CSNs of the incarnation we talk to, never a predecessor's (PROTOCOL §5.7).
+    const ack = state.clientInc.get(client) === peer.peerInc ? (state.csnReceived.get(client) ?? 0) : 0;
+    out.push({ type: 'send', to: client, item: { type: 'gack', srcInc: links.inc, destInc: peer.peerInc, ack } });
     void nowMs;
   }
 
   /** spec §3.6 G9: deliver an ordered agent request. */
   function deliver(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
     const cg = signed.cg;
-    const key = `${cg.client}\u0000${cg.csn}`;
-    progressTimers.delete(key);
-    // G10: the agent's group ack releases our lane-1 copies of what it has fully received.
-    linkRelease(links, cg.client, cg.gssnAck, nowMs, out);
-    const expected = (state.csnReceived.get(cg.client) ?? 0) + 1;
+    progressTimers.delete(progressKey(cg));
+    const expected = expectedCsn(state, cg.client, cg.inc);
     if (cg.csn !== expected) {
-      // The primary orders only the next CSN, so a backup seeing another one caught it lying.
-      suspect(out, state.primary, 'rsn.gap', `rsn ${state.rsn} carries csn ${cg.csn} of ${cg.client}, expected ${expected}`);
+      // The primary orders only the next CSN of the newest incarnation, so a backup seeing
+      // anything else caught it lying.
+      suspect(out, state.primary, 'rsn.gap', `rsn ${state.rsn} carries csn ${cg.csn}/${cg.inc} of ${cg.client}, expected ${expected}`);
       return;
     }
+    adoptIncarnation(state, cg.client, cg.inc);
+    // G10: the agent's group ack releases our lane-1 copies of what it has fully received
+    // (only the current session's copies are in the link, so an old incarnation's mark is moot).
+    if (links.peers.get(cg.client)?.peerInc === cg.inc) linkRelease(links, cg.client, cg.gssnAck, nowMs, out);
     state.csnReceived.set(cg.client, cg.csn);
     deliveredLog.push([state.rsn, signed]);
     if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
@@ -118,16 +130,18 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
 
   /** Primary: order the next request of `client` (spec §3.6 G7, with CSN hold-back). */
   function order(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
-    const client = signed.cg.client;
-    const received = state.csnReceived.get(client) ?? 0;
-    if (signed.cg.csn <= received) {
+    const { client, inc, csn } = signed.cg;
+    const expected = expectedCsn(state, client, inc);
+    if (expected === null) return; // a dead incarnation's request, replayed or relayed late
+    if (csn < expected) {
       groupAck(client, nowMs, out); // a retransmission: the agent missed our ack
       return;
     }
-    if (signed.cg.csn > received + 1) {
+    if (csn > expected) {
       let held = holdback.get(client);
       if (held === undefined) holdback.set(client, (held = new Map()));
-      if (held.size < MAX_HOLDBACK_PER_AGENT) held.set(signed.cg.csn, signed);
+      for (const [k, h] of held) if (h.cg.inc < inc) held.delete(k);
+      if (held.size < MAX_HOLDBACK_PER_AGENT && (held.get(csn)?.cg.inc ?? 0) <= inc) held.set(csn, signed);
       return;
     }
     let next: SignedCG | undefined = signed;
@@ -136,9 +150,10 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper', rsn: state.rsn, signed: next }, 0, nowMs, out);
       deliver(next, nowMs, out);
       const held = holdback.get(client);
-      const csn = state.csnReceived.get(client) ?? 0;
-      next = held?.get(csn + 1);
-      held?.delete(csn + 1);
+      const following = (state.csnReceived.get(client) ?? 0) + 1;
+      next = held?.get(following);
+      held?.delete(following);
+      if (next !== undefined && next.cg.inc !== state.clientInc.get(client)) next = undefined;
     }
   }
 
@@ -155,13 +170,15 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
           return;
         }
         // A backup hears from an agent only when the agent gave up on the primary (G7).
-        if (signed.cg.csn <= (state.csnReceived.get(d.from) ?? 0)) {
+        if (delivered(d.from, signed.cg.inc, signed.cg.csn)) {
           groupAck(d.from, nowMs, out);
           return;
         }
         linkSend(links, state.primary, 0, { type: 'wrapper', rsn: 0, signed }, 0, nowMs, out);
-        const key = `${d.from}\u0000${signed.cg.csn}`;
-        if (!progressTimers.has(key)) progressTimers.set(key, { client: d.from, csn: signed.cg.csn, atMs: nowMs + t.primaryProgressMs });
+        const key = progressKey(signed.cg);
+        if (!progressTimers.has(key)) {
+          progressTimers.set(key, { client: d.from, inc: signed.cg.inc, csn: signed.cg.csn, atMs: nowMs + t.primaryProgressMs });
+        }
         out.push({ type: 'log', level: 'warn', event: 'agent.fallback', fields: { client: d.from, csn: signed.cg.csn } });
         return;
       }
@@ -292,7 +309,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       if (timer.atMs > nowMs) continue;
       progressTimers.delete(key);
       // spec §3.6 G8: the primary never ordered a request this backup forwarded.
-      if ((state.csnReceived.get(timer.client) ?? 0) < timer.csn) {
+      if (!delivered(timer.client, timer.inc, timer.csn)) {
         suspect(out, state.primary, 'primary.progress', `csn ${timer.csn} of ${timer.client} not ordered by ${state.primary}`);
       }
     }

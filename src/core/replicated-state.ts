@@ -20,6 +20,8 @@ export type ReplicatedState = {
   /** The replica set R and the primary (B = R − primary). */
   replicas: ProcessId[];
   primary: ProcessId;
+  /** Per agent: the incarnation whose CSNs `csnReceived` counts (PROTOCOL §5.7). */
+  clientInc: Map<ProcessId, number>;
   /** Per agent: last in-order CSN delivered (spec csn_rcvd). */
   csnReceived: Map<ProcessId, number>;
   /** Per agent: GSSN of the last group message sent to it (the prevGssn chain, PROTOCOL §5.2). */
@@ -33,7 +35,7 @@ export function initialState(replicas: readonly ProcessId[], agents: readonly { 
   if (primary === undefined) throw new Error('a manager group needs replicas');
   const nodes = new Map<ProcessId, NodeRecord>();
   for (const a of agents) nodes.set(a.id, { node: a.node, joined: false, slots: 0 });
-  return { rsn: 0, gssn: 0, replicas: [...replicas], primary, csnReceived: new Map(), lastGssnTo: new Map(), nodes };
+  return { rsn: 0, gssn: 0, replicas: [...replicas], primary, clientInc: new Map(), csnReceived: new Map(), lastGssnTo: new Map(), nodes };
 }
 
 const sortedEntries = <V>(m: Map<string, V>): [string, V][] => [...m.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
@@ -42,6 +44,7 @@ const sortedEntries = <V>(m: Map<string, V>): [string, V][] => [...m.entries()].
 export function encodeState(s: ReplicatedState): Uint8Array {
   return pack([
     s.rsn, s.gssn, s.replicas, s.primary,
+    sortedEntries(s.clientInc),
     sortedEntries(s.csnReceived),
     sortedEntries(s.lastGssnTo),
     sortedEntries(s.nodes).map(([id, n]) => [id, n.node, n.joined, n.slots]),
@@ -61,8 +64,28 @@ export type ApplyResult = {
 
 function emit(s: ReplicatedState, dest: ProcessId, payload: GroupCommand, out: GroupMsgGC[]): void {
   s.gssn++;
-  out.push({ gssn: s.gssn, prevGssn: s.lastGssnTo.get(dest) ?? 0, csnAck: s.csnReceived.get(dest) ?? 0, payload, dest });
+  out.push({
+    gssn: s.gssn, prevGssn: s.lastGssnTo.get(dest) ?? 0, csnAck: s.csnReceived.get(dest) ?? 0,
+    destInc: s.clientInc.get(dest) ?? 0, payload, dest,
+  });
   s.lastGssnTo.set(dest, s.gssn);
+}
+
+/** The CSN the next request of `client` must carry, given the incarnation `inc` it comes
+ *  from, or null for an older incarnation (a replay of a dead agent's request). */
+export function expectedCsn(s: ReplicatedState, client: ProcessId, inc: number): number | null {
+  const known = s.clientInc.get(client) ?? 0;
+  if (inc < known) return null;
+  return inc > known ? 1 : (s.csnReceived.get(client) ?? 0) + 1;
+}
+
+/** A request from a newer incarnation of `client` is being delivered: its CSNs and its GSSN
+ *  chain start afresh (PROTOCOL §5.7). Deterministic: it happens at the request's RSN. */
+export function adoptIncarnation(s: ReplicatedState, client: ProcessId, inc: number): void {
+  if (inc <= (s.clientInc.get(client) ?? 0)) return;
+  s.clientInc.set(client, inc);
+  s.csnReceived.set(client, 0);
+  s.lastGssnTo.set(client, 0);
 }
 
 /** Apply one request from `client`, already accepted in CSN order, at RSN `s.rsn`. */

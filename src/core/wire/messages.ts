@@ -55,11 +55,12 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
 
 // ---- Group messages (spec §3.2) --------------------------------------------------------------
 
-/** GROUP-MSG-CG: agent `client` → group. `gssnAck` is the agent's complete-delivery mark.
+/** GROUP-MSG-CG: agent `client` → group. `gssnAck` is the agent's complete-delivery mark;
+ *  `inc` the agent's incarnation, so a restarted agent's CSNs start afresh (PROTOCOL §5.7).
  *  Carried signed by the agent itself, so a replica can relay it without being able to forge it. */
-export type GroupMsgCG = { csn: number; gssnAck: number; payload: AgentRequest; client: ProcessId };
-export const groupMsgCG: Schema<GroupMsgCG> = struct<GroupMsgCG>(['csn', 'gssnAck', 'payload', 'client'], {
-  csn: uint, gssnAck: uint, payload: agentRequest, client: processId,
+export type GroupMsgCG = { csn: number; gssnAck: number; payload: AgentRequest; client: ProcessId; inc: number };
+export const groupMsgCG: Schema<GroupMsgCG> = struct<GroupMsgCG>(['csn', 'gssnAck', 'payload', 'client', 'inc'], {
+  csn: uint, gssnAck: uint, payload: agentRequest, client: processId, inc: uint,
 });
 
 /** A CG as the agent signed it: the canonical bytes, the signature, and the decoded value. */
@@ -67,10 +68,11 @@ export type SignedCG = { bytes: Uint8Array; sig: Uint8Array; cg: GroupMsgCG };
 
 /** GROUP-MSG-GC: group → agent `dest`. `prevGssn` is the GSSN of the previous group message to
  *  the same agent (0 for none): with a global GSSN it is what lets the agent detect a missing
- *  message and deliver in order (PROTOCOL §5.2, a clarification of spec §3.5 G3). */
-export type GroupMsgGC = { gssn: number; prevGssn: number; csnAck: number; payload: GroupCommand; dest: ProcessId };
-export const groupMsgGC: Schema<GroupMsgGC> = struct<GroupMsgGC>(['gssn', 'prevGssn', 'csnAck', 'payload', 'dest'], {
-  gssn: uint, prevGssn: uint, csnAck: uint, payload: groupCommand, dest: processId,
+ *  message and deliver in order (PROTOCOL §5.2, a clarification of spec §3.5 G3). `csnAck`
+ *  acknowledges the CSNs of incarnation `destInc` of the agent only (PROTOCOL §5.7). */
+export type GroupMsgGC = { gssn: number; prevGssn: number; csnAck: number; destInc: number; payload: GroupCommand; dest: ProcessId };
+export const groupMsgGC: Schema<GroupMsgGC> = struct<GroupMsgGC>(['gssn', 'prevGssn', 'csnAck', 'destInc', 'payload', 'dest'], {
+  gssn: uint, prevGssn: uint, csnAck: uint, destInc: uint, payload: groupCommand, dest: processId,
 });
 
 // ---- Point-to-point lane payloads (PROTOCOL §4) -----------------------------------------------

@@ -132,6 +132,29 @@ describe('group messages agent → manager (spec §3.6)', () => {
   });
 });
 
+describe('agent incarnations (PROTOCOL §5.7)', () => {
+  it('a restarted agent starts a fresh CSN and GSSN chain: its requests are ordered and its commands delivered', () => {
+    const c = makeCluster(2);
+    c.run(100);
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(3, 'self') });
+    c.run(200);
+    expect(c.effects('deliver.command', 'a1')).toHaveLength(3);
+    const fresh = c.restartAgent('a1', 2);
+    c.run(300); // handshake with the new incarnation, node.join ordered
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(2, 'self') });
+    c.run(300);
+    const after = c.observed.filter((o) => o.proc === 'a1' && o.effect.type === 'deliver.command' && o.at > 100 + 200);
+    expect(after).toHaveLength(2);
+    expect(fresh.status(c.now()).csnAcked).toBe(2); // node.join + echo, acknowledged by f+1
+    for (const r of c.replicas) expect(r.state().clientInc.get('a1')).toBe(2);
+    expect(new Set(c.replicas.map((r) => r.digestHex())).size).toBe(1);
+    // The other agent was never disturbed.
+    c.input('a2', { type: 'request', nowMs: c.now(), request: echo(1, 'self') });
+    c.run(100);
+    expect(c.effects('deliver.command', 'a2')).toHaveLength(1);
+  });
+});
+
 describe('heartbeats and status (PROTOCOL §6–§7)', () => {
   it('a replica that stops heartbeating is suspected by the others within two check periods', () => {
     const c = makeCluster(1);

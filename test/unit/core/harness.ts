@@ -68,7 +68,16 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
     return core;
   };
   const replicas = membership.replicas.map((id) => mk(createReplica({ id, membership, hash, inc: 1 })) as ReplicaCore);
-  const agentCores = agents.map((a) => mk(createAgent({ id: a.id, membership, inc: 1, slots: 4, signer: hmacSigner(a.id) })) as AgentCore);
+  const newAgent = (id: ProcessId, inc: number) => mk(createAgent({ id, membership, inc, slots: 4, signer: hmacSigner(id) })) as AgentCore;
+  const agentCores = agents.map((a) => newAgent(a.id, 1));
+  /** A process dies and comes back as a fresh core with a higher incarnation. */
+  function restartAgent(id: ProcessId, inc: number): AgentCore {
+    for (let i = queue.length - 1; i >= 0; i--) if (queue[i]?.to === id) queue.splice(i, 1);
+    const core = newAgent(id, inc);
+    const k = agentCores.findIndex((a) => a.id === id);
+    if (k >= 0) agentCores[k] = core;
+    return core;
+  }
 
   function runUntil(endMs: number): void {
     while (now <= endMs) {
@@ -87,7 +96,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
   }
 
   return {
-    membership, replicas, agents: agentCores, shells, observed, filters, down,
+    membership, replicas, agents: agentCores, shells, observed, filters, down, restartAgent,
     now: () => now,
     runUntil,
     run: (ms: number) => runUntil(now + ms),

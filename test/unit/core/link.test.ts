@@ -192,7 +192,7 @@ describe('retransmission backoff', () => {
 describe('lane 1 (group lane, spec §3.3, flaw 2 fix)', () => {
   const gc = (gssn: number) => ({
     type: 'gc' as const,
-    gc: { gssn, prevGssn: gssn - 1, csnAck: 0, payload: { type: 'echo.reply' as const, origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' },
+    gc: { gssn, prevGssn: gssn - 1, csnAck: 0, destInc: 0, payload: { type: 'echo.reply' as const, origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' },
   });
 
   it('is never PTP-acked and is released only by a group ack covering its tag', () => {
