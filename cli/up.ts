@@ -1,0 +1,170 @@
+// `trine up`: creates a local cluster (keys, cluster.json, ports) and starts every daemon
+// detached — the watchdog, replicas r1..r3 on nodes n1..n3, an agent on every node — then waits
+// until the cluster is healthy (one primary, two backups, every agent joined with a fresh
+// heartbeat, equal digests at equal RSN, the watchdog hearing all replicas) and says so in one
+// line. If it is not healthy in time, it prints what is missing and stops what it started.
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { ProcessId } from '../src/core/ports.ts';
+import {
+  allocatePorts, clusterIds, ClusterDirError, DEFAULT_NODES, generateClusterKeys, isAlive, isForeignDir, loadCluster, MAX_NODES, MIN_NODES,
+  paths, planCluster, readPidFiles, removePidFile, resolveClusterDir, runningProcesses, writeClusterConfig, writePidFile,
+  type ClusterConfig, type ProcessEntry,
+} from '../src/io/cluster-dir.ts';
+import { logPath } from '../src/io/log.ts';
+import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
+import { stopProcesses } from './down.ts';
+import { StatusClient } from './status-client.ts';
+import { buildStatusDocument, type StatusDocument } from './status-report.ts';
+
+/** How long `trine up` waits for a healthy cluster. Starting 8 TypeScript processes costs a
+ *  few CPU-seconds; on 2 busy cores that can take 10 s, so 30 s leaves room without hanging. */
+export const UP_TIMEOUT_MS = 30_000;
+/** Each health poll waits this long for answers before looking again. */
+export const UP_QUERY_TIMEOUT_MS = 500;
+/** Pause between health polls. */
+export const UP_POLL_MS = 100;
+/** Lines of a dead daemon's output shown when `up` fails because of it. */
+const TAIL_LINES = 3;
+
+const CLI_MAIN = fileURLToPath(new URL('./main.ts', import.meta.url));
+
+/** The tsx loader, resolved from here so daemons start whatever the caller's cwd. */
+function tsxLoader(): string {
+  return import.meta.resolve('tsx');
+}
+
+function daemonArgs(p: ProcessEntry, dir: string): string[] {
+  switch (p.kind) {
+    case 'replica':
+      return ['manager', '--dir', dir, '--id', p.id];
+    case 'agent':
+      return ['agent', '--dir', dir, '--id', p.id];
+    case 'watchdog':
+      return ['scc', '--dir', dir];
+    case 'operator':
+      return [];
+  }
+}
+
+function spawnDaemon(dir: string, p: ProcessEntry): number {
+  const out = openSync(paths.output(dir, p.id), 'a');
+  try {
+    const child = spawn(process.execPath, ['--import', tsxLoader(), CLI_MAIN, ...daemonArgs(p, dir)], {
+      detached: true,
+      stdio: ['ignore', out, out],
+    });
+    child.on('error', () => {
+      // Reported below: a child without a pid failed to spawn.
+    });
+    if (child.pid === undefined) throw new CliError(`could not start ${p.id} (${process.execPath}): check that node can run`, EXIT_FAILED);
+    child.unref();
+    writePidFile(dir, p.id, child.pid);
+    return child.pid;
+  } finally {
+    closeSync(out);
+  }
+}
+
+function tail(dir: string, id: ProcessId): string {
+  for (const file of [paths.output(dir, id), logPath(dir, id)]) {
+    try {
+      const lines = readFileSync(file, 'utf8').trim().split('\n').filter((l) => l.length > 0);
+      if (lines.length > 0) return lines.slice(-TAIL_LINES).join(' | ');
+    } catch {
+      // try the next file
+    }
+  }
+  return 'no output';
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export type UpOptions = { dir?: string | undefined; nodes?: number | undefined; basePort?: number | undefined; timeoutMs?: number | undefined };
+
+export async function up(opts: UpOptions): Promise<number> {
+  const started = performance.now();
+  const dir = resolveClusterDir(opts.dir);
+  const nodes = opts.nodes ?? DEFAULT_NODES;
+  if (isForeignDir(dir)) {
+    throw new ClusterDirError('FOREIGN_DIR', `${dir} exists and is not a trine cluster dir: pass another --dir (trine up will not write into it)`);
+  }
+  const running = runningProcesses(dir);
+  if (running.length > 0) {
+    throw new ClusterDirError('CLUSTER_RUNNING', `a cluster is already running in ${dir} (${running.map((r) => r.id).join(', ')}): run \`trine down --dir ${dir}\` first, or pass another --dir`);
+  }
+  if (!Number.isInteger(nodes) || nodes < MIN_NODES || nodes > MAX_NODES) {
+    throw new ClusterDirError('BAD_ARGUMENT', `--nodes must be an integer from ${MIN_NODES} to ${MAX_NODES}, got ${nodes}`);
+  }
+  const ids = clusterIds(nodes);
+  const ports = await allocatePorts(ids.listeners.length, opts.basePort);
+
+  mkdirSync(dir, { recursive: true });
+  for (const { id } of readPidFiles(dir)) removePidFile(dir, id);
+  const keys = generateClusterKeys(dir, ids.all);
+  const config: ClusterConfig = planCluster({ nodes, ports }, keys);
+  writeClusterConfig(dir, config);
+  const cluster = loadCluster(dir);
+
+  const started_: { id: ProcessId; pid: number }[] = [];
+  let stopping = false;
+  const stopAll = async (): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    await stopProcesses(dir, started_);
+  };
+  const onSignal = () => {
+    process.stderr.write('trine: interrupted: stopping what was started\n');
+    void stopAll().then(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  let client: StatusClient | null = null;
+  try {
+    // Listeners first so dialers find them; the order only saves a few reconnects.
+    const order = [...config.processes.filter((p) => p.kind === 'watchdog'), ...config.processes.filter((p) => p.kind === 'replica'), ...config.processes.filter((p) => p.kind === 'agent')];
+    for (const p of order) started_.push({ id: p.id, pid: spawnDaemon(dir, p) });
+
+    client = await StatusClient.open(cluster);
+    const deadline = Date.now() + (opts.timeoutMs ?? UP_TIMEOUT_MS);
+    let last: StatusDocument | null = null;
+    while (Date.now() < deadline) {
+      const dead = started_.filter((s) => !isAlive(s.pid));
+      if (dead.length > 0) {
+        const why = dead.map((d) => `${d.id} exited (${tail(dir, d.id)})`).join('; ');
+        await client.close();
+        client = null;
+        await stopAll();
+        throw new CliError(`cluster did not start: ${why}; stopped the rest (logs in ${paths.logs(dir)})`, EXIT_FAILED);
+      }
+      const answers = await client.query(Math.min(UP_QUERY_TIMEOUT_MS, Math.max(1, deadline - Date.now())));
+      last = buildStatusDocument(cluster.config, dir, answers, new Date());
+      if (last.healthy && last.converged) {
+        const seconds = ((performance.now() - started) / 1000).toFixed(1);
+        process.stdout.write(
+          `cluster up and healthy in ${seconds} s: ${config.membership.replicas.length} replicas (primary ${last.primary ?? '?'}), ` +
+            `${config.membership.agents.length} agents, watchdog ${config.membership.scc}; dir ${dir}\n`,
+        );
+        return EXIT_OK;
+      }
+      await sleep(UP_POLL_MS);
+    }
+    await client.close();
+    client = null;
+    const missing = last === null ? ['no status answer yet'] : last.problems.length > 0 ? last.problems : ['replicas have not converged to one RSN and digest'];
+    process.stderr.write(`trine: cluster not healthy after ${((opts.timeoutMs ?? UP_TIMEOUT_MS) / 1000).toFixed(0)} s; missing:\n${missing.map((m) => `  - ${m}`).join('\n')}\n`);
+    await stopAll();
+    process.stderr.write(`trine: stopped what was started (logs in ${paths.logs(dir)})\n`);
+    return EXIT_FAILED;
+  } catch (e) {
+    await client?.close();
+    await stopAll();
+    throw e;
+  } finally {
+    await client?.close();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}

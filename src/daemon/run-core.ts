@@ -1,0 +1,257 @@
+// The daemon runtime shared by `trine manager`, `trine agent` and `trine scc`: it loads the
+// cluster config and the process's key, builds the signer and verifier, the core, the Shell and
+// the WebSocket transport, and drives the core with the system clock through a single timer.
+// Non-send effects go to the process log. SIGTERM/SIGINT stop it cleanly; a `terminate` effect
+// or a broken invariant stops it with a non-zero exit code after logging (fail-stop).
+import { createHash } from 'node:crypto';
+import type { Core, CoreEffect } from '../core/node.ts';
+import type { Hash, ProcessId, Signer } from '../core/ports.ts';
+import { Shell, type Transport } from '../core/shell.ts';
+import { loadCluster, paths, processEntry, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
+import { readKeyFile } from '../io/keys.ts';
+import { createProcessLog, type ProcessLog } from '../io/log.ts';
+import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
+import { TransportError, WsTransport, type Endpoint } from '../io/ws-transport.ts';
+
+/** Tick at least this often even when the core asks for a later wake-up: a guard against a
+ *  core that under-reports `nextWakeMs`. The cores report exact deadlines, so the timer is
+ *  otherwise armed for the deadline itself; ticking every few ms instead cost an idle 8-process
+ *  cluster ~10% more of a core. */
+export const IDLE_TICK_MS = 100;
+/** Counters are logged this often: enough to follow a run, a line per 10 s per process. */
+export const STATS_LOG_INTERVAL_MS = 10_000;
+/** Time given to close sockets on SIGTERM before exiting anyway. */
+export const SHUTDOWN_GRACE_MS = 1_000;
+
+/** Exit codes (docs/OPERATIONS.md §1). */
+export const EXIT_CONFIG = 2;
+export const EXIT_TERMINATED = 3;
+export const EXIT_CRASH = 70;
+
+/** SHA-256 for state digests, given to the core as its Hash port. */
+export const sha256: Hash = (data) => new Uint8Array(createHash('sha256').update(data).digest());
+
+export type CoreFactoryContext = {
+  cluster: Cluster;
+  entry: ProcessEntry;
+  inc: number;
+  signer: Signer;
+  hash: Hash;
+};
+
+export type RunCoreOptions = {
+  dir: string | undefined;
+  /** The process to run, or how to find it in the cluster (the watchdog has one id per cluster). */
+  id: ProcessId | ((cluster: Cluster) => ProcessId);
+  kind: Exclude<ProcessKind, 'operator'>;
+  makeCore: (ctx: CoreFactoryContext) => Core;
+};
+
+/** Monotonic milliseconds on the Date scale: the wall clock may step, the core's must not. */
+export const clockMs = (): number => Math.floor(performance.timeOrigin + performance.now());
+
+/** Peers a process dials (issue 2): agents dial every replica; replica ri dials rj for j > i
+ *  and the watchdog; the operator dials the replicas and the watchdog; the watchdog listens. */
+export function dialTargets(cluster: Cluster, id: ProcessId): Record<ProcessId, Endpoint> {
+  const c = cluster.config;
+  const self = processEntry(cluster, id);
+  const listenOf = (peer: ProcessId): Endpoint => {
+    const ep = processEntry(cluster, peer).listen;
+    if (ep === null) throw new TypeError(`${peer} has no listen address`);
+    return ep;
+  };
+  const replicas = c.membership.replicas;
+  const out: Record<ProcessId, Endpoint> = {};
+  switch (self.kind) {
+    case 'agent':
+      for (const r of replicas) out[r] = listenOf(r);
+      break;
+    case 'replica': {
+      const i = replicas.indexOf(id);
+      for (const r of replicas.slice(i + 1)) out[r] = listenOf(r);
+      out[c.membership.scc] = listenOf(c.membership.scc);
+      break;
+    }
+    case 'operator':
+      for (const r of replicas) out[r] = listenOf(r);
+      out[c.membership.scc] = listenOf(c.membership.scc);
+      break;
+    case 'watchdog':
+      break;
+  }
+  return out;
+}
+
+function totalDrops(shell: Shell): number {
+  let n = 0;
+  for (const v of Object.values(shell.counters.drops)) n += v ?? 0;
+  return n;
+}
+
+/** One-line error for a daemon that cannot start, then exit 2. */
+function startupFailure(message: string): never {
+  process.stderr.write(`trine: ${message}\n`);
+  process.exit(EXIT_CONFIG);
+}
+
+export async function runCore(opts: RunCoreOptions): Promise<void> {
+  let cluster: Cluster;
+  let entry: ProcessEntry;
+  let signer: Signer;
+  let id: ProcessId;
+  try {
+    cluster = loadCluster(opts.dir);
+    id = typeof opts.id === 'function' ? opts.id(cluster) : opts.id;
+    entry = processEntry(cluster, id);
+    if (entry.kind !== opts.kind) throw new Error(`${id} is a ${entry.kind}, not a ${opts.kind}: start it with \`trine ${entry.kind === 'replica' ? 'manager' : entry.kind}\``);
+    const key = readKeyFile(paths.keyFile(cluster.dir, id));
+    const expected = cluster.publicKeys.get(id);
+    if (key.id !== id || expected === undefined || !Buffer.from(expected).equals(Buffer.from(key.publicKey))) {
+      throw new Error(`${paths.keyFile(cluster.dir, id)} does not hold ${id}'s key in cluster.json: recreate the cluster with \`trine up\``);
+    }
+    signer = createNodeSigner(id, key.seed);
+  } catch (e) {
+    return startupFailure((e as Error).message);
+  }
+  const log = createProcessLog(cluster.dir, id);
+  const logger = log.logger;
+  const inc = Date.now();
+  const core = opts.makeCore({ cluster, entry, inc, signer, hash: sha256 });
+  logger.info({ event: 'start', kind: opts.kind, inc, cluster: cluster.config.cluster, listen: entry.listen }, 'starting');
+
+  let exiting = false;
+  let transport: WsTransport | null = null;
+  let timer: NodeJS.Timeout | null = null;
+  let armedAtMs = Infinity;
+  let statsTimer: NodeJS.Timeout | null = null;
+  const exit = (code: number, why: string, fields: Record<string, unknown> = {}): void => {
+    if (exiting) return;
+    exiting = true;
+    if (timer !== null) clearTimeout(timer);
+    if (statsTimer !== null) clearInterval(statsTimer);
+    (code === 0 ? logger.info.bind(logger) : logger.error.bind(logger))({ event: 'exit', code, why, ...fields }, why);
+    log.flush();
+    const done = () => {
+      log.flush();
+      process.exit(code);
+    };
+    if (transport === null) return done();
+    setTimeout(done, SHUTDOWN_GRACE_MS).unref();
+    transport.close().then(done, done);
+  };
+
+  const onEffect = (e: Exclude<CoreEffect, { type: 'send' }>): void => logEffect(log, e, exit);
+
+  const link: Transport = {
+    send: (to, frame) => {
+      if (transport !== null) transport.send(to, frame);
+    },
+  };
+  const shell = new Shell({
+    core, cluster: cluster.config.cluster, signer, verifier: createNodeVerifier(cluster.publicKeys), transport: link, onEffect,
+  });
+
+  /** A core that throws has broken its own invariants: stop rather than act on bad state. */
+  const guarded = <T>(what: string, fn: () => T, fallback: T): T => {
+    if (exiting) return fallback;
+    try {
+      return fn();
+    } catch (e) {
+      exit(EXIT_CRASH, `core failed in ${what}`, { error: String(e), stack: (e as Error).stack ?? null });
+      return fallback;
+    }
+  };
+
+  // ---- the single timer -------------------------------------------------------------------
+  const arm = (): void => {
+    if (exiting) return;
+    const now = clockMs();
+    const wake = shell.nextWakeMs();
+    const due = wake === null ? now + IDLE_TICK_MS : Math.min(wake, now + IDLE_TICK_MS);
+    if (timer !== null && due >= armedAtMs) return;
+    if (timer !== null) clearTimeout(timer);
+    armedAtMs = due;
+    timer = setTimeout(onTimer, Math.max(0, due - now));
+  };
+  const onTimer = (): void => {
+    timer = null;
+    armedAtMs = Infinity;
+    guarded('tick', () => shell.tick(clockMs()), undefined);
+    arm();
+  };
+
+  try {
+    transport = await WsTransport.start({
+      self: id,
+      listen: entry.listen ?? undefined,
+      dial: dialTargets(cluster, id),
+      receive: (data, claimedFrom) => {
+        const verified = guarded('receive', () => {
+          const before = totalDrops(shell);
+          shell.receive(data, clockMs(), claimedFrom);
+          return totalDrops(shell) === before;
+        }, false);
+        arm();
+        return verified;
+      },
+      onLink: (peer, up) => {
+        guarded('link', () => shell.input({ type: up ? 'transport.up' : 'transport.down', nowMs: clockMs(), peer }), undefined);
+        arm();
+      },
+      onEvent: (level, event, fields) => logger[level]({ event, ...fields }),
+    });
+  } catch (e) {
+    if (e instanceof TransportError && e.code === 'ADDR_IN_USE') {
+      logger.error({ event: 'exit', code: EXIT_CONFIG, error: e.message });
+      log.flush();
+      return startupFailure(`${id}: ${e.message}: stop what holds it, or recreate the cluster with \`trine up --base-port P\``);
+    }
+    throw e;
+  }
+  logger.info({ event: 'listening', port: transport.port, dials: Object.keys(dialTargets(cluster, id)) }, 'running');
+  guarded('start', () => shell.tick(clockMs()), undefined);
+  arm();
+
+  statsTimer = setInterval(() => {
+    if (transport === null) return;
+    logger.info({ event: 'stats', shell: shell.counters, transport: transport.counters, links: transport.connectedPeers() });
+  }, STATS_LOG_INTERVAL_MS);
+  statsTimer.unref();
+
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (exiting) process.exit(128 + (signal === 'SIGINT' ? 2 : 15));
+    exit(0, `received ${signal}`);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('uncaughtException', (e) => exit(EXIT_CRASH, 'uncaught exception', { error: String(e), stack: e.stack ?? null }));
+  process.on('unhandledRejection', (e) => exit(EXIT_CRASH, 'unhandled rejection', { error: String(e) }));
+}
+
+function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, exit: (code: number, why: string, fields?: Record<string, unknown>) => void): void {
+  const logger = log.logger;
+  switch (e.type) {
+    case 'log':
+      logger[e.level]({ event: e.event, ...e.fields });
+      break;
+    case 'deliver.command':
+      logger.debug({ event: 'deliver.command', gssn: e.gssn, command: e.command.type });
+      break;
+    case 'deliver.request':
+      logger.debug({ event: 'deliver.request', rsn: e.rsn, client: e.client, csn: e.csn, request: e.request.type });
+      break;
+    case 'deliver.notice':
+      logger.info({ event: 'deliver.notice', from: e.from, text: e.text });
+      break;
+    case 'suspect':
+      logger.warn({ event: 'suspect', target: e.target, reason: e.reason, detail: e.detail });
+      break;
+    case 'terminate':
+      exit(EXIT_TERMINATED, `core terminated: ${e.reason}`);
+      break;
+    default: {
+      const never: never = e;
+      logger.error({ event: 'effect.unknown', effect: String(never) });
+    }
+  }
+}

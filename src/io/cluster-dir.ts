@@ -1,0 +1,423 @@
+// The cluster directory (default `./.trine`, docs/OPERATIONS.md §2): its layout, the typed
+// `cluster.json` (cluster id, membership with timing, process → node map, listen addresses,
+// public keys), key generation for every process, pid files, and port allocation for
+// `trine up`. Every failure is a ClusterDirError whose message says what is wrong and what to do.
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+import { DEFAULT_TIMING, MAX_LIST_ENTRIES, PUBLIC_KEY_BYTES, type Timing } from '../core/constants.ts';
+import type { Membership } from '../core/node.ts';
+import type { ProcessId } from '../core/ports.ts';
+import { processId } from '../core/wire/messages.ts';
+import { generateKeyPair, readPublicKeys, writeKeyFile, writePublicKeys } from './keys.ts';
+import type { Endpoint } from './ws-transport.ts';
+
+export const DEFAULT_CLUSTER_DIR = '.trine';
+/** The `format` field of cluster.json: a file without it was not written by this Trine. */
+export const CLUSTER_FORMAT = 'trine-cluster/1';
+/** Listeners bind loopback only: a local cluster must not be reachable from the network. */
+export const LOOPBACK_HOST = '127.0.0.1';
+/** Replicas in a manager group (DESIGN.md §1): f = 1 needs three. */
+export const REPLICA_COUNT = 3;
+/** Nodes of a local cluster: three host the replicas, so fewer cannot place them apart. The
+ *  upper bound keeps `trine up` to a cluster one machine can run. */
+export const MIN_NODES = 3;
+export const MAX_NODES = 64;
+export const DEFAULT_NODES = 4;
+/** Process slots an agent offers the scheduler (`node.join`): one per core of a small node. */
+export const DEFAULT_AGENT_SLOTS = 4;
+/** cluster.json lists a few dozen processes; a file far larger is not ours. */
+const MAX_CONFIG_BYTES = 1024 * 1024;
+
+export const WATCHDOG_ID = 'scc';
+export const OPERATOR_ID = 'op';
+
+export type ProcessKind = 'replica' | 'agent' | 'watchdog' | 'operator';
+
+export type ProcessEntry = {
+  id: ProcessId;
+  kind: ProcessKind;
+  /** The node it runs on; null for the watchdog (its own trusted computer) and the operator. */
+  node: string | null;
+  /** Where it listens (replicas and the watchdog); dialers find it here. */
+  listen: Endpoint | null;
+  /** Agents: slots announced in `node.join`. */
+  slots: number | null;
+};
+
+export type ClusterConfig = {
+  format: typeof CLUSTER_FORMAT;
+  cluster: string;
+  createdAt: string;
+  membership: Membership;
+  processes: ProcessEntry[];
+  /** Ed25519 public key of every process, base64. */
+  publicKeys: Record<ProcessId, string>;
+};
+
+/** A loaded cluster: the config, its absolute dir and the decoded public keys. */
+export type Cluster = { dir: string; config: ClusterConfig; publicKeys: Map<ProcessId, Uint8Array> };
+
+export type ClusterDirErrorCode = 'NO_CLUSTER' | 'FOREIGN_DIR' | 'INVALID_CONFIG' | 'PORT_IN_USE' | 'CLUSTER_RUNNING' | 'BAD_ARGUMENT';
+
+export class ClusterDirError extends Error {
+  override readonly name = 'ClusterDirError';
+  constructor(readonly code: ClusterDirErrorCode, message: string) {
+    super(message);
+  }
+}
+
+// ---- layout -----------------------------------------------------------------------------------
+
+export function resolveClusterDir(dir: string | undefined): string {
+  return resolve(dir ?? DEFAULT_CLUSTER_DIR);
+}
+
+export const paths = {
+  config: (dir: string) => join(dir, 'cluster.json'),
+  keys: (dir: string) => join(dir, 'keys'),
+  keyFile: (dir: string, id: ProcessId) => join(dir, 'keys', `${id}.json`),
+  publicKeys: (dir: string) => join(dir, 'keys', 'public.json'),
+  logs: (dir: string) => join(dir, 'logs'),
+  /** The daemon's stdout and stderr: anything printed before its logger is up, and crashes. */
+  output: (dir: string, id: ProcessId) => join(dir, 'logs', `${id}.out`),
+  run: (dir: string) => join(dir, 'run'),
+  pidFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.pid`),
+};
+
+// ---- planning a local cluster -------------------------------------------------------------------
+
+export type ClusterPlan = { nodes: number; ports: readonly number[]; timing?: Partial<Timing> };
+
+/** The process ids of a local cluster of `nodes` nodes, listeners first (they get the ports). */
+export function clusterIds(nodes: number): { listeners: ProcessId[]; agents: ProcessId[]; all: ProcessId[] } {
+  const replicas = Array.from({ length: REPLICA_COUNT }, (_, i) => `r${i + 1}`);
+  const agents = Array.from({ length: nodes }, (_, i) => `a${i + 1}`);
+  const listeners = [...replicas, WATCHDOG_ID];
+  return { listeners, agents, all: [...listeners, ...agents, OPERATOR_ID] };
+}
+
+/** Replicas r1..r3 on nodes n1..n3, an agent aK on every node nK, the watchdog and operator. */
+export function planCluster(plan: ClusterPlan, publicKeys: ReadonlyMap<ProcessId, Uint8Array>): ClusterConfig {
+  const { nodes, ports } = plan;
+  if (!Number.isInteger(nodes) || nodes < MIN_NODES || nodes > MAX_NODES) {
+    throw new ClusterDirError('BAD_ARGUMENT', `--nodes must be an integer from ${MIN_NODES} to ${MAX_NODES}, got ${nodes}`);
+  }
+  const ids = clusterIds(nodes);
+  if (ports.length !== ids.listeners.length) throw new TypeError(`planCluster needs ${ids.listeners.length} ports`);
+  const cluster = randomBytes(16).toString('hex');
+  const processes: ProcessEntry[] = [];
+  ids.listeners.forEach((id, i) => {
+    const replica = id !== WATCHDOG_ID;
+    processes.push({
+      id, kind: replica ? 'replica' : 'watchdog', node: replica ? `n${i + 1}` : null,
+      listen: { host: LOOPBACK_HOST, port: ports[i] as number }, slots: null,
+    });
+  });
+  ids.agents.forEach((id, i) => processes.push({ id, kind: 'agent', node: `n${i + 1}`, listen: null, slots: DEFAULT_AGENT_SLOTS }));
+  processes.push({ id: OPERATOR_ID, kind: 'operator', node: null, listen: null, slots: null });
+  const keys: Record<ProcessId, string> = {};
+  for (const p of processes) {
+    const k = publicKeys.get(p.id);
+    if (k === undefined) throw new TypeError(`no public key for ${p.id}`);
+    keys[p.id] = Buffer.from(k).toString('base64');
+  }
+  return {
+    format: CLUSTER_FORMAT,
+    cluster,
+    createdAt: new Date().toISOString(),
+    membership: {
+      cluster,
+      replicas: processes.filter((p) => p.kind === 'replica').map((p) => p.id),
+      agents: processes.filter((p) => p.kind === 'agent').map((p) => ({ id: p.id, node: p.node as string })),
+      scc: WATCHDOG_ID,
+      operators: [OPERATOR_ID],
+      timing: { ...DEFAULT_TIMING, ...plan.timing },
+    },
+    processes,
+    publicKeys: keys,
+  };
+}
+
+/** Generate a key pair per id: `keys/<id>.json` (mode 0600) and the table `keys/public.json`.
+ *  With `merge`, keys of other ids already in the table are kept. Returns the new keys. */
+export function generateClusterKeys(dir: string, ids: readonly ProcessId[], merge = false): Map<ProcessId, Uint8Array> {
+  mkdirSync(paths.keys(dir), { recursive: true, mode: 0o700 });
+  const table = new Map<ProcessId, Uint8Array>();
+  const kept = merge && existsSync(paths.publicKeys(dir)) ? readPublicKeys(paths.publicKeys(dir)) : new Map<ProcessId, Uint8Array>();
+  for (const id of ids) {
+    if (!processId.dec(id, 'id').ok) {
+      throw new ClusterDirError('BAD_ARGUMENT', `bad process id ${JSON.stringify(id)}: use lower-case letters, digits and '-', starting with a letter`);
+    }
+    if (table.has(id)) throw new ClusterDirError('BAD_ARGUMENT', `process id ${id} is listed twice`);
+    const pair = generateKeyPair();
+    writeKeyFile(paths.keyFile(dir, id), id, pair);
+    table.set(id, pair.publicKey);
+  }
+  for (const id of table.keys()) kept.delete(id);
+  writePublicKeys(paths.publicKeys(dir), new Map([...kept, ...table]));
+  return table;
+}
+
+export function writeClusterConfig(dir: string, config: ClusterConfig): void {
+  mkdirSync(dir, { recursive: true });
+  for (const sub of [paths.logs(dir), paths.run(dir)]) mkdirSync(sub, { recursive: true });
+  const path = paths.config(dir);
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(config, null, 2)}\n`);
+  renameSync(tmp, path);
+}
+
+// ---- loading ------------------------------------------------------------------------------------
+
+/** Entries a cluster dir may hold; anything else makes a dir without cluster.json foreign. */
+const CLUSTER_DIR_ENTRIES = new Set(['cluster.json', 'keys', 'logs', 'run']);
+
+/** Whether `dir` exists and holds something other than a Trine cluster (refuse to touch it).
+ *  A dir with only our subdirectories (an interrupted `trine up`) is ours. */
+export function isForeignDir(dir: string): boolean {
+  if (!existsSync(dir)) return false;
+  if (!statSync(dir).isDirectory()) return true;
+  if (existsSync(paths.config(dir))) return false;
+  return readdirSync(dir).some((name) => !CLUSTER_DIR_ENTRIES.has(name));
+}
+
+export function loadCluster(dirArg: string | undefined): Cluster {
+  const dir = resolveClusterDir(dirArg);
+  if (!existsSync(dir)) throw new ClusterDirError('NO_CLUSTER', `no cluster at ${dir}: run \`trine up --dir ${dir}\` first, or pass --dir`);
+  if (!statSync(dir).isDirectory()) throw new ClusterDirError('FOREIGN_DIR', `${dir} is a file, not a cluster dir: pass the cluster's --dir`);
+  const path = paths.config(dir);
+  if (!existsSync(path)) {
+    throw new ClusterDirError('FOREIGN_DIR', `${dir} is not a trine cluster dir (no cluster.json): pass the cluster's --dir, or run \`trine up\``);
+  }
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ClusterDirError('INVALID_CONFIG', `cannot read ${path} (${(e as Error).message}): check its permissions`);
+  }
+  if (text.length > MAX_CONFIG_BYTES) throw new ClusterDirError('FOREIGN_DIR', `${path} is ${text.length} bytes, not a trine cluster.json`);
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new ClusterDirError('INVALID_CONFIG', `${path} is not valid JSON (${(e as Error).message}): restore it or recreate the cluster with \`trine up\``);
+  }
+  const config = checkConfig(json, path);
+  const publicKeys = new Map<ProcessId, Uint8Array>();
+  const owners = new Map<string, ProcessId>();
+  for (const p of config.processes) {
+    const b64 = config.publicKeys[p.id];
+    const key = b64 === undefined ? null : decodeKey(b64);
+    if (key === null) throw invalid(path, `publicKeys.${p.id} must be a ${PUBLIC_KEY_BYTES}-byte key in base64`);
+    const other = owners.get(b64 as string);
+    if (other !== undefined) throw invalid(path, `${other} and ${p.id} share a public key`);
+    owners.set(b64 as string, p.id);
+    publicKeys.set(p.id, key);
+  }
+  return { dir, config, publicKeys };
+}
+
+export function processEntry(cluster: Cluster, id: ProcessId): ProcessEntry {
+  const p = cluster.config.processes.find((e) => e.id === id);
+  if (p === undefined) {
+    const ids = cluster.config.processes.map((e) => e.id).join(', ');
+    throw new ClusterDirError('BAD_ARGUMENT', `no process ${id} in ${paths.config(cluster.dir)}: use one of ${ids}`);
+  }
+  return p;
+}
+
+function decodeKey(b64: string): Uint8Array | null {
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64)) return null;
+  const b = Buffer.from(b64, 'base64');
+  return b.length === PUBLIC_KEY_BYTES && b.toString('base64') === b64 ? new Uint8Array(b) : null;
+}
+
+const invalid = (path: string, what: string) =>
+  new ClusterDirError('INVALID_CONFIG', `${path}: ${what}; restore it or recreate the cluster with \`trine up\``);
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isId = (v: unknown): v is ProcessId => processId.dec(v, 'id').ok;
+const isPort = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0 && v < 65536;
+
+function checkConfig(json: unknown, path: string): ClusterConfig {
+  if (!isObject(json) || json['format'] !== CLUSTER_FORMAT) {
+    throw new ClusterDirError('FOREIGN_DIR', `${path} is not a ${CLUSTER_FORMAT} file (written by another program or Trine version): pass the right --dir, or recreate the cluster`);
+  }
+  const { cluster, createdAt, membership: m, processes, publicKeys } = json;
+  if (typeof cluster !== 'string' || !/^[a-z0-9-]{1,64}$/.test(cluster)) throw invalid(path, '"cluster" must be a cluster id');
+  if (typeof createdAt !== 'string') throw invalid(path, '"createdAt" must be a string');
+  if (!Array.isArray(processes) || processes.length === 0 || processes.length > MAX_LIST_ENTRIES) throw invalid(path, '"processes" must be a list');
+  const entries: ProcessEntry[] = [];
+  for (const [i, p] of processes.entries()) {
+    const at = `processes[${i}]`;
+    if (!isObject(p) || !isId(p['id'])) throw invalid(path, `${at}.id must be a process id`);
+    const kind = p['kind'];
+    if (kind !== 'replica' && kind !== 'agent' && kind !== 'watchdog' && kind !== 'operator') throw invalid(path, `${at}.kind is unknown`);
+    const node = p['node'];
+    if (node !== null && (typeof node !== 'string' || !isId(node))) throw invalid(path, `${at}.node must be a node name or null`);
+    const listen = p['listen'];
+    let ep: Endpoint | null = null;
+    if (listen !== null) {
+      if (!isObject(listen) || typeof listen['host'] !== 'string' || !isPort(listen['port'])) throw invalid(path, `${at}.listen must be { host, port } or null`);
+      ep = { host: listen['host'], port: listen['port'] };
+    }
+    if ((kind === 'replica' || kind === 'watchdog') && ep === null) throw invalid(path, `${at} (${kind}) needs a listen address`);
+    const slots = p['slots'];
+    if (slots !== null && !(typeof slots === 'number' && Number.isInteger(slots) && slots >= 0)) throw invalid(path, `${at}.slots must be a count or null`);
+    if (kind === 'agent' && slots === null) throw invalid(path, `${at} (agent) needs slots`);
+    if (entries.some((e) => e.id === p['id'])) throw invalid(path, `${at}.id ${String(p['id'])} is listed twice`);
+    entries.push({ id: p['id'], kind, node, listen: ep, slots });
+  }
+  if (!isObject(publicKeys)) throw invalid(path, '"publicKeys" must be an object');
+  const keys: Record<ProcessId, string> = {};
+  for (const [id, v] of Object.entries(publicKeys)) if (typeof v === 'string') keys[id] = v;
+
+  if (!isObject(m)) throw invalid(path, '"membership" must be an object');
+  if (m['cluster'] !== cluster) throw invalid(path, 'membership.cluster differs from "cluster"');
+  const byKind = (k: ProcessKind) => entries.filter((e) => e.kind === k);
+  const replicas = m['replicas'];
+  if (!Array.isArray(replicas) || replicas.length !== REPLICA_COUNT || !replicas.every((r) => byKind('replica').some((e) => e.id === r))) {
+    throw invalid(path, `membership.replicas must list the ${REPLICA_COUNT} replica processes`);
+  }
+  const agents = m['agents'];
+  if (!Array.isArray(agents) || !agents.every((a) => isObject(a) && byKind('agent').some((e) => e.id === a['id'] && e.node === a['node']))) {
+    throw invalid(path, 'membership.agents must list the agent processes with their nodes');
+  }
+  if (agents.length !== byKind('agent').length) throw invalid(path, 'membership.agents must list every agent process');
+  const scc = m['scc'];
+  if (typeof scc !== 'string' || !byKind('watchdog').some((e) => e.id === scc)) throw invalid(path, 'membership.scc must name the watchdog process');
+  const operators = m['operators'];
+  if (!Array.isArray(operators) || !operators.every((o) => byKind('operator').some((e) => e.id === o))) {
+    throw invalid(path, 'membership.operators must list operator processes');
+  }
+  const timingJson = m['timing'];
+  if (!isObject(timingJson)) throw invalid(path, 'membership.timing must be an object');
+  const timing: { -readonly [K in keyof Timing]: number } = { ...DEFAULT_TIMING };
+  for (const key of Object.keys(DEFAULT_TIMING) as (keyof Timing)[]) {
+    const v = timingJson[key];
+    if (v === undefined) continue;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw invalid(path, `membership.timing.${key} must be a positive number of ms`);
+    timing[key] = v;
+  }
+  return {
+    format: CLUSTER_FORMAT,
+    cluster,
+    createdAt,
+    membership: {
+      cluster,
+      replicas: replicas as ProcessId[],
+      agents: (agents as { id: ProcessId; node: string }[]).map((a) => ({ id: a.id, node: a.node })),
+      scc,
+      operators: operators as ProcessId[],
+      timing,
+    },
+    processes: entries,
+    publicKeys: keys,
+  };
+}
+
+// ---- pid files ----------------------------------------------------------------------------------
+
+export function writePidFile(dir: string, id: ProcessId, pid: number): void {
+  mkdirSync(paths.run(dir), { recursive: true });
+  writeFileSync(paths.pidFile(dir, id), `${pid}\n`);
+}
+
+export function removePidFile(dir: string, id: ProcessId): void {
+  rmSync(paths.pidFile(dir, id), { force: true });
+}
+
+/** Every pid file in `<dir>/run`, with its pid (or null if the file is not a pid). */
+export function readPidFiles(dir: string): { id: ProcessId; pid: number | null }[] {
+  const run = paths.run(dir);
+  if (!existsSync(run)) return [];
+  const out: { id: ProcessId; pid: number | null }[] = [];
+  for (const name of readdirSync(run).sort()) {
+    if (!name.endsWith('.pid')) continue;
+    const text = readFileSync(join(run, name), 'utf8').trim();
+    const pid = /^[1-9][0-9]{0,9}$/.test(text) ? Number(text) : null;
+    out.push({ id: name.slice(0, -4), pid });
+  }
+  return out;
+}
+
+/** Whether `pid` is a live (not zombie) process. */
+export function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Field 3, after the parenthesised command name (which may itself contain spaces or ')').
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT' && existsSync('/proc/self/stat')) return false;
+  }
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Whether the live process `pid` is the daemon `id` of the cluster in `dir` (and not an
+ *  unrelated process that reused the pid). Without /proc we cannot tell and trust the file. */
+export function isClusterProcess(pid: number, dir: string, id: ProcessId): boolean {
+  if (!isAlive(pid)) return false;
+  let cmdline: string;
+  try {
+    cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return !existsSync('/proc/self/cmdline');
+  }
+  const args = cmdline.split('\0');
+  return args.includes(dir) && (args.includes(id) || (id === WATCHDOG_ID && args.includes('scc')));
+}
+
+/** Cluster processes of `dir` still running, from its pid files. */
+export function runningProcesses(dir: string): { id: ProcessId; pid: number }[] {
+  const out: { id: ProcessId; pid: number }[] = [];
+  for (const { id, pid } of readPidFiles(dir)) if (pid !== null && isClusterProcess(pid, dir, id)) out.push({ id, pid });
+  return out;
+}
+
+// ---- ports --------------------------------------------------------------------------------------
+
+function bindProbe(host: string, port: number): Promise<{ port: number; close: () => Promise<void> } | null> {
+  return new Promise((resolvePromise, reject) => {
+    const server = createServer();
+    server.once('error', (e: NodeJS.ErrnoException) => {
+      if (e.code === 'EADDRINUSE' || e.code === 'EACCES') resolvePromise(null);
+      else reject(e);
+    });
+    server.listen({ host, port, exclusive: true }, () => {
+      const a = server.address();
+      const bound = a !== null && typeof a === 'object' ? a.port : port;
+      resolvePromise({ port: bound, close: () => new Promise<void>((r) => server.close(() => r())) });
+    });
+  });
+}
+
+/** `count` ports on loopback: `basePort`, `basePort+1`, … (each checked free), or free ports
+ *  the kernel picks. A taken port is a PORT_IN_USE error naming it. */
+export async function allocatePorts(count: number, basePort?: number, host = LOOPBACK_HOST): Promise<number[]> {
+  if (basePort !== undefined && (!Number.isInteger(basePort) || basePort < 1024 || basePort + count - 1 > 65535)) {
+    throw new ClusterDirError('BAD_ARGUMENT', `--base-port must be an integer from 1024 to ${65536 - count} (the cluster uses ${count} ports from it), got ${basePort}`);
+  }
+  const held: { port: number; close: () => Promise<void> }[] = [];
+  try {
+    for (let i = 0; i < count; i++) {
+      const want = basePort === undefined ? 0 : basePort + i;
+      const probe = await bindProbe(host, want);
+      if (probe === null) {
+        throw new ClusterDirError('PORT_IN_USE', `port ${want} on ${host} is in use: pick another --base-port (the cluster needs ${count} ports from it), or stop what holds the port`);
+      }
+      held.push(probe);
+    }
+    return held.map((h) => h.port);
+  } finally {
+    // Every probe stays open until all are found, so the ports are distinct; then free them.
+    await Promise.all(held.map((h) => h.close()));
+  }
+}

@@ -1,0 +1,446 @@
+// The WebSocket transport (DESIGN.md §3, issue 2 item 7): carries signed frames between real
+// processes over `ws`. It owns the sockets, the listening server, the dial-and-reconnect loop
+// and the binding of connections to peer ids; it never decodes beyond `peekSender` — the
+// Shell verifies every frame and tells the transport (through `receive`'s result) whether it
+// did, and only then is an inbound connection bound to the sender it proved to be.
+//
+// Sending is best effort, as the Transport port says: no socket, or a socket whose buffer is
+// over its limit, drops the frame and counts it; the reliable lanes retransmit.
+import { WebSocket, WebSocketServer, type RawData } from 'ws';
+import type { IncomingMessage } from 'node:http';
+import { MAX_FRAME_BYTES } from '../core/constants.ts';
+import type { ProcessId } from '../core/ports.ts';
+import type { Transport } from '../core/shell.ts';
+import { peekSender } from '../core/wire/frame.ts';
+
+/** First reconnect delay after a dial fails or a link drops. Loopback refusals are instant,
+ *  so a short first retry lets a restarted peer rejoin within one heartbeat period. */
+export const RECONNECT_INITIAL_MS = 10;
+/** Reconnect delays double up to this cap: 500 ms stays well under the 1 s a replica
+ *  replacement may take, yet keeps a dead peer from costing more than 2 dials a second. */
+export const RECONNECT_MAX_MS = 500;
+/** Random spread of ±20% on every delay so peers that lost a common server do not redial in
+ *  lockstep. */
+export const RECONNECT_JITTER = 0.2;
+/** A dial whose WebSocket handshake has not completed by then is abandoned and retried:
+ *  a hung peer must not hold a dial slot forever. */
+export const CONNECT_TIMEOUT_MS = 2_000;
+/** Bytes a socket may hold unsent before we drop frames to it: 8 maximum-size frames. Above
+ *  that the peer (or the link) is not keeping up, and queueing more only delays the
+ *  retransmissions the protocol will make anyway. */
+export const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;
+/** An inbound connection that has not sent a verified frame by then is closed: it costs a
+ *  socket and buffers, and every legitimate peer speaks within one handshake period. */
+export const UNBOUND_TIMEOUT_MS = 5_000;
+/** Frames that fail verification on a not-yet-bound connection before we close it. A correct
+ *  peer's first frame verifies; a few are allowed for frames corrupted in flight. */
+export const MAX_UNBOUND_FAILURES = 8;
+/** Inbound connections held at once. A cluster has a few dozen processes; the cap bounds
+ *  what a flood of connections can cost a listener. */
+export const MAX_INBOUND_CONNECTIONS = 256;
+
+export type Endpoint = { host: string; port: number };
+
+export type TransportCounters = {
+  framesSent: number;
+  framesReceived: number;
+  /** Sends dropped because no open socket led to the peer. */
+  droppedNoRoute: number;
+  /** Sends dropped because the socket's buffer exceeded MAX_BUFFERED_BYTES. */
+  droppedBackpressure: number;
+  /** Inbound text (non-binary) messages: never a frame. */
+  droppedText: number;
+  /** Frames on a bound connection that claim another sender. */
+  droppedSenderMismatch: number;
+  /** Messages larger than MAX_FRAME_BYTES: `ws` refuses them and closes the connection. */
+  oversized: number;
+  /** Frames on an unbound connection that did not verify. */
+  unboundFailures: number;
+  socketErrors: number;
+  receiveErrors: number;
+  connectionsIn: number;
+  connectionsRefused: number;
+  dials: number;
+  bindings: number;
+};
+
+export type TransportEventLevel = 'debug' | 'info' | 'warn' | 'error';
+
+export type WsTransportOptions = {
+  self: ProcessId;
+  /** Run a server here (replicas, watchdog). */
+  listen?: Endpoint | undefined;
+  /** Peers this process dials and keeps dialing. */
+  dial?: Readonly<Record<ProcessId, Endpoint>> | undefined;
+  /** Hand bytes to the Shell; return whether the frame decoded and verified. `claimedFrom` is
+   *  the bound peer for a bound connection, else what `peekSender` read (unverified). */
+  receive: (data: Uint8Array, claimedFrom: ProcessId | null) => boolean;
+  /** A peer became reachable (first usable socket) or unreachable (last one closed). */
+  onLink?: ((peer: ProcessId, up: boolean) => void) | undefined;
+  onEvent?: ((level: TransportEventLevel, event: string, fields: Record<string, unknown>) => void) | undefined;
+};
+
+export class TransportError extends Error {
+  constructor(readonly code: 'ADDR_IN_USE' | 'LISTEN_FAILED', message: string, readonly endpoint: Endpoint) {
+    super(message);
+  }
+}
+
+type Conn = {
+  ws: WebSocket;
+  direction: 'in' | 'out';
+  /** The dialed peer (out), or the peer this connection proved to be (in, once bound). */
+  peer: ProcessId | null;
+  /** A frame from `peer` verified on this connection. */
+  bound: boolean;
+  failures: number;
+  unboundTimer: NodeJS.Timeout | null;
+};
+
+type Dialer = { peer: ProcessId; url: string; conn: Conn | null; delayMs: number; timer: NodeJS.Timeout | null };
+
+function toBytes(data: RawData): Uint8Array {
+  if (Array.isArray(data)) return Buffer.concat(data);
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  return data;
+}
+
+export class WsTransport implements Transport {
+  readonly counters: TransportCounters = {
+    framesSent: 0, framesReceived: 0, droppedNoRoute: 0, droppedBackpressure: 0, droppedText: 0,
+    droppedSenderMismatch: 0, oversized: 0, unboundFailures: 0, socketErrors: 0, receiveErrors: 0,
+    connectionsIn: 0, connectionsRefused: 0, dials: 0, bindings: 0,
+  };
+  private readonly conns = new Set<Conn>();
+  private readonly routes = new Map<ProcessId, Conn>();
+  private readonly linked = new Set<ProcessId>();
+  private readonly dialers = new Map<ProcessId, Dialer>();
+  private server: WebSocketServer | null = null;
+  private closed = false;
+  private inbound = 0;
+  /** While the Shell handles the first frame of an unbound connection, sends to its claimed
+   *  sender are held here, then go to that connection if the frame verified. */
+  private provisional: { peer: ProcessId; held: Uint8Array[] } | null = null;
+  /** The bound connection whose frame the Shell is handling right now. */
+  private current: Conn | null = null;
+
+  private constructor(private readonly opts: WsTransportOptions) {}
+
+  /** Listen (if asked) and start dialing. Rejects with TransportError if the port is taken. */
+  static async start(opts: WsTransportOptions): Promise<WsTransport> {
+    const t = new WsTransport(opts);
+    if (opts.listen !== undefined) await t.listen(opts.listen);
+    for (const [peer, ep] of Object.entries(opts.dial ?? {})) {
+      const d: Dialer = { peer, url: `ws://${ep.host}:${ep.port}/`, conn: null, delayMs: RECONNECT_INITIAL_MS, timer: null };
+      t.dialers.set(peer, d);
+      t.dialNow(d);
+    }
+    return t;
+  }
+
+  /** The port actually bound (useful with port 0). */
+  get port(): number | null {
+    const a = this.server?.address();
+    return a !== null && typeof a === 'object' ? a.port : null;
+  }
+
+  /** Peers with a usable socket right now. */
+  connectedPeers(): ProcessId[] {
+    return [...this.linked].sort();
+  }
+
+  /** Peers proven by a verified frame on some open connection. */
+  boundPeers(): ProcessId[] {
+    const out = new Set<ProcessId>();
+    for (const c of this.conns) if (c.bound && c.peer !== null && c.ws.readyState === WebSocket.OPEN) out.add(c.peer);
+    return [...out].sort();
+  }
+
+  isConnected(peer: ProcessId): boolean {
+    return this.linked.has(peer);
+  }
+
+  send(to: ProcessId, frame: Uint8Array): void {
+    if (this.provisional !== null && this.provisional.peer === to) {
+      this.provisional.held.push(frame);
+      return;
+    }
+    // A reply goes back on the connection its request came in on: two connections of one
+    // peer (an operator running two commands at once) each get their own answers.
+    const current = this.current;
+    if (current !== null && current.peer === to && current.ws.readyState === WebSocket.OPEN) {
+      this.sendOn(current, frame);
+      return;
+    }
+    this.sendOn(this.routeTo(to), frame);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const d of this.dialers.values()) if (d.timer !== null) clearTimeout(d.timer);
+    for (const c of this.conns) {
+      if (c.unboundTimer !== null) clearTimeout(c.unboundTimer);
+      c.ws.terminate();
+    }
+    this.conns.clear();
+    this.routes.clear();
+    this.linked.clear();
+    const server = this.server;
+    this.server = null;
+    if (server !== null) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  // ---- internals -------------------------------------------------------------------------
+
+  private event(level: TransportEventLevel, event: string, fields: Record<string, unknown>): void {
+    try {
+      this.opts.onEvent?.(level, event, fields);
+    } catch {
+      // A logging failure must not take the transport down.
+    }
+  }
+
+  /** Run an event handler's body; nothing may escape a socket event (issue 2 item 7). */
+  private safely(what: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      this.counters.receiveErrors++;
+      this.event('error', 'transport.handler-failed', { handler: what, error: String(e) });
+    }
+  }
+
+  private sendOn(conn: Conn | null, frame: Uint8Array): void {
+    if (conn === null || conn.ws.readyState !== WebSocket.OPEN) {
+      this.counters.droppedNoRoute++;
+      return;
+    }
+    if (conn.ws.bufferedAmount > MAX_BUFFERED_BYTES) {
+      this.counters.droppedBackpressure++;
+      return;
+    }
+    try {
+      conn.ws.send(frame, { binary: true }, (e) => {
+        if (e !== undefined && e !== null) this.counters.socketErrors++;
+      });
+      this.counters.framesSent++;
+    } catch {
+      this.counters.socketErrors++;
+    }
+  }
+
+  private usable(c: Conn, peer: ProcessId): boolean {
+    return c.peer === peer && c.ws.readyState === WebSocket.OPEN && (c.bound || c.direction === 'out');
+  }
+
+  private routeTo(peer: ProcessId): Conn | null {
+    const r = this.routes.get(peer);
+    if (r !== undefined && this.usable(r, peer)) return r;
+    for (const c of this.conns) {
+      if (this.usable(c, peer)) {
+        this.routes.set(peer, c);
+        return c;
+      }
+    }
+    this.routes.delete(peer);
+    return null;
+  }
+
+  /** Report a link change to the shell when a peer gains its first or loses its last socket. */
+  private refreshLink(peer: ProcessId): void {
+    if (this.closed) return;
+    const up = this.routeTo(peer) !== null;
+    if (up === this.linked.has(peer)) return;
+    if (up) this.linked.add(peer);
+    else this.linked.delete(peer);
+    try {
+      this.opts.onLink?.(peer, up);
+    } catch (e) {
+      this.counters.receiveErrors++;
+      this.event('error', 'transport.link-handler-failed', { peer, error: String(e) });
+    }
+  }
+
+  private listen(ep: Endpoint): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const server = new WebSocketServer({
+        host: ep.host, port: ep.port, perMessageDeflate: false, maxPayload: MAX_FRAME_BYTES, clientTracking: false,
+      });
+      const onError = (e: NodeJS.ErrnoException) => {
+        server.close();
+        if (e.code === 'EADDRINUSE') reject(new TransportError('ADDR_IN_USE', `port ${ep.port} on ${ep.host} is in use`, ep));
+        else reject(new TransportError('LISTEN_FAILED', `cannot listen on ${ep.host}:${ep.port}: ${e.message}`, ep));
+      };
+      server.once('error', onError);
+      server.once('listening', () => {
+        server.off('error', onError);
+        server.on('error', (e) => {
+          this.counters.socketErrors++;
+          this.event('error', 'transport.server-error', { error: e.message });
+        });
+        server.on('connection', (ws, req) => this.safely('connection', () => this.onInbound(ws, req)));
+        this.server = server;
+        resolve();
+      });
+    });
+  }
+
+  private onInbound(ws: WebSocket, req: IncomingMessage): void {
+    if (this.closed || this.inbound >= MAX_INBOUND_CONNECTIONS) {
+      this.counters.connectionsRefused++;
+      ws.on('error', () => {});
+      ws.close(1013, 'too many connections');
+      return;
+    }
+    req.socket.setNoDelay(true);
+    this.inbound++;
+    this.counters.connectionsIn++;
+    const conn: Conn = { ws, direction: 'in', peer: null, bound: false, failures: 0, unboundTimer: null };
+    conn.unboundTimer = setTimeout(() => {
+      conn.unboundTimer = null;
+      if (!conn.bound) {
+        this.event('warn', 'transport.unbound-timeout', { remote: req.socket.remoteAddress ?? null });
+        ws.terminate();
+      }
+    }, UNBOUND_TIMEOUT_MS);
+    this.attach(conn, () => {
+      this.inbound--;
+    });
+  }
+
+  private dialNow(d: Dialer): void {
+    d.timer = null;
+    if (this.closed) return;
+    this.counters.dials++;
+    let ws: WebSocket;
+    try {
+      ws = new WebSocket(d.url, { perMessageDeflate: false, maxPayload: MAX_FRAME_BYTES, handshakeTimeout: CONNECT_TIMEOUT_MS });
+    } catch (e) {
+      this.counters.socketErrors++;
+      this.event('error', 'transport.dial-failed', { peer: d.peer, error: String(e) });
+      this.scheduleDial(d);
+      return;
+    }
+    ws.on('upgrade', (res) => this.safely('upgrade', () => res.socket.setNoDelay(true)));
+    const conn: Conn = { ws, direction: 'out', peer: d.peer, bound: false, failures: 0, unboundTimer: null };
+    d.conn = conn;
+    ws.on('open', () =>
+      this.safely('open', () => {
+        d.delayMs = RECONNECT_INITIAL_MS;
+        this.event('debug', 'transport.dialed', { peer: d.peer });
+        this.routes.set(d.peer, conn);
+        this.refreshLink(d.peer);
+      }));
+    this.attach(conn, () => {
+      if (d.conn === conn) d.conn = null;
+      this.scheduleDial(d);
+    });
+  }
+
+  private scheduleDial(d: Dialer): void {
+    if (this.closed || d.timer !== null || d.conn !== null) return;
+    const spread = 1 + (Math.random() * 2 - 1) * RECONNECT_JITTER;
+    const delay = Math.round(d.delayMs * spread);
+    d.delayMs = Math.min(d.delayMs * 2, RECONNECT_MAX_MS);
+    d.timer = setTimeout(() => this.dialNow(d), delay);
+  }
+
+  /** Event handlers shared by both directions. None of them may throw. */
+  private attach(conn: Conn, onGone: () => void): void {
+    this.conns.add(conn);
+    const { ws } = conn;
+    ws.on('message', (data, isBinary) => this.safely('message', () => this.onMessage(conn, data, isBinary)));
+    ws.on('error', (e: Error & { code?: string }) => {
+      if (e.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
+        this.counters.oversized++;
+        this.event('warn', 'transport.oversized', { peer: conn.peer, bound: conn.bound });
+      } else {
+        this.counters.socketErrors++;
+        this.event('debug', 'transport.socket-error', { peer: conn.peer, code: e.code ?? null, error: e.message });
+      }
+    });
+    ws.on('close', () =>
+      this.safely('close', () => {
+        if (conn.unboundTimer !== null) clearTimeout(conn.unboundTimer);
+        if (!this.conns.delete(conn)) return;
+        onGone();
+        if (conn.peer !== null) {
+          if (this.routes.get(conn.peer) === conn) this.routes.delete(conn.peer);
+          if (conn.bound || conn.direction === 'out') this.event('debug', 'transport.closed', { peer: conn.peer, direction: conn.direction });
+          this.refreshLink(conn.peer);
+        }
+      }));
+  }
+
+  private onMessage(conn: Conn, data: RawData, isBinary: boolean): void {
+    if (this.closed) return;
+    if (!isBinary) {
+      this.counters.droppedText++;
+      this.failUnbound(conn);
+      return;
+    }
+    const bytes = toBytes(data);
+    this.counters.framesReceived++;
+    const claimed = peekSender(bytes);
+    // A connection tied to a peer (dialed, or bound by proof) carries only that peer's frames.
+    if (conn.peer !== null) {
+      if (claimed !== null && claimed !== conn.peer) {
+        this.counters.droppedSenderMismatch++;
+        this.event('warn', 'transport.sender-mismatch', { peer: conn.peer, claimed });
+        return;
+      }
+      let verified = false;
+      this.current = conn;
+      try {
+        verified = this.opts.receive(bytes, conn.peer);
+      } finally {
+        this.current = null;
+      }
+      if (verified && !conn.bound) {
+        conn.bound = true;
+        this.counters.bindings++;
+      }
+      return;
+    }
+    // Unbound inbound connection: the shell verifies; bind only if the frame proved its sender.
+    if (claimed === null) {
+      this.opts.receive(bytes, null);
+      this.failUnbound(conn);
+      return;
+    }
+    this.provisional = { peer: claimed, held: [] };
+    let verified = false;
+    try {
+      verified = this.opts.receive(bytes, claimed);
+    } finally {
+      const held = this.provisional.held;
+      this.provisional = null;
+      if (verified) this.bind(conn, claimed);
+      else this.failUnbound(conn);
+      for (const f of held) this.sendOn(verified ? conn : this.routeTo(claimed), f);
+    }
+  }
+
+  private bind(conn: Conn, peer: ProcessId): void {
+    conn.peer = peer;
+    conn.bound = true;
+    this.counters.bindings++;
+    if (conn.unboundTimer !== null) {
+      clearTimeout(conn.unboundTimer);
+      conn.unboundTimer = null;
+    }
+    this.routes.set(peer, conn);
+    this.event('debug', 'transport.bound', { peer });
+    this.refreshLink(peer);
+  }
+
+  private failUnbound(conn: Conn): void {
+    if (conn.bound || conn.direction === 'out') return;
+    this.counters.unboundFailures++;
+    if (++conn.failures >= MAX_UNBOUND_FAILURES) {
+      this.event('warn', 'transport.unbound-closed', { failures: conn.failures });
+      conn.ws.terminate();
+    }
+  }
+}
