@@ -1,0 +1,74 @@
+// Ed25519 Signer and Verifier over node:crypto: the production signer (DESIGN.md §6,
+// docs/PROTOCOL.md §2.3). Raw 32-byte keys are wrapped in their fixed DER prefixes once, at
+// construction, so signing and verifying never re-parse a key.
+import { createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
+import { PUBLIC_KEY_BYTES, SIGNATURE_BYTES } from '../core/constants.ts';
+import type { ProcessId, Signer, Verifier } from '../core/ports.ts';
+
+/** An Ed25519 private key is a 32-byte seed (RFC 8032 §5.1.5). */
+export const SEED_BYTES = 32;
+
+/** PKCS#8 PrivateKeyInfo for Ed25519 (RFC 8410 §7) up to the 32-byte seed. */
+const PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
+/** SubjectPublicKeyInfo for Ed25519 (RFC 8410 §4) up to the 32-byte public key. */
+const SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
+
+/** A table of public keys in either form the cluster configuration may hold. */
+export type PublicKeyTable = ReadonlyMap<ProcessId, Uint8Array> | Readonly<Record<ProcessId, Uint8Array>>;
+
+/** Our own configuration, not peer input: a wrong size is a programming or setup error. */
+function checkLength(what: string, key: Uint8Array, expected: number): void {
+  if (!(key instanceof Uint8Array) || key.length !== expected) {
+    const got = key instanceof Uint8Array ? `${key.length} bytes` : typeof key;
+    throw new TypeError(`${what} must be ${expected} bytes, got ${got}`);
+  }
+}
+
+export function privateKeyFromSeed(seed: Uint8Array): KeyObject {
+  checkLength('Ed25519 seed', seed, SEED_BYTES);
+  return createPrivateKey({ key: Buffer.concat([PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' });
+}
+
+export function publicKeyFromRaw(publicKey: Uint8Array): KeyObject {
+  checkLength('Ed25519 public key', publicKey, PUBLIC_KEY_BYTES);
+  return createPublicKey({ key: Buffer.concat([SPKI_PREFIX, publicKey]), format: 'der', type: 'spki' });
+}
+
+/** Entries of a key table; a Record is read through its own enumerable keys only. */
+export function publicKeyEntries(table: PublicKeyTable): Array<[ProcessId, Uint8Array]> {
+  return table instanceof Map ? [...table.entries()] : Object.entries(table as Readonly<Record<ProcessId, Uint8Array>>);
+}
+
+/** A plain Uint8Array view of a Buffer, so callers never depend on Buffer's extra API. */
+function plain(buf: Buffer): Uint8Array {
+  return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
+}
+
+export function createNodeSigner(id: ProcessId, seed: Uint8Array): Signer {
+  const key = privateKeyFromSeed(seed);
+  return {
+    id,
+    sign: (data) => plain(sign(null, data, key)),
+  };
+}
+
+export function createNodeVerifier(publicKeys: PublicKeyTable): Verifier {
+  // A Map, never an object lookup: ids such as 'constructor' must not find a prototype member.
+  const keys = new Map<ProcessId, KeyObject>();
+  for (const [id, raw] of publicKeyEntries(publicKeys)) keys.set(id, publicKeyFromRaw(raw));
+  return {
+    has: (id) => keys.has(id),
+    verify: (id, data, signature) => {
+      const key = keys.get(id);
+      if (key === undefined) return false;
+      // Peer input: a wrong length is a bad signature, not an exception (STYLE.md 5).
+      if (!(signature instanceof Uint8Array) || signature.length !== SIGNATURE_BYTES) return false;
+      if (!(data instanceof Uint8Array)) return false;
+      try {
+        return verify(null, data, key, signature);
+      } catch {
+        return false;
+      }
+    },
+  };
+}
