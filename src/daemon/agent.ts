@@ -3,10 +3,11 @@
 import { createAgent } from '../core/agent.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { DEFAULT_AGENT_SLOTS } from '../io/cluster-dir.ts';
-import { runCore } from './run-core.ts';
+import { runCore, type RunHooks } from './run-core.ts';
 
-export function runAgent(dir: string | undefined, id: ProcessId): Promise<void> {
+export function runAgent(dir: string | undefined, id: ProcessId, hooks: RunHooks = {}): Promise<void> {
   return runCore({
+    ...hooks,
     dir,
     id,
     kind: 'agent',

@@ -2,10 +2,11 @@
 // daemon runtime, listening for agents, the other replicas and operators.
 import { createReplica } from '../core/replica.ts';
 import type { ProcessId } from '../core/ports.ts';
-import { runCore } from './run-core.ts';
+import { runCore, type RunHooks } from './run-core.ts';
 
-export function runManager(dir: string | undefined, id: ProcessId): Promise<void> {
+export function runManager(dir: string | undefined, id: ProcessId, hooks: RunHooks = {}): Promise<void> {
   return runCore({
+    ...hooks,
     dir,
     id,
     kind: 'replica',

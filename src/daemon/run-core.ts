@@ -4,7 +4,7 @@
 // Non-send effects go to the process log. SIGTERM/SIGINT stop it cleanly; a `terminate` effect
 // or a broken invariant stops it with a non-zero exit code after logging (fail-stop).
 import { createHash } from 'node:crypto';
-import type { Core, CoreEffect } from '../core/node.ts';
+import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { Hash, ProcessId, Signer } from '../core/ports.ts';
 import { Shell, type Transport } from '../core/shell.ts';
 import { loadCluster, paths, processEntry, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
@@ -39,7 +39,15 @@ export type CoreFactoryContext = {
   hash: Hash;
 };
 
-export type RunCoreOptions = {
+/** Optional observers for benchmarks and traces; daemons started by `trine up` use none. */
+export type RunHooks = {
+  /** Every non-send effect, with the time it was produced (after it is logged). */
+  onEffect?: (effect: Exclude<CoreEffect, { type: 'send' }>, nowMs: number) => void;
+  /** Once the transport runs: a way to feed the core an input at the current time. */
+  onReady?: (feed: (make: (nowMs: number) => CoreInput) => void) => void;
+};
+
+export type RunCoreOptions = RunHooks & {
   dir: string | undefined;
   /** The process to run, or how to find it in the cluster (the watchdog has one id per cluster). */
   id: ProcessId | ((cluster: Cluster) => ProcessId);
@@ -140,7 +148,11 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     transport.close().then(done, done);
   };
 
-  const onEffect = (e: Exclude<CoreEffect, { type: 'send' }>): void => logEffect(log, e, exit);
+  const observe = opts.onEffect;
+  const onEffect = (e: Exclude<CoreEffect, { type: 'send' }>): void => {
+    logEffect(log, e, exit);
+    observe?.(e, clockMs());
+  };
 
   const link: Transport = {
     send: (to, frame) => {
@@ -211,6 +223,10 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   logger.info({ event: 'listening', port: transport.port, dials: Object.keys(dialTargets(cluster, id)) }, 'running');
   guarded('start', () => shell.tick(clockMs()), undefined);
   arm();
+  opts.onReady?.((make) => {
+    guarded('input', () => shell.input(make(clockMs())), undefined);
+    arm();
+  });
 
   statsTimer = setInterval(() => {
     if (transport === null) return;

@@ -1,0 +1,258 @@
+// The schema combinators of src/core/wire/schema.ts and the message schemas of messages.ts:
+// total decoding with the right drop codes, round trips of every payload type, and the
+// canonical encoding that replicas rely on for equal bytes (docs/PROTOCOL.md §2, DESIGN.md §3).
+import { describe, expect, it } from 'vitest';
+import {
+  MAX_ID_CHARS, MAX_ITEMS_PER_FRAME, MAX_PAYLOAD_BYTES, MAX_TEXT_CHARS, SIGNATURE_BYTES, WIRE_VERSION,
+} from '../../../../src/core/constants.ts';
+import type { Result } from '../../../../src/core/result.ts';
+import { pack, unpack } from '../../../../src/core/wire/frame.ts';
+import {
+  agentRequest, frameBody, groupBodyWire, groupCommand, groupMsgCG, groupMsgGC, heartbeatInfo, itemWire, processId,
+  ptpPayloadWire, type FrameBody, type ItemWire,
+} from '../../../../src/core/wire/messages.ts';
+import {
+  bool, bytes, list, nullable, oneOf, struct, text, token, uint, union, type Schema,
+} from '../../../../src/core/wire/schema.ts';
+import {
+  agentRequests, cgOf, CLUSTER, groupCommands, groupMsgsGC, heartbeatInfos, itemsFrom, ptpPayloads, reverseKeys, toWire,
+} from './wire-samples.ts';
+
+const code = (r: Result<unknown>): string => (r.ok ? 'ok' : r.code);
+const detail = (r: Result<unknown>): string => (r.ok ? '' : r.detail);
+const value = <T>(r: Result<T>): T => {
+  if (!r.ok) throw new Error(`expected ok, got ${r.code}: ${r.detail}`);
+  return r.value;
+};
+
+/** Through the real wire: encode, pack, unpack, decode. */
+function roundTrip<T>(schema: Schema<T>, v: T): T {
+  const tree = value(unpack(pack(schema.enc(v))));
+  return value(schema.dec(tree, 'x'));
+}
+
+/** Plain copies of byte arrays (msgpackr hands back Buffers) so deep equality compares bytes. */
+function normal(v: unknown): unknown {
+  if (v instanceof Uint8Array) return { bytes: Buffer.from(v).toString('hex') };
+  if (Array.isArray(v)) return v.map(normal);
+  if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, normal(x)]));
+  return v;
+}
+
+function expectRoundTrips<T>(schema: Schema<T>, samples: readonly T[]): void {
+  expect(samples.length).toBeGreaterThan(0);
+  for (const s of samples) expect(normal(roundTrip(schema, s))).toEqual(normal(s));
+}
+
+/** True when a tree holds only arrays and scalars: no msgpack maps, whose key order could vary. */
+function isMapFree(tree: unknown): boolean {
+  if (Array.isArray(tree)) return tree.every(isMapFree);
+  if (tree instanceof Uint8Array) return true;
+  return tree === null || typeof tree !== 'object';
+}
+
+describe('schema combinators', () => {
+  it('uint accepts non-negative safe integers only', () => {
+    for (const v of [0, 1, 2 ** 32, Number.MAX_SAFE_INTEGER]) expect(value(uint.dec(v, 'n'))).toBe(v);
+    for (const v of [-1, 1.5, Number.NaN, Infinity, -Infinity, 2 ** 53, '1', null, undefined, true, 1n, [1], new Uint8Array(1)]) {
+      const r = uint.dec(v, 'a.b');
+      expect(code(r)).toBe('WIRE_MALFORMED');
+      expect(detail(r)).toContain('a.b');
+    }
+  });
+
+  it('bool accepts booleans only', () => {
+    expect(value(bool.dec(true, 'b'))).toBe(true);
+    expect(value(bool.dec(false, 'b'))).toBe(false);
+    for (const v of [0, 1, 'true', null]) expect(code(bool.dec(v, 'b'))).toBe('WIRE_MALFORMED');
+  });
+
+  it('text checks type, then its length limit (WIRE_LIMIT)', () => {
+    const t = text(5);
+    expect(value(t.dec('abcde', 's'))).toBe('abcde');
+    expect(value(t.dec('', 's'))).toBe('');
+    expect(code(t.dec('abcdef', 's'))).toBe('WIRE_LIMIT');
+    expect(code(t.dec(5, 's'))).toBe('WIRE_MALFORMED');
+    expect(code(t.dec(new Uint8Array(2), 's'))).toBe('WIRE_MALFORMED');
+  });
+
+  it('token checks its limit and its pattern', () => {
+    const t = token(4, /^[a-z]+$/);
+    expect(value(t.dec('ab', 't'))).toBe('ab');
+    expect(code(t.dec('aB', 't'))).toBe('WIRE_MALFORMED');
+    expect(code(t.dec('', 't'))).toBe('WIRE_MALFORMED');
+    expect(code(t.dec('abcde', 't'))).toBe('WIRE_LIMIT');
+    expect(code(t.dec(null, 't'))).toBe('WIRE_MALFORMED');
+  });
+
+  it('oneOf encodes the index and decodes only valid indexes', () => {
+    const e = oneOf(['x', 'y', 'z'] as const);
+    expect(e.enc('y')).toBe(1);
+    expect(value(e.dec(2, 'e'))).toBe('z');
+    for (const v of [3, -1, 1.5, '1', 'y', null, Number.NaN]) expect(code(e.dec(v, 'e'))).toBe('WIRE_MALFORMED');
+  });
+
+  it('bytes checks limit and exact size, and copies out of the receive buffer', () => {
+    const b = bytes(4);
+    const buffer = Uint8Array.of(1, 2, 3, 4, 5, 6);
+    const view = buffer.subarray(1, 4);
+    const got = value(b.dec(view, 'b'));
+    buffer.fill(0);
+    expect([...got]).toEqual([2, 3, 4]);
+    expect(got.buffer).not.toBe(buffer.buffer);
+    expect(code(b.dec(new Uint8Array(5), 'b'))).toBe('WIRE_LIMIT');
+    expect(code(bytes(32, 32).dec(new Uint8Array(31), 'd'))).toBe('WIRE_MALFORMED');
+    expect(code(bytes(32, 32).dec(new Uint8Array(32), 'd'))).toBe('ok');
+    for (const v of ['abcd', [1, 2], null, new Uint16Array(2), new ArrayBuffer(2)]) expect(code(b.dec(v, 'b'))).toBe('WIRE_MALFORMED');
+  });
+
+  it('nullable maps nil to null and defers everything else', () => {
+    const n = nullable(uint);
+    expect(n.enc(null)).toBe(null);
+    expect(value(n.dec(null, 'n'))).toBe(null);
+    expect(value(n.dec(undefined, 'n'))).toBe(null);
+    expect(value(n.dec(3, 'n'))).toBe(3);
+    expect(code(n.dec('3', 'n'))).toBe('WIRE_MALFORMED');
+  });
+
+  it('list checks its limit before decoding entries, and names the failing index', () => {
+    const l = list(uint, 3);
+    expect(value(l.dec([], 'l'))).toEqual([]);
+    expect(value(l.dec([1, 2, 3], 'l'))).toEqual([1, 2, 3]);
+    expect(code(l.dec([1, 2, 3, 4], 'l'))).toBe('WIRE_LIMIT');
+    expect(code(l.dec(['bad', 1, 2, 3], 'l'))).toBe('WIRE_LIMIT');
+    const r = l.dec([1, -1], 'l');
+    expect(code(r)).toBe('WIRE_MALFORMED');
+    expect(detail(r)).toContain('l[1]');
+    expect(code(l.dec({ length: 1, 0: 1 }, 'l'))).toBe('WIRE_MALFORMED');
+  });
+
+  it('struct encodes in its fixed field order and checks arity and every field', () => {
+    type P = { a: number; b: string };
+    const s = struct<P>(['a', 'b'], { a: uint, b: text(10) });
+    expect(s.enc({ b: 'x', a: 1 })).toEqual([1, 'x']);
+    expect(s.enc({ a: 1, b: 'x', extra: true } as P)).toEqual([1, 'x']);
+    expect(value(s.dec([1, 'x'], 'p'))).toEqual({ a: 1, b: 'x' });
+    expect(code(s.dec([1], 'p'))).toBe('WIRE_MALFORMED');
+    expect(code(s.dec([1, 'x', 2], 'p'))).toBe('WIRE_MALFORMED');
+    expect(code(s.dec({ a: 1, b: 'x' }, 'p'))).toBe('WIRE_MALFORMED');
+    const r = s.dec([1, 2], 'p');
+    expect(code(r)).toBe('WIRE_MALFORMED');
+    expect(detail(r)).toContain('p.b');
+  });
+
+  it('union encodes [code, ...fields] and tells an unknown code (WIRE_UNKNOWN_TYPE) from garbage', () => {
+    type U = { type: 'one'; n: number } | { type: 'two' };
+    const u = union<U>({ one: { code: 1, order: ['n'], fields: { n: uint } }, two: { code: 7, order: [], fields: {} } });
+    expect(u.enc({ type: 'one', n: 4 })).toEqual([1, 4]);
+    expect(u.enc({ type: 'two' })).toEqual([7]);
+    expect(value(u.dec([1, 4], 'u'))).toEqual({ type: 'one', n: 4 });
+    expect(value(u.dec([7], 'u'))).toEqual({ type: 'two' });
+    expect(code(u.dec([2, 4], 'u'))).toBe('WIRE_UNKNOWN_TYPE');
+    expect(code(u.dec([], 'u'))).toBe('WIRE_MALFORMED');
+    expect(code(u.dec(['1', 4], 'u'))).toBe('WIRE_MALFORMED');
+    expect(code(u.dec([1], 'u'))).toBe('WIRE_MALFORMED');
+    expect(code(u.dec([1, 4, 5], 'u'))).toBe('WIRE_MALFORMED');
+    expect(code(u.dec(1, 'u'))).toBe('WIRE_MALFORMED');
+    expect(code(u.dec(null, 'u'))).toBe('WIRE_MALFORMED');
+  });
+
+  it('union refuses duplicate codes when declared, and an unknown type when encoding (our bugs)', () => {
+    type U = { type: 'a' } | { type: 'b' };
+    expect(() => union<U>({ a: { code: 1, order: [], fields: {} }, b: { code: 1, order: [], fields: {} } })).toThrow(/duplicate/);
+    const u = union<U>({ a: { code: 1, order: [], fields: {} }, b: { code: 2, order: [], fields: {} } });
+    expect(() => u.enc({ type: 'c' } as unknown as U)).toThrow(/no codec/);
+  });
+});
+
+describe('message schemas', () => {
+  const cgs = agentRequests.map((p, i) => cgOf(i % 2 === 0 ? 'a1' : 'a2', i + 1, p));
+  const ptpWire = ptpPayloads().map((p) => {
+    const item = toWire({ type: 'ptp', srcInc: 0, destInc: 0, seq: 0, ackSeq: 0, body: p });
+    if (item.type !== 'ptp' || item.body === null) throw new Error('sample');
+    return item.body;
+  });
+  const items: ItemWire[] = itemsFrom('a1').map(toWire);
+  const body: FrameBody = { version: WIRE_VERSION, cluster: CLUSTER, from: 'a1', to: 'r1', items };
+  const groupBodies = items.flatMap((i) => (i.type === 'grp' ? [i.body] : []));
+
+  it('the samples cover every variant of every union', () => {
+    expect(new Set(agentRequests.map((r) => r.type))).toEqual(new Set(['node.join', 'echo', 'error.report']));
+    expect(new Set(groupCommands.map((r) => r.type))).toEqual(new Set(['echo.reply']));
+    expect(new Set(ptpWire.map((r) => r.type))).toEqual(new Set(['wrapper', 'notice', 'error.report']));
+    expect(new Set(heartbeatInfos.map((r) => r.type))).toEqual(new Set(['replica', 'agent']));
+    expect(new Set(groupBodies.map((r) => r.type))).toEqual(new Set(['cg', 'gc']));
+    expect(new Set(items.map((r) => r.type))).toEqual(
+      new Set(['hello', 'ptp', 'grp', 'gack', 'hb', 'probe', 'probe.reply', 'status.query', 'status.reply']),
+    );
+  });
+
+  it('round-trips every agent request, group command, CG and GC', () => {
+    expectRoundTrips(agentRequest, agentRequests);
+    expectRoundTrips(groupCommand, groupCommands);
+    expectRoundTrips(groupMsgCG, cgs);
+    expectRoundTrips(groupMsgGC, groupMsgsGC);
+  });
+
+  it('round-trips every point-to-point payload, heartbeat and lane-1 body', () => {
+    expectRoundTrips(ptpPayloadWire, ptpWire);
+    expectRoundTrips(heartbeatInfo, heartbeatInfos);
+    expectRoundTrips(groupBodyWire, groupBodies);
+  });
+
+  it('round-trips every item type and a whole frame body', () => {
+    expectRoundTrips(itemWire, items);
+    expectRoundTrips(frameBody, [body]);
+    expectRoundTrips(processId, ['r1', 'scc', 'a-12', 'x'.repeat(MAX_ID_CHARS)]);
+  });
+
+  it('encodes the same content to the same bytes whatever the key insertion order', () => {
+    const check = <T>(schema: Schema<T>, samples: readonly T[]): void => {
+      for (const s of samples) {
+        const reversed = reverseKeys(s);
+        expect(Object.keys(reversed as object)).not.toEqual(Object.keys(s as object));
+        expect(Buffer.from(pack(schema.enc(reversed))).equals(Buffer.from(pack(schema.enc(s))))).toBe(true);
+      }
+    };
+    check(agentRequest, agentRequests);
+    check(groupMsgCG, cgs);
+    check(groupMsgGC, groupMsgsGC);
+    check(heartbeatInfo, heartbeatInfos);
+    check(itemWire, items);
+    check(frameBody, [body]);
+  });
+
+  it('encodes without maps, and packing is independent of what was packed before', () => {
+    expect(isMapFree(frameBody.enc(body))).toBe(true);
+    const first = pack(frameBody.enc(body));
+    for (const s of items) pack(itemWire.enc(s));
+    pack({ some: 'map', with: ['keys'] });
+    expect(Buffer.from(pack(frameBody.enc(body))).equals(Buffer.from(first))).toBe(true);
+  });
+
+  it('decoding ignores no field: a changed field changes the decoded value', () => {
+    const tree = frameBody.enc(body) as unknown[];
+    const decoded = value(frameBody.dec(value(unpack(pack(tree))), 'f'));
+    const other = value(frameBody.dec(value(unpack(pack([tree[0], tree[1], tree[2], 'r2', tree[4]]))), 'f'));
+    expect(decoded.to).toBe('r1');
+    expect(other.to).toBe('r2');
+  });
+
+  it('enforces the named limits of messages.ts', () => {
+    const rt = <T>(schema: Schema<T>, v: T): string => code(schema.dec(value(unpack(pack(schema.enc(v)))), 'x'));
+    expect(rt(agentRequest, { type: 'error.report', gssn: 1, kind: 'mismatch', suspects: ['r1', 'r2', 'r3', 'r1'] })).toBe('WIRE_LIMIT');
+    expect(rt(agentRequest, { type: 'echo', tag: 'x'.repeat(MAX_TEXT_CHARS + 1), fanout: 'all', count: 1, data: new Uint8Array(0) })).toBe('WIRE_LIMIT');
+    expect(rt(agentRequest, { type: 'echo', tag: 'x'.repeat(MAX_TEXT_CHARS), fanout: 'all', count: 1, data: new Uint8Array(0) })).toBe('ok');
+    expect(rt(agentRequest, { type: 'echo', tag: 't', fanout: 'all', count: 1, data: new Uint8Array(MAX_PAYLOAD_BYTES + 1) })).toBe('WIRE_LIMIT');
+    expect(rt(agentRequest, { type: 'echo', tag: 't', fanout: 'all', count: 1, data: new Uint8Array(MAX_PAYLOAD_BYTES) })).toBe('ok');
+    expect(rt(processId, 'x'.repeat(MAX_ID_CHARS + 1))).toBe('WIRE_LIMIT');
+    for (const bad of ['R1', '1r', '-r', 'r_1', 'r 1', '', 'r1\n']) expect(rt(processId, bad)).toBe('WIRE_MALFORMED');
+    expect(rt(heartbeatInfo, { type: 'replica', role: 'primary', rsn: 1, gssn: 1, digest: new Uint8Array(31) })).toBe('WIRE_MALFORMED');
+    expect(rt(groupBodyWire, { type: 'cg', bytes: new Uint8Array(3), sig: new Uint8Array(SIGNATURE_BYTES - 1) })).toBe('WIRE_MALFORMED');
+    expect(rt(groupBodyWire, { type: 'cg', bytes: new Uint8Array(3), sig: new Uint8Array(SIGNATURE_BYTES + 1) })).toBe('WIRE_LIMIT');
+    const many: ItemWire[] = Array.from({ length: MAX_ITEMS_PER_FRAME + 1 }, (_, i) => ({ type: 'probe', nonce: i }));
+    expect(rt(frameBody, { ...body, items: many })).toBe('WIRE_LIMIT');
+    expect(rt(frameBody, { ...body, items: many.slice(1) })).toBe('ok');
+    expect(rt(frameBody, { ...body, cluster: 'Upper' })).toBe('WIRE_MALFORMED');
+  });
+});
