@@ -1,18 +1,19 @@
 // A node agent's core (docs/PROTOCOL.md §5; spec §3.5–3.6, §1.4). It votes on the group message
 // replicas the three replicas send: a command is delivered on f+1 = 2 matching copies, in the
-// order of the per-agent GSSN chain, and group-acknowledged only once every replica's copy has
-// arrived and matched (flaw 1 fix). It sends its own requests with a CSN to the primary and
-// falls back to both backups after three retransmissions, and heartbeats the backups.
+// order of the per-agent GSSN chain; its group-ack mark advances only once every replica's copy
+// has arrived and matched (flaw 1 fix). It sends its own requests with a CSN to the primary,
+// keeps each until f+1 replicas acknowledge it, falls back to both backups when that takes
+// longer than four retransmission periods, and heartbeats the backups.
 // Deterministic: no clock, no I/O, no randomness.
-import { MAX_GMB_ENTRIES, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
+import { MAX_FALLBACK_MS, MAX_GMB_ENTRIES, PRIMARY_RETRIES_BEFORE_FALLBACK, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
 import {
-  createLinks, flushAcks, linkNextWakeMs, linkReceive, linkRelease, linkSend, linkTimers, linkView, startLinks,
+  createLinks, flushAcks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView, startLinks,
   type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import { pack, signCG } from './wire/frame.ts';
-import { groupMsgGC, type AgentRequest, type ErrorReportKind, type GroupMsgGC } from './wire/messages.ts';
+import { groupMsgGC, type AgentRequest, type ErrorReportKind, type GroupMsgGC, type SignedCG } from './wire/messages.ts';
 import type { Signer } from './ports.ts';
 
 export type AgentOptions = {
@@ -47,7 +48,9 @@ export type AgentStatus = {
   csnSent: number;
   csnAcked: number;
   pendingCopies: number;
+  pendingRequests: number;
   errorReports: number;
+  drops: Record<string, number>;
   terminated: string | null;
   replicas: { id: ProcessId; connected: boolean; unacked: number; queued: number }[];
 };
@@ -86,6 +89,21 @@ export function createAgent(opts: AgentOptions): AgentCore {
   /** Contents with f+1 matching copies, by the prevGssn they chain from. */
   const ready = new Map<number, Entry>();
   let errorReports = 0;
+  /** Requests not yet acknowledged by f+1 replicas, by CSN (spec §3.6 G6, PROTOCOL §5.6). */
+  const pending = new Map<number, { signed: SignedCG; sentAtMs: number; fellBack: boolean }>();
+  /** Smoothed time for a request to be acknowledged by f+1 replicas (ms), or null. */
+  let ackTimeMs: number | null = null;
+  /** spec §3.4 P6 gives the primary three retransmission periods; under load the group needs
+   *  longer, and falling back then only doubles the load, so the deadline adapts like TCP's
+   *  RTO: four times the smoothed acknowledgement time, within [4 x retransmitMs, 2 s]. */
+  const fallbackAfterMs = (): number => {
+    const floor = (1 + PRIMARY_RETRIES_BEFORE_FALLBACK) * t.retransmitMs;
+    return ackTimeMs === null ? floor : Math.min(MAX_FALLBACK_MS, Math.max(floor, 4 * ackTimeMs));
+  };
+  /** Error reports gathered since the last one sent, per kind (PROTOCOL §5.3). */
+  const reports = new Map<ErrorReportKind, { gssn: number; count: number; suspects: Set<ProcessId> }>();
+  let reportAtMs = 0;
+  const drops: Record<string, number> = {};
   let heartbeatCounter = 0;
   let heartbeatAtMs = 0;
   let nextBackup = 0;
@@ -95,18 +113,35 @@ export function createAgent(opts: AgentOptions): AgentCore {
   function sendRequest(request: AgentRequest, nowMs: number, out: CoreEffect[]): void {
     csnSent++;
     const signed = signCG({ csn: csnSent, gssnAck: gssnAcked, payload: request, client: id, inc: opts.inc }, opts.signer);
-    const r = linkSend(links, primary, 1, { type: 'cg', signed }, csnSent, nowMs, out);
+    pending.set(csnSent, { signed, sentAtMs: nowMs, fellBack: false });
+    const r = linkSend(links, primary, 1, { type: 'cg', signed }, nowMs, out);
     if (r === 'full') out.push({ type: 'log', level: 'error', event: 'request.backlog-full', fields: { csn: csnSent } });
   }
 
-  function report(kind: ErrorReportKind, e: Entry, nowMs: number, out: CoreEffect[]): void {
+  /** Note an error report; reports go out aggregated, at most one per kind per ReplicaTimeout,
+   *  so a slow replica under load cannot turn every GSSN into another request. */
+  function report(kind: ErrorReportKind, e: Entry): void {
     const best = bestContent(e);
-    const suspects = replicas.filter((r) => e.copies.get(r) !== best?.key);
-    errorReports++;
-    out.push({ type: 'log', level: 'warn', event: 'agent.error-report', fields: { gssn: e.gssn, kind, suspects } });
-    // spec §3.5 G2 4c / G5: the report goes to the group like any request, so every replica
-    // sees it in the same order.
-    sendRequest({ type: 'error.report', gssn: e.gssn, kind, suspects }, nowMs, out);
+    const r = reports.get(kind);
+    const acc = r ?? { gssn: e.gssn, count: 0, suspects: new Set<ProcessId>() };
+    acc.gssn = Math.min(acc.gssn, e.gssn);
+    acc.count++;
+    for (const x of replicas) if (e.copies.get(x) !== best?.key) acc.suspects.add(x);
+    reports.set(kind, acc);
+  }
+
+  function sendReports(nowMs: number, out: CoreEffect[]): void {
+    if (reports.size === 0 || reportAtMs > nowMs) return;
+    for (const [kind, acc] of reports) {
+      errorReports++;
+      const suspects = replicas.filter((x) => acc.suspects.has(x));
+      out.push({ type: 'log', level: 'warn', event: 'agent.error-report', fields: { gssn: acc.gssn, count: acc.count, kind, suspects } });
+      // spec §3.5 G2 4c / G5: the report goes to the group like any request, so every replica
+      // sees it in the same order.
+      sendRequest({ type: 'error.report', gssn: acc.gssn, count: acc.count, kind, suspects }, nowMs, out);
+    }
+    reports.clear();
+    reportAtMs = nowMs + t.replicaTimeoutMs;
   }
 
   function bestContent(e: Entry): { key: string; gc: GroupMsgGC; count: number } | null {
@@ -126,14 +161,8 @@ export function createAgent(opts: AgentOptions): AgentCore {
       gssnAcked = g;
       advanced = true;
     }
-    if (advanced) for (const r of replicas) sendGroupAck(r, out);
+    if (advanced) for (const r of replicas) linkOweGroupAck(links, r);
     void nowMs;
-  }
-
-  function sendGroupAck(r: ProcessId, out: CoreEffect[]): void {
-    const peer = links.peers.get(r);
-    if (peer === undefined || !peer.established) return;
-    out.push({ type: 'send', to: r, item: { type: 'gack', srcInc: links.inc, destInc: peer.peerInc, ack: gssnAcked } });
   }
 
   function onCsnAck(from: ProcessId, ack: number, nowMs: number, out: CoreEffect[]): void {
@@ -145,8 +174,17 @@ export function createAgent(opts: AgentOptions): AgentCore {
     const mark = acks[deliverQuorum - 1] ?? 0;
     if (mark > csnAcked) {
       csnAcked = mark;
-      for (const r of replicas) linkRelease(links, r, csnAcked, nowMs, out);
+      for (const [csn, p] of pending) {
+        if (csn > csnAcked) continue;
+        // Karn's rule: a request sent twice gives an ambiguous sample.
+        if (!p.fellBack) {
+          const sample = nowMs - p.sentAtMs;
+          ackTimeMs = ackTimeMs === null ? sample : ackTimeMs + (sample - ackTimeMs) / 8;
+        }
+        pending.delete(csn);
+      }
     }
+    void out;
   }
 
   function deliverReady(nowMs: number, out: CoreEffect[]): void {
@@ -167,9 +205,10 @@ export function createAgent(opts: AgentOptions): AgentCore {
 
   /** spec §3.5 G2: one admitted copy from replica `from`. */
   function onCopy(from: ProcessId, gc: GroupMsgGC, nowMs: number, out: CoreEffect[]): void {
-    if (gc.dest !== id) return;
-    // Only the group's acks of this incarnation's CSNs count (PROTOCOL §5.7).
-    if (gc.destInc === opts.inc) onCsnAck(from, gc.csnAck, nowMs, out);
+    // Copies for a predecessor incarnation chain from its chain, not ours: they are not ours to
+    // vote on, and their CSN acks are not about our requests (PROTOCOL §5.7).
+    if (gc.dest !== id || gc.destInc !== opts.inc) return;
+    onCsnAck(from, gc.csnAck, nowMs, out);
     const key = hexOf(pack(groupMsgGC.enc(gc)));
     let e = gmb.get(gc.gssn);
     if (e === undefined) {
@@ -199,7 +238,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
     if (e.copies.size === replicas.length) {
       e.complete = true;
       e.timerAtMs = null;
-      if (best.count !== replicas.length) report('mismatch', e, nowMs, out);
+      if (best.count !== replicas.length) report('mismatch', e);
     }
     deliverReady(nowMs, out);
     if (e.complete && e.delivered) finish(e, nowMs, out);
@@ -212,9 +251,6 @@ export function createAgent(opts: AgentOptions): AgentCore {
         return;
       case 'gack':
         onCsnAck(d.from, d.ack, nowMs, out);
-        return;
-      case 'grp.duplicate':
-        sendGroupAck(d.from, out); // the replica missed our ack: repeat it
         return;
       case 'ptp':
         if (d.payload.type === 'notice') out.push({ type: 'deliver.notice', from: d.from, text: d.payload.text });
@@ -233,16 +269,20 @@ export function createAgent(opts: AgentOptions): AgentCore {
   }
 
   function timers(nowMs: number, out: CoreEffect[]): void {
-    for (const o of linkTimers(links, nowMs, out, primary)) {
-      // spec §3.4 P6 / §3.6 G6: three retransmissions to the primary failed; try the backups.
-      out.push({ type: 'log', level: 'warn', event: 'agent.fallback', fields: { csn: o.tag, primary } });
-      for (const b of backups()) linkSend(links, b, 1, o.body, o.tag, nowMs, out);
+    linkTimers(links, nowMs, out);
+    for (const [csn, p] of pending) {
+      if (p.fellBack || p.sentAtMs + fallbackAfterMs() > nowMs) continue;
+      // spec §3.4 P6 / §3.6 G6: the primary has had the time of three retransmissions and f+1
+      // replicas still have not acknowledged: send the request to both backups as well.
+      p.fellBack = true;
+      out.push({ type: 'log', level: 'warn', event: 'agent.fallback', fields: { csn, primary } });
+      for (const b of backups()) linkSend(links, b, 1, { type: 'cg', signed: p.signed }, nowMs, out);
     }
     for (const e of [...gmb.values()]) {
       if (e.timerAtMs === null || e.timerAtMs > nowMs) continue;
       // spec §3.5 G5 ReplicaTimeout(gssn).
       e.firings++;
-      report('replica-timeout', e, nowMs, out);
+      report('replica-timeout', e);
       if (e.firings >= REPLICA_TIMEOUT_FIRINGS) {
         e.timerAtMs = null;
         // A delivered GSSN is settled without the missing copy; an undelivered one stays
@@ -252,6 +292,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
         e.timerAtMs = nowMs + t.replicaTimeoutMs;
       }
     }
+    sendReports(nowMs, out);
     if (heartbeatAtMs <= nowMs) {
       // spec §1.3: every 75 ms to one backup, alternating.
       const bs = backups();
@@ -267,7 +308,8 @@ export function createAgent(opts: AgentOptions): AgentCore {
 
   function status(_nowMs: number): AgentStatus {
     return {
-      id, inc: opts.inc, primary, gssnDelivered, gssnAcked, csnSent, csnAcked, pendingCopies: gmb.size, errorReports, terminated,
+      id, inc: opts.inc, primary, gssnDelivered, gssnAcked, csnSent, csnAcked, pendingCopies: gmb.size,
+      pendingRequests: pending.size, errorReports, drops: { ...drops }, terminated,
       replicas: replicas.map((r) => {
         const v = linkView(links, r);
         return { id: r, connected: v?.established ?? false, unacked: v?.unacked ?? 0, queued: v?.queued ?? 0 };
@@ -289,13 +331,15 @@ export function createAgent(opts: AgentOptions): AgentCore {
       case 'tick':
       case 'transport.up':
       case 'transport.down':
+        break;
       case 'dropped':
+        drops[input.code] = (drops[input.code] ?? 0) + 1;
         break;
       case 'request':
         sendRequest(input.request, nowMs, out);
         break;
       case 'notice':
-        linkSend(links, input.to, 0, { type: 'notice', text: input.text }, 0, nowMs, out);
+        linkSend(links, input.to, 0, { type: 'notice', text: input.text }, nowMs, out);
         break;
       case 'frame': {
         const from = input.frame.from;
@@ -307,6 +351,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
           }
           if (item.type === 'hb' || item.type === 'probe.reply' || item.type === 'status.query' || item.type === 'status.reply') continue;
           const r = linkReceive(links, from, item, nowMs, out);
+          if (r.drop !== null) drops[r.drop] = (drops[r.drop] ?? 0) + 1;
           for (const d of r.deliveries) onDelivery(d, nowMs, out);
         }
         break;
@@ -317,7 +362,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
       }
     }
     if (terminated === null) timers(nowMs, out);
-    flushAcks(links, out);
+    flushAcks(links, out, () => gssnAcked);
     return out;
   }
 
@@ -328,6 +373,9 @@ export function createAgent(opts: AgentOptions): AgentCore {
     const l = linkNextWakeMs(links);
     if (l !== null) next = Math.min(next, l);
     for (const e of gmb.values()) if (e.timerAtMs !== null) next = Math.min(next, e.timerAtMs);
+    const fallback = fallbackAfterMs();
+    for (const p of pending.values()) if (!p.fellBack) next = Math.min(next, p.sentAtMs + fallback);
+    if (reports.size > 0) next = Math.min(next, reportAtMs);
     return next;
   }
 

@@ -7,8 +7,9 @@ export const WIRE_VERSION = 1;
 /** Largest frame accepted on any transport. Also the `ws` maxPayload, so an oversized frame
  *  never reaches the decoder. 1 MiB holds a coalesced batch of several hundred messages. */
 export const MAX_FRAME_BYTES = 1024 * 1024;
-/** Smallest possible frame: a one-byte body, the 4-byte CRC and the 64-byte signature. */
-export const MIN_FRAME_BYTES = 1 + 4 + 64;
+/** Smallest possible frame: version, id length, a one-char id, a one-byte body, the 4-byte
+ *  CRC and the 64-byte signature (docs/PROTOCOL.md §2.1). */
+export const MIN_FRAME_BYTES = 1 + 1 + 1 + 1 + 4 + 64;
 /** Ed25519 signature and public-key sizes. */
 export const SIGNATURE_BYTES = 64;
 export const PUBLIC_KEY_BYTES = 32;
@@ -18,6 +19,9 @@ export const MAX_ID_CHARS = 32;
 export const MAX_CLUSTER_ID_CHARS = 64;
 /** Items coalesced into one frame. Bounds the work a single frame can cause. */
 export const MAX_ITEMS_PER_FRAME = 1024;
+/** Items in one frame that carry an agent-signed CG (lane-1 CGs and wrappers): each costs a
+ *  signature check (~0.12 ms), so this bounds one frame's verification work to ~8 ms. */
+export const MAX_SIGNED_ITEMS_PER_FRAME = 64;
 /** Any string inside a payload (reasons, tags, log text). */
 export const MAX_TEXT_CHARS = 4096;
 /** Opaque application bytes inside one group-message payload. */
@@ -42,7 +46,11 @@ export const MAX_RETRANSMIT_BATCH = 256;
  *  factor (40 ms → 320 ms). Lane-1 copies may wait ~600 ms for a group ack when a replica is
  *  down (three ReplicaTimeouts), and resending them every 40 ms meanwhile only burns CPU. */
 export const MAX_RETRANSMIT_BACKOFF = 8;
-/** Spec §3.6 G6 / §3.4 P6: the agent resends to the primary this many times, then to both backups. */
+/** Upper bound of the agent's adaptive fallback deadline (PROTOCOL §5.6): however slow the
+ *  group has been, a request the primary sits on reaches the backups within 2 s. */
+export const MAX_FALLBACK_MS = 2000;
+/** Spec §3.6 G6 / §3.4 P6: a request not acknowledged by f+1 replicas after this many
+ *  retransmission periods beyond the first is also sent to both backups (PROTOCOL §5.6). */
 export const PRIMARY_RETRIES_BEFORE_FALLBACK = 3;
 /** Spec §3.5 G5: ReplicaTimeout fires at most this many times per GSSN before a purge. */
 export const REPLICA_TIMEOUT_FIRINGS = 3;
@@ -72,8 +80,10 @@ export const DEFAULT_TIMING = {
   retransmitMs: 40,
   /** Handshake retry while a peer is not connected. */
   handshakeRetryMs: 50,
-  /** Spec §3.5 G5 ReplicaTimeout, not in the paper: long enough for a retransmission. */
-  replicaTimeoutMs: 200,
+  /** Spec §3.5 G5 ReplicaTimeout, not in the paper. Under a flood on 2 cores a backup's copy
+   *  can trail the primary's by a few hundred ms; shorter values turned load into error reports
+   *  (bench/group.ts). Also the period of aggregated error reports. */
+  replicaTimeoutMs: 500,
   /** Spec §3.6 G8 PrimaryProgressTimeout, not in the paper: three retransmission periods. */
   primaryProgressMs: 150,
 } as const;

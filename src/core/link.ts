@@ -3,12 +3,13 @@
 // incarnations; two independent reliable lanes per session (flaw 2 fix, spec §3.7):
 //   lane 0 (`ptp` items): seq, cumulative ack piggybacked or pure (a pure ack takes no seq),
 //          out-of-order buffer within a window, duplicate ack → fast resend (P1–P7);
-//   lane 1 (`grp` items): group message replicas; the same seq/OMB machinery but never
-//          PTP-acked — the group layer releases entries with group acks (spec §3.3).
+//   lane 1 (`grp` items): group message replicas; the same seq/OMB machinery, acknowledged
+//          by `gack` items that carry both the group layer's mark and the lane's cumulative
+//          receipt, one per peer per step (spec §3.3, PROTOCOL §5.3).
 // Pure: no clock, no I/O. Time arrives as `nowMs`; effects are appended to `out`.
 import {
   MAX_QUEUED_WHILE_DISCONNECTED, MAX_RETRANSMIT_BACKOFF, MAX_RETRANSMIT_BATCH, MAX_UNACKED_PER_LANE,
-  PRIMARY_RETRIES_BEFORE_FALLBACK, RECEIVE_WINDOW, type Timing,
+  RECEIVE_WINDOW, type Timing,
 } from './constants.ts';
 import type { CoreEffect } from './node.ts';
 import type { ProcessId } from './ports.ts';
@@ -18,15 +19,7 @@ import type { GroupBody, Item, PtpPayload } from './wire/messages.ts';
 export type LaneId = 0 | 1;
 type LaneBody<L extends LaneId> = L extends 0 ? PtpPayload : GroupBody;
 
-type Outgoing<B> = {
-  seq: number;
-  body: B;
-  /** Group-layer release key: the CSN (agent→group) or GSSN (group→agent); 0 on lane 0. */
-  tag: number;
-  transmissions: number;
-  /** Lane 1 to the primary only: already also sent to the backups (spec §3.4 P6). */
-  fellBack: boolean;
-};
+type Outgoing<B> = { seq: number; body: B; transmissions: number };
 
 type Lane<B> = {
   seqSent: number;
@@ -34,7 +27,7 @@ type Lane<B> = {
   /** PMB: sent, not yet acknowledged, in seq order (head has seq = seqAcked + 1). */
   unacked: Outgoing<B>[];
   /** Bodies sent while the session is not established (spec P1.1), sent on establishment. */
-  queued: { body: B; tag: number }[];
+  queued: B[];
   seqRcvd: number;
   /** OMB: admitted out of order, keyed by seq, all within the receive window. */
   outOfOrder: Map<number, B>;
@@ -52,6 +45,8 @@ export type Peer = {
   lanes: [Lane<PtpPayload>, Lane<GroupBody>];
   /** Lane 0 received in order since our last outgoing lane-0 item: an ack is owed. */
   ackOwed: boolean;
+  /** Lane 1 received something, or the group layer's mark moved: a `gack` is owed. */
+  groupAckOwed: boolean;
 };
 
 export type Links = {
@@ -59,7 +54,7 @@ export type Links = {
   inc: number;
   timing: Timing;
   peers: Map<ProcessId, Peer>;
-  /** Peers owed a lane-0 ack at the end of the current step. */
+  /** Peers owed a lane-0 ack or a group ack at the end of the current step. */
   owing: Set<ProcessId>;
 };
 
@@ -67,22 +62,17 @@ export type Links = {
 export type Delivery =
   | { type: 'ptp'; from: ProcessId; payload: PtpPayload }
   | { type: 'grp'; from: ProcessId; body: GroupBody }
-  /** A lane-1 copy we already admitted: the sender missed our group ack, so repeat it. */
-  | { type: 'grp.duplicate'; from: ProcessId }
   | { type: 'gack'; from: ProcessId; ack: number }
   | { type: 'established'; peer: ProcessId }
   /** The peer restarted (a higher incarnation): its session and both lanes were reset (P5). */
   | { type: 'reset'; peer: ProcessId };
-
-/** Lane-1 messages to the primary that exhausted their retries (spec §3.4 P6). */
-export type Overdue = { to: ProcessId; body: GroupBody; tag: number };
 
 function newLane<B>(): Lane<B> {
   return { seqSent: 0, seqAcked: 0, unacked: [], queued: [], seqRcvd: 0, outOfOrder: new Map(), retransmitAtMs: null, backoff: 1 };
 }
 
 function newPeer(id: ProcessId): Peer {
-  return { id, peerInc: 0, established: false, helloAtMs: null, lanes: [newLane(), newLane()], ackOwed: false };
+  return { id, peerInc: 0, established: false, helloAtMs: null, lanes: [newLane(), newLane()], ackOwed: false, groupAckOwed: false };
 }
 
 export function createLinks(self: ProcessId, inc: number, timing: Timing, peers: readonly ProcessId[]): Links {
@@ -108,8 +98,7 @@ export function isEstablished(links: Links, peer: ProcessId): boolean {
 function sendItem<L extends LaneId>(links: Links, peer: Peer, lane: L, entry: Outgoing<LaneBody<L>>, out: CoreEffect[]): void {
   entry.transmissions++;
   if (lane === 0) {
-    peer.ackOwed = false;
-    links.owing.delete(peer.id);
+    peer.ackOwed = false; // this item carries the ack; a group ack may still be owed
     out.push({
       type: 'send', to: peer.id,
       item: { type: 'ptp', srcInc: links.inc, destInc: peer.peerInc, seq: entry.seq, ackSeq: peer.lanes[0].seqRcvd, body: entry.body as PtpPayload },
@@ -122,10 +111,10 @@ function sendItem<L extends LaneId>(links: Links, peer: Peer, lane: L, entry: Ou
   }
 }
 
-function transmitNew<L extends LaneId>(links: Links, peer: Peer, lane: L, body: LaneBody<L>, tag: number, nowMs: number, out: CoreEffect[]): void {
+function transmitNew<L extends LaneId>(links: Links, peer: Peer, lane: L, body: LaneBody<L>, nowMs: number, out: CoreEffect[]): void {
   const l = peer.lanes[lane] as Lane<LaneBody<L>>;
   l.seqSent++;
-  const entry: Outgoing<LaneBody<L>> = { seq: l.seqSent, body, tag, transmissions: 0, fellBack: false };
+  const entry: Outgoing<LaneBody<L>> = { seq: l.seqSent, body, transmissions: 0 };
   l.unacked.push(entry);
   sendItem(links, peer, lane, entry, out);
   l.retransmitAtMs ??= nowMs + links.timing.retransmitMs;
@@ -135,17 +124,17 @@ export type SendResult = 'sent' | 'queued' | 'full' | 'unknown-peer';
 
 /** Reliable send (spec §3.4 P2): kept until acknowledged, retransmitted on timeout. */
 export function linkSend<L extends LaneId>(
-  links: Links, to: ProcessId, lane: L, body: LaneBody<L>, tag: number, nowMs: number, out: CoreEffect[],
+  links: Links, to: ProcessId, lane: L, body: LaneBody<L>, nowMs: number, out: CoreEffect[],
 ): SendResult {
   const peer = links.peers.get(to);
   if (peer === undefined) return 'unknown-peer';
   const l = peer.lanes[lane] as Lane<LaneBody<L>>;
   if (!peer.established || l.unacked.length >= MAX_UNACKED_PER_LANE) {
     if (l.queued.length >= MAX_QUEUED_WHILE_DISCONNECTED) return 'full';
-    l.queued.push({ body, tag });
+    l.queued.push(body);
     return 'queued';
   }
-  transmitNew(links, peer, lane, body, tag, nowMs, out);
+  transmitNew(links, peer, lane, body, nowMs, out);
   return 'sent';
 }
 
@@ -154,6 +143,7 @@ function resetSession(peer: Peer): void {
   peer.established = false;
   peer.lanes = [newLane(), newLane()];
   peer.ackOwed = false;
+  peer.groupAckOwed = false;
 }
 
 function establish(links: Links, peer: Peer, nowMs: number, out: CoreEffect[], deliveries: Delivery[]): void {
@@ -165,20 +155,21 @@ function establish(links: Links, peer: Peer, nowMs: number, out: CoreEffect[], d
     const l = peer.lanes[lane];
     const queued = l.queued;
     l.queued = [];
-    for (const q of queued) transmitNew(links, peer, lane, q.body as never, q.tag, nowMs, out);
+    for (const q of queued) transmitNew(links, peer, lane, q as never, nowMs, out);
   }
 }
 
-/** Cumulative acknowledgement of lane 0 through `ackSeq` (spec §3.4 P7). */
-function processAck(links: Links, peer: Peer, ackSeq: number, nowMs: number, out: CoreEffect[]): void {
-  const l = peer.lanes[0];
+/** Cumulative acknowledgement of a lane through `ackSeq` (spec §3.4 P7; lane 1 through the
+ *  `seq` of a gack). */
+function processAck(links: Links, peer: Peer, lane: LaneId, ackSeq: number, nowMs: number, out: CoreEffect[]): void {
+  const l = peer.lanes[lane];
   if (ackSeq > l.seqSent) return; // acks what we never sent: a faulty peer; ignore
   if (ackSeq > l.seqAcked) {
-    while (l.unacked.length > 0 && (l.unacked[0] as Outgoing<PtpPayload>).seq <= ackSeq) l.unacked.shift();
+    while (l.unacked.length > 0 && (l.unacked[0] as Outgoing<unknown>).seq <= ackSeq) l.unacked.shift();
     l.seqAcked = ackSeq;
     l.backoff = 1;
     l.retransmitAtMs = l.unacked.length > 0 ? nowMs + links.timing.retransmitMs : null;
-    refill(links, peer, 0, nowMs, out);
+    refill(links, peer, lane, nowMs, out);
   }
 }
 
@@ -186,28 +177,7 @@ function processAck(links: Links, peer: Peer, ackSeq: number, nowMs: number, out
 function refill(links: Links, peer: Peer, lane: LaneId, nowMs: number, out: CoreEffect[]): void {
   const l = peer.lanes[lane];
   while (peer.established && l.queued.length > 0 && l.unacked.length < MAX_UNACKED_PER_LANE) {
-    const q = l.queued.shift() as { body: never; tag: number };
-    transmitNew(links, peer, lane, q.body, q.tag, nowMs, out);
-  }
-}
-
-/** Group-layer release of lane 1 (spec §3.6 G10, §3.5 G4): every entry whose tag ≤ `tag`. */
-export function linkRelease(links: Links, to: ProcessId, tag: number, nowMs: number, out: CoreEffect[]): void {
-  const peer = links.peers.get(to);
-  if (peer === undefined) return;
-  const l = peer.lanes[1];
-  let released = false;
-  while (l.unacked.length > 0 && (l.unacked[0] as Outgoing<GroupBody>).tag <= tag) {
-    const e = l.unacked.shift() as Outgoing<GroupBody>;
-    l.seqAcked = e.seq;
-    released = true;
-  }
-  // Also forget queued bodies already covered (sent to the group by another path).
-  if (l.queued.length > 0) l.queued = l.queued.filter((q) => q.tag > tag);
-  if (released) {
-    l.backoff = 1;
-    l.retransmitAtMs = l.unacked.length > 0 ? nowMs + links.timing.retransmitMs : null;
-    refill(links, peer, 1, nowMs, out);
+    transmitNew(links, peer, lane, l.queued.shift() as never, nowMs, out);
   }
 }
 
@@ -259,21 +229,24 @@ export function linkReceive(links: Links, from: ProcessId, item: Item, nowMs: nu
       // Traffic of the current session proves the peer completed the handshake.
       if (!peer.established) establish(links, peer, nowMs, out, deliveries);
       if (item.type === 'gack') {
+        processAck(links, peer, 1, item.seq, nowMs, out);
         deliveries.push({ type: 'gack', from, ack: item.ack });
         return { deliveries, drop: null };
       }
       if (item.type === 'grp') {
         const r = admit(peer.lanes[1], item.seq, item.body);
-        if (r === 'duplicate') deliveries.push({ type: 'grp.duplicate', from });
-        else if (r === 'out-of-window') return { deliveries, drop: 'OUT_OF_WINDOW' };
-        else if (r !== 'buffered') for (const body of r) deliveries.push({ type: 'grp', from, body });
+        if (r === 'out-of-window') return { deliveries, drop: 'OUT_OF_WINDOW' };
+        // Whatever arrived, the sender learns our receipt mark at the end of the step: a
+        // duplicate means it missed the last one.
+        linkOweGroupAck(links, from);
+        if (r !== 'duplicate' && r !== 'buffered') for (const body of r) deliveries.push({ type: 'grp', from, body });
         return { deliveries, drop: null };
       }
       // Lane 0. A pure ack is tested first: spec §3.4 P3 as printed would drop it at step 1.
       const l = peer.lanes[0];
       if (item.body === null) {
         const before = l.seqAcked;
-        processAck(links, peer, item.ackSeq, nowMs, out);
+        processAck(links, peer, 0, item.ackSeq, nowMs, out);
         // P3.4 fast retransmit: a duplicate ack that advanced nothing names the first gap.
         if (item.ackSeq === before && item.ackSeq < l.seqSent) {
           const head = l.unacked[0];
@@ -281,7 +254,7 @@ export function linkReceive(links: Links, from: ProcessId, item: Item, nowMs: nu
         }
         return { deliveries, drop: null };
       }
-      processAck(links, peer, item.ackSeq, nowMs, out);
+      processAck(links, peer, 0, item.ackSeq, nowMs, out);
       const r = admit(l, item.seq, item.body);
       if (r === 'out-of-window') return { deliveries, drop: 'OUT_OF_WINDOW' };
       // Duplicates and gaps are answered with our current ack (P3.2: the duplicate ack).
@@ -295,26 +268,42 @@ export function linkReceive(links: Links, from: ProcessId, item: Item, nowMs: nu
   }
 }
 
-/** Pure acks still owed at the end of a step (spec §3.4 P3: "send a PTP ack"). Coalesced:
- *  one per peer per step, and none if a data item already carried the ack. */
-export function flushAcks(links: Links, out: CoreEffect[]): void {
+/** The group layer's mark changed: tell `peer` at the end of this step. */
+export function linkOweGroupAck(links: Links, peer: ProcessId): void {
+  const p = links.peers.get(peer);
+  if (p === undefined || !p.established) return;
+  p.groupAckOwed = true;
+  links.owing.add(peer);
+}
+
+/** Acks still owed at the end of a step, coalesced to one per peer and lane (spec §3.4 P3 "send
+ *  a PTP ack"; PROTOCOL §5.3 group acks). A lane-0 ack is skipped if data already carried it.
+ *  `groupMark` gives the group layer's mark for a peer (agent: complete GSSN; replica: CSN). */
+export function flushAcks(links: Links, out: CoreEffect[], groupMark: (peer: ProcessId) => number): void {
   for (const id of links.owing) {
     const peer = links.peers.get(id);
-    if (peer === undefined || !peer.ackOwed) continue;
-    peer.ackOwed = false;
-    const l = peer.lanes[0];
-    out.push({
-      type: 'send', to: id,
-      item: { type: 'ptp', srcInc: links.inc, destInc: peer.peerInc, seq: l.seqSent, ackSeq: l.seqRcvd, body: null },
-    });
+    if (peer === undefined || !peer.established) continue;
+    if (peer.ackOwed) {
+      peer.ackOwed = false;
+      const l = peer.lanes[0];
+      out.push({
+        type: 'send', to: id,
+        item: { type: 'ptp', srcInc: links.inc, destInc: peer.peerInc, seq: l.seqSent, ackSeq: l.seqRcvd, body: null },
+      });
+    }
+    if (peer.groupAckOwed) {
+      peer.groupAckOwed = false;
+      out.push({
+        type: 'send', to: id,
+        item: { type: 'gack', srcInc: links.inc, destInc: peer.peerInc, ack: groupMark(id), seq: peer.lanes[1].seqRcvd },
+      });
+    }
   }
   links.owing.clear();
 }
 
-/** Fire due handshake retries and retransmissions (spec §3.4 P6). `primary` enables the
- *  agent's fallback: lane-1 entries to it that were sent 1 + 3 times are returned as overdue. */
-export function linkTimers(links: Links, nowMs: number, out: CoreEffect[], primary: ProcessId | null): Overdue[] {
-  const overdue: Overdue[] = [];
+/** Fire due handshake retries and retransmissions (spec §3.4 P6), with exponential backoff. */
+export function linkTimers(links: Links, nowMs: number, out: CoreEffect[]): void {
   for (const peer of links.peers.values()) {
     if (!peer.established) {
       if (peer.helloAtMs !== null && peer.helloAtMs <= nowMs) {
@@ -327,23 +316,11 @@ export function linkTimers(links: Links, nowMs: number, out: CoreEffect[], prima
       const l = peer.lanes[lane];
       if (l.retransmitAtMs === null || l.retransmitAtMs > nowMs) continue;
       const n = Math.min(l.unacked.length, MAX_RETRANSMIT_BATCH);
-      // The agent's retries to the primary keep the plain period until they have fallen back
-      // to the backups, so the fallback of spec P6 comes after 4 x retransmitMs, not later.
-      let grow = true;
-      for (let i = 0; i < n; i++) {
-        const e = l.unacked[i] as Outgoing<never>;
-        if (lane === 1 && peer.id === primary && !e.fellBack && e.transmissions >= 1 + PRIMARY_RETRIES_BEFORE_FALLBACK) {
-          e.fellBack = true;
-          overdue.push({ to: peer.id, body: e.body, tag: e.tag });
-        }
-        if (lane === 1 && peer.id === primary && !e.fellBack) grow = false;
-        sendItem(links, peer, lane, e, out);
-      }
-      if (grow) l.backoff = Math.min(l.backoff * 2, MAX_RETRANSMIT_BACKOFF);
+      for (let i = 0; i < n; i++) sendItem(links, peer, lane, l.unacked[i] as Outgoing<never>, out);
+      l.backoff = Math.min(l.backoff * 2, MAX_RETRANSMIT_BACKOFF);
       l.retransmitAtMs = l.unacked.length > 0 ? nowMs + links.timing.retransmitMs * l.backoff : null;
     }
   }
-  return overdue;
 }
 
 export function linkNextWakeMs(links: Links): number | null {

@@ -5,7 +5,7 @@
 // peers and the watchdog. Deterministic: no clock, no I/O, no randomness.
 import { MAX_DELIVERED_LOG, MAX_HOLDBACK_PER_AGENT } from './constants.ts';
 import {
-  createLinks, flushAcks, linkNextWakeMs, linkReceive, linkRelease, linkSend, linkTimers, linkView, startLinks,
+  createLinks, flushAcks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView, startLinks,
   type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership, SuspectReason } from './node.ts';
@@ -85,14 +85,18 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     out.push({ type: 'log', level: 'warn', event: 'replica.suspect', fields: { target, reason, detail, rsn: state.rsn } });
   }
 
+  /** G9's empty GROUP-MSG-GC: a lane-1 `gack`, sent once at the end of the step. */
   function groupAck(client: ProcessId, nowMs: number, out: CoreEffect[]): void {
-    const peer = links.peers.get(client);
-    if (peer === undefined || !peer.established) return;
-    // Lane-1 pure group ack (G9's empty GROUP-MSG-GC): unsequenced, repeated on duplicates.
-    // It acknowledges CSNs of the incarnation we talk to, never a predecessor's (PROTOCOL §5.7).
-    const ack = state.clientInc.get(client) === peer.peerInc ? (state.csnReceived.get(client) ?? 0) : 0;
-    out.push({ type: 'send', to: client, item: { type: 'gack', srcInc: links.inc, destInc: peer.peerInc, ack } });
+    linkOweGroupAck(links, client);
     void nowMs;
+    void out;
+  }
+
+  /** The CSN mark a gack carries: the CSNs of the incarnation we talk to, never a
+   *  predecessor's (PROTOCOL §5.7). */
+  function csnMark(peer: ProcessId): number {
+    const p = links.peers.get(peer);
+    return p !== undefined && state.clientInc.get(peer) === p.peerInc ? (state.csnReceived.get(peer) ?? 0) : 0;
   }
 
   /** spec §3.6 G9: deliver an ordered agent request. */
@@ -107,16 +111,13 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       return;
     }
     adoptIncarnation(state, cg.client, cg.inc);
-    // G10: the agent's group ack releases our lane-1 copies of what it has fully received
-    // (only the current session's copies are in the link, so an old incarnation's mark is moot).
-    if (links.peers.get(cg.client)?.peerInc === cg.inc) linkRelease(links, cg.client, cg.gssnAck, nowMs, out);
     state.csnReceived.set(cg.client, cg.csn);
     deliveredLog.push([state.rsn, signed]);
     if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
     out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, csn: cg.csn, request: cg.payload });
     const result = applyRequest(state, cg.client, cg.payload);
     for (const gc of result.messages) {
-      const r = linkSend(links, gc.dest, 1, { type: 'gc', gc }, gc.gssn, nowMs, out);
+      const r = linkSend(links, gc.dest, 1, { type: 'gc', gc }, nowMs, out);
       if (r === 'full' || r === 'unknown-peer') {
         out.push({ type: 'log', level: 'error', event: 'group.send.refused', fields: { dest: gc.dest, gssn: gc.gssn, why: r } });
       }
@@ -147,7 +148,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     let next: SignedCG | undefined = signed;
     while (next !== undefined) {
       state.rsn++;
-      for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper', rsn: state.rsn, signed: next }, 0, nowMs, out);
+      for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper', rsn: state.rsn, signed: next }, nowMs, out);
       deliver(next, nowMs, out);
       const held = holdback.get(client);
       const following = (state.csnReceived.get(client) ?? 0) + 1;
@@ -174,7 +175,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
           groupAck(d.from, nowMs, out);
           return;
         }
-        linkSend(links, state.primary, 0, { type: 'wrapper', rsn: 0, signed }, 0, nowMs, out);
+        linkSend(links, state.primary, 0, { type: 'wrapper', rsn: 0, signed }, nowMs, out);
         const key = progressKey(signed.cg);
         if (!progressTimers.has(key)) {
           progressTimers.set(key, { client: d.from, inc: signed.cg.inc, csn: signed.cg.csn, atMs: nowMs + t.primaryProgressMs });
@@ -210,11 +211,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         return;
       }
       case 'gack':
-        // An agent's pure group ack: its complete GSSN mark (spec §3.6 G10, flaw-1 fix).
-        if (agentIds.has(d.from)) linkRelease(links, d.from, d.ack, nowMs, out);
-        return;
-      case 'grp.duplicate':
-        if (agentIds.has(d.from)) groupAck(d.from, nowMs, out);
+        // An agent's group ack: the link has already released the copies it received from us
+        // (spec §3.6 G10); its complete mark needs nothing more from a replica.
         return;
       case 'established':
         out.push({ type: 'log', level: 'info', event: 'link.established', fields: { peer: d.peer } });
@@ -266,7 +264,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   }
 
   function timers(nowMs: number, out: CoreEffect[]): void {
-    linkTimers(links, nowMs, out, null);
+    linkTimers(links, nowMs, out);
     if (replicaHeartbeatAtMs <= nowMs) {
       heartbeatCounter++;
       const info = { type: 'replica' as const, role: isPrimary() ? ('primary' as const) : ('backup' as const), rsn: state.rsn, gssn: state.gssn, digest: digest() };
@@ -337,7 +335,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         out.push({ type: 'log', level: 'warn', event: 'request.ignored', fields: { why: 'replicas do not send agent requests' } });
         break;
       case 'notice':
-        linkSend(links, input.to, 0, { type: 'notice', text: input.text }, 0, nowMs, out);
+        linkSend(links, input.to, 0, { type: 'notice', text: input.text }, nowMs, out);
         break;
       case 'frame': {
         const from = input.frame.from;
@@ -371,7 +369,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       }
     }
     timers(nowMs, out);
-    flushAcks(links, out);
+    flushAcks(links, out, csnMark);
     return out;
   }
 

@@ -59,7 +59,7 @@ export function digestState(s: ReplicatedState, hash: Hash): Uint8Array {
 export type ApplyResult = {
   messages: GroupMsgGC[];
   /** An agent reported copies that timed out or did not match: a self-diagnosis trigger. */
-  report: { gssn: number; kind: string; suspects: ProcessId[] } | null;
+  report: { gssn: number; count: number; kind: string; suspects: ProcessId[] } | null;
 };
 
 function emit(s: ReplicatedState, dest: ProcessId, payload: GroupCommand, out: GroupMsgGC[]): void {
@@ -93,12 +93,16 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
   const messages: GroupMsgGC[] = [];
   switch (request.type) {
     case 'node.join': {
+      // Every agent's first request; its incarnation was adopted just before (replica.ts deliver).
       const rec = s.nodes.get(client);
       if (rec !== undefined) s.nodes.set(client, { ...rec, joined: true, slots: request.slots });
       return { messages, report: null };
     }
     case 'echo': {
-      const targets = request.fanout === 'self' ? [client] : [...s.nodes.keys()].sort();
+      // Only agents that joined: their incarnation is adopted, so their chain is well defined
+      // (PROTOCOL §5.7). The sender itself has joined by now: its request was just ordered.
+      const joined = [...s.nodes.entries()].filter(([, n]) => n.joined).map(([id]) => id).sort();
+      const targets = request.fanout === 'self' ? [client] : joined;
       // A faulty agent cannot make the group flood the cluster (constants.ts MAX_BURST_COUNT).
       const count = Math.min(request.count, MAX_BURST_COUNT);
       for (let index = 0; index < count; index++) {
@@ -109,7 +113,7 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       return { messages, report: null };
     }
     case 'error.report':
-      return { messages, report: { gssn: request.gssn, kind: request.kind, suspects: request.suspects } };
+      return { messages, report: { gssn: request.gssn, count: request.count, kind: request.kind, suspects: request.suspects } };
     default: {
       const never: never = request;
       return never;

@@ -4,12 +4,12 @@
 //
 // Sends produced by one step are coalesced per destination into as few frames as possible, so
 // a burst of group messages costs one signature per peer rather than one per message.
-import { MAX_FRAME_BYTES, MAX_ITEMS_PER_FRAME } from './constants.ts';
+import { MAX_FRAME_BYTES, MAX_ITEMS_PER_FRAME, MAX_SIGNED_ITEMS_PER_FRAME } from './constants.ts';
 import type { Core, CoreEffect, CoreInput } from './node.ts';
 import type { ProcessId, Signer, Verifier } from './ports.ts';
 import type { DropCode } from './result.ts';
 import { decodeFrame, encodeFrame } from './wire/frame.ts';
-import type { Item } from './wire/messages.ts';
+import { carriesSignedCG, type Item } from './wire/messages.ts';
 
 export interface Transport {
   /** Best effort: a frame sent while the link is down is lost; the protocol retransmits. */
@@ -90,7 +90,20 @@ export class Shell {
     }
     if (batches === null) return;
     for (const [to, items] of batches) {
-      for (let i = 0; i < items.length; i += MAX_ITEMS_PER_FRAME) this.emit(to, items.slice(i, i + MAX_ITEMS_PER_FRAME));
+      // Chunks within both per-frame limits of the receiver (PROTOCOL §2.2).
+      let chunk: Item[] = [];
+      let signed = 0;
+      for (const item of items) {
+        const s = carriesSignedCG(item) ? 1 : 0;
+        if (chunk.length === MAX_ITEMS_PER_FRAME || signed + s > MAX_SIGNED_ITEMS_PER_FRAME) {
+          this.emit(to, chunk);
+          chunk = [];
+          signed = 0;
+        }
+        chunk.push(item);
+        signed += s;
+      }
+      if (chunk.length > 0) this.emit(to, chunk);
     }
   }
 

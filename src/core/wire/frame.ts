@@ -1,32 +1,45 @@
 // Frame encoding, signing, decoding and verification (docs/PROTOCOL.md §2).
-//   frame = body ‖ crc32(body) as 4 bytes big-endian ‖ Ed25519 signature over body (64 bytes)
-// body is the canonical msgpack of FrameBody: arrays in a fixed field order, no maps, no
-// records, so equal content gives equal bytes on every replica. decodeFrame is total.
-import { Packr, Unpackr } from 'msgpackr';
-import { MAX_FRAME_BYTES, MIN_FRAME_BYTES, SIGNATURE_BYTES, WIRE_VERSION } from '../constants.ts';
+//   frame  = header ‖ body ‖ crc32(header ‖ body) (4 bytes, big-endian) ‖ Ed25519 signature (64)
+//   header = version (1 byte) ‖ length of the sender id (1 byte) ‖ sender id (ASCII)
+//   body   = canonical msgpack [cluster, to, items]
+// The signature covers header ‖ body and is checked BEFORE the body is parsed: an
+// unauthenticated peer cannot make a receiver spend more than a CRC and one signature check.
+// Bodies are parsed by a strict decoder and must re-encode to the very same bytes, so every
+// replica accepts exactly the same frames (canonical input, not only canonical output).
+// decodeFrame is total.
+import { Packr } from 'msgpackr';
+import {
+  MAX_FRAME_BYTES, MAX_ID_CHARS, MAX_SIGNED_ITEMS_PER_FRAME, MIN_FRAME_BYTES, SIGNATURE_BYTES, WIRE_VERSION,
+} from '../constants.ts';
 import type { ProcessId, Signer, Verifier } from '../ports.ts';
 import { err, ok, type Result } from '../result.ts';
 import { crc32 } from './crc32.ts';
 import {
-  frameBody, groupMsgCG, type Frame, type GroupMsgCG, type Item, type ItemWire, type PtpPayload,
-  type PtpPayloadWire, type SignedCG,
+  carriesSignedCG, frameBody, groupMsgCG, PROCESS_ID_PATTERN, type Frame, type GroupMsgCG, type Item, type ItemWire,
+  type PtpPayload, type PtpPayloadWire, type SignedCG,
 } from './messages.ts';
+import { decodeStrict } from './msgpack-strict.ts';
 
 const packr = new Packr({ useRecords: false, variableMapSize: true, encodeUndefinedAsNil: true });
-const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: false, int64AsType: 'number' });
 
 /** Canonical bytes of a schema tree. */
 export function pack(tree: unknown): Uint8Array {
   return packr.pack(tree);
 }
 
-/** Parse untrusted msgpack bytes; never throws. */
+const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+};
+
+/** Parse untrusted msgpack bytes strictly and insist they are the canonical encoding of what
+ *  they hold; never throws. */
 export function unpack(data: Uint8Array): Result<unknown> {
-  try {
-    return ok(unpackr.unpack(data));
-  } catch (e) {
-    return err('WIRE_MALFORMED', `msgpack: ${(e as Error).message}`.slice(0, 200));
-  }
+  const tree = decodeStrict(data);
+  if (!tree.ok) return tree;
+  if (!sameBytes(pack(tree.value), data)) return err('WIRE_MALFORMED', 'msgpack: not the canonical encoding');
+  return tree;
 }
 
 export type EncodeContext = { cluster: string; signer: Signer };
@@ -88,54 +101,71 @@ function itemFromWire(item: ItemWire, from: ProcessId, verifier: Verifier): Resu
   }
 }
 
+const textEncoder = new TextEncoder();
+
 export function encodeFrame(frame: Frame, ctx: EncodeContext): Uint8Array {
-  const body = pack(frameBody.enc({
-    version: WIRE_VERSION, cluster: ctx.cluster, from: ctx.signer.id, to: frame.to, items: frame.items.map(itemToWire),
-  }));
-  const sig = ctx.signer.sign(body);
-  const out = new Uint8Array(body.length + 4 + SIGNATURE_BYTES);
-  out.set(body, 0);
-  new DataView(out.buffer).setUint32(body.length, crc32(body), false);
-  out.set(sig, body.length + 4);
+  const id = textEncoder.encode(ctx.signer.id);
+  const body = pack(frameBody.enc({ cluster: ctx.cluster, to: frame.to, items: frame.items.map(itemToWire) }));
+  const signedLength = 2 + id.length + body.length;
+  const out = new Uint8Array(signedLength + 4 + SIGNATURE_BYTES);
+  out[0] = WIRE_VERSION;
+  out[1] = id.length;
+  out.set(id, 2);
+  out.set(body, 2 + id.length);
+  const signed = out.subarray(0, signedLength);
+  new DataView(out.buffer).setUint32(signedLength, crc32(signed), false);
+  out.set(ctx.signer.sign(signed), signedLength + 4);
   return out;
+}
+
+type Header = { from: ProcessId; bodyStart: number; signedEnd: number };
+
+/** Read the fixed header: version and sender, without touching the msgpack body. */
+function readHeader(data: Uint8Array): Result<Header> {
+  if (data.length < MIN_FRAME_BYTES) return err('WIRE_TOO_SHORT', `${data.length} bytes`);
+  if (data.length > MAX_FRAME_BYTES) return err('WIRE_TOO_LARGE', `${data.length} bytes > ${MAX_FRAME_BYTES}`);
+  if (data[0] !== WIRE_VERSION) return err('WIRE_VERSION', `version ${data[0]}`);
+  const n = data[1] as number;
+  const signedEnd = data.length - 4 - SIGNATURE_BYTES;
+  if (n === 0 || n > MAX_ID_CHARS || 2 + n >= signedEnd) return err('WIRE_MALFORMED', `sender id of ${n} bytes`);
+  let from = '';
+  for (let i = 2; i < 2 + n; i++) from += String.fromCharCode(data[i] as number);
+  if (!PROCESS_ID_PATTERN.test(from)) return err('WIRE_MALFORMED', 'sender id characters');
+  return ok({ from, bodyStart: 2 + n, signedEnd });
 }
 
 /** Decode, check and verify one frame. Every failure is a typed drop reason (STYLE.md 5). */
 export function decodeFrame(data: Uint8Array, ctx: DecodeContext): Result<Frame> {
   if (!(data instanceof Uint8Array)) return err('WIRE_MALFORMED', 'not bytes');
-  if (data.length < MIN_FRAME_BYTES) return err('WIRE_TOO_SHORT', `${data.length} bytes`);
-  if (data.length > MAX_FRAME_BYTES) return err('WIRE_TOO_LARGE', `${data.length} bytes > ${MAX_FRAME_BYTES}`);
-  const bodyEnd = data.length - 4 - SIGNATURE_BYTES;
+  const h = readHeader(data);
+  if (!h.ok) return h;
+  const { from, bodyStart, signedEnd } = h.value;
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-  if (view.getUint32(bodyEnd, false) !== crc32(data, bodyEnd)) return err('WIRE_CHECKSUM', 'crc32 mismatch');
-  const bodyBytes = data.subarray(0, bodyEnd);
-  const tree = unpack(bodyBytes);
+  if (view.getUint32(signedEnd, false) !== crc32(data, signedEnd)) return err('WIRE_CHECKSUM', 'crc32 mismatch');
+  if (!ctx.verifier.has(from)) return err('SIG_UNKNOWN_KEY', `sender ${from}`);
+  if (!ctx.verifier.verify(from, data.subarray(0, signedEnd), data.subarray(signedEnd + 4))) return err('SIG_INVALID', `frame of ${from}`);
+  // Authenticated from here on: what follows is evidence against `from` if it is wrong.
+  const tree = unpack(data.subarray(bodyStart, signedEnd));
   if (!tree.ok) return tree;
-  // The version is checked before the full schema so a future format is told apart from garbage.
-  if (Array.isArray(tree.value) && typeof tree.value[0] === 'number' && tree.value[0] !== WIRE_VERSION) {
-    return err('WIRE_VERSION', `version ${tree.value[0]}`);
-  }
   const body = frameBody.dec(tree.value, 'frame');
   if (!body.ok) return body;
   const b = body.value;
   if (b.cluster !== ctx.cluster) return err('WIRE_FOREIGN_CLUSTER', `cluster ${b.cluster}`);
   if (b.to !== ctx.self) return err('WIRE_MISADDRESSED', `frame for ${b.to}`);
-  if (!ctx.verifier.has(b.from)) return err('SIG_UNKNOWN_KEY', `sender ${b.from}`);
-  if (!ctx.verifier.verify(b.from, bodyBytes, data.subarray(bodyEnd + 4))) return err('SIG_INVALID', `frame of ${b.from}`);
+  let signedItems = 0;
+  for (const w of b.items) if (carriesSignedCG(w)) signedItems++;
+  if (signedItems > MAX_SIGNED_ITEMS_PER_FRAME) return err('WIRE_LIMIT', `${signedItems} signed requests > ${MAX_SIGNED_ITEMS_PER_FRAME}`);
   const items: Item[] = [];
   for (const w of b.items) {
-    const r = itemFromWire(w, b.from, ctx.verifier);
+    const r = itemFromWire(w, from, ctx.verifier);
     if (!r.ok) return r;
     items.push(r.value);
   }
-  return ok({ from: b.from, to: b.to, items });
+  return ok({ from, to: b.to, items });
 }
 
-/** Peek at the claimed sender of a frame without verifying it (transport routing only). */
+/** The claimed sender of a frame, from its header, unverified (transport routing only). */
 export function peekSender(data: Uint8Array): ProcessId | null {
-  if (data.length < MIN_FRAME_BYTES || data.length > MAX_FRAME_BYTES) return null;
-  const tree = unpack(data.subarray(0, data.length - 4 - SIGNATURE_BYTES));
-  if (!tree.ok || !Array.isArray(tree.value)) return null;
-  const from = tree.value[2];
-  return typeof from === 'string' && from.length <= 32 ? from : null;
+  const h = readHeader(data);
+  return h.ok ? h.value.from : null;
 }

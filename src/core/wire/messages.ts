@@ -22,8 +22,9 @@ export type AgentRequest =
   | { type: 'node.join'; slots: number }
   /** Ask the group to answer with one group message per target (diagnostics, sim, bench). */
   | { type: 'echo'; tag: string; fanout: Fanout; count: number; data: Uint8Array }
-  /** Spec §3.5 G5 / §3.7: copies of a GSSN timed out or did not all match. */
-  | { type: 'error.report'; gssn: number; kind: ErrorReportKind; suspects: ProcessId[] };
+  /** Spec §3.5 G5 / §3.7: copies of `count` GSSNs from `gssn` on timed out or did not all
+   *  match (aggregated: at most one report per kind per ReplicaTimeout, PROTOCOL §5.3). */
+  | { type: 'error.report'; gssn: number; count: number; kind: ErrorReportKind; suspects: ProcessId[] };
 
 export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'node.join': { code: 1, order: ['slots'], fields: { slots: uint } },
@@ -34,8 +35,8 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   },
   'error.report': {
     code: 3,
-    order: ['gssn', 'kind', 'suspects'],
-    fields: { gssn: uint, kind: oneOf(['replica-timeout', 'mismatch'] as const), suspects: list(processId, 3) },
+    order: ['gssn', 'count', 'kind', 'suspects'],
+    fields: { gssn: uint, count: uint, kind: oneOf(['replica-timeout', 'mismatch'] as const), suspects: list(processId, 3) },
   },
 });
 
@@ -131,8 +132,9 @@ export type Item =
   | { type: 'ptp'; srcInc: number; destInc: number; seq: number; ackSeq: number; body: PtpPayload | null }
   /** Lane 1 reliable group message replica; never PTP-acked (spec §3.3). */
   | { type: 'grp'; srcInc: number; destInc: number; seq: number; body: GroupBody }
-  /** Lane 1 pure group ack: from an agent its complete GSSN mark, from a replica csn_rcvd. */
-  | { type: 'gack'; srcInc: number; destInc: number; ack: number }
+  /** Lane 1 pure group ack: `ack` is, from an agent, its complete GSSN mark and, from a replica,
+   *  csn_rcvd; `seq` acknowledges the lane-1 copies received from the addressee (PROTOCOL §5.3). */
+  | { type: 'gack'; srcInc: number; destInc: number; ack: number; seq: number }
   | { type: 'hb'; inc: number; counter: number; info: HeartbeatInfo }
   | { type: 'probe'; nonce: number }
   | { type: 'probe.reply'; nonce: number }
@@ -161,7 +163,7 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
     fields: { srcInc: uint, destInc: uint, seq: uint, ackSeq: uint, body: nullable(ptpPayloadWire) },
   },
   grp: { code: 3, order: ['srcInc', 'destInc', 'seq', 'body'], fields: { srcInc: uint, destInc: uint, seq: uint, body: groupBodyWire } },
-  gack: { code: 4, order: ['srcInc', 'destInc', 'ack'], fields: { srcInc: uint, destInc: uint, ack: uint } },
+  gack: { code: 4, order: ['srcInc', 'destInc', 'ack', 'seq'], fields: { srcInc: uint, destInc: uint, ack: uint, seq: uint } },
   hb: { code: 5, order: ['inc', 'counter', 'info'], fields: { inc: uint, counter: uint, info: heartbeatInfo } },
   probe: { code: 6, order: ['nonce'], fields: { nonce: uint } },
   'probe.reply': { code: 7, order: ['nonce'], fields: { nonce: uint } },
@@ -169,11 +171,18 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
   'status.reply': { code: 9, order: ['nonce', 'json'], fields: { nonce: uint, json: text(MAX_STATUS_CHARS) } },
 });
 
-/** The signed part of a frame (PROTOCOL §2.1). */
-export type FrameBody = { version: number; cluster: string; from: ProcessId; to: ProcessId; items: ItemWire[] };
-export const frameBody: Schema<FrameBody> = struct<FrameBody>(['version', 'cluster', 'from', 'to', 'items'], {
-  version: uint, cluster: clusterId, from: processId, to: processId, items: list(itemWire, MAX_ITEMS_PER_FRAME),
+/** The msgpack body of a frame; version and sender travel in its fixed header (PROTOCOL §2.1). */
+export type FrameBody = { cluster: string; to: ProcessId; items: ItemWire[] };
+export const frameBody: Schema<FrameBody> = struct<FrameBody>(['cluster', 'to', 'items'], {
+  cluster: clusterId, to: processId, items: list(itemWire, MAX_ITEMS_PER_FRAME),
 });
+
+/** Does this item carry an agent-signed CG (a signature check for the receiver)? */
+export const carriesSignedCG = (item: Item | ItemWire): boolean =>
+  (item.type === 'grp' && item.body.type === 'cg') || (item.type === 'ptp' && item.body !== null && item.body.type === 'wrapper');
+
+/** Process ids as they appear in the frame header: ASCII, checked without parsing msgpack. */
+export const PROCESS_ID_PATTERN = /^[a-z][a-z0-9-]*$/;
 
 /** A decoded, verified frame as the core sees it. */
 export type Frame = { from: ProcessId; to: ProcessId; items: Item[] };

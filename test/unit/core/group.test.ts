@@ -85,15 +85,28 @@ describe('group messages manager → agent (spec §3.5)', () => {
     expect(c.effects('terminate', 'a1')).toHaveLength(1);
   });
 
-  it('a copy that arrives only from one replica is never delivered and times out with error reports (G5)', () => {
+  it('a copy that arrives only from one replica is never delivered and times out with three error reports (G5)', () => {
     const c = makeCluster(1);
     c.run(100);
     c.filters.push((from, to, i) => (to === 'a1' && isGc(i) && from !== 'r1' ? null : i));
     c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1, 'self') });
-    c.run(1000);
+    c.run(5 * c.membership.timing.replicaTimeoutMs);
     expect(c.effects('deliver.command', 'a1')).toHaveLength(0);
     const reports = c.effects('log', 'a1').filter((o) => o.effect.event === 'agent.error-report');
-    expect(reports).toHaveLength(3); // fires three times, then purges
+    expect(reports).toHaveLength(3); // fires three times, then stops
+    expect(reports.map((o) => o.effect.fields['suspects'])).toEqual([['r2', 'r3'], ['r2', 'r3'], ['r2', 'r3']]);
+  });
+
+  it('error reports are aggregated: a replica that is late for many GSSNs costs one report per period', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    c.filters.push((from, to, i) => (to === 'a1' && i.type === 'grp' && from === 'r3' ? null : i));
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(200, 'self') });
+    c.run(c.membership.timing.replicaTimeoutMs + 50);
+    expect(c.effects('deliver.command', 'a1')).toHaveLength(200);
+    const reports = c.effects('log', 'a1').filter((o) => o.effect.event === 'agent.error-report');
+    expect(reports).toHaveLength(1);
+    expect(reports[0]?.effect.fields).toMatchObject({ count: 200, kind: 'replica-timeout', suspects: ['r3'] });
   });
 });
 
@@ -152,6 +165,26 @@ describe('agent incarnations (PROTOCOL §5.7)', () => {
     c.input('a2', { type: 'request', nowMs: c.now(), request: echo(1, 'self') });
     c.run(100);
     expect(c.effects('deliver.command', 'a2')).toHaveLength(1);
+  });
+});
+
+describe('late joiners (PROTOCOL §5.7)', () => {
+  it('an agent whose join is ordered after a broadcast still delivers every later broadcast', () => {
+    const c = makeCluster(2);
+    // a2's join reaches the group only after a1's first broadcast.
+    let holdA2 = true;
+    c.filters.push((from, _to, i) => (from === 'a2' && i.type === 'grp' && holdA2 ? null : i));
+    c.run(100);
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    c.run(100);
+    holdA2 = false;
+    c.run(300);
+    for (let k = 0; k < 3; k++) {
+      c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+      c.run(100);
+    }
+    expect(c.effects('deliver.command', 'a1')).toHaveLength(4);
+    expect(c.effects('deliver.command', 'a2')).toHaveLength(3);
   });
 });
 

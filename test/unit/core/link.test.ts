@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING, RECEIVE_WINDOW } from '../../../src/core/constants.ts';
 import {
-  createLinks, flushAcks, isEstablished, linkNextWakeMs, linkReceive, linkRelease, linkSend, linkTimers, startLinks,
+  createLinks, flushAcks, isEstablished, linkNextWakeMs, linkReceive, linkSend, linkTimers, startLinks,
   type Delivery, type Links,
 } from '../../../src/core/link.ts';
 import type { CoreEffect } from '../../../src/core/node.ts';
@@ -21,7 +21,7 @@ function pass(to: Links, from: string, out: CoreEffect[], nowMs = 0, keep: (i: I
     const r = linkReceive(to, from, s.item, nowMs, next);
     deliveries.push(...r.deliveries);
   }
-  flushAcks(to, next);
+  flushAcks(to, next, () => 77);
   return { deliveries, out: next };
 }
 
@@ -59,7 +59,7 @@ describe('link handshake (PROTOCOL §3.2, spec §3.4 P5)', () => {
     expect(isEstablished(a, 'b')).toBe(true);
     expect(isEstablished(b, 'a')).toBe(false);
     const retry: CoreEffect[] = [];
-    linkTimers(b, DEFAULT_TIMING.handshakeRetryMs, retry, null);
+    linkTimers(b, DEFAULT_TIMING.handshakeRetryMs, retry);
     const r3 = pass(a, 'b', retry);
     pass(b, 'a', r3.out);
     expect(isEstablished(b, 'a')).toBe(true);
@@ -69,7 +69,7 @@ describe('link handshake (PROTOCOL §3.2, spec §3.4 P5)', () => {
     const a = createLinks('a', 100, DEFAULT_TIMING, ['b']);
     const b = createLinks('b', 200, DEFAULT_TIMING, ['a']);
     const early: CoreEffect[] = [];
-    expect(linkSend(a, 'b', 0, notice('early'), 0, 0, early)).toBe('queued');
+    expect(linkSend(a, 'b', 0, notice('early'), 0, early)).toBe('queued');
     expect(sends(early)).toHaveLength(0);
     const o: CoreEffect[] = [];
     startLinks(a, 0, o);
@@ -107,7 +107,7 @@ describe('lane 0 reliability (spec §3.4 P1–P7)', () => {
   it('delivers in order, acks cumulatively, and a pure ack consumes no seq', () => {
     const { a, b } = connected();
     const o: CoreEffect[] = [];
-    for (const t of ['1', '2', '3']) linkSend(a, 'b', 0, notice(t), 0, 0, o);
+    for (const t of ['1', '2', '3']) linkSend(a, 'b', 0, notice(t), 0, o);
     const seqs = sends(o).map((s) => (s.item.type === 'ptp' ? s.item.seq : -1));
     expect(seqs).toEqual([1, 2, 3]);
     const r = pass(b, 'a', o);
@@ -124,7 +124,7 @@ describe('lane 0 reliability (spec §3.4 P1–P7)', () => {
   it('buffers out-of-order messages within the window and delivers the run once the gap fills (P3, P4)', () => {
     const { a, b } = connected();
     const o: CoreEffect[] = [];
-    for (const t of ['1', '2', '3', '4']) linkSend(a, 'b', 0, notice(t), 0, 0, o);
+    for (const t of ['1', '2', '3', '4']) linkSend(a, 'b', 0, notice(t), 0, o);
     const r1 = pass(b, 'a', o, 0, (i) => !(i.type === 'ptp' && i.seq === 1));
     expect(ptpTexts(r1.deliveries)).toEqual([]);
     // Each out-of-order arrival produced the duplicate ack (ackSeq 0) that prompts a resend.
@@ -150,10 +150,10 @@ describe('lane 0 reliability (spec §3.4 P1–P7)', () => {
   it('retransmits unacknowledged messages on RetransmitTimeout with their original seq (P6)', () => {
     const { a, b } = connected();
     const lost: CoreEffect[] = [];
-    linkSend(a, 'b', 0, notice('lost'), 0, 0, lost);
+    linkSend(a, 'b', 0, notice('lost'), 0, lost);
     expect(linkNextWakeMs(a)).toBe(DEFAULT_TIMING.retransmitMs);
     const again: CoreEffect[] = [];
-    linkTimers(a, DEFAULT_TIMING.retransmitMs, again, null);
+    linkTimers(a, DEFAULT_TIMING.retransmitMs, again);
     const item = sends(again)[0]?.item;
     expect(item?.type === 'ptp' && item.seq).toBe(1);
     expect(ptpTexts(pass(b, 'a', again).deliveries)).toEqual(['lost']);
@@ -161,7 +161,7 @@ describe('lane 0 reliability (spec §3.4 P1–P7)', () => {
 
   it('an ack for a seq never sent is ignored (a faulty peer cannot release our buffer)', () => {
     const { a } = connected();
-    linkSend(a, 'b', 0, notice('x'), 0, 0, []);
+    linkSend(a, 'b', 0, notice('x'), 0, []);
     linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 9, body: null }, 0, []);
     expect(a.peers.get('b')?.lanes[0].unacked).toHaveLength(1);
   });
@@ -170,73 +170,85 @@ describe('lane 0 reliability (spec §3.4 P1–P7)', () => {
 describe('retransmission backoff', () => {
   it('doubles the timeout per fruitless expiry up to 8x, and resets once an ack makes progress', () => {
     const { a, b } = connected();
-    linkSend(a, 'b', 0, notice('x'), 0, 0, []);
+    linkSend(a, 'b', 0, notice('x'), 0, []);
     const gaps: number[] = [];
     let last = 0;
     for (let i = 0; i < 6; i++) {
       const at = linkNextWakeMs(a) as number;
       gaps.push(at - last);
       last = at;
-      linkTimers(a, at, [], null);
+      linkTimers(a, at, []);
     }
     const rto = DEFAULT_TIMING.retransmitMs;
     expect(gaps).toEqual([rto, 2 * rto, 4 * rto, 8 * rto, 8 * rto, 8 * rto]);
     const again: CoreEffect[] = [];
-    linkTimers(a, last + 8 * rto, again, null);
+    linkTimers(a, last + 8 * rto, again);
     pass(a, 'b', pass(b, 'a', again, last).out, last);
-    linkSend(a, 'b', 0, notice('y'), 0, last, []);
+    linkSend(a, 'b', 0, notice('y'), last, []);
     expect((linkNextWakeMs(a) as number) - last).toBe(rto);
   });
 });
 
-describe('lane 1 (group lane, spec §3.3, flaw 2 fix)', () => {
+describe('lane 1 (group lane, spec §3.3, flaw 1 and flaw 2 fixes)', () => {
   const gc = (gssn: number) => ({
     type: 'gc' as const,
     gc: { gssn, prevGssn: gssn - 1, csnAck: 0, destInc: 0, payload: { type: 'echo.reply' as const, origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' },
   });
 
-  it('is never PTP-acked and is released only by a group ack covering its tag', () => {
+  it('is never PTP-acked: one gack per step carries the group mark and the lane receipt', () => {
     const { a, b } = connected();
     const o: CoreEffect[] = [];
-    linkSend(a, 'b', 1, gc(1), 1, 0, o);
-    linkSend(a, 'b', 1, gc(2), 2, 0, o);
+    linkSend(a, 'b', 1, gc(1), 0, o);
+    linkSend(a, 'b', 1, gc(2), 0, o);
     const r = pass(b, 'a', o);
     expect(r.deliveries.filter((d) => d.type === 'grp')).toHaveLength(2);
-    expect(sends(r.out)).toHaveLength(0); // no PTP ack for group message replicas
-    linkRelease(a, 'b', 1, 0, []);
-    expect(a.peers.get('b')?.lanes[1].unacked.map((e) => e.tag)).toEqual([2]);
+    const acks = sends(r.out);
+    expect(acks.map((s) => s.item.type)).toEqual(['gack']);
+    const gack = acks[0]?.item;
+    expect(gack?.type === 'gack' && [gack.ack, gack.seq]).toEqual([77, 2]);
+    pass(a, 'b', r.out);
+    expect(a.peers.get('b')?.lanes[1].unacked).toHaveLength(0);
   });
 
-  it('has its own sequence space: a group ack never covers a lane-0 message (spec §9.2 A15 at link level)', () => {
+  it("releases only the copies the receiver got from this sender, so a lost copy is resent (flaw 1, A14 at link level)", () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 1, gc(10), 0, o);
+    linkSend(a, 'b', 1, gc(11), 0, o);
+    const r = pass(b, 'a', o, 0, (i) => !(i.type === 'grp' && i.seq === 1)); // copy 10 lost
+    pass(a, 'b', r.out); // the gack says seq 0: nothing released
+    expect(a.peers.get('b')?.lanes[1].unacked.map((e) => e.seq)).toEqual([1, 2]);
+    const again: CoreEffect[] = [];
+    linkTimers(a, DEFAULT_TIMING.retransmitMs, again);
+    const r2 = pass(b, 'a', again);
+    expect(r2.deliveries.filter((d) => d.type === 'grp')).toHaveLength(2); // 10, then the buffered 11
+    pass(a, 'b', r2.out);
+    expect(a.peers.get('b')?.lanes[1].unacked).toHaveLength(0);
+  });
+
+  it('has its own sequence space: acknowledging lane 1 never covers a lane-0 message (flaw 2, A15 at link level)', () => {
     const { a, b } = connected();
     const lost: CoreEffect[] = [];
-    linkSend(a, 'b', 0, notice('plain'), 0, 0, lost); // lost
+    linkSend(a, 'b', 0, notice('plain'), 0, lost); // lost
     const o: CoreEffect[] = [];
-    linkSend(a, 'b', 1, gc(10), 10, 0, o);
-    pass(b, 'a', o);
-    linkRelease(a, 'b', 10, 0, []);
+    linkSend(a, 'b', 1, gc(10), 0, o);
+    pass(a, 'b', pass(b, 'a', o).out);
     expect(a.peers.get('b')?.lanes[0].unacked).toHaveLength(1);
     const again: CoreEffect[] = [];
-    linkTimers(a, DEFAULT_TIMING.retransmitMs, again, null);
+    linkTimers(a, DEFAULT_TIMING.retransmitMs, again);
     expect(ptpTexts(pass(b, 'a', again).deliveries)).toEqual(['plain']);
   });
 
-  it('a retransmitted copy already admitted is reported as a duplicate (so the group ack is repeated)', () => {
+  it('answers a retransmitted copy it already has with its receipt mark, so the sender stops', () => {
     const { a, b } = connected();
     const o: CoreEffect[] = [];
-    linkSend(a, 'b', 1, gc(1), 1, 0, o);
-    pass(b, 'a', o);
+    linkSend(a, 'b', 1, gc(1), 0, o);
+    pass(b, 'a', o); // b's gack is lost
     const again: CoreEffect[] = [];
-    linkTimers(a, DEFAULT_TIMING.retransmitMs, again, null);
-    expect(pass(b, 'a', again).deliveries.map((d) => d.type)).toEqual(['grp.duplicate']);
-  });
-
-  it('reports lane-1 messages to the primary as overdue after 1 + 3 transmissions (spec §3.4 P6)', () => {
-    const { a } = connected();
-    linkSend(a, 'b', 1, gc(1), 1, 0, []);
-    const overdue: number[] = [];
-    for (let i = 1; i <= 5; i++) overdue.push(linkTimers(a, linkNextWakeMs(a) as number, [], 'b').length);
-    // Expiries 1–3 are the three retransmissions to the primary; the 4th falls back, once.
-    expect(overdue).toEqual([0, 0, 0, 1, 0]);
+    linkTimers(a, DEFAULT_TIMING.retransmitMs, again);
+    const r = pass(b, 'a', again);
+    expect(r.deliveries.filter((d) => d.type === 'grp')).toHaveLength(0);
+    pass(a, 'b', r.out);
+    expect(a.peers.get('b')?.lanes[1].unacked).toHaveLength(0);
   });
 });

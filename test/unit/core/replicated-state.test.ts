@@ -22,11 +22,18 @@ describe('replicated state', () => {
     expect(digestState(a, hash)).toEqual(digestState(b, hash));
   });
 
-  it('echo emits one GSSN per copy and destination, chained per agent through prevGssn', () => {
+  it('echo emits one GSSN per copy and joined destination, chained per agent through prevGssn', () => {
     const s = initialState(['r1', 'r2', 'r3'], agents);
+    for (const a of ['a1', 'a2']) applyRequest(s, a, { type: 'node.join', slots: 4 });
     const r = applyRequest(s, 'a1', echo(2, 'all'));
     expect(r.messages.map((m) => [m.gssn, m.dest, m.prevGssn])).toEqual([[1, 'a1', 0], [2, 'a2', 0], [3, 'a1', 1], [4, 'a2', 2]]);
     expect(s.gssn).toBe(4);
+  });
+
+  it('an agent that has not joined receives no group message: its chain is not defined yet (PROTOCOL §5.7)', () => {
+    const s = initialState(['r1', 'r2', 'r3'], agents);
+    applyRequest(s, 'a1', { type: 'node.join', slots: 4 });
+    expect(applyRequest(s, 'a1', echo(1, 'all')).messages.map((m) => m.dest)).toEqual(['a1']);
   });
 
   it('a faulty agent cannot ask for more than the burst limit', () => {
@@ -53,8 +60,8 @@ describe('replicated state', () => {
   it('an error report asks the replica to raise a suspicion and changes nothing else', () => {
     const s = initialState(['r1', 'r2', 'r3'], agents);
     const before = digestState(s, hash);
-    const r = applyRequest(s, 'a1', { type: 'error.report', gssn: 3, kind: 'mismatch', suspects: ['r2'] });
-    expect(r.report).toEqual({ gssn: 3, kind: 'mismatch', suspects: ['r2'] });
+    const r = applyRequest(s, 'a1', { type: 'error.report', gssn: 3, count: 2, kind: 'mismatch', suspects: ['r2'] });
+    expect(r.report).toEqual({ gssn: 3, count: 2, kind: 'mismatch', suspects: ['r2'] });
     expect(digestState(s, hash)).toEqual(before);
   });
 });

@@ -1,0 +1,162 @@
+// Group-message benchmarks on a real local cluster (docs/PERFORMANCE.md §1): three manager
+// replicas and four agents, each its own process, over WebSockets on loopback, with node:crypto
+// Ed25519 on every frame. Measures
+//   - latency: primary orders a request → each agent delivers the command (p50/p99), and the
+//     agent's request → the last agent's delivery (the whole round trip);
+//   - throughput: signed group messages delivered per second to 4 agents, under a pipelined flood;
+//   - ordering throughput: agent requests ordered per second.
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { allocatePorts, clusterIds, generateClusterKeys, planCluster, writeClusterConfig } from '../src/io/cluster-dir.ts';
+import type { FromProc, ToProc } from './node-proc.ts';
+
+export type Figure = { name: string; value: number; unit: string };
+
+const NODES = 4;
+const here = fileURLToPath(new URL('.', import.meta.url));
+
+function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
+}
+
+type Proc = { id: string; child: ChildProcess };
+
+export async function benchGroup(opts: { latencySamples?: number; floodRequests?: number } = {}): Promise<Figure[]> {
+  const samples = opts.latencySamples ?? 300;
+  const floodRequests = opts.floodRequests ?? 60;
+  const dir = mkdtempSync(join(tmpdir(), 'trine-bench-'));
+  const ids = clusterIds(NODES);
+  const ports = await allocatePorts(ids.listeners.length);
+  const keys = generateClusterKeys(dir, ids.all);
+  const config = planCluster({ nodes: NODES, ports }, keys);
+  writeClusterConfig(dir, config);
+  const replicas = config.membership.replicas;
+  const agents = config.membership.agents.map((a) => a.id);
+
+  const listeners = new Set<(m: FromProc) => void>();
+  const procs: Proc[] = [];
+  const scc = spawn(process.execPath, ['--import', 'tsx', join(here, '../cli/main.ts'), 'scc', '--dir', dir], { stdio: 'ignore' });
+  const ready = new Set<string>();
+  for (const id of [...replicas, ...agents]) {
+    const child = fork(join(here, 'node-proc.ts'), [dir, id, replicas.includes(id) ? 'replica' : 'agent'], {
+      execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    });
+    child.on('message', (m: FromProc) => {
+      if (m.ev === "ready") ready.add(m.id);
+      if (process.env["TRINE_BENCH_TRACE"] !== undefined) console.error(JSON.stringify(m));
+      for (const l of listeners) l(m);
+    });
+    procs.push({ id, child });
+  }
+  const to = (id: string, m: ToProc) => procs.find((p) => p.id === id)?.child.send(m);
+  const waitFor = <T extends FromProc>(pred: (m: FromProc) => m is T, timeoutMs = 30_000): Promise<T> =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => { listeners.delete(l); reject(new Error('bench: timed out waiting for the cluster')); }, timeoutMs);
+      const l = (m: FromProc) => { if (pred(m)) { clearTimeout(timer); listeners.delete(l); resolve(m); } };
+      listeners.add(l);
+    });
+
+  try {
+    while (ready.size < procs.length) await new Promise((r) => setTimeout(r, 20));
+    const origin = agents[0] as string;
+
+    /** One echo to every agent; resolves with the primary's ordering time and each delivery. */
+    const roundTrip = async (tag: string, timeoutMs = 10_000) => {
+      const delivered = new Map<string, number>();
+      let orderedAt = 0;
+      let requestedAt = 0;
+      const done = new Promise<void>((resolve) => {
+        const l = (m: FromProc) => {
+          if (m.ev === 'request' && m.tag === tag) requestedAt = m.atMs;
+          if (m.ev === 'ordered' && m.tag === tag && m.id === replicas[0]) orderedAt = m.atMs;
+          if (m.ev === 'delivered' && m.tag === tag) delivered.set(m.id, m.atMs);
+          if (delivered.size === agents.length && orderedAt > 0) { listeners.delete(l); resolve(); }
+        };
+        listeners.add(l);
+      });
+      to(origin, { cmd: 'echo', tag, fanout: 'all', count: 1 });
+      await Promise.race([done, new Promise((_, rej) => setTimeout(() => rej(new Error(`bench: ${tag} not delivered`)), timeoutMs))]);
+      return { requestedAt, orderedAt, delivered: [...delivered.values()] };
+    };
+
+    // Wait until every agent has joined (only joined agents receive broadcasts), then warm up.
+    for (let i = 0; ; i++) {
+      try {
+        await roundTrip(`lat-join-${i}`, 1_000);
+        break;
+      } catch (e) {
+        if (i >= 30) throw e;
+      }
+    }
+    for (let i = 0; i < 30; i++) await roundTrip(`lat-warm-${i}`);
+    const oneWay: number[] = [];
+    const whole: number[] = [];
+    for (let i = 0; i < samples; i++) {
+      const r = await roundTrip(`lat-${i}`);
+      for (const d of r.delivered) oneWay.push(d - r.orderedAt);
+      whole.push(Math.max(...r.delivered) - r.requestedAt);
+    }
+    oneWay.sort((a, b) => a - b);
+    whole.sort((a, b) => a - b);
+
+    // Throughput: the origin keeps 8 requests of 50 broadcasts in flight; all agents count.
+    const COUNT = 50;
+    const baseline = await Promise.all(agents.map((a) => {
+      const p = waitFor((m): m is Extract<FromProc, { ev: 'counts' }> => m.ev === 'counts' && m.id === a);
+      to(a, { cmd: 'counts' });
+      return p;
+    }));
+    const t0 = performance.timeOrigin + performance.now();
+    const floodDone = waitFor((m): m is Extract<FromProc, { ev: 'flood.done' }> => m.ev === 'flood.done', 120_000);
+    to(origin, { cmd: 'flood', prefix: 'tp', requests: floodRequests, count: COUNT, fanout: 'all', window: 8 });
+    await floodDone;
+    // Let the other agents finish delivering what is in flight.
+    await new Promise((r) => setTimeout(r, 300));
+    const after = await Promise.all(agents.map((a) => {
+      const p = waitFor((m): m is Extract<FromProc, { ev: 'counts' }> => m.ev === 'counts' && m.id === a);
+      to(a, { cmd: 'counts' });
+      return p;
+    }));
+    let total = 0;
+    let lastAt = t0;
+    for (let i = 0; i < agents.length; i++) {
+      total += (after[i]?.deliveries ?? 0) - (baseline[i]?.deliveries ?? 0);
+      lastAt = Math.max(lastAt, after[i]?.lastAtMs ?? 0);
+    }
+    const seconds = (lastAt - t0) / 1000;
+    const expected = floodRequests * COUNT * agents.length;
+
+    // Ordering throughput: requests with one reply each, 32 in flight.
+    const REQS = 2000;
+    const t1 = performance.timeOrigin + performance.now();
+    const reqDone = waitFor((m): m is Extract<FromProc, { ev: 'flood.done' }> => m.ev === 'flood.done', 120_000);
+    to(origin, { cmd: 'flood', prefix: 'rq', requests: REQS, count: 1, fanout: 'self', window: 32 });
+    const endReq = await reqDone;
+
+    return [
+      { name: 'group latency p50 (primary orders → agent delivers)', value: quantile(oneWay, 0.5), unit: 'ms' },
+      { name: 'group latency p99 (primary orders → agent delivers)', value: quantile(oneWay, 0.99), unit: 'ms' },
+      { name: 'round trip p50 (agent request → last of 4 agents delivers)', value: quantile(whole, 0.5), unit: 'ms' },
+      { name: 'round trip p99 (agent request → last of 4 agents delivers)', value: quantile(whole, 0.99), unit: 'ms' },
+      { name: 'signed group messages delivered (3 replicas, 4 agents)', value: total / seconds, unit: 'messages/s' },
+      { name: 'broadcasts delivered to all 4 agents', value: total / agents.length / seconds, unit: 'broadcasts/s' },
+      { name: 'flood completeness (delivered / expected)', value: total / expected, unit: 'ratio' },
+      { name: 'agent requests ordered and answered', value: REQS / ((endReq.atMs - t1) / 1000), unit: 'requests/s' },
+    ];
+  } finally {
+    for (const p of procs) p.child.kill('SIGKILL');
+    scc.kill('SIGKILL');
+    if (process.env["TRINE_BENCH_KEEP"] === undefined) rmSync(dir, { recursive: true, force: true });
+    else console.error(`bench: cluster dir kept at ${dir}`);
+  }
+}
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const figures = await benchGroup();
+  for (const f of figures) console.log(`${f.name}: ${Number.isInteger(f.value) ? f.value : f.value.toFixed(3)} ${f.unit}`);
+  process.exit(0);
+}
