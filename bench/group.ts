@@ -11,9 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { allocatePorts, clusterIds, generateClusterKeys, planCluster, writeClusterConfig } from '../src/io/cluster-dir.ts';
+import type { Figure } from './crypto.ts';
 import type { FromProc, ToProc } from './node-proc.ts';
 
-export type Figure = { name: string; value: number; unit: string };
+export type { Figure } from './crypto.ts';
 
 const NODES = 4;
 const here = fileURLToPath(new URL('.', import.meta.url));

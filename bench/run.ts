@@ -1,0 +1,34 @@
+// `npm run bench`: every benchmark, printed as named figures with units and written to
+// bench/results/<date>.json (STYLE.md 17). Figures land in docs/PERFORMANCE.md by hand, beside
+// the source paper's; nothing here is asserted by `npm test`.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { benchCrypto, type Figure } from './crypto.ts';
+import { benchGroup } from './group.ts';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+
+function print(section: string, figures: Figure[]): void {
+  console.log(`\n## ${section}`);
+  for (const f of figures) {
+    const v = Math.abs(f.value) >= 100 ? f.value.toFixed(0) : f.value.toFixed(3);
+    console.log(`${f.name}: ${v} ${f.unit}`);
+  }
+}
+
+const started = new Date();
+const results: Record<string, Figure[]> = {};
+console.log(`trine bench: node ${process.version}, ${cpus().length} cpus (${cpus()[0]?.model ?? '?'}), load ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+results['crypto'] = await benchCrypto();
+print('signatures and frames', results['crypto']);
+results['group'] = await benchGroup();
+print('group messages on a local cluster (3 replicas, 4 agents, ws on loopback, Ed25519)', results['group']);
+
+const dir = join(here, 'results');
+mkdirSync(dir, { recursive: true });
+const file = join(dir, `${started.toISOString().replace(/[:.]/g, '-')}.json`);
+writeFileSync(file, JSON.stringify({ started: started.toISOString(), node: process.version, cpus: cpus().length, loadavg: loadavg(), results }, null, 2));
+console.log(`\nwritten ${file}`);
+process.exit(0);
