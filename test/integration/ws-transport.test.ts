@@ -171,7 +171,8 @@ describe('ws transport', () => {
     let seed = 12345;
     const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % 256;
     ws.send(Uint8Array.from({ length: 10 }, rand)); // too short
-    for (let i = 0; i < 5; i++) ws.send(Uint8Array.from({ length: 200 + i }, rand)); // bad checksum
+    // A valid header (version 1, sender "a1") over random bytes: the CRC catches it.
+    for (let i = 0; i < 5; i++) ws.send(Uint8Array.from([1, 2, 0x61, 0x31, ...Array.from({ length: 200 + i }, rand)])); // bad checksum
     ws.send('hello'); // text
     await until('drops counted', () => server.shell.counters.framesIn === 6 && server.transport.counters.droppedText === 1);
     expect(server.shell.counters.drops).toEqual({ WIRE_TOO_SHORT: 1, WIRE_CHECKSUM: 5 });

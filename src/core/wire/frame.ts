@@ -12,7 +12,7 @@ import {
   MAX_FRAME_BYTES, MAX_ID_CHARS, MAX_SIGNED_ITEMS_PER_FRAME, MIN_FRAME_BYTES, SIGNATURE_BYTES, WIRE_VERSION,
 } from '../constants.ts';
 import type { ProcessId, Signer, Verifier } from '../ports.ts';
-import { err, ok, type Result } from '../result.ts';
+import { assert, err, ok, type Result } from '../result.ts';
 import { crc32 } from './crc32.ts';
 import {
   carriesSignedCG, frameBody, groupMsgCG, PROCESS_ID_PATTERN, type Frame, type GroupMsgCG, type Item, type ItemWire,
@@ -105,6 +105,7 @@ const textEncoder = new TextEncoder();
 
 export function encodeFrame(frame: Frame, ctx: EncodeContext): Uint8Array {
   const id = textEncoder.encode(ctx.signer.id);
+  assert(id.length >= 1 && id.length <= MAX_ID_CHARS && PROCESS_ID_PATTERN.test(ctx.signer.id), `bad sender id ${ctx.signer.id}`);
   const body = pack(frameBody.enc({ cluster: ctx.cluster, to: frame.to, items: frame.items.map(itemToWire) }));
   const signedLength = 2 + id.length + body.length;
   const out = new Uint8Array(signedLength + 4 + SIGNATURE_BYTES);

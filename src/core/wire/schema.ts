@@ -2,7 +2,7 @@
 // A schema both encodes a value to a msgpack-ready array tree in a fixed field order and
 // decodes an untrusted tree back, checking every type and every length against a named limit.
 // Decoding is total: it returns a Result and never throws on peer input (STYLE.md 5).
-import { err, ok, type Result } from '../result.ts';
+import { err, InvariantError, ok, type Result } from '../result.ts';
 
 export interface Schema<T> {
   /** Value → plain tree (arrays, numbers, strings, booleans, Uint8Array, null). */
@@ -24,12 +24,21 @@ export const bool: Schema<boolean> = {
   dec: (t, p) => (typeof t === 'boolean' ? ok(t) : bad(p, 'expected bool')),
 };
 
+/** A lone UTF-16 surrogate has no UTF-8 encoding: msgpackr would write invalid UTF-8 (which
+ *  every receiver refuses) or silently substitute U+FFFD. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 export function text(maxChars: number): Schema<string> {
   return {
-    enc: (v) => v,
+    enc: (v) => {
+      // Our own callers must hand us well-formed text; input boundaries (CLI) check it.
+      if (LONE_SURROGATE.test(v)) throw new InvariantError('text with a lone UTF-16 surrogate cannot be encoded');
+      return v;
+    },
     dec: (t, p) => {
       if (typeof t !== 'string') return bad(p, 'expected string');
       if (t.length > maxChars) return err('WIRE_LIMIT', `${p}: string of ${t.length} chars > ${maxChars}`);
+      if (LONE_SURROGATE.test(t)) return bad(p, 'lone surrogate');
       return ok(t);
     },
   };

@@ -1,9 +1,10 @@
 // The schema combinators of src/core/wire/schema.ts and the message schemas of messages.ts:
 // total decoding with the right drop codes, round trips of every payload type, and the
-// canonical encoding that replicas rely on for equal bytes (docs/PROTOCOL.md §2, DESIGN.md §3).
+// canonical encoding that replicas rely on for equal bytes — written by pack(), and the only
+// encoding unpack() accepts (docs/PROTOCOL.md §2, DESIGN.md §3).
 import { describe, expect, it } from 'vitest';
 import {
-  MAX_ID_CHARS, MAX_ITEMS_PER_FRAME, MAX_PAYLOAD_BYTES, MAX_TEXT_CHARS, SIGNATURE_BYTES, WIRE_VERSION,
+  MAX_ID_CHARS, MAX_ITEMS_PER_FRAME, MAX_PAYLOAD_BYTES, MAX_TEXT_CHARS, SIGNATURE_BYTES,
 } from '../../../../src/core/constants.ts';
 import type { Result } from '../../../../src/core/result.ts';
 import { pack, unpack } from '../../../../src/core/wire/frame.ts';
@@ -15,7 +16,8 @@ import {
   bool, bytes, list, nullable, oneOf, struct, text, token, uint, union, type Schema,
 } from '../../../../src/core/wire/schema.ts';
 import {
-  agentRequests, cgOf, CLUSTER, groupCommands, groupMsgsGC, heartbeatInfos, itemsFrom, ptpPayloads, reverseKeys, toWire,
+  agentRequests, canonicalChoice, cgOf, CLUSTER, encodeLoose, groupCommands, groupMsgsGC, heartbeatInfos, itemsFrom,
+  ptpPayloads, reverseKeys, toWire,
 } from './wire-samples.ts';
 
 const code = (r: Result<unknown>): string => (r.ok ? 'ok' : r.code);
@@ -31,7 +33,8 @@ function roundTrip<T>(schema: Schema<T>, v: T): T {
   return value(schema.dec(tree, 'x'));
 }
 
-/** Plain copies of byte arrays (msgpackr hands back Buffers) so deep equality compares bytes. */
+/** Plain copies of byte arrays (the decoder hands back views of its input) so deep equality
+ *  compares bytes. */
 function normal(v: unknown): unknown {
   if (v instanceof Uint8Array) return { bytes: Buffer.from(v).toString('hex') };
   if (Array.isArray(v)) return v.map(normal);
@@ -173,7 +176,7 @@ describe('message schemas', () => {
     return item.body;
   });
   const items: ItemWire[] = itemsFrom('a1').map(toWire);
-  const body: FrameBody = { version: WIRE_VERSION, cluster: CLUSTER, from: 'a1', to: 'r1', items };
+  const body: FrameBody = { cluster: CLUSTER, to: 'r1', items };
   const groupBodies = items.flatMap((i) => (i.type === 'grp' ? [i.body] : []));
 
   it('the samples cover every variant of every union', () => {
@@ -233,14 +236,14 @@ describe('message schemas', () => {
   it('decoding ignores no field: a changed field changes the decoded value', () => {
     const tree = frameBody.enc(body) as unknown[];
     const decoded = value(frameBody.dec(value(unpack(pack(tree))), 'f'));
-    const other = value(frameBody.dec(value(unpack(pack([tree[0], tree[1], tree[2], 'r2', tree[4]]))), 'f'));
+    const other = value(frameBody.dec(value(unpack(pack([tree[0], 'r2', tree[2]]))), 'f'));
     expect(decoded.to).toBe('r1');
     expect(other.to).toBe('r2');
   });
 
   it('enforces the named limits of messages.ts', () => {
     const rt = <T>(schema: Schema<T>, v: T): string => code(schema.dec(value(unpack(pack(schema.enc(v)))), 'x'));
-    expect(rt(agentRequest, { type: 'error.report', gssn: 1, kind: 'mismatch', suspects: ['r1', 'r2', 'r3', 'r1'] })).toBe('WIRE_LIMIT');
+    expect(rt(agentRequest, { type: 'error.report', gssn: 1, count: 1, kind: 'mismatch', suspects: ['r1', 'r2', 'r3', 'r1'] })).toBe('WIRE_LIMIT');
     expect(rt(agentRequest, { type: 'echo', tag: 'x'.repeat(MAX_TEXT_CHARS + 1), fanout: 'all', count: 1, data: new Uint8Array(0) })).toBe('WIRE_LIMIT');
     expect(rt(agentRequest, { type: 'echo', tag: 'x'.repeat(MAX_TEXT_CHARS), fanout: 'all', count: 1, data: new Uint8Array(0) })).toBe('ok');
     expect(rt(agentRequest, { type: 'echo', tag: 't', fanout: 'all', count: 1, data: new Uint8Array(MAX_PAYLOAD_BYTES + 1) })).toBe('WIRE_LIMIT');
@@ -254,5 +257,75 @@ describe('message schemas', () => {
     expect(rt(frameBody, { ...body, items: many })).toBe('WIRE_LIMIT');
     expect(rt(frameBody, { ...body, items: many.slice(1) })).toBe('ok');
     expect(rt(frameBody, { ...body, cluster: 'Upper' })).toBe('WIRE_MALFORMED');
+  });
+
+  it('encodes a CG as [csn, gssnAck, payload, client, inc] and a GC with destInc before its payload (PROTOCOL §5.7)', () => {
+    const cg = cgOf('a2', 5, { type: 'node.join', slots: 2 }, 1_700_000_000_042);
+    expect(groupMsgCG.enc(cg)).toEqual([5, 15, [1, 2], 'a2', 1_700_000_000_042]);
+    const gc = groupMsgsGC[0] as (typeof groupMsgsGC)[number];
+    const gcTree = groupMsgGC.enc(gc) as unknown[];
+    expect(gcTree.slice(0, 4)).toEqual([gc.gssn, gc.prevGssn, gc.csnAck, gc.destInc]);
+    expect(gcTree[5]).toBe(gc.dest);
+    // the layouts without the incarnations are refused, not misread
+    const oldCg = (groupMsgCG.enc(cg) as unknown[]).slice(0, 4);
+    expect(code(groupMsgCG.dec(value(unpack(pack(oldCg))), 'cg'))).toBe('WIRE_MALFORMED');
+    const oldGc = [gcTree[0], gcTree[1], gcTree[2], gcTree[4], gcTree[5]];
+    expect(code(groupMsgGC.dec(value(unpack(pack(oldGc))), 'gc'))).toBe('WIRE_MALFORMED');
+  });
+});
+
+describe('canonical input (PROTOCOL §2.2 step 9)', () => {
+  const trees: unknown[] = [
+    frameBody.enc({ cluster: CLUSTER, to: 'r1', items: itemsFrom('a1').map(toWire) }),
+    ...agentRequests.map((p, i) => groupMsgCG.enc(cgOf('a1', i, p))),
+    ...groupMsgsGC.map((gc) => groupMsgGC.enc(gc)),
+    ...heartbeatInfos.map((h) => heartbeatInfo.enc(h)),
+  ];
+
+  it('the hand encoder with canonical choices writes exactly what pack() writes', () => {
+    for (const tree of trees) expect(Buffer.from(encodeLoose(tree, canonicalChoice)).equals(Buffer.from(pack(tree)))).toBe(true);
+  });
+
+  it('unpack accepts an encoding exactly when it is byte for byte what pack() writes', () => {
+    let seed = 99;
+    const random = (n: number): number => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return (seed >>> 16) % n;
+    };
+    let refused = 0;
+    for (let round = 0; round < 60; round++) {
+      for (const tree of trees) {
+        // mostly canonical, with a few nodes in another width
+        const loose = encodeLoose(tree, (n, v) => (random(8) === 0 ? random(n) : canonicalChoice(n, v)));
+        const canonical = Buffer.from(loose).equals(Buffer.from(pack(tree)));
+        const r = unpack(loose);
+        if (canonical) {
+          expect(code(r)).toBe('ok');
+        } else {
+          refused++;
+          expect(`${code(r)} ${detail(r)}`).toBe('WIRE_MALFORMED msgpack: not the canonical encoding');
+        }
+      }
+    }
+    expect(refused).toBeGreaterThan(100);
+  });
+
+  it('unpack refuses what pack() can write but Trine never sends: maps, float32-free floats aside', () => {
+    expect(code(unpack(pack({ a: 1 })))).toBe('WIRE_MALFORMED');
+    expect(code(unpack(pack([1, { b: [2] }])))).toBe('WIRE_MALFORMED');
+    expect(code(unpack(pack(new Map([[1, 2]]))))).toBe('WIRE_MALFORMED');
+    expect(code(unpack(pack(new Date(0))))).toBe('WIRE_MALFORMED'); // msgpackr writes a timestamp extension
+    // -0 is written as the integer 0, so a float64 -0 is not canonical
+    expect(code(unpack(Uint8Array.of(0xcb, 0x80, 0, 0, 0, 0, 0, 0, 0)))).toBe('WIRE_MALFORMED');
+  });
+});
+
+describe('text encoding refuses what UTF-8 cannot carry', () => {
+  it('a lone surrogate is our own bug: encoding throws instead of sending invalid or altered text', async () => {
+    const { text } = await import('../../../../src/core/wire/schema.ts');
+    const t = text(100);
+    expect(() => t.enc('x\ud800')).toThrow(/surrogate/);
+    expect(() => t.enc('x\udc00y')).toThrow(/surrogate/);
+    expect(t.enc('emoji \ud83d\ude00 ok')).toBe('emoji \ud83d\ude00 ok');
   });
 });
