@@ -73,7 +73,7 @@ export type WsTransportOptions = {
   /** Peers this process dials and keeps dialing. */
   dial?: Readonly<Record<ProcessId, Endpoint>> | undefined;
   /** Hand bytes to the Shell; return whether the frame decoded and verified. `claimedFrom` is
-   *  the bound peer for a bound connection, else what `peekSender` read (unverified). */
+   *  the bound peer for a bound connection, else null (a header's sender is unverified). */
   receive: (data: Uint8Array, claimedFrom: ProcessId | null) => boolean;
   /** A peer became reachable (first usable socket) or unreachable (last one closed). */
   onLink?: ((peer: ProcessId, up: boolean) => void) | undefined;
@@ -412,7 +412,9 @@ export class WsTransport implements Transport {
     this.provisional = { peer: claimed, held: [] };
     let verified = false;
     try {
-      verified = this.opts.receive(bytes, claimed);
+      // The header's sender is unverified here: it routes a provisional reply, but a frame
+      // that fails is never counted against the process it names (PROTOCOL §2.2).
+      verified = this.opts.receive(bytes, null);
     } finally {
       const held = this.provisional.held;
       this.provisional = null;
