@@ -5,9 +5,10 @@
 // keeps each until f+1 replicas acknowledge it, falls back to both backups when that takes
 // longer than four retransmission periods, and heartbeats the backups.
 // Deterministic: no clock, no I/O, no randomness.
+import { toHex } from './hex.ts';
 import { MAX_FALLBACK_MS, MAX_GMB_ENTRIES, PRIMARY_RETRIES_BEFORE_FALLBACK, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
 import {
-  createLinks, flushAcks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView, startLinks,
+  createLinks, flushAcks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView, logSessionEvent, startLinks,
   type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
@@ -57,11 +58,6 @@ export type AgentStatus = {
 
 export type AgentCore = Core & { status(nowMs: number): AgentStatus };
 
-const hexOf = (b: Uint8Array): string => {
-  let s = '';
-  for (const x of b) s += (x < 16 ? '0' : '') + x.toString(16);
-  return s;
-};
 
 export function createAgent(opts: AgentOptions): AgentCore {
   const { id, membership: m } = opts;
@@ -209,7 +205,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
     // vote on, and their CSN acks are not about our requests (PROTOCOL §5.7).
     if (gc.dest !== id || gc.destInc !== opts.inc) return;
     onCsnAck(from, gc.csnAck, nowMs, out);
-    const key = hexOf(pack(groupMsgGC.enc(gc)));
+    const key = toHex(pack(groupMsgGC.enc(gc)));
     let e = gmb.get(gc.gssn);
     if (e === undefined) {
       // G2 4a: a late copy of a GSSN already finished (or never seen) is discarded.
@@ -256,10 +252,8 @@ export function createAgent(opts: AgentOptions): AgentCore {
         if (d.payload.type === 'notice') out.push({ type: 'deliver.notice', from: d.from, text: d.payload.text });
         return;
       case 'established':
-        out.push({ type: 'log', level: 'info', event: 'link.established', fields: { peer: d.peer } });
-        return;
       case 'reset':
-        out.push({ type: 'log', level: 'warn', event: 'link.peer-restarted', fields: { peer: d.peer } });
+        logSessionEvent(d, out);
         return;
       default: {
         const never: never = d;

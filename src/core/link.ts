@@ -323,6 +323,14 @@ export function linkTimers(links: Links, nowMs: number, out: CoreEffect[]): void
   }
 }
 
+/** Log a session event; true if `d` was one (the same for every core that owns links). */
+export function logSessionEvent(d: Delivery, out: CoreEffect[]): boolean {
+  if (d.type === 'established') out.push({ type: 'log', level: 'info', event: 'link.established', fields: { peer: d.peer } });
+  else if (d.type === 'reset') out.push({ type: 'log', level: 'warn', event: 'link.peer-restarted', fields: { peer: d.peer } });
+  else return false;
+  return true;
+}
+
 export function linkNextWakeMs(links: Links): number | null {
   let next: number | null = null;
   for (const peer of links.peers.values()) {

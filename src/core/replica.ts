@@ -3,9 +3,10 @@
 // the backups; backups: check the RSN sequence and the primary's progress), applies them to the
 // replicated state, sends each resulting group message replica on lane 1, and heartbeats its
 // peers and the watchdog. Deterministic: no clock, no I/O, no randomness.
+import { toHex } from './hex.ts';
 import { MAX_DELIVERED_LOG, MAX_HOLDBACK_PER_AGENT } from './constants.ts';
 import {
-  createLinks, flushAcks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView, startLinks,
+  createLinks, flushAcks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView, logSessionEvent, startLinks,
   type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership, SuspectReason } from './node.ts';
@@ -28,11 +29,6 @@ export type ReplicaCore = Core & {
   state(): Readonly<ReplicatedState>;
 };
 
-const toHex = (b: Uint8Array): string => {
-  let s = '';
-  for (const x of b) s += (x < 16 ? '0' : '') + x.toString(16);
-  return s;
-};
 
 export function createReplica(opts: ReplicaOptions): ReplicaCore {
   const { id, membership: m, hash } = opts;
@@ -215,10 +211,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         // (spec §3.6 G10); its complete mark needs nothing more from a replica.
         return;
       case 'established':
-        out.push({ type: 'log', level: 'info', event: 'link.established', fields: { peer: d.peer } });
-        return;
       case 'reset':
-        out.push({ type: 'log', level: 'warn', event: 'link.peer-restarted', fields: { peer: d.peer } });
+        logSessionEvent(d, out);
         return;
       default: {
         const never: never = d;

@@ -2,6 +2,7 @@
 // step that records the replicas' heartbeats and answers operator status queries. It is kept
 // tiny and never sends on the routine path (spec §1.6: "must not be burdened with routine
 // operation"). Cluster resets and self-diagnosis reports arrive in a later issue.
+import { toHex } from './hex.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import { unreachable, type DropCode } from './result.ts';
@@ -56,12 +57,6 @@ type ReplicaRecord = {
 
 export type WatchdogOptions = { id: ProcessId; membership: Membership; inc: number };
 
-const HEX = '0123456789abcdef';
-function toHex(bytes: Uint8Array): string {
-  let s = '';
-  for (const b of bytes) s += (HEX[b >> 4] ?? '') + (HEX[b & 15] ?? '');
-  return s;
-}
 
 export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: number): WatchdogStatus } {
   const { id, membership, inc } = opts;
