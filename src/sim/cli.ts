@@ -1,0 +1,95 @@
+// `npm run sim`: run seeds of the simulator and report violations (issue 2 item 8).
+//   npm run sim -- --seeds N [--from S]     run seeds S .. S+N-1 (default 100 from 1)
+//   npm run sim -- --seed S                 replay one seed, printing its plan and every violation
+//   --agents M (default 4)   --crypto keyed|ed25519 (default keyed: keyed SHA-512)
+// Prints one line per failing seed with its replay command and first violation, and ends with
+// exactly `sim: N seeds, V violations`; exits 1 when V > 0, 2 on a usage error.
+import { parseArgs } from 'node:util';
+import { realCores } from './cores.ts';
+import { describePlan } from './fault-plan.ts';
+import { runSeed } from './run-seed.ts';
+import type { SimCrypto } from './sim-signer.ts';
+
+/** More agents than this is a typo, not a simulation: per-seed work grows with the square. */
+export const MAX_SIM_AGENTS = 32;
+export const DEFAULT_SIM_AGENTS = 4;
+export const DEFAULT_SEEDS = 100;
+
+function usage(message: string): never {
+  process.stderr.write(`sim: ${message}. Usage: npm run sim -- --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519]\n`);
+  process.exit(2);
+}
+
+function intArg(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value)) usage(`--${name} must be a whole number, got "${value}"`);
+  const n = Number(value);
+  if (n < min || n > max) usage(`--${name} must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function main(): void {
+  // `npm run sim | head` closes the pipe early: stop quietly instead of crashing on EPIPE.
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw e;
+  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      options: {
+        seeds: { type: 'string' }, from: { type: 'string' }, seed: { type: 'string' },
+        agents: { type: 'string' }, crypto: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      },
+      strict: true, allowPositionals: false,
+    });
+  } catch (e) {
+    usage((e as Error).message.split('\n')[0] ?? 'bad arguments');
+  }
+  const v = parsed.values;
+  if (v.help === true) {
+    process.stdout.write('npm run sim -- --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519]\n');
+    return;
+  }
+  if (v.seed !== undefined && (v.seeds !== undefined || v.from !== undefined)) usage('--seed replays one seed; do not combine it with --seeds or --from');
+  const agents = intArg('agents', v.agents, DEFAULT_SIM_AGENTS, 1, MAX_SIM_AGENTS);
+  const crypto = (v.crypto ?? 'keyed') as SimCrypto;
+  if (crypto !== 'keyed' && crypto !== 'ed25519') usage(`--crypto must be keyed or ed25519, got "${String(v.crypto)}"`);
+  const single = v.seed !== undefined;
+  const from = single ? intArg('seed', v.seed, 1, 0, 0xffffffff) : intArg('from', v.from, 1, 0, 0xffffffff);
+  const count = single ? 1 : intArg('seeds', v.seeds, DEFAULT_SEEDS, 1, 100_000_000);
+  const extra = `${agents !== DEFAULT_SIM_AGENTS ? ` --agents ${agents}` : ''}${crypto !== 'keyed' ? ` --crypto ${crypto}` : ''}`;
+
+  let violations = 0;
+  let failingSeeds = 0;
+  let simulatedMs = 0;
+  const started = process.hrtime.bigint();
+  for (let seed = from; seed < from + count; seed++) {
+    const r = runSeed(seed, { agents, cores: realCores, crypto });
+    simulatedMs += r.simulatedMs;
+    if (single) {
+      process.stdout.write(`seed ${seed}: ${describePlan(r.plan)}\n`);
+      const n = r.network;
+      process.stdout.write(`  ${r.simulatedMs} ms simulated, ${r.events} events, ${n.sent} frames sent, ${n.delivered} delivered, ` +
+        `${n.lost} lost, ${n.duplicated} duplicated, ${n.corrupted} corrupted, ${n.partitioned} cut by partitions\n`);
+      const c = r.counts;
+      process.stdout.write(`  delivered: ${c.requests} requests at replicas, ${c.commands} commands at agents, ${c.notices} notices; ` +
+        `${c.suspects} suspicions, ${c.terminations} terminations\n`);
+      for (const x of r.violations) process.stdout.write(`  [${x.invariant}] at ${x.atMs.toFixed(3)} ms: ${x.message}\n`);
+    }
+    if (r.violations.length > 0) {
+      violations += r.violations.length;
+      failingSeeds++;
+      const first = r.violations[0] as (typeof r.violations)[number];
+      process.stdout.write(`FAIL seed ${seed} (replay: npm run sim -- --seed ${seed}${extra}): [${first.invariant}] ${first.message}\n`);
+    }
+  }
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  if (!single) {
+    process.stdout.write(`sim: ${failingSeeds} failing seeds; ${(simulatedMs / 1000).toFixed(1)} s simulated in ${seconds.toFixed(1)} s (${(count / seconds).toFixed(1)} seeds/s)\n`);
+  }
+  process.stdout.write(`sim: ${count} seeds, ${violations} violations\n`);
+  process.exitCode = violations > 0 ? 1 : 0;
+}
+
+main();

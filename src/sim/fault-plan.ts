@@ -1,0 +1,197 @@
+// The fault plan and the workload of one seed, drawn from the seed's own streams: what the
+// network does while the fault window is open, which one process (f = 1, DESIGN.md §2) is
+// faulty and how, and which requests and notices the agents and replicas issue when.
+import type { ProcessId } from '../core/ports.ts';
+import type { Fanout } from '../core/wire/messages.ts';
+import { describeBehaviour, type ByzantineBehaviour } from './byzantine.ts';
+import type { LinkTiming, NetworkFaults, Partition } from './network.ts';
+import { streamFor, type SeededRandom } from './random.ts';
+
+/** Simulated time of one seed. The fault window closes at `faultEndMs`; liveness is then
+ *  polled until it holds or `HARD_END_MS` passes. Short enough for ≥ 50 seeds/s with the
+ *  cheap signer, long enough for several retransmission and ReplicaTimeout periods. */
+export const FAULT_WINDOW_MIN_MS = 300;
+export const FAULT_WINDOW_MAX_MS = 700;
+/** After the heal, every retransmission timer (40 ms), fallback (3 retries) and
+ *  ReplicaTimeout (200 ms × 3) has had room to fire several times. */
+export const HEAL_BUDGET_MS = 1500;
+export const HARD_END_MS = FAULT_WINDOW_MAX_MS + HEAL_BUDGET_MS;
+/** Requests per seed: a few dozen keeps per-seed work bounded. */
+export const MIN_REQUESTS = 6;
+export const MAX_REQUESTS = 24;
+/** Replies one echo asks for (per target). */
+export const MAX_ECHO_COUNT = 4;
+/** Bytes of echo data: small, the content only has to be comparable. */
+export const MAX_ECHO_DATA_BYTES = 12;
+export const MAX_NOTICES = 6;
+export const MAX_PARTITIONS = 2;
+/** Partition lengths: most are brief; some last until the heal. */
+export const SHORT_PARTITION_MAX_MS = 250;
+export const LONG_PARTITION_CHANCE = 0.25;
+/** Processes one partition cuts off from the rest. */
+export const MAX_PARTITIONED = 2;
+/** Longest hang: longer than a heartbeat check and a retransmission fallback. */
+export const MAX_HANG_MS = 600;
+/** Spread of the processes' clock offsets: a core must never compare its clock with a peer's. */
+export const MAX_CLOCK_OFFSET_MS = 10_000;
+/** Requests start once the handshakes have had a moment (they may still be queued, P1.1). */
+export const WORKLOAD_START_MS = 5;
+
+export type ProcessFault =
+  | { type: 'none' }
+  /** A crash; agents come back at `restartAtMs` (the keeper), replicas stay down (no state
+   *  transfer before issue 5). */
+  | { type: 'crash'; target: ProcessId; atMs: number; restartAtMs: number | null }
+  | { type: 'byzantine'; target: ProcessId; behaviours: ByzantineBehaviour[] }
+  /** A hang: no input, no timers, state kept, for [atMs, untilMs) (DESIGN.md §3 "hangs"). */
+  | { type: 'hang'; target: ProcessId; atMs: number; untilMs: number };
+
+export type WorkItem =
+  | { type: 'echo'; atMs: number; agent: ProcessId; tag: string; fanout: Fanout; count: number; data: Uint8Array }
+  | { type: 'notice'; atMs: number; from: ProcessId; to: ProcessId; text: string };
+
+export type FaultPlan = {
+  seed: number;
+  link: LinkTiming;
+  network: NetworkFaults;
+  faultEndMs: number;
+  partitions: Partition[];
+  process: ProcessFault;
+  /** Each process's clock offset from simulated time. */
+  clockOffsetsMs: Record<ProcessId, number>;
+  /** Whether liveness can be asked of this plan once healed (false only for faults the group
+   *  cannot recover from without self-diagnosis and replacement, issue 5). */
+  livenessExpected: boolean;
+  workload: WorkItem[];
+};
+
+export type PlanOptions = { agents: readonly ProcessId[]; replicas: readonly ProcessId[] };
+
+/** Network fault levels, drawn evenly: calm, light, lossy, hostile, severe. Each is the upper
+ *  bound of the per-frame probabilities of that seed. */
+const FAULT_SCALES = [0, 0.02, 0.08, 0.2, 0.35] as const;
+/** Longest latency spike: several retransmission timeouts, so spiked frames overtake resends. */
+export const MAX_SPIKE_MS = 200;
+
+function networkFaults(rng: SeededRandom): NetworkFaults {
+  const scale = rng.pick(FAULT_SCALES);
+  return {
+    loss: rng.uniform(0, scale),
+    duplicate: rng.uniform(0, scale / 2),
+    corrupt: rng.uniform(0, scale / 2),
+    spike: rng.uniform(0, scale),
+    spikeMaxMs: rng.range(5, scale >= 0.2 ? MAX_SPIKE_MS : 60),
+  };
+}
+
+function processFault(rng: SeededRandom, o: PlanOptions, faultEndMs: number): ProcessFault {
+  const roll = rng.int(100);
+  const backups = o.replicas.slice(1);
+  if (roll < 35) return { type: 'none' };
+  if (roll < 55) {
+    // An agent crashes; usually its keeper restarts it, sometimes at once, sometimes later.
+    const atMs = rng.range(5, faultEndMs - 50);
+    return { type: 'crash', target: rng.pick(o.agents), atMs, restartAtMs: rng.chance(0.8) ? atMs + rng.range(0, 300) : null };
+  }
+  if (roll < 65) return { type: 'crash', target: rng.pick(backups), atMs: rng.range(20, faultEndMs - 50), restartAtMs: null };
+  if (roll < 75) {
+    const atMs = rng.range(20, faultEndMs - 50);
+    return { type: 'hang', target: rng.pick([...o.replicas, ...o.agents]), atMs, untilMs: Math.min(faultEndMs, atMs + rng.range(20, MAX_HANG_MS)) };
+  }
+  // Byzantine replica. Not drawn: 'rsn.swap' (a primary ordering differently per backup), which
+  // needs the backups to cross-check the order (test/sim/regressions.test.ts, issue 5).
+  const kind = rng.int(5);
+  if (kind === 4) return { type: 'byzantine', target: rng.pick(o.replicas), behaviours: [{ type: 'ack.inflate', by: rng.range(1, 3) }] };
+  if (kind === 0 || kind === 1) {
+    const fromGssn = rng.range(1, 30);
+    const agents = rng.chance(0.5) ? 'all' : o.agents.filter(() => rng.chance(0.5));
+    return {
+      type: 'byzantine',
+      target: rng.pick(o.replicas),
+      behaviours: [{ type: 'gc.alter', fromGssn, toGssn: fromGssn + rng.int(kind === 0 ? 1 : 20), agents, variant: rng.range(1, 255) }],
+    };
+  }
+  if (kind === 2) {
+    const client = rng.pick(o.agents);
+    return { type: 'byzantine', target: o.replicas[0] as ProcessId, behaviours: [{ type: 'cg.drop', client, csns: [rng.range(1, 4)], relayed: false }] };
+  }
+  return { type: 'byzantine', target: o.replicas[0] as ProcessId, behaviours: [{ type: 'rsn.skip', atRsn: rng.range(1, 15) }] };
+}
+
+/** Whether the group can be asked for liveness after this fault heals. A primary that skips
+ *  an RSN stalls both backups until it is replaced (issue 5). */
+function livenessPossible(p: ProcessFault): boolean {
+  if (p.type !== 'byzantine') return true;
+  return !p.behaviours.some((b) => b.type === 'rsn.skip' || (b.type === 'cg.drop' && b.relayed));
+}
+
+function workload(rng: SeededRandom, o: PlanOptions, faultEndMs: number): WorkItem[] {
+  const out: WorkItem[] = [];
+  const n = rng.range(MIN_REQUESTS, MAX_REQUESTS);
+  const lastMs = faultEndMs - 20;
+  for (let i = 0; i < n; i++) {
+    const agent = rng.pick(o.agents);
+    out.push({
+      type: 'echo',
+      atMs: rng.range(WORKLOAD_START_MS, lastMs),
+      agent,
+      tag: `${agent}.${i}`,
+      fanout: rng.chance(0.3) ? 'all' : 'self',
+      count: rng.range(1, MAX_ECHO_COUNT),
+      data: rng.bytes(rng.int(MAX_ECHO_DATA_BYTES + 1)),
+    });
+  }
+  const notices = rng.int(MAX_NOTICES + 1);
+  for (let i = 0; i < notices; i++) {
+    const fromReplica = rng.chance(0.5);
+    const from = fromReplica ? rng.pick(o.replicas) : rng.pick(o.agents);
+    const to = fromReplica ? rng.pick(o.agents) : rng.pick(o.replicas);
+    out.push({ type: 'notice', atMs: rng.range(WORKLOAD_START_MS, lastMs), from, to, text: `n${i} ${from}>${to}` });
+  }
+  // Stable order: by time, then by draw order (sort is stable).
+  return out.sort((a, b) => a.atMs - b.atMs);
+}
+
+export function planFor(seed: number, o: PlanOptions): FaultPlan {
+  const rng = streamFor(seed, 'plan');
+  const faultEndMs = rng.range(FAULT_WINDOW_MIN_MS, FAULT_WINDOW_MAX_MS);
+  const link: LinkTiming = { baseLatencyMs: rng.uniform(0.05, 1), jitterMeanMs: rng.uniform(0.05, 0.5) };
+  const network = networkFaults(rng);
+  const partitions: Partition[] = [];
+  const everyone = [...o.replicas, ...o.agents];
+  const np = rng.int(MAX_PARTITIONS + 1);
+  for (let i = 0; i < np; i++) {
+    const fromMs = rng.range(0, faultEndMs - 10);
+    const isolated = new Set<ProcessId>();
+    const size = rng.range(1, MAX_PARTITIONED);
+    while (isolated.size < size) isolated.add(rng.pick(everyone));
+    // Mostly short cuts; one in four lasts to the end of the window (longer than three
+    // ReplicaTimeouts when the window allows: the copies of that time are settled without it).
+    const lengthMs = rng.chance(LONG_PARTITION_CHANCE) ? faultEndMs - fromMs : rng.range(10, SHORT_PARTITION_MAX_MS);
+    partitions.push({ fromMs, untilMs: Math.min(faultEndMs, fromMs + lengthMs), isolated: [...isolated] });
+  }
+  const clockOffsetsMs: Record<ProcessId, number> = {};
+  for (const id of everyone) clockOffsetsMs[id] = rng.int(MAX_CLOCK_OFFSET_MS);
+  const process = processFault(rng, o, faultEndMs);
+  return {
+    seed, link, network, faultEndMs, partitions, process, clockOffsetsMs,
+    livenessExpected: livenessPossible(process),
+    workload: workload(streamFor(seed, 'workload'), o, faultEndMs),
+  };
+}
+
+export function describePlan(p: FaultPlan): string {
+  const n = p.network;
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  const parts = [
+    `window ${p.faultEndMs}ms`,
+    `loss ${pct(n.loss)} dup ${pct(n.duplicate)} corrupt ${pct(n.corrupt)} spike ${pct(n.spike)}`,
+  ];
+  for (const q of p.partitions) parts.push(`cut ${q.isolated.join(',')} ${q.fromMs}-${q.untilMs}ms`);
+  const f = p.process;
+  if (f.type === 'crash') parts.push(`crash ${f.target}@${f.atMs}${f.restartAtMs === null ? '' : ` restart@${f.restartAtMs}`}`);
+  if (f.type === 'hang') parts.push(`hang ${f.target} ${f.atMs}-${f.untilMs}ms`);
+  if (f.type === 'byzantine') parts.push(`byzantine ${f.target}: ${f.behaviours.map(describeBehaviour).join('; ')}`);
+  parts.push(`${p.workload.filter((w) => w.type === 'echo').length} echoes`);
+  return parts.join(', ');
+}

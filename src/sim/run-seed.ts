@@ -1,0 +1,96 @@
+// One seed end to end: draw its fault plan and workload, build the world, open the fault
+// window, run the workload, heal, poll liveness until it holds (or the hard end), then run the
+// end-of-run checks. Pure function of (seed, options): the same seed replays exactly.
+import type { ProcessId } from '../core/ports.ts';
+import type { ByzantineBehaviour } from './byzantine.ts';
+import { HARD_END_MS, planFor, type FaultPlan } from './fault-plan.ts';
+import type { InvariantChecker, Violation } from './invariants.ts';
+import type { NetworkStats } from './network.ts';
+import type { SimCrypto } from './sim-signer.ts';
+import { World, type CoreFactories, type WorldOptions } from './world.ts';
+
+/** How often liveness is polled after the heal. Each poll is cheap (a few hundred set lookups). */
+export const LIVENESS_POLL_MS = 25;
+
+export type SeedOptions = {
+  agents: number;
+  cores: CoreFactories;
+  crypto?: SimCrypto;
+  /** Replace the plan's process fault (tests of the checker itself). */
+  byzantine?: ReadonlyMap<ProcessId, readonly ByzantineBehaviour[]>;
+  /** Override the drawn plan (tests). */
+  adjustPlan?: (plan: FaultPlan) => FaultPlan;
+  /** Replicas with a deliberate bug: wrapped like Byzantine ones but still counted as correct,
+   *  so the invariants must catch them (tests of the checker itself). */
+  bugs?: ReadonlyMap<ProcessId, readonly ByzantineBehaviour[]>;
+  /** Plant a bug in any core or in the verifier (tests of the checker; see WorldOptions). */
+  wrapCore?: WorldOptions['wrapCore'];
+  wrapVerifier?: WorldOptions['wrapVerifier'];
+  /** Record the full trace and hand the world over at the end (debugging, tests). */
+  trace?: boolean;
+  inspect?: (world: World) => void;
+};
+
+export type SeedResult = {
+  seed: number;
+  plan: FaultPlan;
+  violations: Violation[];
+  simulatedMs: number;
+  events: number;
+  network: NetworkStats;
+  counts: InvariantChecker['counts'];
+};
+
+export function runSeed(seed: number, opts: SeedOptions): SeedResult {
+  const agentIds = Array.from({ length: opts.agents }, (_, i) => `a${i + 1}`);
+  let plan = planFor(seed, { agents: agentIds, replicas: ['r1', 'r2', 'r3'] });
+  if (opts.adjustPlan !== undefined) plan = opts.adjustPlan(plan);
+  const byzantine = new Map<ProcessId, readonly ByzantineBehaviour[]>(opts.byzantine ?? []);
+  if (opts.byzantine === undefined && plan.process.type === 'byzantine') byzantine.set(plan.process.target, plan.process.behaviours);
+
+  const world = new World({
+    seed, agents: opts.agents, cores: opts.cores, crypto: opts.crypto ?? 'keyed',
+    link: plan.link, networkFaults: plan.network, byzantine,
+    clockOffsetMs: (id) => plan.clockOffsetsMs[id] ?? 0,
+    ...(opts.bugs !== undefined ? { bugs: opts.bugs } : {}),
+    ...(opts.trace === true ? { trace: true } : {}),
+    ...(opts.wrapCore !== undefined ? { wrapCore: opts.wrapCore } : {}),
+    ...(opts.wrapVerifier !== undefined ? { wrapVerifier: opts.wrapVerifier } : {}),
+  });
+  for (const p of plan.partitions) world.network.addPartition(p);
+  world.network.setFaultWindow(true);
+  world.start();
+
+  const s = world.scheduler;
+  for (const w of plan.workload) {
+    if (w.type === 'echo') {
+      s.at(w.atMs, () => world.request(w.agent, { type: 'echo', tag: w.tag, fanout: w.fanout, count: w.count, data: w.data }));
+    } else {
+      s.at(w.atMs, () => world.notice(w.from, w.to, w.text));
+    }
+  }
+  const f = plan.process;
+  if (f.type === 'crash') {
+    s.at(f.atMs, () => world.crash(f.target));
+    if (f.restartAtMs !== null) s.at(Math.min(f.restartAtMs, plan.faultEndMs), () => world.restart(f.target));
+  }
+  if (f.type === 'hang') s.at(f.atMs, () => world.hang(f.target, f.untilMs));
+  s.at(plan.faultEndMs, () => world.network.setFaultWindow(false));
+
+  world.runUntil(plan.faultEndMs);
+  // After the heal: stop as soon as everything owed has arrived, or at the hard end.
+  const failed = () => world.checker.violations.length > 0;
+  let t = plan.faultEndMs;
+  while (t < HARD_END_MS && !failed()) {
+    if (!plan.livenessExpected && t >= plan.faultEndMs + 4 * LIVENESS_POLL_MS) break;
+    if (plan.livenessExpected && world.checker.missing(1).length === 0) break;
+    t += LIVENESS_POLL_MS;
+    world.runUntil(t);
+  }
+  world.checker.finish({ livenessExpected: plan.livenessExpected, digests: world.digests() });
+  opts.inspect?.(world);
+  return {
+    seed, plan, violations: world.checker.violations, simulatedMs: world.now, events: s.eventsRun, network: world.network.stats,
+    counts: world.checker.counts,
+  };
+}

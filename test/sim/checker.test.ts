@@ -1,0 +1,132 @@
+// The invariants can fail: cores with a planted bug are caught, with the seed (STYLE.md 8 —
+// an invariant that cannot fail is worthless). Each test runs a calm seed (no network faults,
+// no faulty process) so the planted bug is the only thing wrong.
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import type { Core, CoreEffect } from '../../src/core/node.ts';
+import type { ProcessId } from '../../src/core/ports.ts';
+import type { ByzantineBehaviour } from '../../src/sim/byzantine.ts';
+import { realCores } from '../../src/sim/cores.ts';
+import type { FaultPlan } from '../../src/sim/fault-plan.ts';
+import { NO_NETWORK_FAULTS } from '../../src/sim/network.ts';
+import { runSeed, type SeedOptions } from '../../src/sim/run-seed.ts';
+
+const SEED = 11;
+
+const calm = (p: FaultPlan): FaultPlan => ({ ...p, network: NO_NETWORK_FAULTS, partitions: [], process: { type: 'none' }, livenessExpected: true });
+
+function run(extra: Partial<SeedOptions> = {}, adjust: (p: FaultPlan) => FaultPlan = calm) {
+  return runSeed(SEED, { agents: 4, cores: realCores, adjustPlan: adjust, ...extra });
+}
+
+/** A core whose effects pass through `edit` (one effect in, any number out). */
+function editEffects(core: Core, edit: (e: CoreEffect) => CoreEffect[]): Core {
+  return { id: core.id, step: (input) => core.step(input).flatMap(edit), nextWakeMs: () => core.nextWakeMs() };
+}
+
+const alterGssn3: ByzantineBehaviour[] = [{ type: 'gc.alter', fromGssn: 3, toGssn: 3, agents: 'all', variant: 9 }];
+
+describe('the invariant checker catches planted bugs', () => {
+  it('a calm seed with correct cores has no violation (the baseline of every test below)', () => {
+    const r = run();
+    expect(r.counts.commands).toBeGreaterThan(10);
+    expect(r.violations).toEqual([]);
+  });
+
+  it('a replica that changes one GC for its agent while the others do not is caught when it is supposed to be correct', () => {
+    const r = run({ bugs: new Map([['r3', alterGssn3]]) });
+    expect(r.violations.length).toBeGreaterThan(0);
+    expect(r.violations[0]).toMatchObject({ seed: SEED, invariant: 'a.group-delivery' });
+    expect(r.violations[0]?.message).toMatch(/correct replicas r\d and r3 sent different GCs .* GSSN 3/);
+  });
+
+  it('the same replica, declared Byzantine, is masked by the agents\' vote: no violation', () => {
+    const r = run({ byzantine: new Map([['r3', alterGssn3]]) });
+    expect(r.violations).toEqual([]);
+  });
+
+  it('an agent that delivers a command twice is caught', () => {
+    let doubled = false;
+    const wrapCore = (id: ProcessId, core: Core) => (id !== 'a1' ? core : editEffects(core, (e) => {
+      if (e.type !== 'deliver.command' || doubled) return [e];
+      doubled = true;
+      return [e, e];
+    }));
+    const r = run({ wrapCore });
+    expect(doubled).toBe(true);
+    expect(r.violations[0]?.message).toMatch(/a1 delivered GSSN \d+ after GSSN \d+ \(duplicate or out of order\)/);
+  });
+
+  it('an agent that skips a command is caught as a gap in its chain', () => {
+    let skipped = false;
+    const wrapCore = (id: ProcessId, core: Core) => (id !== 'a2' ? core : editEffects(core, (e) => {
+      if (e.type !== 'deliver.command' || skipped) return [e];
+      skipped = true;
+      return [];
+    }));
+    const r = run({ wrapCore });
+    expect(skipped).toBe(true);
+    expect(r.violations.some((v) => v.invariant === 'a.group-delivery' && /a2 delivered GSSN \d+ \(prevGssn \d+\) but its last delivery was GSSN \d+: a gap/.test(v.message))).toBe(true);
+  });
+
+  it('a replica that delivers a different request at an RSN than the others is caught', () => {
+    const wrapCore = (id: ProcessId, core: Core) => (id !== 'r2' ? core : editEffects(core, (e) => (
+      e.type === 'deliver.request' && e.rsn === 4 ? [{ ...e, csn: e.csn + 100 }] : [e]
+    )));
+    const r = run({ wrapCore });
+    expect(r.violations.some((v) => v.invariant === 'b.request-order' && /RSN 4/.test(v.message))).toBe(true);
+  });
+
+  it('a primary that skips an RSN, believed correct, stalls the backups and fails liveness', () => {
+    const r = run({ bugs: new Map([['r1', [{ type: 'rsn.skip', atRsn: 3 }]]]) });
+    expect(r.violations.some((v) => v.invariant === 'd.liveness')).toBe(true);
+  });
+
+  it('a verifier that accepts any signature lets a corrupted frame in, and the admission check catches it', () => {
+    const corrupting = (p: FaultPlan): FaultPlan => ({ ...calm(p), network: { ...NO_NETWORK_FAULTS, corrupt: 0.5 } });
+    const honest = run({}, corrupting);
+    expect(honest.network.corrupted).toBeGreaterThan(20);
+    expect(honest.violations.filter((v) => v.invariant === 'c.admission')).toEqual([]);
+    const r = run({ wrapVerifier: (v) => ({ has: v.has, verify: () => true }) }, corrupting);
+    expect(r.violations.some((v) => v.invariant === 'c.admission' && /never emitted/.test(v.message))).toBe(true);
+  });
+
+  it('a core that throws is reported with the seed, and the run goes on without it', () => {
+    const wrapCore = (id: ProcessId, core: Core): Core => (id !== 'r3' ? core : {
+      id, nextWakeMs: () => core.nextWakeMs(),
+      step: (input) => {
+        if (input.nowMs > 150) throw new Error('planted');
+        return core.step(input);
+      },
+    });
+    const r = run({ wrapCore });
+    expect(r.violations[0]).toMatchObject({ seed: SEED, invariant: 'e.core', message: 'r3 threw Error: planted' });
+  });
+
+  it('a core whose timer never moves past now is reported as livelocked instead of hanging the run', () => {
+    const wrapCore = (id: ProcessId, core: Core): Core => (id !== 'a3' ? core : { id, step: (i) => core.step(i), nextWakeMs: () => 0 });
+    const r = run({ wrapCore });
+    expect(r.violations.some((v) => v.invariant === 'e.core' && /a3 nextWakeMs\(\) stays at .* \(livelock\)/.test(v.message))).toBe(true);
+  });
+});
+
+describe('npm run sim', () => {
+  const sim = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/sim/cli.ts', ...args], { encoding: 'utf8' });
+
+  it('ends with "sim: N seeds, V violations" and exits non-zero exactly when V > 0', () => {
+    const r = sim('--seeds', '3', '--from', '5');
+    const lines = r.stdout.trim().split('\n');
+    const last = lines[lines.length - 1] as string;
+    const m = /^sim: 3 seeds, (\d+) violations$/.exec(last);
+    expect(m).not.toBeNull();
+    expect(r.status).toBe(Number(m?.[1]) > 0 ? 1 : 0);
+    for (const l of lines.filter((x) => x.startsWith('FAIL'))) expect(l).toMatch(/replay: npm run sim -- --seed \d+/);
+  });
+
+  it('rejects a bad flag with a one-line error saying what to do', () => {
+    const r = sim('--seeds', 'many');
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/--seeds must be a whole number.*Usage: npm run sim/);
+  });
+});
