@@ -8,7 +8,8 @@
 import { toHex } from './hex.ts';
 import { MAX_FALLBACK_MS, MAX_GMB_ENTRIES, PRIMARY_RETRIES_BEFORE_FALLBACK, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
 import {
-  createLinks, flushAcks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView, logSessionEvent, startLinks,
+  createLinks, flushAcks, laneMarks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView,
+  logSessionEvent, startLinks,
   type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
@@ -86,15 +87,19 @@ export function createAgent(opts: AgentOptions): AgentCore {
   const ready = new Map<number, Entry>();
   let errorReports = 0;
   /** Requests not yet acknowledged by f+1 replicas, by CSN (spec §3.6 G6, PROTOCOL §5.6). */
-  const pending = new Map<number, { signed: SignedCG; sentAtMs: number; fellBack: boolean }>();
+  const pending = new Map<number, { signed: SignedCG; sentAtMs: number; fellBack: boolean; primarySeq: number | null }>();
   /** Smoothed time for a request to be acknowledged by f+1 replicas (ms), or null. */
   let ackTimeMs: number | null = null;
-  /** spec §3.4 P6 gives the primary three retransmission periods; under load the group needs
-   *  longer, and falling back then only doubles the load, so the deadline adapts like TCP's
-   *  RTO: four times the smoothed acknowledgement time, within [4 x retransmitMs, 2 s]. */
-  const fallbackAfterMs = (): number => {
-    const floor = (1 + PRIMARY_RETRIES_BEFORE_FALLBACK) * t.retransmitMs;
-    return ackTimeMs === null ? floor : Math.min(MAX_FALLBACK_MS, Math.max(floor, 4 * ackTimeMs));
+  /** spec §3.4 P6: a request the primary has not even received goes to the backups after three
+   *  retransmissions (the lane to the primary keeps a steady period until then). One it did
+   *  receive but f+1 replicas have not acknowledged waits longer under load, since falling back
+   *  only doubles the load: like TCP's RTO, four times the smoothed acknowledgement time,
+   *  within [4 x retransmitMs, 2 s] (PROTOCOL §5.6). */
+  const unreceivedFallbackMs = (1 + PRIMARY_RETRIES_BEFORE_FALLBACK) * t.retransmitMs;
+  const fallbackAfterMs = (p: { primarySeq: number | null }): number => {
+    const received = p.primarySeq !== null && p.primarySeq <= laneMarks(links, primary, 1).acked;
+    if (!received || ackTimeMs === null) return unreceivedFallbackMs;
+    return Math.min(MAX_FALLBACK_MS, Math.max(unreceivedFallbackMs, 4 * ackTimeMs));
   };
   /** Error reports gathered since the last one sent, per kind (PROTOCOL §5.3). */
   const reports = new Map<ErrorReportKind, { gssn: number; count: number; suspects: Set<ProcessId> }>();
@@ -109,8 +114,8 @@ export function createAgent(opts: AgentOptions): AgentCore {
   function sendRequest(request: AgentRequest, nowMs: number, out: CoreEffect[]): void {
     csnSent++;
     const signed = signCG({ csn: csnSent, gssnAck: gssnAcked, payload: request, client: id, inc: opts.inc }, opts.signer);
-    pending.set(csnSent, { signed, sentAtMs: nowMs, fellBack: false });
     const r = linkSend(links, primary, 1, { type: 'cg', signed }, nowMs, out);
+    pending.set(csnSent, { signed, sentAtMs: nowMs, fellBack: false, primarySeq: r === 'sent' ? laneMarks(links, primary, 1).sent : null });
     if (r === 'full') out.push({ type: 'log', level: 'error', event: 'request.backlog-full', fields: { csn: csnSent } });
   }
 
@@ -263,15 +268,15 @@ export function createAgent(opts: AgentOptions): AgentCore {
   }
 
   function timers(nowMs: number, out: CoreEffect[]): void {
-    linkTimers(links, nowMs, out);
     for (const [csn, p] of pending) {
-      if (p.fellBack || p.sentAtMs + fallbackAfterMs() > nowMs) continue;
+      if (p.fellBack || p.sentAtMs + fallbackAfterMs(p) > nowMs) continue;
       // spec §3.4 P6 / §3.6 G6: the primary has had the time of three retransmissions and f+1
       // replicas still have not acknowledged: send the request to both backups as well.
       p.fellBack = true;
       out.push({ type: 'log', level: 'warn', event: 'agent.fallback', fields: { csn, primary } });
       for (const b of backups()) linkSend(links, b, 1, { type: 'cg', signed: p.signed }, nowMs, out);
     }
+    linkTimers(links, nowMs, out, primary);
     for (const e of [...gmb.values()]) {
       if (e.timerAtMs === null || e.timerAtMs > nowMs) continue;
       // spec §3.5 G5 ReplicaTimeout(gssn).
@@ -367,8 +372,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
     const l = linkNextWakeMs(links);
     if (l !== null) next = Math.min(next, l);
     for (const e of gmb.values()) if (e.timerAtMs !== null) next = Math.min(next, e.timerAtMs);
-    const fallback = fallbackAfterMs();
-    for (const p of pending.values()) if (!p.fellBack) next = Math.min(next, p.sentAtMs + fallback);
+    for (const p of pending.values()) if (!p.fellBack) next = Math.min(next, p.sentAtMs + fallbackAfterMs(p));
     if (reports.size > 0) next = Math.min(next, reportAtMs);
     return next;
   }

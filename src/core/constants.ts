@@ -84,6 +84,10 @@ export const DEFAULT_TIMING = {
    *  can trail the primary's by a few hundred ms; shorter values turned load into error reports
    *  (bench/group.ts). Also the period of aggregated error reports. */
   replicaTimeoutMs: 500,
+  /** How long a backup waits for the other backup's confirmation of the primary's order before
+   *  executing without it (PROTOCOL §5.8): past a heartbeat check, so a crashed backup is
+   *  noticed first in the common case. */
+  orderConfirmMs: 250,
   /** Spec §3.6 G8 PrimaryProgressTimeout, not in the paper: three retransmission periods. */
   primaryProgressMs: 150,
 } as const;

@@ -9,7 +9,7 @@
 // Pure: no clock, no I/O. Time arrives as `nowMs`; effects are appended to `out`.
 import {
   MAX_QUEUED_WHILE_DISCONNECTED, MAX_RETRANSMIT_BACKOFF, MAX_RETRANSMIT_BATCH, MAX_UNACKED_PER_LANE,
-  RECEIVE_WINDOW, type Timing,
+  PRIMARY_RETRIES_BEFORE_FALLBACK, RECEIVE_WINDOW, type Timing,
 } from './constants.ts';
 import type { CoreEffect } from './node.ts';
 import type { ProcessId } from './ports.ts';
@@ -19,7 +19,8 @@ import type { GroupBody, Item, PtpPayload } from './wire/messages.ts';
 export type LaneId = 0 | 1;
 type LaneBody<L extends LaneId> = L extends 0 ? PtpPayload : GroupBody;
 
-type Outgoing<B> = { seq: number; body: B; transmissions: number };
+/** `forInc`: the peer incarnation the body is meant for, if any (PROTOCOL §5.7). */
+type Outgoing<B> = { seq: number; body: B; transmissions: number; forInc: number };
 
 type Lane<B> = {
   seqSent: number;
@@ -27,7 +28,7 @@ type Lane<B> = {
   /** PMB: sent, not yet acknowledged, in seq order (head has seq = seqAcked + 1). */
   unacked: Outgoing<B>[];
   /** Bodies sent while the session is not established (spec P1.1), sent on establishment. */
-  queued: B[];
+  queued: { body: B; forInc: number }[];
   seqRcvd: number;
   /** OMB: admitted out of order, keyed by seq, all within the receive window. */
   outOfOrder: Map<number, B>;
@@ -111,37 +112,49 @@ function sendItem<L extends LaneId>(links: Links, peer: Peer, lane: L, entry: Ou
   }
 }
 
-function transmitNew<L extends LaneId>(links: Links, peer: Peer, lane: L, body: LaneBody<L>, nowMs: number, out: CoreEffect[]): void {
+function transmitNew<L extends LaneId>(
+  links: Links, peer: Peer, lane: L, body: LaneBody<L>, forInc: number, nowMs: number, out: CoreEffect[],
+): void {
   const l = peer.lanes[lane] as Lane<LaneBody<L>>;
   l.seqSent++;
-  const entry: Outgoing<LaneBody<L>> = { seq: l.seqSent, body, transmissions: 0 };
+  const entry: Outgoing<LaneBody<L>> = { seq: l.seqSent, body, transmissions: 0, forInc };
   l.unacked.push(entry);
   sendItem(links, peer, lane, entry, out);
   l.retransmitAtMs ??= nowMs + links.timing.retransmitMs;
 }
 
-export type SendResult = 'sent' | 'queued' | 'full' | 'unknown-peer';
+export type SendResult = 'sent' | 'queued' | 'full' | 'unknown-peer' | 'stale';
 
-/** Reliable send (spec §3.4 P2): kept until acknowledged, retransmitted on timeout. */
+/** Reliable send (spec §3.4 P2): kept until acknowledged, retransmitted on timeout.
+ *  `forInc` (0 = any) names the peer incarnation the body is for: it is held back while the
+ *  session is with an older incarnation, and survives the reset to that incarnation, which
+ *  the group layer may learn about (by an ordered request) before this link does. */
 export function linkSend<L extends LaneId>(
-  links: Links, to: ProcessId, lane: L, body: LaneBody<L>, nowMs: number, out: CoreEffect[],
+  links: Links, to: ProcessId, lane: L, body: LaneBody<L>, nowMs: number, out: CoreEffect[], forInc = 0,
 ): SendResult {
   const peer = links.peers.get(to);
   if (peer === undefined) return 'unknown-peer';
   const l = peer.lanes[lane] as Lane<LaneBody<L>>;
-  if (!peer.established || l.unacked.length >= MAX_UNACKED_PER_LANE) {
+  if (forInc !== 0 && forInc < peer.peerInc) return 'stale'; // for a dead incarnation: nobody to tell
+  const waiting = forInc !== 0 && forInc !== peer.peerInc;
+  if (!peer.established || waiting || l.queued.length > 0 || l.unacked.length >= MAX_UNACKED_PER_LANE) {
     if (l.queued.length >= MAX_QUEUED_WHILE_DISCONNECTED) return 'full';
-    l.queued.push(body);
+    l.queued.push({ body, forInc });
     return 'queued';
   }
-  transmitNew(links, peer, lane, body, nowMs, out);
+  transmitNew(links, peer, lane, body, forInc, nowMs, out);
   return 'sent';
 }
 
-function resetSession(peer: Peer): void {
-  // spec §3.4 P5 disconnect(x): the old session's buffers and timers go with it.
+function resetSession(peer: Peer, newInc: number): void {
+  // spec §3.4 P5 disconnect(x): the old session's buffers and timers go with it — except what
+  // was meant for the new incarnation itself (see linkSend), which is queued again in order.
+  const carried = (l: Lane<never>) => [...l.unacked, ...l.queued].filter((e) => e.forInc === newInc).map((e) => ({ body: e.body, forInc: e.forInc }));
+  const keep: [ReturnType<typeof carried>, ReturnType<typeof carried>] = [carried(peer.lanes[0] as Lane<never>), carried(peer.lanes[1] as Lane<never>)];
   peer.established = false;
   peer.lanes = [newLane(), newLane()];
+  peer.lanes[0].queued = keep[0];
+  peer.lanes[1].queued = keep[1];
   peer.ackOwed = false;
   peer.groupAckOwed = false;
 }
@@ -151,12 +164,8 @@ function establish(links: Links, peer: Peer, nowMs: number, out: CoreEffect[], d
   peer.helloAtMs = null;
   deliveries.push({ type: 'established', peer: peer.id });
   // spec §3.4 P5: send what was queued while disconnected, now with real sequence numbers.
-  for (const lane of [0, 1] as const) {
-    const l = peer.lanes[lane];
-    const queued = l.queued;
-    l.queued = [];
-    for (const q of queued) transmitNew(links, peer, lane, q as never, nowMs, out);
-  }
+  refill(links, peer, 0, nowMs, out);
+  refill(links, peer, 1, nowMs, out);
 }
 
 /** Cumulative acknowledgement of a lane through `ackSeq` (spec §3.4 P7; lane 1 through the
@@ -173,11 +182,16 @@ function processAck(links: Links, peer: Peer, lane: LaneId, ackSeq: number, nowM
   }
 }
 
-/** Move bodies queued by backpressure into the window once acks free space. */
+/** Move queued bodies into the window once acks free space (in order: a body held for a
+ *  newer incarnation holds back those behind it). */
 function refill(links: Links, peer: Peer, lane: LaneId, nowMs: number, out: CoreEffect[]): void {
   const l = peer.lanes[lane];
   while (peer.established && l.queued.length > 0 && l.unacked.length < MAX_UNACKED_PER_LANE) {
-    transmitNew(links, peer, lane, l.queued.shift() as never, nowMs, out);
+    const q = l.queued[0] as { body: never; forInc: number };
+    if (q.forInc !== 0 && q.forInc > peer.peerInc) break;
+    l.queued.shift();
+    if (q.forInc !== 0 && q.forInc < peer.peerInc) continue; // for a dead incarnation
+    transmitNew(links, peer, lane, q.body, q.forInc, nowMs, out);
   }
 }
 
@@ -211,7 +225,7 @@ export function linkReceive(links: Links, from: ProcessId, item: Item, nowMs: nu
     case 'hello': {
       if (item.inc < peer.peerInc) return { deliveries, drop: 'REPLAYED' };
       if (item.inc > peer.peerInc && peer.peerInc !== 0) {
-        resetSession(peer);
+        resetSession(peer, item.inc);
         deliveries.push({ type: 'reset', peer: from });
       }
       peer.peerInc = item.inc;
@@ -302,8 +316,10 @@ export function flushAcks(links: Links, out: CoreEffect[], groupMark: (peer: Pro
   links.owing.clear();
 }
 
-/** Fire due handshake retries and retransmissions (spec §3.4 P6), with exponential backoff. */
-export function linkTimers(links: Links, nowMs: number, out: CoreEffect[]): void {
+/** Fire due handshake retries and retransmissions (spec §3.4 P6), with exponential backoff —
+ *  except on lane 1 to `steady` (an agent's primary), whose first three retransmissions keep
+ *  the plain period so that "three retransmissions, then the backups" (spec P6, G6) holds. */
+export function linkTimers(links: Links, nowMs: number, out: CoreEffect[], steady: ProcessId | null = null): void {
   for (const peer of links.peers.values()) {
     if (!peer.established) {
       if (peer.helloAtMs !== null && peer.helloAtMs <= nowMs) {
@@ -317,10 +333,17 @@ export function linkTimers(links: Links, nowMs: number, out: CoreEffect[]): void
       if (l.retransmitAtMs === null || l.retransmitAtMs > nowMs) continue;
       const n = Math.min(l.unacked.length, MAX_RETRANSMIT_BATCH);
       for (let i = 0; i < n; i++) sendItem(links, peer, lane, l.unacked[i] as Outgoing<never>, out);
-      l.backoff = Math.min(l.backoff * 2, MAX_RETRANSMIT_BACKOFF);
+      const early = lane === 1 && peer.id === steady && (l.unacked[0]?.transmissions ?? 0) <= 1 + PRIMARY_RETRIES_BEFORE_FALLBACK;
+      if (!early) l.backoff = Math.min(l.backoff * 2, MAX_RETRANSMIT_BACKOFF);
       l.retransmitAtMs = l.unacked.length > 0 ? nowMs + links.timing.retransmitMs * l.backoff : null;
     }
   }
+}
+
+/** The last sequence number sent on a lane, and the highest the peer acknowledged. */
+export function laneMarks(links: Links, peer: ProcessId, lane: LaneId): { sent: number; acked: number } {
+  const l = links.peers.get(peer)?.lanes[lane];
+  return { sent: l?.seqSent ?? 0, acked: l?.seqAcked ?? 0 };
 }
 
 /** Log a session event; true if `d` was one (the same for every core that owns links). */

@@ -42,7 +42,7 @@ export type CoreEffect =
   /** Agent: a group command delivered on 2 matching copies, in order (spec §3.5 G3). */
   | { type: 'deliver.command'; gssn: number; command: GroupCommand }
   /** Replica: an agent request delivered in RSN order (spec §3.6 G9). */
-  | { type: 'deliver.request'; rsn: number; client: ProcessId; csn: number; request: AgentRequest }
+  | { type: 'deliver.request'; rsn: number; client: ProcessId; inc: number; csn: number; request: AgentRequest }
   /** A plain point-to-point message arrived in order on lane 0. */
   | { type: 'deliver.notice'; from: ProcessId; text: string }
   /** Something suspects a replica: the trigger of self-diagnosis (spec §2.1, issue 5). */

@@ -10,6 +10,7 @@ import {
   type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership, SuspectReason } from './node.ts';
+import { createOrderConfirm, executed, nextStep } from './order-confirm.ts';
 import type { Hash, ProcessId } from './ports.ts';
 import {
   adoptIncarnation, applyRequest, digestState, expectedCsn, initialState, type ReplicatedState,
@@ -57,6 +58,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     if (p !== id) heard.set(p, { inc: 0, counter: 0, atMs: null, sinceCheck: false, missedChecks: 0 });
   }
   const drops: Record<string, number> = {};
+  /** Backups: the primary's order, confirmed between backups before execution (PROTOCOL §5.8). */
+  const confirm = createOrderConfirm();
   let suspicions = 0;
   let started = false;
   let heartbeatCounter = 0;
@@ -110,10 +113,10 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     state.csnReceived.set(cg.client, cg.csn);
     deliveredLog.push([state.rsn, signed]);
     if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
-    out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, csn: cg.csn, request: cg.payload });
+    out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, inc: cg.inc, csn: cg.csn, request: cg.payload });
     const result = applyRequest(state, cg.client, cg.payload);
     for (const gc of result.messages) {
-      const r = linkSend(links, gc.dest, 1, { type: 'gc', gc }, nowMs, out);
+      const r = linkSend(links, gc.dest, 1, { type: 'gc', gc }, nowMs, out, gc.destInc);
       if (r === 'full' || r === 'unknown-peer') {
         out.push({ type: 'log', level: 'error', event: 'group.send.refused', fields: { dest: gc.dest, gssn: gc.gssn, why: r } });
       }
@@ -187,12 +190,23 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
             order(p.signed, nowMs, out); // forwarded by a backup: order it as if direct
           } else if (d.from === state.primary) {
             // spec §3.6 G7: a gap in the primary's RSN sequence initiates self-diagnosis.
-            if (p.rsn !== state.rsn + 1) {
-              suspect(out, d.from, 'rsn.gap', `wrapper rsn ${p.rsn}, expected ${state.rsn + 1}`);
+            if (p.rsn !== confirm.proposedRsn + 1) {
+              suspect(out, d.from, 'rsn.gap', `wrapper rsn ${p.rsn}, expected ${confirm.proposedRsn + 1}`);
               return;
             }
-            state.rsn = p.rsn;
-            deliver(p.signed, nowMs, out);
+            confirm.proposedRsn = p.rsn;
+            const digest = hash(p.signed.bytes);
+            confirm.proposals.set(p.rsn, { signed: p.signed, digest, atMs: nowMs });
+            for (const b of otherBackups()) linkSend(links, b, 0, { type: 'order', rsn: p.rsn, digest }, nowMs, out);
+            executeInOrder(nowMs, out);
+          }
+          return;
+        }
+        if (p.type === 'order') {
+          // The other backup's view of the primary's order (PROTOCOL §5.8).
+          if (!isPrimary() && otherBackups().includes(d.from) && p.rsn > state.rsn) {
+            confirm.confirmations.set(p.rsn, p.digest);
+            executeInOrder(nowMs, out);
           }
           return;
         }
@@ -218,6 +232,26 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         const never: never = d;
         return never;
       }
+    }
+  }
+
+  const otherBackups = (): ProcessId[] => backups().filter((b) => b !== id);
+
+  /** Backups: execute the primary's order as far as it is confirmed (PROTOCOL §5.8). */
+  function executeInOrder(nowMs: number, out: CoreEffect[]): void {
+    const others = otherBackups();
+    const answers = others.every((b) => health(heard.get(b)) === 'healthy');
+    for (;;) {
+      const next = nextStep(confirm, state.rsn + 1, nowMs, answers, t.orderConfirmMs);
+      if (next.type === 'wait') return;
+      if (next.type === 'dispute') {
+        suspect(out, state.primary, 'digest.mismatch', `${others.join(',')} was given another request at rsn ${next.rsn}`);
+        return;
+      }
+      if (!next.confirmed) out.push({ type: 'log', level: 'info', event: 'order.unconfirmed', fields: { rsn: state.rsn + 1, others } });
+      state.rsn++;
+      executed(confirm, state.rsn);
+      deliver(next.signed, nowMs, out);
     }
   }
 
@@ -297,6 +331,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       }
       agentCheckAtMs = nowMs + t.agentCheckMs;
     }
+    if (confirm.proposals.size > 0) executeInOrder(nowMs, out);
     for (const [key, timer] of progressTimers) {
       if (timer.atMs > nowMs) continue;
       progressTimers.delete(key);
@@ -373,6 +408,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     const l = linkNextWakeMs(links);
     if (l !== null) next = Math.min(next, l);
     for (const timer of progressTimers.values()) next = Math.min(next, timer.atMs);
+    const waiting = confirm.proposals.get(state.rsn + 1);
+    // A disputed RSN waits for self-diagnosis (issue 5), not for a deadline.
+    if (waiting !== undefined && !confirm.disputed.has(state.rsn + 1)) next = Math.min(next, waiting.atMs + t.orderConfirmMs);
     return next;
   }
 

@@ -84,7 +84,9 @@ export type PtpPayload =
   /** A plain point-to-point message: operator notes, diagnostics, spec §9.2 A15. */
   | { type: 'notice'; text: string }
   /** A point-to-point error report (spec §2.1 (e), the mismatch case). */
-  | { type: 'error.report'; gssn: number; kind: ErrorReportKind; suspects: ProcessId[] };
+  | { type: 'error.report'; gssn: number; kind: ErrorReportKind; suspects: ProcessId[] }
+  /** Backup → backup: the primary gave me the request with this SHA-256 at `rsn` (PROTOCOL §5.8). */
+  | { type: 'order'; rsn: number; digest: Uint8Array };
 
 /** The wire form: the wrapped CG travels as the agent's own bytes and signature. */
 export type PtpPayloadWire =
@@ -103,6 +105,7 @@ export const ptpPayloadWire: Schema<PtpPayloadWire> = union<PtpPayloadWire>({
     order: ['gssn', 'kind', 'suspects'],
     fields: { gssn: uint, kind: oneOf(['replica-timeout', 'mismatch'] as const), suspects: list(processId, 3) },
   },
+  order: { code: 4, order: ['rsn', 'digest'], fields: { rsn: uint, digest: bytes(32, 32) } },
 });
 
 // ---- Heartbeats (PROTOCOL §6) -----------------------------------------------------------------

@@ -252,3 +252,28 @@ describe('lane 1 (group lane, spec §3.3, flaw 1 and flaw 2 fixes)', () => {
     expect(a.peers.get('b')?.lanes[1].unacked).toHaveLength(0);
   });
 });
+
+describe('bodies meant for a peer incarnation (PROTOCOL §5.7)', () => {
+  it('are held while the session is with an older incarnation and carried into the new session', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    // The group adopted b's next incarnation (300) before b's new hello reached a.
+    expect(linkSend(a, 'b', 1, { type: 'gc', gc: { gssn: 5, prevGssn: 0, csnAck: 1, destInc: 300, payload: { type: 'echo.reply', origin: 'b', tag: 't', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' } }, 0, o, 300)).toBe('queued');
+    expect(sends(o)).toHaveLength(0); // not sent on the old session, where b would drop it
+    const b2 = createLinks('b', 300, DEFAULT_TIMING, ['a']);
+    const h: CoreEffect[] = [];
+    startLinks(b2, 10, h);
+    const r1 = pass(a, 'b', h, 10); // a resets to incarnation 300, keeps the body
+    const r2 = pass(b2, 'a', r1.out, 10);
+    const r3 = pass(a, 'b', r2.out, 10); // a established: the body goes out
+    const got = pass(b2, 'a', r3.out, 10).deliveries.filter((d) => d.type === 'grp');
+    expect(got).toHaveLength(1);
+    void b;
+  });
+
+  it('for a dead incarnation are dropped, never sent to its successor', () => {
+    const { a } = connected();
+    const body = { type: 'gc' as const, gc: { gssn: 5, prevGssn: 0, csnAck: 1, destInc: 150, payload: { type: 'echo.reply' as const, origin: 'b', tag: 't', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' } };
+    expect(linkSend(a, 'b', 1, body, 0, [], 150)).toBe('stale');
+  });
+});
