@@ -84,10 +84,11 @@ export const DEFAULT_TIMING = {
    *  can trail the primary's by a few hundred ms; shorter values turned load into error reports
    *  (bench/group.ts). Also the period of aggregated error reports. */
   replicaTimeoutMs: 500,
-  /** How long a backup waits for the other backup's confirmation of the primary's order before
-   *  executing without it (PROTOCOL §5.8): past a heartbeat check, so a crashed backup is
-   *  noticed first in the common case. */
-  orderConfirmMs: 250,
+  /** How long a backup waits for the other backup's confirmation of the primary's order when
+   *  that backup still heartbeats but does not confirm (PROTOCOL §5.8). Safety against an
+   *  equivocating primary rests on this bound (3 replicas cannot do without one), so it is far
+   *  above lane-0 retransmission under heavy loss; a silent backup is waived sooner. */
+  orderConfirmMs: 1000,
   /** Spec §3.6 G8 PrimaryProgressTimeout, not in the paper: three retransmission periods. */
   primaryProgressMs: 150,
 } as const;

@@ -240,7 +240,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   /** Backups: execute the primary's order as far as it is confirmed (PROTOCOL §5.8). */
   function executeInOrder(nowMs: number, out: CoreEffect[]): void {
     const others = otherBackups();
-    const answers = others.every((b) => health(heard.get(b)) === 'healthy');
+    // A backup silent for two heartbeat checks has crashed or is cut off: do not wait for it.
+    const answers = others.every((b) => health(heard.get(b)) !== 'silent');
     for (;;) {
       const next = nextStep(confirm, state.rsn + 1, nowMs, answers, t.orderConfirmMs);
       if (next.type === 'wait') return;

@@ -98,9 +98,13 @@ function processFault(rng: SeededRandom, o: PlanOptions, faultEndMs: number): Pr
     const atMs = rng.range(20, faultEndMs - 50);
     return { type: 'hang', target: rng.pick([...o.replicas, ...o.agents]), atMs, untilMs: Math.min(faultEndMs, atMs + rng.range(20, MAX_HANG_MS)) };
   }
-  // Byzantine replica. Not drawn: 'rsn.swap' (a primary ordering differently per backup), which
-  // needs the backups to cross-check the order (test/sim/regressions.test.ts, issue 5).
-  const kind = rng.int(5);
+  // Byzantine replica.
+  const kind = rng.int(6);
+  if (kind === 5) {
+    // A primary ordering differently per backup: the backups' order confirmation must keep them
+    // from diverging (PROTOCOL §5.8).
+    return { type: 'byzantine', target: o.replicas[0] as ProcessId, behaviours: [{ type: 'rsn.swap', backup: rng.pick(backups), atRsn: rng.range(1, 15) }] };
+  }
   if (kind === 4) return { type: 'byzantine', target: rng.pick(o.replicas), behaviours: [{ type: 'ack.inflate', by: rng.range(1, 3) }] };
   if (kind === 0 || kind === 1) {
     const fromGssn = rng.range(1, 30);
@@ -119,10 +123,10 @@ function processFault(rng: SeededRandom, o: PlanOptions, faultEndMs: number): Pr
 }
 
 /** Whether the group can be asked for liveness after this fault heals. A primary that skips
- *  an RSN stalls both backups until it is replaced (issue 5). */
+ *  an RSN, or orders differently per backup, stalls both backups until it is replaced (issue 5). */
 function livenessPossible(p: ProcessFault): boolean {
   if (p.type !== 'byzantine') return true;
-  return !p.behaviours.some((b) => b.type === 'rsn.skip' || (b.type === 'cg.drop' && b.relayed));
+  return !p.behaviours.some((b) => b.type === 'rsn.skip' || b.type === 'rsn.swap' || (b.type === 'cg.drop' && b.relayed));
 }
 
 function workload(rng: SeededRandom, o: PlanOptions, faultEndMs: number): WorkItem[] {
@@ -173,6 +177,14 @@ export function planFor(seed: number, o: PlanOptions): FaultPlan {
   const clockOffsetsMs: Record<ProcessId, number> = {};
   for (const id of everyone) clockOffsetsMs[id] = rng.int(MAX_CLOCK_OFFSET_MS);
   const process = processFault(rng, o, faultEndMs);
+  if (process.type === 'byzantine' && process.behaviours.some((b) => b.type === 'rsn.swap')) {
+    // With 3 replicas, safety against an equivocating primary rests on the other backup
+    // answering within its bound (PROTOCOL §5.8): cutting a replica off too is a second fault.
+    const replicas = new Set(o.replicas);
+    for (let i = partitions.length - 1; i >= 0; i--) {
+      if ((partitions[i] as Partition).isolated.some((id) => replicas.has(id))) partitions.splice(i, 1);
+    }
+  }
   return {
     seed, link, network, faultEndMs, partitions, process, clockOffsetsMs,
     livenessExpected: livenessPossible(process),
