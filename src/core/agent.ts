@@ -8,14 +8,14 @@
 import { toHex } from './hex.ts';
 import { MAX_FALLBACK_MS, MAX_GMB_ENTRIES, PRIMARY_RETRIES_BEFORE_FALLBACK, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
 import {
-  createLinks, flushAcks, laneMarks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView,
+  createLinks, flushAcks, laneMarks, linkCanSend, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView,
   logSessionEvent, startLinks,
   type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import { pack, signCG } from './wire/frame.ts';
-import { groupMsgGC, type AgentRequest, type ErrorReportKind, type GroupMsgGC, type SignedCG } from './wire/messages.ts';
+import { groupMsgGC, type AgentRequest, type ErrorReportKind, type GroupBody, type GroupMsgGC, type SignedCG } from './wire/messages.ts';
 import type { Signer } from './ports.ts';
 
 export type AgentOptions = {
@@ -30,6 +30,8 @@ export type AgentOptions = {
 /** The copies of one GSSN the agent has admitted (spec §3.5 GMB). */
 type Entry = {
   gssn: number;
+  /** The replica whose copy opened the entry (its flow-control quota pays for it). */
+  opener: ProcessId;
   /** Content key of each replica's copy. */
   copies: Map<ProcessId, string>;
   /** Distinct contents with how many replicas sent each. */
@@ -112,11 +114,15 @@ export function createAgent(opts: AgentOptions): AgentCore {
   const backups = () => replicas.filter((r) => r !== primary);
 
   function sendRequest(request: AgentRequest, nowMs: number, out: CoreEffect[]): void {
+    if (!linkCanSend(links, primary, 1)) {
+      // Refused, not accepted: no CSN is spent, so the requests after it are not held back.
+      out.push({ type: 'log', level: 'error', event: 'request.refused', fields: { request: request.type, why: 'backlog to the primary is full' } });
+      return;
+    }
     csnSent++;
     const signed = signCG({ csn: csnSent, gssnAck: gssnAcked, payload: request, client: id, inc: opts.inc }, opts.signer);
     const r = linkSend(links, primary, 1, { type: 'cg', signed }, nowMs, out);
     pending.set(csnSent, { signed, sentAtMs: nowMs, fellBack: false, primarySeq: r === 'sent' ? laneMarks(links, primary, 1).sent : null });
-    if (r === 'full') out.push({ type: 'log', level: 'error', event: 'request.backlog-full', fields: { csn: csnSent } });
   }
 
   /** Note an error report; reports go out aggregated, at most one per kind per ReplicaTimeout,
@@ -152,7 +158,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
   }
 
   function finish(e: Entry, nowMs: number, out: CoreEffect[]): void {
-    gmb.delete(e.gssn);
+    forget(e);
     if (!e.delivered) return;
     finished.add(e.gssn);
     let advanced = false;
@@ -194,17 +200,34 @@ export function createAgent(opts: AgentOptions): AgentCore {
       const best = bestContent(e);
       if (best === null) break;
       e.delivered = true;
+      opened.set(e.opener, (opened.get(e.opener) ?? 1) - 1);
       gssnDelivered = e.gssn;
       awaitingCompletion.push(e.gssn);
       out.push({ type: 'deliver.command', gssn: e.gssn, command: best.gc.payload });
       if (e.complete) finish(e, nowMs, out);
     }
     // Undelivered entries the chain has passed were never sent by two correct replicas.
-    for (const [g, e] of gmb) if (!e.delivered && g < gssnDelivered) gmb.delete(g);
+    for (const [g, e] of gmb) if (!e.delivered && g < gssnDelivered) forget(e);
     for (const prev of ready.keys()) if (prev < gssnDelivered) ready.delete(prev);
   }
 
   /** spec §3.5 G2: one admitted copy from replica `from`. */
+  /** Undelivered GMB entries each replica opened (its first copy created them). */
+  const opened = new Map<ProcessId, number>();
+
+  /** Lane-1 flow control (PROTOCOL §5.2): may `from` open another undelivered entry? */
+  function groupRoom(from: ProcessId, body: GroupBody): boolean {
+    if (body.type !== 'gc') return true;
+    const gc = body.gc;
+    if (gc.dest !== id || gc.destInc !== opts.inc || gc.gssn <= gssnDelivered || gmb.has(gc.gssn)) return true;
+    return (opened.get(from) ?? 0) < MAX_GMB_ENTRIES;
+  }
+
+  function forget(e: Entry): void {
+    gmb.delete(e.gssn);
+    if (!e.delivered) opened.set(e.opener, (opened.get(e.opener) ?? 1) - 1);
+  }
+
   function onCopy(from: ProcessId, gc: GroupMsgGC, nowMs: number, out: CoreEffect[]): void {
     // Copies for a predecessor incarnation chain from its chain, not ours: they are not ours to
     // vote on, and their CSN acks are not about our requests (PROTOCOL §5.7).
@@ -215,11 +238,8 @@ export function createAgent(opts: AgentOptions): AgentCore {
     if (e === undefined) {
       // G2 4a: a late copy of a GSSN already finished (or never seen) is discarded.
       if (gc.gssn <= gssnDelivered) return;
-      if (gmb.size >= MAX_GMB_ENTRIES) {
-        out.push({ type: 'log', level: 'error', event: 'gmb.full', fields: { from, gssn: gc.gssn } });
-        return;
-      }
-      e = { gssn: gc.gssn, copies: new Map(), contents: new Map(), delivered: false, complete: false, firings: 0, timerAtMs: nowMs + t.replicaTimeoutMs };
+      opened.set(from, (opened.get(from) ?? 0) + 1);
+      e = { gssn: gc.gssn, opener: from, copies: new Map(), contents: new Map(), delivered: false, complete: false, firings: 0, timerAtMs: nowMs + t.replicaTimeoutMs };
       gmb.set(gc.gssn, e);
     }
     if (e.copies.has(from)) return; // G2 3a: a duplicate from the same replica
@@ -349,7 +369,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
             continue;
           }
           if (item.type === 'hb' || item.type === 'probe.reply' || item.type === 'status.query' || item.type === 'status.reply') continue;
-          const r = linkReceive(links, from, item, nowMs, out);
+          const r = linkReceive(links, from, item, nowMs, out, groupRoom);
           if (r.drop !== null) drops[r.drop] = (drops[r.drop] ?? 0) + 1;
           for (const d of r.deliveries) onDelivery(d, nowMs, out);
         }

@@ -28,8 +28,16 @@ export const MAX_TEXT_CHARS = 4096;
 export const MAX_PAYLOAD_BYTES = 256 * 1024;
 /** Members of a replica set, nodes in a cluster, entries of any list in a payload. */
 export const MAX_LIST_ENTRIES = 4096;
-/** Messages the manager may emit for one `burst` request: bounds the fan-out one agent
- *  message can cause (a faulty agent cannot make the group flood the cluster). */
+/** Replicas an error report may name: the whole replica set (f = 1, |R| = 3). */
+export const MAX_SUSPECTS = 3;
+/** A signed CG's canonical bytes: its payload plus the fixed fields and their msgpack framing,
+ *  which take well under 4 KiB. */
+export const MAX_CG_BYTES = MAX_PAYLOAD_BYTES + 4096;
+/** A status reply's JSON: a replica's view of 64 nodes with their counters fits in ~40 KiB;
+ *  512 KiB leaves room for the clusters issue 3 adds without nearing the frame limit. */
+export const MAX_STATUS_CHARS = 512 * 1024;
+/** Copies one `echo` request may ask for: bounds the fan-out one agent message can cause (a
+ *  faulty agent cannot make the group flood the cluster). */
 export const MAX_BURST_COUNT = 1000;
 
 /** Out-of-order window of a reliable lane (spec §3.4 P3 leaves `window` open). Also bounds
@@ -38,13 +46,20 @@ export const RECEIVE_WINDOW = 512;
 /** Unacknowledged messages a lane keeps for retransmission before the sender applies
  *  backpressure (queues in the caller). Bounded so a dead peer cannot exhaust memory. */
 export const MAX_UNACKED_PER_LANE = 4096;
-/** Messages queued for a peer that is not yet connected (spec §3.4 P1.1). */
-export const MAX_QUEUED_WHILE_DISCONNECTED = 4096;
+/** Messages queued for a peer beyond the unacknowledged window: while it is not connected
+ *  (spec §3.4 P1.1), behind backpressure, or waiting for its next incarnation. Group messages
+ *  already carry a GSSN when they are queued, so a refusal breaks that agent's chain; the bound
+ *  is therefore large (64 Ki messages, ~10 MB of typical commands per peer) and only a peer
+ *  that is gone for good reaches it (docs/FAULT-MODEL.md, limits). */
+export const MAX_QUEUED_WHILE_DISCONNECTED = 65536;
+/** A backup's proposals and confirmations ahead of what it executed (PROTOCOL §5.8): bounds
+ *  what a stalled dispute or a lying backup can make it hold. */
+export const MAX_ORDER_AHEAD = 4096;
 /** Messages retransmitted per lane per timer expiry: bounds a retransmission burst. */
 export const MAX_RETRANSMIT_BATCH = 256;
 /** Retransmission timeout backoff: each expiry without progress doubles the timeout up to this
- *  factor (40 ms → 320 ms). Lane-1 copies may wait ~600 ms for a group ack when a replica is
- *  down (three ReplicaTimeouts), and resending them every 40 ms meanwhile only burns CPU. */
+ *  factor (40 ms → 320 ms): resending to a peer that is down every 40 ms only burns CPU. Also
+ *  the cap of the handshake retry backoff (50 ms → 400 ms). */
 export const MAX_RETRANSMIT_BACKOFF = 8;
 /** Upper bound of the agent's adaptive fallback deadline (PROTOCOL §5.6): however slow the
  *  group has been, a request the primary sits on reaches the backups within 2 s. */
@@ -54,10 +69,13 @@ export const MAX_FALLBACK_MS = 2000;
 export const PRIMARY_RETRIES_BEFORE_FALLBACK = 3;
 /** Spec §3.5 G5: ReplicaTimeout fires at most this many times per GSSN before a purge. */
 export const REPLICA_TIMEOUT_FIRINGS = 3;
-/** Group messages the agent holds (admitted, not yet purged). Bounds the GMB against a
- *  replica that floods copies nobody else sends. */
+/** Undelivered group-message entries one replica may open in an agent's GMB (PROTOCOL §5.2).
+ *  Beyond it, that replica's next new copy is not admitted at lane 1 (flow control: it is
+ *  retransmitted later), so a correct replica running ahead is throttled, never loses a copy,
+ *  and a faulty one flooding copies nobody else sends exhausts only its own quota. */
 export const MAX_GMB_ENTRIES = 4096;
-/** Agent messages the primary holds back while an earlier CSN is missing. */
+/** Agent messages the primary holds back while an earlier CSN is missing: the agent's FIFO
+ *  lane and its bounded window keep honest gaps far below this. */
 export const MAX_HOLDBACK_PER_AGENT = 512;
 /** Entries of the delivered-message log L kept per replica (spec §3.3): enough for a
  *  lagging replica to catch up; older entries are covered by state transfer (issue 5). */

@@ -43,6 +43,8 @@ export type Peer = {
   peerInc: number;
   established: boolean;
   helloAtMs: number | null;
+  /** Handshake retry multiplier: doubles per unanswered hello, up to MAX_RETRANSMIT_BACKOFF. */
+  helloBackoff: number;
   lanes: [Lane<PtpPayload>, Lane<GroupBody>];
   /** Lane 0 received in order since our last outgoing lane-0 item: an ack is owed. */
   ackOwed: boolean;
@@ -73,7 +75,7 @@ function newLane<B>(): Lane<B> {
 }
 
 function newPeer(id: ProcessId): Peer {
-  return { id, peerInc: 0, established: false, helloAtMs: null, lanes: [newLane(), newLane()], ackOwed: false, groupAckOwed: false };
+  return { id, peerInc: 0, established: false, helloAtMs: null, helloBackoff: 1, lanes: [newLane(), newLane()], ackOwed: false, groupAckOwed: false };
 }
 
 export function createLinks(self: ProcessId, inc: number, timing: Timing, peers: readonly ProcessId[]): Links {
@@ -125,6 +127,13 @@ function transmitNew<L extends LaneId>(
 
 export type SendResult = 'sent' | 'queued' | 'full' | 'unknown-peer' | 'stale';
 
+/** Would `linkSend` accept a body for `to` on `lane` now (not 'full' or 'unknown-peer')? A
+ *  caller that numbers what it sends (CSN) asks first, so a refusal spends no number. */
+export function linkCanSend(links: Links, to: ProcessId, lane: LaneId): boolean {
+  const l = links.peers.get(to)?.lanes[lane];
+  return l !== undefined && l.queued.length < MAX_QUEUED_WHILE_DISCONNECTED;
+}
+
 /** Reliable send (spec §3.4 P2): kept until acknowledged, retransmitted on timeout.
  *  `forInc` (0 = any) names the peer incarnation the body is for: it is held back while the
  *  session is with an older incarnation, and survives the reset to that incarnation, which
@@ -162,6 +171,7 @@ function resetSession(peer: Peer, newInc: number): void {
 function establish(links: Links, peer: Peer, nowMs: number, out: CoreEffect[], deliveries: Delivery[]): void {
   peer.established = true;
   peer.helloAtMs = null;
+  peer.helloBackoff = 1;
   deliveries.push({ type: 'established', peer: peer.id });
   // spec §3.4 P5: send what was queued while disconnected, now with real sequence numbers.
   refill(links, peer, 0, nowMs, out);
@@ -195,18 +205,22 @@ function refill(links: Links, peer: Peer, lane: LaneId, nowMs: number, out: Core
   }
 }
 
-/** Admit an in-window sequenced body; returns the bodies now deliverable in order (P3, P4). */
-function admit<B>(l: Lane<B>, seq: number, body: B): B[] | 'duplicate' | 'out-of-window' | 'buffered' {
+/** Admit an in-window sequenced body; returns the bodies now deliverable in order (P3, P4).
+ *  `room` lets the layer above refuse a body it cannot hold yet (flow control): a refused
+ *  body is not received at all — the sequence does not advance, no ack covers it, and the
+ *  sender retransmits it later. */
+function admit<B>(l: Lane<B>, seq: number, body: B, room: (b: B) => boolean): B[] | 'duplicate' | 'out-of-window' | 'buffered' | 'refused' {
   if (seq <= l.seqRcvd) return 'duplicate';
   if (seq >= l.seqRcvd + 1 + RECEIVE_WINDOW) return 'out-of-window';
   if (seq > l.seqRcvd + 1) {
     l.outOfOrder.set(seq, body);
     return 'buffered';
   }
+  if (!room(body)) return 'refused';
   const ready: B[] = [body];
   l.seqRcvd = seq;
   // spec §3.4 P4 with the fix it flags: seq_rcvd advances inside the loop.
-  for (let next = l.outOfOrder.get(l.seqRcvd + 1); next !== undefined; next = l.outOfOrder.get(l.seqRcvd + 1)) {
+  for (let next = l.outOfOrder.get(l.seqRcvd + 1); next !== undefined && room(next); next = l.outOfOrder.get(l.seqRcvd + 1)) {
     l.outOfOrder.delete(l.seqRcvd + 1);
     l.seqRcvd++;
     ready.push(next);
@@ -214,10 +228,16 @@ function admit<B>(l: Lane<B>, seq: number, body: B): B[] | 'duplicate' | 'out-of
   return ready;
 }
 
+const anyRoom = (): boolean => true;
+
 export type ReceiveResult = { deliveries: Delivery[]; drop: DropCode | null };
 
-/** One inbound link-level item from `from`. Heartbeats, probes and queries are not link items. */
-export function linkReceive(links: Links, from: ProcessId, item: Item, nowMs: number, out: CoreEffect[]): ReceiveResult {
+/** One inbound link-level item from `from`. Heartbeats, probes and queries are not link items.
+ *  `groupRoom` is the group layer's flow control for lane 1 (see `admit`). */
+export function linkReceive(
+  links: Links, from: ProcessId, item: Item, nowMs: number, out: CoreEffect[],
+  groupRoom: (from: ProcessId, body: GroupBody) => boolean = anyRoom,
+): ReceiveResult {
   const deliveries: Delivery[] = [];
   const peer = links.peers.get(from);
   if (peer === undefined) return { deliveries, drop: 'NOT_A_MEMBER' };
@@ -248,8 +268,9 @@ export function linkReceive(links: Links, from: ProcessId, item: Item, nowMs: nu
         return { deliveries, drop: null };
       }
       if (item.type === 'grp') {
-        const r = admit(peer.lanes[1], item.seq, item.body);
+        const r = admit(peer.lanes[1], item.seq, item.body, (b) => groupRoom(from, b));
         if (r === 'out-of-window') return { deliveries, drop: 'OUT_OF_WINDOW' };
+        if (r === 'refused') return { deliveries, drop: null };
         // Whatever arrived, the sender learns our receipt mark at the end of the step: a
         // duplicate means it missed the last one.
         linkOweGroupAck(links, from);
@@ -269,8 +290,9 @@ export function linkReceive(links: Links, from: ProcessId, item: Item, nowMs: nu
         return { deliveries, drop: null };
       }
       processAck(links, peer, 0, item.ackSeq, nowMs, out);
-      const r = admit(l, item.seq, item.body);
+      const r = admit(l, item.seq, item.body, anyRoom);
       if (r === 'out-of-window') return { deliveries, drop: 'OUT_OF_WINDOW' };
+      if (r === 'refused') return { deliveries, drop: null }; // lane 0 never refuses
       // Duplicates and gaps are answered with our current ack (P3.2: the duplicate ack).
       peer.ackOwed = true;
       links.owing.add(from);
@@ -324,7 +346,8 @@ export function linkTimers(links: Links, nowMs: number, out: CoreEffect[], stead
     if (!peer.established) {
       if (peer.helloAtMs !== null && peer.helloAtMs <= nowMs) {
         out.push({ type: 'send', to: peer.id, item: hello(links, peer) });
-        peer.helloAtMs = nowMs + links.timing.handshakeRetryMs;
+        peer.helloBackoff = Math.min(peer.helloBackoff * 2, MAX_RETRANSMIT_BACKOFF);
+        peer.helloAtMs = nowMs + links.timing.handshakeRetryMs * peer.helloBackoff;
       }
       continue;
     }

@@ -4,7 +4,7 @@
 // replicated state, sends each resulting group message replica on lane 1, and heartbeats its
 // peers and the watchdog. Deterministic: no clock, no I/O, no randomness.
 import { toHex } from './hex.ts';
-import { MAX_DELIVERED_LOG, MAX_HOLDBACK_PER_AGENT } from './constants.ts';
+import { MAX_DELIVERED_LOG, MAX_HOLDBACK_PER_AGENT, MAX_ORDER_AHEAD } from './constants.ts';
 import {
   createLinks, flushAcks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView, logSessionEvent, startLinks,
   type Delivery, type Links,
@@ -62,6 +62,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   const confirm = createOrderConfirm();
   let suspicions = 0;
   let started = false;
+  let startedAtMs = 0;
+  /** Backups: digests of the last executed RSNs, to catch a confirmation that differs late. */
+  const executedDigests = new Map<number, Uint8Array>();
   let heartbeatCounter = 0;
   let replicaHeartbeatAtMs = 0;
   let replicaCheckAtMs = 0;
@@ -122,8 +125,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       }
     }
     if (result.report !== null) {
-      suspect(out, result.report.suspects[0] ?? null, 'error.report',
-        `${cg.client} reports ${result.report.kind} at gssn ${result.report.gssn} (suspects ${result.report.suspects.join(',')})`);
+      const r = result.report;
+      const detail = `${cg.client} reports ${r.kind} for ${r.count} gssn from ${r.gssn} (suspects ${r.suspects.join(',')})`;
+      for (const target of r.suspects.length > 0 ? r.suspects : [null]) suspect(out, target, 'error.report', detail);
     }
     groupAck(cg.client, nowMs, out);
   }
@@ -185,13 +189,23 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       case 'ptp': {
         const p = d.payload;
         if (p.type === 'wrapper') {
-          if (!replicaIds.has(d.from)) return;
+          // Only agents make requests: a replica relaying a request signed by anyone else
+          // (itself included) is faulty (PROTOCOL §2.3).
+          if (!replicaIds.has(d.from) || !agentIds.has(p.signed.cg.client)) {
+            drops['NOT_A_MEMBER'] = (drops['NOT_A_MEMBER'] ?? 0) + 1;
+            return;
+          }
           if (isPrimary()) {
             order(p.signed, nowMs, out); // forwarded by a backup: order it as if direct
           } else if (d.from === state.primary) {
             // spec §3.6 G7: a gap in the primary's RSN sequence initiates self-diagnosis.
             if (p.rsn !== confirm.proposedRsn + 1) {
               suspect(out, d.from, 'rsn.gap', `wrapper rsn ${p.rsn}, expected ${confirm.proposedRsn + 1}`);
+              return;
+            }
+            if (confirm.proposals.size >= MAX_ORDER_AHEAD) {
+              // Only a stalled dispute gets here; self-diagnosis (issue 5) resolves it.
+              out.push({ type: 'log', level: 'error', event: 'order.backlog-full', fields: { rsn: p.rsn } });
               return;
             }
             confirm.proposedRsn = p.rsn;
@@ -204,9 +218,17 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         }
         if (p.type === 'order') {
           // The other backup's view of the primary's order (PROTOCOL §5.8).
-          if (!isPrimary() && otherBackups().includes(d.from) && p.rsn > state.rsn) {
+          if (isPrimary() || !otherBackups().includes(d.from)) return;
+          if (p.rsn > state.rsn) {
+            if (p.rsn > state.rsn + MAX_ORDER_AHEAD) return; // bounded: a lying backup cannot fill us
             confirm.confirmations.set(p.rsn, p.digest);
             executeInOrder(nowMs, out);
+          } else {
+            // We executed this RSN without its confirmation: a different one still exposes the lie.
+            const mine = executedDigests.get(p.rsn);
+            if (mine !== undefined && !mine.every((x, i) => x === p.digest[i])) {
+              suspect(out, state.primary, 'digest.mismatch', `${d.from} was given another request at executed rsn ${p.rsn}`);
+            }
           }
           return;
         }
@@ -241,7 +263,12 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   function executeInOrder(nowMs: number, out: CoreEffect[]): void {
     const others = otherBackups();
     // A backup silent for two heartbeat checks has crashed or is cut off: do not wait for it.
-    const answers = others.every((b) => health(heard.get(b)) !== 'silent');
+    // One never heard at all, two checks after we started, is just as silent.
+    const answers = others.every((b) => {
+      const seen = heard.get(b);
+      if (seen === undefined || seen.atMs === null) return nowMs - startedAtMs < 2 * t.replicaCheckMs;
+      return health(seen) !== 'silent';
+    });
     for (;;) {
       const next = nextStep(confirm, state.rsn + 1, nowMs, answers, t.orderConfirmMs);
       if (next.type === 'wait') return;
@@ -251,6 +278,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       }
       if (!next.confirmed) out.push({ type: 'log', level: 'info', event: 'order.unconfirmed', fields: { rsn: state.rsn + 1, others } });
       state.rsn++;
+      const proposal = confirm.proposals.get(state.rsn);
+      if (proposal !== undefined) {
+        executedDigests.set(state.rsn, proposal.digest);
+        executedDigests.delete(state.rsn - MAX_ORDER_AHEAD);
+      }
       executed(confirm, state.rsn);
       deliver(next.signed, nowMs, out);
     }
@@ -285,8 +317,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       agents: m.agents.map((a) => ({
         id: a.id, node: a.node, connected: linkView(links, a.id)?.established ?? false,
         joined: state.nodes.get(a.id)?.joined ?? false,
-        lastHeartbeatAgeMs: isPrimary() ? null : age(heard.get(a.id)),
-        health: isPrimary() ? 'unknown' : health(heard.get(a.id)),
+        lastHeartbeatAgeMs: age(heard.get(a.id)),
+        health: health(heard.get(a.id)),
       })),
       suspicions, drops: { ...drops },
     };
@@ -311,7 +343,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         if (r === id || seen === undefined || seen.atMs === null) continue;
         if (!seen.sinceCheck) {
           seen.missedChecks++;
-          suspect(out, r, 'heartbeat.missed', `no heartbeat from ${r} for ${nowMs - seen.atMs} ms`);
+          // Once per silence: a dead replica is one suspicion, not one every 150 ms.
+          if (seen.missedChecks === 1) suspect(out, r, 'heartbeat.missed', `no heartbeat from ${r} for ${nowMs - seen.atMs} ms`);
         }
         seen.sinceCheck = false;
       }
@@ -348,6 +381,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     const nowMs = input.nowMs;
     if (!started) {
       started = true;
+      startedAtMs = nowMs;
       startLinks(links, nowMs, out);
       replicaHeartbeatAtMs = nowMs;
       replicaCheckAtMs = nowMs + t.replicaCheckMs;

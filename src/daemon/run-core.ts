@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { Hash, ProcessId, Signer } from '../core/ports.ts';
 import { Shell, type Transport } from '../core/shell.ts';
-import { loadCluster, paths, processEntry, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
+import { loadCluster, nextIncarnation, paths, processEntry, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
 import { readKeyFile } from '../io/keys.ts';
 import { createProcessLog, type ProcessLog } from '../io/log.ts';
 import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
@@ -123,7 +123,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   }
   const log = createProcessLog(cluster.dir, id);
   const logger = log.logger;
-  const inc = Date.now();
+  const inc = nextIncarnation(cluster.dir, id, Date.now());
   const core = opts.makeCore({ cluster, entry, inc, signer, hash: sha256 });
   logger.info({ event: 'start', kind: opts.kind, inc, cluster: cluster.config.cluster, listen: entry.listen }, 'starting');
 

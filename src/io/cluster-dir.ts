@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { DEFAULT_TIMING, MAX_LIST_ENTRIES, PUBLIC_KEY_BYTES, type Timing } from '../core/constants.ts';
 import type { Membership } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
@@ -84,6 +84,7 @@ export const paths = {
   output: (dir: string, id: ProcessId) => join(dir, 'logs', `${id}.out`),
   run: (dir: string) => join(dir, 'run'),
   pidFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.pid`),
+  incFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.inc`),
 };
 
 // ---- planning a local cluster -------------------------------------------------------------------
@@ -420,4 +421,22 @@ export async function allocatePorts(count: number, basePort?: number, host = LOO
     // Every probe stays open until all are found, so the ports are distinct; then free them.
     await Promise.all(held.map((h) => h.close()));
   }
+}
+
+/** The next incarnation of `id` (docs/PROTOCOL.md §3.1): the start time in ms, but always above
+ *  the last one this cluster dir recorded, so a wall clock stepped back cannot make a restarted
+ *  process look like a replay of its predecessor. */
+export function nextIncarnation(dir: string, id: ProcessId, nowMs: number): number {
+  const file = paths.incFile(dir, id);
+  let last = 0;
+  try {
+    const n = Number(readFileSync(file, 'utf8').trim());
+    if (Number.isSafeInteger(n) && n > 0) last = n;
+  } catch {
+    // first start: nothing recorded
+  }
+  const inc = Math.max(nowMs, last + 1);
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, `${inc}\n`);
+  return inc;
 }

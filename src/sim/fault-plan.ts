@@ -12,8 +12,8 @@ import { streamFor, type SeededRandom } from './random.ts';
  *  cheap signer, long enough for several retransmission and ReplicaTimeout periods. */
 export const FAULT_WINDOW_MIN_MS = 300;
 export const FAULT_WINDOW_MAX_MS = 700;
-/** After the heal, every retransmission timer (40 ms), fallback (3 retries) and
- *  ReplicaTimeout (200 ms × 3) has had room to fire several times. */
+/** After the heal, every retransmission timer (40 ms, backing off to 320 ms), fallback
+ *  (3 retries) and ReplicaTimeout (500 ms × 3) has had room to fire. */
 export const HEAL_BUDGET_MS = 1500;
 export const HARD_END_MS = FAULT_WINDOW_MAX_MS + HEAL_BUDGET_MS;
 /** Requests per seed: a few dozen keeps per-seed work bounded. */

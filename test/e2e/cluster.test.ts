@@ -94,6 +94,9 @@ describe('trine up / status / down', () => {
     const atRsn = new Map<number, Set<string>>();
     for (const r of doc.replicas) atRsn.set(r.rsn ?? -1, (atRsn.get(r.rsn ?? -1) ?? new Set()).add(r.digest ?? ''));
     for (const digests of atRsn.values()) expect(digests.size).toBe(1);
+    // An idle cluster: every replica at the same RSN, so one digest in all (the Done-when line).
+    expect(doc.converged).toBe(true);
+    expect(new Set(doc.replicas.map((r) => r.digest)).size).toBe(1);
     expect(doc.watchdog.answered).toBe(true);
     expect(doc.watchdog.replicas.map((r) => r.health)).toEqual(['healthy', 'healthy', 'healthy']);
 

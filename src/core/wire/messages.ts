@@ -2,8 +2,8 @@
 // discriminated unions, with their canonical schemas. A frame carries one or more items,
 // all from one sender to one receiver, under one signature.
 import {
-  MAX_BURST_COUNT, MAX_CLUSTER_ID_CHARS, MAX_ID_CHARS, MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES,
-  MAX_PAYLOAD_BYTES, MAX_TEXT_CHARS, SIGNATURE_BYTES,
+  MAX_BURST_COUNT, MAX_CG_BYTES, MAX_CLUSTER_ID_CHARS, MAX_ID_CHARS, MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES,
+  MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS, MAX_TEXT_CHARS, SIGNATURE_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { bool, bytes, list, nullable, oneOf, struct, text, token, uint, union, type Schema } from './schema.ts';
@@ -36,7 +36,7 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'error.report': {
     code: 3,
     order: ['gssn', 'count', 'kind', 'suspects'],
-    fields: { gssn: uint, count: uint, kind: oneOf(['replica-timeout', 'mismatch'] as const), suspects: list(processId, 3) },
+    fields: { gssn: uint, count: uint, kind: oneOf(['replica-timeout', 'mismatch'] as const), suspects: list(processId, MAX_SUSPECTS) },
   },
 });
 
@@ -97,13 +97,13 @@ export const ptpPayloadWire: Schema<PtpPayloadWire> = union<PtpPayloadWire>({
   wrapper: {
     code: 1,
     order: ['rsn', 'cgBytes', 'cgSig'],
-    fields: { rsn: uint, cgBytes: bytes(MAX_PAYLOAD_BYTES + 4096), cgSig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) },
+    fields: { rsn: uint, cgBytes: bytes(MAX_CG_BYTES), cgSig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) },
   },
   notice: { code: 2, order: ['text'], fields: { text: reason } },
   'error.report': {
     code: 3,
     order: ['gssn', 'kind', 'suspects'],
-    fields: { gssn: uint, kind: oneOf(['replica-timeout', 'mismatch'] as const), suspects: list(processId, 3) },
+    fields: { gssn: uint, kind: oneOf(['replica-timeout', 'mismatch'] as const), suspects: list(processId, MAX_SUSPECTS) },
   },
   order: { code: 4, order: ['rsn', 'digest'], fields: { rsn: uint, digest: bytes(32, 32) } },
 });
@@ -148,7 +148,7 @@ export type Item =
 /** The wire form of a lane-1 body: the CG travels as the agent's own bytes and signature. */
 type GroupBodyWire = { type: 'cg'; bytes: Uint8Array; sig: Uint8Array } | { type: 'gc'; gc: GroupMsgGC };
 export const groupBodyWire: Schema<GroupBodyWire> = union<GroupBodyWire>({
-  cg: { code: 1, order: ['bytes', 'sig'], fields: { bytes: bytes(MAX_PAYLOAD_BYTES + 4096), sig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) } },
+  cg: { code: 1, order: ['bytes', 'sig'], fields: { bytes: bytes(MAX_CG_BYTES), sig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) } },
   gc: { code: 2, order: ['gc'], fields: { gc: groupMsgGC } },
 });
 
@@ -157,7 +157,6 @@ export type ItemWire =
   | { type: 'grp'; srcInc: number; destInc: number; seq: number; body: GroupBodyWire }
   | { type: 'ptp'; srcInc: number; destInc: number; seq: number; ackSeq: number; body: PtpPayloadWire | null };
 
-const MAX_STATUS_CHARS = 512 * 1024;
 export const itemWire: Schema<ItemWire> = union<ItemWire>({
   hello: { code: 1, order: ['inc', 'echo', 'established'], fields: { inc: uint, echo: uint, established: bool } },
   ptp: {

@@ -142,6 +142,12 @@ describe('group messages agent → manager (spec §3.6)', () => {
     c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1, 'self') });
     c.run(100);
     expect(c.agents[0]?.status(c.now()).csnAcked).toBe(before); // only r1's ack: not enough
+    expect(c.agents[0]?.status(c.now()).pendingRequests).toBe(1);
+    c.filters.pop(); // r2 and r3 are heard again: their next ack makes f+1
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1, 'self') });
+    c.run(100);
+    expect(c.agents[0]?.status(c.now()).csnAcked).toBe(before + 2);
+    expect(c.agents[0]?.status(c.now()).pendingRequests).toBe(0);
   });
 });
 
