@@ -44,7 +44,7 @@ export async function benchGroup(opts: { latencySamples?: number; floodRequests?
   const ready = new Set<string>();
   for (const id of [...replicas, ...agents]) {
     const child = fork(join(here, 'node-proc.ts'), [dir, id, replicas.includes(id) ? 'replica' : 'agent'], {
-      execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+      execArgv: process.env['TRINE_BENCH_PROFILE'] === id ? ['--import', 'tsx', '--cpu-prof', '--cpu-prof-dir=/tmp/prof'] : ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
     child.on('message', (m: FromProc) => {
       if (m.ev === "ready") ready.add(m.id);
@@ -122,6 +122,7 @@ export async function benchGroup(opts: { latencySamples?: number; floodRequests?
       to(a, { cmd: 'counts' });
       return p;
     }));
+    if (process.env['TRINE_BENCH_TRACE'] !== undefined) for (const b of baseline) console.error(`${b.id} event-loop delay p50 ${b.loopDelayP50Ms.toFixed(3)} ms p99 ${b.loopDelayP99Ms.toFixed(3)} ms`);
     let total = 0;
     let lastAt = t0;
     for (let i = 0; i < agents.length; i++) {
@@ -149,8 +150,14 @@ export async function benchGroup(opts: { latencySamples?: number; floodRequests?
       { name: 'agent requests ordered and answered', value: REQS / ((endReq.atMs - t1) / 1000), unit: 'requests/s' },
     ];
   } finally {
-    for (const p of procs) p.child.kill('SIGKILL');
-    scc.kill('SIGKILL');
+    // SIGTERM first (daemons exit cleanly, and a --cpu-prof profile gets written), then SIGKILL.
+    const all = [...procs.map((p) => p.child), scc];
+    for (const c of all) c.kill('SIGTERM');
+    await Promise.race([
+      Promise.all(all.map((c) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', r))))),
+      new Promise((r) => setTimeout(r, 3000)),
+    ]);
+    for (const c of all) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     if (process.env["TRINE_BENCH_KEEP"] === undefined) rmSync(dir, { recursive: true, force: true });
     else console.error(`bench: cluster dir kept at ${dir}`);
   }

@@ -2,6 +2,7 @@
 // and node:crypto signatures as `trine up`), with hooks that timestamp its deliveries on the
 // shared wall clock (µs resolution) and take orders from the benchmark over IPC.
 // Run only by bench/group.ts: `node --import tsx bench/node-proc.ts <dir> <id> <replica|agent>`.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { runAgent } from '../src/daemon/agent.ts';
 import { runManager } from '../src/daemon/manager.ts';
 import type { CoreEffect, CoreInput } from '../src/core/node.ts';
@@ -19,10 +20,13 @@ export type FromProc =
   | { ev: 'ordered'; id: string; client: string; csn: number; rsn: number; tag: string; atMs: number }
   | { ev: 'delivered'; id: string; tag: string; index: number; atMs: number }
   | { ev: 'flood.done'; id: string; atMs: number }
-  | { ev: 'counts'; id: string; deliveries: number; firstAtMs: number; lastAtMs: number };
+  | { ev: 'counts'; id: string; deliveries: number; firstAtMs: number; lastAtMs: number; loopDelayP50Ms: number; loopDelayP99Ms: number };
 
 const [dir, id, kind] = process.argv.slice(2) as [string, string, string];
 const nowMs = () => performance.timeOrigin + performance.now();
+/** How long this process's event loop keeps a ready callback waiting (a hop's floor). */
+const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+loopDelay.enable();
 const send = (m: FromProc) => process.send?.(m);
 
 /** Tags whose every event is reported (latency samples); floods are only counted. */
@@ -69,6 +73,9 @@ function onEffect(e: Exclude<CoreEffect, { type: 'send' }>): void {
   }
 }
 
+// The benchmark owns this process: if it dies (killed, timed out), so does this one.
+process.on('disconnect', () => process.exit(0));
+
 process.on('message', (m: ToProc) => {
   switch (m.cmd) {
     case 'echo':
@@ -80,7 +87,7 @@ process.on('message', (m: ToProc) => {
       pump();
       break;
     case 'counts':
-      send({ ev: 'counts', id, deliveries, firstAtMs, lastAtMs });
+      send({ ev: 'counts', id, deliveries, firstAtMs, lastAtMs, loopDelayP50Ms: loopDelay.percentile(50) / 1e6, loopDelayP99Ms: loopDelay.percentile(99) / 1e6 });
       break;
   }
 });

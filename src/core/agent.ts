@@ -168,7 +168,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
       gssnAcked = g;
       advanced = true;
     }
-    if (advanced) for (const r of replicas) linkOweGroupAck(links, r);
+    if (advanced) for (const r of replicas) linkOweGroupAck(links, r, nowMs);
     void nowMs;
   }
 
@@ -381,7 +381,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
       }
     }
     if (terminated === null) timers(nowMs, out);
-    flushAcks(links, out, () => gssnAcked);
+    flushAcks(links, out, () => gssnAcked, nowMs);
     return out;
   }
 

@@ -8,7 +8,7 @@
 //          receipt, one per peer per step (spec §3.3, PROTOCOL §5.3).
 // Pure: no clock, no I/O. Time arrives as `nowMs`; effects are appended to `out`.
 import {
-  MAX_QUEUED_WHILE_DISCONNECTED, MAX_RETRANSMIT_BACKOFF, MAX_RETRANSMIT_BATCH, MAX_UNACKED_PER_LANE,
+  ACK_DELAY_MS, MAX_QUEUED_WHILE_DISCONNECTED, MAX_RETRANSMIT_BACKOFF, MAX_RETRANSMIT_BATCH, MAX_UNACKED_PER_LANE,
   PRIMARY_RETRIES_BEFORE_FALLBACK, RECEIVE_WINDOW, type Timing,
 } from './constants.ts';
 import type { CoreEffect } from './node.ts';
@@ -50,6 +50,8 @@ export type Peer = {
   ackOwed: boolean;
   /** Lane 1 received something, or the group layer's mark moved: a `gack` is owed. */
   groupAckOwed: boolean;
+  /** When the owed acks go out (delayed acks, ACK_DELAY_MS), or null if none is owed. */
+  ackDueAtMs: number | null;
 };
 
 export type Links = {
@@ -75,7 +77,7 @@ function newLane<B>(): Lane<B> {
 }
 
 function newPeer(id: ProcessId): Peer {
-  return { id, peerInc: 0, established: false, helloAtMs: null, helloBackoff: 1, lanes: [newLane(), newLane()], ackOwed: false, groupAckOwed: false };
+  return { id, peerInc: 0, established: false, helloAtMs: null, helloBackoff: 1, lanes: [newLane(), newLane()], ackOwed: false, groupAckOwed: false, ackDueAtMs: null };
 }
 
 export function createLinks(self: ProcessId, inc: number, timing: Timing, peers: readonly ProcessId[]): Links {
@@ -102,6 +104,7 @@ function sendItem<L extends LaneId>(links: Links, peer: Peer, lane: L, entry: Ou
   entry.transmissions++;
   if (lane === 0) {
     peer.ackOwed = false; // this item carries the ack; a group ack may still be owed
+    if (!peer.groupAckOwed) peer.ackDueAtMs = null;
     out.push({
       type: 'send', to: peer.id,
       item: { type: 'ptp', srcInc: links.inc, destInc: peer.peerInc, seq: entry.seq, ackSeq: peer.lanes[0].seqRcvd, body: entry.body as PtpPayload },
@@ -166,6 +169,7 @@ function resetSession(peer: Peer, newInc: number): void {
   peer.lanes[1].queued = keep[1];
   peer.ackOwed = false;
   peer.groupAckOwed = false;
+  peer.ackDueAtMs = null;
 }
 
 function establish(links: Links, peer: Peer, nowMs: number, out: CoreEffect[], deliveries: Delivery[]): void {
@@ -271,9 +275,9 @@ export function linkReceive(
         const r = admit(peer.lanes[1], item.seq, item.body, (b) => groupRoom(from, b));
         if (r === 'out-of-window') return { deliveries, drop: 'OUT_OF_WINDOW' };
         if (r === 'refused') return { deliveries, drop: null };
-        // Whatever arrived, the sender learns our receipt mark at the end of the step: a
-        // duplicate means it missed the last one.
-        linkOweGroupAck(links, from);
+        // Whatever arrived, the sender learns our receipt mark: soon (delayed ack), or at once
+        // for a duplicate, which means it missed the last one.
+        oweAck(links, peer, 'group', r === 'duplicate' ? nowMs : nowMs + ACK_DELAY_MS);
         if (r !== 'duplicate' && r !== 'buffered') for (const body of r) deliveries.push({ type: 'grp', from, body });
         return { deliveries, drop: null };
       }
@@ -293,9 +297,9 @@ export function linkReceive(
       const r = admit(l, item.seq, item.body, anyRoom);
       if (r === 'out-of-window') return { deliveries, drop: 'OUT_OF_WINDOW' };
       if (r === 'refused') return { deliveries, drop: null }; // lane 0 never refuses
-      // Duplicates and gaps are answered with our current ack (P3.2: the duplicate ack).
-      peer.ackOwed = true;
-      links.owing.add(from);
+      // Duplicates and gaps are answered at once with our current ack (P3.2: the duplicate ack
+      // prompts a resend); in-order data is acknowledged soon (delayed ack).
+      oweAck(links, peer, 'ptp', r === 'duplicate' || r === 'buffered' ? nowMs : nowMs + ACK_DELAY_MS);
       if (r !== 'duplicate' && r !== 'buffered') for (const payload of r) deliveries.push({ type: 'ptp', from, payload });
       return { deliveries, drop: null };
     }
@@ -304,21 +308,33 @@ export function linkReceive(
   }
 }
 
-/** The group layer's mark changed: tell `peer` at the end of this step. */
-export function linkOweGroupAck(links: Links, peer: ProcessId): void {
-  const p = links.peers.get(peer);
-  if (p === undefined || !p.established) return;
-  p.groupAckOwed = true;
-  links.owing.add(peer);
+function oweAck(links: Links, peer: Peer, kind: 'ptp' | 'group', dueAtMs: number): void {
+  if (kind === 'ptp') peer.ackOwed = true;
+  else peer.groupAckOwed = true;
+  peer.ackDueAtMs = peer.ackDueAtMs === null ? dueAtMs : Math.min(peer.ackDueAtMs, dueAtMs);
+  links.owing.add(peer.id);
 }
 
-/** Acks still owed at the end of a step, coalesced to one per peer and lane (spec §3.4 P3 "send
- *  a PTP ack"; PROTOCOL §5.3 group acks). A lane-0 ack is skipped if data already carried it.
- *  `groupMark` gives the group layer's mark for a peer (agent: complete GSSN; replica: CSN). */
-export function flushAcks(links: Links, out: CoreEffect[], groupMark: (peer: ProcessId) => number): void {
+/** The group layer's mark changed: tell `peer` soon (delayed ack). */
+export function linkOweGroupAck(links: Links, peer: ProcessId, nowMs: number): void {
+  const p = links.peers.get(peer);
+  if (p === undefined || !p.established) return;
+  oweAck(links, p, 'group', nowMs + ACK_DELAY_MS);
+}
+
+/** Acks due by `nowMs`, coalesced to one per peer and lane (spec §3.4 P3 "send a PTP ack";
+ *  PROTOCOL §4, §5.3). A lane-0 ack is skipped if data already carried it. `groupMark` gives
+ *  the group layer's mark for a peer (agent: complete GSSN; replica: CSN). */
+export function flushAcks(links: Links, out: CoreEffect[], groupMark: (peer: ProcessId) => number, nowMs: number): void {
   for (const id of links.owing) {
     const peer = links.peers.get(id);
-    if (peer === undefined || !peer.established) continue;
+    if (peer === undefined || !peer.established) {
+      links.owing.delete(id);
+      continue;
+    }
+    if (peer.ackDueAtMs !== null && peer.ackDueAtMs > nowMs) continue;
+    peer.ackDueAtMs = null;
+    links.owing.delete(id);
     if (peer.ackOwed) {
       peer.ackOwed = false;
       const l = peer.lanes[0];
@@ -335,7 +351,6 @@ export function flushAcks(links: Links, out: CoreEffect[], groupMark: (peer: Pro
       });
     }
   }
-  links.owing.clear();
 }
 
 /** Fire due handshake retries and retransmissions (spec §3.4 P6), with exponential backoff —
@@ -379,6 +394,10 @@ export function logSessionEvent(d: Delivery, out: CoreEffect[]): boolean {
 
 export function linkNextWakeMs(links: Links): number | null {
   let next: number | null = null;
+  for (const id of links.owing) {
+    const due = links.peers.get(id)?.ackDueAtMs;
+    if (due !== undefined && due !== null && (next === null || due < next)) next = due;
+  }
   for (const peer of links.peers.values()) {
     const candidates = peer.established
       ? [peer.lanes[0].retransmitAtMs, peer.lanes[1].retransmitAtMs]

@@ -89,8 +89,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
 
   /** G9's empty GROUP-MSG-GC: a lane-1 `gack`, sent once at the end of the step. */
   function groupAck(client: ProcessId, nowMs: number, out: CoreEffect[]): void {
-    linkOweGroupAck(links, client);
-    void nowMs;
+    linkOweGroupAck(links, client, nowMs);
     void out;
   }
 
@@ -433,7 +432,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       }
     }
     timers(nowMs, out);
-    flushAcks(links, out, csnMark);
+    flushAcks(links, out, csnMark, nowMs);
     return out;
   }
 

@@ -1,7 +1,7 @@
 // Unit tests of the reliable link layer (docs/PROTOCOL.md §3–§4, spec §3.4 P1–P7).
 // Two Links objects exchange items by hand, so every step is visible.
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_TIMING, RECEIVE_WINDOW } from '../../../src/core/constants.ts';
+import { ACK_DELAY_MS, DEFAULT_TIMING, RECEIVE_WINDOW } from '../../../src/core/constants.ts';
 import {
   createLinks, flushAcks, isEstablished, linkNextWakeMs, linkReceive, linkSend, linkTimers, startLinks,
   type Delivery, type Links,
@@ -21,7 +21,7 @@ function pass(to: Links, from: string, out: CoreEffect[], nowMs = 0, keep: (i: I
     const r = linkReceive(to, from, s.item, nowMs, next);
     deliveries.push(...r.deliveries);
   }
-  flushAcks(to, next, () => 77);
+  flushAcks(to, next, () => 77, nowMs + ACK_DELAY_MS); // let delayed acks fall due
   return { deliveries, out: next };
 }
 
@@ -275,5 +275,32 @@ describe('bodies meant for a peer incarnation (PROTOCOL §5.7)', () => {
     const { a } = connected();
     const body = { type: 'gc' as const, gc: { gssn: 5, prevGssn: 0, csnAck: 1, destInc: 150, payload: { type: 'echo.reply' as const, origin: 'b', tag: 't', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' } };
     expect(linkSend(a, 'b', 1, body, 0, [], 150)).toBe('stale');
+  });
+});
+
+describe('delayed acks (PROTOCOL §4)', () => {
+  it('acknowledge in-order arrivals of several steps with one ack after ACK_DELAY_MS; a gap is answered at once', () => {
+    const { a, b } = connected();
+    const acksAt = (nowMs: number): Item[] => {
+      const out: CoreEffect[] = [];
+      flushAcks(b, out, () => 0, nowMs);
+      return sends(out).map((s) => s.item);
+    };
+    for (const [i, t] of [[0, 'one'], [1, 'two']] as const) {
+      const o: CoreEffect[] = [];
+      linkSend(a, 'b', 0, notice(t), i, o);
+      for (const s of sends(o)) linkReceive(b, 'a', s.item, i, []);
+      expect(acksAt(i)).toEqual([]); // not yet
+    }
+    expect(linkNextWakeMs(b)).toBe(ACK_DELAY_MS);
+    const acks = acksAt(ACK_DELAY_MS);
+    expect(acks).toHaveLength(1);
+    expect(acks[0]?.type === 'ptp' && acks[0].ackSeq).toBe(2);
+    // A gap: the duplicate ack goes out in the same step, to prompt the resend.
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 0, notice('three'), 10, []);
+    linkSend(a, 'b', 0, notice('four'), 10, o);
+    for (const s of sends(o)) linkReceive(b, 'a', s.item, 10, []);
+    expect(acksAt(10).map((i) => (i.type === 'ptp' ? i.ackSeq : -1))).toEqual([2]);
   });
 });
