@@ -205,8 +205,9 @@ describe('decodeStrict: refused input is WIRE_MALFORMED, never an exception', ()
     }
   });
 
-  it('refuses invalid UTF-8 (decoded fatally, where msgpackr substitutes U+FFFD) and keeps a BOM', () => {
-    const reference = new Unpackr({ useRecords: false });
+  // msgpackr, which this decoder replaced for peer input, answers these bytes differently on its
+  // native and JavaScript paths (a string with U+FFFD, or an error): that is why it is gone.
+  it('refuses invalid UTF-8 (decoded fatally) and keeps a BOM', () => {
     const invalid = ['80', 'bf', 'c0af', 'c1bf', 'e080af', 'eda080', 'edbfbf', 'f4908080', 'f5808080', 'ff', 'fe', 'e282', 'f09f98', 'c328', '61e2', 'f8888080 80'];
     for (const h of invalid) {
       for (const width of ['fix', 8, 16, 32] as const) {
@@ -216,8 +217,6 @@ describe('decodeStrict: refused input is WIRE_MALFORMED, never an exception', ()
         expect(detail(r)).toMatch(/UTF-8/);
         expect(code(decodeStrict(mp.array([mp.str('ok', 'fix'), data])))).toBe('WIRE_MALFORMED');
       }
-      // the lenient decoder this one replaced accepts the same bytes as a different string
-      expect(reference.unpack(mp.strBytes(bytes(h), 'fix'))).toEqual(expect.any(String));
     }
     // valid edge cases: the largest code points of each length, a surrogate pair, a leading BOM
     for (const s of ['\u007f', '\u07ff', '\uffff', '\u{10ffff}', '😀', '\ufeff', '\ufeffx']) {
