@@ -4,9 +4,9 @@
 // OpenSSL, it rejects a non-canonical S ≥ L, which tweetnacl alone would accept (RFC 8032
 // §5.1.7), so replicas using different signers never disagree about a peer's frame.
 import nacl from 'tweetnacl';
-import { PUBLIC_KEY_BYTES, SIGNATURE_BYTES } from '../core/constants.ts';
+import { PUBLIC_KEY_BYTES } from '../core/constants.ts';
 import type { ProcessId, Signer, Verifier } from '../core/ports.ts';
-import { publicKeyEntries, SEED_BYTES, type PublicKeyTable } from './signer-node.ts';
+import { checkLength, publicKeyEntries, SEED_BYTES, verifierOver, type PublicKeyTable } from './signer-node.ts';
 
 /** The group order L = 2^252 + 27742317777372353535851937790883648493, little-endian. */
 const GROUP_ORDER = Uint8Array.from([
@@ -24,12 +24,6 @@ export function hasCanonicalScalar(signature: Uint8Array): boolean {
   return false; // S = L
 }
 
-function checkLength(what: string, key: Uint8Array, expected: number): void {
-  if (!(key instanceof Uint8Array) || key.length !== expected) {
-    const got = key instanceof Uint8Array ? `${key.length} bytes` : typeof key;
-    throw new TypeError(`${what} must be ${expected} bytes, got ${got}`);
-  }
-}
 
 export function createNaclSigner(id: ProcessId, seed: Uint8Array): Signer {
   checkLength('Ed25519 seed', seed, SEED_BYTES);
@@ -43,19 +37,5 @@ export function createNaclVerifier(publicKeys: PublicKeyTable): Verifier {
     checkLength('Ed25519 public key', raw, PUBLIC_KEY_BYTES);
     keys.set(id, Uint8Array.from(raw));
   }
-  return {
-    has: (id) => keys.has(id),
-    verify: (id, data, signature) => {
-      const key = keys.get(id);
-      if (key === undefined) return false;
-      if (!(signature instanceof Uint8Array) || signature.length !== SIGNATURE_BYTES) return false;
-      if (!(data instanceof Uint8Array)) return false;
-      if (!hasCanonicalScalar(signature)) return false;
-      try {
-        return nacl.sign.detached.verify(data, signature, key);
-      } catch {
-        return false;
-      }
-    },
-  };
+  return verifierOver(keys, (data, signature, key) => hasCanonicalScalar(signature) && nacl.sign.detached.verify(data, signature, key));
 }

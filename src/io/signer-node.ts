@@ -17,7 +17,7 @@ const SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 export type PublicKeyTable = ReadonlyMap<ProcessId, Uint8Array> | Readonly<Record<ProcessId, Uint8Array>>;
 
 /** Our own configuration, not peer input: a wrong size is a programming or setup error. */
-function checkLength(what: string, key: Uint8Array, expected: number): void {
+export function checkLength(what: string, key: Uint8Array, expected: number): void {
   if (!(key instanceof Uint8Array) || key.length !== expected) {
     const got = key instanceof Uint8Array ? `${key.length} bytes` : typeof key;
     throw new TypeError(`${what} must be ${expected} bytes, got ${got}`);
@@ -52,23 +52,29 @@ export function createNodeSigner(id: ProcessId, seed: Uint8Array): Signer {
   };
 }
 
-export function createNodeVerifier(publicKeys: PublicKeyTable): Verifier {
-  // A Map, never an object lookup: ids such as 'constructor' must not find a prototype member.
-  const keys = new Map<ProcessId, KeyObject>();
-  for (const [id, raw] of publicKeyEntries(publicKeys)) keys.set(id, publicKeyFromRaw(raw));
+/** A Verifier over a key table and one library's check, with the peer-input guards both
+ *  libraries need: an unknown id, a wrong-length signature or non-bytes data is a bad signature,
+ *  never an exception (STYLE.md 5); so is anything the library throws on. */
+export function verifierOver<K>(keys: ReadonlyMap<ProcessId, K>, check: (data: Uint8Array, signature: Uint8Array, key: K) => boolean): Verifier {
   return {
     has: (id) => keys.has(id),
     verify: (id, data, signature) => {
       const key = keys.get(id);
       if (key === undefined) return false;
-      // Peer input: a wrong length is a bad signature, not an exception (STYLE.md 5).
       if (!(signature instanceof Uint8Array) || signature.length !== SIGNATURE_BYTES) return false;
       if (!(data instanceof Uint8Array)) return false;
       try {
-        return verify(null, data, key, signature);
+        return check(data, signature, key);
       } catch {
         return false;
       }
     },
   };
+}
+
+export function createNodeVerifier(publicKeys: PublicKeyTable): Verifier {
+  // A Map, never an object lookup: ids such as 'constructor' must not find a prototype member.
+  const keys = new Map<ProcessId, KeyObject>();
+  for (const [id, raw] of publicKeyEntries(publicKeys)) keys.set(id, publicKeyFromRaw(raw));
+  return verifierOver(keys, (data, signature, key) => verify(null, data, key, signature));
 }
