@@ -278,7 +278,8 @@ export function linkReceive(
         // Whatever arrived, the sender learns our receipt mark: soon (delayed ack), or at once
         // for a duplicate, which means it missed the last one.
         oweAck(links, peer, 'group', r === 'duplicate' ? nowMs : nowMs + ACK_DELAY_MS);
-        if (r !== 'duplicate' && r !== 'buffered') for (const body of r) deliveries.push({ type: 'grp', from, body });
+        if (r === 'duplicate') return { deliveries, drop: 'DUPLICATE' };
+        if (r !== 'buffered') for (const body of r) deliveries.push({ type: 'grp', from, body });
         return { deliveries, drop: null };
       }
       // Lane 0. A pure ack is tested first: spec §3.4 P3 as printed would drop it at step 1.
@@ -300,7 +301,8 @@ export function linkReceive(
       // Duplicates and gaps are answered at once with our current ack (P3.2: the duplicate ack
       // prompts a resend); in-order data is acknowledged soon (delayed ack).
       oweAck(links, peer, 'ptp', r === 'duplicate' || r === 'buffered' ? nowMs : nowMs + ACK_DELAY_MS);
-      if (r !== 'duplicate' && r !== 'buffered') for (const payload of r) deliveries.push({ type: 'ptp', from, payload });
+      if (r === 'duplicate') return { deliveries, drop: 'DUPLICATE' };
+      if (r !== 'buffered') for (const payload of r) deliveries.push({ type: 'ptp', from, payload });
       return { deliveries, drop: null };
     }
     default:

@@ -14,6 +14,9 @@ export type DropCode =
   | 'SIG_UNKNOWN_KEY'
   | 'SIG_INVALID'
   | 'REPLAYED'
+  /** A sequenced item already received in this session: a retransmission, or a replay of a
+   *  captured frame (counted, harmless: it is acknowledged again, never delivered twice). */
+  | 'DUPLICATE'
   | 'STALE_SESSION'
   | 'OUT_OF_WINDOW'
   | 'NOT_A_MEMBER'

@@ -304,3 +304,16 @@ describe('delayed acks (PROTOCOL §4)', () => {
     expect(acksAt(10).map((i) => (i.type === 'ptp' ? i.ackSeq : -1))).toEqual([2]);
   });
 });
+
+describe('replays inside a session', () => {
+  it('a frame replayed on the same session is dropped as DUPLICATE, counted, and never delivered twice', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 0, notice('once'), 0, o);
+    const item = sends(o)[0]?.item as Item;
+    expect(ptpTexts(linkReceive(b, 'a', item, 0, []).deliveries)).toEqual(['once']);
+    const again = linkReceive(b, 'a', item, 1, []);
+    expect(again.drop).toBe('DUPLICATE');
+    expect(again.deliveries).toEqual([]);
+  });
+});

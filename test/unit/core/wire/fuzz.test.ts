@@ -71,7 +71,7 @@ const DECODER_CODES: Record<DropCode, boolean> = {
   WIRE_TOO_SHORT: true, WIRE_TOO_LARGE: true, WIRE_CHECKSUM: true, WIRE_MALFORMED: true, WIRE_VERSION: true,
   WIRE_UNKNOWN_TYPE: true, WIRE_LIMIT: true, WIRE_FOREIGN_CLUSTER: true, WIRE_MISADDRESSED: true,
   SIG_UNKNOWN_KEY: true, SIG_INVALID: true,
-  REPLAYED: false, STALE_SESSION: false, OUT_OF_WINDOW: false, NOT_A_MEMBER: false, UNEXPECTED: false,
+  REPLAYED: false, DUPLICATE: false, STALE_SESSION: false, OUT_OF_WINDOW: false, NOT_A_MEMBER: false, UNEXPECTED: false,
 };
 /** The checks that come before the signature (PROTOCOL §2.2 steps 1–7): all an unsigned frame
  *  may ever reach. A header WIRE_MALFORMED names the sender id; anything else is the body. */
