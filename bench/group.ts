@@ -16,7 +16,8 @@ import type { FromProc, ToProc } from './node-proc.ts';
 
 export type { Figure } from './crypto.ts';
 
-const NODES = 4;
+/** Nodes of the benchmarked cluster (an agent each; replicas on the first three). */
+const NODES = Number(process.env['TRINE_BENCH_NODES'] ?? 4);
 const here = fileURLToPath(new URL('.', import.meta.url));
 
 function quantile(sorted: number[], q: number): number {
@@ -94,15 +95,33 @@ export async function benchGroup(opts: { latencySamples?: number; floodRequests?
       }
     }
     for (let i = 0; i < 30; i++) await roundTrip(`lat-warm-${i}`);
+    // Measured run: a1 drives the samples itself and every process keeps its timestamps in
+    // memory, so no IPC message (and no wake-up of this process) sits on the critical path.
+    const latencyDone = waitFor((m): m is Extract<FromProc, { ev: 'latency.done' }> => m.ev === 'latency.done', 120_000);
+    to(origin, { cmd: 'latency', samples, gapMs: 20 });
+    await latencyDone;
+    await new Promise((r) => setTimeout(r, 200)); // the other agents' last deliveries
+    const traces = await Promise.all([...replicas, ...agents].map((id) => {
+      const p = waitFor((m): m is Extract<FromProc, { ev: 'trace' }> => m.ev === 'trace' && m.id === id);
+      to(id, { cmd: 'trace' });
+      return p;
+    }));
+    const primaryTrace = traces.find((t) => t.id === replicas[0]);
+    const originTrace = traces.find((t) => t.id === origin);
     const oneWay: number[] = [];
     const whole: number[] = [];
-    for (let i = 0; i < samples; i++) {
-      const r = await roundTrip(`lat-${i}`);
-      for (const d of r.delivered) oneWay.push(d - r.orderedAt);
-      whole.push(Math.max(...r.delivered) - r.requestedAt);
+    const rtt: number[] = [];
+    for (const [tag, requestedAt] of Object.entries(originTrace?.requested ?? {})) {
+      const orderedAt = primaryTrace?.ordered[tag];
+      const at = traces.filter((t) => agents.includes(t.id)).map((t) => t.delivered[tag]);
+      if (orderedAt === undefined || at.some((x) => x === undefined)) continue;
+      for (const d of at as number[]) oneWay.push(d - orderedAt);
+      whole.push(Math.max(...(at as number[])) - requestedAt);
+      rtt.push((originTrace?.delivered[tag] ?? NaN) - requestedAt);
     }
     oneWay.sort((a, b) => a - b);
     whole.sort((a, b) => a - b);
+    rtt.sort((a, b) => a - b);
 
     // Throughput: the origin keeps 8 requests of 50 broadcasts in flight; all agents count.
     const COUNT = 50;
@@ -144,6 +163,8 @@ export async function benchGroup(opts: { latencySamples?: number; floodRequests?
       { name: 'group latency p99 (primary orders → agent delivers)', value: quantile(oneWay, 0.99), unit: 'ms' },
       { name: 'round trip p50 (agent request → last of 4 agents delivers)', value: quantile(whole, 0.5), unit: 'ms' },
       { name: 'round trip p99 (agent request → last of 4 agents delivers)', value: quantile(whole, 0.99), unit: 'ms' },
+      { name: 'round trip p50 on one clock (agent request → its own delivery)', value: quantile(rtt, 0.5), unit: 'ms' },
+      { name: 'latency samples', value: whole.length, unit: 'requests' },
       { name: 'signed group messages delivered (3 replicas, 4 agents)', value: total / seconds, unit: 'messages/s' },
       { name: 'broadcasts delivered to all 4 agents', value: total / agents.length / seconds, unit: 'broadcasts/s' },
       { name: 'flood completeness (delivered / expected)', value: total / expected, unit: 'ratio' },

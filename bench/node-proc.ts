@@ -12,7 +12,12 @@ export type ToProc =
   /** Issue `requests` echo requests, keeping `window` outstanding (a request is done when its
    *  last reply reaches this agent). */
   | { cmd: 'flood'; prefix: string; requests: number; count: number; fanout: 'self' | 'all'; window: number }
-  | { cmd: 'counts' };
+  | { cmd: 'counts' }
+  /** Latency run without IPC on the critical path: this agent issues `samples` single
+   *  broadcasts, each `gapMs` after its own delivery of the previous one; every process keeps
+   *  its timestamps in memory until asked for them with `trace`. */
+  | { cmd: 'latency'; samples: number; gapMs: number }
+  | { cmd: 'trace' };
 
 export type FromProc =
   | { ev: 'ready'; id: string }
@@ -20,7 +25,10 @@ export type FromProc =
   | { ev: 'ordered'; id: string; client: string; csn: number; rsn: number; tag: string; atMs: number }
   | { ev: 'delivered'; id: string; tag: string; index: number; atMs: number }
   | { ev: 'flood.done'; id: string; atMs: number }
-  | { ev: 'counts'; id: string; deliveries: number; firstAtMs: number; lastAtMs: number; loopDelayP50Ms: number; loopDelayP99Ms: number };
+  | { ev: 'counts'; id: string; deliveries: number; firstAtMs: number; lastAtMs: number; loopDelayP50Ms: number; loopDelayP99Ms: number }
+  | { ev: 'latency.done'; id: string }
+  /** Timestamps kept during a latency run: tag → ms (requested here / ordered here / delivered here). */
+  | { ev: 'trace'; id: string; requested: Record<string, number>; ordered: Record<string, number>; delivered: Record<string, number> };
 
 const [dir, id, kind] = process.argv.slice(2) as [string, string, string];
 const nowMs = () => performance.timeOrigin + performance.now();
@@ -32,6 +40,23 @@ const send = (m: FromProc) => process.send?.(m);
 /** Tags whose every event is reported (latency samples); floods are only counted. */
 const traced = (tag: string) => tag.startsWith('lat-');
 let deliveries = 0;
+/** In-memory timestamps of `lat-*` tags (no IPC while measuring). */
+const requested: Record<string, number> = {};
+const ordered: Record<string, number> = {};
+const delivered: Record<string, number> = {};
+let latencyRun: { left: number; gapMs: number } | null = null;
+
+function nextLatencySample(): void {
+  if (latencyRun === null) return;
+  if (latencyRun.left === 0) {
+    latencyRun = null;
+    send({ ev: 'latency.done', id });
+    return;
+  }
+  const tag = `lat-${latencyRun.left--}`;
+  requested[tag] = nowMs();
+  issue(tag, 'all', 1);
+}
 let firstAtMs = 0;
 let lastAtMs = 0;
 let feed: ((make: (nowMs: number) => CoreInput) => void) | null = null;
@@ -54,14 +79,23 @@ function pump(): void {
 function onEffect(e: Exclude<CoreEffect, { type: 'send' }>): void {
   const at = nowMs();
   if (e.type === 'deliver.request' && e.request.type === 'echo' && traced(e.request.tag)) {
-    send({ ev: 'ordered', id, client: e.client, csn: e.csn, rsn: e.rsn, tag: e.request.tag, atMs: at });
+    // Measured samples ('lat-<n>') stay in memory; warm-up tags go to the bench at once.
+    if (/^lat-\d+$/.test(e.request.tag)) ordered[e.request.tag] = at;
+    else send({ ev: 'ordered', id, client: e.client, csn: e.csn, rsn: e.rsn, tag: e.request.tag, atMs: at });
   }
   if (e.type !== 'deliver.command' || e.command.type !== 'echo.reply') return;
   deliveries++;
   if (firstAtMs === 0) firstAtMs = at;
   lastAtMs = at;
   const c = e.command;
-  if (traced(c.tag)) send({ ev: 'delivered', id, tag: c.tag, index: c.index, atMs: at });
+  if (traced(c.tag)) {
+    if (/^lat-\d+$/.test(c.tag)) {
+      delivered[c.tag] = at;
+      if (latencyRun !== null && c.origin === id) setTimeout(nextLatencySample, latencyRun.gapMs);
+    } else {
+      send({ ev: 'delivered', id, tag: c.tag, index: c.index, atMs: at });
+    }
+  }
   if (flood !== null && c.origin === id && c.tag.startsWith(`${flood.prefix}-`) && c.index === flood.count - 1) {
     flood.outstanding--;
     if (flood.left === 0 && flood.outstanding === 0) {
@@ -85,6 +119,13 @@ process.on('message', (m: ToProc) => {
     case 'flood':
       flood = { prefix: m.prefix, left: m.requests, outstanding: 0, count: m.count, fanout: m.fanout, next: m.window };
       pump();
+      break;
+    case 'latency':
+      latencyRun = { left: m.samples, gapMs: m.gapMs };
+      nextLatencySample();
+      break;
+    case 'trace':
+      send({ ev: 'trace', id, requested, ordered, delivered });
       break;
     case 'counts':
       send({ ev: 'counts', id, deliveries, firstAtMs, lastAtMs, loopDelayP50Ms: loopDelay.percentile(50) / 1e6, loopDelayP99Ms: loopDelay.percentile(99) / 1e6 });
