@@ -98,7 +98,7 @@ export async function benchGroup(opts: { latencySamples?: number; floodRequests?
     // Measured run: a1 drives the samples itself and every process keeps its timestamps in
     // memory, so no IPC message (and no wake-up of this process) sits on the critical path.
     const latencyDone = waitFor((m): m is Extract<FromProc, { ev: 'latency.done' }> => m.ev === 'latency.done', 120_000);
-    to(origin, { cmd: 'latency', samples, gapMs: 20 });
+    to(origin, { cmd: 'latency', samples, gapMs: Number(process.env['TRINE_BENCH_GAP_MS'] ?? 20) });
     await latencyDone;
     await new Promise((r) => setTimeout(r, 200)); // the other agents' last deliveries
     const traces = await Promise.all([...replicas, ...agents].map((id) => {
