@@ -30,7 +30,7 @@
 //   P14 Terminating       --agent.spawnSucceeded-->     Terminating       (pid recorded)
 //   P15 Wait-for-resource | Allocated --task.terminate--> Terminated-normally (nothing ran)
 // Any other event in any state is ignored: the snapshot is returned unchanged, no action.
-import { assign, setup } from 'xstate';
+import { assertEvent, assign, setup } from 'xstate';
 import { assert } from '../src/core/result.ts';
 
 export type FsmProcInput = { taskId: string; vpid: number };
@@ -101,7 +101,7 @@ const report = (state: FsmProcState) => ({
   }),
 });
 
-export const fsmProc = setup({
+const procSetup = setup({
   types: {
     context: {} as FsmProcContext,
     events: {} as FsmProcEvent,
@@ -112,7 +112,30 @@ export const fsmProc = setup({
     commandAgent: (_: unknown, _params: CommandAgentParams) => {},
     reportToTask: (_: unknown, _params: ReportToTaskParams) => {},
   },
-}).createMachine({
+});
+
+/** How a spawned process ends, the same from Running and from Terminating (P6–P10). */
+const ending = procSetup.createStateConfig({
+  on: {
+    'agent.terminatedNormally': {
+      target: 'terminatedNormally',
+      actions: procSetup.assign(({ event }) => {
+        assertEvent(event, 'agent.terminatedNormally');
+        return { exitCode: event.exitCode };
+      }),
+    },
+    'agent.terminatedAbnormally': {
+      target: 'terminatedAbnormally',
+      actions: procSetup.assign(({ event }) => {
+        assertEvent(event, 'agent.terminatedAbnormally');
+        return { exitCode: event.exitCode, signal: event.signal, reason: event.reason };
+      }),
+    },
+    'res.removed': { target: 'terminatedAbnormally', actions: procSetup.assign({ reason: 'node lost' }) },
+  },
+}).on;
+
+export const fsmProc = procSetup.createMachine({
   id: 'fsmProc',
   initial: 'waitForResource',
   context: ({ input }) => ({
@@ -174,43 +197,15 @@ export const fsmProc = setup({
       on: {
         // P5
         'task.terminate': { target: 'terminating', actions: command('terminate') },
-        // P8
-        'agent.terminatedNormally': {
-          target: 'terminatedNormally',
-          actions: assign({ exitCode: ({ event }) => event.exitCode }),
-        },
-        // P9
-        'agent.terminatedAbnormally': {
-          target: 'terminatedAbnormally',
-          actions: assign({
-            exitCode: ({ event }) => event.exitCode,
-            signal: ({ event }) => event.signal,
-            reason: ({ event }) => event.reason,
-          }),
-        },
-        // P10
-        'res.removed': { target: 'terminatedAbnormally', actions: assign({ reason: 'node lost' }) },
+        // P8 (normally), P9 (abnormally), P10 (node lost)
+        ...ending,
       },
     },
     terminating: {
       entry: report('terminating'),
       on: {
-        // P6
-        'agent.terminatedNormally': {
-          target: 'terminatedNormally',
-          actions: assign({ exitCode: ({ event }) => event.exitCode }),
-        },
-        // P7
-        'agent.terminatedAbnormally': {
-          target: 'terminatedAbnormally',
-          actions: assign({
-            exitCode: ({ event }) => event.exitCode,
-            signal: ({ event }) => event.signal,
-            reason: ({ event }) => event.reason,
-          }),
-        },
-        // P10
-        'res.removed': { target: 'terminatedAbnormally', actions: assign({ reason: 'node lost' }) },
+        // P6 (normally), P7 (abnormally), P10 (node lost)
+        ...ending,
         // P12 [spec silent] FsmTask T17 re-sends Terminate on Terminate-TO: the command is sent
         // again (the Agent escalates to SIGKILL); the state does not change, so no report.
         'task.terminate': { actions: command('terminate') },
