@@ -204,7 +204,7 @@ const withEffects = setup({
   },
 });
 
-export const fsmTask = withEffects.extend({
+const taskSetup = withEffects.extend({
   actions: {
     // Context updates and effect lists computed from the context (only effects are returned).
     scheduleStartTimer: assign({ startTimerTicks: ({ context }) => context.startTimeoutTicks }),
@@ -331,7 +331,27 @@ export const fsmTask = withEffects.extend({
     afterIsRestart: ({ context }) => context.afterTerminate === 'restart',
     afterIsEndNormally: ({ context }) => context.afterTerminate === 'end-normally',
   },
-}).createMachine({
+});
+
+/** T8, T9 and the operator's kill, the same from Running and from Killing(x) (which they
+ *  supersede); Spawning has its own variant, which also drops an unplaced process. */
+const endRequests = taskSetup.createStateConfig({
+  on: {
+    // T8. [Choice] Ending at the application's own request is a normal end.
+    'app.terminate': {
+      target: 'waitForTerminate',
+      actions: assign({ afterTerminate: 'end-normally', reason: BY_APPLICATION }),
+    },
+    // T9
+    'app.restart': { target: 'waitForTerminate', actions: assign({ afterTerminate: 'restart' }) },
+    'task.kill': {
+      target: 'waitForTerminate',
+      actions: assign({ afterTerminate: 'end-abnormally', reason: KILLED_BY_OPERATOR }),
+    },
+  },
+}).on;
+
+export const fsmTask = taskSetup.createMachine({
   id: 'fsmTask',
   // T1: a submitted task starts by waiting for resources.
   initial: 'waitForResource',
@@ -438,17 +458,7 @@ export const fsmTask = withEffects.extend({
         'procs.anyTerminatedAbnormally': { actions: 'recordDeaths' },
         'proc.terminated': { actions: 'recordDeaths' },
         'res.removed': { actions: 'recordDeaths' },
-        // T8. [Choice] Ending at the application's own request is a normal end.
-        'app.terminate': {
-          target: 'waitForTerminate',
-          actions: assign({ afterTerminate: 'end-normally', reason: BY_APPLICATION }),
-        },
-        // T9
-        'app.restart': { target: 'waitForTerminate', actions: assign({ afterTerminate: 'restart' }) },
-        'task.kill': {
-          target: 'waitForTerminate',
-          actions: assign({ afterTerminate: 'end-abnormally', reason: KILLED_BY_OPERATOR }),
-        },
+        ...endRequests,
         // T10. [Choice] A kill of a VPID that is not a live member is ignored.
         'app.kill': {
           guard: 'isLiveMember',
@@ -491,15 +501,7 @@ export const fsmTask = withEffects.extend({
           { actions: 'recordDeaths' },
         ],
         // [Choice, T8/T9] Ending or restarting the task supersedes the kill in progress.
-        'app.terminate': {
-          target: 'waitForTerminate',
-          actions: assign({ afterTerminate: 'end-normally', reason: BY_APPLICATION }),
-        },
-        'app.restart': { target: 'waitForTerminate', actions: assign({ afterTerminate: 'restart' }) },
-        'task.kill': {
-          target: 'waitForTerminate',
-          actions: assign({ afterTerminate: 'end-abnormally', reason: KILLED_BY_OPERATOR }),
-        },
+        ...endRequests,
       },
     },
     spawning: {
