@@ -260,7 +260,7 @@ export const fsmAgentProc = setup({
         // A4
         'os.forkFailed': {
           target: 'dead',
-          actions: assign({ result: 'spawnFailed', reason: ({ event }) => `fork/exec failed: ${event.error}` }),
+          actions: assign({ result: 'spawnFailed', reason: ({ event }) => event.error }), // the driver's text, e.g. "spawn failed: ENOENT …"
         },
         // A5
         'os.exited': { target: 'dead', actions: assign(({ event }) => spawnExit(event)) },
@@ -299,7 +299,7 @@ export const fsmAgentProc = setup({
         // A10
         'os.forkFailed': {
           target: 'dead',
-          actions: assign({ result: 'spawnFailed', reason: ({ event }) => `fork/exec failed: ${event.error}` }),
+          actions: assign({ result: 'spawnFailed', reason: ({ event }) => event.error }), // the driver's text, e.g. "spawn failed: ENOENT …"
         },
         // A11 a re-sent Terminate (FsmTask T17) kills again.
         'cm.terminate': { actions: kill('SIGKILL') },

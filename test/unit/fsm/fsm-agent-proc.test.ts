@@ -28,7 +28,7 @@ const COMMAND: SpawnCommand = {
 const ev = {
   spawn: { type: 'cm.spawn', command: COMMAND },
   terminate: { type: 'cm.terminate' },
-  forkFailed: { type: 'os.forkFailed', error: 'ENOENT' },
+  forkFailed: { type: 'os.forkFailed', error: 'spawn failed: ENOENT /no/such/file' },
   spawned: { type: 'os.spawned', pid: 900 },
   connected: { type: 'os.connected' },
   disconnected: { type: 'os.disconnected' },
@@ -122,7 +122,7 @@ describe('FsmAgentProc transitions (spec §6.3)', () => {
 
   it('§6.3 A4: Spawning --os.forkFailed (Fork-exec failure)--> Dead: destroy pipes, report Spawn failed [INTERP]', () => {
     const r = expectStep(run([ev.spawn]).data, ev.forkFailed, 'dead');
-    expect(r.actions).toEqual([destroyPipes, report({ kind: 'spawnFailed', reason: 'fork/exec failed: ENOENT' })]);
+    expect(r.actions).toEqual([destroyPipes, report({ kind: 'spawnFailed', reason: 'spawn failed: ENOENT /no/such/file' })]);
   });
 
   it('§6.3 A5: Spawning --os.exited--> Dead: exiting before connecting is Spawn failed [SRC-ISSUE]', () => {
@@ -159,7 +159,7 @@ describe('FsmAgentProc transitions (spec §6.3)', () => {
 
   it('§6.3 A10: Aborting --os.forkFailed--> Dead reports Spawn failed with the OS error', () => {
     const r = expectStep(run([ev.spawn, ev.terminate]).data, ev.forkFailed, 'dead');
-    expect(r.actions).toEqual([destroyPipes, report({ kind: 'spawnFailed', reason: 'fork/exec failed: ENOENT' })]);
+    expect(r.actions).toEqual([destroyPipes, report({ kind: 'spawnFailed', reason: 'spawn failed: ENOENT /no/such/file' })]);
   });
 
   it('§6.3 A11: Aborting --cm.terminate--> Aborting kills again (re-sent Terminate)', () => {

@@ -15,7 +15,7 @@ const ev = {
   spawn: { type: 'task.spawn' },
   terminate: { type: 'task.terminate' },
   succeeded: { type: 'agent.spawnSucceeded', pid: 4242 },
-  failed: { type: 'agent.spawnFailed', reason: 'fork/exec failed: ENOENT' },
+  failed: { type: 'agent.spawnFailed', reason: 'spawn failed: ENOENT /no/such/file' },
   normal: { type: 'agent.terminatedNormally', exitCode: 0 },
   abnormal: { type: 'agent.terminatedAbnormally', exitCode: null, signal: 'SIGSEGV', reason: 'killed by SIGSEGV' },
 } as const satisfies Record<string, FsmProcEvent>;
@@ -99,7 +99,7 @@ describe('FsmProc transitions (spec §6.2)', () => {
   it('§6.2 P4: Spawning --agent.spawnFailed--> Spawn-failed (final) records the reason', () => {
     const r = step(fsmProc, at('spawning'), ev.failed);
     expect(r.data.value).toBe('spawnFailed');
-    expect((r.data.context as { reason: string }).reason).toBe('fork/exec failed: ENOENT');
+    expect((r.data.context as { reason: string }).reason).toBe('spawn failed: ENOENT /no/such/file');
     expect(r.actions).toEqual([reportTo('spawnFailed')]);
     expect(fsmProc.resolveState(r.data as never).status).toBe('done');
   });
@@ -322,9 +322,9 @@ describe('FsmProc with FsmAgentProc (spec §6.2 × §6.3)', () => {
   });
 
   it('a missing executable → Spawn-failed with the OS error', () => {
-    const r = pair([ev.allocated, ev.spawn, { type: 'os.forkFailed', error: 'ENOENT' }]);
+    const r = pair([ev.allocated, ev.spawn, { type: 'os.forkFailed', error: 'spawn failed: ENOENT /no/such/file' }]);
     expect(r).toMatchObject({ proc: 'spawnFailed', agent: 'dead', reports: ['spawnFailed'] });
-    expect(r.procContext).toMatchObject({ reason: 'fork/exec failed: ENOENT' });
+    expect(r.procContext).toMatchObject({ reason: 'spawn failed: ENOENT /no/such/file' });
   });
 
   it('no connection within the timeout → killed, then Spawn-failed', () => {
