@@ -5,6 +5,7 @@
 // keeps each until f+1 replicas acknowledge it, falls back to both backups when that takes
 // longer than four retransmission periods, and heartbeats the backups.
 // Deterministic: no clock, no I/O, no randomness.
+import { countDrop, type DropCode } from './result.ts';
 import { toHex } from './hex.ts';
 import { MAX_FALLBACK_MS, MAX_GMB_ENTRIES, PRIMARY_RETRIES_BEFORE_FALLBACK, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
 import {
@@ -106,7 +107,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
   /** Error reports gathered since the last one sent, per kind (PROTOCOL §5.3). */
   const reports = new Map<ErrorReportKind, { gssn: number; count: number; suspects: Set<ProcessId> }>();
   let reportAtMs = 0;
-  const drops: Record<string, number> = {};
+  const drops: Partial<Record<DropCode, number>> = {};
   let heartbeatCounter = 0;
   let heartbeatAtMs = 0;
   let nextBackup = 0;
@@ -352,7 +353,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
       case 'transport.down':
         break;
       case 'dropped':
-        drops[input.code] = (drops[input.code] ?? 0) + 1;
+        countDrop(drops, input.code);
         break;
       case 'request':
         sendRequest(input.request, nowMs, out);
@@ -370,7 +371,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
           }
           if (item.type === 'hb' || item.type === 'probe.reply' || item.type === 'status.query' || item.type === 'status.reply') continue;
           const r = linkReceive(links, from, item, nowMs, out, groupRoom);
-          if (r.drop !== null) drops[r.drop] = (drops[r.drop] ?? 0) + 1;
+          if (r.drop !== null) countDrop(drops, r.drop);
           for (const d of r.deliveries) onDelivery(d, nowMs, out);
         }
         break;

@@ -3,6 +3,7 @@
 // the backups; backups: check the RSN sequence and the primary's progress), applies them to the
 // replicated state, sends each resulting group message replica on lane 1, and heartbeats its
 // peers and the watchdog. Deterministic: no clock, no I/O, no randomness.
+import { countDrop, type DropCode } from './result.ts';
 import { toHex } from './hex.ts';
 import { MAX_DELIVERED_LOG, MAX_HOLDBACK_PER_AGENT, MAX_ORDER_AHEAD } from './constants.ts';
 import {
@@ -57,7 +58,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   for (const p of [...m.replicas, ...agentIds, ...operators]) {
     if (p !== id) heard.set(p, { inc: 0, counter: 0, atMs: null, sinceCheck: false, missedChecks: 0 });
   }
-  const drops: Record<string, number> = {};
+  const drops: Partial<Record<DropCode, number>> = {};
   /** Backups: the primary's order, confirmed between backups before execution (PROTOCOL §5.8). */
   const confirm = createOrderConfirm();
   let suspicions = 0;
@@ -164,7 +165,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     switch (d.type) {
       case 'grp': {
         if (!agentIds.has(d.from) || d.body.type !== 'cg') {
-          drops['UNEXPECTED'] = (drops['UNEXPECTED'] ?? 0) + 1;
+          countDrop(drops, 'UNEXPECTED');
           return;
         }
         const signed = d.body.signed;
@@ -191,7 +192,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
           // Only agents make requests: a replica relaying a request signed by anyone else
           // (itself included) is faulty (PROTOCOL §2.3).
           if (!replicaIds.has(d.from) || !agentIds.has(p.signed.cg.client)) {
-            drops['NOT_A_MEMBER'] = (drops['NOT_A_MEMBER'] ?? 0) + 1;
+            countDrop(drops, 'NOT_A_MEMBER');
             return;
           }
           if (isPrimary()) {
@@ -392,7 +393,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       case 'transport.down':
         break;
       case 'dropped':
-        drops[input.code] = (drops[input.code] ?? 0) + 1;
+        countDrop(drops, input.code);
         break;
       case 'request':
         out.push({ type: 'log', level: 'warn', event: 'request.ignored', fields: { why: 'replicas do not send agent requests' } });
@@ -405,11 +406,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         for (const item of input.frame.items) {
           switch (item.type) {
             case 'hb':
-              if (!onHeartbeat(from, item, nowMs)) drops['REPLAYED'] = (drops['REPLAYED'] ?? 0) + 1;
+              if (!onHeartbeat(from, item, nowMs)) countDrop(drops, 'REPLAYED');
               break;
             case 'status.query':
               if (operators.has(from)) out.push({ type: 'send', to: from, item: { type: 'status.reply', nonce: item.nonce, json: JSON.stringify(status(nowMs)) } });
-              else drops['NOT_A_MEMBER'] = (drops['NOT_A_MEMBER'] ?? 0) + 1;
+              else countDrop(drops, 'NOT_A_MEMBER');
               break;
             case 'probe':
               if (replicaIds.has(from)) out.push({ type: 'send', to: from, item: { type: 'probe.reply', nonce: item.nonce } });
@@ -419,7 +420,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
               break;
             default: {
               const r = linkReceive(links, from, item, nowMs, out);
-              if (r.drop !== null) drops[r.drop] = (drops[r.drop] ?? 0) + 1;
+              if (r.drop !== null) countDrop(drops, r.drop);
               for (const d of r.deliveries) onDelivery(d, nowMs, out);
             }
           }

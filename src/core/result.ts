@@ -22,6 +22,11 @@ export type DropCode =
   | 'NOT_A_MEMBER'
   | 'UNEXPECTED';
 
+/** Count one dropped input by its reason (the per-process counters `trine status` shows). */
+export function countDrop(drops: Partial<Record<DropCode, number>>, code: DropCode): void {
+  drops[code] = (drops[code] ?? 0) + 1;
+}
+
 export type Ok<T> = { readonly ok: true; readonly value: T };
 export type Err = { readonly ok: false; readonly code: DropCode; readonly detail: string };
 export type Result<T> = Ok<T> | Err;
