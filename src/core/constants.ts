@@ -40,6 +40,25 @@ export const MAX_STATUS_CHARS = 512 * 1024;
  *  faulty agent cannot make the group flood the cluster). */
 export const MAX_BURST_COUNT = 1000;
 
+/** Processes in one task: the endpoints list of a mapping message (spec §7) must fit in one
+ *  group message with room to spare (~40 B per endpoint). */
+export const MAX_TASK_PROCS = 1024;
+/** Arguments of a task's command, and characters of one argument or environment value. */
+export const MAX_ARGS = 256;
+export const MAX_ARG_CHARS = 4096;
+/** Environment entries a task may set. */
+export const MAX_ENV_ENTRIES = 256;
+/** An executable path or working directory (Linux PATH_MAX). */
+export const MAX_PATH_CHARS = 4096;
+/** Tasks the replicated state keeps: live ones always; finished ones are forgotten oldest first
+ *  beyond this, so `trine ps` shows recent history without the state growing forever. */
+export const MAX_FINISHED_TASKS = 256;
+/** Live (not finished) tasks the group accepts; a submit beyond it is refused with a reason. */
+export const MAX_LIVE_TASKS = 1024;
+/** Operator request outcomes remembered for deduplication and replies (PROTOCOL §8.1): a
+ *  retried request within the last this-many is answered again, never applied twice. */
+export const MAX_OPERATOR_OUTCOMES = 4096;
+
 /** Out-of-order window of a reliable lane (spec §3.4 P3 leaves `window` open). Also bounds
  *  the OMB per peer and lane. 512 messages cover a full coalesced burst in flight. */
 export const RECEIVE_WINDOW = 512;
@@ -115,6 +134,21 @@ export const DEFAULT_TIMING = {
   orderConfirmMs: 1000,
   /** Spec §3.6 G8 PrimaryProgressTimeout, not in the paper: three retransmission periods. */
   primaryProgressMs: 150,
+  /** The group's task clock (PROTOCOL §8.3): the primary orders a tick this often while a task
+   *  timer runs. Start-TO and Terminate-TO count these ticks. */
+  taskTickMs: 50,
+  /** FsmTask Start-TO (spec §6.1 T3–T5, not in the paper): submit → every process running. */
+  startTimeoutMs: 5000,
+  /** FsmTask Terminate-TO (T8, T17, not in the paper). */
+  terminateTimeoutMs: 2000,
+  /** Start attempts before a task is given up (T5) and Terminate sends before it is abandoned
+   *  (T17); not in the paper. */
+  maxStartAttempts: 3,
+  maxTerminateAttempts: 3,
+  /** Spec §1.3 / §1.7: a probe unanswered this long declares the node failed. */
+  probeTimeoutMs: 120,
+  /** A linked process must connect to its agent within this (FsmAgentProc's connect timeout). */
+  connectTimeoutMs: 4000,
 } as const;
 
 export type Timing = { [K in keyof typeof DEFAULT_TIMING]: number };

@@ -31,3 +31,65 @@ export type ReplicaStatus = {
   /** Inbound frames dropped, by reason. */
   drops: Record<string, number>;
 };
+
+/** The manager's view of nodes, tasks and processes (replicated state), with this replica's
+ *  journal of what it applied and when (not replicated): `trine ps` and `trine nodes` read it
+ *  (docs/PROTOCOL.md §8, docs/OPERATIONS.md). */
+export type ClusterView = {
+  /** Ordered task-clock ticks applied (PROTOCOL §8.3). */
+  tick: number;
+  nodes: NodeView[];
+  /** Live tasks, then the most recent finished ones, by task number. */
+  tasks: TaskView[];
+  /** Recent events, oldest first, stamped with this replica's wall clock when it applied them. */
+  events: ClusterEvent[];
+};
+
+export type NodeView = {
+  agent: ProcessId;
+  node: string;
+  slots: number;
+  /** Slots held by processes that are allocated, spawning, running or terminating. */
+  used: number;
+  /** `joining`: its agent has not joined yet; `failed`: declared failed (PROTOCOL §8.4) and not
+   *  rejoined by a new agent incarnation since. */
+  state: 'joining' | 'up' | 'failed';
+  /** The agent incarnation the group knows (0 before the first join). */
+  inc: number;
+};
+
+export type TaskView = {
+  id: string;
+  name: string;
+  size: number;
+  /** FsmTask state (fsm/fsm-task.ts FsmTaskState). */
+  state: string;
+  /** Executable and arguments as submitted. */
+  command: string[];
+  cwd: string;
+  submittedRsn: number;
+  /** Start attempts made so far (FsmTask Start-ctr). */
+  startAttempts: number;
+  restarted: boolean;
+  /** Why the task is not running yet, e.g. "needs 8 slots, 3 free on 2 healthy nodes". */
+  waitReason: string | null;
+  /** Set once the task has finished. */
+  outcome: 'normal' | 'abnormal' | null;
+  reason: string | null;
+  /** The last start attempt's failure, e.g. "spawn failed: ENOENT /no/such/file". */
+  failure: string | null;
+  procs: ProcView[];
+};
+
+export type ProcView = {
+  vpid: number;
+  node: string | null;
+  pid: number | null;
+  /** FsmProc state (fsm/fsm-proc.ts FsmProcState). */
+  state: string;
+  exitCode: number | null;
+  signal: string | null;
+  reason: string | null;
+};
+
+export type ClusterEvent = { atMs: number; rsn: number; task: string | null; vpid: number | null; text: string };

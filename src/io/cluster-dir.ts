@@ -82,6 +82,12 @@ export const paths = {
   logs: (dir: string) => join(dir, 'logs'),
   /** The daemon's stdout and stderr: anything printed before its logger is up, and crashes. */
   output: (dir: string, id: ProcessId) => join(dir, 'logs', `${id}.out`),
+  /** Task process output: `<taskLogs>/<task>/<vpid>.out` and `.err` (src/io/spawner.ts). On a
+   *  local cluster every node shares it, so `trine logs` reads it directly. */
+  taskLogs: (dir: string) => join(dir, 'logs', 'tasks'),
+  /** An agent's record of the processes it started, read by its next incarnation to adopt the
+   *  survivors and kill orphans (PROTOCOL §8.6). */
+  procsFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.procs.json`),
   run: (dir: string) => join(dir, 'run'),
   pidFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.pid`),
   incFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.inc`),

@@ -40,12 +40,25 @@ export function describeBehaviour(b: ByzantineBehaviour): string {
   }
 }
 
+/** A copy whose command differs from the correct one (a wrong command, spec §2.1). */
 function alterGC(gc: GroupMsgGC, variant: number): GroupMsgGC {
   const p = gc.payload;
-  const data = new Uint8Array(p.data.length + 1);
-  data.set(p.data, 0);
-  data[p.data.length] = variant & 0xff;
-  return { ...gc, payload: { ...p, data } };
+  switch (p.type) {
+    case 'echo.reply': {
+      const data = new Uint8Array(p.data.length + 1);
+      data.set(p.data, 0);
+      data[p.data.length] = variant & 0xff;
+      return { ...gc, payload: { ...p, data } };
+    }
+    case 'proc.spawn':
+      return { ...gc, payload: { ...p, args: [...p.args, `x${variant & 0xff}`] } };
+    case 'proc.terminate':
+      return { ...gc, payload: { ...p, vpid: p.vpid + 1 + (variant & 0xff) } };
+    case 'procs.adopt':
+      return { ...gc, payload: { ...p, procs: [...p.procs, { task: 't1', vpid: variant & 0xff, pid: 1 }] } };
+    default:
+      return unreachable(p);
+  }
 }
 
 /** What a Byzantine replica remembers between steps: the CG it ordered at each RSN. */

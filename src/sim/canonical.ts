@@ -3,7 +3,7 @@
 // a reader of a violation needs.
 import { unreachable } from '../core/result.ts';
 import { pack } from '../core/wire/frame.ts';
-import { agentRequest, groupMsgGC, type AgentRequest, type GroupCommand, type GroupMsgGC } from '../core/wire/messages.ts';
+import { agentRequest, groupCommand, groupMsgGC, type AgentRequest, type GroupCommand, type GroupMsgGC } from '../core/wire/messages.ts';
 
 /** A number naming a frame by 53 bits of its signature: every frame's signature differs (keyed
  *  hash or Ed25519 over distinct bodies), and the full bytes are compared after the lookup. */
@@ -29,7 +29,7 @@ export function commandKey(c: GroupCommand): string {
     case 'echo.reply':
       return `echo.reply|${c.origin}|${c.tag}|${c.rsn}|${c.index}|${hex(c.data)}`;
     default:
-      return unreachable(c.type);
+      return `${c.type}|${hex(pack(groupCommand.enc(c)))}`;
   }
 }
 

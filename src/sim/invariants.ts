@@ -344,6 +344,7 @@ export class InvariantChecker {
     if (correctReplicas.length > 0) {
       const perTarget = new Map<string, number>();
       for (const s of this.sentGC.values()) {
+        if (s.gc.payload.type !== 'echo.reply') continue;
         const k = `${s.gc.payload.origin}|${s.gc.payload.tag}|${s.gc.dest}`;
         perTarget.set(k, (perTarget.get(k) ?? 0) + 1);
       }

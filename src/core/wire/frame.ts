@@ -66,7 +66,8 @@ function ptpToWire(p: PtpPayload): PtpPayloadWire {
   return p.type === 'wrapper' ? { type: 'wrapper', rsn: p.rsn, cgBytes: p.signed.bytes, cgSig: p.signed.sig } : p;
 }
 
-function itemToWire(item: Item): ItemWire {
+/** The wire form of an item: signed CGs travel as their signer's bytes and signature. */
+export function itemToWire(item: Item): ItemWire {
   switch (item.type) {
     case 'grp':
       return item.body.type === 'cg'
@@ -74,6 +75,8 @@ function itemToWire(item: Item): ItemWire {
         : { ...item, body: item.body };
     case 'ptp':
       return { ...item, body: item.body === null ? null : ptpToWire(item.body) };
+    case 'op.request':
+      return { type: 'op.request', bytes: item.signed.bytes, sig: item.signed.sig };
     default:
       return item;
   }
@@ -95,6 +98,13 @@ function itemFromWire(item: ItemWire, from: ProcessId, verifier: Verifier): Resu
       const signed = openCG(body.cgBytes, body.cgSig, verifier);
       if (!signed.ok) return signed;
       return ok({ ...item, body: { type: 'wrapper', rsn: body.rsn, signed: signed.value } });
+    }
+    case 'op.request': {
+      const signed = openCG(item.bytes, item.sig, verifier);
+      if (!signed.ok) return signed;
+      // An operator sends only its own requests; replicas never relay them as op.request.
+      if (signed.value.cg.client !== from) return err('SIG_INVALID', `request of ${signed.value.cg.client} sent by ${from}`);
+      return ok({ type: 'op.request', signed: signed.value });
     }
     default:
       return ok(item);

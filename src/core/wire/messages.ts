@@ -2,20 +2,92 @@
 // discriminated unions, with their canonical schemas. A frame carries one or more items,
 // all from one sender to one receiver, under one signature.
 import {
-  MAX_BURST_COUNT, MAX_CG_BYTES, MAX_CLUSTER_ID_CHARS, MAX_ID_CHARS, MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES,
-  MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS, MAX_TEXT_CHARS, SIGNATURE_BYTES,
+  MAX_ARG_CHARS, MAX_ARGS, MAX_BURST_COUNT, MAX_CG_BYTES, MAX_CLUSTER_ID_CHARS, MAX_ENV_ENTRIES, MAX_ID_CHARS,
+  MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES, MAX_PATH_CHARS, MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS,
+  MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
+import { err, ok } from '../result.ts';
 import { bool, bytes, list, nullable, oneOf, struct, text, token, uint, union, type Schema } from './schema.ts';
 
 export const processId = token(MAX_ID_CHARS, /^[a-z][a-z0-9-]*$/);
 const clusterId = token(MAX_CLUSTER_ID_CHARS, /^[a-z0-9-]+$/);
 const reason = text(MAX_TEXT_CHARS);
 
-// ---- Agent → group requests (payload of GROUP-MSG-CG, PROTOCOL §5) -------------------------
+// ---- Tasks and processes (PROTOCOL §8) ---------------------------------------------------------
+
+/** Task ids are assigned by the group in order: t1, t2, … (PROTOCOL §8.2). */
+export const taskId = token(MAX_ID_CHARS, /^t[1-9][0-9]*$/);
+/** An operator request's nonce: 32 hex digits the operator draws at random (PROTOCOL §8.1). */
+export const nonce = token(32, /^[0-9a-f]{32}$/);
+const nodeName = token(MAX_ID_CHARS, /^[a-z0-9][a-z0-9-]*$/);
+const arg = text(MAX_ARG_CHARS);
+const path = text(MAX_PATH_CHARS);
+/** Environment entries, sorted by name and unique (canonical; checked by the group on submit). */
+export type EnvEntry = [string, string];
+const envEntry: Schema<EnvEntry> = {
+  enc: (v) => [v[0], v[1]],
+  dec: (t, p) => {
+    if (!Array.isArray(t) || t.length !== 2) return err('WIRE_MALFORMED', `${p}: expected [name, value]`);
+    const k = token(MAX_ARG_CHARS, /^[A-Za-z_][A-Za-z0-9_]*$/).dec(t[0], `${p}[0]`);
+    if (!k.ok) return k;
+    const v = arg.dec(t[1], `${p}[1]`);
+    if (!v.ok) return v;
+    return ok([k.value, v.value]);
+  },
+};
+const env = list(envEntry, MAX_ENV_ENTRIES);
+export type Endpoint = { vpid: number; node: string };
+const endpoint: Schema<Endpoint> = struct<Endpoint>(['vpid', 'node'], { vpid: uint, node: nodeName });
+
+/** How a process talks to its agent: `plain` executables never connect, so the agent takes a
+ *  successful exec as the connect and exit code 0 as the clean disconnect (PROTOCOL §8.5);
+ *  `linked` processes use the application library (issue 4). */
+export type ProcMode = 'plain' | 'linked';
+
+/** What FsmAgentProc reports to FsmProc (spec §6.2 inputs), as an agent request. `pid` is 0,
+ *  `exitCode` and `signal` null when they do not apply. */
+export type ProcReportKind = 'spawnSucceeded' | 'spawnFailed' | 'terminatedNormally' | 'terminatedAbnormally';
+export type ProcReport = {
+  task: string;
+  vpid: number;
+  kind: ProcReportKind;
+  pid: number;
+  exitCode: number | null;
+  signal: string | null;
+  reason: string;
+};
+const PROC_REPORT_ORDER = ['task', 'vpid', 'kind', 'pid', 'exitCode', 'signal', 'reason'] as const;
+const procReportFields = {
+  task: taskId,
+  vpid: uint,
+  kind: oneOf(['spawnSucceeded', 'spawnFailed', 'terminatedNormally', 'terminatedAbnormally'] as const),
+  pid: uint,
+  exitCode: nullable(uint),
+  signal: nullable(token(16, /^SIG[A-Z0-9]+$/)),
+  reason: text(MAX_TEXT_CHARS),
+};
+
+// ---- Client → group requests (payload of GROUP-MSG-CG, PROTOCOL §5, §8) ------------------------
+// Agents send the first four; operators the `task.*` ones (PROTOCOL §8.1). A replica refuses a
+// request from the wrong kind of client (NOT_A_MEMBER).
 
 export type Fanout = 'self' | 'all';
 export type ErrorReportKind = 'replica-timeout' | 'mismatch';
+
+export type TaskSubmit = {
+  type: 'task.submit';
+  nonce: string;
+  /** A label for people; not unique. */
+  name: string;
+  size: number;
+  file: string;
+  args: string[];
+  cwd: string;
+  env: EnvEntry[];
+};
+export type TaskKill = { type: 'task.kill'; nonce: string; task: string };
+export type OperatorRequest = TaskSubmit | TaskKill;
 
 export type AgentRequest =
   /** The agent announces its node to the group (first message after start). */
@@ -24,7 +96,10 @@ export type AgentRequest =
   | { type: 'echo'; tag: string; fanout: Fanout; count: number; data: Uint8Array }
   /** Spec §3.5 G5 / §3.7: copies of `count` GSSNs from `gssn` on timed out or did not all
    *  match (aggregated: at most one report per kind per ReplicaTimeout, PROTOCOL §5.3). */
-  | { type: 'error.report'; gssn: number; count: number; kind: ErrorReportKind; suspects: ProcessId[] };
+  | { type: 'error.report'; gssn: number; count: number; kind: ErrorReportKind; suspects: ProcessId[] }
+  /** FsmAgentProc → FsmProc (spec §6.2, §6.3). */
+  | ({ type: 'proc.report' } & ProcReport)
+  | OperatorRequest;
 
 export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'node.join': { code: 1, order: ['slots'], fields: { slots: uint } },
@@ -38,19 +113,70 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
     order: ['gssn', 'count', 'kind', 'suspects'],
     fields: { gssn: uint, count: uint, kind: oneOf(['replica-timeout', 'mismatch'] as const), suspects: list(processId, MAX_SUSPECTS) },
   },
+  'proc.report': {
+    code: 4,
+    order: [...PROC_REPORT_ORDER],
+    fields: procReportFields,
+  },
+  'task.submit': {
+    code: 5,
+    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env'],
+    fields: {
+      nonce, name: text(MAX_ID_CHARS * 2), size: uint, file: path, args: list(arg, MAX_ARGS), cwd: path, env,
+    },
+  },
+  'task.kill': { code: 6, order: ['nonce', 'task'], fields: { nonce, task: taskId } },
 });
 
 // ---- Group → agent commands (payload of GROUP-MSG-GC) ---------------------------------------
 
+/** FsmProc's Spawn command (spec §6.2) with what the mapping message needs (spec §7). */
+export type ProcSpawn = {
+  type: 'proc.spawn';
+  task: string;
+  vpid: number;
+  mode: ProcMode;
+  file: string;
+  args: string[];
+  cwd: string;
+  env: EnvEntry[];
+  /** Processes in the task, the restarted flag and every process's node (spec §7 item 2). */
+  size: number;
+  restarted: boolean;
+  endpoints: Endpoint[];
+};
+export type AdoptEntry = { task: string; vpid: number; pid: number };
+
 export type GroupCommand =
   /** The answer to an `echo`: `index` counts the copies asked for (0 ≤ index < count). */
-  { type: 'echo.reply'; origin: ProcessId; tag: string; rsn: number; index: number; data: Uint8Array };
+  | { type: 'echo.reply'; origin: ProcessId; tag: string; rsn: number; index: number; data: Uint8Array }
+  | ProcSpawn
+  /** FsmProc's Terminate command (spec §6.2): SIGTERM first, SIGKILL when repeated. */
+  | { type: 'proc.terminate'; task: string; vpid: number }
+  /** To a newly joined agent incarnation: the processes the group believes run on its node
+   *  (PROTOCOL §8.6). The agent adopts those still alive, reports the others dead, and kills
+   *  any process it finds that is not listed. */
+  | { type: 'procs.adopt'; procs: AdoptEntry[] };
 
 export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   'echo.reply': {
     code: 1,
     order: ['origin', 'tag', 'rsn', 'index', 'data'],
     fields: { origin: processId, tag: reason, rsn: uint, index: uint, data: bytes(MAX_PAYLOAD_BYTES) },
+  },
+  'proc.spawn': {
+    code: 2,
+    order: ['task', 'vpid', 'mode', 'file', 'args', 'cwd', 'env', 'size', 'restarted', 'endpoints'],
+    fields: {
+      task: taskId, vpid: uint, mode: oneOf(['plain', 'linked'] as const), file: path, args: list(arg, MAX_ARGS), cwd: path, env,
+      size: uint, restarted: bool, endpoints: list(endpoint, MAX_TASK_PROCS),
+    },
+  },
+  'proc.terminate': { code: 3, order: ['task', 'vpid'], fields: { task: taskId, vpid: uint } },
+  'procs.adopt': {
+    code: 4,
+    order: ['procs'],
+    fields: { procs: list(struct<AdoptEntry>(['task', 'vpid', 'pid'], { task: taskId, vpid: uint, pid: uint }), MAX_LIST_ENTRIES) },
   },
 });
 
@@ -86,7 +212,20 @@ export type PtpPayload =
   /** A point-to-point error report (spec §2.1 (e), the mismatch case). */
   | { type: 'error.report'; gssn: number; kind: ErrorReportKind; suspects: ProcessId[] }
   /** Backup → backup: the primary gave me the request with this SHA-256 at `rsn` (PROTOCOL §5.8). */
-  | { type: 'order'; rsn: number; digest: Uint8Array };
+  | { type: 'order'; rsn: number; digest: Uint8Array }
+  /** Primary → backups: an input of the group's own at `rsn` (PROTOCOL §8.3, §8.4). */
+  | { type: 'wrapper.input'; rsn: number; input: GroupInput }
+  /** Backup → primary: agent `agent` (incarnation `inc`) missed two heartbeat checks and I
+   *  probe it; `unreachable`: my probe went unanswered for the probe timeout (PROTOCOL §8.4). */
+  | { type: 'node.suspect'; agent: ProcessId; inc: number; unreachable: boolean };
+
+/** Inputs the primary orders on the group's own behalf: a clock tick for the task timers, and a
+ *  node declared failed (PROTOCOL §8.3, §8.4). */
+export type GroupInput = { type: 'tick' } | { type: 'node.failed'; agent: ProcessId; inc: number };
+export const groupInput: Schema<GroupInput> = union<GroupInput>({
+  tick: { code: 1, order: [], fields: {} },
+  'node.failed': { code: 2, order: ['agent', 'inc'], fields: { agent: processId, inc: uint } },
+});
 
 /** The wire form: the wrapped CG travels as the agent's own bytes and signature. */
 export type PtpPayloadWire =
@@ -106,6 +245,8 @@ export const ptpPayloadWire: Schema<PtpPayloadWire> = union<PtpPayloadWire>({
     fields: { gssn: uint, kind: oneOf(['replica-timeout', 'mismatch'] as const), suspects: list(processId, MAX_SUSPECTS) },
   },
   order: { code: 4, order: ['rsn', 'digest'], fields: { rsn: uint, digest: bytes(32, 32) } },
+  'wrapper.input': { code: 5, order: ['rsn', 'input'], fields: { rsn: uint, input: groupInput } },
+  'node.suspect': { code: 6, order: ['agent', 'inc', 'unreachable'], fields: { agent: processId, inc: uint, unreachable: bool } },
 });
 
 // ---- Heartbeats (PROTOCOL §6) -----------------------------------------------------------------
@@ -143,7 +284,16 @@ export type Item =
   | { type: 'probe.reply'; nonce: number }
   /** Operator status query and its answer (docs/PROTOCOL.md §7). */
   | { type: 'status.query'; nonce: number }
-  | { type: 'status.reply'; nonce: number; json: string };
+  | { type: 'status.reply'; nonce: number; json: string }
+  /** Operator → every replica: a request signed by the operator (a CG with csn = inc = 0),
+   *  ordered by the primary and answered by each replica once applied (PROTOCOL §8.1). */
+  | { type: 'op.request'; signed: SignedCG }
+  /** Replica → operator: the outcome of the request `nonce`, ordered at `rsn`. The operator
+   *  accepts an outcome two replicas report identically. */
+  | { type: 'op.reply'; nonce: string; rsn: number; ok: boolean; text: string }
+  /** Replica → watchdog: power-reset `node`, declared failed at `rsn` (spec §1.6 rule 1,
+   *  PROTOCOL §8.4). The watchdog acts on two matching requests. */
+  | { type: 'reset.node'; node: string; rsn: number };
 
 /** The wire form of a lane-1 body: the CG travels as the agent's own bytes and signature. */
 type GroupBodyWire = { type: 'cg'; bytes: Uint8Array; sig: Uint8Array } | { type: 'gc'; gc: GroupMsgGC };
@@ -153,7 +303,8 @@ export const groupBodyWire: Schema<GroupBodyWire> = union<GroupBodyWire>({
 });
 
 export type ItemWire =
-  | Exclude<Item, { type: 'grp' } | { type: 'ptp' }>
+  | Exclude<Item, { type: 'grp' } | { type: 'ptp' } | { type: 'op.request' }>
+  | { type: 'op.request'; bytes: Uint8Array; sig: Uint8Array }
   | { type: 'grp'; srcInc: number; destInc: number; seq: number; body: GroupBodyWire }
   | { type: 'ptp'; srcInc: number; destInc: number; seq: number; ackSeq: number; body: PtpPayloadWire | null };
 
@@ -171,6 +322,9 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
   'probe.reply': { code: 7, order: ['nonce'], fields: { nonce: uint } },
   'status.query': { code: 8, order: ['nonce'], fields: { nonce: uint } },
   'status.reply': { code: 9, order: ['nonce', 'json'], fields: { nonce: uint, json: text(MAX_STATUS_CHARS) } },
+  'op.request': { code: 10, order: ['bytes', 'sig'], fields: { bytes: bytes(MAX_CG_BYTES), sig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) } },
+  'op.reply': { code: 11, order: ['nonce', 'rsn', 'ok', 'text'], fields: { nonce, rsn: uint, ok: bool, text: reason } },
+  'reset.node': { code: 12, order: ['node', 'rsn'], fields: { node: nodeName, rsn: uint } },
 });
 
 /** The msgpack body of a frame; version and sender travel in its fixed header (PROTOCOL §2.1). */
@@ -181,7 +335,8 @@ export const frameBody: Schema<FrameBody> = struct<FrameBody>(['cluster', 'to', 
 
 /** Does this item carry an agent-signed CG (a signature check for the receiver)? */
 export const carriesSignedCG = (item: Item | ItemWire): boolean =>
-  (item.type === 'grp' && item.body.type === 'cg') || (item.type === 'ptp' && item.body !== null && item.body.type === 'wrapper');
+  (item.type === 'grp' && item.body.type === 'cg') || (item.type === 'ptp' && item.body !== null && item.body.type === 'wrapper') ||
+  item.type === 'op.request';
 
 /** Process ids as they appear in the frame header: ASCII, checked without parsing msgpack. */
 export const PROCESS_ID_PATTERN = /^[a-z][a-z0-9-]*$/;

@@ -13,6 +13,7 @@ const isGc = (i: Item, gssn?: number): i is Extract<Item, { type: 'grp' }> =>
 function tamper(i: Extract<Item, { type: 'grp' }>, tag: string): Item {
   if (i.body.type !== 'gc') return i;
   const gc = i.body.gc;
+  if (gc.payload.type !== 'echo.reply') return i;
   return { ...i, body: { type: 'gc', gc: { ...gc, payload: { ...gc.payload, tag } } } };
 }
 
@@ -67,7 +68,7 @@ describe('group messages manager → agent (spec §3.5)', () => {
     c.run(100);
     const d = c.effects('deliver.command', 'a1');
     expect(d).toHaveLength(1);
-    expect(d[0]?.effect.command.tag).toBe('x');
+    expect(d[0]?.effect.command).toMatchObject({ type: 'echo.reply', tag: 'x' });
     for (const r of ['r1', 'r2', 'r3']) {
       const s = c.effects('suspect', r).filter((o) => o.effect.reason === 'error.report');
       expect(s.length).toBeGreaterThan(0);

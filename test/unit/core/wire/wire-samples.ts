@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { SIGNATURE_BYTES, WIRE_VERSION } from '../../../../src/core/constants.ts';
 import type { Signer, Verifier } from '../../../../src/core/ports.ts';
 import { crc32 } from '../../../../src/core/wire/crc32.ts';
-import { pack, signCG } from '../../../../src/core/wire/frame.ts';
+import { itemToWire, pack, signCG } from '../../../../src/core/wire/frame.ts';
 import type {
   AgentRequest, GroupBody, GroupCommand, GroupMsgCG, GroupMsgGC, HeartbeatInfo, Item, ItemWire, PtpPayload,
   PtpPayloadWire, SignedCG,
@@ -101,22 +101,7 @@ export function itemsFrom(from: string): Item[] {
 }
 
 /** The wire form of an item, as the frame codec sends it. */
-export function toWire(item: Item): ItemWire {
-  switch (item.type) {
-    case 'grp':
-      return item.body.type === 'cg'
-        ? { ...item, body: { type: 'cg', bytes: item.body.signed.bytes, sig: item.body.signed.sig } }
-        : { ...item, body: item.body };
-    case 'ptp': {
-      const b = item.body;
-      const body: PtpPayloadWire | null =
-        b === null || b.type !== 'wrapper' ? b : { type: 'wrapper', rsn: b.rsn, cgBytes: b.signed.bytes, cgSig: b.signed.sig };
-      return { ...item, body };
-    }
-    default:
-      return item;
-  }
-}
+export const toWire = (item: Item): ItemWire => itemToWire(item);
 
 /** The same value with every plain object's keys in reverse insertion order. */
 export function reverseKeys<T>(value: T): T {
