@@ -24,6 +24,9 @@ export type AgentOptions = {
   membership: Membership;
   inc: number;
   slots: number;
+  /** A predecessor incarnation left processes on record: ask the group which still belong to the
+   *  node (PROTOCOL §8.6). */
+  resync?: boolean;
   /** Signs this agent's requests so a replica can relay but never forge them (spec §1.3). */
   signer: Signer;
 };
@@ -345,7 +348,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
       started = true;
       startLinks(links, nowMs, out);
       heartbeatAtMs = nowMs;
-      sendRequest({ type: 'node.join', slots: opts.slots }, nowMs, out);
+      sendRequest({ type: 'node.join', slots: opts.slots, resync: opts.resync ?? false }, nowMs, out);
     }
     switch (input.type) {
       case 'tick':

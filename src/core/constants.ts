@@ -59,6 +59,9 @@ export const MAX_LIVE_TASKS = 1024;
  *  retried request within the last this-many is answered again, never applied twice. */
 export const MAX_OPERATOR_OUTCOMES = 4096;
 
+/** Task events a replica keeps in its (non-replicated) journal for `trine ps`. */
+export const MAX_JOURNAL_EVENTS = 512;
+
 /** Out-of-order window of a reliable lane (spec §3.4 P3 leaves `window` open). Also bounds
  *  the OMB per peer and lane. 512 messages cover a full coalesced burst in flight. */
 export const RECEIVE_WINDOW = 512;
@@ -112,10 +115,13 @@ export const DEFAULT_TIMING = {
   replicaHeartbeatMs: 75,
   /** Spec §1.7: each replica checks replica heartbeats every 150 ms. */
   replicaCheckMs: 150,
-  /** Spec §1.7: each agent heartbeats one backup every 75 ms, alternating. */
-  agentHeartbeatMs: 75,
-  /** Spec §1.7: backups check agent heartbeats every 225 ms. */
-  agentCheckMs: 225,
+  /** Each agent heartbeats one backup, alternating (spec §1.3). The paper's 75 ms / 225 ms check
+   *  declare a dead node after ≈ 525 ms on average; 50 / 110 keep the ratios (a backup hears an
+   *  agent every 100 ms; a check is a little longer) and declare it after ≈ 350 ms, within the
+   *  400 ms target of issue 3 (docs/PROTOCOL.md §6). */
+  agentHeartbeatMs: 50,
+  /** Backups check agent heartbeats this often; two missed checks start a probe (spec §1.3). */
+  agentCheckMs: 110,
   /** Replicas heartbeat the watchdog; the paper leaves the period open (§1.6), we use 75 ms. */
   sccHeartbeatMs: 75,
   /** Retransmission timeout of a reliable lane. Not in the paper (§1.7); 40 ms is many

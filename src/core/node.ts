@@ -5,7 +5,7 @@
 import type { Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
 import type { DropCode } from './result.ts';
-import type { AgentRequest, Frame, GroupCommand, Item } from './wire/messages.ts';
+import type { AgentRequest, Frame, GroupCommand, GroupInput, Item } from './wire/messages.ts';
 
 /** Who is in the cluster. Every process gets the same membership (cluster.json). */
 export type Membership = {
@@ -43,12 +43,16 @@ export type CoreEffect =
   | { type: 'deliver.command'; gssn: number; command: GroupCommand }
   /** Replica: an agent request delivered in RSN order (spec §3.6 G9). */
   | { type: 'deliver.request'; rsn: number; client: ProcessId; inc: number; csn: number; request: AgentRequest }
+  /** Replica: an input of the group's own executed in RSN order (PROTOCOL §8.3, §8.4). */
+  | { type: 'deliver.input'; rsn: number; input: GroupInput }
   /** A plain point-to-point message arrived in order on lane 0. */
   | { type: 'deliver.notice'; from: ProcessId; text: string }
   /** Something suspects a replica: the trigger of self-diagnosis (spec §2.1, issue 5). */
   | { type: 'suspect'; target: ProcessId | null; reason: SuspectReason; detail: string }
   /** Agent: two matching copies have become impossible; the agent must stop (spec §3.5 G2 3e). */
   | { type: 'terminate'; reason: string }
+  /** Watchdog: power-reset this node, as two replicas commanded (spec §1.6 rule 1). */
+  | { type: 'reset.node'; node: string; rsn: number }
   | { type: 'log'; level: LogLevel; event: string; fields: Record<string, unknown> };
 
 export type SuspectReason =

@@ -6,12 +6,16 @@
 // each RSN, and executes an RSN only when the other's digest matches, or when the other backup
 // cannot answer (not heartbeat-healthy, or silent for `orderConfirmMs`): a lying primary together
 // with a silent backup is two faults, outside the model. Pure: no clock, no I/O.
-import type { SignedCG } from './wire/messages.ts';
+import type { GroupInput, SignedCG } from './wire/messages.ts';
+
+/** What the primary orders at an RSN: a client's signed request, or an input of the group's own
+ *  (a task-clock tick, a node declared failed; PROTOCOL §8.3, §8.4). */
+export type Ordered = { type: 'cg'; signed: SignedCG } | { type: 'input'; input: GroupInput };
 
 export type OrderConfirm = {
   /** Last RSN accepted from the primary (ahead of or equal to the executed RSN). */
   proposedRsn: number;
-  proposals: Map<number, { signed: SignedCG; digest: Uint8Array; atMs: number }>;
+  proposals: Map<number, { ordered: Ordered; digest: Uint8Array; atMs: number }>;
   /** The other backup's digest per RSN, possibly ahead of our own proposals. */
   confirmations: Map<number, Uint8Array>;
   /** RSNs whose digests disagreed: never executed (self-diagnosis resolves them, issue 5). */
@@ -23,7 +27,7 @@ export const createOrderConfirm = (): OrderConfirm => ({ proposedRsn: 0, proposa
 const sameDigest = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
 export type NextStep =
-  | { type: 'execute'; signed: SignedCG; confirmed: boolean }
+  | { type: 'execute'; ordered: Ordered; confirmed: boolean }
   | { type: 'wait'; untilMs: number | null }
   | { type: 'dispute'; rsn: number };
 
@@ -39,9 +43,9 @@ export function nextStep(oc: OrderConfirm, rsn: number, nowMs: number, otherAnsw
       oc.disputed.add(rsn);
       return { type: 'dispute', rsn };
     }
-    return { type: 'execute', signed: p.signed, confirmed: true };
+    return { type: 'execute', ordered: p.ordered, confirmed: true };
   }
-  if (!otherAnswers || nowMs >= p.atMs + confirmMs) return { type: 'execute', signed: p.signed, confirmed: false };
+  if (!otherAnswers || nowMs >= p.atMs + confirmMs) return { type: 'execute', ordered: p.ordered, confirmed: false };
   return { type: 'wait', untilMs: p.atMs + confirmMs };
 }
 

@@ -5,23 +5,30 @@
 // peers and the watchdog. Deterministic: no clock, no I/O, no randomness.
 import { countDrop, type DropCode } from './result.ts';
 import { toHex } from './hex.ts';
-import { MAX_DELIVERED_LOG, MAX_HOLDBACK_PER_AGENT, MAX_ORDER_AHEAD } from './constants.ts';
+import { MAX_DELIVERED_LOG, MAX_HOLDBACK_PER_AGENT, MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD } from './constants.ts';
+import { clusterView, needsTicks } from './cluster-state.ts';
 import {
   createLinks, flushAcks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView, logSessionEvent, startLinks,
   type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership, SuspectReason } from './node.ts';
-import { createOrderConfirm, executed, nextStep } from './order-confirm.ts';
+import { createOrderConfirm, executed, nextStep, type Ordered } from './order-confirm.ts';
 import type { Hash, ProcessId } from './ports.ts';
 import {
-  adoptIncarnation, applyRequest, digestState, expectedCsn, initialState, type ReplicatedState,
+  adoptIncarnation, applyGroupInput, applyOperatorRequest, applyRequest, digestState, expectedCsn, initialState,
+  isOperatorRequest, type ApplyResult, type OperatorOutcome, type ReplicatedState,
 } from './replicated-state.ts';
-import type { ReplicaStatus, PeerHealth } from './status.ts';
-import type { Item, SignedCG } from './wire/messages.ts';
+import type { ClusterEvent, ClusterView, ReplicaStatus, PeerHealth } from './status.ts';
+import { pack } from './wire/frame.ts';
+import { groupInput, type GroupInput, type Item, type SignedCG } from './wire/messages.ts';
 
 export type ReplicaOptions = { id: ProcessId; membership: Membership; hash: Hash; inc: number };
 
 type HeartbeatSeen = { inc: number; counter: number; atMs: number | null; sinceCheck: boolean; missedChecks: number };
+
+/** A node suspected failed (PROTOCOL §8.4): this replica's probe of its agent, and (primary)
+ *  whether a backup found it unreachable too. */
+type Probe = { inc: number; nonce: number; deadlineMs: number; expired: boolean; backupUnreachable: boolean; declared: boolean };
 
 export type ReplicaCore = Core & {
   status(nowMs: number): ReplicaStatus;
@@ -29,6 +36,8 @@ export type ReplicaCore = Core & {
   rsn(): number;
   /** The replicated state, read-only, for tests and the simulator's invariants. */
   state(): Readonly<ReplicatedState>;
+  /** Nodes, tasks and processes with this replica's journal (`trine ps`). */
+  clusterView(): ClusterView;
 };
 
 
@@ -38,20 +47,33 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   const agentIds = new Set(m.agents.map((a) => a.id));
   const replicaIds = new Set(m.replicas);
   const operators = new Set(m.operators);
-  const state = initialState(m.replicas, m.agents);
+  const state = initialState(m.replicas, m.agents, t);
   const links: Links = createLinks(id, opts.inc, t, [...m.replicas, ...agentIds]);
 
   // ---- non-replicated state ----
   /** Primary: agent requests that arrived ahead of a missing CSN. */
   const holdback = new Map<ProcessId, Map<number, SignedCG>>();
   /** Backups: PrimaryProgressTimeout(c, csn) deadlines (spec §3.6 G8), keyed by progressKey. */
-  const progressTimers = new Map<string, { client: ProcessId; inc: number; csn: number; atMs: number }>();
-  const progressKey = (cg: SignedCG['cg']) => `${cg.client}\u0000${cg.inc}\u0000${cg.csn}`;
-  /** Has the group already delivered this request (or one of a later incarnation)? */
-  const delivered = (client: ProcessId, inc: number, csn: number): boolean => {
-    const expected = expectedCsn(state, client, inc);
-    return expected === null || csn < expected;
+  const progressTimers = new Map<string, { cg: SignedCG['cg']; atMs: number }>();
+  const progressKey = (cg: SignedCG['cg']) =>
+    isOperatorRequest(cg.payload) ? `${cg.client}\u0000${cg.payload.nonce}` : `${cg.client}\u0000${cg.inc}\u0000${cg.csn}`;
+  /** Has the group already delivered this request (or one of a later incarnation)? Operator
+   *  requests are identified by their nonce (PROTOCOL §8.1). */
+  const deliveredCG = (cg: SignedCG['cg']): boolean => {
+    if (operators.has(cg.client)) return isOperatorRequest(cg.payload) && state.outcomes.has(cg.payload.nonce);
+    const expected = expectedCsn(state, cg.client, cg.inc);
+    return expected === null || cg.csn < expected;
   };
+  /** The journal of applied task events, stamped with this replica's clock (not replicated). */
+  const journal: ClusterEvent[] = [];
+  /** Nodes under suspicion, by agent (PROTOCOL §8.4). */
+  const probes = new Map<ProcessId, Probe>();
+  let probeNonce = 0;
+  /** Primary: when the next task-clock tick is due (PROTOCOL §8.3). */
+  let tickAtMs = 0;
+  /** Nodes declared failed that the watchdog is asked to reset, re-sent with every heartbeat to
+   *  it until the node rejoins (a lost request would leave the node dead). */
+  const resets = new Map<string, number>();
   /** Log L of delivered requests (spec §3.3), bounded: [rsn, signed CG]. */
   const deliveredLog: [number, SignedCG][] = [];
   const heard = new Map<ProcessId, HeartbeatSeen>();
@@ -101,23 +123,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     return p !== undefined && state.clientInc.get(peer) === p.peerInc ? (state.csnReceived.get(peer) ?? 0) : 0;
   }
 
-  /** spec §3.6 G9: deliver an ordered agent request. */
-  function deliver(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
-    const cg = signed.cg;
-    progressTimers.delete(progressKey(cg));
-    const expected = expectedCsn(state, cg.client, cg.inc);
-    if (cg.csn !== expected) {
-      // The primary orders only the next CSN of the newest incarnation, so a backup seeing
-      // anything else caught it lying.
-      suspect(out, state.primary, 'rsn.gap', `rsn ${state.rsn} carries csn ${cg.csn}/${cg.inc} of ${cg.client}, expected ${expected}`);
-      return;
-    }
-    adoptIncarnation(state, cg.client, cg.inc);
-    state.csnReceived.set(cg.client, cg.csn);
-    deliveredLog.push([state.rsn, signed]);
-    if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
-    out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, inc: cg.inc, csn: cg.csn, request: cg.payload });
-    const result = applyRequest(state, cg.client, cg.payload);
+  /** Send what an applied input produced: group messages, the operator's answer, journal
+   *  entries, the watchdog's reset request, and self-diagnosis triggers. */
+  function applied(result: ApplyResult, client: ProcessId | null, nowMs: number, out: CoreEffect[]): void {
     for (const gc of result.messages) {
       const r = linkSend(links, gc.dest, 1, { type: 'gc', gc }, nowMs, out, gc.destInc);
       if (r === 'full' || r === 'unknown-peer') {
@@ -126,14 +134,101 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
     if (result.report !== null) {
       const r = result.report;
-      const detail = `${cg.client} reports ${r.kind} for ${r.count} gssn from ${r.gssn} (suspects ${r.suspects.join(',')})`;
+      const detail = `${client} reports ${r.kind} for ${r.count} gssn from ${r.gssn} (suspects ${r.suspects.join(',')})`;
       for (const target of r.suspects.length > 0 ? r.suspects : [null]) suspect(out, target, 'error.report', detail);
     }
+    if (result.reply !== null && client !== null) reply(client, result.reply, out);
+    for (const e of result.events) {
+      journal.push({ atMs: nowMs, rsn: state.rsn, task: e.task, vpid: e.vpid, text: e.text });
+      out.push({ type: 'log', level: 'info', event: 'task.event', fields: { rsn: state.rsn, task: e.task, vpid: e.vpid, text: e.text } });
+    }
+    if (journal.length > MAX_JOURNAL_EVENTS) journal.splice(0, journal.length - MAX_JOURNAL_EVENTS);
+    if (result.reset !== null) {
+      resets.set(result.reset.node, result.reset.rsn);
+      out.push({ type: 'send', to: m.scc, item: { type: 'reset.node', node: result.reset.node, rsn: result.reset.rsn } });
+      out.push({ type: 'log', level: 'warn', event: 'node.reset.requested', fields: result.reset });
+    }
+  }
+
+  function reply(operator: ProcessId, o: OperatorOutcome, out: CoreEffect[]): void {
+    out.push({ type: 'send', to: operator, item: { type: 'op.reply', nonce: o.nonce, rsn: o.rsn, ok: o.ok, text: o.text } });
+  }
+
+  /** spec §3.6 G9: deliver an ordered request (an agent's, or an operator's, PROTOCOL §8.1). */
+  function deliver(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
+    const cg = signed.cg;
+    progressTimers.delete(progressKey(cg));
+    if (operators.has(cg.client)) {
+      if (!isOperatorRequest(cg.payload)) {
+        suspect(out, state.primary, 'rsn.gap', `rsn ${state.rsn} carries a ${cg.payload.type} from operator ${cg.client}`);
+        return;
+      }
+      deliveredLog.push([state.rsn, signed]);
+      if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
+      out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, inc: cg.inc, csn: cg.csn, request: cg.payload });
+      applied(applyOperatorRequest(state, cg.payload), cg.client, nowMs, out);
+      return;
+    }
+    const expected = expectedCsn(state, cg.client, cg.inc);
+    if (cg.csn !== expected || isOperatorRequest(cg.payload)) {
+      // The primary orders only the next CSN of the newest incarnation, and only operators'
+      // task requests, so a backup seeing anything else caught it lying.
+      suspect(out, state.primary, 'rsn.gap', `rsn ${state.rsn} carries csn ${cg.csn}/${cg.inc} ${cg.payload.type} of ${cg.client}, expected ${expected}`);
+      return;
+    }
+    adoptIncarnation(state, cg.client, cg.inc);
+    state.csnReceived.set(cg.client, cg.csn);
+    deliveredLog.push([state.rsn, signed]);
+    if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
+    out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, inc: cg.inc, csn: cg.csn, request: cg.payload });
+    if (cg.payload.type === 'node.join') {
+      // A new incarnation of the agent is alive: any suspicion of its node is over.
+      probes.delete(cg.client);
+      const node = state.nodes.get(cg.client)?.node;
+      if (node !== undefined) resets.delete(node);
+    }
+    applied(applyRequest(state, cg.client, cg.payload, cg.inc), cg.client, nowMs, out);
     groupAck(cg.client, nowMs, out);
+  }
+
+  /** Execute one ordered input at RSN `state.rsn` (already incremented). */
+  function execute(o: Ordered, nowMs: number, out: CoreEffect[]): void {
+    if (o.type === 'cg') {
+      deliver(o.signed, nowMs, out);
+      return;
+    }
+    out.push({ type: 'deliver.input', rsn: state.rsn, input: o.input });
+    applied(applyGroupInput(state, o.input), null, nowMs, out);
+  }
+
+  /** Primary: order an input of the group's own (PROTOCOL §8.3, §8.4). */
+  function orderInput(input: GroupInput, nowMs: number, out: CoreEffect[]): void {
+    state.rsn++;
+    for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper.input', rsn: state.rsn, input }, nowMs, out);
+    execute({ type: 'input', input }, nowMs, out);
+  }
+
+  /** Primary: order an operator request once (PROTOCOL §8.1); a retry is answered again. */
+  function orderOperator(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
+    const payload = signed.cg.payload;
+    if (!isOperatorRequest(payload)) return;
+    const seen = state.outcomes.get(payload.nonce);
+    if (seen !== undefined) {
+      reply(signed.cg.client, seen, out);
+      return;
+    }
+    state.rsn++;
+    for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper', rsn: state.rsn, signed }, nowMs, out);
+    deliver(signed, nowMs, out);
   }
 
   /** Primary: order the next request of `client` (spec §3.6 G7, with CSN hold-back). */
   function order(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
+    if (operators.has(signed.cg.client)) return orderOperator(signed, nowMs, out);
+    if (isOperatorRequest(signed.cg.payload)) {
+      countDrop(drops, 'NOT_A_MEMBER'); // an agent may not submit or kill tasks (PROTOCOL §8.1)
+      return;
+    }
     const { client, inc, csn } = signed.cg;
     const expected = expectedCsn(state, client, inc);
     if (expected === null) return; // a dead incarnation's request, replayed or relayed late
@@ -161,6 +256,27 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
   }
 
+  /** Backup: a request the primary should order (an agent's fallback, or an operator's request
+   *  sent to every replica) goes to the primary; PrimaryProgressTimeout watches it (G8). */
+  function forwardToPrimary(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
+    linkSend(links, state.primary, 0, { type: 'wrapper', rsn: 0, signed }, nowMs, out);
+    const key = progressKey(signed.cg);
+    if (!progressTimers.has(key)) progressTimers.set(key, { cg: signed.cg, atMs: nowMs + t.primaryProgressMs });
+  }
+
+  /** An operator's request, sent to every replica (PROTOCOL §8.1). */
+  function onOperatorRequest(from: ProcessId, signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
+    const payload = signed.cg.payload;
+    if (!operators.has(from) || !isOperatorRequest(payload) || signed.cg.csn !== 0 || signed.cg.inc !== 0) {
+      countDrop(drops, 'NOT_A_MEMBER');
+      return;
+    }
+    if (isPrimary()) return orderOperator(signed, nowMs, out);
+    const seen = state.outcomes.get(payload.nonce);
+    if (seen !== undefined) return reply(from, seen, out);
+    forwardToPrimary(signed, nowMs, out);
+  }
+
   function onDelivery(d: Delivery, nowMs: number, out: CoreEffect[]): void {
     switch (d.type) {
       case 'grp': {
@@ -174,15 +290,15 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
           return;
         }
         // A backup hears from an agent only when the agent gave up on the primary (G7).
-        if (delivered(d.from, signed.cg.inc, signed.cg.csn)) {
+        if (deliveredCG(signed.cg)) {
           groupAck(d.from, nowMs, out);
           return;
         }
-        linkSend(links, state.primary, 0, { type: 'wrapper', rsn: 0, signed }, nowMs, out);
-        const key = progressKey(signed.cg);
-        if (!progressTimers.has(key)) {
-          progressTimers.set(key, { client: d.from, inc: signed.cg.inc, csn: signed.cg.csn, atMs: nowMs + t.primaryProgressMs });
+        if (isOperatorRequest(signed.cg.payload)) {
+          countDrop(drops, 'NOT_A_MEMBER');
+          return;
         }
+        forwardToPrimary(signed, nowMs, out);
         out.push({ type: 'log', level: 'warn', event: 'agent.fallback', fields: { client: d.from, csn: signed.cg.csn } });
         return;
       }
@@ -191,29 +307,29 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         if (p.type === 'wrapper') {
           // Only agents make requests: a replica relaying a request signed by anyone else
           // (itself included) is faulty (PROTOCOL §2.3).
-          if (!replicaIds.has(d.from) || !agentIds.has(p.signed.cg.client)) {
+          if (!replicaIds.has(d.from) || !(agentIds.has(p.signed.cg.client) || operators.has(p.signed.cg.client))) {
             countDrop(drops, 'NOT_A_MEMBER');
             return;
           }
           if (isPrimary()) {
             order(p.signed, nowMs, out); // forwarded by a backup: order it as if direct
           } else if (d.from === state.primary) {
-            // spec §3.6 G7: a gap in the primary's RSN sequence initiates self-diagnosis.
-            if (p.rsn !== confirm.proposedRsn + 1) {
-              suspect(out, d.from, 'rsn.gap', `wrapper rsn ${p.rsn}, expected ${confirm.proposedRsn + 1}`);
-              return;
-            }
-            if (confirm.proposals.size >= MAX_ORDER_AHEAD) {
-              // Only a stalled dispute gets here; self-diagnosis (issue 5) resolves it.
-              out.push({ type: 'log', level: 'error', event: 'order.backlog-full', fields: { rsn: p.rsn } });
-              return;
-            }
-            confirm.proposedRsn = p.rsn;
-            const digest = hash(p.signed.bytes);
-            confirm.proposals.set(p.rsn, { signed: p.signed, digest, atMs: nowMs });
-            for (const b of otherBackups()) linkSend(links, b, 0, { type: 'order', rsn: p.rsn, digest }, nowMs, out);
-            executeInOrder(nowMs, out);
+            propose(p.rsn, { type: 'cg', signed: p.signed }, hash(p.signed.bytes), nowMs, out);
           }
+          return;
+        }
+        if (p.type === 'wrapper.input') {
+          if (isPrimary() || d.from !== state.primary) {
+            countDrop(drops, 'NOT_A_MEMBER');
+            return;
+          }
+          // Distinct from any CG's bytes: a one-byte tag before the input's canonical encoding.
+          const bytes = pack(['group-input', groupInput.enc(p.input)]);
+          propose(p.rsn, { type: 'input', input: p.input }, hash(bytes), nowMs, out);
+          return;
+        }
+        if (p.type === 'node.suspect') {
+          onNodeSuspect(d.from, p.agent, p.inc, p.unreachable, nowMs, out);
           return;
         }
         if (p.type === 'order') {
@@ -259,6 +375,76 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
 
   const otherBackups = (): ProcessId[] => backups().filter((b) => b !== id);
 
+  /** Backup: the primary's order for `rsn` (spec §3.6 G7), confirmed with the other backup
+   *  before execution (PROTOCOL §5.8). */
+  function propose(rsn: number, ordered: Ordered, digest: Uint8Array, nowMs: number, out: CoreEffect[]): void {
+    // spec §3.6 G7: a gap in the primary's RSN sequence initiates self-diagnosis.
+    if (rsn !== confirm.proposedRsn + 1) {
+      suspect(out, state.primary, 'rsn.gap', `wrapper rsn ${rsn}, expected ${confirm.proposedRsn + 1}`);
+      return;
+    }
+    if (confirm.proposals.size >= MAX_ORDER_AHEAD) {
+      // Only a stalled dispute gets here; self-diagnosis (issue 5) resolves it.
+      out.push({ type: 'log', level: 'error', event: 'order.backlog-full', fields: { rsn } });
+      return;
+    }
+    confirm.proposedRsn = rsn;
+    confirm.proposals.set(rsn, { ordered, digest, atMs: nowMs });
+    for (const b of otherBackups()) linkSend(links, b, 0, { type: 'order', rsn, digest }, nowMs, out);
+    executeInOrder(nowMs, out);
+  }
+
+  // ---- node failure detection (spec §1.3, PROTOCOL §8.4) ---------------------------------------
+
+  function startProbe(agent: ProcessId, inc: number, nowMs: number, out: CoreEffect[]): Probe {
+    let p = probes.get(agent);
+    if (p === undefined || p.inc !== inc) {
+      p = { inc, nonce: ++probeNonce, deadlineMs: nowMs + t.probeTimeoutMs, expired: false, backupUnreachable: false, declared: false };
+      probes.set(agent, p);
+      out.push({ type: 'send', to: agent, item: { type: 'probe', nonce: p.nonce } });
+      out.push({ type: 'log', level: 'warn', event: 'node.probe', fields: { agent, inc, nonce: p.nonce } });
+    }
+    return p;
+  }
+
+  /** Primary: a backup suspects `agent`'s node; `unreachable`: its probe went unanswered. */
+  function onNodeSuspect(from: ProcessId, agent: ProcessId, inc: number, unreachable: boolean, nowMs: number, out: CoreEffect[]): void {
+    if (!isPrimary() || !backups().includes(from) || !agentIds.has(agent)) {
+      countDrop(drops, 'NOT_A_MEMBER');
+      return;
+    }
+    const rec = state.nodes.get(agent);
+    if (rec === undefined || rec.failed || rec.inc !== inc) return;
+    const p = startProbe(agent, inc, nowMs, out);
+    if (unreachable) p.backupUnreachable = true;
+    declareIfDue(agent, p, nowMs, out);
+  }
+
+  /** Primary: both its own probe and a backup's went unanswered: order the node's failure. One
+   *  replica alone cannot declare a node failed (a faulty backup cannot kill a healthy node). */
+  function declareIfDue(agent: ProcessId, p: Probe, nowMs: number, out: CoreEffect[]): void {
+    if (!isPrimary() || p.declared || !p.backupUnreachable || !p.expired) return;
+    p.declared = true;
+    orderInput({ type: 'node.failed', agent, inc: p.inc }, nowMs, out);
+  }
+
+  function onProbeReply(from: ProcessId, nonce: number): void {
+    const p = probes.get(from);
+    if (p !== undefined && p.nonce === nonce && !p.declared) probes.delete(from);
+  }
+
+  function probeTimers(nowMs: number, out: CoreEffect[]): void {
+    for (const [agent, p] of probes) {
+      if (p.expired || p.deadlineMs > nowMs) continue;
+      p.expired = true;
+      if (isPrimary()) declareIfDue(agent, p, nowMs, out);
+      else {
+        out.push({ type: 'log', level: 'warn', event: 'node.unreachable', fields: { agent, inc: p.inc } });
+        linkSend(links, state.primary, 0, { type: 'node.suspect', agent, inc: p.inc, unreachable: true }, nowMs, out);
+      }
+    }
+  }
+
   /** Backups: execute the primary's order as far as it is confirmed (PROTOCOL §5.8). */
   function executeInOrder(nowMs: number, out: CoreEffect[]): void {
     const others = otherBackups();
@@ -284,7 +470,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         executedDigests.delete(state.rsn - MAX_ORDER_AHEAD);
       }
       executed(confirm, state.rsn);
-      deliver(next.signed, nowMs, out);
+      execute(next.ordered, nowMs, out);
     }
   }
 
@@ -298,6 +484,10 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     seen.atMs = nowMs;
     seen.sinceCheck = true;
     seen.missedChecks = 0;
+    if (item.info.type === 'agent') {
+      const p = probes.get(from);
+      if (p !== undefined && !p.declared) probes.delete(from);
+    }
     return true;
   }
 
@@ -321,7 +511,12 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         health: health(heard.get(a.id)),
       })),
       suspicions, drops: { ...drops },
+      cluster: view(),
     };
+  }
+
+  function view(): ClusterView {
+    return { ...clusterView(state.cluster, state.nodes), events: [...journal] };
   }
 
   function timers(nowMs: number, out: CoreEffect[]): void {
@@ -333,6 +528,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         if (r !== id) out.push({ type: 'send', to: r, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
       }
       out.push({ type: 'send', to: m.scc, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
+      for (const [node, rsn] of resets) out.push({ type: 'send', to: m.scc, item: { type: 'reset.node', node, rsn } });
       replicaHeartbeatAtMs = nowMs + t.replicaHeartbeatMs;
     }
     if (replicaCheckAtMs <= nowMs) {
@@ -358,7 +554,13 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
           if (seen === undefined || seen.atMs === null) continue;
           if (!seen.sinceCheck) {
             seen.missedChecks++;
-            if (seen.missedChecks === 2) out.push({ type: 'log', level: 'warn', event: 'agent.silent', fields: { agent: a, missedChecks: 2 } });
+            const rec = state.nodes.get(a);
+            // spec §1.3: two consecutive missed checks → probe; the primary probes too.
+            if (seen.missedChecks === 2 && rec !== undefined && rec.joined && !rec.failed) {
+              out.push({ type: 'log', level: 'warn', event: 'agent.silent', fields: { agent: a, missedChecks: 2 } });
+              startProbe(a, rec.inc, nowMs, out);
+              linkSend(links, state.primary, 0, { type: 'node.suspect', agent: a, inc: rec.inc, unreachable: false }, nowMs, out);
+            }
           }
           seen.sinceCheck = false;
         }
@@ -370,9 +572,15 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       if (timer.atMs > nowMs) continue;
       progressTimers.delete(key);
       // spec §3.6 G8: the primary never ordered a request this backup forwarded.
-      if (!delivered(timer.client, timer.inc, timer.csn)) {
-        suspect(out, state.primary, 'primary.progress', `csn ${timer.csn} of ${timer.client} not ordered by ${state.primary}`);
+      if (!deliveredCG(timer.cg)) {
+        suspect(out, state.primary, 'primary.progress', `${timer.cg.payload.type} csn ${timer.cg.csn} of ${timer.cg.client} not ordered by ${state.primary}`);
       }
+    }
+    probeTimers(nowMs, out);
+    // PROTOCOL §8.3: the task clock advances only while a task timer runs.
+    if (isPrimary() && tickAtMs <= nowMs && needsTicks(state.cluster)) {
+      orderInput({ type: 'tick' }, nowMs, out);
+      tickAtMs = nowMs + t.taskTickMs;
     }
   }
 
@@ -416,7 +624,15 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
               if (replicaIds.has(from)) out.push({ type: 'send', to: from, item: { type: 'probe.reply', nonce: item.nonce } });
               break;
             case 'probe.reply':
+              onProbeReply(from, item.nonce);
+              break;
+            case 'op.request':
+              onOperatorRequest(from, item.signed, nowMs, out);
+              break;
             case 'status.reply':
+            case 'op.reply':
+            case 'reset.node':
+              countDrop(drops, 'UNEXPECTED');
               break;
             default: {
               const r = linkReceive(links, from, item, nowMs, out);
@@ -443,11 +659,13 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     const l = linkNextWakeMs(links);
     if (l !== null) next = Math.min(next, l);
     for (const timer of progressTimers.values()) next = Math.min(next, timer.atMs);
+    for (const p of probes.values()) if (!p.expired) next = Math.min(next, p.deadlineMs);
+    if (isPrimary() && needsTicks(state.cluster)) next = Math.min(next, tickAtMs);
     const waiting = confirm.proposals.get(state.rsn + 1);
     // A disputed RSN waits for self-diagnosis (issue 5), not for a deadline.
     if (waiting !== undefined && !confirm.disputed.has(state.rsn + 1)) next = Math.min(next, waiting.atMs + t.orderConfirmMs);
     return next;
   }
 
-  return { id, step, nextWakeMs, status, digestHex: () => toHex(digest()), rsn: () => state.rsn, state: () => state };
+  return { id, step, nextWakeMs, status, digestHex: () => toHex(digest()), rsn: () => state.rsn, state: () => state, clusterView: view };
 }

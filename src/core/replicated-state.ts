@@ -5,12 +5,21 @@
 //
 // Kept small on purpose (spec §1.3): unacknowledged group messages are not here — they live in
 // each replica's own link state.
-import { MAX_BURST_COUNT } from './constants.ts';
+import {
+  createClusterState, encodeCluster, killTask, nodeFailed, nodeJoined, procReport, submitTask, taskTimers, tick,
+  type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
+} from './cluster-state.ts';
+import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES, type Timing } from './constants.ts';
 import type { Hash, ProcessId } from './ports.ts';
+import { unreachable } from './result.ts';
 import { pack } from './wire/frame.ts';
-import type { AgentRequest, GroupMsgGC, GroupCommand } from './wire/messages.ts';
+import type { AgentRequest, GroupInput, GroupMsgGC, GroupCommand, OperatorRequest } from './wire/messages.ts';
 
-export type NodeRecord = { node: string; joined: boolean; slots: number };
+export type { NodeRecord } from './cluster-state.ts';
+
+/** The answer to an operator request, kept so a retried request is answered again, never
+ *  applied twice (PROTOCOL §8.1). */
+export type OperatorOutcome = { nonce: string; rsn: number; ok: boolean; text: string };
 
 export type ReplicatedState = {
   /** Last RSN processed (spec rsn_last). */
@@ -28,14 +37,26 @@ export type ReplicatedState = {
   lastGssnTo: Map<ProcessId, number>;
   /** Per agent: its node and what it announced. */
   nodes: Map<ProcessId, NodeRecord>;
+  /** Tasks and processes (PROTOCOL §8). */
+  cluster: ClusterState;
+  /** Operator outcomes by nonce, and the nonces oldest first (bounded, MAX_OPERATOR_OUTCOMES). */
+  outcomes: Map<string, OperatorOutcome>;
+  outcomeOrder: string[];
+  /** Configuration, the same on every replica (cluster.json); not part of the digest. */
+  timers: TaskTimers;
 };
 
-export function initialState(replicas: readonly ProcessId[], agents: readonly { id: ProcessId; node: string }[]): ReplicatedState {
+export function initialState(
+  replicas: readonly ProcessId[], agents: readonly { id: ProcessId; node: string }[], timing: Timing = DEFAULT_TIMING,
+): ReplicatedState {
   const primary = replicas[0];
   if (primary === undefined) throw new Error('a manager group needs replicas');
   const nodes = new Map<ProcessId, NodeRecord>();
-  for (const a of agents) nodes.set(a.id, { node: a.node, joined: false, slots: 0 });
-  return { rsn: 0, gssn: 0, replicas: [...replicas], primary, clientInc: new Map(), csnReceived: new Map(), lastGssnTo: new Map(), nodes };
+  for (const a of [...agents].sort((x, y) => (x.id < y.id ? -1 : 1))) nodes.set(a.id, { node: a.node, joined: false, slots: 0, failed: false, inc: 0 });
+  return {
+    rsn: 0, gssn: 0, replicas: [...replicas], primary, clientInc: new Map(), csnReceived: new Map(), lastGssnTo: new Map(), nodes,
+    cluster: createClusterState(), outcomes: new Map(), outcomeOrder: [], timers: taskTimers(timing),
+  };
 }
 
 const sortedEntries = <V>(m: Map<string, V>): [string, V][] => [...m.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
@@ -47,7 +68,12 @@ export function encodeState(s: ReplicatedState): Uint8Array {
     sortedEntries(s.clientInc),
     sortedEntries(s.csnReceived),
     sortedEntries(s.lastGssnTo),
-    sortedEntries(s.nodes).map(([id, n]) => [id, n.node, n.joined, n.slots]),
+    sortedEntries(s.nodes).map(([id, n]) => [id, n.node, n.joined, n.slots, n.failed, n.inc]),
+    encodeCluster(s.cluster),
+    s.outcomeOrder.map((nonce) => {
+      const o = s.outcomes.get(nonce) as OperatorOutcome;
+      return [o.nonce, o.rsn, o.ok, o.text];
+    }),
   ]);
 }
 
@@ -60,7 +86,23 @@ export type ApplyResult = {
   messages: GroupMsgGC[];
   /** An agent reported copies that timed out or did not match: a self-diagnosis trigger. */
   report: { gssn: number; count: number; kind: string; suspects: ProcessId[] } | null;
+  /** The answer to an operator request (also when it was a retry of one already applied). */
+  reply: OperatorOutcome | null;
+  /** What happened to tasks and processes, for the replica's journal. */
+  events: Extract<TaskEffect, { type: 'event' }>[];
+  /** A node declared failed at this RSN: the watchdog is asked to reset it (spec §1.6 rule 1). */
+  reset: { node: string; rsn: number } | null;
 };
+
+const noResult = (): ApplyResult => ({ messages: [], report: null, reply: null, events: [], reset: null });
+
+/** Turn task effects into group messages and journal events. */
+function absorb(s: ReplicatedState, effects: TaskEffect[], r: ApplyResult): void {
+  for (const e of effects) {
+    if (e.type === 'command') emit(s, e.agent, e.command, r.messages);
+    else r.events.push(e);
+  }
+}
 
 function emit(s: ReplicatedState, dest: ProcessId, payload: GroupCommand, out: GroupMsgGC[]): void {
   s.gssn++;
@@ -88,20 +130,74 @@ export function adoptIncarnation(s: ReplicatedState, client: ProcessId, inc: num
   s.lastGssnTo.set(client, 0);
 }
 
-/** Apply one request from `client`, already accepted in CSN order, at RSN `s.rsn`. */
-export function applyRequest(s: ReplicatedState, client: ProcessId, request: AgentRequest): ApplyResult {
+/** Is this request one an operator sends (PROTOCOL §8.1)? Agents may not send them, operators
+ *  may send nothing else. */
+export const isOperatorRequest = (r: AgentRequest): r is OperatorRequest => r.type === 'task.submit' || r.type === 'task.kill';
+
+/** Apply an operator request at RSN `s.rsn`; a nonce seen before is answered, not re-applied. */
+export function applyOperatorRequest(s: ReplicatedState, request: OperatorRequest): ApplyResult {
+  const r = noResult();
+  const seen = s.outcomes.get(request.nonce);
+  if (seen !== undefined) {
+    r.reply = seen;
+    return r;
+  }
+  const done = request.type === 'task.submit'
+    ? submitTask(s.cluster, s.nodes, s.timers, request, s.rsn)
+    : killTask(s.cluster, s.nodes, s.timers, request.task);
+  absorb(s, done.effects, r);
+  const outcome: OperatorOutcome = { nonce: request.nonce, rsn: s.rsn, ok: done.outcome.ok, text: done.outcome.text };
+  s.outcomes.set(request.nonce, outcome);
+  s.outcomeOrder.push(request.nonce);
+  while (s.outcomeOrder.length > MAX_OPERATOR_OUTCOMES) s.outcomes.delete(s.outcomeOrder.shift() as string);
+  r.reply = outcome;
+  return r;
+}
+
+/** Apply an input of the group's own (PROTOCOL §8.3, §8.4) at RSN `s.rsn`. */
+export function applyGroupInput(s: ReplicatedState, input: GroupInput): ApplyResult {
+  const r = noResult();
+  switch (input.type) {
+    case 'tick':
+      absorb(s, tick(s.cluster, s.nodes, s.timers), r);
+      return r;
+    case 'node.failed': {
+      const rec = s.nodes.get(input.agent);
+      // A newer incarnation joined since the suspicion began, or it was already declared.
+      if (rec === undefined || rec.failed || !rec.joined || rec.inc !== input.inc) return r;
+      s.nodes.set(input.agent, { ...rec, failed: true });
+      absorb(s, nodeFailed(s.cluster, s.nodes, s.timers, input.agent), r);
+      r.reset = { node: rec.node, rsn: s.rsn };
+      return r;
+    }
+    default:
+      return unreachable(input);
+  }
+}
+
+/** Apply one request from agent `client` (incarnation `inc`), already accepted in CSN order, at
+ *  RSN `s.rsn`. */
+export function applyRequest(s: ReplicatedState, client: ProcessId, request: AgentRequest, inc = 0): ApplyResult {
   const messages: GroupMsgGC[] = [];
+  const result = (): ApplyResult => ({ ...noResult(), messages });
   switch (request.type) {
     case 'node.join': {
       // Every agent's first request; its incarnation was adopted just before (replica.ts deliver).
       const rec = s.nodes.get(client);
-      if (rec !== undefined) s.nodes.set(client, { ...rec, joined: true, slots: request.slots });
-      return { messages, report: null };
+      if (rec === undefined) return result();
+      s.nodes.set(client, { ...rec, joined: true, slots: request.slots, failed: false, inc });
+      // The new incarnation learns which of its node's processes the group believes run, when
+      // there are any or it asks (PROTOCOL §8.6); placement may use its slots now.
+      const r = result();
+      const joined = nodeJoined(s.cluster, s.nodes, s.timers, client);
+      if (request.resync || joined.adopt.length > 0) emit(s, client, { type: 'procs.adopt', procs: joined.adopt }, messages);
+      absorb(s, joined.effects, r);
+      return r;
     }
     case 'echo': {
       // Only agents that joined: their incarnation is adopted, so their chain is well defined
       // (PROTOCOL §5.7). The sender itself has joined by now: its request was just ordered.
-      const joined = [...s.nodes.entries()].filter(([, n]) => n.joined).map(([id]) => id).sort();
+      const joined = [...s.nodes.entries()].filter(([, n]) => n.joined && !n.failed).map(([id]) => id).sort();
       const targets = request.fanout === 'self' ? [client] : joined;
       // A faulty agent cannot make the group flood the cluster (constants.ts MAX_BURST_COUNT).
       const count = Math.min(request.count, MAX_BURST_COUNT);
@@ -110,13 +206,24 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
           emit(s, dest, { type: 'echo.reply', origin: client, tag: request.tag, rsn: s.rsn, index, data: request.data }, messages);
         }
       }
-      return { messages, report: null };
+      return result();
     }
     case 'error.report':
-      return { messages, report: { gssn: request.gssn, count: request.count, kind: request.kind, suspects: request.suspects } };
-    default: {
-      const never: never = request;
-      return never;
+      return { ...result(), report: { gssn: request.gssn, count: request.count, kind: request.kind, suspects: request.suspects } };
+    case 'proc.report': {
+      const r = result();
+      const { type: _type, ...report } = request;
+      // A failed node's reports are stale: its processes were declared dead (PROTOCOL §8.4).
+      if (s.nodes.get(client)?.failed === true) return r;
+      absorb(s, procReport(s.cluster, s.nodes, s.timers, client, report), r);
+      return r;
     }
+    case 'task.submit':
+    case 'task.kill':
+      // Replicas refuse these from agents before ordering; a primary that ordered one anyway
+      // changes nothing.
+      return result();
+    default:
+      return unreachable(request);
   }
 }

@@ -30,6 +30,8 @@ export type ReplicaStatus = {
   suspicions: number;
   /** Inbound frames dropped, by reason. */
   drops: Record<string, number>;
+  /** Nodes, tasks and processes (PROTOCOL §8). */
+  cluster: ClusterView;
 };
 
 /** The manager's view of nodes, tasks and processes (replicated state), with this replica's

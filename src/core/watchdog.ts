@@ -40,6 +40,8 @@ export type WatchdogStatus = {
   replicas: WatchdogReplicaView[];
   /** Items ignored because the watchdog does not take them from their sender. */
   ignored: number;
+  /** Node resets ordered by the group (spec §1.6 rule 1), oldest first, bounded. */
+  resets: { node: string; rsn: number; requestedBy: ProcessId[]; atMs: number }[];
   /** Dropped frames (by the shell) and items (replays, non-members), by reason. */
   drops: Record<string, number>;
 };
@@ -55,6 +57,9 @@ type ReplicaRecord = {
   heartbeats: number;
 };
 
+/** Node resets remembered (for status and to ignore re-sent requests). */
+export const MAX_RESET_HISTORY = 256;
+
 export type WatchdogOptions = { id: ProcessId; membership: Membership; inc: number };
 
 
@@ -67,6 +72,34 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   const drops: Record<string, number> = {};
   let ignored = 0;
   const periodMs = membership.timing.sccHeartbeatMs;
+  /** Reset requests per (node, rsn): the replicas that asked. Two distinct replicas make a
+   *  command (f + 1: one faulty replica cannot reset a node on its own). */
+  const resetVotes = new Map<string, Set<ProcessId>>();
+  const resets: WatchdogStatus['resets'] = [];
+  const knownNodes = new Set(membership.agents.map((a) => a.node));
+
+  /** Spec §1.6 rule 1: the group commands a node's power reset. */
+  function onResetRequest(from: ProcessId, nowMs: number, item: Extract<Item, { type: 'reset.node' }>, out: CoreEffect[]): void {
+    if (!replicaIds.has(from) || !knownNodes.has(item.node)) {
+      ignore(replicaIds.has(from) ? 'UNEXPECTED' : 'NOT_A_MEMBER');
+      return;
+    }
+    const key = `${item.node}@${item.rsn}`;
+    if (resets.some((r) => r.node === item.node && r.rsn === item.rsn)) return; // done already; re-sent
+    let votes = resetVotes.get(key);
+    if (votes === undefined) {
+      // Bounded: a faulty replica inventing RSNs can hold one pending vote per node at most.
+      for (const k of [...resetVotes.keys()]) if (k.startsWith(`${item.node}@`) && resetVotes.get(k)?.has(from)) resetVotes.delete(k);
+      resetVotes.set(key, (votes = new Set()));
+    }
+    votes.add(from);
+    if (votes.size < 2) return;
+    resetVotes.delete(key);
+    resets.push({ node: item.node, rsn: item.rsn, requestedBy: [...votes].sort(), atMs: nowMs });
+    if (resets.length > MAX_RESET_HISTORY) resets.shift();
+    out.push({ type: 'reset.node', node: item.node, rsn: item.rsn });
+    out.push({ type: 'log', level: 'warn', event: 'node.reset', fields: { node: item.node, rsn: item.rsn, requestedBy: [...votes] } });
+  }
 
   /** An item the watchdog does not take from this sender: counted, never acted on. */
   function ignore(code: DropCode): void {
@@ -104,6 +137,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
         };
       }),
       ignored,
+      resets: resets.map((r) => ({ ...r, requestedBy: [...r.requestedBy] })),
       drops: { ...drops },
     };
   }
@@ -145,6 +179,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
         for (const item of input.frame.items) {
           if (item.type === 'hb') {
             onHeartbeat(from, input.nowMs, item, out);
+          } else if (item.type === 'reset.node') {
+            onResetRequest(from, input.nowMs, item, out);
           } else if (item.type === 'status.query') {
             if (!operatorIds.has(from)) {
               ignore('NOT_A_MEMBER');

@@ -256,6 +256,9 @@ function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, ex
     case 'deliver.request':
       logger.debug({ event: 'deliver.request', rsn: e.rsn, client: e.client, csn: e.csn, request: e.request.type });
       break;
+    case 'deliver.input':
+      (e.input.type === 'tick' ? logger.debug.bind(logger) : logger.warn.bind(logger))({ event: 'deliver.input', rsn: e.rsn, ...e.input });
+      break;
     case 'deliver.notice':
       logger.info({ event: 'deliver.notice', from: e.from, text: e.text });
       break;
@@ -264,6 +267,9 @@ function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, ex
       break;
     case 'terminate':
       exit(EXIT_TERMINATED, `core terminated: ${e.reason}`);
+      break;
+    case 'reset.node':
+      logger.warn({ event: 'reset.node', node: e.node, rsn: e.rsn });
       break;
     default: {
       const never: never = e;

@@ -87,6 +87,8 @@ export class InvariantChecker {
   private readonly echoRsn = new Map<string, number>();
   /** Each agent's ordered joins: the RSN and the incarnation (`inc`) the group adopted there. */
   private readonly joins = new Map<ProcessId, { rsn: number; inc: number }[]>();
+  /** Each agent's incarnations declared failed, with the RSN (PROTOCOL §8.4). */
+  private readonly failures = new Map<ProcessId, { rsn: number; inc: number }[]>();
   /** Lane-0 notices: `${from}>${to}` → texts in send order, and how many arrived. */
   private readonly noticesSent = new Map<string, string[]>();
   private readonly noticesDelivered = new Map<string, number>();
@@ -276,6 +278,14 @@ export class InvariantChecker {
       case 'deliver.request':
         this.counts.requests++;
         return this.onDeliverRequest(id, effect.rsn, effect.client, effect.inc, effect.csn, effect.request);
+      case 'deliver.input': {
+        // Correct replicas execute the same inputs at the same RSNs (checked through digests).
+        if (effect.input.type !== 'node.failed' || !this.isCorrect(id)) return;
+        const list = this.failures.get(effect.input.agent) ?? [];
+        if (!list.some((f) => f.rsn === effect.rsn)) list.push({ rsn: effect.rsn, inc: effect.input.inc });
+        this.failures.set(effect.input.agent, list);
+        return;
+      }
       case 'deliver.notice': {
         this.counts.notices++;
         const k = `${effect.from}>${id}`;
@@ -295,6 +305,7 @@ export class InvariantChecker {
         this.counts.suspects++;
         return;
       case 'log':
+      case 'reset.node':
         return;
       default:
         return unreachable(effect);
@@ -364,7 +375,9 @@ export class InvariantChecker {
           ? [e.client]
           : [...this.agents.keys()].filter((a) => {
             const inc = adoptedAt(a);
-            return inc !== null && !this.down.has(a) && inc === this.agents.get(a)?.inc;
+            // A node declared failed before the echo was ordered is no target (PROTOCOL §8.4).
+            const failed = (this.failures.get(a) ?? []).some((f) => f.rsn < rsn && f.inc === inc);
+            return inc !== null && !failed && !this.down.has(a) && inc === this.agents.get(a)?.inc;
           });
         for (const t of targets) {
           const n = perTarget.get(`${e.client}|${e.tag}|${t}`) ?? 0;

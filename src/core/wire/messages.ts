@@ -90,8 +90,9 @@ export type TaskKill = { type: 'task.kill'; nonce: string; task: string };
 export type OperatorRequest = TaskSubmit | TaskKill;
 
 export type AgentRequest =
-  /** The agent announces its node to the group (first message after start). */
-  | { type: 'node.join'; slots: number }
+  /** The agent announces its node to the group (first message after start). `resync`: it found
+   *  processes on record from a predecessor incarnation and needs `procs.adopt` (PROTOCOL §8.6). */
+  | { type: 'node.join'; slots: number; resync: boolean }
   /** Ask the group to answer with one group message per target (diagnostics, sim, bench). */
   | { type: 'echo'; tag: string; fanout: Fanout; count: number; data: Uint8Array }
   /** Spec §3.5 G5 / §3.7: copies of `count` GSSNs from `gssn` on timed out or did not all
@@ -102,7 +103,7 @@ export type AgentRequest =
   | OperatorRequest;
 
 export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
-  'node.join': { code: 1, order: ['slots'], fields: { slots: uint } },
+  'node.join': { code: 1, order: ['slots', 'resync'], fields: { slots: uint, resync: bool } },
   echo: {
     code: 2,
     order: ['tag', 'fanout', 'count', 'data'],

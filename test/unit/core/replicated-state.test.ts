@@ -24,7 +24,7 @@ describe('replicated state', () => {
 
   it('echo emits one GSSN per copy and joined destination, chained per agent through prevGssn', () => {
     const s = initialState(['r1', 'r2', 'r3'], agents);
-    for (const a of ['a1', 'a2']) applyRequest(s, a, { type: 'node.join', slots: 4 });
+    for (const a of ['a1', 'a2']) applyRequest(s, a, { type: 'node.join', slots: 4, resync: false });
     const r = applyRequest(s, 'a1', echo(2, 'all'));
     expect(r.messages.map((m) => [m.gssn, m.dest, m.prevGssn])).toEqual([[1, 'a1', 0], [2, 'a2', 0], [3, 'a1', 1], [4, 'a2', 2]]);
     expect(s.gssn).toBe(4);
@@ -32,7 +32,7 @@ describe('replicated state', () => {
 
   it('an agent that has not joined receives no group message: its chain is not defined yet (PROTOCOL §5.7)', () => {
     const s = initialState(['r1', 'r2', 'r3'], agents);
-    applyRequest(s, 'a1', { type: 'node.join', slots: 4 });
+    applyRequest(s, 'a1', { type: 'node.join', slots: 4, resync: false });
     expect(applyRequest(s, 'a1', echo(1, 'all')).messages.map((m) => m.dest)).toEqual(['a1']);
   });
 

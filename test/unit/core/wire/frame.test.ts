@@ -169,7 +169,7 @@ describe('frame round trips', () => {
   });
 
   it("carries a CG's incarnation and a GC's destination incarnation (PROTOCOL §5.7)", () => {
-    const signed = signCG(cgOf('a1', 2, { type: 'node.join', slots: 1 }, 1_700_000_000_123), signerOf('a1'));
+    const signed = signCG(cgOf('a1', 2, { type: 'node.join', slots: 1, resync: false }, 1_700_000_000_123), signerOf('a1'));
     const frame = frameOf(decodeFrame(enc('a1', 'r1', [grpItem(signed)]), ctxFor('r1')));
     const item = frame.items[0];
     expect(item?.type === 'grp' && item.body.type === 'cg' ? item.body.signed.cg.inc : null).toBe(1_700_000_000_123);
@@ -341,13 +341,13 @@ describe('decodeFrame drop codes (PROTOCOL §2.2, in order)', () => {
   });
 
   it('SIG_UNKNOWN_KEY and WIRE_MALFORMED for a wrapped CG of an unknown agent or of garbage bytes', () => {
-    const stranger = signCG(cgOf('a9', 1, { type: 'node.join', slots: 1 }), signerOf('a9'));
+    const stranger = signCG(cgOf('a9', 1, { type: 'node.join', slots: 1, resync: false }), signerOf('a9'));
     const s = signerOf('r1');
     expect(codeOf(decodeFrame(sealTree(bodyTree('r2', [wrapWire(stranger.bytes, stranger.sig)]), s), ctxFor('r2')))).toBe('SIG_UNKNOWN_KEY');
     expect(codeOf(decodeFrame(sealTree(bodyTree('r2', [wrapWire(Uint8Array.of(0xc1), stranger.sig)]), s), ctxFor('r2')))).toBe('WIRE_MALFORMED');
     expect(codeOf(decodeFrame(sealTree(bodyTree('r2', [wrapWire(pack([1, 2]), stranger.sig)]), s), ctxFor('r2')))).toBe('WIRE_MALFORMED');
     // a CG of the layout before `inc`, genuinely signed by its agent
-    const old = groupMsgCG.enc(cgOf('a2', 1, { type: 'node.join', slots: 1 })) as unknown[];
+    const old = groupMsgCG.enc(cgOf('a2', 1, { type: 'node.join', slots: 1, resync: false })) as unknown[];
     const oldBytes = pack(old.slice(0, 4));
     expect(codeOf(decodeFrame(sealTree(bodyTree('r2', [wrapWire(oldBytes, signerOf('a2').sign(oldBytes))]), s), ctxFor('r2')))).toBe('WIRE_MALFORMED');
   });

@@ -260,8 +260,8 @@ describe('message schemas', () => {
   });
 
   it('encodes a CG as [csn, gssnAck, payload, client, inc] and a GC with destInc before its payload (PROTOCOL §5.7)', () => {
-    const cg = cgOf('a2', 5, { type: 'node.join', slots: 2 }, 1_700_000_000_042);
-    expect(groupMsgCG.enc(cg)).toEqual([5, 15, [1, 2], 'a2', 1_700_000_000_042]);
+    const cg = cgOf('a2', 5, { type: 'node.join', slots: 2, resync: false }, 1_700_000_000_042);
+    expect(groupMsgCG.enc(cg)).toEqual([5, 15, [1, 2, false], 'a2', 1_700_000_000_042]);
     const gc = groupMsgsGC[0] as (typeof groupMsgsGC)[number];
     const gcTree = groupMsgGC.enc(gc) as unknown[];
     expect(gcTree.slice(0, 4)).toEqual([gc.gssn, gc.prevGssn, gc.csnAck, gc.destInc]);

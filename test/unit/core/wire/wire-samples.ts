@@ -36,7 +36,7 @@ export const verifier: Verifier = createNodeVerifier(new Map(IDS.map((id) => [id
 const bytesOf = (n: number, salt = 0): Uint8Array => Uint8Array.from({ length: n }, (_, i) => (i * 131 + salt) & 0xff);
 
 export const agentRequests: AgentRequest[] = [
-  { type: 'node.join', slots: 8 },
+  { type: 'node.join', slots: 8, resync: false },
   { type: 'echo', tag: 'ping-1', fanout: 'self', count: 1, data: bytesOf(0) },
   { type: 'echo', tag: 'ünïcödé ✓', fanout: 'all', count: 1000, data: bytesOf(300, 1) },
   { type: 'error.report', gssn: 2 ** 40, count: 3, kind: 'replica-timeout', suspects: ['r2'] },

@@ -1,0 +1,662 @@
+// The manager's replicated task and process state (spec §6, §6.1, §6.2; docs/PROTOCOL.md §8):
+// one FsmTask per task and one FsmProc per process, stored as plain data (fsm/plain-data.ts) and
+// advanced with xstate's pure transition(); placement of processes on node slots; the
+// gang-scheduling service queue (spec §6: one task started or terminated at a time); and the
+// journal events `trine ps` shows. Pure and deterministic (STYLE.md 1): every replica applies the
+// same inputs in the same RSN order and reaches the same state, so nothing here reads a clock or a
+// random source, and every Map is iterated in insertion order, which is the same everywhere
+// because every insert happens at the same RSN on every replica.
+//
+// Each entry point runs a FIFO work queue of (machine, event): a machine's actions only append
+// to it, so an action that feeds an event to another machine (or the same one) never recurses,
+// and every action of every step is executed in the order the machine returned it.
+import { FSM_PROC_FINAL_STATES, fsmProc, type FsmProcContext, type FsmProcEvent, type FsmProcState } from '../../fsm/fsm-proc.ts';
+import { fsmTask, type FsmTaskContext, type FsmTaskEvent, type Service } from '../../fsm/fsm-task.ts';
+import { initialStep, step, type MachineAction, type MachineData } from '../../fsm/plain-data.ts';
+import { MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, type Timing } from './constants.ts';
+import type { ProcessId } from './ports.ts';
+import { assert } from './result.ts';
+import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
+import type { AdoptEntry, EnvEntry, GroupCommand, ProcReport, TaskSubmit } from './wire/messages.ts';
+
+export type NodeRecord = { node: string; joined: boolean; slots: number; failed: boolean; inc: number };
+export type TaskTimers = { startTimeoutTicks: number; terminateTimeoutTicks: number; maxStartAttempts: number; maxTerminateAttempts: number };
+
+/** Start-TO and Terminate-TO count ordered task-clock ticks (PROTOCOL §8.3), never wall time. */
+export function taskTimers(t: Timing): TaskTimers {
+  const ticks = (ms: number) => Math.max(1, Math.ceil(ms / Math.max(1, t.taskTickMs)));
+  return {
+    startTimeoutTicks: ticks(t.startTimeoutMs),
+    terminateTimeoutTicks: ticks(t.terminateTimeoutMs),
+    maxStartAttempts: Math.max(1, t.maxStartAttempts),
+    maxTerminateAttempts: Math.max(1, t.maxTerminateAttempts),
+  };
+}
+
+export type TaskRecord = {
+  id: string;
+  /** n of `tn`: submission order. */
+  number: number;
+  name: string;
+  size: number;
+  file: string;
+  args: string[];
+  cwd: string;
+  env: EnvEntry[];
+  submittedRsn: number;
+  fsm: MachineData;
+  /** FsmProc per VPID. */
+  procs: Map<number, MachineData>;
+  /** Nodes placement chose for VPIDs whose FsmProc has not taken them yet (consumed within the
+   *  same input: FsmTask answers res.allocated at once). Counted as used slots meanwhile. */
+  reserved: Map<number, string>;
+  /** Why the task's allocation request cannot be placed; null once placed. */
+  waitReason: string | null;
+  outcome: 'normal' | 'abnormal' | null;
+  reason: string | null;
+};
+
+/** A pending `requestResources`: all-or-nothing (spec §6.1 Res-allocated: nodes for all). */
+export type AllocationRequest = { task: string; vpids: number[] };
+export type ServiceTurn = { task: string; service: Service };
+
+export type ClusterState = {
+  /** Ordered task-clock ticks applied. */
+  tick: number;
+  /** n of the next task id `tn`. */
+  nextTask: number;
+  /** Live and remembered finished tasks, in submission order. */
+  tasks: Map<string, TaskRecord>;
+  /** Finished task ids, oldest finish first (at most MAX_FINISHED_TASKS). */
+  finished: string[];
+  /** FIFO; at most one per live task (FsmTask asks for nodes in Wait-for-resource or for one
+   *  App-spawn, never both), so bounded by MAX_LIVE_TASKS. */
+  allocations: AllocationRequest[];
+  /** Gang scheduling (spec §6): tasks waiting for their start/terminate turn, FIFO; a task
+   *  is in it at most once per service, so it is bounded by twice MAX_LIVE_TASKS. */
+  serviceQueue: ServiceTurn[];
+  /** The task whose start or terminate is in progress, if any. */
+  serviceActive: ServiceTurn | null;
+};
+
+export function createClusterState(): ClusterState {
+  return { tick: 0, nextTask: 1, tasks: new Map(), finished: [], allocations: [], serviceQueue: [], serviceActive: null };
+}
+
+export type TaskEffect =
+  | { type: 'command'; agent: ProcessId; command: GroupCommand }
+  | { type: 'event'; task: string | null; vpid: number | null; text: string };
+export type Outcome = { ok: boolean; text: string };
+
+// ---- reading the stored machines -------------------------------------------------------------
+
+const taskCtx = (r: TaskRecord) => r.fsm.context as FsmTaskContext;
+const taskState = (r: TaskRecord) => r.fsm.value as string;
+const procCtx = (d: MachineData) => d.context as FsmProcContext;
+const procState = (d: MachineData) => d.value as FsmProcState;
+const isFinal = (d: MachineData) => FSM_PROC_FINAL_STATES.includes(procState(d));
+/** States in which a process holds a slot on its node (status.ts NodeView.used). */
+const HOLDING: readonly FsmProcState[] = ['allocated', 'spawning', 'running', 'terminating'];
+const holds = (d: MachineData) => HOLDING.includes(procState(d));
+const isLive = (r: TaskRecord) => r.outcome === null;
+const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
+
+// ---- the work queue --------------------------------------------------------------------------
+
+type WorkItem =
+  | { kind: 'task'; task: string; event: FsmTaskEvent }
+  | { kind: 'proc'; task: string; vpid: number; event: FsmProcEvent }
+  /** Feed the procs.* aggregates of a task (FsmTask header contract), computed when reached. */
+  | { kind: 'aggregate'; task: string };
+
+type Run = {
+  cs: ClusterState;
+  nodes: Map<ProcessId, NodeRecord>;
+  queue: WorkItem[];
+  effects: TaskEffect[];
+  /** Tasks with an aggregate item still queued: one pending evaluation covers every change. */
+  aggregatePending: Set<string>;
+};
+
+const newRun = (cs: ClusterState, nodes: Map<ProcessId, NodeRecord>): Run =>
+  ({ cs, nodes, queue: [], effects: [], aggregatePending: new Set() });
+
+function note(run: Run, task: string | null, vpid: number | null, text: string): void {
+  run.effects.push({ type: 'event', task, vpid, text });
+}
+
+function agentOf(run: Run, node: string): ProcessId | null {
+  for (const [agent, rec] of run.nodes) if (rec.node === node) return agent;
+  return null;
+}
+
+/** Work through the queue. It ends: each item is one step of a finite machine, and a machine
+ *  only produces items for events the manager itself defines (no agent input enters here). */
+function drain(run: Run): void {
+  for (let i = 0; i < run.queue.length; i++) {
+    const item = run.queue[i] as WorkItem;
+    const rec = run.cs.tasks.get(item.task);
+    if (rec === undefined) continue; // forgotten (MAX_FINISHED_TASKS) while its item waited
+    if (item.kind === 'task') stepTask(run, rec, item.event);
+    else if (item.kind === 'proc') stepProc(run, rec, item.vpid, item.event);
+    else {
+      run.aggregatePending.delete(rec.id);
+      feedAggregates(run, rec);
+    }
+  }
+  run.queue = [];
+}
+
+/** After every input: drain, place what can be placed, give the service turn, until quiet. */
+function settle(run: Run): TaskEffect[] {
+  for (;;) {
+    drain(run);
+    if (place(run)) continue;
+    if (grantService(run)) continue;
+    return run.effects;
+  }
+}
+
+// ---- FsmTask ---------------------------------------------------------------------------------
+
+function stepTask(run: Run, rec: TaskRecord, event: FsmTaskEvent): void {
+  const before = taskState(rec);
+  const r = step(fsmTask, rec.fsm, event);
+  rec.fsm = r.data;
+  if (taskState(rec) !== before) noteTaskState(run, rec, before);
+  for (const action of r.actions) taskAction(run, rec, action);
+}
+
+function noteTaskState(run: Run, rec: TaskRecord, before: string): void {
+  const c = taskCtx(rec);
+  switch (taskState(rec)) {
+    case 'starting':
+      return note(run, rec.id, null, `${rec.id} starting (attempt ${c.startCount} of ${c.maxStartAttempts})`);
+    case 'running':
+      if (before === 'starting') note(run, rec.id, null, `${rec.id} running: ${plural(c.vpids.length, 'process', 'processes')}`);
+      return;
+    case 'waitForTerminate':
+      return note(run, rec.id, null, `${rec.id} terminating: ${c.reason ?? c.failure ?? c.afterTerminate ?? 'requested'}`);
+    case 'waitForResource':
+      // Back to allocation: a node lost before the spawn (T2 choice), a retry (T5), a restart (T9).
+      if (before === 'waitForStart') return note(run, rec.id, null, `${rec.id} placing again: a node was lost before the spawn`);
+      if (c.restarted && c.startCount === 0) return note(run, rec.id, null, `${rec.id} restarting`);
+      return note(run, rec.id, null, `${rec.id} retrying after: ${c.failure ?? 'a failed start'}`);
+    default:
+      return;
+  }
+}
+
+function taskAction(run: Run, rec: TaskRecord, action: MachineAction): void {
+  const cs = run.cs;
+  switch (action.type) {
+    case 'requestResources': {
+      const { vpids } = action.params as { vpids: number[] };
+      // Entering Wait-for-resource (T1, T5 retry, T9 restart): the task is exactly its
+      // members, each with a fresh FsmProc; earlier processes are history.
+      if (taskState(rec) === 'waitForResource') rec.procs = new Map();
+      for (const v of vpids) {
+        rec.procs.set(v, initialStep(fsmProc, { taskId: rec.id, vpid: v }).data);
+        rec.reserved.delete(v);
+      }
+      dropRequested(cs, rec.id, vpids);
+      cs.allocations.push({ task: rec.id, vpids: [...vpids] });
+      return;
+    }
+    case 'cancelResources': {
+      const { vpids } = action.params as { vpids: number[] };
+      dropRequested(cs, rec.id, vpids);
+      for (const v of vpids) rec.reserved.delete(v);
+      return;
+    }
+    case 'enqueueService': {
+      const { service } = action.params as { service: Service };
+      if (!cs.serviceQueue.some((s) => s.task === rec.id && s.service === service)) cs.serviceQueue.push({ task: rec.id, service });
+      return;
+    }
+    case 'cancelService': {
+      const { service } = action.params as { service: Service };
+      cs.serviceQueue = cs.serviceQueue.filter((s) => !(s.task === rec.id && s.service === service));
+      return;
+    }
+    case 'serviceDone':
+      if (cs.serviceActive?.task === rec.id) cs.serviceActive = null;
+      return;
+    case 'sendToProcs': {
+      const { command, vpids } = action.params as { command: 'spawn' | 'terminate' | 'res-allocated'; vpids: number[] };
+      for (const vpid of vpids) {
+        if (command === 'res-allocated') {
+          const node = rec.reserved.get(vpid);
+          assert(node !== undefined, `${rec.id}/${vpid}: res-allocated without a placement`);
+          rec.reserved.delete(vpid);
+          run.queue.push({ kind: 'proc', task: rec.id, vpid, event: { type: 'res.allocated', node } });
+        } else {
+          run.queue.push({ kind: 'proc', task: rec.id, vpid, event: { type: command === 'spawn' ? 'task.spawn' : 'task.terminate' } });
+        }
+      }
+      return;
+    }
+    case 'broadcast': {
+      // Ghidrah signals reach applications in a later issue; the journal records them now.
+      const { signal, arg } = action.params as { signal: string; arg: number };
+      const at = signal === 'GSIG_REP_SPAWNED' ? ` on ${procNode(rec, arg) ?? '?'}` : '';
+      return note(run, rec.id, arg, `${rec.id} ${signal}(${arg})${at}`);
+    }
+    case 'taskFinished': {
+      const { outcome, reason } = action.params as { outcome: 'normal' | 'abnormal'; reason: string };
+      return finishTask(run, rec, outcome, reason);
+    }
+    default:
+      return assert(false, `FsmTask action ${action.type} unknown to the manager`);
+  }
+}
+
+function dropRequested(cs: ClusterState, task: string, vpids: number[]): void {
+  cs.allocations = cs.allocations
+    .map((a) => (a.task === task ? { task, vpids: a.vpids.filter((v) => !vpids.includes(v)) } : a))
+    .filter((a) => a.vpids.length > 0);
+}
+
+const procNode = (rec: TaskRecord, vpid: number): string | null => {
+  const d = rec.procs.get(vpid);
+  return d === undefined ? null : procCtx(d).node;
+};
+
+/** The task reached a final state: release its requests, queue places and slots (slots are
+ *  counted over live tasks only), and keep it for `trine ps` among the recent finished ones. */
+function finishTask(run: Run, rec: TaskRecord, outcome: 'normal' | 'abnormal', reason: string): void {
+  const cs = run.cs;
+  rec.outcome = outcome;
+  rec.reason = reason;
+  rec.waitReason = null;
+  rec.reserved.clear();
+  cs.allocations = cs.allocations.filter((a) => a.task !== rec.id);
+  cs.serviceQueue = cs.serviceQueue.filter((s) => s.task !== rec.id);
+  if (cs.serviceActive?.task === rec.id) cs.serviceActive = null;
+  note(run, rec.id, null, `${rec.id} finished ${outcome === 'normal' ? 'normally' : 'abnormally'}: ${reason}`);
+  cs.finished.push(rec.id);
+  while (cs.finished.length > MAX_FINISHED_TASKS) cs.tasks.delete(cs.finished.shift() as string);
+}
+
+// ---- FsmProc ---------------------------------------------------------------------------------
+
+function stepProc(run: Run, rec: TaskRecord, vpid: number, event: FsmProcEvent): void {
+  const data = rec.procs.get(vpid);
+  if (data === undefined) return; // replaced by a retry or restart while the event waited
+  const r = step(fsmProc, data, event);
+  rec.procs.set(vpid, r.data);
+  for (const action of r.actions) procAction(run, rec, vpid, action);
+}
+
+function procAction(run: Run, rec: TaskRecord, vpid: number, action: MachineAction): void {
+  switch (action.type) {
+    case 'commandAgent': {
+      const p = action.params as { command: 'spawn' | 'terminate'; node: string };
+      const agent = agentOf(run, p.node);
+      if (agent === null) return note(run, rec.id, vpid, `${rec.id}/${vpid}: no agent on ${p.node} for ${p.command}`);
+      const command: GroupCommand = p.command === 'spawn'
+        ? spawnCommand(rec, vpid)
+        : { type: 'proc.terminate', task: rec.id, vpid };
+      run.effects.push({ type: 'command', agent, command });
+      return;
+    }
+    case 'reportToTask': {
+      const { state } = action.params as { state: FsmProcState };
+      reportToTask(run, rec, vpid, state);
+      return;
+    }
+    default:
+      return assert(false, `FsmProc action ${action.type} unknown to the manager`);
+  }
+}
+
+/** FsmProc's Spawn with the mapping message's contents (spec §7 item 2): the task's current
+ *  members, the restarted flag, and every member's node that has one. */
+function spawnCommand(rec: TaskRecord, vpid: number): GroupCommand {
+  const c = taskCtx(rec);
+  const endpoints = c.vpids.flatMap((v) => {
+    const node = procNode(rec, v);
+    return node === null ? [] : [{ vpid: v, node }];
+  });
+  return {
+    type: 'proc.spawn', task: rec.id, vpid, mode: 'plain', file: rec.file, args: [...rec.args], cwd: rec.cwd,
+    env: rec.env.map(([k, v]): EnvEntry => [k, v]), size: c.vpids.length, restarted: c.restarted, endpoints,
+  };
+}
+
+function reportToTask(run: Run, rec: TaskRecord, vpid: number, state: FsmProcState): void {
+  const d = rec.procs.get(vpid) as MachineData;
+  const p = procCtx(d);
+  const at = `${rec.id}/${vpid}`;
+  const push = (event: FsmTaskEvent) => run.queue.push({ kind: 'task', task: rec.id, event });
+  switch (state) {
+    case 'running':
+      note(run, rec.id, vpid, `${at} running pid ${p.pid ?? 0} on ${p.node ?? '?'}`);
+      push({ type: 'proc.running', vpid });
+      break;
+    case 'spawnFailed':
+      note(run, rec.id, vpid, `${at} spawn failed on ${p.node ?? '?'}: ${p.reason ?? 'no reason given'}`);
+      push(p.reason === null ? { type: 'proc.spawnFailed', vpid } : { type: 'proc.spawnFailed', vpid, detail: p.reason });
+      break;
+    case 'terminatedNormally':
+      // P15 (terminated before spawn) is routine when a waiting task ends: not journalled.
+      if (p.exitCode !== null) note(run, rec.id, vpid, `${at} exited ${p.exitCode}`);
+      push({ type: 'proc.terminated', vpid, normally: true });
+      break;
+    case 'terminatedAbnormally':
+      // A lost node is journalled once for all its processes (nodeFailed).
+      if (p.reason !== 'node lost') {
+        const how = p.signal ?? (p.exitCode !== null ? `exit ${p.exitCode}` : (p.reason ?? 'no reason given'));
+        note(run, rec.id, vpid, `${at} terminated abnormally: ${how}`);
+      }
+      push({ type: 'proc.terminated', vpid, normally: false });
+      break;
+    case 'waitForResource':
+    case 'allocated':
+    case 'spawning':
+    case 'terminating':
+      break;
+    default: {
+      const never: never = state;
+      return never;
+    }
+  }
+  if (!run.aggregatePending.has(rec.id)) {
+    run.aggregatePending.add(rec.id);
+    run.queue.push({ kind: 'aggregate', task: rec.id });
+  }
+}
+
+/** The "Any/All FsmProc in st" inputs of spec §6.1 over the task's members, per the FsmTask
+ *  header contract. FsmTask tolerates repeats; deaths it already recorded are left out. */
+function feedAggregates(run: Run, rec: TaskRecord): void {
+  const c = taskCtx(rec);
+  const members = c.vpids.flatMap((v) => {
+    const d = rec.procs.get(v);
+    return d === undefined ? [] : [{ vpid: v, d }];
+  });
+  const events: FsmTaskEvent[] = [];
+  const failed = members.find((m) => procState(m.d) === 'spawnFailed');
+  if (failed !== undefined) {
+    const detail = procCtx(failed.d).reason;
+    events.push(detail === null ? { type: 'procs.anySpawnFailed' } : { type: 'procs.anySpawnFailed', detail });
+  }
+  const crashed = members.filter((m) => procState(m.d) === 'terminatedAbnormally' && !c.deadVpids.includes(m.vpid));
+  if (crashed.length > 0) events.push({ type: 'procs.anyTerminatedAbnormally', vpids: crashed.map((m) => m.vpid) });
+  // A member that terminated normally after its pid was reported did run (FsmTask contract).
+  const ran = (m: { d: MachineData }) =>
+    procState(m.d) === 'running' || (procState(m.d) === 'terminatedNormally' && procCtx(m.d).pid !== null);
+  if (members.every(ran)) events.push({ type: 'procs.allRunning' });
+  if (members.every((m) => isFinal(m.d))) {
+    const normally = members.every((m) => procState(m.d) === 'terminatedNormally');
+    events.push({ type: normally ? 'procs.allTerminatedNormally' : 'procs.allTerminated' });
+  }
+  for (const event of events) stepTask(run, rec, event);
+}
+
+// ---- placement and the service queue ---------------------------------------------------------
+
+/** Slots held per node by live tasks: their processes that hold one, and their reservations.
+ *  A finished task holds none, even if an agent never confirmed a terminate (T17 gave up). */
+function usedSlots(cs: ClusterState): Map<string, number> {
+  const used = new Map<string, number>();
+  const add = (node: string) => used.set(node, (used.get(node) ?? 0) + 1);
+  for (const rec of cs.tasks.values()) {
+    if (!isLive(rec)) continue;
+    for (const d of rec.procs.values()) {
+      const node = procCtx(d).node;
+      if (holds(d) && node !== null) add(node);
+    }
+    for (const node of rec.reserved.values()) add(node);
+  }
+  return used;
+}
+
+/** Free slots on every healthy node (joined, not failed), ascending by node name. */
+function freeSlots(run: Run): Map<string, number> {
+  const used = usedSlots(run.cs);
+  const healthy = [...run.nodes.values()].filter((n) => n.joined && !n.failed).sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+  return new Map(healthy.map((n) => [n.node, Math.max(0, n.slots - (used.get(n.node) ?? 0))]));
+}
+
+/** Places pending requests in FIFO order, each all-or-nothing. First-fit: a request that does
+ *  not fit does not block smaller ones behind it (a large task may wait while small ones run;
+ *  its waitReason says why). Returns whether anything was placed. */
+function place(run: Run): boolean {
+  const cs = run.cs;
+  if (cs.allocations.length === 0) return false;
+  const free = freeSlots(run);
+  let placed = false;
+  for (const req of [...cs.allocations]) {
+    const rec = cs.tasks.get(req.task);
+    if (rec === undefined || !isLive(rec)) continue;
+    const total = [...free.values()].reduce((a, b) => a + b, 0);
+    if (req.vpids.length > total) {
+      const why = `needs ${plural(req.vpids.length, 'slot')}, ${total} free on ${plural(free.size, 'healthy node')}`;
+      if (rec.waitReason !== why) note(run, rec.id, null, `${rec.id} waiting: ${why}`);
+      rec.waitReason = why;
+      continue;
+    }
+    // Spread: each process to the node with the most free slots, ties by node name.
+    const counts = new Map<string, number>();
+    for (const vpid of req.vpids) {
+      let best: string | null = null;
+      for (const [node, n] of free) if (best === null || n > (free.get(best) as number)) best = node;
+      assert(best !== null && (free.get(best) as number) > 0, 'placement: counted slots vanished');
+      free.set(best, (free.get(best) as number) - 1);
+      rec.reserved.set(vpid, best);
+      counts.set(best, (counts.get(best) ?? 0) + 1);
+    }
+    cs.allocations = cs.allocations.filter((a) => a !== req);
+    rec.waitReason = null;
+    const where = [...counts].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([node, n]) => `${node}×${n}`).join(' ');
+    note(run, rec.id, null, `${rec.id} placed: ${where}`);
+    run.queue.push({ kind: 'task', task: rec.id, event: { type: 'res.allocated' } });
+    placed = true;
+  }
+  return placed;
+}
+
+/** Gang scheduling (spec §6): when no task is starting or terminating, the queue's first
+ *  terminate turn, else its head, gets its turn. Terminating first (a choice; the spec only
+ *  says one at a time) frees slots and stops the survivors of a failed start without waiting up
+ *  to Start-TO behind every task queued to start. Returns whether a turn was given. */
+function grantService(run: Run): boolean {
+  const cs = run.cs;
+  if (cs.serviceActive !== null) return false;
+  const terminate = cs.serviceQueue.findIndex((s) => s.service === 'terminate');
+  const [turn] = cs.serviceQueue.splice(terminate >= 0 ? terminate : 0, 1);
+  if (turn === undefined) return false;
+  const rec = cs.tasks.get(turn.task);
+  if (rec === undefined || !isLive(rec)) return true;
+  cs.serviceActive = turn;
+  stepTask(run, rec, { type: turn.service === 'start' ? 'cm.spawn' : 'cm.terminate' });
+  // The turn ends with serviceDone on leaving Starting/Terminating. A task that did not take it
+  // (it cancels its place when it stops waiting, so this is defensive) must not hold it forever.
+  const serving = turn.service === 'start' ? 'starting' : 'terminating';
+  if (cs.serviceActive === turn && taskState(rec) !== serving) cs.serviceActive = null;
+  return true;
+}
+
+// ---- entry points ----------------------------------------------------------------------------
+
+function validate(req: TaskSubmit, live: number): string | null {
+  if (!Number.isInteger(req.size) || req.size < 1 || req.size > MAX_TASK_PROCS) {
+    return `size must be 1 to ${MAX_TASK_PROCS} processes, got ${req.size}`;
+  }
+  if (req.file.length === 0) return 'no executable given: pass the path of the file to run';
+  if (!req.cwd.startsWith('/')) return `cwd must be an absolute path, got '${req.cwd}'`;
+  if (req.args.length > MAX_ARGS) return `at most ${MAX_ARGS} arguments, got ${req.args.length}`;
+  for (let i = 1; i < req.env.length; i++) {
+    const prev = (req.env[i - 1] as EnvEntry)[0];
+    const name = (req.env[i] as EnvEntry)[0];
+    if (!(prev < name)) return `env must be sorted by name without repeats: '${name}' follows '${prev}'`;
+  }
+  if (live >= MAX_LIVE_TASKS) return `${MAX_LIVE_TASKS} tasks are live, the limit: wait for some to finish or kill some`;
+  return null;
+}
+
+export function submitTask(
+  cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, timers: TaskTimers, req: TaskSubmit, rsn: number,
+): { outcome: Outcome; effects: TaskEffect[] } {
+  const refusal = validate(req, cs.tasks.size - cs.finished.length);
+  if (refusal !== null) return { outcome: { ok: false, text: refusal }, effects: [] };
+  const run = newRun(cs, nodes);
+  const id = `t${cs.nextTask}`;
+  // T1: the task starts in Wait-for-resource, asking for nodes for VPIDs 0 … size-1.
+  const init = initialStep(fsmTask, { taskId: id, size: req.size, ...timers });
+  const rec: TaskRecord = {
+    id, number: cs.nextTask, name: req.name, size: req.size, file: req.file, args: [...req.args], cwd: req.cwd,
+    env: req.env.map(([k, v]): EnvEntry => [k, v]), submittedRsn: rsn, fsm: init.data, procs: new Map(),
+    reserved: new Map(), waitReason: null, outcome: null, reason: null,
+  };
+  cs.nextTask++;
+  cs.tasks.set(id, rec);
+  note(run, id, null, `${id} submitted: ${req.size} × ${req.file}`);
+  for (const action of init.actions) taskAction(run, rec, action);
+  return { outcome: { ok: true, text: id }, effects: settle(run) };
+}
+
+export function killTask(
+  cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timers: TaskTimers, taskId: string,
+): { outcome: Outcome; effects: TaskEffect[] } {
+  const rec = cs.tasks.get(taskId);
+  if (rec === undefined) return { outcome: { ok: false, text: `no task ${taskId}` }, effects: [] };
+  if (!isLive(rec)) {
+    return { outcome: { ok: false, text: `${taskId} already finished (${rec.outcome === 'normal' ? 'normally' : 'abnormally'}: ${rec.reason ?? ''})` }, effects: [] };
+  }
+  const run = newRun(cs, nodes);
+  note(run, taskId, null, `${taskId} kill requested by the operator`);
+  run.queue.push({ kind: 'task', task: taskId, event: { type: 'task.kill' } });
+  const effects = settle(run);
+  return { outcome: { ok: true, text: isLive(rec) ? `${taskId} terminating` : `${taskId} killed` }, effects };
+}
+
+export function procReport(
+  cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timers: TaskTimers, agent: ProcessId, r: ProcReport,
+): TaskEffect[] {
+  const run = newRun(cs, nodes);
+  const at = `${r.task}/${r.vpid}`;
+  const rec = cs.tasks.get(r.task);
+  const data = rec?.procs.get(r.vpid);
+  const node = nodes.get(agent)?.node ?? null;
+  const placedOn = data === undefined ? null : procCtx(data).node;
+  // Only the agent of the process's node speaks for it (spec §6.2: FsmProc's Agent).
+  if (rec === undefined || data === undefined || node === null || placedOn !== node) {
+    const why = data === undefined ? 'no such process' : `the process is on ${placedOn ?? 'no node'}, not ${node ?? 'an unknown node'}`;
+    note(run, rec === undefined ? null : r.task, data === undefined ? null : r.vpid, `dropped ${r.kind} from ${agent} for ${at}: ${why}`);
+    return run.effects;
+  }
+  const event: FsmProcEvent = (() => {
+    switch (r.kind) {
+      case 'spawnSucceeded': return { type: 'agent.spawnSucceeded', pid: r.pid };
+      case 'spawnFailed': return { type: 'agent.spawnFailed', reason: r.reason };
+      case 'terminatedNormally': return { type: 'agent.terminatedNormally', exitCode: r.exitCode ?? 0 };
+      case 'terminatedAbnormally': return { type: 'agent.terminatedAbnormally', exitCode: r.exitCode, signal: r.signal, reason: r.reason };
+      default: {
+        const never: never = r.kind;
+        return never;
+      }
+    }
+  })();
+  run.queue.push({ kind: 'proc', task: r.task, vpid: r.vpid, event });
+  return settle(run);
+}
+
+/** Processes of live tasks that hold a slot on `node`, in task then VPID order. */
+function procsOn(cs: ClusterState, node: string, states: readonly FsmProcState[]): { rec: TaskRecord; vpid: number; d: MachineData }[] {
+  const out: { rec: TaskRecord; vpid: number; d: MachineData }[] = [];
+  for (const rec of cs.tasks.values()) {
+    if (!isLive(rec)) continue;
+    for (const [vpid, d] of [...rec.procs].sort((a, b) => a[0] - b[0])) {
+      if (procCtx(d).node === node && states.includes(procState(d))) out.push({ rec, vpid, d });
+    }
+  }
+  return out;
+}
+
+export function nodeJoined(
+  cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timers: TaskTimers, agent: ProcessId,
+): { adopt: AdoptEntry[]; effects: TaskEffect[] } {
+  const run = newRun(cs, nodes);
+  const rec = nodes.get(agent);
+  if (rec === undefined) return { adopt: [], effects: [] };
+  // PROTOCOL §8.6: the new incarnation adopts what the group believes runs on its node.
+  const adopt = procsOn(cs, rec.node, ['spawning', 'running', 'terminating'])
+    .map((p) => ({ task: p.rec.id, vpid: p.vpid, pid: procCtx(p.d).pid ?? 0 }));
+  note(run, null, null, `node ${rec.node} joined: ${plural(rec.slots, 'slot')}, adopting ${plural(adopt.length, 'process', 'processes')}`);
+  return { adopt, effects: settle(run) };
+}
+
+export function nodeFailed(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timers: TaskTimers, agent: ProcessId): TaskEffect[] {
+  const run = newRun(cs, nodes);
+  const rec = nodes.get(agent);
+  if (rec === undefined) return [];
+  const lost = procsOn(cs, rec.node, HOLDING);
+  note(run, null, null, `node ${rec.node} lost: ${lost.length === 0 ? 'no processes' : `${lost.map((p) => `${p.rec.id}/${p.vpid}`).join(' ')} dead`}`);
+  // P10 for each process, then the task's Res-removed (spec §6.1) naming its lost VPIDs.
+  for (const p of lost) run.queue.push({ kind: 'proc', task: p.rec.id, vpid: p.vpid, event: { type: 'res.removed' } });
+  const byTask = new Map<string, number[]>();
+  for (const p of lost) byTask.set(p.rec.id, [...(byTask.get(p.rec.id) ?? []), p.vpid]);
+  for (const [task, vpids] of byTask) run.queue.push({ kind: 'task', task, event: { type: 'res.removed', vpids } });
+  return settle(run);
+}
+
+export function tick(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timers: TaskTimers): TaskEffect[] {
+  const run = newRun(cs, nodes);
+  cs.tick++;
+  for (const rec of cs.tasks.values()) if (isLive(rec)) run.queue.push({ kind: 'task', task: rec.id, event: { type: 'clock.tick' } });
+  return settle(run);
+}
+
+/** The primary orders ticks only while some timer runs (PROTOCOL §8.3). */
+export function needsTicks(cs: ClusterState): boolean {
+  for (const rec of cs.tasks.values()) {
+    const c = taskCtx(rec);
+    if (isLive(rec) && (c.startTimerTicks !== null || c.terminateTimerTicks !== null)) return true;
+  }
+  return false;
+}
+
+// ---- digest and view -------------------------------------------------------------------------
+
+const byNumber = (a: TaskRecord, b: TaskRecord) => a.number - b.number;
+const sortedProcs = (rec: TaskRecord) => [...rec.procs].sort((a, b) => a[0] - b[0]);
+
+/** Canonical plain tree (DESIGN.md §3): fixed field order, Maps sorted by key; the machines'
+ *  data is key-sorted plain data already (fsm/plain-data.ts). */
+export function encodeCluster(cs: ClusterState): unknown {
+  return [
+    cs.tick, cs.nextTask,
+    [...cs.tasks.values()].sort(byNumber).map((r) => [
+      r.id, r.name, r.size, r.file, r.args, r.cwd, r.env, r.submittedRsn, r.fsm,
+      sortedProcs(r), [...r.reserved].sort((a, b) => a[0] - b[0]), r.waitReason, r.outcome, r.reason,
+    ]),
+    cs.finished,
+    cs.allocations.map((a) => [a.task, a.vpids]),
+    cs.serviceQueue.map((s) => [s.task, s.service]),
+    cs.serviceActive === null ? null : [cs.serviceActive.task, cs.serviceActive.service],
+  ];
+}
+
+export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>): Omit<ClusterView, 'events'> {
+  const used = usedSlots(cs);
+  const nodeViews: NodeView[] = [...nodes].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([agent, n]) => ({
+    agent, node: n.node, slots: n.slots, used: used.get(n.node) ?? 0,
+    state: n.failed ? 'failed' : n.joined ? 'up' : 'joining', inc: n.inc,
+  }));
+  const all = [...cs.tasks.values()].sort(byNumber);
+  const tasks: TaskView[] = [...all.filter(isLive), ...all.filter((r) => !isLive(r))].map((r) => {
+    const c = taskCtx(r);
+    const procs: ProcView[] = sortedProcs(r).map(([vpid, d]) => {
+      const p = procCtx(d);
+      return { vpid, node: p.node, pid: p.pid, state: procState(d), exitCode: p.exitCode, signal: p.signal, reason: p.reason };
+    });
+    return {
+      id: r.id, name: r.name, size: r.size, state: taskState(r), command: [r.file, ...r.args], cwd: r.cwd,
+      submittedRsn: r.submittedRsn, startAttempts: c.startCount, restarted: c.restarted, waitReason: r.waitReason,
+      outcome: r.outcome, reason: r.reason, failure: c.failure, procs,
+    };
+  });
+  return { tick: cs.tick, nodes: nodeViews, tasks };
+}
