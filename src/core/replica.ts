@@ -208,13 +208,14 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     execute({ type: 'input', input }, nowMs, out);
   }
 
-  /** Primary: order an operator request once (PROTOCOL §8.1); a retry is answered again. */
-  function orderOperator(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
+  /** Primary: order an operator request once (PROTOCOL §8.1); a retry from the operator itself
+   *  is answered again (a backup's forward of it is not: the operator has its own copy). */
+  function orderOperator(signed: SignedCG, direct: boolean, nowMs: number, out: CoreEffect[]): void {
     const payload = signed.cg.payload;
     if (!isOperatorRequest(payload)) return;
     const seen = state.outcomes.get(payload.nonce);
     if (seen !== undefined) {
-      reply(signed.cg.client, seen, out);
+      if (direct) reply(signed.cg.client, seen, out);
       return;
     }
     state.rsn++;
@@ -224,7 +225,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
 
   /** Primary: order the next request of `client` (spec §3.6 G7, with CSN hold-back). */
   function order(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
-    if (operators.has(signed.cg.client)) return orderOperator(signed, nowMs, out);
+    if (operators.has(signed.cg.client)) return orderOperator(signed, false, nowMs, out);
     if (isOperatorRequest(signed.cg.payload)) {
       countDrop(drops, 'NOT_A_MEMBER'); // an agent may not submit or kill tasks (PROTOCOL §8.1)
       return;
@@ -271,7 +272,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       countDrop(drops, 'NOT_A_MEMBER');
       return;
     }
-    if (isPrimary()) return orderOperator(signed, nowMs, out);
+    if (isPrimary()) return orderOperator(signed, true, nowMs, out);
     const seen = state.outcomes.get(payload.nonce);
     if (seen !== undefined) return reply(from, seen, out);
     forwardToPrimary(signed, nowMs, out);

@@ -9,7 +9,9 @@ import type { ProcessId, Signer, Verifier } from '../../../src/core/ports.ts';
 import { createReplica, type ReplicaCore } from '../../../src/core/replica.ts';
 import { Shell } from '../../../src/core/shell.ts';
 import { createHash } from 'node:crypto';
-import type { Item } from '../../../src/core/wire/messages.ts';
+import type { Core } from '../../../src/core/node.ts';
+import { encodeFrame, signCG } from '../../../src/core/wire/frame.ts';
+import type { Item, OperatorRequest } from '../../../src/core/wire/messages.ts';
 
 export const hmacSigner = (id: ProcessId): Signer => ({
   id,
@@ -79,6 +81,27 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
     return core;
   }
 
+  /** The operator: signs requests as `op` and records the replicas' answers (PROTOCOL §8.1). */
+  const opReplies: { from: ProcessId; nonce: string; rsn: number; ok: boolean; text: string }[] = [];
+  const opCore: Core = {
+    id: 'op',
+    step: (input) => {
+      if (input.type === 'frame') {
+        for (const it of input.frame.items) if (it.type === 'op.reply') opReplies.push({ from: input.frame.from, nonce: it.nonce, rsn: it.rsn, ok: it.ok, text: it.text });
+      }
+      return [];
+    },
+    nextWakeMs: () => null,
+  };
+  shells.set('op', new Shell({ core: opCore, cluster: 'test', signer: hmacSigner('op'), verifier, transport: { send: () => {} } }));
+  function operate(payload: OperatorRequest, to: readonly ProcessId[] = membership.replicas): void {
+    const signed = signCG({ csn: 0, gssnAck: 0, payload, client: 'op', inc: 0 }, hmacSigner('op'));
+    for (const r of to) {
+      const bytes = encodeFrame({ from: 'op', to: r, items: [{ type: 'op.request', signed }] }, { cluster: 'test', signer: hmacSigner('op') });
+      queue.push({ at: now + latency, seq: seq++, to: r, bytes, from: 'op' });
+    }
+  }
+
   function runUntil(endMs: number): void {
     while (now <= endMs) {
       queue.sort((a, b) => a.at - b.at || a.seq - b.seq);
@@ -96,7 +119,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
   }
 
   return {
-    membership, replicas, agents: agentCores, shells, observed, filters, down, restartAgent,
+    membership, replicas, agents: agentCores, shells, observed, filters, down, restartAgent, operate, opReplies,
     now: () => now,
     runUntil,
     run: (ms: number) => runUntil(now + ms),
