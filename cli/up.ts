@@ -1,11 +1,11 @@
 // `trine up`: creates a local cluster (keys, cluster.json, ports) and starts every daemon
-// detached — the watchdog, replicas r1..r3 on nodes n1..n3, an agent on every node — then waits
+// detached — the watchdog, replicas r1..r3 on nodes n1..n3, and on every node a keeper that runs
+// the node's agent and restarts it (spec §1.4 Agent-Keeper; its pid file is the keeper's) — then waits
 // until the cluster is healthy (one primary, two backups, every agent joined with a fresh
 // heartbeat, equal digests at equal RSN, the watchdog hearing all replicas) and says so in one
 // line. If it is not healthy in time, it prints what is missing and stops what it started.
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
   allocatePorts, clusterIds, ClusterDirError, DEFAULT_NODES, generateClusterKeys, isAlive, isForeignDir, loadCluster, MAX_NODES, MIN_NODES,
@@ -14,7 +14,8 @@ import {
 } from '../src/io/cluster-dir.ts';
 import { logPath } from '../src/io/log.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
-import { stopProcesses } from './down.ts';
+import { trineCommand } from './daemons.ts';
+import { stopCluster } from './down.ts';
 import { StatusClient } from './status-client.ts';
 import { buildStatusDocument, type StatusDocument } from './status-report.ts';
 
@@ -28,19 +29,13 @@ export const UP_POLL_MS = 100;
 /** Lines of a dead daemon's output shown when `up` fails because of it. */
 const TAIL_LINES = 3;
 
-const CLI_MAIN = fileURLToPath(new URL('./main.ts', import.meta.url));
-
-/** The tsx loader, resolved from here so daemons start whatever the caller's cwd. */
-function tsxLoader(): string {
-  return import.meta.resolve('tsx');
-}
-
 function daemonArgs(p: ProcessEntry, dir: string): string[] {
   switch (p.kind) {
     case 'replica':
       return ['manager', '--dir', dir, '--id', p.id];
     case 'agent':
-      return ['agent', '--dir', dir, '--id', p.id];
+      // The keeper starts the agent and keeps it running; `trine down` stops it through it.
+      return ['keeper', '--dir', dir, '--id', p.id];
     case 'watchdog':
       return ['scc', '--dir', dir];
     case 'operator':
@@ -51,7 +46,8 @@ function daemonArgs(p: ProcessEntry, dir: string): string[] {
 function spawnDaemon(dir: string, p: ProcessEntry): number {
   const out = openSync(paths.output(dir, p.id), 'a');
   try {
-    const child = spawn(process.execPath, ['--import', tsxLoader(), CLI_MAIN, ...daemonArgs(p, dir)], {
+    const command = trineCommand(daemonArgs(p, dir));
+    const child = spawn(command.file, command.args, {
       detached: true,
       stdio: ['ignore', out, out],
     });
@@ -101,6 +97,9 @@ export async function up(opts: UpOptions): Promise<number> {
   const ports = await allocatePorts(ids.listeners.length, opts.basePort);
 
   mkdirSync(dir, { recursive: true });
+  // What an earlier cluster in this dir left running (an agent whose keeper died, task
+  // processes) belongs to no one once new keys are made: stop it and forget its records.
+  await stopCluster(dir, []);
   for (const { id } of readPidFiles(dir)) removePidFile(dir, id);
   const keys = generateClusterKeys(dir, ids.all);
   const config: ClusterConfig = planCluster({ nodes, ports }, keys);
@@ -112,7 +111,7 @@ export async function up(opts: UpOptions): Promise<number> {
   const stopAll = async (): Promise<void> => {
     if (stopping) return;
     stopping = true;
-    await stopProcesses(dir, started_);
+    await stopCluster(dir, started_);
   };
   const onSignal = () => {
     process.stderr.write('trine: interrupted: stopping what was started\n');

@@ -174,8 +174,11 @@ const touchesMembers = (context: Ctx, vpids: number[]) => vpids.some((v) => cont
 const failureDetail = (event: Ev, context: Ctx): string => {
   switch (event.type) {
     case 'procs.anySpawnFailed':
-    case 'proc.spawnFailed':
-      return `spawn failed: ${event.detail ?? 'no detail from the agent'}`;
+    case 'proc.spawnFailed': {
+      // The agent's text usually says "spawn failed: ENOENT …" itself (src/io/spawner.ts).
+      const detail = event.detail ?? 'no detail from the agent';
+      return detail.startsWith('spawn failed') ? detail : `spawn failed: ${detail}`;
+    }
     case 'clock.tick':
       return `start timed out after ${context.startTimeoutTicks} ticks`;
     case 'res.removed':

@@ -59,6 +59,10 @@ export const MAX_LIVE_TASKS = 1024;
  *  retried request within the last this-many is answered again, never applied twice. */
 export const MAX_OPERATOR_OUTCOMES = 4096;
 
+/** Live process entries one agent keeps. A node offers a handful of slots (cluster.json); this
+ *  bounds what a group bug could make the agent hold, far above any real placement. A spawn
+ *  beyond it is refused with spawnFailed. */
+export const MAX_AGENT_PROCS = 4096;
 /** Task events a replica keeps in its (non-replicated) journal for `trine ps`. */
 export const MAX_JOURNAL_EVENTS = 512;
 

@@ -1,17 +1,338 @@
-// `trine agent`: runs one node agent (DESIGN.md §1) — the agent core on the shared daemon
-// runtime, dialing every replica. Application process control arrives in a later issue.
+// `trine agent`: runs one node agent (DESIGN.md §1; spec §1.4) — the agent core on the shared
+// daemon runtime, dialing every replica — and its process driver: the group's delivered
+// `proc.*` commands go to the pure process table (src/core/agent-procs.ts), whose effects this
+// file executes with the real Spawner (src/io/spawner.ts), and whose reports go back to the group
+// as `proc.report` requests. It also keeps the procs file, the record a later incarnation reads
+// to adopt survivors and kill orphans (PROTOCOL §8.6), and heartbeats its keeper over the IPC
+// channel when it has one (src/daemon/keeper.ts).
+//
+// The procs file (`paths.procsFile`) holds every process this agent believes alive with its
+// start time (/proc/<pid>/stat field 22, clock ticks since boot): a pid alone could name an
+// unrelated process after the pid was reused, a (pid, start time) pair cannot. It is rewritten
+// atomically (temporary file + rename) every time the set changes, so a crash at any point leaves
+// either the old or the new set, never a torn file. No fsync: the file must survive the agent,
+// not the node — a node power reset ends its processes too.
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createAgent } from '../core/agent.ts';
+import {
+  createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcOsEvent, type ProcRecord, type ProcRef,
+} from '../core/agent-procs.ts';
+import type { Timing } from '../core/constants.ts';
+import type { CoreInput, LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
-import { DEFAULT_AGENT_SLOTS } from '../io/cluster-dir.ts';
+import { processId, taskId, type AgentRequest, type GroupCommand } from '../core/wire/messages.ts';
+import { DEFAULT_AGENT_SLOTS, paths } from '../io/cluster-dir.ts';
+import { createProcessLog } from '../io/log.ts';
+import { ChildProcessSpawner, type Spawner, type SpawnerEvent } from '../io/spawner.ts';
+import { KEEPER_HEARTBEAT_MS, type KeeperMessage } from './keeper.ts';
 import { runCore, type RunHooks } from './run-core.ts';
 
+// ---- the procs file -----------------------------------------------------------------------------
+
+/** The `format` of a procs file: one from another Trine version is not trusted. */
+export const PROCS_FILE_FORMAT = 'trine-procs/1';
+/** A procs file lists a node's live processes: a few slots' worth. Far larger is not ours. */
+const MAX_PROCS_FILE_BYTES = 4 * 1024 * 1024;
+
+export type ProcsFileEntry = ProcRecord & { startTime: string | null };
+
+const hasProc = existsSync('/proc/self/stat');
+
+/** Field 22 of /proc/<pid>/stat (the start time), or null if the process is gone or a zombie.
+ *  Without /proc (not Linux) the start time is unknown: '' and liveness falls back to kill 0. */
+export function procStartTime(pid: number): string | null {
+  if (!hasProc) {
+    try {
+      process.kill(pid, 0);
+      return '';
+    } catch (e) {
+      return (e as NodeJS.ErrnoException).code === 'EPERM' ? '' : null;
+    }
+  }
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // Fields from 3 on follow the parenthesised command name, which may hold spaces or ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const state = fields[0];
+  if (state === 'Z' || state === 'X') return null;
+  return fields[22 - 3] ?? null;
+}
+
+/** Whether `pid` is still the process that had `startTime` (null: unknown, so not provably). */
+export function isSameProcess(pid: number, startTime: string | null): boolean {
+  if (startTime === null) return false;
+  return procStartTime(pid) === startTime;
+}
+
+/** Reads a procs file. Total: a missing file is empty, a bad one is empty with a `problem`. */
+export function readProcsFile(path: string): { procs: ProcsFileEntry[]; problem: string | null } {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { procs: [], problem: null };
+    return { procs: [], problem: `cannot read ${path}: ${(e as Error).message}` };
+  }
+  if (text.length > MAX_PROCS_FILE_BYTES) return { procs: [], problem: `${path} is ${text.length} bytes, not a procs file` };
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    return { procs: [], problem: `${path} is not JSON: ${(e as Error).message}` };
+  }
+  if (typeof json !== 'object' || json === null || (json as { format?: unknown }).format !== PROCS_FILE_FORMAT) {
+    return { procs: [], problem: `${path} is not a ${PROCS_FILE_FORMAT} file` };
+  }
+  const list = (json as { procs?: unknown }).procs;
+  if (!Array.isArray(list)) return { procs: [], problem: `${path}: "procs" must be a list` };
+  const procs: ProcsFileEntry[] = [];
+  for (const p of list as unknown[]) {
+    if (typeof p !== 'object' || p === null) return { procs: [], problem: `${path}: an entry is not an object` };
+    const { task, vpid, pid, startTime } = p as Record<string, unknown>;
+    const good = taskId.dec(task, 'task').ok && Number.isSafeInteger(vpid) && (vpid as number) >= 0 &&
+      Number.isSafeInteger(pid) && (pid as number) > 1 && (startTime === null || typeof startTime === 'string');
+    if (!good) return { procs: [], problem: `${path}: bad entry ${JSON.stringify(p)}` };
+    procs.push({ task: task as string, vpid: vpid as number, pid: pid as number, startTime: startTime as string | null });
+  }
+  return { procs, problem: null };
+}
+
+export function writeProcsFile(path: string, agent: ProcessId, procs: readonly ProcsFileEntry[]): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify({ format: PROCS_FILE_FORMAT, agent, procs }, null, 1)}\n`);
+  renameSync(tmp, path);
+}
+
+/** The procs files in a cluster's run dir, with the agent each belongs to (for `trine down`). */
+export function listProcsFiles(dir: string): { id: ProcessId; path: string }[] {
+  const run = paths.run(dir);
+  if (!existsSync(run)) return [];
+  const suffix = '.procs.json';
+  return readdirSync(run)
+    .filter((name) => name.endsWith(suffix) && processId.dec(name.slice(0, -suffix.length), 'id').ok)
+    .sort()
+    .map((name) => ({ id: name.slice(0, -suffix.length), path: paths.procsFile(dir, name.slice(0, -suffix.length)) }));
+}
+
+export function removeProcsFile(dir: string, id: ProcessId): void {
+  rmSync(paths.procsFile(dir, id), { force: true });
+}
+
+// ---- the process driver -------------------------------------------------------------------------
+
+export type ProcDriverOptions = {
+  dir: string;
+  id: ProcessId;
+  timing: Pick<Timing, 'taskTickMs' | 'connectTimeoutMs'>;
+  spawner?: Spawner;
+  /** Hands a report to the agent core as a request; called from a fresh event-loop turn, never
+   *  while the core is mid-step. */
+  send: (request: AgentRequest) => void;
+  log: (level: LogLevel, event: string, fields: Record<string, unknown>) => void;
+};
+
+/** Executes the process table's effects against the OS and feeds it what the OS says. */
+export class ProcDriver {
+  readonly procs: AgentProcs;
+  private readonly spawner: Spawner;
+  private readonly file: string;
+  /** Start times by `task/vpid/pid`: keyed by the record, not the pid alone, so a recovered
+   *  record and a new child that reused its pid never share one. */
+  private readonly startTimes = new Map<string, string | null>();
+  private readonly outbox: AgentRequest[] = [];
+  private flushScheduled = false;
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(private readonly opts: ProcDriverOptions) {
+    this.spawner = opts.spawner ?? new ChildProcessSpawner();
+    this.file = paths.procsFile(opts.dir, opts.id);
+    mkdirSync(paths.run(opts.dir), { recursive: true });
+    const read = readProcsFile(this.file);
+    if (read.problem !== null) opts.log('warn', 'procs.file.unreadable', { problem: read.problem });
+    for (const p of read.procs) this.startTimes.set(recordKey(p), p.startTime);
+    this.procs = createAgentProcs({
+      connectTimeoutTicks: Math.max(1, Math.ceil(opts.timing.connectTimeoutMs / opts.timing.taskTickMs)),
+      recovered: read.procs.map(({ task, vpid, pid }) => ({ task, vpid, pid })),
+    });
+    if (read.procs.length > 0) opts.log('info', 'procs.recovered', { count: read.procs.length });
+  }
+
+  /** Starts the task tick (taskTickMs); unref'd, so it never keeps the agent alive alone. */
+  start(): void {
+    if (this.timer !== null || this.stopped) return;
+    this.timer = setInterval(() => this.tick(), this.opts.timing.taskTickMs);
+    this.timer.unref();
+  }
+
+  /** Stops acting (ticks, events, reports); the processes keep running (a later incarnation
+   *  adopts them). */
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  onCommand(command: GroupCommand): void {
+    if (this.stopped) return;
+    if (command.type === 'procs.adopt') {
+      const local = this.procs.recovered().map((r) => ({ ...r, alive: isSameProcess(r.pid, this.startTimes.get(recordKey(r)) ?? null) }));
+      this.run(this.procs.command(command, local));
+      return;
+    }
+    this.run(this.procs.command(command));
+  }
+
+  /** One task tick: connect timeouts, and the liveness of adopted processes (not our children,
+   *  so no exit event will ever come for them). */
+  tick(): void {
+    if (this.stopped) return;
+    this.run(this.procs.tick());
+    for (const { ref, pid } of this.procs.adopted()) {
+      if (!isSameProcess(pid, this.startTimes.get(recordKey({ ...ref, pid })) ?? null)) {
+        this.run(this.procs.os(ref, { type: 'os.exited', code: null, signal: null }));
+      }
+    }
+  }
+
+  private onSpawner(ref: ProcRef, event: SpawnerEvent): void {
+    if (this.stopped) return;
+    if (event.type === 'os.spawned') this.startTimes.set(recordKey({ ...ref, pid: event.pid }), procStartTime(event.pid));
+    this.run(this.procs.os(ref, event satisfies ProcOsEvent));
+  }
+
+  private run(effects: AgentProcsEffect[]): void {
+    for (const e of effects) {
+      switch (e.type) {
+        case 'spawn':
+          this.spawner.spawnProcess({ ...e.spec, logDir: paths.taskLogs(this.opts.dir) }, (event) => this.onSpawner(e.ref, event));
+          break;
+        case 'kill':
+          this.kill(e);
+          break;
+        case 'report':
+          this.opts.log(e.report.kind === 'terminatedAbnormally' || e.report.kind === 'spawnFailed' ? 'warn' : 'info', 'proc.report', { ...e.report });
+          this.outbox.push({ type: 'proc.report', ...e.report });
+          this.scheduleFlush();
+          break;
+        case 'records':
+          this.writeRecords(e.procs);
+          break;
+        case 'log':
+          this.opts.log(e.level, e.event, e.fields);
+          break;
+        default: {
+          const never: never = e;
+          this.opts.log('error', 'procs.effect.unknown', { effect: String(never) });
+        }
+      }
+    }
+  }
+
+  private kill(e: Extract<AgentProcsEffect, { type: 'kill' }>): void {
+    // Not our child: its pid may have been reused since it was recorded (see the effect's doc).
+    if (!e.child && !isSameProcess(e.pid, this.startTimes.get(recordKey(e)) ?? null)) {
+      this.opts.log('info', 'proc.kill.gone', { task: e.task, vpid: e.vpid, pid: e.pid, signal: e.signal });
+      return;
+    }
+    this.opts.log('info', 'proc.kill', { task: e.task, vpid: e.vpid, pid: e.pid, signal: e.signal });
+    this.spawner.killProcess(e.pid, e.signal);
+  }
+
+  private writeRecords(procs: ProcRecord[]): void {
+    const entries = procs.map((p) => ({ ...p, startTime: this.startTimes.get(recordKey(p)) ?? null }));
+    // Forget start times of records that are gone, so the map stays as small as the file.
+    const keep = new Set(procs.map(recordKey));
+    for (const k of this.startTimes.keys()) if (!keep.has(k)) this.startTimes.delete(k);
+    try {
+      writeProcsFile(this.file, this.opts.id, entries);
+    } catch (e) {
+      // The processes run on regardless; a later incarnation would miss what this write lost.
+      this.opts.log('error', 'procs.file.write-failed', { path: this.file, error: (e as Error).message });
+    }
+  }
+
+  /** Reports leave on a later event-loop turn: the table runs inside the core's effect
+   *  dispatch, and feeding the core from there would re-enter it. */
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      if (this.stopped) return;
+      for (const request of this.outbox.splice(0)) this.opts.send(request);
+    });
+  }
+}
+
+function recordKey(r: { task: string; vpid: number; pid: number }): string {
+  return `${r.task}/${r.vpid}/${r.pid}`;
+}
+
+// ---- the keeper's heartbeat ---------------------------------------------------------------------
+
+/** Under a keeper (an IPC channel exists), tell it every KEEPER_HEARTBEAT_MS that this event
+ *  loop still turns. Sent from a timer, so a wedged loop stops them and the keeper acts. */
+function heartbeatKeeper(): void {
+  if (typeof process.send !== 'function') return;
+  const beat = (): void => {
+    if (!process.connected) return;
+    const message: KeeperMessage = { type: 'heartbeat' };
+    // With a callback, a channel closing mid-send is reported there instead of as an 'error'
+    // event, which would otherwise crash the agent: losing the keeper is no reason to stop.
+    process.send?.(message, undefined, {}, () => {});
+  };
+  beat();
+  const timer = setInterval(beat, KEEPER_HEARTBEAT_MS);
+  timer.unref();
+  process.once('disconnect', () => clearInterval(timer));
+  // The channel alone must not keep the agent alive.
+  process.channel?.unref();
+}
+
+// ---- the daemon ---------------------------------------------------------------------------------
+
 export function runAgent(dir: string | undefined, id: ProcessId, hooks: RunHooks = {}): Promise<void> {
+  heartbeatKeeper();
+  let driver: ProcDriver | null = null;
+  let feed: ((make: (nowMs: number) => CoreInput) => void) | null = null;
+  /** Reports produced before the transport ran (the core takes inputs only after). */
+  const backlog: AgentRequest[] = [];
+  const send = (request: AgentRequest): void => {
+    if (feed === null) backlog.push(request);
+    else feed((nowMs) => ({ type: 'request', nowMs, request }));
+  };
   return runCore({
-    ...hooks,
     dir,
     id,
     kind: 'agent',
-    makeCore: ({ cluster, entry, inc, signer }) =>
-      createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer }),
+    makeCore: ({ cluster, entry, inc, signer }) => {
+      const log = createProcessLog(cluster.dir, id).logger;
+      driver = new ProcDriver({
+        dir: cluster.dir,
+        id,
+        timing: cluster.config.membership.timing,
+        send,
+        // Every line already carries the agent's own `pid`: a task process's goes as `procPid`.
+        log: (level, event, { pid, ...fields }) => log[level]({ event, ...fields, ...(pid === undefined ? {} : { procPid: pid }) }),
+      });
+      driver.start();
+      // A predecessor left processes on record: ask the group which are still ours (PROTOCOL §8.6).
+      const resync = driver.procs.recovered().length > 0;
+      return createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });
+    },
+    onEffect: (effect, nowMs) => {
+      if (effect.type === 'deliver.command') driver?.onCommand(effect.command);
+      hooks.onEffect?.(effect, nowMs);
+    },
+    onReady: (f) => {
+      feed = f;
+      for (const request of backlog.splice(0)) send(request);
+      hooks.onReady?.(f);
+    },
   });
 }

@@ -1,0 +1,428 @@
+// The agent's table of task processes on its node (spec §1.4 Agent, §6.3 FsmAgentProc, §7;
+// issue 3 item 2). It owns one FsmAgentProc per (task, vpid), turns the group's commands
+// (`proc.spawn`, `proc.terminate`, `procs.adopt`), the OS events the driver observes and ticks
+// into effects for the driver: spawn, kill, a `proc.report` to send to the group, the set of
+// live processes to record, and log lines. Pure (STYLE.md 1): no clock, no I/O; the driver
+// (src/daemon/agent.ts) executes the effects.
+//
+// Plain mode — the rule. A `plain` executable never links the application library, so it never
+// opens the pipes FsmAgentProc's Process-connect / Process-disconnect are about (spec §6.3, §7
+// items 1 and 6). For such a process the agent takes:
+//   - a successful exec (os.spawned) as the connect: os.connected is fed right after it, so the
+//     process is Running and spawnSucceeded is reported as soon as it exists;
+//   - an exit with code 0 and no signal as the clean disconnect: os.disconnected is fed just
+//     before that os.exited, so classifyExit says terminatedNormally. Any other exit (non-zero
+//     code, any signal) stays abnormal, exactly as classifyExit rules for a linked process.
+// The mapping message (spec §7 item 2) of a plain process cannot travel over pipes it never
+// opens, so it is delivered in its environment at exec: TRINE_TASK, TRINE_VPID, TRINE_SIZE,
+// TRINE_RESTARTED (0/1) and TRINE_ENDPOINTS (JSON of [{vpid, node}]). The machine's
+// `sendMapping` action is therefore already satisfied when it fires. The connect timeout cannot
+// fire for a plain process once it exists (it leaves Spawning at os.spawned); it still bounds a
+// fork/exec that never answers.
+//
+// `linked` processes need the application library (issue 4): refused with spawnFailed for now.
+//
+// Idempotence: commands arrive exactly once and in order from the agent core, but the group may
+// legitimately send a key again (a restart). Only an absent key may be spawned; a live entry —
+// spawning, running, terminating or adopted — is never replaced, so the same proc.spawn twice
+// never starts two processes. Dead entries are removed as soon as they report, so "dead" and
+// "absent" are the same. A terminate for an absent key reports nothing (FsmProc already has, or
+// will get, the death report) and is logged.
+//
+// Adoption (PROTOCOL §8.6): a new agent incarnation reads the previous one's record of the
+// processes it started (`recovered`), and the group's `procs.adopt` says which processes it
+// believes run here. The driver checks each recovered record's liveness (pid present AND its
+// start time unchanged, against pid reuse) and hands it in with the command. For each adopt
+// entry: a live local record is adopted (monitored; if the group's pid is 0 it never heard of
+// the spawn's success, so spawnSucceeded is reported with the real pid); otherwise the process
+// is reported dead — pid 0: spawnFailed "agent restarted while spawning", else
+// terminatedAbnormally "exited while its agent was down (exit status unknown)". A live local
+// record the group does not list is an orphan and is killed with SIGKILL.
+//
+// Adopted processes are not our children: no exit status ever reaches us. The driver polls their
+// liveness every tick and feeds os.exited (code and signal unknown) when one is gone; its end is
+// always reported terminatedAbnormally with a null exit code — also when it was terminated on
+// command, since nothing proves it ended cleanly (a plain process ends normally only with exit
+// code 0 and no signal, which we cannot observe); the reason says which case it was.
+import { MAX_AGENT_PROCS } from './constants.ts';
+import { assert, unreachable } from './result.ts';
+import { MAX_TEXT_CHARS } from './constants.ts';
+import type { LogLevel } from './node.ts';
+import type { AdoptEntry, GroupCommand, ProcReport, ProcSpawn } from './wire/messages.ts';
+import {
+  fsmAgentProc, type AgentProcReport, type FsmAgentProcContext, type FsmAgentProcEvent, type KillProcessParams,
+  type SpawnCommand, type SpawnProcessParams,
+} from '../../fsm/fsm-agent-proc.ts';
+import { initialStep, step, type MachineAction, type MachineData } from '../../fsm/plain-data.ts';
+
+
+export const LINKED_REFUSED = 'linked processes need the application library (not yet available)';
+export const RESTARTED_WHILE_SPAWNING = 'agent restarted while spawning';
+export const EXITED_WHILE_DOWN = 'exited while its agent was down (exit status unknown)';
+export const ADOPTED_EXIT = 'exit status unknown (adopted after an agent restart)';
+export const ADOPTED_EXIT_TERMINATED = 'exit status unknown (adopted after an agent restart; terminated on command)';
+
+/** One process this agent started, as recorded in its procs file (without the start time,
+ *  which only the driver can read). */
+export type ProcRecord = { task: string; vpid: number; pid: number };
+/** A recovered record with the liveness the driver found (pid exists, start time matches). */
+export type LocalProc = ProcRecord & { alive: boolean };
+
+/** Which spawn an OS event belongs to: `serial` grows with every entry, so an event from an
+ *  earlier process of the same key can never be taken for the current one's. */
+export type ProcRef = { task: string; vpid: number; serial: number };
+
+/** What the driver observes about one process. `os.connected` / `os.disconnected` come from the
+ *  application library's pipes (issue 4); plain processes get them synthesised here. */
+export type ProcOsEvent = Extract<
+  FsmAgentProcEvent,
+  { type: 'os.spawned' | 'os.forkFailed' | 'os.exited' | 'os.connected' | 'os.disconnected' }
+>;
+
+export type AgentProcsEffect =
+  /** Start a process: FsmAgentProc's spawnProcess with the mapping in its environment. */
+  | { type: 'spawn'; ref: ProcRef; spec: SpawnProcessParams }
+  /** Signal the process group of `pid`. `child` is false for a process this incarnation did not
+   *  start (adopted, orphan): its pid could have been reused, so the driver re-checks the start
+   *  time before signalling; a child's pid cannot be reused before we reap it. */
+  | { type: 'kill'; task: string; vpid: number; pid: number; signal: KillProcessParams['signal']; child: boolean }
+  /** Send this report to the group as a `proc.report` request. */
+  | { type: 'report'; report: ProcReport }
+  /** The live processes changed: the driver rewrites its procs file with these. */
+  | { type: 'records'; procs: ProcRecord[] }
+  | { type: 'log'; level: LogLevel; event: string; fields: Record<string, unknown> };
+
+type ChildEntry = {
+  kind: 'child';
+  ref: ProcRef;
+  data: MachineData;
+  /** A kill the machine asked for before the pid was known (A7/A8 before os.spawned). */
+  pendingKill: KillProcessParams['signal'] | null;
+};
+type AdoptedEntry = {
+  kind: 'adopted';
+  ref: ProcRef;
+  pid: number;
+  /** Terminates received: the first sends SIGTERM, any later one SIGKILL (as A15/A18). */
+  terminates: number;
+};
+type Entry = ChildEntry | AdoptedEntry;
+
+export type AgentProcsOptions = {
+  /** FsmAgentProc's connect timeout in ticks (DEFAULT_TIMING.connectTimeoutMs / taskTickMs). */
+  connectTimeoutTicks: number;
+  /** The previous incarnation's records (procs file), held until `procs.adopt` decides. */
+  recovered?: readonly ProcRecord[];
+};
+
+export type AgentProcs = {
+  /** A group command delivered on 2 matching copies. `local` is the liveness of `recovered()`,
+   *  read by the driver; only `procs.adopt` uses it. */
+  command(command: GroupCommand, local?: readonly LocalProc[]): AgentProcsEffect[];
+  /** Something the OS said about the process `ref`. */
+  os(ref: ProcRef, event: ProcOsEvent): AgentProcsEffect[];
+  /** One task tick (taskTickMs): the connect timeouts. */
+  tick(): AgentProcsEffect[];
+  /** Records of the previous incarnation not yet settled by `procs.adopt`. */
+  recovered(): ProcRecord[];
+  /** Adopted processes, whose liveness the driver polls (they are not its children). */
+  adopted(): { ref: ProcRef; pid: number }[];
+  /** Every process believed alive: what the procs file must hold. */
+  records(): ProcRecord[];
+  /** Live entries (for tests and status). */
+  size(): number;
+};
+
+const keyOf = (task: string, vpid: number): string => `${task}/${vpid}`;
+
+const clip = (s: string): string => (s.length <= MAX_TEXT_CHARS ? s : `${s.slice(0, MAX_TEXT_CHARS - 1)}…`);
+
+/** The mapping message in environment form (spec §7 item 2, see the header). It wins over a
+ *  task's own variable of the same name: the process must be able to trust it. */
+export function mappingEnv(cmd: ProcSpawn): Record<string, string> {
+  return {
+    TRINE_TASK: cmd.task,
+    TRINE_VPID: String(cmd.vpid),
+    TRINE_SIZE: String(cmd.size),
+    TRINE_RESTARTED: cmd.restarted ? '1' : '0',
+    TRINE_ENDPOINTS: JSON.stringify(cmd.endpoints.map((e) => ({ vpid: e.vpid, node: e.node }))),
+  };
+}
+
+function spawnCommand(cmd: ProcSpawn): SpawnCommand {
+  const env: Record<string, string> = {};
+  for (const [name, value] of cmd.env) env[name] = value;
+  Object.assign(env, mappingEnv(cmd));
+  return {
+    taskId: cmd.task, file: cmd.file, args: [...cmd.args], cwd: cmd.cwd, env,
+    taskSize: cmd.size, restarted: cmd.restarted, endpoints: cmd.endpoints.map((e) => ({ vpid: e.vpid, node: e.node })),
+  };
+}
+
+const stateOf = (data: MachineData): string => String(data.value);
+const contextOf = (data: MachineData): FsmAgentProcContext => data.context as FsmAgentProcContext;
+
+function report(task: string, vpid: number, kind: ProcReport['kind'], pid: number, exitCode: number | null, signal: string | null, reason: string): AgentProcsEffect {
+  return { type: 'report', report: { task, vpid, kind, pid, exitCode, signal, reason: clip(reason) } };
+}
+
+/** FsmAgentProc's report (plus what its context recorded) as the wire's ProcReport. */
+function wireReport(task: string, r: AgentProcReport, ctx: FsmAgentProcContext): AgentProcsEffect {
+  const pid = ctx.pid ?? 0;
+  switch (r.kind) {
+    case 'spawnSucceeded':
+      return report(task, r.vpid, 'spawnSucceeded', r.pid, null, null, 'running');
+    case 'spawnFailed':
+      return report(task, r.vpid, 'spawnFailed', pid, ctx.exitCode, ctx.signal, r.reason);
+    case 'terminatedNormally':
+      return report(task, r.vpid, 'terminatedNormally', pid, r.exitCode, null, `exited with code ${r.exitCode}`);
+    case 'terminatedAbnormally':
+      return report(task, r.vpid, 'terminatedAbnormally', pid, r.exitCode, r.signal, r.reason);
+    default:
+      return unreachable(r);
+  }
+}
+
+export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
+  assert(Number.isSafeInteger(opts.connectTimeoutTicks) && opts.connectTimeoutTicks >= 1, 'connectTimeoutTicks must be a positive integer');
+  const entries = new Map<string, Entry>();
+  let recovered: ProcRecord[] = (opts.recovered ?? []).map((r) => ({ task: r.task, vpid: r.vpid, pid: r.pid }));
+  let adoptDone = false;
+  let serial = 0;
+  /** The last `records` effect, so one is emitted only when the set changes. */
+  let lastRecords = '';
+
+  const log = (level: LogLevel, event: string, fields: Record<string, unknown>): AgentProcsEffect => ({ type: 'log', level, event, fields });
+
+  function records(): ProcRecord[] {
+    const out: ProcRecord[] = [...recovered];
+    for (const e of entries.values()) {
+      const pid = e.kind === 'adopted' ? e.pid : contextOf(e.data).pid;
+      if (pid !== null) out.push({ task: e.ref.task, vpid: e.ref.vpid, pid });
+    }
+    return out.sort((a, b) => (a.task < b.task ? -1 : a.task > b.task ? 1 : a.vpid - b.vpid));
+  }
+
+  /** Appends a `records` effect if the live set changed since the last one. */
+  function noteRecords(out: AgentProcsEffect[]): AgentProcsEffect[] {
+    const procs = records();
+    const text = JSON.stringify(procs);
+    if (text !== lastRecords) {
+      lastRecords = text;
+      out.push({ type: 'records', procs });
+    }
+    return out;
+  }
+
+  /** Advances a child's machine and executes its named actions as effects. */
+  function advance(entry: ChildEntry, event: FsmAgentProcEvent, out: AgentProcsEffect[]): void {
+    const result = step(fsmAgentProc, entry.data, event);
+    entry.data = result.data;
+    runActions(entry, result.actions, out);
+  }
+
+  function runActions(entry: ChildEntry, actions: MachineAction[], out: AgentProcsEffect[]): void {
+    const { task, vpid } = entry.ref;
+    const ctx = contextOf(entry.data);
+    for (const action of actions) {
+      switch (action.type) {
+        case 'spawnProcess':
+          out.push({ type: 'spawn', ref: { ...entry.ref }, spec: action.params as SpawnProcessParams });
+          break;
+        case 'killProcess': {
+          const p = action.params as KillProcessParams;
+          if (p.pid === null) {
+            // The exec has not answered yet: kill as soon as os.spawned gives us the pid.
+            entry.pendingKill = p.signal;
+          } else {
+            out.push({ type: 'kill', task, vpid, pid: p.pid, signal: p.signal, child: true });
+          }
+          break;
+        }
+        case 'sendMapping':
+          // Plain mode: the mapping went in the environment at exec (see the header).
+          break;
+        case 'destroyPipes':
+          // Plain mode opens no pipes; the application library's (issue 4) are closed here.
+          break;
+        case 'report':
+          out.push(wireReport(task, action.params as AgentProcReport, ctx));
+          break;
+        default:
+          assert(false, `FsmAgentProc asked for an unknown action ${action.type}`);
+      }
+    }
+    if (stateOf(entry.data) === 'dead') entries.delete(keyOf(task, vpid));
+  }
+
+  function onSpawn(cmd: ProcSpawn, out: AgentProcsEffect[]): void {
+    const key = keyOf(cmd.task, cmd.vpid);
+    const existing = entries.get(key);
+    if (existing !== undefined) {
+      out.push(log('info', 'proc.spawn.duplicate', { task: cmd.task, vpid: cmd.vpid, state: existing.kind === 'adopted' ? 'adopted' : stateOf(existing.data) }));
+      return;
+    }
+    if (recovered.some((r) => r.task === cmd.task && r.vpid === cmd.vpid)) {
+      // The previous incarnation may still run it; procs.adopt (sent before any spawn to a new
+      // incarnation) decides. Never two processes for one VPID.
+      out.push(log('warn', 'proc.spawn.before-adopt', { task: cmd.task, vpid: cmd.vpid }));
+      return;
+    }
+    if (cmd.mode === 'linked') {
+      out.push(report(cmd.task, cmd.vpid, 'spawnFailed', 0, null, null, LINKED_REFUSED));
+      return;
+    }
+    if (entries.size >= MAX_AGENT_PROCS) {
+      out.push(report(cmd.task, cmd.vpid, 'spawnFailed', 0, null, null, `agent process table full (${MAX_AGENT_PROCS} processes)`));
+      return;
+    }
+    serial += 1;
+    const init = initialStep(fsmAgentProc, { vpid: cmd.vpid, connectTimeoutTicks: opts.connectTimeoutTicks });
+    const entry: ChildEntry = { kind: 'child', ref: { task: cmd.task, vpid: cmd.vpid, serial }, data: init.data, pendingKill: null };
+    entries.set(key, entry);
+    runActions(entry, init.actions, out);
+    advance(entry, { type: 'cm.spawn', command: spawnCommand(cmd) }, out);
+  }
+
+  function onTerminate(task: string, vpid: number, out: AgentProcsEffect[]): void {
+    const entry = entries.get(keyOf(task, vpid));
+    if (entry === undefined) {
+      out.push(log('info', 'proc.terminate.unknown', { task, vpid }));
+      return;
+    }
+    if (entry.kind === 'child') {
+      advance(entry, { type: 'cm.terminate' }, out);
+      return;
+    }
+    entry.terminates += 1;
+    out.push({ type: 'kill', task, vpid, pid: entry.pid, signal: entry.terminates === 1 ? 'SIGTERM' : 'SIGKILL', child: false });
+  }
+
+  function onAdopt(list: readonly AdoptEntry[], local: readonly LocalProc[], out: AgentProcsEffect[]): void {
+    if (adoptDone) {
+      // One per incarnation (sent at node.join); a second one would re-judge settled processes.
+      out.push(log('warn', 'procs.adopt.again', { count: list.length }));
+      return;
+    }
+    adoptDone = true;
+    const alive = new Map<string, LocalProc>();
+    for (const l of local) if (l.alive) alive.set(keyOf(l.task, l.vpid), l);
+    const listed = new Set<string>();
+    for (const a of list) {
+      const key = keyOf(a.task, a.vpid);
+      if (listed.has(key)) continue;
+      listed.add(key);
+      if (entries.has(key)) {
+        out.push(log('warn', 'procs.adopt.known', { task: a.task, vpid: a.vpid }));
+        continue;
+      }
+      const mine = alive.get(key);
+      if (mine !== undefined) {
+        serial += 1;
+        entries.set(key, { kind: 'adopted', ref: { task: a.task, vpid: a.vpid, serial }, pid: mine.pid, terminates: 0 });
+        out.push(log('info', 'proc.adopted', { task: a.task, vpid: a.vpid, pid: mine.pid, groupPid: a.pid }));
+        if (a.pid === 0) out.push(report(a.task, a.vpid, 'spawnSucceeded', mine.pid, null, null, 'running (adopted after an agent restart)'));
+        else if (a.pid !== mine.pid) out.push(log('warn', 'proc.adopted.pid-differs', { task: a.task, vpid: a.vpid, pid: mine.pid, groupPid: a.pid }));
+      } else if (a.pid === 0) {
+        out.push(report(a.task, a.vpid, 'spawnFailed', 0, null, null, RESTARTED_WHILE_SPAWNING));
+      } else {
+        out.push(report(a.task, a.vpid, 'terminatedAbnormally', a.pid, null, null, EXITED_WHILE_DOWN));
+      }
+    }
+    for (const [key, l] of alive) {
+      if (listed.has(key)) continue;
+      out.push(log('warn', 'proc.orphan', { task: l.task, vpid: l.vpid, pid: l.pid }));
+      out.push({ type: 'kill', task: l.task, vpid: l.vpid, pid: l.pid, signal: 'SIGKILL', child: false });
+    }
+    recovered = [];
+  }
+
+  function onAdoptedEvent(entry: AdoptedEntry, event: ProcOsEvent, out: AgentProcsEffect[]): void {
+    if (event.type !== 'os.exited') return; // only its end is observable
+    entries.delete(keyOf(entry.ref.task, entry.ref.vpid));
+    const reason = entry.terminates > 0 ? ADOPTED_EXIT_TERMINATED : ADOPTED_EXIT;
+    out.push(report(entry.ref.task, entry.ref.vpid, 'terminatedAbnormally', entry.pid, null, null, reason));
+  }
+
+  function onChildEvent(entry: ChildEntry, event: ProcOsEvent, out: AgentProcsEffect[]): void {
+    switch (event.type) {
+      case 'os.spawned': {
+        advance(entry, event, out);
+        const pid = contextOf(entry.data).pid;
+        if (entry.pendingKill !== null && pid !== null) {
+          out.push({ type: 'kill', task: entry.ref.task, vpid: entry.ref.vpid, pid, signal: entry.pendingKill, child: true });
+          entry.pendingKill = null;
+        }
+        // Plain: the exec is the connect (header).
+        if (stateOf(entry.data) === 'spawning') advance(entry, { type: 'os.connected' }, out);
+        return;
+      }
+      case 'os.exited': {
+        const state = stateOf(entry.data);
+        // Plain: exit code 0 without a signal is the clean disconnect (header).
+        if ((state === 'running' || state === 'terminating') && event.code === 0 && event.signal === null) {
+          advance(entry, { type: 'os.disconnected' }, out);
+        }
+        advance(entry, event, out);
+        return;
+      }
+      case 'os.forkFailed':
+      case 'os.connected':
+      case 'os.disconnected':
+        advance(entry, event, out);
+        return;
+      default:
+        unreachable(event);
+    }
+  }
+
+  return {
+    command(command, local = []) {
+      const out: AgentProcsEffect[] = [];
+      switch (command.type) {
+        case 'proc.spawn':
+          onSpawn(command, out);
+          break;
+        case 'proc.terminate':
+          onTerminate(command.task, command.vpid, out);
+          break;
+        case 'procs.adopt':
+          onAdopt(command.procs, local, out);
+          break;
+        case 'echo.reply':
+          break; // not about processes
+        default:
+          unreachable(command);
+      }
+      return noteRecords(out);
+    },
+
+    os(ref, event) {
+      const out: AgentProcsEffect[] = [];
+      const entry = entries.get(keyOf(ref.task, ref.vpid));
+      if (entry === undefined || entry.ref.serial !== ref.serial) {
+        // A spawner reports each process's end exactly once, so this is an event for an entry
+        // already settled (e.g. a kill racing a liveness poll): nothing to do.
+        out.push(log('debug', 'proc.os.stale', { task: ref.task, vpid: ref.vpid, serial: ref.serial, event: event.type }));
+        return out;
+      }
+      if (entry.kind === 'adopted') onAdoptedEvent(entry, event, out);
+      else onChildEvent(entry, event, out);
+      return noteRecords(out);
+    },
+
+    tick() {
+      const out: AgentProcsEffect[] = [];
+      // Only Spawning counts ticks; stepping the others would cost a transition each for nothing.
+      for (const entry of [...entries.values()]) {
+        if (entry.kind === 'child' && stateOf(entry.data) === 'spawning') advance(entry, { type: 'clock.tick' }, out);
+      }
+      return noteRecords(out);
+    },
+
+    recovered: () => recovered.map((r) => ({ ...r })),
+    adopted: () => [...entries.values()].flatMap((e) => (e.kind === 'adopted' ? [{ ref: { ...e.ref }, pid: e.pid }] : [])),
+    records,
+    size: () => entries.size,
+  };
+}

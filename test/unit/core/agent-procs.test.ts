@@ -1,0 +1,326 @@
+// The agent's process table (src/core/agent-procs.ts; spec §6.3 FsmAgentProc, §7 item 2 the
+// mapping, PROTOCOL §8.6 adoption), pure: every path a process can take from a delivered
+// command to the report the group receives — plain spawn and its synthesised connect, normal and
+// abnormal exits, fork failures with the spawner's text unchanged, terminate with SIGTERM then
+// SIGKILL, the connect timeout, idempotent duplicates, respawn of a dead key, adoption of
+// survivors after an agent restart (alive, dead, never confirmed, orphans) and the refusal of
+// linked processes. Every report must be a valid wire request.
+import { describe, expect, it } from 'vitest';
+import {
+  ADOPTED_EXIT, ADOPTED_EXIT_TERMINATED, createAgentProcs, EXITED_WHILE_DOWN, LINKED_REFUSED, RESTARTED_WHILE_SPAWNING,
+  type AgentProcs, type AgentProcsEffect, type ProcRecord, type ProcRef,
+} from '../../../src/core/agent-procs.ts';
+import { MAX_TEXT_CHARS } from '../../../src/core/constants.ts';
+import { agentRequest, type GroupCommand, type ProcReport, type ProcSpawn } from '../../../src/core/wire/messages.ts';
+
+const TICKS = 4;
+
+const SPAWN: ProcSpawn = {
+  type: 'proc.spawn',
+  task: 't1',
+  vpid: 0,
+  mode: 'plain',
+  file: '/usr/bin/app',
+  args: ['--n', '1'],
+  cwd: '/tmp',
+  env: [['A', '1'], ['TRINE_TASK', 'forged']],
+  size: 2,
+  restarted: false,
+  endpoints: [{ vpid: 0, node: 'n1' }, { vpid: 1, node: 'n2' }],
+};
+
+const spawnCmd = (over: Partial<ProcSpawn> = {}): ProcSpawn => ({ ...SPAWN, ...over });
+const terminate = (task = 't1', vpid = 0): GroupCommand => ({ type: 'proc.terminate', task, vpid });
+
+const of = <T extends AgentProcsEffect['type']>(effects: AgentProcsEffect[], type: T) =>
+  effects.filter((e): e is Extract<AgentProcsEffect, { type: T }> => e.type === type);
+const reports = (effects: AgentProcsEffect[]): ProcReport[] => of(effects, 'report').map((e) => e.report);
+const kills = (effects: AgentProcsEffect[]) => of(effects, 'kill').map(({ pid, signal, child }) => ({ pid, signal, child }));
+
+/** Every report is what the group's decoder accepts as a `proc.report` request. */
+function expectWireValid(effects: AgentProcsEffect[]): void {
+  for (const r of reports(effects)) {
+    const decoded = agentRequest.dec(agentRequest.enc({ type: 'proc.report', ...r }), 'req');
+    expect(decoded.ok, JSON.stringify(r)).toBe(true);
+  }
+}
+
+/** A table driven through a spawn; `ref` is the spawn's, `all` every effect so far. */
+function started(procs: AgentProcs = createAgentProcs({ connectTimeoutTicks: TICKS }), cmd: ProcSpawn = SPAWN) {
+  const all = procs.command(cmd);
+  const spawn = of(all, 'spawn')[0];
+  if (spawn === undefined) throw new Error(`no spawn effect: ${JSON.stringify(all)}`);
+  const feed = (effects: AgentProcsEffect[]) => {
+    all.push(...effects);
+    expectWireValid(effects);
+    return effects;
+  };
+  return { procs, ref: spawn.ref, spawn, all, feed };
+}
+
+function running(pid = 100) {
+  const s = started();
+  s.feed(s.procs.os(s.ref, { type: 'os.spawned', pid }));
+  return s;
+}
+
+describe('spawn (plain mode)', () => {
+  it('spawns with the task environment plus the mapping message, which wins over a same-named task variable', () => {
+    const { spawn, all } = started();
+    expect(spawn.spec).toMatchObject({ vpid: 0, taskId: 't1', file: '/usr/bin/app', args: ['--n', '1'], cwd: '/tmp' });
+    expect(spawn.spec.env).toEqual({
+      A: '1',
+      TRINE_TASK: 't1',
+      TRINE_VPID: '0',
+      TRINE_SIZE: '2',
+      TRINE_RESTARTED: '0',
+      TRINE_ENDPOINTS: JSON.stringify([{ vpid: 0, node: 'n1' }, { vpid: 1, node: 'n2' }]),
+    });
+    expect(reports(all)).toEqual([]);
+    expect(started(undefined, spawnCmd({ restarted: true })).spawn.spec.env['TRINE_RESTARTED']).toBe('1');
+  });
+
+  it('a successful exec is the connect: spawnSucceeded with the pid at once, and the pid is recorded', () => {
+    const s = started();
+    const effects = s.feed(s.procs.os(s.ref, { type: 'os.spawned', pid: 4242 }));
+    expect(reports(effects)).toEqual([{ task: 't1', vpid: 0, kind: 'spawnSucceeded', pid: 4242, exitCode: null, signal: null, reason: 'running' }]);
+    expect(of(effects, 'records')).toEqual([{ type: 'records', procs: [{ task: 't1', vpid: 0, pid: 4242 }] }]);
+    expect(s.procs.records()).toEqual([{ task: 't1', vpid: 0, pid: 4242 }]);
+  });
+
+  it('exit code 0 without a signal is the clean disconnect: terminatedNormally, and the record goes', () => {
+    const s = running();
+    const effects = s.feed(s.procs.os(s.ref, { type: 'os.exited', code: 0, signal: null }));
+    expect(reports(effects)).toEqual([{ task: 't1', vpid: 0, kind: 'terminatedNormally', pid: 100, exitCode: 0, signal: null, reason: 'exited with code 0' }]);
+    expect(of(effects, 'records')).toEqual([{ type: 'records', procs: [] }]);
+    expect(s.procs.size()).toBe(0);
+  });
+
+  it('exit code 1 is abnormal', () => {
+    const s = running();
+    expect(reports(s.feed(s.procs.os(s.ref, { type: 'os.exited', code: 1, signal: null })))).toEqual([
+      { task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 100, exitCode: 1, signal: null, reason: 'exited with code 1' },
+    ]);
+  });
+
+  it('death by SIGKILL is abnormal', () => {
+    const s = running();
+    expect(reports(s.feed(s.procs.os(s.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' })))).toEqual([
+      { task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 100, exitCode: null, signal: 'SIGKILL', reason: 'killed by SIGKILL' },
+    ]);
+  });
+
+  it("a fork/exec failure is spawnFailed with the spawner's text unchanged", () => {
+    const s = started();
+    const text = 'spawn failed: ENOENT /no/such/app (executable or its interpreter not found)';
+    const effects = s.feed(s.procs.os(s.ref, { type: 'os.forkFailed', error: text }));
+    expect(reports(effects)).toEqual([{ task: 't1', vpid: 0, kind: 'spawnFailed', pid: 0, exitCode: null, signal: null, reason: text }]);
+    expect(s.procs.size()).toBe(0);
+  });
+
+  it('a reason longer than the wire allows is clipped, never refused by the group', () => {
+    const s = started();
+    const effects = s.feed(s.procs.os(s.ref, { type: 'os.forkFailed', error: `spawn failed: ENAMETOOLONG ${'x'.repeat(MAX_TEXT_CHARS)}` }));
+    const [r] = reports(effects);
+    expect(r?.reason.length).toBe(MAX_TEXT_CHARS);
+    expect(r?.reason.startsWith('spawn failed: ENAMETOOLONG')).toBe(true);
+  });
+
+  it('each report is sent exactly once, whatever comes after the process is gone', () => {
+    const s = running();
+    s.feed(s.procs.os(s.ref, { type: 'os.exited', code: 0, signal: null }));
+    s.feed(s.procs.os(s.ref, { type: 'os.exited', code: 1, signal: null }));
+    s.feed(s.procs.command(terminate()));
+    s.feed(s.procs.tick());
+    expect(reports(s.all).map((r) => r.kind)).toEqual(['spawnSucceeded', 'terminatedNormally']);
+  });
+});
+
+describe('terminate', () => {
+  it('SIGTERM first, SIGKILL when repeated; the end is reported once', () => {
+    const s = running(300);
+    expect(kills(s.feed(s.procs.command(terminate())))).toEqual([{ pid: 300, signal: 'SIGTERM', child: true }]);
+    expect(kills(s.feed(s.procs.command(terminate())))).toEqual([{ pid: 300, signal: 'SIGKILL', child: true }]);
+    const end = s.feed(s.procs.os(s.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }));
+    expect(reports(end)).toEqual([{ task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 300, exitCode: null, signal: 'SIGKILL', reason: 'killed by SIGKILL' }]);
+  });
+
+  it('a plain process that exits 0 on SIGTERM ended normally', () => {
+    const s = running(301);
+    s.feed(s.procs.command(terminate()));
+    expect(reports(s.feed(s.procs.os(s.ref, { type: 'os.exited', code: 0, signal: null })))[0]?.kind).toBe('terminatedNormally');
+  });
+
+  it('before the exec answered: SIGKILL as soon as the pid is known, then spawnFailed', () => {
+    const s = started();
+    expect(kills(s.feed(s.procs.command(terminate())))).toEqual([]);
+    const spawned = s.feed(s.procs.os(s.ref, { type: 'os.spawned', pid: 302 }));
+    expect(kills(spawned)).toEqual([{ pid: 302, signal: 'SIGKILL', child: true }]);
+    expect(reports(spawned)).toEqual([]); // never spawnSucceeded for a process being aborted
+    const end = s.feed(s.procs.os(s.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }));
+    expect(reports(end)).toEqual([{ task: 't1', vpid: 0, kind: 'spawnFailed', pid: 302, exitCode: null, signal: 'SIGKILL', reason: 'terminated before connecting' }]);
+  });
+
+  it('an unknown key: nothing is reported, only logged', () => {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS });
+    const effects = procs.command(terminate('t9', 3));
+    expect(reports(effects)).toEqual([]);
+    expect(kills(effects)).toEqual([]);
+    expect(of(effects, 'log')).toMatchObject([{ event: 'proc.terminate.unknown', fields: { task: 't9', vpid: 3 } }]);
+  });
+});
+
+describe('connect timeout', () => {
+  it('is irrelevant for a plain process once it runs', () => {
+    const s = running(400);
+    for (let i = 0; i < TICKS * 100; i++) expect(s.procs.tick()).toEqual([]);
+    expect(s.procs.records()).toEqual([{ task: 't1', vpid: 0, pid: 400 }]);
+  });
+
+  it('still bounds an exec that never answers: SIGKILL once the pid arrives, then spawnFailed', () => {
+    const s = started();
+    for (let i = 0; i < TICKS; i++) s.feed(s.procs.tick());
+    expect(kills(s.all)).toEqual([]);
+    expect(kills(s.feed(s.procs.os(s.ref, { type: 'os.spawned', pid: 401 })))).toEqual([{ pid: 401, signal: 'SIGKILL', child: true }]);
+    const end = s.feed(s.procs.os(s.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }));
+    expect(reports(end)[0]).toMatchObject({ kind: 'spawnFailed', pid: 401, reason: `no connection within ${TICKS} ticks` });
+  });
+});
+
+describe('idempotence', () => {
+  it('the same proc.spawn twice never spawns twice: while spawning and while running', () => {
+    const s = started();
+    expect(of(s.feed(s.procs.command(SPAWN)), 'spawn')).toEqual([]);
+    s.feed(s.procs.os(s.ref, { type: 'os.spawned', pid: 500 }));
+    const again = s.feed(s.procs.command(SPAWN));
+    expect(of(again, 'spawn')).toEqual([]);
+    expect(of(again, 'log')).toMatchObject([{ event: 'proc.spawn.duplicate' }]);
+    expect(reports(s.all).map((r) => r.kind)).toEqual(['spawnSucceeded']);
+  });
+
+  it('a dead key is spawned again; events of the earlier process are not taken for the new one', () => {
+    const s = running(600);
+    s.feed(s.procs.os(s.ref, { type: 'os.exited', code: 1, signal: null }));
+    const again = s.procs.command(spawnCmd({ restarted: true }));
+    const [spawn] = of(again, 'spawn');
+    expect(spawn?.ref.serial).toBeGreaterThan(s.ref.serial);
+    expect(spawn?.spec.env['TRINE_RESTARTED']).toBe('1');
+    expect(s.procs.os(s.ref, { type: 'os.exited', code: 0, signal: null }).filter((e) => e.type !== 'log')).toEqual([]);
+    const ok = s.procs.os(spawn?.ref as ProcRef, { type: 'os.spawned', pid: 601 });
+    expect(reports(ok)).toMatchObject([{ kind: 'spawnSucceeded', pid: 601 }]);
+  });
+
+  it('processes are keyed by task and vpid: another vpid or task is another process', () => {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS });
+    const spawns = [SPAWN, spawnCmd({ vpid: 1 }), spawnCmd({ task: 't2' })].flatMap((c) => of(procs.command(c), 'spawn'));
+    expect(spawns.map((e) => `${e.ref.task}/${e.ref.vpid}`)).toEqual(['t1/0', 't1/1', 't2/0']);
+    expect(procs.size()).toBe(3);
+  });
+});
+
+describe('linked mode (issue 4)', () => {
+  it('is refused with spawnFailed and nothing is started', () => {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS });
+    const effects = procs.command(spawnCmd({ mode: 'linked' }));
+    expectWireValid(effects);
+    expect(of(effects, 'spawn')).toEqual([]);
+    expect(reports(effects)).toEqual([{ task: 't1', vpid: 0, kind: 'spawnFailed', pid: 0, exitCode: null, signal: null, reason: LINKED_REFUSED }]);
+    expect(procs.size()).toBe(0);
+  });
+});
+
+describe('adoption after an agent restart (PROTOCOL §8.6)', () => {
+  const RECOVERED: ProcRecord[] = [
+    { task: 't1', vpid: 0, pid: 100 }, // alive, the group knows its pid
+    { task: 't1', vpid: 1, pid: 101 }, // alive, the group never heard it started (pid 0)
+    { task: 't2', vpid: 0, pid: 200 }, // dead
+    { task: 't3', vpid: 0, pid: 300 }, // alive, the group does not list it: orphan
+    { task: 't6', vpid: 0, pid: 600 }, // dead and not listed: forgotten
+  ];
+  const ALIVE = new Set([100, 101, 300]);
+  const local = RECOVERED.map((r) => ({ ...r, alive: ALIVE.has(r.pid) }));
+  const ADOPT: GroupCommand = {
+    type: 'procs.adopt',
+    procs: [
+      { task: 't1', vpid: 0, pid: 100 },
+      { task: 't1', vpid: 1, pid: 0 },
+      { task: 't2', vpid: 0, pid: 200 },
+      { task: 't4', vpid: 0, pid: 0 }, // never recorded here: the agent died while spawning
+      { task: 't5', vpid: 0, pid: 500 }, // never recorded here either
+    ],
+  };
+
+  function adopted() {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: RECOVERED });
+    const effects = procs.command(ADOPT, local);
+    expectWireValid(effects);
+    return { procs, effects };
+  }
+
+  it('holds the recovered records (and keeps them in the file) until procs.adopt decides', () => {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: RECOVERED });
+    expect(procs.records()).toEqual(RECOVERED);
+    expect(procs.recovered()).toEqual(RECOVERED);
+    // A spawn for a key the previous incarnation may still run waits for the adopt.
+    const early = procs.command(spawnCmd({ task: 't3' }));
+    expect(of(early, 'spawn')).toEqual([]);
+    expect(of(early, 'log')).toMatchObject([{ event: 'proc.spawn.before-adopt' }]);
+  });
+
+  it('alive → adopted; pid 0 → spawnSucceeded with the real pid; dead → reported; unlisted alive → SIGKILL', () => {
+    const { procs, effects } = adopted();
+    expect(reports(effects)).toEqual([
+      { task: 't1', vpid: 1, kind: 'spawnSucceeded', pid: 101, exitCode: null, signal: null, reason: 'running (adopted after an agent restart)' },
+      { task: 't2', vpid: 0, kind: 'terminatedAbnormally', pid: 200, exitCode: null, signal: null, reason: EXITED_WHILE_DOWN },
+      { task: 't4', vpid: 0, kind: 'spawnFailed', pid: 0, exitCode: null, signal: null, reason: RESTARTED_WHILE_SPAWNING },
+      { task: 't5', vpid: 0, kind: 'terminatedAbnormally', pid: 500, exitCode: null, signal: null, reason: EXITED_WHILE_DOWN },
+    ]);
+    expect(kills(effects)).toEqual([{ pid: 300, signal: 'SIGKILL', child: false }]);
+    expect(procs.adopted().map((a) => [a.ref.task, a.ref.vpid, a.pid])).toEqual([['t1', 0, 100], ['t1', 1, 101]]);
+    expect(procs.recovered()).toEqual([]);
+    expect(of(effects, 'records').at(-1)?.procs).toEqual([{ task: 't1', vpid: 0, pid: 100 }, { task: 't1', vpid: 1, pid: 101 }]);
+  });
+
+  it("an adopted process's end: terminatedAbnormally with its exit status unknown", () => {
+    const { procs } = adopted();
+    const a = procs.adopted()[0];
+    if (a === undefined) throw new Error('nothing adopted');
+    const end = procs.os(a.ref, { type: 'os.exited', code: null, signal: null });
+    expect(reports(end)).toEqual([{ task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 100, exitCode: null, signal: null, reason: ADOPTED_EXIT }]);
+    expect(procs.adopted()).toHaveLength(1);
+    expect(reports(procs.os(a.ref, { type: 'os.exited', code: null, signal: null }))).toEqual([]);
+  });
+
+  it('terminating an adopted process: SIGTERM then SIGKILL, pids re-checked by the driver; still abnormal', () => {
+    const { procs } = adopted();
+    expect(kills(procs.command(terminate('t1', 1)))).toEqual([{ pid: 101, signal: 'SIGTERM', child: false }]);
+    expect(kills(procs.command(terminate('t1', 1)))).toEqual([{ pid: 101, signal: 'SIGKILL', child: false }]);
+    const a = procs.adopted().find((x) => x.ref.vpid === 1);
+    const end = procs.os(a?.ref as ProcRef, { type: 'os.exited', code: null, signal: null });
+    expect(reports(end)).toMatchObject([{ kind: 'terminatedAbnormally', exitCode: null, reason: ADOPTED_EXIT_TERMINATED }]);
+  });
+
+  it('a proc.spawn for an adopted key is a duplicate; a second procs.adopt changes nothing', () => {
+    const { procs } = adopted();
+    expect(of(procs.command(spawnCmd()), 'spawn')).toEqual([]);
+    const again = procs.command(ADOPT, local);
+    expect(reports(again)).toEqual([]);
+    expect(kills(again)).toEqual([]);
+    expect(of(again, 'log')).toMatchObject([{ event: 'procs.adopt.again' }]);
+  });
+
+  it('a fresh agent with no records: every listed process is reported dead, nothing is killed', () => {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS });
+    const effects = procs.command(ADOPT, []);
+    expect(reports(effects).map((r) => `${r.task}/${r.vpid} ${r.kind}`)).toEqual([
+      't1/0 terminatedAbnormally', 't1/1 spawnFailed', 't2/0 terminatedAbnormally', 't4/0 spawnFailed', 't5/0 terminatedAbnormally',
+    ]);
+    expect(kills(effects)).toEqual([]);
+    expect(procs.size()).toBe(0);
+  });
+});
+
+it('commands that are not about processes are ignored', () => {
+  const procs = createAgentProcs({ connectTimeoutTicks: TICKS });
+  expect(procs.command({ type: 'echo.reply', origin: 'a1', tag: 'x', rsn: 1, index: 0, data: new Uint8Array() }).filter((e) => e.type !== 'records')).toEqual([]);
+});
