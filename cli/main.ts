@@ -2,11 +2,18 @@
 // every failure — an unknown command or flag, a bad value, a missing or foreign cluster dir, a
 // port in use — into one line on stderr and a non-zero exit (docs/OPERATIONS.md §1).
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { MAX_TASK_PROCS } from '../src/core/constants.ts';
 import { DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
 import { startAgent, startManager, startWatchdog } from './daemons.ts';
 import { down } from './down.ts';
 import { EXIT_OK, EXIT_USAGE, reportError } from './errors.ts';
 import { keygen } from './keygen.ts';
+import { kill } from './kill.ts';
+import { logs } from './logs.ts';
+import { nodes } from './nodes.ts';
+import { OP_TIMEOUT_MS, VIEW_TIMEOUT_MS } from './op-client.ts';
+import { ps } from './ps.ts';
+import { submit } from './submit.ts';
 import { status, STATUS_TIMEOUT_MS } from './status.ts';
 import { up, UP_TIMEOUT_MS } from './up.ts';
 
@@ -23,13 +30,16 @@ const DIR_HELP = `cluster directory (default ${DEFAULT_CLUSTER_DIR})`;
 /** A command's result: an exit code, or null for a daemon that keeps running. */
 type Outcome = number | null;
 
-export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void): Command {
+export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void, argv: readonly string[] = process.argv): Command {
   const program = new Command('trine')
     .description('Trine: a Byzantine-tolerant cluster manager')
     .exitOverride()
     .configureOutput({ outputError: () => {} })
     .showSuggestionAfterError(true)
-    .allowExcessArguments(false);
+    .allowExcessArguments(false)
+    // Options belong to the command they follow, so `trine submit -- CMD -x` reaches submit
+    // with its `--` and `-x` intact (the program itself has no options but --help).
+    .enablePositionalOptions();
 
   program.command('up')
     .description('create a local cluster and start it in the background; returns once it is healthy')
@@ -46,6 +56,61 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--json', 'print the status document (docs/OPERATIONS.md) instead of a table')
     .option('--timeout <ms>', `how long to wait for answers (default ${STATUS_TIMEOUT_MS})`, integer('--timeout', 1, 600_000))
     .action((o: { dir?: string; json?: boolean; timeout?: number }) => setOutcome(status({ dir: o.dir, json: o.json, timeoutMs: o.timeout })));
+
+  // ---- tasks (issue 3): submit, ps, nodes, kill, logs ----
+  const opTimeout = () => integer('--timeout', 1, 600_000);
+  program.command('submit')
+    .description('start a task of N processes running CMD ARGS… and print its id; with --wait, follow it to its end')
+    .usage('[options] -- CMD [ARGS...]')
+    .argument('[command...]', 'the command and its arguments, after --')
+    .option('-n, --size <n>', `processes in the task (default 1, at most ${MAX_TASK_PROCS})`, integer('-n', 1, MAX_TASK_PROCS))
+    .option('--name <name>', 'a label for the task (default: the command\'s base name)')
+    .option('--env <K=V>', 'set an environment variable for the processes (repeatable)', (v: string, prev: string[] | undefined) => [...(prev ?? []), v])
+    .option('--cwd <dir>', 'working directory of the processes (default: the current one)')
+    .option('--wait', "follow the task until it finishes, print each change, and exit with its outcome")
+    .option('--dir <dir>', DIR_HELP)
+    .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
+    .passThroughOptions()
+    .action((command: string[], o: { size?: number; name?: string; env?: string[]; cwd?: string; wait?: boolean; dir?: string; timeout?: number }) => {
+      // Commander drops the `--`: the command came after one if argv ends with `-- command…`.
+      const sawDashDash = argv.some((a, i) => a === '--' && argv.length - i - 1 === command.length && command.every((c, j) => argv[i + 1 + j] === c));
+      setOutcome(submit({ dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, timeoutMs: o.timeout, command, sawDashDash }));
+    });
+
+  program.command('ps')
+    .description('list tasks and their processes (only TASK, if given), as two replicas agree on them')
+    .argument('[task]', 'a task id, e.g. t3')
+    .option('--json', 'print the cluster view (docs/OPERATIONS.md) instead of a table')
+    .option('--dir <dir>', DIR_HELP)
+    .option('--timeout <ms>', `how long to wait for the replicas (default ${VIEW_TIMEOUT_MS})`, opTimeout())
+    .action((task: string | undefined, o: { json?: boolean; dir?: string; timeout?: number }) =>
+      setOutcome(ps({ task, json: o.json, dir: o.dir, timeoutMs: o.timeout })));
+
+  program.command('nodes')
+    .description("list nodes: agent, state, slots used/total, agent incarnation")
+    .option('--json', 'print the nodes as JSON')
+    .option('--dir <dir>', DIR_HELP)
+    .option('--timeout <ms>', `how long to wait for the replicas (default ${VIEW_TIMEOUT_MS})`, opTimeout())
+    .action((o: { json?: boolean; dir?: string; timeout?: number }) => setOutcome(nodes({ json: o.json, dir: o.dir, timeoutMs: o.timeout })));
+
+  program.command('kill')
+    .description('kill a task: terminate all its processes; it ends abnormally')
+    .argument('<task>', 'a task id, e.g. t3')
+    .option('--dir <dir>', DIR_HELP)
+    .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
+    .action((task: string, o: { dir?: string; timeout?: number }) => setOutcome(kill({ task, dir: o.dir, timeoutMs: o.timeout })));
+
+  program.command('logs')
+    .description("print a task's process output, each line prefixed [task/vpid] (stdout) or [task/vpid err] (stderr)")
+    .argument('<task>', 'a task id, e.g. t3')
+    .option('--vpid <v>', 'only this process', integer('--vpid', 0, MAX_TASK_PROCS - 1))
+    .option('--out', 'only standard output')
+    .option('--err', 'only standard error')
+    .option('--follow', 'keep printing new output until the task has finished')
+    .option('--dir <dir>', DIR_HELP)
+    .option('--timeout <ms>', `how long to wait for the replicas (default ${VIEW_TIMEOUT_MS})`, opTimeout())
+    .action((task: string, o: { vpid?: number; out?: boolean; err?: boolean; follow?: boolean; dir?: string; timeout?: number }) =>
+      setOutcome(logs({ task, vpid: o.vpid, out: o.out, err: o.err, follow: o.follow, dir: o.dir, timeoutMs: o.timeout })));
 
   program.command('down')
     .description('stop every process `trine up` started in the cluster dir')
@@ -70,6 +135,14 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--dir <dir>', DIR_HELP)
     .requiredOption('--id <id>', 'agent id, e.g. a1')
     .action((o: { dir?: string; id: string }) => setOutcome(startAgent(o).then(() => null)));
+
+  program.command('keeper')
+    .description('run an agent under its keeper in the foreground: restarts the agent when it exits or stops heartbeating')
+    .option('--dir <dir>', DIR_HELP)
+    .requiredOption('--id <id>', 'agent id, e.g. a1')
+    .action((o: { dir?: string; id: string }) =>
+      // Imported here so this command stays one self-contained block of this file.
+      setOutcome(import('./daemons.ts').then((d) => d.startKeeper(o)).then(() => null)));
 
   program.command('scc')
     .description('run the watchdog in the foreground')
@@ -97,7 +170,7 @@ export async function main(argv: readonly string[]): Promise<Outcome> {
   let outcome: Promise<Outcome> | Outcome = EXIT_OK;
   const program = buildProgram((p) => {
     outcome = p;
-  });
+  }, argv);
   if (argv.length <= 2) {
     process.stderr.write(program.helpInformation());
     return EXIT_USAGE;

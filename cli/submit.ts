@@ -1,0 +1,74 @@
+// `trine submit [-n N] [--name X] [--env K=V]… [--cwd DIR] [--wait] -- CMD ARGS…`: signs a
+// `task.submit` as the operator, sends it to every replica until two agree on the outcome
+// (PROTOCOL §8.1) and prints the task id. With --wait it follows the task to its end, printing
+// each change, and exits with the task's outcome (docs/OPERATIONS.md §1.1).
+import { loadCluster } from '../src/io/cluster-dir.ts';
+import { CliError, EXIT_FAILED } from './errors.ts';
+import { newNonce, OP_TIMEOUT_MS, requestOp, VIEW_TIMEOUT_MS, ViewPoller } from './op-client.ts';
+import { OperatorClient } from './status-client.ts';
+import { buildSubmit, requireCommand, TASK_ID_PATTERN } from './task-args.ts';
+import { isFinished, TaskWatch } from './task-report.ts';
+
+/** `--wait` polls the replicas' views this often: quick enough to show a short task's steps. */
+export const WAIT_POLL_MS = 100;
+
+export type SubmitOptions = {
+  dir?: string | undefined;
+  size?: number | undefined;
+  name?: string | undefined;
+  env?: string[] | undefined;
+  cwd?: string | undefined;
+  wait?: boolean | undefined;
+  timeoutMs?: number | undefined;
+  command: string[];
+  /** Whether the command line had `--` (commander drops it). */
+  sawDashDash: boolean;
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const say = (line: string) => process.stdout.write(`${line}\n`);
+
+export async function submit(opts: SubmitOptions): Promise<number> {
+  const request = buildSubmit({
+    command: requireCommand(opts.command, opts.sawDashDash),
+    size: opts.size ?? 1,
+    name: opts.name,
+    env: opts.env ?? [],
+    cwd: opts.cwd,
+    baseCwd: process.cwd(),
+    nonce: newNonce(),
+  });
+  const client = await OperatorClient.open(loadCluster(opts.dir));
+  try {
+    const outcome = await requestOp(client, request, opts.timeoutMs ?? OP_TIMEOUT_MS);
+    if (!outcome.ok) throw new CliError(`submit refused: ${outcome.text}`, EXIT_FAILED);
+    if (!TASK_ID_PATTERN.test(outcome.text)) {
+      throw new CliError(`the replicas accepted the submit but named no task id (${JSON.stringify(outcome.text)}): see \`trine ps\``, EXIT_FAILED);
+    }
+    say(outcome.text);
+    return opts.wait === true ? await waitForTask(client, outcome.text, outcome.rsn) : 0;
+  } finally {
+    await client.close();
+  }
+}
+
+/** Follow `task` (accepted at `rsn`) until it finishes; its outcome is the exit code. */
+async function waitForTask(client: OperatorClient, task: string, rsn: number): Promise<number> {
+  const poller = new ViewPoller(client, VIEW_TIMEOUT_MS, (w) => process.stderr.write(`trine: ${w}\n`), task);
+  const watch = new TaskWatch();
+  for (;;) {
+    const pick = await poller.next();
+    // A view older than the submit may not list the task yet.
+    if (pick !== null && pick.rsn >= rsn) {
+      const t = pick.view.tasks.find((x) => x.id === task);
+      if (t === undefined) throw new CliError(`${task} is no longer listed by the replicas: see \`trine ps\``, EXIT_FAILED);
+      for (const line of watch.observe(t)) say(line);
+      if (isFinished(t)) {
+        const { code, reason } = watch.exitFor(t);
+        if (reason !== null) process.stderr.write(`trine: ${reason}\n`);
+        return code;
+      }
+    }
+    await sleep(WAIT_POLL_MS);
+  }
+}

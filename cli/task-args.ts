@@ -1,0 +1,92 @@
+// Checking what the operator typed for the task commands (`submit`, `ps`, `kill`, `logs`):
+// task ids, the command after `--`, `--env K=V`, and the `task.submit` request built from them.
+// Pure (no I/O): every problem is a CliError with exit code 2 whose one line says what to type
+// instead, and a request that passes is one every correct replica accepts (the same schema and
+// limits the replicas decode with, src/core/wire/messages.ts).
+import { basename, isAbsolute, resolve } from 'node:path';
+import { MAX_ARG_CHARS, MAX_ARGS, MAX_ENV_ENTRIES, MAX_ID_CHARS, MAX_PATH_CHARS, MAX_TASK_PROCS } from '../src/core/constants.ts';
+import { agentRequest, type EnvEntry, type TaskSubmit } from '../src/core/wire/messages.ts';
+import { CliError, EXIT_USAGE } from './errors.ts';
+
+/** Task ids as the group assigns them (PROTOCOL §8.2; the `taskId` schema). */
+export const TASK_ID_PATTERN = /^t[1-9][0-9]*$/;
+/** A task name is a label for people; the wire allows this many characters. */
+export const MAX_TASK_NAME_CHARS = MAX_ID_CHARS * 2;
+const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+const usage = (message: string) => new CliError(message, EXIT_USAGE);
+
+export function parseTaskId(value: string): string {
+  if (!TASK_ID_PATTERN.test(value) || value.length > MAX_ID_CHARS) {
+    throw usage(`bad task id ${JSON.stringify(value)}: task ids look like t1, t2, …; see \`trine ps\``);
+  }
+  return value;
+}
+
+/** The command of `trine submit`: it must follow `--`, so that its options are never taken
+ *  for trine's (`trine submit -n 2 -- ./worker --threads 4`). */
+export function requireCommand(command: readonly string[], sawDashDash: boolean): string[] {
+  const example = 'e.g. `trine submit -n 2 -- sleep 10`';
+  if (command.length === 0) throw usage(`submit needs a command after \`--\`: ${example}`);
+  if (!sawDashDash) throw usage(`put the command after \`--\` so its options are not taken for trine's: ${example}`);
+  return [...command];
+}
+
+/** `--env K=V` entries → sorted, unique [name, value] pairs (the canonical wire form). */
+export function parseEnv(entries: readonly string[]): EnvEntry[] {
+  if (entries.length > MAX_ENV_ENTRIES) throw usage(`${entries.length} --env entries, at most ${MAX_ENV_ENTRIES} are allowed`);
+  const byName = new Map<string, string>();
+  for (const e of entries) {
+    const eq = e.indexOf('=');
+    if (eq < 0) throw usage(`--env ${JSON.stringify(e)} has no '=': write --env NAME=VALUE`);
+    const name = e.slice(0, eq);
+    const value = e.slice(eq + 1);
+    if (!ENV_NAME_PATTERN.test(name)) throw usage(`--env ${JSON.stringify(e)}: ${JSON.stringify(name)} is not a variable name (letters, digits and _, not starting with a digit)`);
+    if (byName.has(name)) throw usage(`--env ${name} is given twice: give each variable once`);
+    if (value.length > MAX_ARG_CHARS) throw usage(`--env ${name}: the value has ${value.length} characters, at most ${MAX_ARG_CHARS} are allowed`);
+    byName.set(name, value);
+  }
+  return [...byName.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+export type SubmitInput = {
+  command: readonly string[];
+  size: number;
+  name: string | undefined;
+  env: readonly string[];
+  /** `--cwd` as typed (relative to `baseCwd`), or undefined for `baseCwd` itself. */
+  cwd: string | undefined;
+  /** The CLI's own working directory. */
+  baseCwd: string;
+  nonce: string;
+};
+
+/** The `task.submit` request: `cwd` absolute; a relative executable path with a '/' made
+ *  absolute against it; a bare name passed as given (the agent resolves it on PATH, and a
+ *  missing one fails the start with "spawn failed: ENOENT …" — the group's report, not ours). */
+export function buildSubmit(input: SubmitInput): TaskSubmit {
+  const [first, ...args] = input.command;
+  if (first === undefined || first === '') throw usage('submit needs a command after `--`: e.g. `trine submit -n 2 -- sleep 10`');
+  if (!Number.isSafeInteger(input.size) || input.size < 1 || input.size > MAX_TASK_PROCS) {
+    throw usage(`-n must be an integer from 1 to ${MAX_TASK_PROCS}, got ${input.size}`);
+  }
+  const cwd = resolve(input.baseCwd, input.cwd ?? '.');
+  const file = first.includes('/') && !isAbsolute(first) ? resolve(cwd, first) : first;
+  if (cwd.length > MAX_PATH_CHARS) throw usage(`--cwd has ${cwd.length} characters, at most ${MAX_PATH_CHARS} are allowed`);
+  if (file.length > MAX_PATH_CHARS) throw usage(`the command path has ${file.length} characters, at most ${MAX_PATH_CHARS} are allowed`);
+  if (args.length > MAX_ARGS) throw usage(`the command has ${args.length} arguments, at most ${MAX_ARGS} are allowed`);
+  const long = args.findIndex((a) => a.length > MAX_ARG_CHARS);
+  if (long >= 0) throw usage(`argument ${long + 1} of the command has ${args[long]?.length} characters, at most ${MAX_ARG_CHARS} are allowed`);
+  if (input.name !== undefined && (input.name.length === 0 || input.name.length > MAX_TASK_NAME_CHARS)) {
+    throw usage(`--name must have 1 to ${MAX_TASK_NAME_CHARS} characters`);
+  }
+  const name = input.name ?? basename(file).slice(0, MAX_TASK_NAME_CHARS);
+  const request: TaskSubmit = { type: 'task.submit', nonce: input.nonce, name, size: input.size, file, args, cwd, env: parseEnv(input.env) };
+  // Safety net: the replicas' own decoder, so nothing they would refuse leaves the CLI.
+  const texts = [name, file, cwd, ...args, ...request.env.flat()];
+  if (texts.some((t) => LONE_SURROGATE.test(t))) throw usage('the command, --name, --cwd or --env holds text that is not valid Unicode: fix the encoding');
+  const checked = agentRequest.dec(agentRequest.enc(request), 'submit');
+  if (!checked.ok) throw usage(`the request would be refused (${checked.detail}): fix that argument`);
+  return request;
+}
