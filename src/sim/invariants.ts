@@ -25,7 +25,13 @@ export type InvariantName =
   | 'b.request-order'
   | 'c.admission'
   | 'd.liveness'
-  | 'e.core';
+  | 'e.core'
+  /** Tasks (src/sim/tasks.ts): each process's end applied once; no spawn without a command;
+   *  no accepted task lost; the manager's view matches what runs. */
+  | 't.reported-once'
+  | 't.commanded'
+  | 't.accepted'
+  | 't.truth';
 
 export type Violation = { seed: number; atMs: number; invariant: InvariantName; message: string };
 

@@ -6,8 +6,9 @@ import { createHash } from 'node:crypto';
 import { DEFAULT_TIMING, type Timing } from '../core/constants.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from '../core/node.ts';
 import type { Hash, ProcessId, Signer, Verifier } from '../core/ports.ts';
-import { Shell } from '../core/shell.ts';
-import type { AgentRequest, Frame, Item } from '../core/wire/messages.ts';
+import { Shell, type Transport } from '../core/shell.ts';
+import { decodeFrame, encodeFrame, signCG } from '../core/wire/frame.ts';
+import type { AgentRequest, Frame, Item, OperatorRequest } from '../core/wire/messages.ts';
 import { byzantineCore, type ByzantineBehaviour } from './byzantine.ts';
 import { InvariantChecker, type ProcessKind } from './invariants.ts';
 import {
@@ -34,7 +35,17 @@ export type ReplicaCore = Core & { digestHex(): string; rsn(): number };
 export type CoreFactories = {
   replica(opts: { id: ProcessId; membership: Membership; hash: Hash; inc: number }): ReplicaCore;
   /** `signer` is the agent's own key: it signs its CGs inside the core (PROTOCOL §2.3). */
-  agent(opts: { id: ProcessId; membership: Membership; inc: number; slots: number; signer: Signer }): Core;
+  agent(opts: { id: ProcessId; membership: Membership; inc: number; slots: number; signer: Signer; resync?: boolean }): Core;
+};
+
+/** What runs beside the cores on a node (src/sim/tasks.ts): it learns of every agent
+ *  incarnation and every effect, and tells a new agent whether to ask for `procs.adopt`. */
+export type NodeHooks = {
+  onAgentBoot(id: ProcessId, inc: number): { resync: boolean };
+  onDown(id: ProcessId): void;
+  onEffect(id: ProcessId, effect: Exclude<CoreEffect, { type: 'send' }>): void;
+  /** Frames to the operator (op.reply). */
+  onOperatorFrame?(frame: Frame): void;
 };
 
 export const DEFAULT_LINK: LinkTiming = { baseLatencyMs: 0.3, jitterMeanMs: 0.2 };
@@ -61,6 +72,10 @@ export type WorldOptions = {
   /** Each process's clock reads simulated time plus its offset (daemons' clocks disagree; a
    *  core must only ever compare its own readings). Default 0. */
   clockOffsetMs?: (id: ProcessId) => number;
+  /** Node-side simulation (task processes) and the operator's inbox. */
+  hooks?: NodeHooks;
+  /** Agent slots (default SIM_AGENT_SLOTS). */
+  slots?: number;
 };
 
 export type TracedEffect = Exclude<CoreEffect, { type: 'send' }>;
@@ -113,6 +128,8 @@ export class World {
   /** The bytes being handed to a shell right now, for the admission check (c). */
   private delivering: Uint8Array | null = null;
   private tickTokens = 0;
+  private readonly operatorTransport: Transport;
+  private operatorItems: readonly Item[] = [];
 
   constructor(private readonly opts: WorldOptions) {
     const replicas = ['r1', 'r2', 'r3'];
@@ -137,6 +154,14 @@ export class World {
     this.network = new SimNetwork(net);
     for (const id of replicas) this.addProcess(id, 'replica');
     for (const a of agents) this.addProcess(a.id, 'agent');
+    this.network.attach('op', {
+      receive: (bytes, from) => {
+        const r = decodeFrame(bytes, { cluster: this.membership.cluster, self: 'op', verifier: this.keyring.verifier });
+        if (r.ok) this.opts.hooks?.onOperatorFrame?.(r.value);
+        void from;
+      },
+    });
+    this.operatorTransport = this.network.transport('op', () => this.operatorItems);
     for (const [id] of opts.byzantine ?? []) this.checker.markByzantine(id);
   }
 
@@ -180,6 +205,7 @@ export class World {
     p.replica = null;
     this.network.detach(id);
     this.checker.onDown(id);
+    this.opts.hooks?.onDown(id);
     this.record({ type: 'crash', atMs: this.now, at: id });
   }
 
@@ -228,6 +254,19 @@ export class World {
     this.checker.onRequestIssued(agent, request);
     this.input(p, { type: 'request', nowMs: this.clock(p), request });
     return true;
+  }
+
+  /** The operator sends `op.request` for `payload` to `to` (PROTOCOL §8.1). */
+  operate(payload: OperatorRequest, to: readonly ProcessId[] = this.membership.replicas): void {
+    const signer = this.keyring.signerFor('op');
+    const signed = signCG({ csn: 0, gssnAck: 0, payload, client: 'op', inc: 0 }, signer);
+    for (const r of to) {
+      const items: Item[] = [{ type: 'op.request', signed }];
+      const frame = encodeFrame({ from: 'op', to: r, items }, { cluster: this.membership.cluster, signer });
+      this.operatorItems = items;
+      this.checker.onFrameOut('op', frame, items);
+      this.operatorTransport.send(r, frame);
+    }
   }
 
   /** A plain lane-0 message (spec §9.2 A15). Ignored while the sender is down. */
@@ -298,7 +337,10 @@ export class World {
       const byz = this.opts.byzantine?.get(p.id) ?? this.opts.bugs?.get(p.id);
       core = byz !== undefined ? byzantineCore(r, byz) : r;
     } else {
-      core = this.opts.cores.agent({ id: p.id, membership: this.membership, inc, slots: SIM_AGENT_SLOTS, signer: this.keyring.signerFor(p.id) });
+      const resync = this.opts.hooks?.onAgentBoot(p.id, inc).resync ?? false;
+      core = this.opts.cores.agent({
+        id: p.id, membership: this.membership, inc, slots: this.opts.slots ?? SIM_AGENT_SLOTS, signer: this.keyring.signerFor(p.id), resync,
+      });
     }
     if (this.opts.wrapCore !== undefined) core = this.opts.wrapCore(p.id, core);
     const inner = core;
@@ -347,12 +389,14 @@ export class World {
     if (p.shell !== shell) return; // a step of an incarnation that has just been crashed
     this.checker.onEffect(p.id, e);
     this.record({ type: 'effect', atMs: this.now, at: p.id, effect: e });
+    this.opts.hooks?.onEffect(p.id, e);
     // An agent that terminates itself stops like a crash (spec §3.5 G2 3e).
     if (e.type === 'terminate') {
       p.up = false;
       p.shell = null;
       this.network.detach(p.id);
       this.checker.onDown(p.id);
+      this.opts.hooks?.onDown(p.id);
     }
   }
 
