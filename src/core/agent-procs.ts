@@ -56,6 +56,10 @@ import {
 import { initialStep, step, type MachineAction, type MachineData } from '../../fsm/plain-data.ts';
 
 
+/** Ticks between the SIGTERM and the SIGKILL of an adopted process under terminate (10 × 50 ms:
+ *  time for a clean shutdown, well within one Terminate-TO). */
+export const ADOPTED_KILL_GRACE_TICKS = 10;
+
 export const LINKED_REFUSED = 'linked processes need the application library (not yet available)';
 export const RESTARTED_WHILE_SPAWNING = 'agent restarted while spawning';
 export const EXITED_WHILE_DOWN = 'exited while its agent was down (exit status unknown)';
@@ -105,6 +109,8 @@ type AdoptedEntry = {
   pid: number;
   /** Terminates received: the first sends SIGTERM, any later one SIGKILL (as A15/A18). */
   terminates: number;
+  /** Ticks left before a SIGTERM'd adopted process gets SIGKILL anyway; null when none is due. */
+  killInTicks: number | null;
 };
 type Entry = ChildEntry | AdoptedEntry;
 
@@ -295,7 +301,11 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
       return;
     }
     entry.terminates += 1;
-    out.push({ type: 'kill', task, vpid, pid: entry.pid, signal: entry.terminates === 1 ? 'SIGTERM' : 'SIGKILL', child: false });
+    const signal = entry.terminates === 1 ? 'SIGTERM' : 'SIGKILL';
+    // The group may have sent its terminates to the dead predecessor already, so the escalation
+    // cannot wait for the next one (it may be the last, T17): SIGKILL follows by itself.
+    entry.killInTicks = signal === 'SIGTERM' ? ADOPTED_KILL_GRACE_TICKS : null;
+    out.push({ type: 'kill', task, vpid, pid: entry.pid, signal, child: false });
   }
 
   function onAdopt(list: readonly AdoptEntry[], local: readonly LocalProc[], out: AgentProcsEffect[]): void {
@@ -319,7 +329,7 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
       const mine = alive.get(key);
       if (mine !== undefined) {
         serial += 1;
-        entries.set(key, { kind: 'adopted', ref: { task: a.task, vpid: a.vpid, serial }, pid: mine.pid, terminates: 0 });
+        entries.set(key, { kind: 'adopted', ref: { task: a.task, vpid: a.vpid, serial }, pid: mine.pid, terminates: 0, killInTicks: null });
         out.push(log('info', 'proc.adopted', { task: a.task, vpid: a.vpid, pid: mine.pid, groupPid: a.pid }));
         if (a.pid === 0) out.push(report(a.task, a.vpid, 'spawnSucceeded', mine.pid, null, null, 'running (adopted after an agent restart)'));
         else if (a.pid !== mine.pid) out.push(log('warn', 'proc.adopted.pid-differs', { task: a.task, vpid: a.vpid, pid: mine.pid, groupPid: a.pid }));
@@ -416,6 +426,10 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
       // Only Spawning counts ticks; stepping the others would cost a transition each for nothing.
       for (const entry of [...entries.values()]) {
         if (entry.kind === 'child' && stateOf(entry.data) === 'spawning') advance(entry, { type: 'clock.tick' }, out);
+        if (entry.kind === 'adopted' && entry.killInTicks !== null && --entry.killInTicks <= 0) {
+          entry.killInTicks = null;
+          out.push({ type: 'kill', task: entry.ref.task, vpid: entry.ref.vpid, pid: entry.pid, signal: 'SIGKILL', child: false });
+        }
       }
       return noteRecords(out);
     },

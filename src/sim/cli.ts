@@ -2,12 +2,15 @@
 //   npm run sim -- --seeds N [--from S]     run seeds S .. S+N-1 (default 100 from 1)
 //   npm run sim -- --seed S                 replay one seed, printing its plan and every violation
 //   --agents M (default 4)   --crypto keyed|ed25519 (default keyed: keyed SHA-512)
+//   --tasks                  task seeds instead (src/sim/task-seed.ts, issue 3): tasks, process
+//                            crashes, agent deaths, power-offs, partitions; replay with --tasks --seed S
 // Prints one line per failing seed with its replay command and first violation, and ends with
 // exactly `sim: N seeds, V violations`; exits 1 when V > 0, 2 on a usage error.
 import { parseArgs } from 'node:util';
 import { realCores } from './cores.ts';
 import { describePlan } from './fault-plan.ts';
 import { runSeed } from './run-seed.ts';
+import { describeTaskPlan, runTaskSeed } from './task-seed.ts';
 import type { SimCrypto } from './sim-signer.ts';
 
 /** More agents than this is a typo, not a simulation: per-seed work grows with the square. */
@@ -16,7 +19,7 @@ export const DEFAULT_SIM_AGENTS = 4;
 export const DEFAULT_SEEDS = 100;
 
 function usage(message: string): never {
-  process.stderr.write(`sim: ${message}. Usage: npm run sim -- --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519]\n`);
+  process.stderr.write(`sim: ${message}. Usage: npm run sim -- [--tasks] --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519]\n`);
   process.exit(2);
 }
 
@@ -39,7 +42,7 @@ function main(): void {
     parsed = parseArgs({
       options: {
         seeds: { type: 'string' }, from: { type: 'string' }, seed: { type: 'string' },
-        agents: { type: 'string' }, crypto: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+        agents: { type: 'string' }, crypto: { type: 'string' }, tasks: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
       },
       strict: true, allowPositionals: false,
     });
@@ -48,7 +51,7 @@ function main(): void {
   }
   const v = parsed.values;
   if (v.help === true) {
-    process.stdout.write('npm run sim -- --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519]\n');
+    process.stdout.write('npm run sim -- [--tasks] --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519]\n');
     return;
   }
   if (v.seed !== undefined && (v.seeds !== undefined || v.from !== undefined)) usage('--seed replays one seed; do not combine it with --seeds or --from');
@@ -58,13 +61,33 @@ function main(): void {
   const single = v.seed !== undefined;
   const from = single ? intArg('seed', v.seed, 1, 0, 0xffffffff) : intArg('from', v.from, 1, 0, 0xffffffff);
   const count = single ? 1 : intArg('seeds', v.seeds, DEFAULT_SEEDS, 1, 100_000_000);
-  const extra = `${agents !== DEFAULT_SIM_AGENTS ? ` --agents ${agents}` : ''}${crypto !== 'keyed' ? ` --crypto ${crypto}` : ''}`;
+  const tasks = v.tasks === true;
+  if (tasks && crypto !== 'keyed') usage('--tasks seeds use the keyed signer; drop --crypto');
+  const extra = `${tasks ? ' --tasks' : ''}${agents !== DEFAULT_SIM_AGENTS ? ` --agents ${agents}` : ''}${crypto !== 'keyed' ? ` --crypto ${crypto}` : ''}`;
 
   let violations = 0;
   let failingSeeds = 0;
   let simulatedMs = 0;
   const started = process.hrtime.bigint();
   for (let seed = from; seed < from + count; seed++) {
+    if (tasks) {
+      const r = runTaskSeed(seed, { agents, cores: realCores });
+      simulatedMs += r.simulatedMs;
+      if (single) {
+        process.stdout.write(`seed ${seed}: ${describeTaskPlan(r.plan)}\n`);
+        const st = r.stats;
+        process.stdout.write(`  ${r.simulatedMs} ms simulated; ${r.accepted} tasks accepted; ${st.spawns} spawns, ${st.kills} kills, ` +
+          `${st.reports} reports, ${st.resets} node resets, ${st.operatorRequests} operator requests\n`);
+        for (const x of r.violations) process.stdout.write(`  [${x.invariant}] at ${x.atMs.toFixed(3)} ms: ${x.message}\n`);
+      }
+      if (r.violations.length > 0) {
+        violations += r.violations.length;
+        failingSeeds++;
+        const first = r.violations[0] as (typeof r.violations)[number];
+        process.stdout.write(`FAIL seed ${seed} (replay: npm run sim -- --seed ${seed}${extra}): [${first.invariant}] ${first.message}\n`);
+      }
+      continue;
+    }
     const r = runSeed(seed, { agents, cores: realCores, crypto });
     simulatedMs += r.simulatedMs;
     if (single) {

@@ -245,7 +245,9 @@ export class InvariantChecker {
     if (rsn <= view.lastRsn) this.fail('b.request-order', `${replica} delivered RSN ${rsn} after RSN ${view.lastRsn}`);
     view.lastRsn = Math.max(view.lastRsn, rsn);
     const lastCsn = view.lastCsn.get(client) ?? 0;
-    if (!this.restarted.has(client) && csn !== lastCsn + 1) {
+    // Operator requests carry no CSN: they are identified by their nonce (PROTOCOL §8.1).
+    const operator = request.type === 'task.submit' || request.type === 'task.kill';
+    if (!operator && !this.restarted.has(client) && csn !== lastCsn + 1) {
       this.fail('b.request-order', `${replica} delivered CSN ${csn} of ${client} after CSN ${lastCsn} (not FIFO exactly-once)`);
     }
     view.lastCsn.set(client, Math.max(lastCsn, csn));
@@ -285,8 +287,13 @@ export class InvariantChecker {
         this.counts.requests++;
         return this.onDeliverRequest(id, effect.rsn, effect.client, effect.inc, effect.csn, effect.request);
       case 'deliver.input': {
-        // Correct replicas execute the same inputs at the same RSNs (checked through digests).
-        if (effect.input.type !== 'node.failed' || !this.isCorrect(id)) return;
+        if (!this.isCorrect(id)) return;
+        // Correct replicas execute the same inputs at the same RSNs.
+        const key = `input ${JSON.stringify(effect.input)}`;
+        const prior = this.order.get(effect.rsn);
+        if (prior === undefined) this.order.set(effect.rsn, key);
+        else if (prior !== key) this.fail('b.request-order', `${id} executed ${key} at RSN ${effect.rsn}, another correct replica ${prior.slice(0, 80)}`);
+        if (effect.input.type !== 'node.failed') return;
         const list = this.failures.get(effect.input.agent) ?? [];
         if (!list.some((f) => f.rsn === effect.rsn)) list.push({ rsn: effect.rsn, inc: effect.input.inc });
         this.failures.set(effect.input.agent, list);

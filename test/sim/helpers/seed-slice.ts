@@ -3,6 +3,7 @@
 import { expect, it } from 'vitest';
 import { realCores } from '../../../src/sim/cores.ts';
 import { runSeed } from '../../../src/sim/run-seed.ts';
+import { runTaskSeed } from '../../../src/sim/task-seed.ts';
 
 /** Agents per simulated cluster in the fixed slices (the CLI default). */
 export const SLICE_AGENTS = 4;
@@ -22,5 +23,28 @@ export function seedSlice(from: number, count: number): void {
     expect(failures, failures.join('\n')).toEqual([]);
     // The slice did real work: group messages were delivered, not just heartbeats exchanged.
     expect(commands).toBeGreaterThan(count * 5);
+  });
+}
+
+/** A fixed slice of task seeds (issue 3): tasks with process crashes, agent deaths, power-offs,
+ *  partitions and a backup crash; every seed must end with no invariant violated. */
+export function taskSeedSlice(from: number, count: number): void {
+  it(`task seeds ${from}..${from + count - 1} (crashes, agent deaths, node failures, partitions) end with no invariant violated`, () => {
+    const failures: string[] = [];
+    let accepted = 0;
+    let resets = 0;
+    for (let seed = from; seed < from + count; seed++) {
+      const r = runTaskSeed(seed, { agents: SLICE_AGENTS, cores: realCores });
+      accepted += r.accepted;
+      resets += r.stats.resets;
+      const first = r.violations[0];
+      if (first !== undefined) {
+        failures.push(`seed ${seed} (replay: npm run sim -- --tasks --seed ${seed}): [${first.invariant}] ${first.message}`);
+      }
+    }
+    expect(failures, failures.join('\n')).toEqual([]);
+    // The slice did real work: tasks were accepted and nodes declared failed were reset.
+    expect(accepted).toBeGreaterThan(count);
+    expect(resets).toBeGreaterThan(0);
   });
 }

@@ -1,0 +1,338 @@
+// Tasks in the simulator (issue 3): the real replica and agent cores, the real process table of
+// each agent (src/core/agent-procs.ts) on a simulated OS (src/sim/sim-spawner.ts), the real
+// watchdog core resetting nodes the group declares failed, and an operator that submits and
+// kills tasks and accepts an outcome only from two matching replies (PROTOCOL §8.1).
+//
+// Faults of one seed: task processes crash, an agent dies and its keeper restarts it, a whole
+// node loses power, an agent is partitioned from the group, one replica crashes. The checks:
+//   t.reported-once   every process's end is applied by a correct replica at most once;
+//   t.commanded       nothing is spawned or killed without a command delivered on 2 matching
+//                     copies (the group layer's own check covers the copies, this one covers
+//                     the driver: every spawn answers a delivered proc.spawn);
+//   t.accepted        every task the operator saw accepted exists at every correct replica and,
+//                     once the faults have healed, finishes;
+//   t.truth           at the end, what correct replicas believe runs is what the OS runs: no
+//                     process both running (to the manager) and dead (on its node), and no live
+//                     process the manager does not know;
+//   and the group layer's invariants, digests equal at equal RSN among them (src/sim/invariants.ts).
+import { createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcRecord, type ProcRef } from '../core/agent-procs.ts';
+import type { Timing } from '../core/constants.ts';
+import type { CoreEffect } from '../core/node.ts';
+import type { ProcessId } from '../core/ports.ts';
+import { unreachable } from '../core/result.ts';
+import type { ClusterView } from '../core/status.ts';
+import { createWatchdog } from '../core/watchdog.ts';
+import { decodeFrame } from '../core/wire/frame.ts';
+import type { Frame, GroupCommand, OperatorRequest } from '../core/wire/messages.ts';
+import type { SpawnerEvent } from '../io/spawner.ts';
+import type { InvariantName } from './invariants.ts';
+import { streamFor, type SeededRandom } from './random.ts';
+import { SimSpawner, type PidCounter } from './sim-spawner.ts';
+import { World, type NodeHooks, type WorldOptions } from './world.ts';
+
+/** Timing of task seeds: the defaults, with task timeouts short enough for a seed to retry. */
+export const SIM_TASK_TIMING: Partial<Timing> = { startTimeoutMs: 1000, terminateTimeoutMs: 400, connectTimeoutMs: 800 };
+/** The operator resends an unanswered request this often, as `trine` does (cli/op-client.ts). */
+export const OPERATOR_RESEND_MS = 200;
+/** A node's "reboot" after the watchdog's power reset, before its keeper starts the agent. */
+export const NODE_REBOOT_MS = 40;
+
+type Node = {
+  agent: ProcessId;
+  node: string;
+  os: SimSpawner;
+  /** The procs file: survives agent crashes and power resets, as a disk does. */
+  records: ProcRecord[];
+  procs: AgentProcs | null;
+  /** Bumped by every boot and crash: callbacks of an old incarnation are ignored. */
+  epoch: number;
+  /** proc.spawn commands delivered to the current incarnation, by task/vpid: each allows one spawn. */
+  allowed: Map<string, number>;
+};
+
+type Pending = { payload: OperatorRequest; replies: Map<ProcessId, string>; done: ((ok: boolean, text: string) => void) | null };
+
+export type TaskSimOptions = Omit<WorldOptions, 'hooks'>;
+
+export class TaskSim implements NodeHooks {
+  readonly world: World;
+  readonly nodes = new Map<ProcessId, Node>();
+  /** Task ids the operator saw accepted (two matching replies), with what it submitted. */
+  readonly accepted = new Map<string, OperatorRequest>();
+  readonly refused: { payload: OperatorRequest; text: string }[] = [];
+  readonly stats = { spawns: 0, kills: 0, reports: 0, resets: 0, operatorRequests: 0 };
+  private readonly pending = new Map<string, Pending>();
+  private readonly watchdog;
+  /** Terminal reports applied per correct replica and pid (t.reported-once). */
+  private readonly deaths = new Map<string, number>();
+  private readonly pids: PidCounter = { next: 1000 };
+  private readonly rng: SeededRandom;
+  private nonces = 0;
+  private readonly timing: Timing;
+
+  constructor(opts: TaskSimOptions) {
+    this.rng = streamFor(opts.seed, 'os');
+    this.world = new World({ ...opts, timing: { ...SIM_TASK_TIMING, ...opts.timing }, hooks: this });
+    this.timing = this.world.membership.timing;
+    for (const a of this.world.membership.agents) {
+      this.nodes.set(a.id, {
+        agent: a.id, node: a.node, os: new SimSpawner(a.node, this.world.scheduler, this.rng, this.pids), records: [], procs: null,
+        epoch: 0, allowed: new Map(),
+      });
+    }
+    // The watchdog: the real core, fed the frames the replicas send it.
+    this.watchdog = createWatchdog({ id: 'scc', membership: this.world.membership, inc: 1 });
+    this.world.network.attach('scc', {
+      receive: (bytes) => {
+        const r = decodeFrame(bytes, { cluster: this.world.membership.cluster, self: 'scc', verifier: this.world.keyring.verifier });
+        if (!r.ok) return;
+        for (const e of this.watchdog.step({ type: 'frame', nowMs: this.world.now, frame: r.value })) {
+          if (e.type === 'reset.node') this.powerReset(e.node);
+        }
+      },
+    });
+  }
+
+  get now(): number {
+    return this.world.now;
+  }
+
+  private fail(invariant: InvariantName, message: string): void {
+    this.world.checker.fail(invariant, message);
+  }
+
+  // ---- the operator ------------------------------------------------------------------------
+
+  /** Send a request; `done` gets the outcome two replicas agree on. */
+  operate(make: (nonce: string) => OperatorRequest, done?: (ok: boolean, text: string) => void): void {
+    const nonce = (++this.nonces).toString(16).padStart(32, '0');
+    const payload = make(nonce);
+    const p: Pending = { payload, replies: new Map(), done: done ?? null };
+    this.pending.set(nonce, p);
+    this.stats.operatorRequests++;
+    const send = (): void => {
+      if (!this.pending.has(nonce)) return;
+      this.world.operate(payload);
+      this.world.scheduler.after(OPERATOR_RESEND_MS, send);
+    };
+    send();
+  }
+
+  submit(spec: { name: string; size: number; file: string; args?: string[] }, done?: (ok: boolean, text: string) => void): void {
+    this.operate((nonce) => ({ type: 'task.submit', nonce, name: spec.name, size: spec.size, file: spec.file, args: spec.args ?? [], cwd: '/', env: [] }), done);
+  }
+
+  kill(task: string): void {
+    this.operate((nonce) => ({ type: 'task.kill', nonce, task }));
+  }
+
+  onOperatorFrame(frame: Frame): void {
+    for (const item of frame.items) {
+      if (item.type !== 'op.reply') continue;
+      const p = this.pending.get(item.nonce);
+      if (p === undefined) continue;
+      p.replies.set(frame.from, `${item.rsn}|${item.ok}|${item.text}`);
+      const votes = new Map<string, number>();
+      for (const v of p.replies.values()) votes.set(v, (votes.get(v) ?? 0) + 1);
+      if ((votes.get(`${item.rsn}|${item.ok}|${item.text}`) ?? 0) < 2) continue;
+      this.pending.delete(item.nonce);
+      if (p.payload.type === 'task.submit') {
+        if (item.ok) this.accepted.set(item.text, p.payload);
+        else this.refused.push({ payload: p.payload, text: item.text });
+      }
+      p.done?.(item.ok, item.text);
+    }
+  }
+
+  // ---- faults --------------------------------------------------------------------------------
+
+  /** A task process crashes (`kill -9` from outside). */
+  crashProcess(pick: (running: number) => number): void {
+    const all = [...this.nodes.values()].flatMap((n) => n.os.running().map((p) => ({ n, p })));
+    if (all.length === 0) return;
+    const chosen = all[pick(all.length)];
+    chosen?.n.os.crash(chosen.p.pid);
+  }
+
+  /** The agent dies; its keeper starts a new incarnation after `restartAfterMs`. */
+  agentDeath(agent: ProcessId, restartAfterMs: number): void {
+    this.world.crash(agent);
+    this.world.scheduler.after(restartAfterMs, () => {
+      if (!this.world.isUp(agent)) this.world.restart(agent);
+    });
+  }
+
+  /** The node loses power: agent, keeper and every process. Only the watchdog brings it back. */
+  powerOff(agent: ProcessId): void {
+    const n = this.node(agent);
+    n.os.powerOff();
+    this.world.crash(agent);
+  }
+
+  /** The watchdog's power reset of `nodeName`: off, then the keeper starts the agent. */
+  private powerReset(nodeName: string): void {
+    const n = [...this.nodes.values()].find((x) => x.node === nodeName);
+    if (n === undefined) return;
+    this.stats.resets++;
+    this.powerOff(n.agent);
+    this.world.scheduler.after(NODE_REBOOT_MS, () => this.world.restart(n.agent));
+  }
+
+  // ---- node hooks (World) --------------------------------------------------------------------
+
+  onAgentBoot(id: ProcessId, _inc: number): { resync: boolean } {
+    const n = this.node(id);
+    n.epoch++;
+    n.allowed.clear();
+    n.procs = createAgentProcs({
+      connectTimeoutTicks: Math.max(1, Math.ceil(this.timing.connectTimeoutMs / this.timing.taskTickMs)),
+      recovered: n.records,
+    });
+    const epoch = n.epoch;
+    const tick = (): void => {
+      if (n.epoch !== epoch || n.procs === null) return;
+      this.run(n, n.procs.tick());
+      for (const { ref, pid } of n.procs.adopted()) {
+        if (!n.os.alive(pid)) this.run(n, n.procs.os(ref, { type: 'os.exited', code: null, signal: null }));
+      }
+      this.world.scheduler.after(this.timing.taskTickMs, tick);
+    };
+    this.world.scheduler.after(this.timing.taskTickMs, tick);
+    return { resync: n.records.length > 0 };
+  }
+
+  onDown(id: ProcessId): void {
+    const n = this.nodes.get(id);
+    if (n === undefined) return;
+    n.epoch++;
+    n.procs = null;
+    n.os.detachObservers();
+  }
+
+  onEffect(id: ProcessId, effect: Exclude<CoreEffect, { type: 'send' }>): void {
+    const n = this.nodes.get(id);
+    if (n !== undefined) {
+      if (effect.type === 'deliver.command') this.onCommand(n, effect.command);
+      return;
+    }
+    if (effect.type === 'deliver.request' && effect.request.type === 'proc.report' && this.world.checker.isCorrect(id)) {
+      const r = effect.request;
+      if (r.pid === 0 || r.kind === 'spawnSucceeded') return;
+      const k = `${id}|${r.pid}`;
+      const count = (this.deaths.get(k) ?? 0) + 1;
+      this.deaths.set(k, count);
+      if (count > 1) this.fail('t.reported-once', `${id} applied the end of pid ${r.pid} (${r.task}/${r.vpid}) ${count} times`);
+    }
+  }
+
+  private onCommand(n: Node, command: GroupCommand): void {
+    const procs = n.procs;
+    if (procs === null) return;
+    if (command.type === 'proc.spawn') {
+      const k = `${command.task}/${command.vpid}`;
+      n.allowed.set(k, (n.allowed.get(k) ?? 0) + 1);
+    }
+    const local = procs.recovered().map((r) => ({ ...r, alive: n.os.alive(r.pid) }));
+    this.run(n, procs.command(command, local));
+  }
+
+  /** The agent driver's work (src/daemon/agent.ts does the same against the real OS). */
+  private run(n: Node, effects: AgentProcsEffect[]): void {
+    const epoch = n.epoch;
+    for (const e of effects) {
+      switch (e.type) {
+        case 'spawn': {
+          const k = `${e.spec.taskId}/${e.spec.vpid}`;
+          const left = n.allowed.get(k) ?? 0;
+          if (left <= 0) this.fail('t.commanded', `${n.agent} spawned ${k} without a delivered proc.spawn`);
+          n.allowed.set(k, left - 1);
+          this.stats.spawns++;
+          const ref: ProcRef = e.ref;
+          n.os.spawnProcess({ ...e.spec, logDir: '/sim' }, (ev: SpawnerEvent) => {
+            if (n.epoch === epoch && n.procs !== null) this.run(n, n.procs.os(ref, ev));
+          });
+          break;
+        }
+        case 'kill':
+          this.stats.kills++;
+          n.os.killProcess(e.pid, e.signal);
+          break;
+        case 'report': {
+          this.stats.reports++;
+          const request = { type: 'proc.report' as const, ...e.report };
+          // Not from inside the core's step: on the next event, as the daemon's setImmediate.
+          this.world.scheduler.after(0, () => {
+            if (n.epoch === epoch) this.world.request(n.agent, request);
+          });
+          break;
+        }
+        case 'records':
+          n.records = e.procs;
+          break;
+        case 'log':
+          break;
+        default:
+          unreachable(e);
+      }
+    }
+  }
+
+  private node(agent: ProcessId): Node {
+    const n = this.nodes.get(agent);
+    if (n === undefined) throw new RangeError(`no simulated node for ${agent}`);
+    return n;
+  }
+
+  // ---- checks ----------------------------------------------------------------------------------
+
+  /** The views of the correct replicas that are up. */
+  views(): Map<ProcessId, ClusterView> {
+    const out = new Map<ProcessId, ClusterView>();
+    for (const id of this.world.replicaIds) {
+      const r = this.world.replica(id);
+      if (r !== null && this.world.checker.isCorrect(id)) out.set(id, (r as unknown as { clusterView(): ClusterView }).clusterView());
+    }
+    return out;
+  }
+
+  /** Every accepted task has finished at every correct replica, and no process runs. */
+  settled(): boolean {
+    for (const v of this.views().values()) {
+      for (const id of this.accepted.keys()) {
+        const t = v.tasks.find((x) => x.id === id);
+        if (t === undefined || t.outcome === null) return false;
+        // A process's last report may still be in flight after its task gave up (T17).
+        if (t.procs.some((p) => p.state === 'spawning' || p.state === 'running' || p.state === 'terminating')) return false;
+      }
+    }
+    return this.pending.size === 0 && [...this.nodes.values()].every((n) => n.os.running().length === 0);
+  }
+
+  /** End-of-run checks; `healed`: the faults are over and the run had time to settle. */
+  finish(healed: boolean): void {
+    for (const [rid, v] of this.views()) {
+      for (const id of this.accepted.keys()) {
+        const t = v.tasks.find((x) => x.id === id);
+        if (t === undefined) {
+          this.fail('t.accepted', `task ${id} was accepted but ${rid} does not know it`);
+          continue;
+        }
+        if (healed && t.outcome === null) this.fail('t.accepted', `task ${id} never finished at ${rid}: ${t.state}${t.waitReason !== null ? ` (${t.waitReason})` : ''}`);
+        if (!healed) continue;
+        for (const p of t.procs) {
+          if (p.pid === null || (p.state !== 'running' && p.state !== 'terminating')) continue;
+          const n = [...this.nodes.values()].find((x) => x.node === p.node);
+          const os = n?.os.processes.get(p.pid);
+          if (os !== undefined && os.exitedAtMs !== null) {
+            this.fail('t.truth', `${rid} believes ${id}/${p.vpid} (pid ${p.pid}) ${p.state} but it ended at ${os.exitedAtMs} ms`);
+          }
+        }
+      }
+    }
+    if (!healed) return;
+    for (const n of this.nodes.values()) {
+      for (const p of n.os.running()) this.fail('t.truth', `pid ${p.pid} (${p.task}/${p.vpid}) still runs on ${n.node} after every task finished`);
+    }
+    if (this.pending.size > 0) this.fail('t.accepted', `${this.pending.size} operator request(s) never got two matching replies`);
+  }
+}
