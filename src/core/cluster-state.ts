@@ -33,16 +33,11 @@ export function taskTimers(t: Timing): TaskTimers {
   };
 }
 
-export type TaskRecord = {
+/** What was submitted (the request without its type and nonce). */
+export type TaskRecord = Omit<TaskSubmit, 'type' | 'nonce'> & {
   id: string;
   /** n of `tn`: submission order. */
   number: number;
-  name: string;
-  size: number;
-  file: string;
-  args: string[];
-  cwd: string;
-  env: EnvEntry[];
   submittedRsn: number;
   fsm: MachineData;
   /** FsmProc per VPID. */

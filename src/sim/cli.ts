@@ -9,6 +9,7 @@
 import { parseArgs } from 'node:util';
 import { realCores } from './cores.ts';
 import { describePlan } from './fault-plan.ts';
+import type { Violation } from './invariants.ts';
 import { runSeed } from './run-seed.ts';
 import { describeTaskPlan, runTaskSeed } from './task-seed.ts';
 import type { SimCrypto } from './sim-signer.ts';
@@ -69,6 +70,13 @@ function main(): void {
   let failingSeeds = 0;
   let simulatedMs = 0;
   const started = process.hrtime.bigint();
+  const fail = (seed: number, found: readonly Violation[]): void => {
+    const first = found[0];
+    if (first === undefined) return;
+    violations += found.length;
+    failingSeeds++;
+    process.stdout.write(`FAIL seed ${seed} (replay: npm run sim -- --seed ${seed}${extra}): [${first.invariant}] ${first.message}\n`);
+  };
   for (let seed = from; seed < from + count; seed++) {
     if (tasks) {
       const r = runTaskSeed(seed, { agents, cores: realCores });
@@ -80,12 +88,7 @@ function main(): void {
           `${st.reports} reports, ${st.resets} node resets, ${st.operatorRequests} operator requests\n`);
         for (const x of r.violations) process.stdout.write(`  [${x.invariant}] at ${x.atMs.toFixed(3)} ms: ${x.message}\n`);
       }
-      if (r.violations.length > 0) {
-        violations += r.violations.length;
-        failingSeeds++;
-        const first = r.violations[0] as (typeof r.violations)[number];
-        process.stdout.write(`FAIL seed ${seed} (replay: npm run sim -- --seed ${seed}${extra}): [${first.invariant}] ${first.message}\n`);
-      }
+      fail(seed, r.violations);
       continue;
     }
     const r = runSeed(seed, { agents, cores: realCores, crypto });
@@ -100,12 +103,7 @@ function main(): void {
         `${c.suspects} suspicions, ${c.terminations} terminations\n`);
       for (const x of r.violations) process.stdout.write(`  [${x.invariant}] at ${x.atMs.toFixed(3)} ms: ${x.message}\n`);
     }
-    if (r.violations.length > 0) {
-      violations += r.violations.length;
-      failingSeeds++;
-      const first = r.violations[0] as (typeof r.violations)[number];
-      process.stdout.write(`FAIL seed ${seed} (replay: npm run sim -- --seed ${seed}${extra}): [${first.invariant}] ${first.message}\n`);
-    }
+    fail(seed, r.violations);
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   if (!single) {
