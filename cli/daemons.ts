@@ -1,11 +1,18 @@
 // `trine manager`, `trine agent`, `trine scc`, `trine keeper`: the daemons, in the foreground.
 // `trine up` starts them detached (agents under a keeper each); running one by hand is for
-// debugging and for hosts outside a local cluster. Also how to start one as a process.
+// debugging and for hosts outside a local cluster. Also how to start one as a process, detached,
+// the way `trine up` does (used by `trine up` and by the watchdog's local reset driver, which
+// starts a reset node's keeper again), and the composition root of the watchdog's reset driver.
+import { closeSync, openSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { runAgent } from '../src/daemon/agent.ts';
 import { runKeeper } from '../src/daemon/keeper.ts';
 import { runManager } from '../src/daemon/manager.ts';
 import { runWatchdog } from '../src/daemon/scc.ts';
+import { paths, processEntry, writePidFile, type Cluster, type ProcessEntry } from '../src/io/cluster-dir.ts';
+import { LocalResetDriver, LogResetDriver, type NodeResetDriver, type ResetDriverKind, type ResetLog } from '../src/io/reset-driver.ts';
+import { CliError, EXIT_FAILED } from './errors.ts';
 
 const CLI_MAIN = fileURLToPath(new URL('./main.ts', import.meta.url));
 
@@ -15,8 +22,57 @@ export function trineCommand(args: readonly string[]): { file: string; args: str
   return { file: process.execPath, args: ['--import', import.meta.resolve('tsx'), CLI_MAIN, ...args] };
 }
 
+/** The `trine` arguments that run a cluster process as a daemon (none for the operator). */
+export function daemonArgs(p: ProcessEntry, dir: string): string[] {
+  switch (p.kind) {
+    case 'replica':
+      return ['manager', '--dir', dir, '--id', p.id];
+    case 'agent':
+      // The keeper starts the agent and keeps it running; `trine down` stops it through it.
+      return ['keeper', '--dir', dir, '--id', p.id];
+    case 'watchdog':
+      return ['scc', '--dir', dir];
+    case 'operator':
+      return [];
+  }
+}
+
+/** Starts cluster process `p` detached (its own process group, surviving its starter), output
+ *  appended to `logs/<id>.out`, and records its pid in `run/<id>.pid`. Returns the pid. */
+export function spawnDaemon(dir: string, p: ProcessEntry): number {
+  const out = openSync(paths.output(dir, p.id), 'a');
+  try {
+    const command = trineCommand(daemonArgs(p, dir));
+    const child = spawn(command.file, command.args, {
+      detached: true,
+      stdio: ['ignore', out, out],
+    });
+    child.on('error', () => {
+      // Reported below: a child without a pid failed to spawn.
+    });
+    if (child.pid === undefined) throw new CliError(`could not start ${p.id} (${process.execPath}): check that node can run`, EXIT_FAILED);
+    child.unref();
+    writePidFile(dir, p.id, child.pid);
+    return child.pid;
+  } finally {
+    closeSync(out);
+  }
+}
+
+/** The reset driver cluster.json chose (src/io/reset-driver.ts), with its dependencies. */
+function makeResetDriver(kind: ResetDriverKind, cluster: Cluster, log: ResetLog, stopping: AbortSignal): NodeResetDriver {
+  switch (kind) {
+    case 'log':
+      return new LogResetDriver(log);
+    case 'local':
+      return new LocalResetDriver(cluster.dir, {
+        config: cluster.config, log, stopping, startKeeper: (id) => spawnDaemon(cluster.dir, processEntry(cluster, id)),
+      });
+  }
+}
+
 export const startManager = (opts: { dir?: string | undefined; id: string }) => runManager(opts.dir, opts.id);
 export const startAgent = (opts: { dir?: string | undefined; id: string }) => runAgent(opts.dir, opts.id);
-export const startWatchdog = (opts: { dir?: string | undefined }) => runWatchdog(opts.dir);
+export const startWatchdog = (opts: { dir?: string | undefined }) => runWatchdog(opts.dir, { makeResetDriver });
 export const startKeeper = (opts: { dir?: string | undefined; id: string }) =>
   runKeeper({ dir: opts.dir, id: opts.id, agentCommand: (dir, id) => trineCommand(['agent', '--dir', dir, '--id', id]) });

@@ -1,20 +1,22 @@
 // `trine down`: stops every process `trine up` started in a cluster dir — the watchdog, the
-// replicas and the agents' keepers (each stops its agent) — with SIGTERM, a grace period and
-// SIGKILL for stragglers; then any agent whose keeper had died (its `.agent-pid` record), then
-// every task process the agents recorded in their procs files (each leads its own process group,
-// which is signalled whole). Verifies none is left and removes the pid, agent-pid and procs
-// files. Idempotent.
+// replicas and the agents' keepers (each stops its agent and its standby) — with SIGTERM, a grace
+// period and SIGKILL for stragglers; then any agent or standby whose keeper had died (their
+// `.agent-pid` / `.standby-pid` records), then every task process the agents recorded in their
+// procs files (each leads its own process group, which is signalled whole). Verifies none is
+// left and removes the pid, agent-pid, standby-pid and procs files. Idempotent.
 //
 // Task processes go last: while an agent runs it may still start one (a spawn it was ordered
 // before it stopped), and it records each in its procs file; once every agent is gone the files
-// are final.
+// are final. A keeper the watchdog's reset driver started just after the pid files were read
+// is found by looking again (DOWN_ROUNDS).
 import { existsSync } from 'node:fs';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
-  ClusterDirError, isAlive, isClusterProcess, paths, readPidFiles, removePidFile, resolveClusterDir, runningProcesses,
+  ClusterDirError, isClusterProcess, paths, readPidFiles, removePidFile, resolveClusterDir, runningProcesses,
 } from '../src/io/cluster-dir.ts';
-import { isSameProcess, listProcsFiles, readProcsFile, removeProcsFile } from '../src/daemon/agent.ts';
-import { listAgentPids, removeAgentPid } from '../src/daemon/keeper.ts';
+import {
+  isSameProcess, listKeeperChildPids, listProcsFiles, liveRecordedProcs, removeKeeperChildPid, removeProcsFile, signalGroup, waitGone,
+} from '../src/io/run-records.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
 
 /** Time a daemon gets to close its sockets and flush its log after SIGTERM (it needs ~1 s; a
@@ -24,47 +26,22 @@ export const DOWN_GRACE_MS = 5_000;
 export const DOWN_KILL_WAIT_MS = 2_000;
 /** Time task processes get after SIGTERM: they are the operator's programs, and may clean up. */
 export const DOWN_TASK_GRACE_MS = 2_000;
-const POLL_MS = 25;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Signal a process group (every daemon and task process leads one: spawned detached), so
- *  anything it started goes too; fall back to the pid alone. */
-function signal(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, sig);
-    return;
-  } catch {
-    // not a group leader, or already gone
-  }
-  try {
-    process.kill(pid, sig);
-  } catch {
-    // already gone
-  }
-}
-
-async function waitGone(pids: number[], ms: number, alive: (pid: number) => boolean = isAlive): Promise<number[]> {
-  const deadline = Date.now() + ms;
-  let left = pids.filter(alive);
-  while (left.length > 0 && Date.now() < deadline) {
-    await sleep(POLL_MS);
-    left = left.filter(alive);
-  }
-  return left;
-}
+/** Times `trine down` looks for cluster processes again after stopping those it found: the
+ *  watchdog may have started a keeper (a node reset) just before it stopped. */
+export const DOWN_ROUNDS = 3;
 
 export type StopResult = { stopped: ProcessId[]; killed: ProcessId[]; remaining: { id: ProcessId; pid: number }[] };
 
 /** Stop the given cluster processes and remove pid files of those gone. */
 export async function stopProcesses(dir: string, targets: { id: ProcessId; pid: number }[]): Promise<StopResult> {
-  for (const t of targets) signal(t.pid, 'SIGTERM');
+  for (const t of targets) signalGroup(t.pid, 'SIGTERM');
   const stubborn = new Set(await waitGone(targets.map((t) => t.pid), DOWN_GRACE_MS));
-  for (const t of targets) if (stubborn.has(t.pid)) signal(t.pid, 'SIGKILL');
+  for (const t of targets) if (stubborn.has(t.pid)) signalGroup(t.pid, 'SIGKILL');
   const left = new Set(await waitGone([...stubborn], DOWN_KILL_WAIT_MS));
   const remaining = targets.filter((t) => left.has(t.pid));
-  // Pid files of processes that are gone (including stale ones from an earlier run) go too.
-  for (const { id, pid } of readPidFiles(dir)) if (pid === null || !left.has(pid)) removePidFile(dir, id);
+  // Pid files of processes that are gone (including stale ones from an earlier run) go too; one
+  // of a process started meanwhile (a keeper a node reset started) stays for the next round.
+  for (const { id, pid } of readPidFiles(dir)) if (pid === null || !isClusterProcess(pid, dir, id)) removePidFile(dir, id);
   return {
     stopped: targets.filter((t) => !left.has(t.pid)).map((t) => t.id),
     killed: targets.filter((t) => stubborn.has(t.pid) && !left.has(t.pid)).map((t) => t.id),
@@ -72,23 +49,20 @@ export async function stopProcesses(dir: string, targets: { id: ProcessId; pid: 
   };
 }
 
-/** Agents still running from their keepers' records (`<id>.agent-pid`), labelled `<id> agent`. */
-function runningAgents(dir: string): { id: ProcessId; agent: ProcessId; pid: number }[] {
-  const out: { id: ProcessId; agent: ProcessId; pid: number }[] = [];
-  for (const { id, pid } of listAgentPids(dir)) if (pid !== null && isClusterProcess(pid, dir, id)) out.push({ id: `${id} agent`, agent: id, pid });
+/** Agents and standbys still running from their keepers' records (`<id>.agent-pid`,
+ *  `<id>.standby-pid`), labelled `<id> agent` / `<id> standby`. */
+function runningKeeperChildren(dir: string): { id: string; agent: ProcessId; pid: number }[] {
+  const out: { id: string; agent: ProcessId; pid: number }[] = [];
+  for (const { id, role, pid } of listKeeperChildPids(dir)) {
+    if (pid !== null && isClusterProcess(pid, dir, id)) out.push({ id: `${id} ${role}`, agent: id, pid });
+  }
   return out;
 }
 
 /** Task processes recorded in the procs files that are still the processes recorded (same pid
  *  and start time). */
 function runningTasks(dir: string): { id: string; pid: number; startTime: string | null }[] {
-  const out: { id: string; pid: number; startTime: string | null }[] = [];
-  for (const f of listProcsFiles(dir)) {
-    for (const p of readProcsFile(f.path).procs) {
-      if (isSameProcess(p.pid, p.startTime)) out.push({ id: `${p.task}/${p.vpid}`, pid: p.pid, startTime: p.startTime });
-    }
-  }
-  return out;
+  return listProcsFiles(dir).flatMap((f) => liveRecordedProcs(dir, f.id).map((p) => ({ id: `${p.task}/${p.vpid}`, pid: p.pid, startTime: p.startTime })));
 }
 
 /** Stop the task processes recorded in the cluster's procs files: SIGTERM to each process group,
@@ -98,9 +72,9 @@ export async function stopTasks(dir: string): Promise<{ stopped: number; remaini
   const same = new Map(tasks.map((t) => [t.pid, t.startTime]));
   // A task pid is checked with its start time: once gone, the pid may name someone else.
   const alive = (pid: number) => isSameProcess(pid, same.get(pid) ?? null);
-  for (const t of tasks) signal(t.pid, 'SIGTERM');
+  for (const t of tasks) signalGroup(t.pid, 'SIGTERM');
   const stubborn = await waitGone(tasks.map((t) => t.pid), DOWN_TASK_GRACE_MS, alive);
-  for (const pid of stubborn) signal(pid, 'SIGKILL');
+  for (const pid of stubborn) signalGroup(pid, 'SIGKILL');
   const left = new Set(await waitGone(stubborn, DOWN_KILL_WAIT_MS, alive));
   const remaining = tasks.filter((t) => left.has(t.pid)).map(({ id, pid }) => ({ id, pid }));
   if (remaining.length === 0) for (const f of listProcsFiles(dir)) removeProcsFile(dir, f.id);
@@ -110,22 +84,35 @@ export async function stopTasks(dir: string): Promise<{ stopped: number; remaini
 export type ClusterStopResult = StopResult & { tasks: number };
 
 /** Everything of a cluster: `targets` (what up started: watchdog, replicas, keepers), agents
- *  whose keeper is not among them, then task processes (see the header). */
+ *  and standbys whose keeper is not among them, then task processes (see the header). */
 export async function stopCluster(dir: string, targets: { id: ProcessId; pid: number }[]): Promise<ClusterStopResult> {
-  const keeping = new Set(targets.map((t) => t.id));
-  // An agent whose keeper runs is stopped by its keeper (one SIGTERM, from one place).
-  const orphans = runningAgents(dir).filter((a) => !keeping.has(a.agent)).map(({ id, pid }) => ({ id, pid }));
-  const r = await stopProcesses(dir, [...targets, ...orphans]);
-  // A keeper that needed SIGKILL may have left its agent running.
-  const late = runningAgents(dir).map(({ id, pid }) => ({ id, pid }));
-  for (const a of late) signal(a.pid, 'SIGKILL');
-  const lateLeft = new Set(await waitGone(late.map((a) => a.pid), DOWN_KILL_WAIT_MS));
-  for (const { id, pid } of listAgentPids(dir)) if (pid === null || !lateLeft.has(pid)) removeAgentPid(dir, id);
+  const stopped: string[] = [];
+  const killed: string[] = [];
+  const remaining: { id: string; pid: number }[] = [];
+  let round = targets;
+  for (let i = 0; i < DOWN_ROUNDS; i++) {
+    const keeping = new Set(round.map((t) => t.id));
+    // An agent whose keeper runs is stopped by its keeper (one SIGTERM, from one place).
+    const orphans = runningKeeperChildren(dir).filter((a) => !keeping.has(a.agent)).map(({ id, pid }) => ({ id, pid }));
+    if (i > 0 && round.length === 0 && orphans.length === 0) break;
+    const r = await stopProcesses(dir, [...round, ...orphans]);
+    // A keeper that needed SIGKILL may have left its agent or standby running.
+    const late = runningKeeperChildren(dir).map(({ id, pid }) => ({ id, pid }));
+    for (const a of late) signalGroup(a.pid, 'SIGKILL');
+    const lateLeft = new Set(await waitGone(late.map((a) => a.pid), DOWN_KILL_WAIT_MS));
+    stopped.push(...r.stopped);
+    killed.push(...r.killed, ...late.filter((a) => !lateLeft.has(a.pid)).map((a) => a.id));
+    remaining.push(...r.remaining, ...late.filter((a) => lateLeft.has(a.pid)));
+    const stuck = new Set(remaining.map((t) => t.pid));
+    round = runningProcesses(dir).filter((t) => !stuck.has(t.pid));
+  }
+  const stuck = new Set(remaining.map((t) => t.pid));
+  for (const { id, role, pid } of listKeeperChildPids(dir)) if (pid === null || !stuck.has(pid)) removeKeeperChildPid(dir, id, role);
   const tasks = await stopTasks(dir);
   return {
-    stopped: r.stopped,
-    killed: [...r.killed, ...late.filter((a) => !lateLeft.has(a.pid)).map((a) => a.id)],
-    remaining: [...r.remaining, ...late.filter((a) => lateLeft.has(a.pid)), ...tasks.remaining.map((t) => ({ id: `task ${t.id}`, pid: t.pid }))],
+    stopped,
+    killed,
+    remaining: [...remaining, ...tasks.remaining.map((t) => ({ id: `task ${t.id}`, pid: t.pid }))],
     tasks: tasks.stopped,
   };
 }
@@ -137,9 +124,9 @@ export async function down(opts: { dir?: string | undefined }): Promise<number> 
     throw new ClusterDirError('FOREIGN_DIR', `${dir} is not a trine cluster dir (no cluster.json): pass the cluster's --dir`);
   }
   const targets = runningProcesses(dir);
-  if (targets.length === 0 && runningAgents(dir).length === 0 && runningTasks(dir).length === 0) {
+  if (targets.length === 0 && runningKeeperChildren(dir).length === 0 && runningTasks(dir).length === 0) {
     for (const { id } of readPidFiles(dir)) removePidFile(dir, id);
-    for (const { id } of listAgentPids(dir)) removeAgentPid(dir, id);
+    for (const { id, role } of listKeeperChildPids(dir)) removeKeeperChildPid(dir, id, role);
     for (const f of listProcsFiles(dir)) removeProcsFile(dir, f.id);
     process.stdout.write(`nothing running in ${dir}\n`);
     return EXIT_OK;

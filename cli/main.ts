@@ -137,7 +137,7 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .action((o: { dir?: string; id: string }) => setOutcome(startAgent(o).then(() => null)));
 
   program.command('keeper')
-    .description('run an agent under its keeper in the foreground: restarts the agent when it exits or stops heartbeating')
+    .description('run an agent under its keeper in the foreground: replaces the agent with a warm standby when it exits or stops heartbeating')
     .option('--dir <dir>', DIR_HELP)
     .requiredOption('--id <id>', 'agent id, e.g. a1')
     .action((o: { dir?: string; id: string }) =>

@@ -1,20 +1,20 @@
 // `trine up`: creates a local cluster (keys, cluster.json, ports) and starts every daemon
 // detached — the watchdog, replicas r1..r3 on nodes n1..n3, and on every node a keeper that runs
-// the node's agent and restarts it (spec §1.4 Agent-Keeper; its pid file is the keeper's) — then waits
+// the node's agent and restarts it (spec §1.4 Agent-Keeper; its pid file is the keeper's), each
+// with cli/daemons.ts spawnDaemon, as the watchdog's reset driver restarts a keeper — then waits
 // until the cluster is healthy (one primary, two backups, every agent joined with a fresh
 // heartbeat, equal digests at equal RSN, the watchdog hearing all replicas) and says so in one
 // line. If it is not healthy in time, it prints what is missing and stops what it started.
-import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
-import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
   allocatePorts, clusterIds, ClusterDirError, DEFAULT_NODES, generateClusterKeys, isAlive, isForeignDir, loadCluster, MAX_NODES, MIN_NODES,
-  paths, planCluster, readPidFiles, removePidFile, resolveClusterDir, runningProcesses, writeClusterConfig, writePidFile,
-  type ClusterConfig, type ProcessEntry,
+  paths, planCluster, readPidFiles, removePidFile, resolveClusterDir, runningProcesses, writeClusterConfig,
+  type ClusterConfig,
 } from '../src/io/cluster-dir.ts';
 import { logPath } from '../src/io/log.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
-import { trineCommand } from './daemons.ts';
+import { spawnDaemon } from './daemons.ts';
 import { stopCluster } from './down.ts';
 import { StatusClient } from './status-client.ts';
 import { buildStatusDocument, type StatusDocument } from './status-report.ts';
@@ -28,40 +28,6 @@ export const UP_QUERY_TIMEOUT_MS = 500;
 export const UP_POLL_MS = 100;
 /** Lines of a dead daemon's output shown when `up` fails because of it. */
 const TAIL_LINES = 3;
-
-function daemonArgs(p: ProcessEntry, dir: string): string[] {
-  switch (p.kind) {
-    case 'replica':
-      return ['manager', '--dir', dir, '--id', p.id];
-    case 'agent':
-      // The keeper starts the agent and keeps it running; `trine down` stops it through it.
-      return ['keeper', '--dir', dir, '--id', p.id];
-    case 'watchdog':
-      return ['scc', '--dir', dir];
-    case 'operator':
-      return [];
-  }
-}
-
-function spawnDaemon(dir: string, p: ProcessEntry): number {
-  const out = openSync(paths.output(dir, p.id), 'a');
-  try {
-    const command = trineCommand(daemonArgs(p, dir));
-    const child = spawn(command.file, command.args, {
-      detached: true,
-      stdio: ['ignore', out, out],
-    });
-    child.on('error', () => {
-      // Reported below: a child without a pid failed to spawn.
-    });
-    if (child.pid === undefined) throw new CliError(`could not start ${p.id} (${process.execPath}): check that node can run`, EXIT_FAILED);
-    child.unref();
-    writePidFile(dir, p.id, child.pid);
-    return child.pid;
-  } finally {
-    closeSync(out);
-  }
-}
 
 function tail(dir: string, id: ProcessId): string {
   for (const file of [paths.output(dir, id), logPath(dir, id)]) {

@@ -2,17 +2,17 @@
 // daemon runtime, dialing every replica — and its process driver: the group's delivered
 // `proc.*` commands go to the pure process table (src/core/agent-procs.ts), whose effects this
 // file executes with the real Spawner (src/io/spawner.ts), and whose reports go back to the group
-// as `proc.report` requests. It also keeps the procs file, the record a later incarnation reads
-// to adopt survivors and kill orphans (PROTOCOL §8.6), and heartbeats its keeper over the IPC
-// channel when it has one (src/daemon/keeper.ts).
+// as `proc.report` requests. It also keeps the procs file (src/io/run-records.ts), the record a
+// later incarnation reads to adopt survivors and kill orphans (PROTOCOL §8.6), and heartbeats its
+// keeper over the IPC channel when it has one (src/daemon/keeper.ts).
 //
-// The procs file (`paths.procsFile`) holds every process this agent believes alive with its
-// start time (/proc/<pid>/stat field 22, clock ticks since boot): a pid alone could name an
-// unrelated process after the pid was reused, a (pid, start time) pair cannot. It is rewritten
-// atomically (temporary file + rename) every time the set changes, so a crash at any point leaves
-// either the old or the new set, never a torn file. No fsync: the file must survive the agent,
-// not the node — a node power reset ends its processes too.
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+// Standby mode (AGENT_STANDBY_ENV=1, only under a keeper): the process loads all its code — the
+// costly part of a start, TypeScript through tsx — then waits on its IPC channel for `go`. Only
+// then does it become the agent: it takes its incarnation, opens its log, reads the procs file
+// and dials the replicas. Before `go` it has no identity in the cluster: it does not connect,
+// log as the agent or touch the run dir, so a standby that is never used leaves no trace. A
+// standby whose keeper goes away (the channel closes) exits: nobody can promote it.
+import { mkdirSync } from 'node:fs';
 import { createAgent } from '../core/agent.ts';
 import {
   createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcOsEvent, type ProcRecord, type ProcRef,
@@ -20,107 +20,20 @@ import {
 import type { Timing } from '../core/constants.ts';
 import type { CoreInput, LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
-import { processId, taskId, type AgentRequest, type GroupCommand } from '../core/wire/messages.ts';
+import type { AgentRequest, GroupCommand } from '../core/wire/messages.ts';
 import { DEFAULT_AGENT_SLOTS, paths } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
+import { isSameProcess, procStartTime, readProcsFile, writeProcsFile } from '../io/run-records.ts';
 import { ChildProcessSpawner, type Spawner, type SpawnerEvent } from '../io/spawner.ts';
-import { KEEPER_HEARTBEAT_MS, type KeeperMessage } from './keeper.ts';
-import { runCore, type RunHooks } from './run-core.ts';
+import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, type AgentToKeeper, type KeeperToAgent } from './keeper.ts';
+import { EXIT_CONFIG, runCore, type RunHooks } from './run-core.ts';
 
-// ---- the procs file -----------------------------------------------------------------------------
-
-/** The `format` of a procs file: one from another Trine version is not trusted. */
-export const PROCS_FILE_FORMAT = 'trine-procs/1';
-/** A procs file lists a node's live processes: a few slots' worth. Far larger is not ours. */
-const MAX_PROCS_FILE_BYTES = 4 * 1024 * 1024;
-
-export type ProcsFileEntry = ProcRecord & { startTime: string | null };
-
-const hasProc = existsSync('/proc/self/stat');
-
-/** Field 22 of /proc/<pid>/stat (the start time), or null if the process is gone or a zombie.
- *  Without /proc (not Linux) the start time is unknown: '' and liveness falls back to kill 0. */
-export function procStartTime(pid: number): string | null {
-  if (!hasProc) {
-    try {
-      process.kill(pid, 0);
-      return '';
-    } catch (e) {
-      return (e as NodeJS.ErrnoException).code === 'EPERM' ? '' : null;
-    }
-  }
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return null;
-  }
-  // Fields from 3 on follow the parenthesised command name, which may hold spaces or ')'.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const state = fields[0];
-  if (state === 'Z' || state === 'X') return null;
-  return fields[22 - 3] ?? null;
-}
-
-/** Whether `pid` is still the process that had `startTime` (null: unknown, so not provably). */
-export function isSameProcess(pid: number, startTime: string | null): boolean {
-  if (startTime === null) return false;
-  return procStartTime(pid) === startTime;
-}
-
-/** Reads a procs file. Total: a missing file is empty, a bad one is empty with a `problem`. */
-export function readProcsFile(path: string): { procs: ProcsFileEntry[]; problem: string | null } {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { procs: [], problem: null };
-    return { procs: [], problem: `cannot read ${path}: ${(e as Error).message}` };
-  }
-  if (text.length > MAX_PROCS_FILE_BYTES) return { procs: [], problem: `${path} is ${text.length} bytes, not a procs file` };
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    return { procs: [], problem: `${path} is not JSON: ${(e as Error).message}` };
-  }
-  if (typeof json !== 'object' || json === null || (json as { format?: unknown }).format !== PROCS_FILE_FORMAT) {
-    return { procs: [], problem: `${path} is not a ${PROCS_FILE_FORMAT} file` };
-  }
-  const list = (json as { procs?: unknown }).procs;
-  if (!Array.isArray(list)) return { procs: [], problem: `${path}: "procs" must be a list` };
-  const procs: ProcsFileEntry[] = [];
-  for (const p of list as unknown[]) {
-    if (typeof p !== 'object' || p === null) return { procs: [], problem: `${path}: an entry is not an object` };
-    const { task, vpid, pid, startTime } = p as Record<string, unknown>;
-    const good = taskId.dec(task, 'task').ok && Number.isSafeInteger(vpid) && (vpid as number) >= 0 &&
-      Number.isSafeInteger(pid) && (pid as number) > 1 && (startTime === null || typeof startTime === 'string');
-    if (!good) return { procs: [], problem: `${path}: bad entry ${JSON.stringify(p)}` };
-    procs.push({ task: task as string, vpid: vpid as number, pid: pid as number, startTime: startTime as string | null });
-  }
-  return { procs, problem: null };
-}
-
-export function writeProcsFile(path: string, agent: ProcessId, procs: readonly ProcsFileEntry[]): void {
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify({ format: PROCS_FILE_FORMAT, agent, procs }, null, 1)}\n`);
-  renameSync(tmp, path);
-}
-
-/** The procs files in a cluster's run dir, with the agent each belongs to (for `trine down`). */
-export function listProcsFiles(dir: string): { id: ProcessId; path: string }[] {
-  const run = paths.run(dir);
-  if (!existsSync(run)) return [];
-  const suffix = '.procs.json';
-  return readdirSync(run)
-    .filter((name) => name.endsWith(suffix) && processId.dec(name.slice(0, -suffix.length), 'id').ok)
-    .sort()
-    .map((name) => ({ id: name.slice(0, -suffix.length), path: paths.procsFile(dir, name.slice(0, -suffix.length)) }));
-}
-
-export function removeProcsFile(dir: string, id: ProcessId): void {
-  rmSync(paths.procsFile(dir, id), { force: true });
-}
+// The procs file and start-time helpers moved to src/io/run-records.ts (the keeper, `trine
+// down` and the reset driver read them too); re-exported for existing importers.
+export {
+  isSameProcess, listProcsFiles, procStartTime, PROCS_FILE_FORMAT, readProcsFile, removeProcsFile, writeProcsFile,
+  type ProcsFileEntry,
+} from '../io/run-records.ts';
 
 // ---- the process driver -------------------------------------------------------------------------
 
@@ -273,19 +186,48 @@ function recordKey(r: { task: string; vpid: number; pid: number }): string {
   return `${r.task}/${r.vpid}/${r.pid}`;
 }
 
-// ---- the keeper's heartbeat ---------------------------------------------------------------------
+// ---- the keeper's channel -----------------------------------------------------------------------
+
+/** A message to the keeper; with a callback, a channel closing mid-send is reported there instead
+ *  of as an 'error' event, which would otherwise crash the agent: losing the keeper is no reason
+ *  to stop. */
+function tellKeeper(message: AgentToKeeper): void {
+  if (process.connected) process.send?.(message, undefined, {}, () => {});
+}
+
+const isGo = (m: unknown): m is KeeperToAgent =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === ('go' satisfies KeeperToAgent['type']);
+
+/** Standby mode (see the header): say that the code is loaded, then wait for the keeper's `go`.
+ *  Exits if the keeper goes away first. */
+function waitForGo(): Promise<void> {
+  if (typeof process.send !== 'function' || !process.connected) {
+    process.stderr.write(`trine: ${AGENT_STANDBY_ENV}=1 is the keeper's standby mode and needs its IPC channel: run \`trine keeper\`, or unset it\n`);
+    process.exit(EXIT_CONFIG);
+  }
+  return new Promise((resolve) => {
+    const onDisconnect = (): void => process.exit(0);
+    const onMessage = (m: unknown): void => {
+      if (!isGo(m)) return;
+      process.off('message', onMessage);
+      process.off('disconnect', onDisconnect);
+      // Not inherited by anything this agent starts (task processes get an explicit environment
+      // anyway, src/io/spawner.ts).
+      delete process.env[AGENT_STANDBY_ENV];
+      resolve();
+    };
+    // The listener keeps the channel referenced, and so this process alive, while it waits.
+    process.on('message', onMessage);
+    process.once('disconnect', onDisconnect);
+    tellKeeper({ type: 'standby.ready' });
+  });
+}
 
 /** Under a keeper (an IPC channel exists), tell it every KEEPER_HEARTBEAT_MS that this event
  *  loop still turns. Sent from a timer, so a wedged loop stops them and the keeper acts. */
 function heartbeatKeeper(): void {
   if (typeof process.send !== 'function') return;
-  const beat = (): void => {
-    if (!process.connected) return;
-    const message: KeeperMessage = { type: 'heartbeat' };
-    // With a callback, a channel closing mid-send is reported there instead of as an 'error'
-    // event, which would otherwise crash the agent: losing the keeper is no reason to stop.
-    process.send?.(message, undefined, {}, () => {});
-  };
+  const beat = (): void => tellKeeper({ type: 'heartbeat' });
   beat();
   const timer = setInterval(beat, KEEPER_HEARTBEAT_MS);
   timer.unref();
@@ -296,7 +238,8 @@ function heartbeatKeeper(): void {
 
 // ---- the daemon ---------------------------------------------------------------------------------
 
-export function runAgent(dir: string | undefined, id: ProcessId, hooks: RunHooks = {}): Promise<void> {
+export async function runAgent(dir: string | undefined, id: ProcessId, hooks: RunHooks = {}): Promise<void> {
+  if (process.env[AGENT_STANDBY_ENV] === '1') await waitForGo();
   heartbeatKeeper();
   let driver: ProcDriver | null = null;
   let feed: ((make: (nowMs: number) => CoreInput) => void) | null = null;

@@ -1,33 +1,47 @@
-// `trine keeper`: the Agent-Keeper (spec §1.4): a very small process that starts its node's
-// agent as a child, watches its heartbeats over the IPC channel, and restarts it when it exits
-// or when the heartbeats stop. The restarted agent is a new incarnation; it adopts the task
-// processes that survived (src/daemon/agent.ts, PROTOCOL §8.6).
+// `trine keeper`: the Agent-Keeper (spec §1.4): a very small process that runs its node's agent
+// as a child, watches its heartbeats over the IPC channel, and replaces it when it exits or when
+// the heartbeats stop. The replacement is a new incarnation; it adopts the task processes that
+// survived (src/daemon/agent.ts, PROTOCOL §8.6).
+//
+// Warm standby. Starting a TypeScript process through tsx costs about a second, more than the
+// group takes to declare a silent node failed (≈ 400 ms, PROTOCOL §8.4): a cold restart would
+// always lose the node to a reset. So the keeper keeps a second `trine agent` loaded and waiting
+// (standby mode, AGENT_STANDBY_ENV; it has no identity in the cluster until told `go`). When the
+// active agent dies, the keeper sends the standby `go` at once: it takes its incarnation, reads
+// the procs file and joins within tens of milliseconds. Then a new standby is loaded. Every
+// agent, the first one too, starts this way: one path.
 //
 // Timing (spec §1.7 leaves the keeper's period and timeout open, [NOT IN TEXT]):
 //   - the agent heartbeats every KEEPER_HEARTBEAT_MS (100 ms) from a timer, so a wedged event
-//     loop stops them;
-//   - silence for KEEPER_HEARTBEAT_TIMEOUT_MS (1 s, ten heartbeats) after the first heartbeat
-//     means hung: SIGKILL (a hung process may ignore SIGTERM), then restart once it is gone;
-//   - before the first heartbeat the agent is still loading (TypeScript through tsx costs
-//     seconds on a busy host), so the first one may take KEEPER_FIRST_HEARTBEAT_MS;
-//   - restarts back off from 100 ms, doubling to 2 s, so a crash loop does not burn the node;
-//     the backoff resets once an agent has been up and heartbeating for 10 s;
-//   - an agent that exits with EXIT_CONFIG (2) cannot start as configured (bad cluster dir,
-//     key, id): restarting cannot help, so the keeper gives up with the same code and `trine up`
+//     loop stops them; it sends the first one at `go`;
+//   - silence for KEEPER_HEARTBEAT_TIMEOUT_MS (1 s, ten heartbeats) means hung: SIGKILL (a hung
+//     process may ignore SIGTERM); the standby is promoted once the hung one is gone, so two
+//     incarnations never share the node's procs file;
+//   - a standby has KEEPER_STANDBY_READY_MS to load (tsx on a busy host can take seconds);
+//   - the first replacement is immediate; further ones within a crash loop back off from 100 ms,
+//     doubling to 2 s, so a crash loop does not burn the node; the backoff resets once an agent
+//     has been up and heartbeating for 10 s;
+//   - an agent that exits with EXIT_CONFIG (2) cannot start as configured (bad cluster dir, key,
+//     id): replacing it cannot help, so the keeper gives up with the same code and `trine up`
 //     reports it.
-// On SIGTERM/SIGINT it stops the agent (SIGTERM, SIGKILL after 1 s) and exits; task processes
-// are not the keeper's business (`trine down` stops them from the procs files).
+// On SIGTERM/SIGINT it kills the standby, stops the agent (SIGTERM, SIGKILL after 1 s) and exits
+// once both are gone; task processes are not the keeper's business (`trine down` stops them from
+// the procs files). A standby outlives a keeper killed with SIGKILL only until it notices its
+// channel closed (src/daemon/agent.ts).
 //
-// The agent runs in its own process group (detached), so a signal to the keeper's group does
-// not reach it twice, and the keeper alone decides how it is stopped. Its pid is recorded in
-// `run/<id>.agent-pid` (not `.pid`: pid files name what `trine up` started, the keeper), so
-// `trine down` finds an agent whose keeper died.
+// Both children run in their own process groups (detached), so a signal to the keeper's group
+// does not reach them twice, and the keeper alone decides how they are stopped. Their pids are
+// recorded in `run/<id>.agent-pid` and `run/<id>.standby-pid` (src/io/run-records.ts; not
+// `.pid`: pid files name what `trine up` started, the keeper), so `trine down` and the reset
+// driver find children whose keeper died.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { ProcessId } from '../core/ports.ts';
-import { isAlive, isClusterProcess, loadCluster, paths, processEntry } from '../io/cluster-dir.ts';
+import { isClusterProcess, loadCluster, processEntry } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
+import {
+  keeperChildPidFile, listKeeperChildPids, readKeeperChildPid, removeKeeperChildPid, signalGroup, waitGone, writeKeeperChildPid,
+  type KeeperChildRole,
+} from '../io/run-records.ts';
 import { EXIT_CONFIG, EXIT_CRASH } from './run-core.ts';
 
 /** The agent's heartbeat period to its keeper. */
@@ -37,45 +51,34 @@ export const KEEPER_HEARTBEAT_MS = 100;
 export const KEEPER_HEARTBEAT_TIMEOUT_MS = 1_000;
 /** How often the keeper looks at the heartbeats. */
 export const KEEPER_CHECK_MS = 100;
-/** Time allowed for the first heartbeat: starting a TypeScript process under load (see
- *  cli/up.ts UP_TIMEOUT_MS). */
-export const KEEPER_FIRST_HEARTBEAT_MS = 30_000;
-/** Restart backoff: first delay, and the cap it doubles up to. */
+/** Time a standby gets to load and say it is ready: starting a TypeScript process under load
+ *  (see cli/up.ts UP_TIMEOUT_MS). */
+export const KEEPER_STANDBY_READY_MS = 30_000;
+/** Pause between promoting a standby and loading the next one: loading costs a CPU-second,
+ *  which the promoted agent should not compete with while it joins (tens of ms). */
+export const KEEPER_STANDBY_DELAY_MS = 250;
+/** Replacement backoff within a crash loop: first delay, and the cap it doubles up to. */
 export const KEEPER_BACKOFF_MIN_MS = 100;
 export const KEEPER_BACKOFF_MAX_MS = 2_000;
-/** An agent up and heartbeating this long is healthy: the next restart starts from the minimum. */
+/** An agent up and heartbeating this long is healthy: the next replacement is immediate again. */
 export const KEEPER_HEALTHY_RESET_MS = 10_000;
 /** Time the agent gets after SIGTERM before SIGKILL when the keeper stops. */
 export const KEEPER_STOP_GRACE_MS = 1_000;
-/** Time a stale agent (left by a keeper that died) gets to disappear after SIGKILL. */
-const STALE_AGENT_WAIT_MS = 2_000;
-const POLL_MS = 25;
+/** Time a stale child (left by a keeper that died) gets to disappear after SIGKILL. */
+const STALE_CHILD_WAIT_MS = 2_000;
 
-/** What the agent sends its keeper over the IPC channel. */
-export type KeeperMessage = { type: 'heartbeat' };
+/** The environment flag that starts `trine agent` as a standby (src/daemon/agent.ts). */
+export const AGENT_STANDBY_ENV = 'TRINE_AGENT_STANDBY';
 
-/** Where the keeper records its agent's pid (see the header). */
-export const agentPidFile = (dir: string, id: ProcessId): string => join(paths.run(dir), `${id}.agent-pid`);
+/** What an agent sends its keeper over the IPC channel. */
+export type AgentToKeeper = { type: 'heartbeat' } | { type: 'standby.ready' };
+/** What the keeper sends a standby: become the agent now. */
+export type KeeperToAgent = { type: 'go' };
 
-/** The recorded agent pid, or null. */
-export function readAgentPid(dir: string, id: ProcessId): number | null {
-  try {
-    const text = readFileSync(agentPidFile(dir, id), 'utf8').trim();
-    return /^[1-9][0-9]{0,9}$/.test(text) ? Number(text) : null;
-  } catch {
-    return null;
-  }
-}
-
-function writeAgentPid(dir: string, id: ProcessId, pid: number): void {
-  const path = agentPidFile(dir, id);
-  mkdirSync(paths.run(dir), { recursive: true });
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${pid}\n`);
-  renameSync(tmp, path);
-}
-
-export const removeAgentPid = (dir: string, id: ProcessId): void => rmSync(agentPidFile(dir, id), { force: true });
+// The child pid records moved to src/io/run-records.ts; these names stay for existing importers.
+export const agentPidFile = (dir: string, id: ProcessId): string => keeperChildPidFile(dir, id, 'agent');
+export const readAgentPid = (dir: string, id: ProcessId): number | null => readKeeperChildPid(dir, id, 'agent');
+export const removeAgentPid = (dir: string, id: ProcessId): void => removeKeeperChildPid(dir, id, 'agent');
 
 export type KeeperOptions = {
   dir: string | undefined;
@@ -84,21 +87,19 @@ export type KeeperOptions = {
   agentCommand: (dir: string, id: ProcessId) => { file: string; args: string[] };
 };
 
-const isHeartbeat = (m: unknown): boolean => typeof m === 'object' && m !== null && (m as { type?: unknown }).type === 'heartbeat';
+const messageType = (m: unknown): unknown => (typeof m === 'object' && m !== null ? (m as { type?: unknown }).type : undefined);
 
-/** Signal a process's group (it leads one: spawned detached), falling back to the pid. */
-function signal(pid: number, sig: NodeJS.Signals): void {
-  for (const target of [-pid, pid]) {
-    try {
-      process.kill(target, sig);
-      return;
-    } catch {
-      // not a group leader, or already gone
-    }
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** One child process: a standby until promoted, then the agent. */
+type Child = {
+  proc: ChildProcess;
+  pid: number;
+  role: KeeperChildRole;
+  spawnedAtMs: number;
+  readyAtMs: number | null;
+  promotedAtMs: number | null;
+  lastBeatMs: number | null;
+  killedHung: boolean;
+};
 
 export async function runKeeper(opts: KeeperOptions): Promise<void> {
   let dir: string;
@@ -115,140 +116,219 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
   const log = createProcessLog(dir, `${id}-keeper`);
   const logger = log.logger;
   const now = (): number => performance.now();
+  const ms = (x: number): number => Math.round(x);
 
-  // An agent left behind by a keeper that died would run alongside the new one: stop it first.
-  const stale = readAgentPid(dir, id);
-  if (stale !== null && isClusterProcess(stale, dir, id)) {
-    logger.warn({ event: 'agent.stale', agentPid: stale }, 'killing an agent left by an earlier keeper');
-    signal(stale, 'SIGKILL');
-    const deadline = now() + STALE_AGENT_WAIT_MS;
-    while (isAlive(stale) && now() < deadline) await sleep(POLL_MS);
+  // Children left behind by a keeper that died would run alongside the new ones: stop them first.
+  const stale: number[] = [];
+  for (const role of ['agent', 'standby'] as const) {
+    const pid = readKeeperChildPid(dir, id, role);
+    if (pid === null || !isClusterProcess(pid, dir, id)) continue;
+    logger.warn({ event: `${role}.stale`, pid }, `killing the ${role} left by an earlier keeper`);
+    signalGroup(pid, 'SIGKILL');
+    stale.push(pid);
   }
+  await waitGone(stale, STALE_CHILD_WAIT_MS);
 
-  let child: ChildProcess | null = null;
-  let childPid: number | null = null;
-  let startedAtMs = 0;
-  let lastBeatMs: number | null = null;
-  let killedHung = false;
-  let backoffMs = KEEPER_BACKOFF_MIN_MS;
+  let active: Child | null = null;
+  let standby: Child | null = null;
+  /** An agent should run and none does: promote the standby as soon as it is ready. */
+  let wantAgent = true;
+  /** When the last active agent died (to log how long the replacement took). */
+  let diedAtMs: number | null = null;
+  let restartDelayMs = 0;
+  let standbyBackoffMs = 0;
   let restarts = 0;
   let restartTimer: NodeJS.Timeout | null = null;
+  let standbyTimer: NodeJS.Timeout | null = null;
   let stopping = false;
+
+  const clearTimers = (): void => {
+    if (restartTimer !== null) clearTimeout(restartTimer);
+    if (standbyTimer !== null) clearTimeout(standbyTimer);
+    restartTimer = null;
+    standbyTimer = null;
+  };
 
   const finish = (code: number, why: string): void => {
     clearInterval(checkTimer);
-    if (restartTimer !== null) clearTimeout(restartTimer);
-    removeAgentPid(dir, id);
+    clearTimers();
+    removeKeeperChildPid(dir, id, 'agent');
+    removeKeeperChildPid(dir, id, 'standby');
     (code === 0 ? logger.info.bind(logger) : logger.error.bind(logger))({ event: 'exit', code, why, restarts }, why);
     log.flush();
     process.exit(code);
   };
+  const finishIfStopped = (): void => {
+    if (stopping && active === null && standby === null) finish(0, 'stopped');
+  };
 
-  const onExit = (code: number | null, sig: NodeJS.Signals | null, error: string | null): void => {
-    child = null;
-    childPid = null;
-    removeAgentPid(dir, id);
-    if (stopping) return finish(0, 'stopped');
+  const promote = (): void => {
+    const c = standby;
+    if (stopping || !wantAgent || active !== null || restartTimer !== null || c === null || c.readyAtMs === null) return;
+    standby = null;
+    active = c;
+    wantAgent = false;
+    c.role = 'agent';
+    c.promotedAtMs = now();
+    const go: KeeperToAgent = { type: 'go' };
+    // A standby that died meanwhile fails the send; its exit event then replaces it.
+    c.proc.send(go, undefined, {}, () => {});
+    writeKeeperChildPid(dir, id, 'agent', c.pid);
+    removeKeeperChildPid(dir, id, 'standby');
+    logger.info({
+      event: 'agent.start', agentPid: c.pid, restarts, replaceMs: diedAtMs === null ? null : ms(c.promotedAtMs - diedAtMs),
+    }, 'agent started (standby promoted)');
+    standbyTimer = setTimeout(() => {
+      standbyTimer = null;
+      spawnStandby();
+    }, KEEPER_STANDBY_DELAY_MS);
+  };
+
+  const onActiveExit = (c: Child, code: number | null, sig: NodeJS.Signals | null, error: string | null): void => {
+    active = null;
+    removeKeeperChildPid(dir, id, 'agent');
+    if (stopping) return finishIfStopped();
     if (code === EXIT_CONFIG) {
       logger.error({ event: 'agent.config', code }, 'the agent cannot start as configured; not restarting');
       return finish(EXIT_CONFIG, 'agent exited with a configuration error');
     }
-    const delayMs = backoffMs;
-    backoffMs = Math.min(backoffMs * 2, KEEPER_BACKOFF_MAX_MS);
+    diedAtMs = now();
+    wantAgent = true;
     restarts += 1;
-    const reason = killedHung ? 'heartbeats stopped' : error !== null ? `could not start: ${error}` : 'exited';
-    logger.warn({ event: 'agent.restart', reason, code, signal: sig, delayMs, restarts }, `restarting the agent (${reason})`);
+    const delayMs = restartDelayMs;
+    restartDelayMs = Math.min(Math.max(KEEPER_BACKOFF_MIN_MS, restartDelayMs * 2), KEEPER_BACKOFF_MAX_MS);
+    const reason = c.killedHung ? 'heartbeats stopped' : error !== null ? `could not start: ${error}` : 'exited';
+    logger.warn({
+      event: 'agent.restart', reason, code, signal: sig, delayMs, restarts, standbyReady: standby !== null && standby.readyAtMs !== null,
+    }, `replacing the agent (${reason})`);
+    // The replacement needs a standby now, not after the post-promotion pause.
+    if (standby === null) {
+      if (standbyTimer !== null) clearTimeout(standbyTimer);
+      standbyTimer = null;
+      spawnStandby();
+    }
+    if (delayMs === 0) return promote();
     restartTimer = setTimeout(() => {
       restartTimer = null;
-      startAgent();
+      promote();
     }, delayMs);
   };
 
-  const startAgent = (): void => {
-    if (stopping) return;
+  const onStandbyExit = (c: Child, code: number | null, sig: NodeJS.Signals | null, error: string | null): void => {
+    standby = null;
+    removeKeeperChildPid(dir, id, 'standby');
+    if (stopping) return finishIfStopped();
+    if (code === EXIT_CONFIG) {
+      logger.error({ event: 'standby.config', code }, 'the standby agent cannot start as configured; giving up');
+      return finish(EXIT_CONFIG, 'standby agent exited with a configuration error');
+    }
+    const delayMs = standbyBackoffMs;
+    standbyBackoffMs = Math.min(Math.max(KEEPER_BACKOFF_MIN_MS, standbyBackoffMs * 2), KEEPER_BACKOFF_MAX_MS);
+    logger.warn({
+      event: 'standby.exit', standbyPid: c.pid, code, signal: sig, error, delayMs,
+    }, `the standby agent ${error === null ? 'exited' : `could not start: ${error}`}; loading another`);
+    if (standbyTimer !== null) clearTimeout(standbyTimer);
+    standbyTimer = setTimeout(() => {
+      standbyTimer = null;
+      spawnStandby();
+    }, delayMs);
+  };
+
+  const spawnStandby = (): void => {
+    if (stopping || standby !== null) return;
     const { file, args } = opts.agentCommand(dir, id);
-    const c = spawn(file, args, { detached: true, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    child = c;
-    startedAtMs = now();
-    lastBeatMs = null;
-    killedHung = false;
+    const proc = spawn(file, args, {
+      detached: true, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, [AGENT_STANDBY_ENV]: '1' },
+    });
+    const c: Child = {
+      proc, pid: proc.pid ?? 0, role: 'standby', spawnedAtMs: now(), readyAtMs: null, promotedAtMs: null, lastBeatMs: null, killedHung: false,
+    };
     let ended = false;
-    c.on('message', (m: unknown) => {
-      if (c !== child || !isHeartbeat(m)) return;
-      lastBeatMs = now();
-      if (backoffMs !== KEEPER_BACKOFF_MIN_MS && lastBeatMs - startedAtMs >= KEEPER_HEALTHY_RESET_MS) {
-        backoffMs = KEEPER_BACKOFF_MIN_MS;
-        logger.info({ event: 'agent.healthy', agentPid: childPid }, 'agent healthy: restart backoff reset');
+    const onEnd = (code: number | null, sig: NodeJS.Signals | null, error: string | null): void => {
+      if (ended) return;
+      ended = true;
+      if (c === active) onActiveExit(c, code, sig, error);
+      else if (c === standby) onStandbyExit(c, code, sig, error);
+    };
+    proc.on('message', (m: unknown) => {
+      const type = messageType(m);
+      if (type === 'heartbeat' && c === active) {
+        c.lastBeatMs = now();
+      } else if (type === 'standby.ready' && c === standby && c.readyAtMs === null) {
+        c.readyAtMs = now();
+        standbyBackoffMs = 0;
+        logger.info({ event: 'standby.ready', standbyPid: c.pid, loadMs: ms(c.readyAtMs - c.spawnedAtMs) }, 'standby agent loaded');
+        promote();
       }
     });
     // 'error' without 'exit' is a spawn that never ran; 'exit' may follow an 'error' too.
-    c.on('error', (e) => {
-      if (ended || c.pid !== undefined) return;
-      ended = true;
-      onExit(null, null, e.message);
+    proc.on('error', (e) => {
+      if (proc.pid === undefined) onEnd(null, null, e.message);
     });
-    c.once('exit', (code, sig) => {
-      if (ended) return;
-      ended = true;
-      onExit(code, sig, null);
-    });
-    if (c.pid !== undefined) {
-      childPid = c.pid;
-      writeAgentPid(dir, id, c.pid);
-      logger.info({ event: 'agent.start', agentPid: c.pid, restarts }, 'agent started');
+    proc.once('exit', (code, sig) => onEnd(code, sig, null));
+    standby = c;
+    if (proc.pid !== undefined) {
+      writeKeeperChildPid(dir, id, 'standby', proc.pid);
+      logger.info({ event: 'standby.start', standbyPid: proc.pid }, 'loading a standby agent');
     }
   };
 
   const check = (): void => {
-    if (child === null || childPid === null || killedHung || stopping) return;
-    const silentMs = now() - (lastBeatMs ?? startedAtMs);
-    const limitMs = lastBeatMs === null ? KEEPER_FIRST_HEARTBEAT_MS : KEEPER_HEARTBEAT_TIMEOUT_MS;
-    if (silentMs <= limitMs) return;
-    killedHung = true;
-    logger.warn({ event: 'agent.unresponsive', agentPid: childPid, silentMs: Math.round(silentMs), firstHeartbeat: lastBeatMs === null }, 'agent heartbeats stopped: SIGKILL');
-    signal(childPid, 'SIGKILL');
+    if (stopping) return;
+    const t = now();
+    const a = active;
+    if (a !== null && !a.killedHung) {
+      const silentMs = t - (a.lastBeatMs ?? a.promotedAtMs ?? t);
+      if (silentMs > KEEPER_HEARTBEAT_TIMEOUT_MS) {
+        a.killedHung = true;
+        logger.warn({ event: 'agent.unresponsive', agentPid: a.pid, silentMs: ms(silentMs) }, 'agent heartbeats stopped: SIGKILL');
+        signalGroup(a.pid, 'SIGKILL');
+      } else if (restartDelayMs !== 0 && a.lastBeatMs !== null && t - (a.promotedAtMs ?? t) >= KEEPER_HEALTHY_RESET_MS) {
+        restartDelayMs = 0;
+        logger.info({ event: 'agent.healthy', agentPid: a.pid }, 'agent healthy: restart backoff reset');
+      }
+    }
+    const s = standby;
+    if (s !== null && s.readyAtMs === null && !s.killedHung && t - s.spawnedAtMs > KEEPER_STANDBY_READY_MS) {
+      s.killedHung = true;
+      logger.warn({ event: 'standby.unresponsive', standbyPid: s.pid, loadingMs: ms(t - s.spawnedAtMs) }, 'standby agent did not load in time: SIGKILL');
+      signalGroup(s.pid, 'SIGKILL');
+    }
   };
   const checkTimer = setInterval(check, KEEPER_CHECK_MS);
 
   const stop = (sig: NodeJS.Signals): void => {
     if (stopping) {
       // A second signal: no more grace.
-      if (childPid !== null) signal(childPid, 'SIGKILL');
+      for (const c of [active, standby]) if (c !== null) signalGroup(c.pid, 'SIGKILL');
       return finish(0, `received ${sig} twice`);
     }
     stopping = true;
-    logger.info({ event: 'stop', signal: sig }, `received ${sig}: stopping the agent`);
-    if (restartTimer !== null) clearTimeout(restartTimer);
-    restartTimer = null;
-    if (childPid === null) return finish(0, 'stopped');
-    const pid = childPid;
-    signal(pid, 'SIGTERM');
-    setTimeout(() => {
-      if (childPid === pid) {
-        logger.warn({ event: 'agent.kill', agentPid: pid }, 'agent did not stop in time: SIGKILL');
-        signal(pid, 'SIGKILL');
-      }
-    }, KEEPER_STOP_GRACE_MS);
+    clearTimers();
+    logger.info({ event: 'stop', signal: sig }, `received ${sig}: stopping the agent and its standby`);
+    // The standby holds nothing yet: no grace needed.
+    if (standby !== null) signalGroup(standby.pid, 'SIGKILL');
+    const a = active;
+    if (a !== null) {
+      signalGroup(a.pid, 'SIGTERM');
+      setTimeout(() => {
+        if (active === a) {
+          logger.warn({ event: 'agent.kill', agentPid: a.pid }, 'agent did not stop in time: SIGKILL');
+          signalGroup(a.pid, 'SIGKILL');
+        }
+      }, KEEPER_STOP_GRACE_MS);
+    }
+    finishIfStopped();
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
   process.on('uncaughtException', (e) => finish(EXIT_CRASH, `uncaught exception: ${e.message}`));
 
   logger.info({ event: 'start', agent: id }, 'keeper starting');
-  startAgent();
+  spawnStandby();
 }
 
 /** Every agent pid record in a cluster's run dir (for `trine down`). */
 export function listAgentPids(dir: string): { id: ProcessId; pid: number | null }[] {
-  const suffix = '.agent-pid';
-  let names: string[];
-  try {
-    names = readdirSync(paths.run(dir));
-  } catch {
-    return [];
-  }
-  return names.filter((n) => n.endsWith(suffix)).sort().map((n) => {
-    const id = n.slice(0, -suffix.length);
-    return { id, pid: readAgentPid(dir, id) };
-  });
+  return listKeeperChildPids(dir).filter((r) => r.role === 'agent').map(({ id, pid }) => ({ id, pid }));
 }

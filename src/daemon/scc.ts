@@ -1,13 +1,95 @@
 // `trine scc`: runs the watchdog (the paper's spacecraft control computer, spec §1.6) — the
-// watchdog core on the shared daemon runtime, listening for replica heartbeats.
+// watchdog core on the shared daemon runtime, listening for replica heartbeats — and executes
+// the core's `reset.node` effects with a node reset driver (src/io/reset-driver.ts; PROTOCOL
+// §8.4 step 5). Resets of one node run one at a time, in order; resets of different nodes run
+// side by side. Each is logged when it starts, ends or fails, with its duration.
 import { createWatchdog } from '../core/watchdog.ts';
-import { runCore } from './run-core.ts';
+import { paths, resolveClusterDir, type Cluster } from '../io/cluster-dir.ts';
+import { createProcessLog } from '../io/log.ts';
+import {
+  LogResetDriver, readResetDriverKind, ResetError, type NodeResetDriver, type ResetDriverKind, type ResetLog,
+} from '../io/reset-driver.ts';
+import { EXIT_CONFIG, runCore, type RunHooks } from './run-core.ts';
 
-export function runWatchdog(dir: string | undefined): Promise<void> {
+/** Resets per node that may be pending at once: the one running and one behind it. A request
+ *  arriving while one already waits is covered by it (the waiting reset leaves the node just as
+ *  fresh), so it is only logged; a faulty pair of replicas cannot pile up work this way. */
+export const MAX_PENDING_RESETS_PER_NODE = 2;
+
+export type WatchdogHooks = RunHooks & {
+  /** Builds the reset driver cluster.json chose (cli/daemons.ts). `stopping` is aborted when the
+   *  watchdog stops. Without it, resets are only logged. */
+  makeResetDriver?: (kind: ResetDriverKind, cluster: Cluster, log: ResetLog, stopping: AbortSignal) => NodeResetDriver;
+};
+
+export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}): Promise<void> {
+  const kind = readResetDriverKind(paths.config(resolveClusterDir(dir)));
+  if (!kind.ok) {
+    process.stderr.write(`trine: ${kind.detail}; fix it or remove the field (default "local")\n`);
+    process.exit(EXIT_CONFIG);
+  }
+  const stopping = new AbortController();
+  let requestReset: ((node: string, rsn: number) => void) | null = null;
   return runCore({
     dir,
     id: (cluster) => cluster.config.membership.scc,
     kind: 'watchdog',
-    makeCore: ({ cluster, entry, inc }) => createWatchdog({ id: entry.id, membership: cluster.config.membership, inc }),
+    makeCore: ({ cluster, entry, inc }) => {
+      const logger = createProcessLog(cluster.dir, entry.id).logger;
+      const log: ResetLog = (level, event, fields) => logger[level]({ event, ...fields });
+      const driver = hooks.makeResetDriver?.(kind.value, cluster, log, stopping.signal) ?? new LogResetDriver(log);
+      logger.info({ event: 'reset.driver', driver: hooks.makeResetDriver === undefined ? 'log' : kind.value });
+      requestReset = serializeResets(driver, log, stopping.signal);
+      return createWatchdog({ id: entry.id, membership: cluster.config.membership, inc });
+    },
+    onEffect: (effect, nowMs) => {
+      if (effect.type === 'reset.node') requestReset?.(effect.node, effect.rsn);
+      hooks.onEffect?.(effect, nowMs);
+    },
+    onReady: (feed) => {
+      // Installed beside the runtime's own handlers (which stop the process): a reset under way
+      // starts nothing new once `trine down` has begun.
+      for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => stopping.abort());
+      hooks.onReady?.(feed);
+    },
   });
+}
+
+/** Runs `driver` for each request, one at a time per node, at most MAX_PENDING_RESETS_PER_NODE
+ *  pending per node. Never throws. A failed reset is logged and not retried: the core orders a
+ *  given (node, RSN) once (replicas re-sending it change nothing), and what failed — a process
+ *  SIGKILL could not end, a keeper that could not be started — needs an operator. */
+function serializeResets(driver: NodeResetDriver, log: ResetLog, stopping: AbortSignal): (node: string, rsn: number) => void {
+  const chains = new Map<string, { tail: Promise<void>; pending: number }>();
+  const run = async (node: string, rsn: number, requestedAtMs: number): Promise<void> => {
+    const startMs = performance.now();
+    const waitedMs = Math.round(startMs - requestedAtMs);
+    if (stopping.aborted) {
+      log('warn', 'reset.skipped', { node, rsn, why: 'the watchdog is stopping' });
+      return;
+    }
+    log('warn', 'reset.start', { node, rsn, waitedMs });
+    try {
+      await driver.reset(node);
+      log('warn', 'reset.done', { node, rsn, durationMs: Math.round(performance.now() - startMs) });
+    } catch (e) {
+      log('error', 'reset.failed', {
+        node, rsn, durationMs: Math.round(performance.now() - startMs), code: e instanceof ResetError ? e.code : 'RESET_INTERNAL', error: (e as Error).message,
+      });
+    }
+  };
+  return (node, rsn) => {
+    const chain = chains.get(node) ?? { tail: Promise.resolve(), pending: 0 };
+    if (chain.pending >= MAX_PENDING_RESETS_PER_NODE) {
+      log('info', 'reset.coalesced', { node, rsn, pending: chain.pending });
+      return;
+    }
+    chain.pending++;
+    chains.set(node, chain);
+    const requestedAtMs = performance.now();
+    chain.tail = chain.tail.then(() => run(node, rsn, requestedAtMs)).finally(() => {
+      chain.pending--;
+      if (chain.pending === 0) chains.delete(node);
+    });
+  };
 }

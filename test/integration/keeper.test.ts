@@ -1,0 +1,249 @@
+// The keeper's warm standby and the local node reset driver with real processes (issue 3
+// item 4; spec §1.4 Agent-Keeper, §1.6 rule 1; PROTOCOL §8.4, §8.6):
+//   - a standby `trine agent` has no identity before `go` (no log line, incarnation or TCP
+//     socket of its own) and becomes the agent the moment the active one dies;
+//   - a standby whose keeper is SIGKILLed exits by itself; a new keeper kills the agent left
+//     behind; SIGTERM to a keeper leaves neither agent nor standby;
+//   - LocalResetDriver kills a node's keeper, agent, standby and recorded task processes (a
+//     recorded pid whose start time differs is someone else's: spared), never its replica, and
+//     starts a keeper again; the `log` driver and cluster.json's `resetDriver`.
+// No cluster runs (the agent dials replicas that are not there, which a keeper test does not
+// need). Every process started is killed in afterEach, by process group. No wall-clock
+// threshold: tests wait for events, with generous timeouts.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import {
+  allocatePorts, clusterIds, generateClusterKeys, isAlive, loadCluster, paths, planCluster, writeClusterConfig, writePidFile,
+} from '../../src/io/cluster-dir.ts';
+import { logPath } from '../../src/io/log.ts';
+import { LocalResetDriver, LogResetDriver, readResetDriverKind, ResetError, type ResetLog } from '../../src/io/reset-driver.ts';
+import {
+  keeperChildPidFile, procStartTime, readKeeperChildPid, writeKeeperChildPid, writeProcsFile,
+} from '../../src/io/run-records.ts';
+
+const NODE = process.execPath;
+const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url));
+const WAIT = { timeout: 30_000, interval: 20 };
+/** Loading a TypeScript process through tsx on a busy host. */
+const LOAD_WAIT = { timeout: 60_000, interval: 50 };
+
+let dir: string;
+/** Every pid we learn of: its group is killed afterwards. */
+const pids = new Set<number>();
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'trine-keeper-'));
+  const ids = clusterIds(3);
+  const keys = generateClusterKeys(dir, ids.all);
+  writeClusterConfig(dir, planCluster({ nodes: 3, ports: await allocatePorts(ids.listeners.length) }, keys));
+});
+
+afterEach(() => {
+  for (const pid of pids) {
+    for (const target of [-pid, pid]) {
+      try {
+        process.kill(target, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+  }
+  pids.clear();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function startKeeper(id = 'a1'): { pid: number; exited: Promise<number | null> } {
+  const child = spawn(NODE, [TRINE, 'keeper', '--dir', dir, '--id', id], { detached: true, stdio: 'ignore' });
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  if (child.pid === undefined) throw new Error('keeper did not start');
+  pids.add(child.pid);
+  return { pid: child.pid, exited };
+}
+
+/** A process that sleeps, with `args` on its command line (so it passes for a cluster process
+ *  of `dir`), leading its own process group like every daemon and task process. */
+function fake(...args: string[]): number {
+  const child = spawn(NODE, ['-e', 'setInterval(() => {}, 1 << 30)', ...args], { detached: true, stdio: 'ignore' });
+  if (child.pid === undefined) throw new Error('fake process did not start');
+  child.unref();
+  pids.add(child.pid);
+  return child.pid;
+}
+
+const lines = (id: string): Record<string, unknown>[] =>
+  existsSync(logPath(dir, id)) ? readFileSync(logPath(dir, id), 'utf8').split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as Record<string, unknown>) : [];
+
+/** The loaded standby's pid once its keeper logged it ready. */
+async function readyStandby(id = 'a1'): Promise<number> {
+  return vi.waitFor(() => {
+    const pid = readKeeperChildPid(dir, id, 'standby');
+    if (pid === null || !lines(`${id}-keeper`).some((e) => e['event'] === 'standby.ready' && e['standbyPid'] === pid)) throw new Error('no standby ready yet');
+    pids.add(pid);
+    return pid;
+  }, LOAD_WAIT);
+}
+
+/** The active agent once it differs from `not` and logged that it runs. */
+async function runningAgent(not: number | null, id = 'a1'): Promise<number> {
+  return vi.waitFor(() => {
+    const pid = readKeeperChildPid(dir, id, 'agent');
+    if (pid === null || pid === not || !lines(id).some((e) => e['pid'] === pid && e['event'] === 'listening')) throw new Error('no new agent yet');
+    pids.add(pid);
+    return pid;
+  }, LOAD_WAIT);
+}
+
+/** Inodes of the TCP sockets `pid` holds (from its fds and the kernel's socket tables). */
+function tcpSocketsOf(pid: number): string[] {
+  const tcp = new Set<string>();
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    if (!existsSync(table)) continue;
+    for (const row of readFileSync(table, 'utf8').trim().split('\n').slice(1)) {
+      const inode = row.trim().split(/\s+/)[9];
+      if (inode !== undefined) tcp.add(inode);
+    }
+  }
+  return readdirSync(`/proc/${pid}/fd`).flatMap((fd) => {
+    try {
+      const m = /^socket:\[([0-9]+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      return m?.[1] !== undefined && tcp.has(m[1]) ? [m[1]] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+describe('keeper warm standby (spec §1.4)', () => {
+  it('a standby has no identity before go, and becomes the agent the moment the active one dies', { timeout: 120_000 }, async () => {
+    startKeeper();
+    const first = await runningAgent(null);
+    const standby = await readyStandby();
+    expect(standby).not.toBe(first);
+    const inc = readFileSync(paths.incFile(dir, 'a1'), 'utf8');
+    // Loaded and waiting: no line in the agent's log, no incarnation taken, no connection.
+    expect(lines('a1').some((e) => e['pid'] === standby)).toBe(false);
+    expect(lines('a1').filter((e) => e['event'] === 'start').map((e) => `${String(e['inc'])}\n`)).toEqual([inc]);
+    expect(tcpSocketsOf(standby)).toEqual([]);
+
+    process.kill(first, 'SIGKILL');
+    const second = await runningAgent(first);
+    expect(second).toBe(standby);
+    expect(Number(readFileSync(paths.incFile(dir, 'a1'), 'utf8'))).toBeGreaterThan(Number(inc));
+    const started = lines('a1-keeper').find((e) => e['event'] === 'agent.start' && e['agentPid'] === standby);
+    expect(started?.['replaceMs']).toEqual(expect.any(Number));
+    expect(lines('a1-keeper').filter((e) => e['event'] === 'agent.restart').map((e) => e['reason'])).toEqual(['exited']);
+    // And a new standby is loaded behind it.
+    expect(await readyStandby()).not.toBe(standby);
+  });
+
+  it('a standby whose keeper is SIGKILLed exits by itself; the next keeper kills the agent left behind; SIGTERM leaves nothing', { timeout: 180_000 }, async () => {
+    const keeper = startKeeper();
+    const orphan = await runningAgent(null);
+    const standby = await readyStandby();
+    process.kill(keeper.pid, 'SIGKILL');
+    await vi.waitFor(() => expect(isAlive(standby)).toBe(false), WAIT);
+    expect(isAlive(orphan)).toBe(true);
+
+    const next = startKeeper();
+    const agent = await runningAgent(orphan);
+    expect(isAlive(orphan)).toBe(false);
+    expect(lines('a1-keeper').some((e) => e['event'] === 'agent.stale' && e['pid'] === orphan)).toBe(true);
+    const nextStandby = await readyStandby();
+
+    process.kill(next.pid, 'SIGTERM');
+    expect(await next.exited).toBe(0);
+    expect(isAlive(agent)).toBe(false);
+    expect(isAlive(nextStandby)).toBe(false);
+    expect(existsSync(keeperChildPidFile(dir, 'a1', 'agent'))).toBe(false);
+    expect(existsSync(keeperChildPidFile(dir, 'a1', 'standby'))).toBe(false);
+  });
+});
+
+describe('node reset drivers (PROTOCOL §8.4 step 5)', () => {
+  const collect = (): { log: ResetLog; events: { event: string; fields: Record<string, unknown> }[] } => {
+    const events: { event: string; fields: Record<string, unknown> }[] = [];
+    return { events, log: (_level, event, fields) => events.push({ event, fields }) };
+  };
+
+  it('local: kills the keeper, agent, standby and recorded task processes of the node, spares its replica, starts a keeper', async () => {
+    const keeper = fake('keeper', '--dir', dir, '--id', 'a1');
+    const agent = fake('agent', '--dir', dir, '--id', 'a1');
+    const standby = fake('agent', '--dir', dir, '--id', 'a1');
+    const replica = fake('manager', '--dir', dir, '--id', 'r1');
+    const task = fake('task');
+    const stranger = fake('stranger');
+    await vi.waitFor(() => expect([task, stranger].map(procStartTime)).not.toContain(null), WAIT);
+    writePidFile(dir, 'a1', keeper);
+    writePidFile(dir, 'r1', replica);
+    writeKeeperChildPid(dir, 'a1', 'agent', agent);
+    writeKeeperChildPid(dir, 'a1', 'standby', standby);
+    // The stranger's pid recorded with another start time: a reused pid, not a task process.
+    writeProcsFile(paths.procsFile(dir, 'a1'), 'a1', [
+      { task: 't1', vpid: 0, pid: task, startTime: procStartTime(task) },
+      { task: 't1', vpid: 1, pid: stranger, startTime: `${procStartTime(stranger) ?? ''}0` },
+    ]);
+    const started: string[] = [];
+    const { log, events } = collect();
+    const driver = new LocalResetDriver(dir, {
+      config: loadCluster(dir).config, log, startKeeper: (id) => {
+        started.push(id);
+        return 4242;
+      },
+    });
+
+    await driver.reset('n1');
+    for (const pid of [keeper, agent, standby, task]) expect(isAlive(pid)).toBe(false);
+    expect(isAlive(replica)).toBe(true);
+    expect(isAlive(stranger)).toBe(true);
+    expect(started).toEqual(['a1']);
+    for (const path of [paths.pidFile(dir, 'a1'), keeperChildPidFile(dir, 'a1', 'agent'), keeperChildPidFile(dir, 'a1', 'standby'), paths.procsFile(dir, 'a1')]) {
+      expect(existsSync(path)).toBe(false);
+    }
+    expect(existsSync(paths.pidFile(dir, 'r1'))).toBe(true);
+    const off = events.find((e) => e.event === 'reset.powered-off');
+    expect(off?.fields['kept']).toEqual(['r1']);
+    expect(off?.fields['killed']).toHaveLength(4);
+    expect(events.map((e) => e.event)).toEqual(['reset.powered-off', 'reset.keeper-started']);
+  });
+
+  it('local: a node with nothing running gets its keeper started; a stopping watchdog starts none; an unknown node is refused', async () => {
+    const started: string[] = [];
+    const stopping = new AbortController();
+    const { log, events } = collect();
+    const driver = new LocalResetDriver(dir, {
+      config: loadCluster(dir).config, log, stopping: stopping.signal, startKeeper: (id) => {
+        started.push(id);
+        return 4242;
+      },
+    });
+    await driver.reset('n2');
+    expect(started).toEqual(['a2']);
+    stopping.abort();
+    await driver.reset('n3');
+    expect(started).toEqual(['a2']);
+    expect(events.map((e) => e.event)).toEqual(['reset.powered-off', 'reset.keeper-started', 'reset.powered-off', 'reset.not-restarted']);
+    await expect(driver.reset('n9')).rejects.toSatisfy((e: unknown) => e instanceof ResetError && e.code === 'RESET_UNKNOWN_NODE');
+  });
+
+  it('log: only logs; cluster.json chooses the driver, local by default', async () => {
+    const { log, events } = collect();
+    await new LogResetDriver(log).reset('n2');
+    expect(events).toEqual([{ event: 'reset.logged', fields: { node: 'n2', driver: 'log' } }]);
+
+    const config = paths.config(dir);
+    expect(readResetDriverKind(config)).toEqual({ ok: true, value: 'local' });
+    const json = JSON.parse(readFileSync(config, 'utf8')) as Record<string, unknown>;
+    writeFileSync(config, JSON.stringify({ ...json, resetDriver: 'log' }));
+    expect(readResetDriverKind(config)).toEqual({ ok: true, value: 'log' });
+    writeFileSync(config, JSON.stringify({ ...json, resetDriver: 'reboot' }));
+    const bad = readResetDriverKind(config);
+    expect(bad.ok).toBe(false);
+    expect(bad.ok ? '' : bad.detail).toMatch(/"resetDriver" must be one of "local", "log", got "reboot"/);
+    // A cluster.json with an extra field still loads for every other daemon.
+    expect(loadCluster(dir).config.cluster).toBe(json['cluster']);
+  });
+});
