@@ -1,6 +1,7 @@
 // The `trine status` document (docs/OPERATIONS.md §3 documents it field by field): built from
 // the replicas' and the watchdog's answers, with the cluster's health judged in one place so
 // `trine status` and `trine up` agree on what "healthy" means. Pure: no I/O here.
+import type { WatchdogStatus } from '../src/core/watchdog.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import type { PeerHealth, ReplicaStatus } from '../src/core/status.ts';
 import type { Role } from '../src/core/wire/messages.ts';
@@ -46,6 +47,8 @@ export type WatchdogRow = {
   answered: boolean;
   error: string | null;
   replicas: { id: ProcessId; health: PeerHealth; lastHeartbeatAgeMs: number | null; role: Role | null; rsn: number | null; gssn: number | null }[];
+  /** Node resets the watchdog carried out (spec §1.6 rule 1), oldest first. */
+  resets: WatchdogStatus['resets'];
 };
 
 export type StatusDocument = {
@@ -148,8 +151,9 @@ export function buildStatusDocument(config: ClusterConfig, dir: string, answers:
     ? {
         id: m.scc, answered: true, error: null,
         replicas: w.status.replicas.map((r) => ({ id: r.id, health: r.health, lastHeartbeatAgeMs: r.lastHeartbeatAgeMs, role: r.role, rsn: r.rsn, gssn: r.gssn })),
+        resets: Array.isArray(w.status.resets) ? w.status.resets : [],
       }
-    : { id: m.scc, answered: false, error: w.error, replicas: [] };
+    : { id: m.scc, answered: false, error: w.error, replicas: [], resets: [] };
   if (!w.ok) problems.push(`watchdog ${m.scc} did not answer (${w.error})`);
   for (const r of watchdog.replicas) {
     if (r.health !== 'healthy') problems.push(`watchdog ${m.scc} hears replica ${r.id} as ${r.health === 'unknown' ? 'never heard' : r.health}`);
