@@ -1,24 +1,13 @@
 // The task commands' bad input, as the real CLI process sees it (issue 3 item 6): a missing
 // `--` or command, a bad -n or --env, a malformed task id, a missing argument, a missing
 // cluster dir → one line on stderr, exit 2, nothing created. No cluster runs here.
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { trine } from './helpers.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url));
 
-type Run = { code: number; stdout: string; stderr: string };
-function trine(args: string[], timeoutMs = 60_000): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [TRINE, ...args], { timeout: timeoutMs }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 let root = '';
 let missing = '';

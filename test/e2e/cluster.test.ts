@@ -2,46 +2,17 @@
 // healthy cluster, `trine status --json` shows one primary, two backups, four healthy nodes and
 // equal digests, `trine down` leaves no process alive (checked in /proc). Plus the CLI's bad
 // input: an unknown command or flag, a missing dir, a port in use → one line, non-zero exit.
-import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { alive, pidsIn, trine } from './helpers.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../cli/status-report.ts';
 
-const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url));
 
-type Run = { code: number; stdout: string; stderr: string };
-function trine(args: string[], timeoutMs = 60_000): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [TRINE, ...args], { timeout: timeoutMs }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
-/** Whether a pid is a live process: present in /proc and not a zombie. */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return false;
-  }
-}
 
-function pidsIn(dir: string): number[] {
-  const run = join(dir, 'run');
-  if (!existsSync(run)) return [];
-  return readdirSync(run)
-    .filter((f) => f.endsWith('.pid'))
-    .map((f) => Number(readFileSync(join(run, f), 'utf8').trim()))
-    .filter((p) => Number.isInteger(p) && p > 1);
-}
 
 function killAll(pids: number[]): void {
   for (const pid of pids) {

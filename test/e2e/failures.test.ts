@@ -10,30 +10,19 @@
 // Liveness is polled with generous deadlines; the latencies the protocol cares about (failure
 // detection, agent replacement) are printed from the replicas' own journal timestamps, not
 // asserted (STYLE.md 17: timing belongs to bench/).
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { alive, trine } from './helpers.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterView, NodeView, ProcView, TaskView } from '../../src/core/status.ts';
 
-const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url));
 /** Pause between polls; each CLI call itself takes a few hundred ms (tsx start). */
 const POLL_MS = 50;
 /** Liveness deadlines: generous, for a loaded 2-core host running two e2e files at once. */
 const SOON_MS = 15_000;
 const REJOIN_MS = 30_000;
 
-type Run = { code: number; stdout: string; stderr: string };
-function trine(args: string[], timeoutMs = 60_000): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [TRINE, ...args], { timeout: timeoutMs }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -86,15 +75,6 @@ function processesOfTestDir(): { pid: number; cmdline: string }[] {
   return out;
 }
 
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return false;
-  }
-}
 
 function kill9(pid: number): void {
   try {

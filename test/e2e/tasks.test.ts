@@ -1,33 +1,14 @@
 // Tasks on a real local cluster (issue 3 item 6): `trine up --nodes 4`, then submit, ps, nodes,
 // logs, kill and submit --wait as an operator uses them, each answer agreed by two replicas.
-import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { pidsIn, trine } from './helpers.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterView } from '../../src/core/status.ts';
 
-const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url));
 
-type Run = { code: number; stdout: string; stderr: string };
-function trine(args: string[], timeoutMs = 60_000): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [TRINE, ...args], { timeout: timeoutMs }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
-function pidsIn(dir: string): number[] {
-  const run = join(dir, 'run');
-  if (!existsSync(run)) return [];
-  return readdirSync(run)
-    .filter((f) => f.endsWith('.pid'))
-    .map((f) => Number(readFileSync(join(run, f), 'utf8').trim()))
-    .filter((p) => Number.isInteger(p) && p > 1);
-}
 
 let root = '';
 let dir = '';
