@@ -8,7 +8,7 @@ import { startAgent, startManager, startWatchdog } from './daemons.ts';
 import { down } from './down.ts';
 import { EXIT_OK, EXIT_USAGE, reportError } from './errors.ts';
 import { keygen } from './keygen.ts';
-import { kill } from './kill.ts';
+import { kill, restart } from './kill.ts';
 import { logs } from './logs.ts';
 import { nodes } from './nodes.ts';
 import { OP_TIMEOUT_MS, VIEW_TIMEOUT_MS } from './op-client.ts';
@@ -99,6 +99,13 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--dir <dir>', DIR_HELP)
     .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
     .action((task: string, o: { dir?: string; timeout?: number }) => setOutcome(kill({ task, dir: o.dir, timeoutMs: o.timeout })));
+
+  program.command('restart')
+    .description('restart a running task: terminate all its processes, then start them again (TRINE_RESTARTED=1)')
+    .argument('<task>', 'a task id, e.g. t3')
+    .option('--dir <dir>', DIR_HELP)
+    .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
+    .action((task: string, o: { dir?: string; timeout?: number }) => setOutcome(restart({ task, dir: o.dir, timeoutMs: o.timeout })));
 
   program.command('logs')
     .description("print a task's process output, each line prefixed [task/vpid] (stdout) or [task/vpid err] (stderr)")

@@ -4,6 +4,7 @@
 // (docs/PROTOCOL.md §7; `trine status`, `trine up`'s health wait, and the cluster view of
 // `trine ps` / `trine nodes`) and `op.request` → `op.reply` (PROTOCOL §8.1; `trine submit`,
 // `trine kill`). Which answers to believe is decided by the callers (cli/op-client.ts).
+import { isOperatorRequest } from '../src/core/replicated-state.ts';
 import { randomInt } from 'node:crypto';
 import type { ProcessId, Signer } from '../src/core/ports.ts';
 import type { ReplicaStatus } from '../src/core/status.ts';
@@ -158,7 +159,7 @@ export class OperatorClient {
     settled: (replies: ReadonlyMap<ProcessId, OpReply>) => boolean,
   ): Promise<Map<ProcessId, OpReply>> {
     const payload = signed.cg.payload;
-    if (payload.type !== 'task.submit' && payload.type !== 'task.kill') throw new TypeError(`not an operator request: ${payload.type}`);
+    if (!isOperatorRequest(payload)) throw new TypeError(`not an operator request: ${payload.type}`);
     const replies = new Map<ProcessId, OpReply>();
     await this.exchange({
       targets: this.replicas,

@@ -512,19 +512,27 @@ export function submitTask(
   return { outcome: { ok: true, text: id }, effects: settle(run) };
 }
 
-export function killTask(
-  cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timers: TaskTimers, taskId: string,
+/** FsmTask states that take a restart (T9; Killing and Spawning let it supersede them). */
+const RESTARTABLE = ['running', 'killing', 'spawning'];
+
+/** The operator's kill (any live task) or restart (a running one) of `taskId`. */
+export function operateTask(
+  cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timers: TaskTimers, taskId: string, what: 'kill' | 'restart',
 ): { outcome: Outcome; effects: TaskEffect[] } {
   const rec = cs.tasks.get(taskId);
   if (rec === undefined) return { outcome: { ok: false, text: `no task ${taskId}` }, effects: [] };
   if (!isLive(rec)) {
     return { outcome: { ok: false, text: `${taskId} already finished (${rec.outcome === 'normal' ? 'normally' : 'abnormally'}: ${rec.reason ?? ''})` }, effects: [] };
   }
+  if (what === 'restart' && !RESTARTABLE.includes(taskState(rec))) {
+    return { outcome: { ok: false, text: `${taskId} is ${taskState(rec)}: only a running task can be restarted` }, effects: [] };
+  }
   const run = newRun(cs, nodes);
-  note(run, taskId, null, `${taskId} kill requested by the operator`);
-  run.queue.push({ kind: 'task', task: taskId, event: { type: 'task.kill' } });
+  note(run, taskId, null, `${taskId} ${what} requested by the operator`);
+  run.queue.push({ kind: 'task', task: taskId, event: { type: what === 'kill' ? 'task.kill' : 'app.restart' } });
   const effects = settle(run);
-  return { outcome: { ok: true, text: isLive(rec) ? `${taskId} terminating` : `${taskId} killed` }, effects };
+  const text = what === 'restart' ? `${taskId} restarting` : isLive(rec) ? `${taskId} terminating` : `${taskId} killed`;
+  return { outcome: { ok: true, text }, effects };
 }
 
 export function procReport(

@@ -6,7 +6,7 @@
 // Kept small on purpose (spec §1.3): unacknowledged group messages are not here — they live in
 // each replica's own link state.
 import {
-  createClusterState, encodeCluster, killTask, nodeFailed, nodeJoined, procReport, submitTask, taskTimers, tick,
+  createClusterState, encodeCluster, nodeFailed, operateTask, nodeJoined, procReport, submitTask, taskTimers, tick,
   type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from './cluster-state.ts';
 import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES, type Timing } from './constants.ts';
@@ -132,7 +132,8 @@ export function adoptIncarnation(s: ReplicatedState, client: ProcessId, inc: num
 
 /** Is this request one an operator sends (PROTOCOL §8.1)? Agents may not send them, operators
  *  may send nothing else. */
-export const isOperatorRequest = (r: AgentRequest): r is OperatorRequest => r.type === 'task.submit' || r.type === 'task.kill';
+export const isOperatorRequest = (r: AgentRequest): r is OperatorRequest =>
+  r.type === 'task.submit' || r.type === 'task.kill' || r.type === 'task.restart';
 
 /** Apply an operator request at RSN `s.rsn`; a nonce seen before is answered, not re-applied. */
 export function applyOperatorRequest(s: ReplicatedState, request: OperatorRequest): ApplyResult {
@@ -144,7 +145,7 @@ export function applyOperatorRequest(s: ReplicatedState, request: OperatorReques
   }
   const done = request.type === 'task.submit'
     ? submitTask(s.cluster, s.nodes, s.timers, request, s.rsn)
-    : killTask(s.cluster, s.nodes, s.timers, request.task);
+    : operateTask(s.cluster, s.nodes, s.timers, request.task, request.type === 'task.kill' ? 'kill' : 'restart');
   absorb(s, done.effects, r);
   const outcome: OperatorOutcome = { nonce: request.nonce, rsn: s.rsn, ok: done.outcome.ok, text: done.outcome.text };
   s.outcomes.set(request.nonce, outcome);
@@ -220,6 +221,7 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
     }
     case 'task.submit':
     case 'task.kill':
+    case 'task.restart':
       // Replicas refuse these from agents before ordering; a primary that ordered one anyway
       // changes nothing.
       return result();

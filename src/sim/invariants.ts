@@ -11,6 +11,7 @@
 //       sender's shell emitted; corrupted copies only ever show up as drops.
 //   (d) liveness after heal: every request of a correct agent reached every correct replica,
 //       every reply reached its correct agent, lane-0 notices arrived, digests agree.
+import { isOperatorRequest } from '../core/replicated-state.ts';
 import type { CoreEffect } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { unreachable } from '../core/result.ts';
@@ -246,7 +247,7 @@ export class InvariantChecker {
     view.lastRsn = Math.max(view.lastRsn, rsn);
     const lastCsn = view.lastCsn.get(client) ?? 0;
     // Operator requests carry no CSN: they are identified by their nonce (PROTOCOL §8.1).
-    const operator = request.type === 'task.submit' || request.type === 'task.kill';
+    const operator = isOperatorRequest(request);
     if (!operator && !this.restarted.has(client) && csn !== lastCsn + 1) {
       this.fail('b.request-order', `${replica} delivered CSN ${csn} of ${client} after CSN ${lastCsn} (not FIFO exactly-once)`);
     }

@@ -93,6 +93,34 @@ describe('trine tasks on a 4-node cluster', () => {
     expect(again.stderr).toMatch(new RegExp(`cannot kill ${id}: .*already finished`));
   });
 
+  it('restart (T9): every process is terminated and started again with TRINE_RESTARTED=1', async () => {
+    const s = await submit(['-n', '2', '--name', 'again'], ['sh', '-c', 'echo "restarted=$TRINE_RESTARTED"; exec sleep 60']);
+    const id = s.stdout.trim();
+    const until = async (test: (t: ClusterView['tasks'][number] | undefined) => boolean) => {
+      let t = (await view()).tasks.find((x) => x.id === id);
+      for (let i = 0; i < 100 && !test(t); i++) {
+        await sleep(100);
+        t = (await view()).tasks.find((x) => x.id === id);
+      }
+      return t;
+    };
+    const first = await until((t) => t?.state === 'running');
+    const pids = first?.procs.map((p) => p.pid);
+    const r = await at(['restart', id]);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe(`${id} restarting\n`);
+    const second = await until((t) => t?.state === 'running' && t.restarted && t.procs.every((p) => p.pid !== null && !pids?.includes(p.pid)));
+    expect(second).toMatchObject({ state: 'running', restarted: true });
+    const logs = await at(['logs', id]);
+    for (const vpid of [0, 1]) {
+      expect(logs.stdout.split('\n').filter((l) => l.startsWith(`[${id}/${vpid}] `))).toEqual([`[${id}/${vpid}] restarted=0`, `[${id}/${vpid}] restarted=1`]);
+    }
+    expect((await at(['kill', id])).code).toBe(0);
+    const bad = await at(['restart', id]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(new RegExp(`cannot restart ${id}: `));
+  });
+
   it('submit --wait of a command that succeeds: progress lines, exit 0', async () => {
     const r = await submit(['--wait'], ['true']);
     expect(r.code).toBe(0);

@@ -87,7 +87,10 @@ export type TaskSubmit = {
   env: EnvEntry[];
 };
 export type TaskKill = { type: 'task.kill'; nonce: string; task: string };
-export type OperatorRequest = TaskSubmit | TaskKill;
+/** Terminate every process of a running task and start it again with the mapping's restarted
+ *  flag set (FsmTask T9). */
+export type TaskRestart = { type: 'task.restart'; nonce: string; task: string };
+export type OperatorRequest = TaskSubmit | TaskKill | TaskRestart;
 
 export type AgentRequest =
   /** The agent announces its node to the group (first message after start). `resync`: it found
@@ -127,6 +130,7 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
     },
   },
   'task.kill': { code: 6, order: ['nonce', 'task'], fields: { nonce, task: taskId } },
+  'task.restart': { code: 7, order: ['nonce', 'task'], fields: { nonce, task: taskId } },
 });
 
 // ---- Group → agent commands (payload of GROUP-MSG-GC) ---------------------------------------

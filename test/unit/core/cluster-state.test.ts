@@ -4,7 +4,7 @@
 // (`trine ps`, answers) or a replica comparing digests could observe.
 import { describe, expect, it } from 'vitest';
 import {
-  clusterView, createClusterState, encodeCluster, killTask, needsTicks, nodeFailed, nodeJoined, procReport, submitTask,
+  clusterView, createClusterState, encodeCluster, operateTask, needsTicks, nodeFailed, nodeJoined, procReport, submitTask,
   taskTimers, tick, type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from '../../../src/core/cluster-state.ts';
 import { DEFAULT_TIMING, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS } from '../../../src/core/constants.ts';
@@ -35,8 +35,8 @@ class Cluster {
     this.effects = r.effects;
     return r.outcome;
   }
-  kill(task: string): { ok: boolean; text: string } {
-    const r = killTask(this.cs, this.nodes, TIMERS, task);
+  kill(task: string, what: 'kill' | 'restart' = 'kill'): { ok: boolean; text: string } {
+    const r = operateTask(this.cs, this.nodes, TIMERS, task, what);
     this.effects = r.effects;
     return r.outcome;
   }
@@ -168,6 +168,22 @@ describe('cluster state: tasks and processes (spec §6)', () => {
     expect(c.task('t1')).toMatchObject({ state: 'terminatedAbnormally', outcome: 'abnormal', reason: 'killed by operator' });
     expect(c.kill('t1')).toEqual({ ok: false, text: 't1 already finished (abnormally: killed by operator)' });
     expect(c.kill('t9')).toEqual({ ok: false, text: 'no task t9' });
+  });
+
+  it('T9: the operator restarts a running task: terminate all, then a fresh spawn with the restarted flag', () => {
+    const c = new Cluster(2);
+    c.submit(2);
+    expect(c.kill('t1', 'restart')).toEqual({ ok: false, text: 't1 is starting: only a running task can be restarted' });
+    c.start('t1');
+    expect(c.kill('t1', 'restart')).toEqual({ ok: true, text: 't1 restarting' });
+    expect(c.terminates()).toEqual(['a1:t1/0', 'a2:t1/1']);
+    const after = c.reportAll('t1', 'terminatedAbnormally', () => ({ signal: 'SIGTERM', reason: 'killed by SIGTERM' }));
+    const respawned = c.spawns(after);
+    expect(respawned.map((x) => x.vpid).sort()).toEqual([0, 1]);
+    for (const sp of respawned) expect(sp).toMatchObject({ restarted: true, size: 2 });
+    expect(c.task('t1')).toMatchObject({ state: 'starting', restarted: true, outcome: null });
+    c.start('t1');
+    expect(c.task('t1').state).toBe('running');
   });
 
   it('P15: a task killed while waiting for slots ends at once, commanding nothing', () => {
