@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchCrypto, type Figure } from './crypto.ts';
 import { benchGroup } from './group.ts';
+import { benchTasks } from './tasks.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 
@@ -25,6 +26,8 @@ results['crypto'] = await benchCrypto();
 print('signatures and frames', results['crypto']);
 results['group'] = await benchGroup();
 print('group messages on a local cluster (3 replicas, 4 agents, ws on loopback, Ed25519)', results['group']);
+results['tasks'] = await benchTasks();
+print('tasks and processes on a local cluster (trine up --nodes 4; raw samples in bench/results/tasks.json)', results['tasks']);
 
 const dir = join(here, 'results');
 mkdirSync(dir, { recursive: true });
