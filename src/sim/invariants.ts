@@ -289,8 +289,15 @@ export class InvariantChecker {
         return this.onDeliverRequest(id, effect.rsn, effect.client, effect.inc, effect.csn, effect.request);
       case 'deliver.input': {
         if (!this.isCorrect(id)) return;
-        // Correct replicas execute the same inputs at the same RSNs.
+        // Correct replicas execute the same inputs at the same RSNs; an input takes its RSN like
+        // a request does (liveness compares what each replica executed).
         const key = `input ${JSON.stringify(effect.input)}`;
+        const view = this.replicas.get(id);
+        if (view !== undefined) {
+          if (effect.rsn <= view.lastRsn) this.fail('b.request-order', `${id} executed RSN ${effect.rsn} after RSN ${view.lastRsn}`);
+          view.lastRsn = Math.max(view.lastRsn, effect.rsn);
+          view.delivered.set(effect.rsn, key);
+        }
         const prior = this.order.get(effect.rsn);
         if (prior === undefined) this.order.set(effect.rsn, key);
         else if (prior !== key) this.fail('b.request-order', `${id} executed ${key} at RSN ${effect.rsn}, another correct replica ${prior.slice(0, 80)}`);
