@@ -535,10 +535,21 @@ export function operateTask(
   return { outcome: { ok: true, text }, effects };
 }
 
-export function procReport(
-  cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timers: TaskTimers, agent: ProcessId, r: ProcReport,
+/** An agent's reports, in order: each is checked and applied to its FsmProc before the next is
+ *  looked at; placement and the service turn run once, after the last. */
+export function procReports(
+  cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timers: TaskTimers, agent: ProcessId, reports: readonly ProcReport[],
 ): TaskEffect[] {
   const run = newRun(cs, nodes);
+  for (const r of reports) {
+    applyReport(run, agent, r);
+    drain(run);
+  }
+  return settle(run);
+}
+
+function applyReport(run: Run, agent: ProcessId, r: ProcReport): void {
+  const { cs, nodes } = run;
   const at = `${r.task}/${r.vpid}`;
   const rec = cs.tasks.get(r.task);
   const data = rec?.procs.get(r.vpid);
@@ -548,7 +559,7 @@ export function procReport(
   if (rec === undefined || data === undefined || node === null || placedOn !== node) {
     const why = data === undefined ? 'no such process' : `the process is on ${placedOn ?? 'no node'}, not ${node ?? 'an unknown node'}`;
     note(run, rec === undefined ? null : r.task, data === undefined ? null : r.vpid, `dropped ${r.kind} from ${agent} for ${at}: ${why}`);
-    return run.effects;
+    return;
   }
   const event: FsmProcEvent = (() => {
     switch (r.kind) {
@@ -563,7 +574,6 @@ export function procReport(
     }
   })();
   run.queue.push({ kind: 'proc', task: r.task, vpid: r.vpid, event });
-  return settle(run);
 }
 
 /** Processes of live tasks that hold a slot on `node`, in task then VPID order. */

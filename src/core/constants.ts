@@ -43,6 +43,9 @@ export const MAX_BURST_COUNT = 1000;
 /** Processes in one task: the endpoints list of a mapping message (spec §7) must fit in one
  *  group message with room to spare (~40 B per endpoint). */
 export const MAX_TASK_PROCS = 1024;
+/** Process reports one agent request carries: a node's burst of spawns or exits in one request
+ *  (one signature, one RSN); 64 × the 4 KiB reason limit stays within MAX_CG_BYTES. */
+export const MAX_REPORTS_PER_REQUEST = 64;
 /** Arguments of a task's command, and characters of one argument or environment value. */
 export const MAX_ARGS = 256;
 export const MAX_ARG_CHARS = 4096;

@@ -6,7 +6,7 @@
 // Kept small on purpose (spec §1.3): unacknowledged group messages are not here — they live in
 // each replica's own link state.
 import {
-  createClusterState, encodeCluster, nodeFailed, operateTask, nodeJoined, procReport, submitTask, taskTimers, tick,
+  createClusterState, encodeCluster, nodeFailed, operateTask, nodeJoined, procReports, submitTask, taskTimers, tick,
   type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from './cluster-state.ts';
 import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES, type Timing } from './constants.ts';
@@ -213,10 +213,9 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       return { ...result(), report: { gssn: request.gssn, count: request.count, kind: request.kind, suspects: request.suspects } };
     case 'proc.report': {
       const r = result();
-      const { type: _type, ...report } = request;
       // A failed node's reports are stale: its processes were declared dead (PROTOCOL §8.4).
       if (s.nodes.get(client)?.failed === true) return r;
-      absorb(s, procReport(s.cluster, s.nodes, s.timers, client, report), r);
+      absorb(s, procReports(s.cluster, s.nodes, s.timers, client, request.reports), r);
       return r;
     }
     case 'task.submit':

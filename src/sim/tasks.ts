@@ -23,7 +23,7 @@ import { unreachable } from '../core/result.ts';
 import type { ClusterView } from '../core/status.ts';
 import { createWatchdog } from '../core/watchdog.ts';
 import { decodeFrame } from '../core/wire/frame.ts';
-import type { Frame, GroupCommand, OperatorRequest } from '../core/wire/messages.ts';
+import type { Frame, GroupCommand, OperatorRequest, ProcReport } from '../core/wire/messages.ts';
 import type { SpawnerEvent } from '../io/spawner.ts';
 import type { InvariantName } from './invariants.ts';
 import { streamFor, type SeededRandom } from './random.ts';
@@ -48,6 +48,8 @@ type Node = {
   epoch: number;
   /** proc.spawn commands delivered to the current incarnation, by task/vpid: each allows one spawn. */
   allowed: Map<string, number>;
+  /** Reports of this moment, sent together on the next event. */
+  outbox: ProcReport[];
 };
 
 type Pending = { payload: OperatorRequest; replies: Map<ProcessId, string>; done: ((ok: boolean, text: string) => void) | null };
@@ -77,7 +79,7 @@ export class TaskSim implements NodeHooks {
     for (const a of this.world.membership.agents) {
       this.nodes.set(a.id, {
         agent: a.id, node: a.node, os: new SimSpawner(a.node, this.world.scheduler, this.rng, this.pids), records: [], procs: null,
-        epoch: 0, allowed: new Map(),
+        epoch: 0, allowed: new Map(), outbox: [],
       });
     }
     // The watchdog: the real core, fed the frames the replicas send it.
@@ -206,6 +208,7 @@ export class TaskSim implements NodeHooks {
     if (n === undefined) return;
     n.epoch++;
     n.procs = null;
+    n.outbox = [];
     n.os.detachObservers();
   }
 
@@ -216,12 +219,13 @@ export class TaskSim implements NodeHooks {
       return;
     }
     if (effect.type === 'deliver.request' && effect.request.type === 'proc.report' && this.world.checker.isCorrect(id)) {
-      const r = effect.request;
-      if (r.pid === 0 || r.kind === 'spawnSucceeded') return;
-      const k = `${id}|${r.pid}`;
-      const count = (this.deaths.get(k) ?? 0) + 1;
-      this.deaths.set(k, count);
-      if (count > 1) this.fail('t.reported-once', `${id} applied the end of pid ${r.pid} (${r.task}/${r.vpid}) ${count} times`);
+      for (const r of effect.request.reports) {
+        if (r.pid === 0 || r.kind === 'spawnSucceeded') continue;
+        const k = `${id}|${r.pid}`;
+        const count = (this.deaths.get(k) ?? 0) + 1;
+        this.deaths.set(k, count);
+        if (count > 1) this.fail('t.reported-once', `${id} applied the end of pid ${r.pid} (${r.task}/${r.vpid}) ${count} times`);
+      }
     }
   }
 
@@ -259,11 +263,15 @@ export class TaskSim implements NodeHooks {
           break;
         case 'report': {
           this.stats.reports++;
-          const request = { type: 'proc.report' as const, ...e.report };
-          // Not from inside the core's step: on the next event, as the daemon's setImmediate.
-          this.world.scheduler.after(0, () => {
-            if (n.epoch === epoch) this.world.request(n.agent, request);
-          });
+          // Not from inside the core's step: on the next event, as the daemon's setImmediate,
+          // every report of this moment in one request.
+          if (n.outbox.length === 0) {
+            this.world.scheduler.after(0, () => {
+              const reports = n.outbox.splice(0);
+              if (n.epoch === epoch && reports.length > 0) this.world.request(n.agent, { type: 'proc.report', reports });
+            });
+          }
+          n.outbox.push(e.report);
           break;
         }
         case 'records':

@@ -67,9 +67,10 @@ function driver(): { d: ProcDriver; reports: ProcReport[] } {
     timing: TIMING,
     send: (request: AgentRequest) => {
       if (request.type !== 'proc.report') throw new Error(`unexpected request ${request.type}`);
-      const { type: _type, ...report } = request;
-      reports.push(report);
-      if (report.pid > 1) pids.add(report.pid);
+      for (const report of request.reports) {
+        reports.push(report);
+        if (report.pid > 1) pids.add(report.pid);
+      }
     },
     log: () => {},
   });

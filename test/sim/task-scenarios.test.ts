@@ -28,7 +28,9 @@ function submitted(s: TaskSim, spec: Parameters<TaskSim['submit']>[0]): { id: st
   return out;
 }
 const deathsOf = (s: TaskSim, pid: number) =>
-  s.world.effects((e, at) => at === 'r1' && e.type === 'deliver.request' && e.request.type === 'proc.report' && e.request.pid === pid && e.request.kind !== 'spawnSucceeded');
+  s.world.effects((e, at) => at === 'r1' && e.type === 'deliver.request' && e.request.type === 'proc.report')
+    .flatMap((o) => (o.effect.type === 'deliver.request' && o.effect.request.type === 'proc.report' ? o.effect.request.reports.map((r) => ({ ...o, r })) : []))
+    .filter(({ r }) => r.pid === pid && r.kind !== 'spawnSucceeded');
 
 describe('tasks in the simulator', () => {
   it('a 4-process task runs on 4 nodes and ends normally with every exit code 0 (T1–T4, T6)', () => {

@@ -4,7 +4,7 @@
 import {
   MAX_ARG_CHARS, MAX_ARGS, MAX_BURST_COUNT, MAX_CG_BYTES, MAX_CLUSTER_ID_CHARS, MAX_ENV_ENTRIES, MAX_ID_CHARS,
   MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES, MAX_PATH_CHARS, MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS,
-  MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES,
+  MAX_REPORTS_PER_REQUEST, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { err, ok } from '../result.ts';
@@ -57,8 +57,7 @@ export type ProcReport = {
   signal: string | null;
   reason: string;
 };
-const PROC_REPORT_ORDER = ['task', 'vpid', 'kind', 'pid', 'exitCode', 'signal', 'reason'] as const;
-const procReportFields = {
+export const procReport: Schema<ProcReport> = struct<ProcReport>(['task', 'vpid', 'kind', 'pid', 'exitCode', 'signal', 'reason'], {
   task: taskId,
   vpid: uint,
   kind: oneOf(['spawnSucceeded', 'spawnFailed', 'terminatedNormally', 'terminatedAbnormally'] as const),
@@ -66,7 +65,7 @@ const procReportFields = {
   exitCode: nullable(uint),
   signal: nullable(token(16, /^SIG[A-Z0-9]+$/)),
   reason: text(MAX_TEXT_CHARS),
-};
+});
 
 // ---- Client → group requests (payload of GROUP-MSG-CG, PROTOCOL §5, §8) ------------------------
 // Agents send the first four; operators the `task.*` ones (PROTOCOL §8.1). A replica refuses a
@@ -101,8 +100,9 @@ export type AgentRequest =
   /** Spec §3.5 G5 / §3.7: copies of `count` GSSNs from `gssn` on timed out or did not all
    *  match (aggregated: at most one report per kind per ReplicaTimeout, PROTOCOL §5.3). */
   | { type: 'error.report'; gssn: number; count: number; kind: ErrorReportKind; suspects: ProcessId[] }
-  /** FsmAgentProc → FsmProc (spec §6.2, §6.3). */
-  | ({ type: 'proc.report' } & ProcReport)
+  /** FsmAgentProc → FsmProc (spec §6.2, §6.3): the reports of one moment, in the order they
+   *  happened (one request, one signature and one RSN for a burst of spawns or exits). */
+  | { type: 'proc.report'; reports: ProcReport[] }
   | OperatorRequest;
 
 export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
@@ -117,11 +117,7 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
     order: ['gssn', 'count', 'kind', 'suspects'],
     fields: { gssn: uint, count: uint, kind: oneOf(['replica-timeout', 'mismatch'] as const), suspects: list(processId, MAX_SUSPECTS) },
   },
-  'proc.report': {
-    code: 4,
-    order: [...PROC_REPORT_ORDER],
-    fields: procReportFields,
-  },
+  'proc.report': { code: 4, order: ['reports'], fields: { reports: list(procReport, MAX_REPORTS_PER_REQUEST) } },
   'task.submit': {
     code: 5,
     order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env'],

@@ -40,7 +40,7 @@ const kills = (effects: AgentProcsEffect[]) => of(effects, 'kill').map(({ pid, s
 /** Every report is what the group's decoder accepts as a `proc.report` request. */
 function expectWireValid(effects: AgentProcsEffect[]): void {
   for (const r of reports(effects)) {
-    const decoded = agentRequest.dec(agentRequest.enc({ type: 'proc.report', ...r }), 'req');
+    const decoded = agentRequest.dec(agentRequest.enc({ type: 'proc.report', reports: [r] }), 'req');
     expect(decoded.ok, JSON.stringify(r)).toBe(true);
   }
 }

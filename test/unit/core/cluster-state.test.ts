@@ -4,7 +4,7 @@
 // (`trine ps`, answers) or a replica comparing digests could observe.
 import { describe, expect, it } from 'vitest';
 import {
-  clusterView, createClusterState, encodeCluster, operateTask, needsTicks, nodeFailed, nodeJoined, procReport, submitTask,
+  clusterView, createClusterState, encodeCluster, operateTask, needsTicks, nodeFailed, nodeJoined, procReports, submitTask,
   taskTimers, tick, type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from '../../../src/core/cluster-state.ts';
 import { DEFAULT_TIMING, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS } from '../../../src/core/constants.ts';
@@ -45,7 +45,7 @@ class Cluster {
     const { agent, ...fields } = extra;
     const from = agent ?? this.agentOf(this.proc(task, vpid).node ?? '');
     const r: ProcReport = { task, vpid, kind, pid: 0, exitCode: null, signal: null, reason: '', ...fields };
-    this.effects = procReport(this.cs, this.nodes, TIMERS, from, r);
+    this.effects = procReports(this.cs, this.nodes, TIMERS, from, [r]);
     return this.effects;
   }
   /** Reports for every member of `task` in turn; returns every effect. */

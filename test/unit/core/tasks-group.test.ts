@@ -15,7 +15,7 @@ const submit = (n: number, size: number, file = '/bin/true'): OperatorRequest =>
 function report(c: ReturnType<typeof makeCluster>, agent: ProcessId, r: Omit<ProcReport, 'exitCode' | 'signal' | 'pid' | 'reason'> & Partial<ProcReport>): void {
   c.input(agent, {
     type: 'request', nowMs: c.now(),
-    request: { type: 'proc.report', pid: 0, exitCode: null, signal: null, reason: '', ...r },
+    request: { type: 'proc.report', reports: [{ pid: 0, exitCode: null, signal: null, reason: '', ...r }] },
   });
 }
 
