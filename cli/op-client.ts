@@ -193,14 +193,28 @@ export function viewSettled(answers: readonly ViewAnswer[], pending: number, quo
   return agreeingGroups(answers).every((g) => (g[0]?.rsn ?? -1) <= bestRsn || g.length + pending < quorum);
 }
 
-/** Ask the replicas for their views and pick the one to show (pickClusterView). */
+/** Pause between view queries when the answers of one did not agree. */
+export const VIEW_RETRY_MS = 20;
+
+/** Ask the replicas for their views and pick the one to show (pickClusterView). Replicas that
+ *  answer a query a few ms apart may be an RSN apart — while a task timer runs, the primary
+ *  orders a tick every 50 ms (PROTOCOL §8.3) — so a query whose answers do not agree is asked
+ *  again until two do or `timeoutMs` has passed; only then is one replica's view shown alone. */
 export async function readClusterView(client: OperatorClient, timeoutMs: number): Promise<ViewPick> {
   const toAnswers = (m: ReadonlyMap<ProcessId, ReplicaStatus>) =>
     [...m.values()].map(toViewAnswer).filter((a): a is ViewAnswer => a !== null);
-  const statuses = await client.queryReplicas(timeoutMs, (answered, pending) => viewSettled(toAnswers(answered), pending));
-  const answered = new Map<ProcessId, ReplicaStatus>();
-  for (const [id, a] of statuses) if (a.ok) answered.set(id, a.status);
-  const pick = pickClusterView(toAnswers(answered));
+  const deadline = Date.now() + timeoutMs;
+  let statuses: Awaited<ReturnType<OperatorClient['queryReplicas']>>;
+  let answered: Map<ProcessId, ReplicaStatus>;
+  let pick: ViewPick | null;
+  for (;;) {
+    statuses = await client.queryReplicas(Math.max(1, deadline - Date.now()), (got, pending) => viewSettled(toAnswers(got), pending));
+    answered = new Map<ProcessId, ReplicaStatus>();
+    for (const [id, a] of statuses) if (a.ok) answered.set(id, a.status);
+    pick = pickClusterView(toAnswers(answered));
+    if (pick === null || pick.warning === null || answered.size < AGREEING_REPLIES || Date.now() + VIEW_RETRY_MS >= deadline) break;
+    await new Promise((r) => setTimeout(r, VIEW_RETRY_MS));
+  }
   if (pick !== null) return pick;
   if (answered.size === 0) {
     const why = [...statuses].map(([id, a]) => `${id}: ${a.ok ? 'answered' : a.error}`).join(', ');
