@@ -68,7 +68,7 @@ try {
   if (step('the manager recorded the crash; the task keeps running (the application may recover)', ['ps', id, '--dir', dir]) !== 0) throw new Error('ps failed');
 
   const done = waitFor('the task to finish', (v) => v.tasks.find((t) => t.id === id)?.outcome !== null, (TASK_SECONDS + 10) * 1000);
-  process.stdout.write(`\n# what the primary applied, and when (ms after `trine submit` started; the primary's wall clock):\n`);
+  process.stdout.write(`\n# what the primary applied, and when (ms after \`trine submit\` started; the primary's wall clock):\n`);
   for (const e of done.events.filter((x) => x.task === id)) {
     process.stdout.write(`  +${String(Math.round(e.atMs - submittedAt)).padStart(5)} ms  rsn ${String(e.rsn).padStart(4)}  ${e.text}\n`);
   }
