@@ -93,19 +93,18 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--timeout <ms>', `how long to wait for the replicas (default ${VIEW_TIMEOUT_MS})`, opTimeout())
     .action((o: { json?: boolean; dir?: string; timeout?: number }) => setOutcome(nodes({ json: o.json, dir: o.dir, timeoutMs: o.timeout })));
 
-  program.command('kill')
-    .description('kill a task: terminate all its processes; it ends abnormally')
-    .argument('<task>', 'a task id, e.g. t3')
-    .option('--dir <dir>', DIR_HELP)
-    .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
-    .action((task: string, o: { dir?: string; timeout?: number }) => setOutcome(kill({ task, dir: o.dir, timeoutMs: o.timeout })));
-
-  program.command('restart')
-    .description('restart a running task: terminate all its processes, then start them again (TRINE_RESTARTED=1)')
-    .argument('<task>', 'a task id, e.g. t3')
-    .option('--dir <dir>', DIR_HELP)
-    .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
-    .action((task: string, o: { dir?: string; timeout?: number }) => setOutcome(restart({ task, dir: o.dir, timeoutMs: o.timeout })));
+  const taskOps = [
+    ['kill', 'kill a task: terminate all its processes; it ends abnormally', kill],
+    ['restart', 'restart a running task: terminate all its processes, then start them again (TRINE_RESTARTED=1)', restart],
+  ] as const;
+  for (const [name, description, run] of taskOps) {
+    program.command(name)
+      .description(description)
+      .argument('<task>', 'a task id, e.g. t3')
+      .option('--dir <dir>', DIR_HELP)
+      .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
+      .action((task: string, o: { dir?: string; timeout?: number }) => setOutcome(run({ task, dir: o.dir, timeoutMs: o.timeout })));
+  }
 
   program.command('logs')
     .description("print a task's process output, each line prefixed [task/vpid] (stdout) or [task/vpid err] (stderr)")
