@@ -100,7 +100,7 @@ const clusterEvent = shape({
   atMs: num, rsn: num, task: orNull(str), vpid: orNull(num), text: str,
 } satisfies Record<keyof ClusterEvent, Check>);
 const clusterView = shape({
-  tick: num, nodes: listOf(nodeView), tasks: listOf(taskView), events: listOf(clusterEvent),
+  tick: num, nodes: listOf(nodeView), tasks: listOf(taskView), omittedTasks: num, events: listOf(clusterEvent),
 } satisfies Record<keyof ClusterView, Check>);
 
 /** A replica's `cluster` field, if it is a well-formed ClusterView (a faulty replica may send
@@ -131,7 +131,7 @@ export type ViewPick = {
 
 /** Agreement is on the replicated part of the view: the events journal is each replica's own
  *  (its wall-clock times), so it is left out of the comparison. */
-const agreementKey = (a: ViewAnswer) => JSON.stringify([a.rsn, a.digest, a.view.tick, a.view.nodes, a.view.tasks]);
+const agreementKey = (a: ViewAnswer) => JSON.stringify([a.rsn, a.digest, a.view.tick, a.view.nodes, a.view.tasks, a.view.omittedTasks]);
 
 function agreeingGroups(answers: readonly ViewAnswer[]): ViewAnswer[][] {
   const groups = new Map<string, ViewAnswer[]>();

@@ -31,7 +31,10 @@ export async function ps(opts: ViewOptions & { task?: string | undefined }): Pro
   const pick = await agreedView(opts.dir, opts.timeoutMs);
   let view = pick.view;
   if (task !== null) {
-    if (!view.tasks.some((t) => t.id === task)) throw new CliError(`no task ${task}: see \`trine ps\``, EXIT_FAILED);
+    if (!view.tasks.some((t) => t.id === task)) {
+      const older = view.omittedTasks > 0 ? ` (or it finished long ago: the view leaves out the ${view.omittedTasks} oldest finished tasks)` : '';
+      throw new CliError(`no task ${task}${older}: see \`trine ps\``, EXIT_FAILED);
+    }
     view = narrowView(view, task);
   }
   if (opts.json === true) process.stdout.write(viewJson(pick, view));

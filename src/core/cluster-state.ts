@@ -13,7 +13,7 @@
 import { FSM_PROC_FINAL_STATES, fsmProc, type FsmProcContext, type FsmProcEvent, type FsmProcState } from '../../fsm/fsm-proc.ts';
 import { fsmTask, type FsmTaskContext, type FsmTaskEvent, type Service } from '../../fsm/fsm-task.ts';
 import { initialStep, step, type MachineAction, type MachineData } from '../../fsm/plain-data.ts';
-import { MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, type Timing } from './constants.ts';
+import { MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_TASK_CHARS, type Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
 import { assert } from './result.ts';
 import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
@@ -659,7 +659,7 @@ export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>)
     state: n.failed ? 'failed' : n.joined ? 'up' : 'joining', inc: n.inc,
   }));
   const all = [...cs.tasks.values()].sort(byNumber);
-  const tasks: TaskView[] = [...all.filter(isLive), ...all.filter((r) => !isLive(r))].map((r) => {
+  const toView = (r: TaskRecord): TaskView => {
     const c = taskCtx(r);
     const procs: ProcView[] = sortedProcs(r).map(([vpid, d]) => {
       const p = procCtx(d);
@@ -670,6 +670,23 @@ export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>)
       submittedRsn: r.submittedRsn, startAttempts: c.startCount, restarted: c.restarted, waitReason: r.waitReason,
       outcome: r.outcome, reason: r.reason, failure: c.failure, procs,
     };
-  });
-  return { tick: cs.tick, nodes: nodeViews, tasks };
+  };
+  const tasks = all.filter(isLive).map(toView);
+  // Finished tasks, newest first, while the view fits the status reply (MAX_VIEW_TASK_CHARS):
+  // a status reply over the wire limit would reach no operator at all. The size counts only
+  // replicated data, so every replica trims the same tasks.
+  let chars = JSON.stringify(tasks).length;
+  const finished: TaskView[] = [];
+  let omittedTasks = 0;
+  for (const r of all.filter((x) => !isLive(x)).reverse()) {
+    const v = toView(r);
+    const size = JSON.stringify(v).length + 1;
+    if (omittedTasks > 0 || chars + size > MAX_VIEW_TASK_CHARS) {
+      omittedTasks++;
+      continue;
+    }
+    chars += size;
+    finished.push(v);
+  }
+  return { tick: cs.tick, nodes: nodeViews, tasks: [...tasks, ...finished.reverse()], omittedTasks };
 }

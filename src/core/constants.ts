@@ -66,6 +66,14 @@ export const MAX_OPERATOR_OUTCOMES = 4096;
  *  bounds what a group bug could make the agent hold, far above any real placement. A spawn
  *  beyond it is refused with spawnFailed. */
 export const MAX_AGENT_PROCS = 4096;
+/** Backups judge the rate of the primary's task-clock ticks over this window, allowing twice
+ *  the nominal count plus this slack (PROTOCOL §8.3). */
+export const TICK_RATE_WINDOW_MS = 1000;
+export const TICK_RATE_SLACK = 10;
+/** The tasks of a status reply's cluster view, in JSON characters: the reply's limit less room
+ *  for the rest (replicas, agents, the journal). Older finished tasks beyond it are left out of
+ *  the view (counted in `omittedTasks`), never the live ones. */
+export const MAX_VIEW_TASK_CHARS = MAX_STATUS_CHARS - 192 * 1024;
 /** Task events a replica keeps in its (non-replicated) journal for `trine ps`. */
 export const MAX_JOURNAL_EVENTS = 512;
 

@@ -60,7 +60,9 @@ export type SuspectReason =
   | 'rsn.gap'
   | 'primary.progress'
   | 'error.report'
-  | 'digest.mismatch';
+  | 'digest.mismatch'
+  /** The primary orders task-clock ticks too fast (PROTOCOL §8.3). */
+  | 'clock.rate';
 
 /** A protocol core as the shell drives it. `step` owns and mutates the core's state; the core
  *  has no clock, no I/O and no randomness of its own (STYLE.md 1). */

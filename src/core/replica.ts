@@ -5,7 +5,9 @@
 // peers and the watchdog. Deterministic: no clock, no I/O, no randomness.
 import { countDrop, type DropCode } from './result.ts';
 import { toHex } from './hex.ts';
-import { MAX_DELIVERED_LOG, MAX_HOLDBACK_PER_AGENT, MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD } from './constants.ts';
+import {
+  MAX_DELIVERED_LOG, MAX_HOLDBACK_PER_AGENT, MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD, TICK_RATE_SLACK, TICK_RATE_WINDOW_MS,
+} from './constants.ts';
 import { clusterView, needsTicks } from './cluster-state.ts';
 import {
   createLinks, flushAcks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView, logSessionEvent, startLinks,
@@ -69,13 +71,18 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   /** Nodes under suspicion, by agent (PROTOCOL §8.4). */
   const probes = new Map<ProcessId, Probe>();
   let probeNonce = 0;
-  /** Primary: when the next task-clock tick is due (PROTOCOL §8.3). */
+  /** Primary: when the next task-clock tick is due (PROTOCOL §8.3), and whether the clock runs. */
   let tickAtMs = 0;
+  let ticking = false;
   /** Nodes declared failed that the watchdog is asked to reset, re-sent with every heartbeat to
    *  it until the node rejoins (a lost request would leave the node dead). */
   const resets = new Map<string, number>();
   /** Log L of delivered requests (spec §3.3), bounded: [rsn, signed CG]. */
-  const deliveredLog: [number, SignedCG][] = [];
+  const deliveredLog: [number, Ordered][] = [];
+  const logDelivered = (o: Ordered): void => {
+    deliveredLog.push([state.rsn, o]);
+    if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
+  };
   const heard = new Map<ProcessId, HeartbeatSeen>();
   for (const p of [...m.replicas, ...agentIds, ...operators]) {
     if (p !== id) heard.set(p, { inc: 0, counter: 0, atMs: null, sinceCheck: false, missedChecks: 0 });
@@ -163,8 +170,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         suspect(out, state.primary, 'rsn.gap', `rsn ${state.rsn} carries a ${cg.payload.type} from operator ${cg.client}`);
         return;
       }
-      deliveredLog.push([state.rsn, signed]);
-      if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
+      logDelivered({ type: 'cg', signed });
       out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, inc: cg.inc, csn: cg.csn, request: cg.payload });
       applied(applyOperatorRequest(state, cg.payload), cg.client, nowMs, out);
       return;
@@ -178,8 +184,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
     adoptIncarnation(state, cg.client, cg.inc);
     state.csnReceived.set(cg.client, cg.csn);
-    deliveredLog.push([state.rsn, signed]);
-    if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
+    logDelivered({ type: 'cg', signed });
     out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, inc: cg.inc, csn: cg.csn, request: cg.payload });
     if (cg.payload.type === 'node.join') {
       // A new incarnation of the agent is alive: any suspicion of its node is over.
@@ -197,6 +202,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       deliver(o.signed, nowMs, out);
       return;
     }
+    logDelivered(o);
     out.push({ type: 'deliver.input', rsn: state.rsn, input: o.input });
     applied(applyGroupInput(state, o.input), null, nowMs, out);
   }
@@ -315,6 +321,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
           if (isPrimary()) {
             order(p.signed, nowMs, out); // forwarded by a backup: order it as if direct
           } else if (d.from === state.primary) {
+            // The primary ordered it: PrimaryProgressTimeout (G8) is about ordering, not about
+            // how long the backups take to confirm and execute.
+            if (p.rsn !== 0) progressTimers.delete(progressKey(p.signed.cg));
             propose(p.rsn, { type: 'cg', signed: p.signed }, hash(p.signed.bytes), nowMs, out);
           }
           return;
@@ -324,6 +333,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
             countDrop(drops, 'NOT_A_MEMBER');
             return;
           }
+          if (p.input.type === 'tick') checkTickRate(nowMs, out);
           // Distinct from any CG's bytes: a one-byte tag before the input's canonical encoding.
           const bytes = pack(['group-input', groupInput.enc(p.input)]);
           propose(p.rsn, { type: 'input', input: p.input }, hash(bytes), nowMs, out);
@@ -395,11 +405,35 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     executeInOrder(nowMs, out);
   }
 
+  /** Backups: the task clock's ticks as they arrived, within the last TICK_RATE_WINDOW_MS. A
+   *  tick is ordered, so every replica applies the same ones; how fast they come is the
+   *  primary's word. A primary ordering them much faster than taskTickMs (timers would expire
+   *  early) is suspected (PROTOCOL §8.3); the ticks are still executed, as the order says. */
+  const tickArrivals: number[] = [];
+  let tickRateSuspectedAtMs = -Infinity;
+  function checkTickRate(nowMs: number, out: CoreEffect[]): void {
+    tickArrivals.push(nowMs);
+    while ((tickArrivals[0] as number) <= nowMs - TICK_RATE_WINDOW_MS) tickArrivals.shift();
+    // Twice the nominal count, plus slack for a burst after a retransmission.
+    const limit = 2 * Math.ceil(TICK_RATE_WINDOW_MS / t.taskTickMs) + TICK_RATE_SLACK;
+    if (tickArrivals.length > limit && nowMs - tickRateSuspectedAtMs >= TICK_RATE_WINDOW_MS) {
+      tickRateSuspectedAtMs = nowMs;
+      suspect(out, state.primary, 'clock.rate', `${tickArrivals.length} ticks in ${TICK_RATE_WINDOW_MS} ms (taskTickMs ${t.taskTickMs})`);
+    }
+  }
+
   // ---- node failure detection (spec §1.3, PROTOCOL §8.4) ---------------------------------------
 
+  /** A probe that expired longer ago than this is stale: its silence says nothing about now. */
+  const staleProbe = (p: Probe, nowMs: number): boolean => p.expired && !p.declared && nowMs - p.deadlineMs > t.probeTimeoutMs;
+
+  /** Probe `agent` unless a current probe of this incarnation runs or just expired. A stale one
+   *  is re-armed: the primary hears no agent heartbeats, so without this an old unanswered
+   *  probe (its reply lost) would stand as a vote of "unreachable" forever, and one backup's
+   *  later word would be enough to declare a healthy node failed. */
   function startProbe(agent: ProcessId, inc: number, nowMs: number, out: CoreEffect[]): Probe {
     let p = probes.get(agent);
-    if (p === undefined || p.inc !== inc) {
+    if (p === undefined || p.inc !== inc || staleProbe(p, nowMs)) {
       p = { inc, nonce: ++probeNonce, deadlineMs: nowMs + t.probeTimeoutMs, expired: false, backupUnreachable: false, declared: false };
       probes.set(agent, p);
       out.push({ type: 'send', to: agent, item: { type: 'probe', nonce: p.nonce } });
@@ -556,8 +590,12 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
           if (!seen.sinceCheck) {
             seen.missedChecks++;
             const rec = state.nodes.get(a);
-            // spec §1.3: two consecutive missed checks → probe; the primary probes too.
-            if (seen.missedChecks === 2 && rec !== undefined && rec.joined && !rec.failed) {
+            const probe = probes.get(a);
+            // spec §1.3: two consecutive missed checks → probe; the primary probes too. Again on
+            // every later check of the same silence while no current probe of this incarnation
+            // runs: the node may have joined since, or died after answering an earlier probe.
+            const due = probe === undefined || probe.inc !== rec?.inc || staleProbe(probe, nowMs);
+            if (seen.missedChecks >= 2 && due && rec !== undefined && rec.joined && !rec.failed) {
               out.push({ type: 'log', level: 'warn', event: 'agent.silent', fields: { agent: a, missedChecks: 2 } });
               startProbe(a, rec.inc, nowMs, out);
               linkSend(links, state.primary, 0, { type: 'node.suspect', agent: a, inc: rec.inc, unreachable: false }, nowMs, out);
@@ -579,7 +617,13 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
     probeTimers(nowMs, out);
     // PROTOCOL §8.3: the task clock advances only while a task timer runs.
-    if (isPrimary() && tickAtMs <= nowMs && needsTicks(state.cluster)) {
+    if (!isPrimary() || !needsTicks(state.cluster)) {
+      ticking = false;
+    } else if (!ticking) {
+      // A timer just started: its first tick is one period away, not now.
+      ticking = true;
+      tickAtMs = nowMs + t.taskTickMs;
+    } else if (tickAtMs <= nowMs) {
       orderInput({ type: 'tick' }, nowMs, out);
       tickAtMs = nowMs + t.taskTickMs;
     }
@@ -661,7 +705,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     if (l !== null) next = Math.min(next, l);
     for (const timer of progressTimers.values()) next = Math.min(next, timer.atMs);
     for (const p of probes.values()) if (!p.expired) next = Math.min(next, p.deadlineMs);
-    if (isPrimary() && needsTicks(state.cluster)) next = Math.min(next, tickAtMs);
+    if (isPrimary() && needsTicks(state.cluster)) next = Math.min(next, ticking ? tickAtMs : 0);
     const waiting = confirm.proposals.get(state.rsn + 1);
     // A disputed RSN waits for self-diagnosis (issue 5), not for a deadline.
     if (waiting !== undefined && !confirm.disputed.has(state.rsn + 1)) next = Math.min(next, waiting.atMs + t.orderConfirmMs);

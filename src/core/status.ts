@@ -43,6 +43,8 @@ export type ClusterView = {
   nodes: NodeView[];
   /** Live tasks, then the most recent finished ones, by task number. */
   tasks: TaskView[];
+  /** Older finished tasks left out so the view fits a status reply (MAX_VIEW_TASK_CHARS). */
+  omittedTasks: number;
   /** Recent events, oldest first, stamped with this replica's wall clock when it applied them. */
   events: ClusterEvent[];
 };

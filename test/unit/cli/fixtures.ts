@@ -16,7 +16,7 @@ export const node = (n: number, over: Partial<NodeView> = {}): NodeView => ({
 });
 
 export const view = (over: Partial<ClusterView> = {}): ClusterView => ({
-  tick: 3, nodes: [node(1), node(2)], tasks: [task('t1')], events: [{ atMs: 0, rsn: 5, task: 't1', vpid: null, text: 't1 submitted: 2 × sleep' }], ...over,
+  tick: 3, nodes: [node(1), node(2)], tasks: [task('t1')], omittedTasks: 0, events: [{ atMs: 0, rsn: 5, task: 't1', vpid: null, text: 't1 submitted: 2 × sleep' }], ...over,
 });
 
 export const answer = (id: string, rsn: number, over: Partial<ViewAnswer> = {}): ViewAnswer => ({

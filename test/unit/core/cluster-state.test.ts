@@ -7,7 +7,7 @@ import {
   clusterView, createClusterState, encodeCluster, operateTask, needsTicks, nodeFailed, nodeJoined, procReports, submitTask,
   taskTimers, tick, type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from '../../../src/core/cluster-state.ts';
-import { DEFAULT_TIMING, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS } from '../../../src/core/constants.ts';
+import { DEFAULT_TIMING, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_TASK_CHARS } from '../../../src/core/constants.ts';
 import type { TaskView } from '../../../src/core/status.ts';
 import type { GroupCommand, ProcReport, ProcSpawn, TaskSubmit } from '../../../src/core/wire/messages.ts';
 
@@ -361,6 +361,25 @@ describe('cluster state: tasks and processes (spec §6)', () => {
     expect(ids[0]).toBe(`t${MAX_FINISHED_TASKS + 3}`); // live first
     expect(ids[1]).toBe('t3');
     expect(c.kill('t1')).toEqual({ ok: false, text: 'no task t1' });
+  });
+
+  it('the view fits a status reply: the oldest finished tasks are left out (counted), live ones never', () => {
+    const c = new Cluster(4, 64);
+    const args = Array.from({ length: 8 }, (_, i) => `--argument-${i}=${'x'.repeat(40)}`);
+    for (let i = 1; i <= 60; i++) {
+      c.submit(64, { args });
+      c.start(`t${i}`);
+      c.reportAll(`t${i}`, 'terminatedAbnormally', () => ({ signal: 'SIGKILL', reason: 'killed by SIGKILL '.repeat(8) }));
+    }
+    c.submit(2);
+    const v = c.view();
+    expect(JSON.stringify(v.tasks).length).toBeLessThanOrEqual(MAX_VIEW_TASK_CHARS);
+    expect(v.omittedTasks).toBeGreaterThan(0);
+    expect(v.tasks.length + v.omittedTasks).toBe(61);
+    expect(v.tasks.some((t) => t.id === 't61' && t.outcome === null)).toBe(true);
+    // The newest finished ones are kept.
+    expect(v.tasks.some((t) => t.id === 't60')).toBe(true);
+    expect(v.tasks.some((t) => t.id === 't1')).toBe(false);
   });
 
   it('needsTicks only while a Start-TO or Terminate-TO runs', () => {

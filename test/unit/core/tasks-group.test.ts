@@ -176,6 +176,43 @@ describe('node failure (spec §1.3, PROTOCOL §8.4)', () => {
     expect(c.effects('deliver.input').filter((o) => o.effect.input.type === 'node.failed')).toHaveLength(0);
   });
 
+  it('an old unanswered probe at the primary does not stand as a vote: one backup later alone cannot get a healthy node declared failed', () => {
+    const c = makeCluster(2);
+    c.run(100);
+    // a1's heartbeats to r2 are lost for a while, and the primary's first probe of a1 is lost.
+    let dropProbe = true;
+    let hbToR2 = false;
+    c.filters.push((from, to, item) => {
+      if (from === 'a1' && to === 'r2' && item.type === 'hb' && !hbToR2) return null;
+      if (from === 'r1' && to === 'a1' && item.type === 'probe' && dropProbe) {
+        dropProbe = false;
+        return null;
+      }
+      return item;
+    });
+    c.run(600);
+    hbToR2 = true;
+    c.run(5_000);
+    // Long after, r3 alone stops hearing a1, which answers every probe.
+    const later = c.now();
+    c.filters.push((from, to, item) => (from === 'a1' && to === 'r3' ? null : item));
+    c.run(1_500);
+    expect(c.effects('log', 'r1').filter((o) => o.effect.event === 'node.probe' && o.at > later).length).toBeGreaterThan(0);
+    expect(c.effects('deliver.input').filter((o) => o.effect.input.type === 'node.failed')).toHaveLength(0);
+    expect(c.replicas[0]?.clusterView().nodes.find((n) => n.agent === 'a1')?.state).toBe('up');
+  });
+
+  it('a node that dies after answering an earlier probe (its heartbeats already lost) is still declared failed', () => {
+    const c = makeCluster(2);
+    c.run(100);
+    c.filters.push((from, _to, item) => (from === 'a1' && item.type === 'hb' ? null : item));
+    c.run(1_500);
+    expect(c.effects('deliver.input').filter((o) => o.effect.input.type === 'node.failed')).toHaveLength(0);
+    c.down.add('a1');
+    c.run(2_000);
+    expect(c.effects('deliver.input').filter((o) => o.effect.input.type === 'node.failed').map((o) => o.proc).sort()).toEqual(['r1', 'r2', 'r3']);
+  });
+
   it('a failed node comes back with a new agent incarnation and takes work again', () => {
     const c = makeCluster(2);
     c.run(100);
