@@ -124,7 +124,8 @@ describe('Spawner: killProcess', () => {
     const leader = `
       const { spawn } = require('node:child_process');
       const gc = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore' });
-      const die = () => { process.removeAllListeners('SIGTERM'); process.kill(process.pid, 'SIGTERM'); };
+      // Kept alive until the signal lands: with an empty event loop it could exit 0 first.
+      const die = () => { process.removeAllListeners('SIGTERM'); setInterval(() => {}, 1e9); process.kill(process.pid, 'SIGTERM'); };
       process.on('SIGTERM', () => { if (gc.exitCode !== null || gc.signalCode !== null) die(); else gc.on('exit', die); });
       gc.on('spawn', () => console.log(gc.pid));
     `;
