@@ -60,6 +60,9 @@ export class ProcDriver {
   private readonly outbox: ProcReport[] = [];
   /** The procs file's next content, written once at the end of the turn. */
   private pendingRecords: ProcRecord[] | null = null;
+  /** Children forked but not yet reported `os.spawned` to the table, by task/vpid: recorded at
+   *  once, so an agent that dies in between leaves them to its successor to adopt, not to leak. */
+  private readonly forked = new Map<string, ProcRecord>();
   private flushScheduled = false;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -117,16 +120,26 @@ export class ProcDriver {
 
   private onSpawner(ref: ProcRef, event: SpawnerEvent): void {
     if (this.stopped) return;
+    // The table knows the process from here on (or that it never ran).
+    this.forked.delete(`${ref.task}/${ref.vpid}`);
     if (event.type === 'os.spawned') this.startTimes.set(recordKey({ ...ref, pid: event.pid }), procStartTime(event.pid));
     this.run(this.procs.os(ref, event satisfies ProcOsEvent));
   }
 
   private run(effects: AgentProcsEffect[]): void {
+    let forked = false;
     for (const e of effects) {
       switch (e.type) {
-        case 'spawn':
-          this.spawner.spawnProcess({ ...e.spec, logDir: paths.taskLogs(this.opts.dir) }, (event) => this.onSpawner(e.ref, event));
+        case 'spawn': {
+          const pid = this.spawner.spawnProcess({ ...e.spec, logDir: paths.taskLogs(this.opts.dir) }, (event) => this.onSpawner(e.ref, event));
+          if (pid !== null) {
+            const record = { task: e.ref.task, vpid: e.ref.vpid, pid };
+            this.forked.set(`${record.task}/${record.vpid}`, record);
+            this.startTimes.set(recordKey(record), procStartTime(pid));
+            forked = true;
+          }
           break;
+        }
         case 'kill':
           this.kill(e);
           break;
@@ -148,6 +161,11 @@ export class ProcDriver {
         }
       }
     }
+    // Forks are on record before this turn ends (one write for the batch of spawns).
+    if (forked) {
+      this.writeRecords(this.pendingRecords ?? this.procs.records());
+      this.pendingRecords = null;
+    }
   }
 
   private kill(e: Extract<AgentProcsEffect, { type: 'kill' }>): void {
@@ -160,7 +178,9 @@ export class ProcDriver {
     this.spawner.killProcess(e.pid, e.signal);
   }
 
-  private writeRecords(procs: ProcRecord[]): void {
+  private writeRecords(known: ProcRecord[]): void {
+    const listed = new Set(known.map((p) => `${p.task}/${p.vpid}`));
+    const procs = [...known, ...[...this.forked.values()].filter((p) => !listed.has(`${p.task}/${p.vpid}`))];
     const entries = procs.map((p) => ({ ...p, startTime: this.startTimes.get(recordKey(p)) ?? null }));
     // Forget start times of records that are gone, so the map stays as small as the file.
     const keep = new Set(procs.map(recordKey));

@@ -12,10 +12,10 @@
 //     power controller acts on the log line.
 // `cluster.json` may choose one with a top-level `"resetDriver": "local" | "log"`.
 //
-// Limits of `local`: a task process the agent started but had not yet recorded when it died
-// (the procs file is written right after each spawn) is not found and keeps running; the next
-// agent incarnation does not know it either. Nothing else on the node is touched: see
-// LocalResetDriver on replicas.
+// Limits of `local`: it finds task processes through the procs file, which the agent writes in
+// the same event-loop turn as its forks (src/daemon/agent.ts), so only a process whose fork and
+// record were cut apart by the agent's death inside that turn would be missed. Nothing else on
+// the node is touched: see LocalResetDriver on replicas.
 import { readFileSync } from 'node:fs';
 import type { ProcessId } from '../core/ports.ts';
 import { isAlive, isClusterProcess, paths, readPidFiles, removePidFile, type ClusterConfig } from './cluster-dir.ts';

@@ -50,7 +50,10 @@ export type KillSignal = KillProcessParams['signal'];
 
 /** The Spawner port (STYLE.md 3); the simulator provides a twin. */
 export interface Spawner {
-  spawnProcess(spec: SpawnSpec, on: (event: SpawnerEvent) => void): void;
+  /** Starts the process. Returns its pid when the OS gave one before returning (fork done;
+   *  `os.spawned` or `os.forkFailed` still follows), so the caller can record it before anything
+   *  else can happen to it; null otherwise. */
+  spawnProcess(spec: SpawnSpec, on: (event: SpawnerEvent) => void): number | null;
   killProcess(pid: number, signal: KillSignal): void;
 }
 
@@ -134,7 +137,7 @@ export class ChildProcessSpawner implements Spawner {
     return this.live.size;
   }
 
-  spawnProcess(spec: SpawnSpec, on: (event: SpawnerEvent) => void): void {
+  spawnProcess(spec: SpawnSpec, on: (event: SpawnerEvent) => void): number | null {
     let fds: { outFd: number; errFd: number } | null = null;
     let child: ChildProcess;
     try {
@@ -150,7 +153,7 @@ export class ChildProcessSpawner implements Spawner {
       // Sync failures: our spec checks, log files, or what Node throws instead of emitting.
       const text = error instanceof SpawnError ? error.message : `spawn failed: ${errnoCode(error)} ${spec.file}: ${errorText(error)}`;
       process.nextTick(() => on({ type: 'os.forkFailed', error: text }));
-      return;
+      return null;
     } finally {
       // The child holds its own copies of the fds once spawn() has returned (fork/exec is
       // synchronous in libuv); the Agent keeps none.
@@ -160,6 +163,7 @@ export class ChildProcessSpawner implements Spawner {
       }
     }
     this.track(spec, child, on);
+    return child.pid ?? null;
   }
 
   killProcess(pid: number, signal: KillSignal): void {

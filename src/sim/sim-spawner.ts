@@ -50,12 +50,13 @@ export class SimSpawner implements Spawner {
     private readonly pids: PidCounter,
   ) {}
 
-  spawnProcess(spec: SpawnSpec, on: (event: SpawnerEvent) => void): void {
+  /** The simulated fork happens later, on the simulated clock: no pid yet. */
+  spawnProcess(spec: SpawnSpec, on: (event: SpawnerEvent) => void): null {
     const program = spec.file;
     const delay = SPAWN_DELAY_MS * (0.5 + this.rng.next());
     if (program !== 'sim-work' && program !== 'sim-forever' && program !== 'sim-stubborn') {
       this.scheduler.after(delay, () => on({ type: 'os.forkFailed', error: `spawn failed: ENOENT ${program}` }));
-      return;
+      return null;
     }
     this.scheduler.after(delay, () => {
       const pid = this.pids.next++;
@@ -71,6 +72,7 @@ export class SimSpawner implements Spawner {
         this.scheduler.after(Number.isFinite(ms) ? ms : 50, () => this.exit(p, Number.isInteger(code) ? code : 1, null));
       }
     });
+    return null;
   }
 
   killProcess(pid: number, signal: KillSignal): void {

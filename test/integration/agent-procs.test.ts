@@ -226,6 +226,25 @@ describe('adoption after a simulated agent restart', () => {
     expect(ends.sort()).toEqual(['t1/0', 't1/1', 't2/0', 't3/0']);
   });
 
+  it('a process forked in the same moment its agent dies is on record, so the next incarnation adopts it', { timeout: 60_000 }, async () => {
+    const first = driver();
+    first.d.onCommand(spawnCmd('t5', 0, SLEEPER));
+    // Same event-loop turn: the spawned event has not come yet, yet the fork is on record.
+    const onRecord = recorded();
+    expect(onRecord.map((r) => [r.task, r.vpid])).toEqual([['t5', 0]]);
+    const pid = (onRecord[0] as { pid: number }).pid;
+    pids.add(pid);
+    first.d.stop(); // the agent dies before it could tell the group
+    const second = driver();
+    second.d.start();
+    second.d.onCommand({ type: 'procs.adopt', procs: [{ task: 't5', vpid: 0, pid: 0 }] });
+    expect(await waitReport(second.reports, 't5', 0, 'spawnSucceeded')).toMatchObject({ pid });
+    expect(gone(pid)).toBe(false);
+    second.d.onCommand({ type: 'proc.terminate', task: 't5', vpid: 0 });
+    await waitReport(second.reports, 't5', 0, 'terminatedAbnormally');
+    expect(first.reports).toEqual([]);
+  });
+
   it('`trine down` stops every recorded task process, by process group, and removes the procs file', async () => {
     const { d, reports } = driver();
     // A task process with a child of its own: the whole group must go.
