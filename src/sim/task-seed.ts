@@ -119,7 +119,9 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
   s.at(TASK_FAULT_END_MS, () => w.network.setFaultWindow(false));
   w.runUntil(TASK_FAULT_END_MS);
   let t = TASK_FAULT_END_MS;
-  while (t < TASK_HARD_END_MS && w.checker.violations.length === 0 && !sim.settled()) {
+  // Settled: every task finished and nothing runs, and the group layer owes nothing (every
+  // replica executed every RSN the others did).
+  while (t < TASK_HARD_END_MS && w.checker.violations.length === 0 && !(sim.settled() && w.checker.missing(1).length === 0)) {
     t += TASK_POLL_MS;
     w.runUntil(t);
   }
