@@ -119,14 +119,15 @@ describe('Spawner: killProcess', () => {
   it('SIGTERM reaches the whole process group, grandchild included', async () => {
     // The leader starts a grandchild in its group and prints its pid. On SIGTERM it does NOT
     // forward the signal: it only waits for the grandchild to die (it can only die of the
-    // group's SIGTERM), reaps it, then dies of SIGTERM itself. Reaping matters: this
-    // container's PID 1 does not reap orphans, and a zombie still answers kill(pid, 0).
+    // group's SIGTERM), reaps it, then exits with code 7 — so its own exit says "I got SIGTERM
+    // and saw my grandchild die of it". (Re-raising SIGTERM on itself raced with Node removing
+    // its signal watcher under load: it sometimes exited 0.) Reaping matters: this container's
+    // PID 1 does not reap orphans, and a zombie still answers kill(pid, 0).
     const leader = `
       const { spawn } = require('node:child_process');
       const gc = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore' });
-      // Kept alive until the signal lands: with an empty event loop it could exit 0 first.
-      const die = () => { process.removeAllListeners('SIGTERM'); setInterval(() => {}, 1e9); process.kill(process.pid, 'SIGTERM'); };
-      process.on('SIGTERM', () => { if (gc.exitCode !== null || gc.signalCode !== null) die(); else gc.on('exit', die); });
+      const done = () => process.exit(7);
+      process.on('SIGTERM', () => { if (gc.exitCode !== null || gc.signalCode !== null) done(); else gc.on('exit', done); });
       gc.on('spawn', () => console.log(gc.pid));
     `;
     const s = nodeScript(leader, { taskId: 'group', vpid: 1 });
@@ -140,7 +141,7 @@ describe('Spawner: killProcess', () => {
     expect(isGone(grandchild)).toBe(false);
 
     spawner.killProcess(pidOf(p.events), 'SIGTERM');
-    expect(await p.ended).toEqual({ type: 'os.exited', code: null, signal: 'SIGTERM' });
+    expect(await p.ended).toEqual({ type: 'os.exited', code: 7, signal: null });
     await vi.waitFor(() => expect(isGone(grandchild)).toBe(true), WAIT);
     await settle();
     expect(terminals(p.events)).toHaveLength(1);
