@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { killAll, NODE, TRINE, WAIT } from './helpers.ts';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { stopTasks } from '../../cli/down.ts';
 import {
@@ -25,9 +25,6 @@ import {
 } from '../../src/io/cluster-dir.ts';
 import { logPath } from '../../src/io/log.ts';
 
-const NODE = process.execPath;
-const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url));
-const WAIT = { timeout: 30_000, interval: 20 };
 const TIMING = { taskTickMs: 50, connectTimeoutMs: 4000 };
 
 let dir: string;
@@ -41,16 +38,7 @@ beforeEach(() => {
 
 afterEach(() => {
   for (const d of drivers.splice(0)) d.stop();
-  for (const pid of pids) {
-    for (const target of [-pid, pid]) {
-      try {
-        process.kill(target, 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    }
-  }
-  pids.clear();
+  killAll(pids);
   rmSync(dir, { recursive: true, force: true });
 });
 

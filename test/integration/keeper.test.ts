@@ -14,7 +14,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { killAll, NODE, TRINE, WAIT } from './helpers.ts';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   allocatePorts, clusterIds, generateClusterKeys, isAlive, loadCluster, paths, planCluster, writeClusterConfig, writePidFile,
@@ -25,9 +25,6 @@ import {
   keeperChildPidFile, procStartTime, readKeeperChildPid, writeKeeperChildPid, writeProcsFile,
 } from '../../src/io/run-records.ts';
 
-const NODE = process.execPath;
-const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url));
-const WAIT = { timeout: 30_000, interval: 20 };
 /** Loading a TypeScript process through tsx on a busy host. */
 const LOAD_WAIT = { timeout: 60_000, interval: 50 };
 
@@ -43,16 +40,7 @@ beforeEach(async () => {
 });
 
 afterEach(() => {
-  for (const pid of pids) {
-    for (const target of [-pid, pid]) {
-      try {
-        process.kill(target, 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    }
-  }
-  pids.clear();
+  killAll(pids);
   rmSync(dir, { recursive: true, force: true });
 });
 

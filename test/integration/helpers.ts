@@ -1,0 +1,22 @@
+// What the real-process integration tests share: the CLI entry, their wait budget, and the
+// cleanup that kills every process group they learned of.
+import { fileURLToPath } from 'node:url';
+
+export const NODE = process.execPath;
+export const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url));
+/** vi.waitFor budget: generous, for a loaded 2-core host. */
+export const WAIT = { timeout: 30_000, interval: 20 };
+
+/** SIGKILL each pid's process group and the pid itself, then forget them. */
+export function killAll(pids: Set<number>): void {
+  for (const pid of pids) {
+    for (const target of [-pid, pid]) {
+      try {
+        process.kill(target, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+  }
+  pids.clear();
+}
