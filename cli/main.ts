@@ -68,13 +68,14 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--env <K=V>', 'set an environment variable for the processes (repeatable)', (v: string, prev: string[] | undefined) => [...(prev ?? []), v])
     .option('--cwd <dir>', 'working directory of the processes (default: the current one)')
     .option('--wait', "follow the task until it finishes, print each change, and exit with its outcome")
+    .option('--linked', 'the processes use the application library (trine/app: signals, G-MPI); they must connect to their agent')
     .option('--dir <dir>', DIR_HELP)
     .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
     .passThroughOptions()
-    .action((command: string[], o: { size?: number; name?: string; env?: string[]; cwd?: string; wait?: boolean; dir?: string; timeout?: number }) => {
+    .action((command: string[], o: { size?: number; name?: string; env?: string[]; cwd?: string; wait?: boolean; linked?: boolean; dir?: string; timeout?: number }) => {
       // Commander drops the `--`: the command came after one if argv ends with `-- command…`.
       const sawDashDash = argv.some((a, i) => a === '--' && argv.length - i - 1 === command.length && command.every((c, j) => argv[i + 1 + j] === c));
-      setOutcome(submit({ dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, timeoutMs: o.timeout, command, sawDashDash }));
+      setOutcome(submit({ dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, linked: o.linked, timeoutMs: o.timeout, command, sawDashDash }));
     });
 
   program.command('ps')

@@ -88,10 +88,13 @@ const shape = (fields: Record<string, Check>): Check => (v) => isObject(v) && Ob
 
 const procView = shape({
   vpid: num, node: orNull(str), pid: orNull(num), state: str, exitCode: orNull(num), signal: orNull(str), reason: orNull(str),
+  endpoint: orNull(str),
 } satisfies Record<keyof ProcView, Check>);
 const taskView = shape({
   id: str, name: str, size: num, state: str, command: listOf(str), cwd: str, submittedRsn: num, startAttempts: num, restarted: bool,
   waitReason: orNull(str), outcome: orNull(oneOf(['normal', 'abnormal'])), reason: orNull(str), failure: orNull(str), procs: listOf(procView),
+  mode: oneOf(['plain', 'linked']), epoch: num, quorum: num,
+  signals: shape({ broadcasts: num, pointToPoint: num, groupRequests: num, dropped: num }),
 } satisfies Record<keyof TaskView, Check>);
 const nodeView = shape({
   agent: str, node: str, slots: num, used: num, state: oneOf(['joining', 'up', 'failed']), inc: num,

@@ -1,4 +1,4 @@
-// `trine submit [-n N] [--name X] [--env K=V]… [--cwd DIR] [--wait] -- CMD ARGS…`: signs a
+// `trine submit [-n N] [--name X] [--env K=V]… [--cwd DIR] [--linked] [--wait] -- CMD ARGS…`: signs a
 // `task.submit` as the operator, sends it to every replica until two agree on the outcome
 // (PROTOCOL §8.1) and prints the task id. With --wait it follows the task to its end, printing
 // each change, and exits with the task's outcome (docs/OPERATIONS.md §1.1).
@@ -19,6 +19,7 @@ export type SubmitOptions = {
   env?: string[] | undefined;
   cwd?: string | undefined;
   wait?: boolean | undefined;
+  linked?: boolean | undefined;
   timeoutMs?: number | undefined;
   command: string[];
   /** Whether the command line had `--` (commander drops it). */
@@ -37,6 +38,7 @@ export async function submit(opts: SubmitOptions): Promise<number> {
     cwd: opts.cwd,
     baseCwd: process.cwd(),
     nonce: newNonce(),
+    linked: opts.linked,
   });
   const client = await OperatorClient.open(loadCluster(opts.dir));
   try {

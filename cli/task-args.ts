@@ -60,6 +60,8 @@ export type SubmitInput = {
   /** The CLI's own working directory. */
   baseCwd: string;
   nonce: string;
+  /** `--linked`: the processes link the application library (PROTOCOL §9). */
+  linked?: boolean | undefined;
 };
 
 /** The `task.submit` request: `cwd` absolute; a relative executable path with a '/' made
@@ -82,7 +84,9 @@ export function buildSubmit(input: SubmitInput): TaskSubmit {
     throw usage(`--name must have 1 to ${MAX_TASK_NAME_CHARS} characters`);
   }
   const name = input.name ?? basename(file).slice(0, MAX_TASK_NAME_CHARS);
-  const request: TaskSubmit = { type: 'task.submit', nonce: input.nonce, name, size: input.size, file, args, cwd, env: parseEnv(input.env) };
+  const request: TaskSubmit = { type: 'task.submit', nonce: input.nonce, name, size: input.size, file, args, cwd, env: parseEnv(input.env),
+    mode: input.linked === true ? 'linked' : 'plain',
+  };
   // Safety net: the replicas' own decoder, so nothing they would refuse leaves the CLI.
   const texts = [name, file, cwd, ...args, ...request.env.flat()];
   if (texts.some((t) => LONE_SURROGATE.test(t))) throw usage('the command, --name, --cwd or --env holds text that is not valid Unicode: fix the encoding');

@@ -20,7 +20,16 @@
 // fire for a plain process once it exists (it leaves Spawning at os.spawned); it still bounds a
 // fork/exec that never answers.
 //
-// `linked` processes need the application library (issue 4): refused with spawnFailed for now.
+// Linked mode (PROTOCOL §9.4). A `linked` process links the application library, which
+// connects to the agent's Unix socket and says hello with its task, VPID and the secret token
+// the driver put in its environment. The driver authenticates the token and calls
+// `appConnected`: that is FsmAgentProc's Process-connect (A3), and the spawnSucceeded report
+// carries the endpoint the process announced. `appFinalized` is Process-disconnect (A13/A16).
+// A connection that closes without finalize while the process lives means the library is gone:
+// the process is killed (SIGKILL), so its end is reported abnormal and promptly. The mapping
+// message travels as the group's `proc.mapping` command once every member has connected (the
+// machine's own `sendMapping` at connect has no endpoints to send yet); `proc.signal` commands
+// are delivered to the named processes' connections in the order they arrive.
 //
 // Idempotence: commands arrive exactly once and in order from the agent core, but the group may
 // legitimately send a key again (a restart). Only an absent key may be spawned; a live entry —
@@ -48,7 +57,8 @@ import { MAX_AGENT_PROCS } from './constants.ts';
 import { assert, unreachable } from './result.ts';
 import { MAX_TEXT_CHARS } from './constants.ts';
 import type { LogLevel } from './node.ts';
-import type { AdoptEntry, GroupCommand, ProcReport, ProcSpawn } from './wire/messages.ts';
+import type { AgentToProc } from './wire/app-wire.ts';
+import type { AdoptEntry, AgentRequest, GroupCommand, ProcMapping, ProcReport, ProcSignal, ProcSpawn } from './wire/messages.ts';
 import {
   fsmAgentProc, type AgentProcReport, type FsmAgentProcContext, type FsmAgentProcEvent, type KillProcessParams,
   type SpawnCommand, type SpawnProcessParams,
@@ -59,8 +69,11 @@ import { initialStep, step, type MachineAction, type MachineData } from '../../f
 /** Ticks between the SIGTERM and the SIGKILL of an adopted process under terminate (10 × 50 ms:
  *  time for a clean shutdown, well within one Terminate-TO). */
 export const ADOPTED_KILL_GRACE_TICKS = 10;
+/** The same grace for a child under terminate: a process that ignores SIGTERM, or cannot take
+ *  it (stopped, hung in a handler), gets SIGKILL after it, without waiting for the manager to
+ *  re-send Terminate — an application's KILL request (FsmTask Killing) sends Terminate once. */
+export const TERMINATE_KILL_GRACE_TICKS = ADOPTED_KILL_GRACE_TICKS;
 
-export const LINKED_REFUSED = 'linked processes need the application library (not yet available)';
 export const RESTARTED_WHILE_SPAWNING = 'agent restarted while spawning';
 export const EXITED_WHILE_DOWN = 'exited while its agent was down (exit status unknown)';
 export const ADOPTED_EXIT = 'exit status unknown (adopted after an agent restart)';
@@ -85,13 +98,17 @@ export type ProcOsEvent = Extract<
 
 export type AgentProcsEffect =
   /** Start a process: FsmAgentProc's spawnProcess with the mapping in its environment. */
-  | { type: 'spawn'; ref: ProcRef; spec: SpawnProcessParams }
+  | { type: 'spawn'; ref: ProcRef; spec: SpawnProcessParams; linked: boolean }
   /** Signal the process group of `pid`. `child` is false for a process this incarnation did not
    *  start (adopted, orphan): its pid could have been reused, so the driver re-checks the start
    *  time before signalling; a child's pid cannot be reused before we reap it. */
   | { type: 'kill'; task: string; vpid: number; pid: number; signal: KillProcessParams['signal']; child: boolean }
   /** Send this report to the group as a `proc.report` request. */
   | { type: 'report'; report: ProcReport }
+  /** Send this request to the group (a linked process's signal, PROTOCOL §9). */
+  | { type: 'request'; request: Extract<AgentRequest, { type: 'sig.request' }> }
+  /** Write this message to the process's connection (PROTOCOL §9.4). */
+  | { type: 'deliver'; task: string; vpid: number; message: AgentToProc }
   /** The live processes changed: the driver rewrites its procs file with these. */
   | { type: 'records'; procs: ProcRecord[] }
   | { type: 'log'; level: LogLevel; event: string; fields: Record<string, unknown> };
@@ -102,6 +119,13 @@ type ChildEntry = {
   data: MachineData;
   /** A kill the machine asked for before the pid was known (A7/A8 before os.spawned). */
   pendingKill: KillProcessParams['signal'] | null;
+  linked: boolean;
+  /** What the linked process announced at connect ("host:port"); empty before, or plain. */
+  endpoint: string;
+  /** Its connection said finalize (Process-disconnect). */
+  finalized: boolean;
+  /** Ticks spent in Terminating (TERMINATE_KILL_GRACE_TICKS). */
+  terminatingTicks: number;
 };
 type AdoptedEntry = {
   kind: 'adopted';
@@ -129,6 +153,15 @@ export type AgentProcs = {
   os(ref: ProcRef, event: ProcOsEvent): AgentProcsEffect[];
   /** One task tick (taskTickMs): the connect timeouts. */
   tick(): AgentProcsEffect[];
+  /** A linked process proved its identity on the agent's socket (Process-connect). `ok` false:
+   *  refuse the connection (no such spawning linked process). */
+  appConnected(task: string, vpid: number, endpoint: string): { ok: boolean; effects: AgentProcsEffect[] };
+  /** Its connection said finalize (Process-disconnect). */
+  appFinalized(task: string, vpid: number): AgentProcsEffect[];
+  /** Its connection closed; `clean` when finalize came first. */
+  appClosed(task: string, vpid: number, clean: boolean): AgentProcsEffect[];
+  /** A signal from the process, to be sent to the group. */
+  appSignal(task: string, vpid: number, req: { signum: number; dest: number; arg: number; epoch: number }): AgentProcsEffect[];
   /** Records of the previous incarnation not yet settled by `procs.adopt`. */
   recovered(): ProcRecord[];
   /** Adopted processes, whose liveness the driver polls (they are not its children). */
@@ -168,16 +201,18 @@ function spawnCommand(cmd: ProcSpawn): SpawnCommand {
 const stateOf = (data: MachineData): string => String(data.value);
 const contextOf = (data: MachineData): FsmAgentProcContext => data.context as FsmAgentProcContext;
 
-function report(task: string, vpid: number, kind: ProcReport['kind'], pid: number, exitCode: number | null, signal: string | null, reason: string): AgentProcsEffect {
-  return { type: 'report', report: { task, vpid, kind, pid, exitCode, signal, reason: clip(reason) } };
+function report(
+  task: string, vpid: number, kind: ProcReport['kind'], pid: number, exitCode: number | null, signal: string | null, reason: string, endpoint = '',
+): AgentProcsEffect {
+  return { type: 'report', report: { task, vpid, kind, pid, exitCode, signal, reason: clip(reason), endpoint } };
 }
 
 /** FsmAgentProc's report (plus what its context recorded) as the wire's ProcReport. */
-function wireReport(task: string, r: AgentProcReport, ctx: FsmAgentProcContext): AgentProcsEffect {
+function wireReport(task: string, r: AgentProcReport, ctx: FsmAgentProcContext, endpoint: string): AgentProcsEffect {
   const pid = ctx.pid ?? 0;
   switch (r.kind) {
     case 'spawnSucceeded':
-      return report(task, r.vpid, 'spawnSucceeded', r.pid, null, null, 'running');
+      return report(task, r.vpid, 'spawnSucceeded', r.pid, null, null, 'running', endpoint);
     case 'spawnFailed':
       return report(task, r.vpid, 'spawnFailed', pid, ctx.exitCode, ctx.signal, r.reason);
     case 'terminatedNormally':
@@ -233,7 +268,7 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
     for (const action of actions) {
       switch (action.type) {
         case 'spawnProcess':
-          out.push({ type: 'spawn', ref: { ...entry.ref }, spec: action.params as SpawnProcessParams });
+          out.push({ type: 'spawn', ref: { ...entry.ref }, spec: action.params as SpawnProcessParams, linked: entry.linked });
           break;
         case 'killProcess': {
           const p = action.params as KillProcessParams;
@@ -252,7 +287,7 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
           // Plain mode opens no pipes; the application library's (issue 4) are closed here.
           break;
         case 'report':
-          out.push(wireReport(task, action.params as AgentProcReport, ctx));
+          out.push(wireReport(task, action.params as AgentProcReport, ctx, entry.endpoint));
           break;
         default:
           assert(false, `FsmAgentProc asked for an unknown action ${action.type}`);
@@ -274,17 +309,16 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
       out.push(log('warn', 'proc.spawn.before-adopt', { task: cmd.task, vpid: cmd.vpid }));
       return;
     }
-    if (cmd.mode === 'linked') {
-      out.push(report(cmd.task, cmd.vpid, 'spawnFailed', 0, null, null, LINKED_REFUSED));
-      return;
-    }
     if (entries.size >= MAX_AGENT_PROCS) {
       out.push(report(cmd.task, cmd.vpid, 'spawnFailed', 0, null, null, `agent process table full (${MAX_AGENT_PROCS} processes)`));
       return;
     }
     serial += 1;
     const init = initialStep(fsmAgentProc, { vpid: cmd.vpid, connectTimeoutTicks: opts.connectTimeoutTicks });
-    const entry: ChildEntry = { kind: 'child', ref: { task: cmd.task, vpid: cmd.vpid, serial }, data: init.data, pendingKill: null };
+    const entry: ChildEntry = {
+      kind: 'child', ref: { task: cmd.task, vpid: cmd.vpid, serial }, data: init.data, pendingKill: null,
+      linked: cmd.mode === 'linked', endpoint: '', finalized: false, terminatingTicks: 0,
+    };
     entries.set(key, entry);
     runActions(entry, init.actions, out);
     advance(entry, { type: 'cm.spawn', command: spawnCommand(cmd) }, out);
@@ -363,14 +397,14 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
           out.push({ type: 'kill', task: entry.ref.task, vpid: entry.ref.vpid, pid, signal: entry.pendingKill, child: true });
           entry.pendingKill = null;
         }
-        // Plain: the exec is the connect (header).
-        if (stateOf(entry.data) === 'spawning') advance(entry, { type: 'os.connected' }, out);
+        // Plain: the exec is the connect (header). Linked: the library's hello is.
+        if (!entry.linked && stateOf(entry.data) === 'spawning') advance(entry, { type: 'os.connected' }, out);
         return;
       }
       case 'os.exited': {
         const state = stateOf(entry.data);
         // Plain: exit code 0 without a signal is the clean disconnect (header).
-        if ((state === 'running' || state === 'terminating') && event.code === 0 && event.signal === null) {
+        if (!entry.linked && (state === 'running' || state === 'terminating') && event.code === 0 && event.signal === null) {
           advance(entry, { type: 'os.disconnected' }, out);
         }
         advance(entry, event, out);
@@ -386,7 +420,81 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
     }
   }
 
+  /** A connected linked child of `task`/`vpid`, or null. */
+  function linkedRunning(task: string, vpid: number): ChildEntry | null {
+    const e = entries.get(keyOf(task, vpid));
+    if (e === undefined || e.kind !== 'child' || !e.linked) return null;
+    const state = stateOf(e.data);
+    return state === 'running' || state === 'terminating' ? e : null;
+  }
+
+  function onSignal(cmd: ProcSignal, out: AgentProcsEffect[]): void {
+    for (const vpid of cmd.vpids) {
+      if (linkedRunning(cmd.task, vpid) === null) {
+        out.push(log('debug', 'proc.signal.undeliverable', { task: cmd.task, vpid, signum: cmd.signum }));
+        continue;
+      }
+      out.push({
+        type: 'deliver', task: cmd.task, vpid,
+        message: { type: 'signal', signum: cmd.signum, src: cmd.src, dest: cmd.dest, arg: cmd.arg, epoch: cmd.epoch, node: cmd.node, data: cmd.data },
+      });
+    }
+  }
+
+  function onMapping(cmd: ProcMapping, out: AgentProcsEffect[]): void {
+    for (const vpid of cmd.vpids) {
+      if (linkedRunning(cmd.task, vpid) === null) {
+        out.push(log('debug', 'proc.mapping.undeliverable', { task: cmd.task, vpid }));
+        continue;
+      }
+      out.push({
+        type: 'deliver', task: cmd.task, vpid,
+        message: {
+          type: 'mapping', task: cmd.task, vpid, size: cmd.members.length, restarted: cmd.restarted, recovered: cmd.recovered,
+          epoch: cmd.epoch, quorum: cmd.quorum, members: cmd.members.map((m) => ({ ...m })),
+        },
+      });
+    }
+  }
+
   return {
+    appConnected(task, vpid, endpoint) {
+      const out: AgentProcsEffect[] = [];
+      const e = entries.get(keyOf(task, vpid));
+      if (e === undefined || e.kind !== 'child' || !e.linked || stateOf(e.data) !== 'spawning' || contextOf(e.data).pid === null) {
+        out.push(log('warn', 'app.connect.refused', { task, vpid }));
+        return { ok: false, effects: out };
+      }
+      e.endpoint = endpoint;
+      advance(e, { type: 'os.connected' }, out);
+      return { ok: true, effects: noteRecords(out) };
+    },
+
+    appFinalized(task, vpid) {
+      const out: AgentProcsEffect[] = [];
+      const e = linkedRunning(task, vpid);
+      if (e === null) return out;
+      e.finalized = true;
+      advance(e, { type: 'os.disconnected' }, out);
+      return noteRecords(out);
+    },
+
+    appClosed(task, vpid, clean) {
+      const out: AgentProcsEffect[] = [];
+      const e = linkedRunning(task, vpid);
+      if (e === null || clean || e.finalized) return out;
+      // The library vanished while its process runs on (see the header): a crash.
+      const pid = contextOf(e.data).pid;
+      out.push(log('warn', 'app.connection.lost', { task, vpid, pid }));
+      if (pid !== null) out.push({ type: 'kill', task, vpid, pid, signal: 'SIGKILL', child: true });
+      return out;
+    },
+
+    appSignal(task, vpid, req) {
+      if (linkedRunning(task, vpid) === null) return [log('warn', 'app.signal.unconnected', { task, vpid, signum: req.signum })];
+      return [{ type: 'request', request: { type: 'sig.request', task, vpid, signum: req.signum, dest: req.dest, arg: req.arg, epoch: req.epoch } }];
+    },
+
     command(command, local = []) {
       const out: AgentProcsEffect[] = [];
       switch (command.type) {
@@ -398,6 +506,12 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
           break;
         case 'procs.adopt':
           onAdopt(command.procs, local, out);
+          break;
+        case 'proc.signal':
+          onSignal(command, out);
+          break;
+        case 'proc.mapping':
+          onMapping(command, out);
           break;
         case 'echo.reply':
           break; // not about processes
@@ -423,9 +537,12 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
 
     tick() {
       const out: AgentProcsEffect[] = [];
-      // Only Spawning counts ticks; stepping the others would cost a transition each for nothing.
+      // Only Spawning counts machine ticks (its connect timeout); Terminating counts its SIGKILL grace here.
       for (const entry of [...entries.values()]) {
         if (entry.kind === 'child' && stateOf(entry.data) === 'spawning') advance(entry, { type: 'clock.tick' }, out);
+        if (entry.kind === 'child' && stateOf(entry.data) === 'terminating' && ++entry.terminatingTicks === TERMINATE_KILL_GRACE_TICKS) {
+          advance(entry, { type: 'cm.terminate' }, out); // A18: SIGKILL
+        }
         if (entry.kind === 'adopted' && entry.killInTicks !== null && --entry.killInTicks <= 0) {
           entry.killInTicks = null;
           out.push({ type: 'kill', task: entry.ref.task, vpid: entry.ref.vpid, pid: entry.pid, signal: 'SIGKILL', child: false });

@@ -17,10 +17,19 @@ import { MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_
 import type { ProcessId } from './ports.ts';
 import { assert } from './result.ts';
 import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
-import type { AdoptEntry, EnvEntry, GroupCommand, ProcReport, TaskSubmit } from './wire/messages.ts';
+import { GSIG, GSIG_BROADCAST, GSIG_CM, isAppSignal, isGroupRequest } from './signals.ts';
+import {
+  accept, addGroupRequest, createTaskSignals, encodeTaskSignals, groupTimedOut, nextBroadcastEpoch, NON_MATCHING,
+  quorumInForce, type TaskSignals,
+} from './task-signals.ts';
+import type { AdoptEntry, EnvEntry, GroupCommand, Member, ProcReport, TaskSubmit } from './wire/messages.ts';
 
 export type NodeRecord = { node: string; joined: boolean; slots: number; failed: boolean; inc: number };
-export type TaskTimers = { startTimeoutTicks: number; terminateTimeoutTicks: number; maxStartAttempts: number; maxTerminateAttempts: number };
+export type TaskTimers = {
+  startTimeoutTicks: number; terminateTimeoutTicks: number; maxStartAttempts: number; maxTerminateAttempts: number;
+  /** Spec §4.5 (b), in ticks (not part of FsmTask's input). */
+  groupRequestTimeoutTicks: number;
+};
 
 /** Start-TO and Terminate-TO count ordered task-clock ticks (PROTOCOL §8.3), never wall time. */
 export function taskTimers(t: Timing): TaskTimers {
@@ -30,6 +39,7 @@ export function taskTimers(t: Timing): TaskTimers {
     terminateTimeoutTicks: ticks(t.terminateTimeoutMs),
     maxStartAttempts: Math.max(1, t.maxStartAttempts),
     maxTerminateAttempts: Math.max(1, t.maxTerminateAttempts),
+    groupRequestTimeoutTicks: ticks(t.groupRequestTimeoutMs),
   };
 }
 
@@ -49,6 +59,11 @@ export type TaskRecord = Omit<TaskSubmit, 'type' | 'nonce'> & {
   waitReason: string | null;
   outcome: 'normal' | 'abnormal' | null;
   reason: string | null;
+  /** Epoch, quorum and the group requests of the current epoch (PROTOCOL §9.2). */
+  signals: TaskSignals;
+  /** G-MPI endpoints of linked members, from their spawnSucceeded reports. */
+  endpoints: Map<number, string>;
+  sigStats: { broadcasts: number; pointToPoint: number; groupRequests: number; dropped: number };
 };
 
 /** A pending `requestResources`: all-or-nothing (spec §6.1 Res-allocated: nodes for all). */
@@ -168,7 +183,11 @@ function noteTaskState(run: Run, rec: TaskRecord, before: string): void {
     case 'starting':
       return note(run, rec.id, null, `${rec.id} starting (attempt ${c.startCount} of ${c.maxStartAttempts})`);
     case 'running':
-      if (before === 'starting') note(run, rec.id, null, `${rec.id} running: ${plural(c.vpids.length, 'process', 'processes')}`);
+      if (before === 'starting') {
+        note(run, rec.id, null, `${rec.id} running: ${plural(c.vpids.length, 'process', 'processes')}`);
+        // Every member has connected and told its endpoint: the mapping goes out (spec §7 item 2).
+        sendMappings(run, rec, liveMembers(rec), false);
+      }
       return;
     case 'waitForTerminate':
       return note(run, rec.id, null, `${rec.id} terminating: ${c.reason ?? c.failure ?? c.afterTerminate ?? 'requested'}`);
@@ -189,7 +208,13 @@ function taskAction(run: Run, rec: TaskRecord, action: MachineAction): void {
       const { vpids } = action.params as { vpids: number[] };
       // Entering Wait-for-resource (T1, T5 retry, T9 restart): the task is exactly its
       // members, each with a fresh FsmProc; earlier processes are history.
-      if (taskState(rec) === 'waitForResource') rec.procs = new Map();
+      if (taskState(rec) === 'waitForResource') {
+        rec.procs = new Map();
+        rec.endpoints = new Map();
+        // A new start: the quorum is the task's size again; the epoch runs on (PROTOCOL §9.2).
+        rec.signals.quorum = taskCtx(rec).vpids.length;
+        rec.signals.pending = null;
+      }
       for (const v of vpids) {
         rec.procs.set(v, initialStep(fsmProc, { taskId: rec.id, vpid: v }).data);
         rec.reserved.delete(v);
@@ -232,10 +257,18 @@ function taskAction(run: Run, rec: TaskRecord, action: MachineAction): void {
       return;
     }
     case 'broadcast': {
-      // Ghidrah signals reach applications in a later issue; the journal records them now.
-      const { signal, arg } = action.params as { signal: string; arg: number };
-      const at = signal === 'GSIG_REP_SPAWNED' ? ` on ${procNode(rec, arg) ?? '?'}` : '';
-      return note(run, rec.id, arg, `${rec.id} ${signal}(${arg})${at}`);
+      const { signal, arg } = action.params as { signal: 'GSIG_NTF_DIED' | 'GSIG_REP_ACK_KILL' | 'GSIG_REP_ACK_SPAWN' | 'GSIG_REP_SPAWNED'; arg: number };
+      const signum = GSIG[signal.slice('GSIG_'.length) as keyof typeof GSIG];
+      if (signum === GSIG.REP_SPAWNED) {
+        // The new member gets its mapping first (recovered: spawned into a running task), then
+        // the reply reaches every member, the new one included (PROTOCOL §9.3).
+        sendMappings(run, rec, [arg], true);
+        const endpoint = rec.endpoints.get(arg) ?? '';
+        note(run, rec.id, arg, `${rec.id} ${signal}(${arg}) on ${procNode(rec, arg) ?? '?'}${endpoint === '' ? '' : ` at ${endpoint}`}`);
+        return broadcastSignal(run, rec, signum, GSIG_CM, arg, procNode(rec, arg) ?? '', endpoint);
+      }
+      note(run, rec.id, arg, `${rec.id} ${signal}(${arg})`);
+      return broadcastSignal(run, rec, signum, GSIG_CM, arg);
     }
     case 'taskFinished': {
       const { outcome, reason } = action.params as { outcome: 'normal' | 'abnormal'; reason: string };
@@ -314,7 +347,7 @@ function spawnCommand(rec: TaskRecord, vpid: number): GroupCommand {
     return node === null ? [] : [{ vpid: v, node }];
   });
   return {
-    type: 'proc.spawn', task: rec.id, vpid, mode: 'plain', file: rec.file, args: [...rec.args], cwd: rec.cwd,
+    type: 'proc.spawn', task: rec.id, vpid, mode: rec.mode, file: rec.file, args: [...rec.args], cwd: rec.cwd,
     env: rec.env.map(([k, v]): EnvEntry => [k, v]), size: c.vpids.length, restarted: c.restarted, endpoints,
   };
 }
@@ -473,6 +506,165 @@ function grantService(run: Run): boolean {
   return true;
 }
 
+// ---- Ghidrah signals (spec §4; PROTOCOL §9) -----------------------------------------------
+
+/** Members that can send and receive signals: connected (FsmProc Running), in VPID order. */
+function liveMembers(rec: TaskRecord): number[] {
+  return taskCtx(rec).vpids.filter((v) => {
+    const d = rec.procs.get(v);
+    return d !== undefined && procState(d) === 'running';
+  });
+}
+
+/** Commands for the processes `vpids` of `rec`, one per agent (in node order, VPIDs ascending). */
+function perAgent(run: Run, rec: TaskRecord, vpids: readonly number[], make: (vpids: number[]) => GroupCommand): void {
+  const byNode = new Map<string, number[]>();
+  for (const v of [...vpids].sort((a, b) => a - b)) {
+    const node = procNode(rec, v);
+    if (node !== null) byNode.set(node, [...(byNode.get(node) ?? []), v]);
+  }
+  for (const [node, list] of [...byNode].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+    const agent = agentOf(run, node);
+    if (agent !== null) run.effects.push({ type: 'command', agent, command: make(list) });
+  }
+}
+
+/** The mapping message (spec §7 item 2) to `vpids`, listing every live member. */
+function sendMappings(run: Run, rec: TaskRecord, vpids: readonly number[], recovered: boolean): void {
+  if (rec.mode !== 'linked' || vpids.length === 0) return;
+  const members: Member[] = liveMembers(rec).map((v) => ({ vpid: v, node: procNode(rec, v) ?? '', endpoint: rec.endpoints.get(v) ?? '' }));
+  const c = taskCtx(rec);
+  perAgent(run, rec, vpids, (list) => ({
+    type: 'proc.mapping', task: rec.id, vpids: list, restarted: c.restarted, recovered, epoch: rec.signals.epoch,
+    quorum: rec.signals.quorum, members,
+  }));
+}
+
+/** A broadcast to every live member (spec §4.6): the epoch is incremented first and carried,
+ *  and the group requests collected in the old epoch are dropped. Plain tasks have no one to
+ *  deliver to; their epoch still counts. */
+function broadcastSignal(run: Run, rec: TaskRecord, signum: number, src: number, arg: number, node = '', data = ''): void {
+  const epoch = nextBroadcastEpoch(rec.signals);
+  rec.sigStats.broadcasts++;
+  if (rec.mode !== 'linked') return;
+  perAgent(run, rec, liveMembers(rec), (vpids) => ({
+    type: 'proc.signal', task: rec.id, vpids, signum, src, dest: GSIG_BROADCAST, arg, epoch, node, data,
+  }));
+}
+
+const SIGNAL_NAMES = new Map<number, string>(Object.entries(GSIG).map(([k, v]) => [v, `GSIG_${k}`]));
+const signalName = (signum: number): string => SIGNAL_NAMES.get(signum) ?? `signal ${signum}`;
+
+/** A group request reached its quorum (spec §4.5): run the service. SETQUORUM and SYNC reply at
+ *  once (atomic); KILL, SPAWN, RESTART and TERMINATE go to FsmTask (T8–T15), which replies. */
+function performGroupRequest(run: Run, rec: TaskRecord, signum: number, arg: number): void {
+  const members = liveMembers(rec);
+  const disagree = (why: string) => {
+    note(run, rec.id, null, `${rec.id} ${signalName(signum)}(${arg}) accepted but refused: ${why}: GSIG_ERR_DISAGREE`);
+    broadcastSignal(run, rec, GSIG.ERR_DISAGREE, GSIG_CM, 0);
+  };
+  note(run, rec.id, null, `${rec.id} group request ${signalName(signum)}(${arg}) accepted`);
+  const push = (event: FsmTaskEvent): void => {
+    run.queue.push({ kind: 'task', task: rec.id, event });
+  };
+  switch (signum) {
+    case GSIG.REQ_SETQUORUM:
+      if (arg < 1 || arg > members.length) return disagree(`quorum must be 1 to ${members.length}`);
+      rec.signals.quorum = arg;
+      return broadcastSignal(run, rec, GSIG.REP_QUORUMSET, GSIG_CM, arg);
+    case GSIG.REQ_SYNC:
+      return broadcastSignal(run, rec, GSIG.REP_SYNC, GSIG_CM, arg);
+    case GSIG.REQ_KILL:
+      if (!members.includes(arg)) return disagree(`VPID ${arg} is not a live member`);
+      return push({ type: 'app.kill', vpid: arg });
+    case GSIG.REQ_SPAWN:
+      return push({ type: 'app.spawn' });
+    case GSIG.REQ_RESTART:
+      return push({ type: 'app.restart' });
+    case GSIG.REQ_TERMINATE:
+      return push({ type: 'app.terminate' });
+    default:
+      return disagree('not a group request');
+  }
+}
+
+export type SignalRequestInput = { task: string; vpid: number; signum: number; dest: number; arg: number; epoch: number };
+
+/** A signal from linked process `vpid` of `task`, sent by `agent` (spec §4.1–4.6). Everything a
+ *  process could get wrong is dropped here with a counted, journalled reason and no effect;
+ *  stale epochs are routine (spec §4.6) and only counted. */
+export function signalRequest(
+  cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timers: TaskTimers, agent: ProcessId, r: SignalRequestInput,
+): TaskEffect[] {
+  const run = newRun(cs, nodes);
+  const rec = cs.tasks.get(r.task);
+  const at = `${r.task}/${r.vpid}`;
+  const drop = (why: string, journal = true): TaskEffect[] => {
+    if (rec !== undefined) rec.sigStats.dropped++;
+    if (journal) note(run, rec === undefined ? null : r.task, rec === undefined ? null : r.vpid, `dropped ${signalName(r.signum)} from ${at}: ${why}`);
+    return settle(run);
+  };
+  if (rec === undefined || !isLive(rec)) return drop('no such live task');
+  if (rec.mode !== 'linked') return drop('the task is not linked');
+  const node = nodes.get(agent)?.node ?? null;
+  const members = liveMembers(rec);
+  if (!members.includes(r.vpid)) return drop('the sender is not a connected member of the task');
+  if (procNode(rec, r.vpid) !== node) return drop(`the sender is on ${procNode(rec, r.vpid) ?? 'no node'}, not ${node ?? 'an unknown node'}`);
+  const sig = rec.signals;
+
+  if (r.dest !== GSIG_CM && r.dest !== GSIG_BROADCAST) {
+    // Point-to-point: routed through the manager for per-source FIFO (spec §4.1 (a)); no epoch.
+    if (!isAppSignal(r.signum)) return drop(`signal number ${r.signum} is not an application signal`);
+    if (!members.includes(r.dest)) return drop(`destination VPID ${r.dest} is not a connected member`);
+    rec.sigStats.pointToPoint++;
+    perAgent(run, rec, [r.dest], (vpids) => ({
+      type: 'proc.signal', task: rec.id, vpids, signum: r.signum, src: r.vpid, dest: r.dest, arg: r.arg, epoch: sig.epoch, node: '', data: '',
+    }));
+    return settle(run);
+  }
+  const isBroadcast = r.dest === GSIG_BROADCAST;
+  if (isBroadcast ? !isAppSignal(r.signum) : !isGroupRequest(r.signum)) {
+    return drop(`signal number ${r.signum} is not ${isBroadcast ? 'an application signal' : 'a group request'}`);
+  }
+  if (r.epoch !== sig.epoch) return drop(`stale epoch ${r.epoch}, current ${sig.epoch}`, false);
+  if (taskState(rec) !== 'running') return drop(`the task is ${taskState(rec)}`, false);
+
+  let verdict;
+  if (isBroadcast) {
+    if (sig.pending === null) {
+      // The first request of the epoch: performed (spec §4.6 rule 2).
+      broadcastSignal(run, rec, r.signum, r.vpid, r.arg);
+      return settle(run);
+    }
+    // Spec §4.6 / §9.1 item 71: a broadcast request in an epoch that already has group requests
+    // is dropped and counted as a group request of its sender that matches no other.
+    rec.sigStats.dropped++;
+    verdict = addGroupRequest(sig, { vpid: r.vpid, signum: NON_MATCHING, arg: 0 }, members.length, cs.tick);
+  } else {
+    rec.sigStats.groupRequests++;
+    verdict = addGroupRequest(sig, { vpid: r.vpid, signum: r.signum, arg: r.arg }, members.length, cs.tick);
+  }
+  switch (verdict.kind) {
+    case 'accept':
+      accept(sig);
+      performGroupRequest(run, rec, verdict.signum, verdict.arg);
+      break;
+    case 'disagree':
+      note(run, rec.id, null, `${rec.id} group request cannot reach quorum ${quorumInForce(sig, members.length)} of ${members.length}: GSIG_ERR_DISAGREE`);
+      broadcastSignal(run, rec, GSIG.ERR_DISAGREE, GSIG_CM, 0);
+      break;
+    case 'duplicate':
+      return drop('a second request from the same process in one epoch', false);
+    case 'wait':
+      break;
+    default: {
+      const never: never = verdict;
+      return never;
+    }
+  }
+  return settle(run);
+}
+
 // ---- entry points ----------------------------------------------------------------------------
 
 function validate(req: TaskSubmit, live: number): string | null {
@@ -503,7 +695,8 @@ export function submitTask(
   const rec: TaskRecord = {
     id, number: cs.nextTask, name: req.name, size: req.size, file: req.file, args: [...req.args], cwd: req.cwd,
     env: req.env.map(([k, v]): EnvEntry => [k, v]), submittedRsn: rsn, fsm: init.data, procs: new Map(),
-    reserved: new Map(), waitReason: null, outcome: null, reason: null,
+    reserved: new Map(), waitReason: null, outcome: null, reason: null, mode: req.mode,
+    signals: createTaskSignals(req.size), endpoints: new Map(), sigStats: { broadcasts: 0, pointToPoint: 0, groupRequests: 0, dropped: 0 },
   };
   cs.nextTask++;
   cs.tasks.set(id, rec);
@@ -563,7 +756,9 @@ function applyReport(run: Run, agent: ProcessId, r: ProcReport): void {
   }
   const event: FsmProcEvent = (() => {
     switch (r.kind) {
-      case 'spawnSucceeded': return { type: 'agent.spawnSucceeded', pid: r.pid };
+      case 'spawnSucceeded':
+        if (rec.mode === 'linked' && r.endpoint !== '') rec.endpoints.set(r.vpid, r.endpoint);
+        return { type: 'agent.spawnSucceeded', pid: r.pid };
       case 'spawnFailed': return { type: 'agent.spawnFailed', reason: r.reason };
       case 'terminatedNormally': return { type: 'agent.terminatedNormally', exitCode: r.exitCode ?? 0 };
       case 'terminatedAbnormally': return { type: 'agent.terminatedAbnormally', exitCode: r.exitCode, signal: r.signal, reason: r.reason };
@@ -615,10 +810,18 @@ export function nodeFailed(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, 
   return settle(run);
 }
 
-export function tick(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timers: TaskTimers): TaskEffect[] {
+export function tick(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, timers: TaskTimers): TaskEffect[] {
   const run = newRun(cs, nodes);
   cs.tick++;
   for (const rec of cs.tasks.values()) if (isLive(rec)) run.queue.push({ kind: 'task', task: rec.id, event: { type: 'clock.tick' } });
+  drain(run);
+  // Spec §4.5 (b): no quorum within the timeout from the epoch's first group request.
+  for (const rec of cs.tasks.values()) {
+    if (isLive(rec) && groupTimedOut(rec.signals, cs.tick, timers.groupRequestTimeoutTicks)) {
+      note(run, rec.id, null, `${rec.id} group request timed out without a quorum: GSIG_ERR_DISAGREE`);
+      broadcastSignal(run, rec, GSIG.ERR_DISAGREE, GSIG_CM, 0);
+    }
+  }
   return settle(run);
 }
 
@@ -626,7 +829,7 @@ export function tick(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, _timer
 export function needsTicks(cs: ClusterState): boolean {
   for (const rec of cs.tasks.values()) {
     const c = taskCtx(rec);
-    if (isLive(rec) && (c.startTimerTicks !== null || c.terminateTimerTicks !== null)) return true;
+    if (isLive(rec) && (c.startTimerTicks !== null || c.terminateTimerTicks !== null || rec.signals.pending !== null)) return true;
   }
   return false;
 }
@@ -644,6 +847,8 @@ export function encodeCluster(cs: ClusterState): unknown {
     [...cs.tasks.values()].sort(byNumber).map((r) => [
       r.id, r.name, r.size, r.file, r.args, r.cwd, r.env, r.submittedRsn, r.fsm,
       sortedProcs(r), [...r.reserved].sort((a, b) => a[0] - b[0]), r.waitReason, r.outcome, r.reason,
+      r.mode, encodeTaskSignals(r.signals), [...r.endpoints].sort((a, b) => a[0] - b[0]),
+      [r.sigStats.broadcasts, r.sigStats.pointToPoint, r.sigStats.groupRequests, r.sigStats.dropped],
     ]),
     cs.finished,
     cs.allocations.map((a) => [a.task, a.vpids]),
@@ -663,12 +868,16 @@ export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>)
     const c = taskCtx(r);
     const procs: ProcView[] = sortedProcs(r).map(([vpid, d]) => {
       const p = procCtx(d);
-      return { vpid, node: p.node, pid: p.pid, state: procState(d), exitCode: p.exitCode, signal: p.signal, reason: p.reason };
+      return {
+        vpid, node: p.node, pid: p.pid, state: procState(d), exitCode: p.exitCode, signal: p.signal, reason: p.reason,
+        endpoint: r.endpoints.get(vpid) ?? null,
+      };
     });
     return {
       id: r.id, name: r.name, size: r.size, state: taskState(r), command: [r.file, ...r.args], cwd: r.cwd,
       submittedRsn: r.submittedRsn, startAttempts: c.startCount, restarted: c.restarted, waitReason: r.waitReason,
-      outcome: r.outcome, reason: r.reason, failure: c.failure, procs,
+      outcome: r.outcome, reason: r.reason, failure: c.failure, mode: r.mode, epoch: r.signals.epoch,
+      quorum: r.signals.quorum, signals: { ...r.sigStats }, procs,
     };
   };
   const tasks = all.filter(isLive).map(toView);

@@ -170,6 +170,10 @@ export const DEFAULT_TIMING = {
   probeTimeoutMs: 120,
   /** A linked process must connect to its agent within this (FsmAgentProc's connect timeout). */
   connectTimeoutMs: 4000,
+  /** Spec §4.5 (b): a group request that has not gathered a quorum this long after the first
+   *  of its epoch arrived is answered GSIG_ERR_DISAGREE ("preset timeout", value not in the
+   *  paper). Counted in ordered task-clock ticks. */
+  groupRequestTimeoutMs: 1000,
 } as const;
 
 export type Timing = { [K in keyof typeof DEFAULT_TIMING]: number };

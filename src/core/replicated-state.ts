@@ -6,7 +6,7 @@
 // Kept small on purpose (spec §1.3): unacknowledged group messages are not here — they live in
 // each replica's own link state.
 import {
-  createClusterState, encodeCluster, nodeFailed, operateTask, nodeJoined, procReports, submitTask, taskTimers, tick,
+  createClusterState, encodeCluster, nodeFailed, operateTask, nodeJoined, procReports, signalRequest, submitTask, taskTimers, tick,
   type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from './cluster-state.ts';
 import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES, type Timing } from './constants.ts';
@@ -216,6 +216,12 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       // A failed node's reports are stale: its processes were declared dead (PROTOCOL §8.4).
       if (s.nodes.get(client)?.failed === true) return r;
       absorb(s, procReports(s.cluster, s.nodes, s.timers, client, request.reports), r);
+      return r;
+    }
+    case 'sig.request': {
+      const r = result();
+      if (s.nodes.get(client)?.failed === true) return r;
+      absorb(s, signalRequest(s.cluster, s.nodes, s.timers, client, request), r);
       return r;
     }
     case 'task.submit':

@@ -82,6 +82,12 @@ export type TaskView = {
   reason: string | null;
   /** The last start attempt's failure, e.g. "spawn failed: ENOENT /no/such/file". */
   failure: string | null;
+  /** `linked` tasks use the application library and its signals (PROTOCOL §9). */
+  mode: 'plain' | 'linked';
+  /** The task's signal epoch and quorum (spec §4.5–4.6), and signal counters. */
+  epoch: number;
+  quorum: number;
+  signals: { broadcasts: number; pointToPoint: number; groupRequests: number; dropped: number };
   procs: ProcView[];
 };
 
@@ -94,6 +100,8 @@ export type ProcView = {
   exitCode: number | null;
   signal: string | null;
   reason: string | null;
+  /** A linked process's G-MPI endpoint ("host:port"), once it connected. */
+  endpoint: string | null;
 };
 
 export type ClusterEvent = { atMs: number; rsn: number; task: string | null; vpid: number | null; text: string };

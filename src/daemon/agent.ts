@@ -12,6 +12,7 @@
 // and dials the replicas. Before `go` it has no identity in the cluster: it does not connect,
 // log as the agent or touch the run dir, so a standby that is never used leaves no trace. A
 // standby whose keeper goes away (the channel closes) exits: nobody can promote it.
+import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { createAgent } from '../core/agent.ts';
 import {
@@ -25,6 +26,7 @@ import { DEFAULT_AGENT_SLOTS, paths } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
 import { isSameProcess, procStartTime, readProcsFile, writeProcsFile } from '../io/run-records.ts';
 import { ChildProcessSpawner, type Spawner, type SpawnerEvent } from '../io/spawner.ts';
+import { AppSocketServer } from './app-socket.ts';
 import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, type AgentToKeeper, type KeeperToAgent } from './keeper.ts';
 import { EXIT_CONFIG, runCore, type RunHooks } from './run-core.ts';
 
@@ -42,6 +44,9 @@ export type ProcDriverOptions = {
   id: ProcessId;
   timing: Pick<Timing, 'taskTickMs' | 'connectTimeoutMs'>;
   spawner?: Spawner;
+  /** The Unix socket linked processes connect to (PROTOCOL §9.4); none: linked spawns cannot
+   *  connect and fail their connect timeout. */
+  appSocketPath?: string;
   /** Hands a report to the agent core as a request; called from a fresh event-loop turn, never
    *  while the core is mid-step. */
   send: (request: AgentRequest) => void;
@@ -64,6 +69,11 @@ export class ProcDriver {
    *  once, so an agent that dies in between leaves them to its successor to adopt, not to leak. */
   private readonly forked = new Map<string, ProcRecord>();
   private flushScheduled = false;
+  /** Signal requests of this turn, sent after the reports of the same turn. */
+  private readonly requests: AgentRequest[] = [];
+  /** Per linked process (task/vpid): the secret it must show on the socket. */
+  private readonly tokens = new Map<string, string>();
+  private app: AppSocketServer | null = null;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
 
@@ -81,6 +91,27 @@ export class ProcDriver {
     if (read.procs.length > 0) opts.log('info', 'procs.recovered', { count: read.procs.length });
   }
 
+  /** Opens the linked processes' socket (PROTOCOL §9.4). */
+  async listen(): Promise<void> {
+    const path = this.opts.appSocketPath;
+    if (path === undefined || this.app !== null) return;
+    this.app = await AppSocketServer.listen(path, {
+      authenticate: (task, vpid, token) => {
+        const want = this.tokens.get(`${task}/${vpid}`);
+        return want !== undefined && want === token ? null : `no linked process ${task}/${vpid} with that token on this node`;
+      },
+      onConnected: (task, vpid, endpoint) => {
+        const r = this.procs.appConnected(task, vpid, endpoint);
+        if (!r.ok) this.app?.disconnect(task, vpid, `${task}/${vpid} is not starting on this node`);
+        this.run(r.effects);
+      },
+      onSignal: (task, vpid, req) => this.run(this.procs.appSignal(task, vpid, req)),
+      onFinalized: (task, vpid) => this.run(this.procs.appFinalized(task, vpid)),
+      onClosed: (task, vpid, clean) => this.run(this.procs.appClosed(task, vpid, clean)),
+      log: (event) => this.opts.log('info', `app.${event.type}`, { ...event }),
+    });
+  }
+
   /** Starts the task tick (taskTickMs); unref'd, so it never keeps the agent alive alone. */
   start(): void {
     if (this.timer !== null || this.stopped) return;
@@ -94,6 +125,8 @@ export class ProcDriver {
     this.stopped = true;
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
+    void this.app?.close();
+    this.app = null;
   }
 
   onCommand(command: GroupCommand): void {
@@ -131,7 +164,13 @@ export class ProcDriver {
     for (const e of effects) {
       switch (e.type) {
         case 'spawn': {
-          const pid = this.spawner.spawnProcess({ ...e.spec, logDir: paths.taskLogs(this.opts.dir) }, (event) => this.onSpawner(e.ref, event));
+          const spec = { ...e.spec, logDir: paths.taskLogs(this.opts.dir) };
+          if (e.linked) {
+            const token = randomBytes(16).toString('hex');
+            this.tokens.set(`${e.ref.task}/${e.ref.vpid}`, token);
+            spec.env = { ...spec.env, TRINE_AGENT_SOCKET: this.opts.appSocketPath ?? '', TRINE_TOKEN: token };
+          }
+          const pid = this.spawner.spawnProcess(spec, (event) => this.onSpawner(e.ref, event));
           if (pid !== null) {
             const record = { task: e.ref.task, vpid: e.ref.vpid, pid };
             this.forked.set(`${record.task}/${record.vpid}`, record);
@@ -146,7 +185,17 @@ export class ProcDriver {
         case 'report':
           this.opts.log(e.report.kind === 'terminatedAbnormally' || e.report.kind === 'spawnFailed' ? 'warn' : 'info', 'proc.report', { ...e.report });
           this.outbox.push(e.report);
+          if (e.report.kind !== 'spawnSucceeded') this.tokens.delete(`${e.report.task}/${e.report.vpid}`);
           this.scheduleFlush();
+          break;
+        case 'request':
+          this.requests.push(e.request);
+          this.scheduleFlush();
+          break;
+        case 'deliver':
+          if (this.app?.send(e.task, e.vpid, e.message) !== true) {
+            this.opts.log('debug', 'app.deliver.unconnected', { task: e.task, vpid: e.vpid, message: e.message.type });
+          }
           break;
         case 'records':
           this.pendingRecords = e.procs;
@@ -212,6 +261,7 @@ export class ProcDriver {
       for (let i = 0; i < reports.length; i += MAX_REPORTS_PER_REQUEST) {
         this.opts.send({ type: 'proc.report', reports: reports.slice(i, i + MAX_REPORTS_PER_REQUEST) });
       }
+      for (const request of this.requests.splice(0)) this.opts.send(request);
     });
   }
 }
@@ -294,10 +344,12 @@ export async function runAgent(dir: string | undefined, id: ProcessId, hooks: Ru
         id,
         timing: cluster.config.membership.timing,
         send,
+        appSocketPath: paths.appSocket(cluster.dir, id),
         // Every line already carries the agent's own `pid`: a task process's goes as `procPid`.
         log: (level, event, { pid, ...fields }) => log[level]({ event, ...fields, ...(pid === undefined ? {} : { procPid: pid }) }),
       });
       driver.start();
+      void driver.listen().catch((e: Error) => log.error({ event: 'app.socket.failed', error: e.message }));
       // A predecessor left processes on record: ask the group which are still ours (PROTOCOL §8.6).
       const resync = driver.procs.recovered().length > 0;
       return createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });

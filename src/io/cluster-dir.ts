@@ -89,6 +89,8 @@ export const paths = {
    *  survivors and kill orphans (PROTOCOL §8.6). */
   procsFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.procs.json`),
   run: (dir: string) => join(dir, 'run'),
+  /** The agent's socket for linked task processes (PROTOCOL §9.4). */
+  appSocket: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.sock`),
   pidFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.pid`),
   incFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.inc`),
 };

@@ -56,6 +56,10 @@ function alterGC(gc: GroupMsgGC, variant: number): GroupMsgGC {
       return { ...gc, payload: { ...p, vpid: p.vpid + 1 + (variant & 0xff) } };
     case 'procs.adopt':
       return { ...gc, payload: { ...p, procs: [...p.procs, { task: 't1', vpid: variant & 0xff, pid: 1 }] } };
+    case 'proc.signal':
+      return { ...gc, payload: { ...p, arg: (p.arg + 1 + (variant & 0xff)) | 0 } };
+    case 'proc.mapping':
+      return { ...gc, payload: { ...p, quorum: p.quorum + 1 + (variant & 0xff) } };
     default:
       return unreachable(p);
   }

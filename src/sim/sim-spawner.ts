@@ -5,6 +5,9 @@
 //   sim-work  [ms] [code]   runs `ms` (default 50) then exits with `code` (default 0)
 //   sim-forever              runs until killed
 //   sim-stubborn             ignores SIGTERM; only SIGKILL ends it
+//   sim-linked [stubborn]    runs until killed; links the application library (the task sim
+//                            connects it to its agent and scripts its signals, src/sim/tasks.ts);
+//                            `stubborn`: ignores SIGTERM
 //   anything else            does not exist: the spawn fails with ENOENT, like a missing file
 //
 // It keeps a record of every process it ever ran, so the task invariants (src/sim/tasks.ts) can
@@ -54,7 +57,7 @@ export class SimSpawner implements Spawner {
   spawnProcess(spec: SpawnSpec, on: (event: SpawnerEvent) => void): null {
     const program = spec.file;
     const delay = SPAWN_DELAY_MS * (0.5 + this.rng.next());
-    if (program !== 'sim-work' && program !== 'sim-forever' && program !== 'sim-stubborn') {
+    if (program !== 'sim-work' && program !== 'sim-forever' && program !== 'sim-stubborn' && program !== 'sim-linked') {
       this.scheduler.after(delay, () => on({ type: 'os.forkFailed', error: `spawn failed: ENOENT ${program}` }));
       return null;
     }
@@ -62,7 +65,7 @@ export class SimSpawner implements Spawner {
       const pid = this.pids.next++;
       const p: SimOsProcess = {
         pid, node: this.node, task: spec.taskId, vpid: spec.vpid, program, startedAtMs: this.scheduler.nowMs,
-        exitedAtMs: null, code: null, signal: null, on, ignoresTerm: program === 'sim-stubborn',
+        exitedAtMs: null, code: null, signal: null, on, ignoresTerm: program === 'sim-stubborn' || (program === 'sim-linked' && spec.args[0] === 'stubborn'),
       };
       this.processes.set(pid, p);
       on({ type: 'os.spawned', pid });

@@ -23,7 +23,9 @@ import { unreachable } from '../core/result.ts';
 import type { ClusterView } from '../core/status.ts';
 import { createWatchdog } from '../core/watchdog.ts';
 import { decodeFrame } from '../core/wire/frame.ts';
-import type { Frame, GroupCommand, OperatorRequest, ProcReport } from '../core/wire/messages.ts';
+import { GSIG_BROADCAST } from '../core/signals.ts';
+import type { AgentToProc, Mapping } from '../core/wire/app-wire.ts';
+import type { AgentRequest, Frame, GroupCommand, OperatorRequest, ProcMode, ProcReport } from '../core/wire/messages.ts';
 import type { SpawnerEvent } from '../io/spawner.ts';
 import type { InvariantName } from './invariants.ts';
 import { streamFor, type SeededRandom } from './random.ts';
@@ -36,6 +38,28 @@ export const SIM_TASK_TIMING: Partial<Timing> = { startTimeoutMs: 1000, terminat
 export const OPERATOR_RESEND_MS = 200;
 /** A node's "reboot" after the watchdog's power reset, before its keeper starts the agent. */
 export const NODE_REBOOT_MS = 40;
+/** A linked process's library connects to its agent this long after the exec. */
+export const APP_CONNECT_MS = 1;
+/** Agent → process socket delivery. */
+export const APP_DELIVERY_MS = 0.1;
+
+/** A signal as a simulated linked process received it. */
+export type AppSignal = Extract<AgentToProc, { type: 'signal' }> & { atMs: number };
+
+/** A linked task process as the simulator scripts it: the library's state (epoch, mapping) and
+ *  everything delivered to it, in order. */
+export type SimApp = {
+  task: string;
+  vpid: number;
+  agent: ProcessId;
+  pid: number;
+  epoch: number;
+  mapping: Mapping | null;
+  received: AppSignal[];
+  alive: boolean;
+  /** Called at each delivered signal (a scripted process reacts here). */
+  onSignal: ((app: SimApp, s: AppSignal) => void) | null;
+};
 
 type Node = {
   agent: ProcessId;
@@ -50,6 +74,8 @@ type Node = {
   allowed: Map<string, number>;
   /** Reports of this moment, sent together on the next event. */
   outbox: ProcReport[];
+  /** Signal requests of this moment, sent after the reports. */
+  requests: AgentRequest[];
 };
 
 type Pending = { payload: OperatorRequest; replies: Map<ProcessId, string>; done: ((ok: boolean, text: string) => void) | null };
@@ -79,7 +105,7 @@ export class TaskSim implements NodeHooks {
     for (const a of this.world.membership.agents) {
       this.nodes.set(a.id, {
         agent: a.id, node: a.node, os: new SimSpawner(a.node, this.world.scheduler, this.rng, this.pids), records: [], procs: null,
-        epoch: 0, allowed: new Map(), outbox: [],
+        epoch: 0, allowed: new Map(), outbox: [], requests: [],
       });
     }
     // The watchdog: the real core, fed the frames the replicas send it.
@@ -120,8 +146,46 @@ export class TaskSim implements NodeHooks {
     send();
   }
 
-  submit(spec: { name: string; size: number; file: string; args?: string[] }, done?: (ok: boolean, text: string) => void): void {
-    this.operate((nonce) => ({ type: 'task.submit', nonce, name: spec.name, size: spec.size, file: spec.file, args: spec.args ?? [], cwd: '/', env: [] }), done);
+  submit(spec: { name: string; size: number; file: string; args?: string[]; mode?: ProcMode }, done?: (ok: boolean, text: string) => void): void {
+    const mode = spec.mode ?? (spec.file === 'sim-linked' ? 'linked' : 'plain');
+    this.operate((nonce) => ({ type: 'task.submit', nonce, name: spec.name, size: spec.size, file: spec.file, args: spec.args ?? [], cwd: '/', env: [], mode }), done);
+  }
+
+  // ---- linked processes (PROTOCOL §9) ------------------------------------------------------
+
+  /** Linked processes by task/vpid (the latest incarnation of each). */
+  readonly apps = new Map<string, SimApp>();
+
+  app(task: string, vpid: number): SimApp {
+    const a = this.apps.get(`${task}/${vpid}`);
+    if (a === undefined) throw new RangeError(`no linked process ${task}/${vpid}`);
+    return a;
+  }
+
+  /** The process sends a signal through its library: its current epoch is attached unless
+   *  `epoch` overrides it (a stale or forged one). */
+  appSend(app: SimApp, signum: number, dest: number, arg: number, epoch = app.epoch): void {
+    const n = this.node(app.agent);
+    if (!app.alive || n.procs === null) return;
+    this.run(n, n.procs.appSignal(app.task, app.vpid, { signum, dest, arg, epoch }));
+  }
+
+  private onDeliver(n: Node, task: string, vpid: number, message: AgentToProc): void {
+    const app = this.apps.get(`${task}/${vpid}`);
+    if (app === undefined || app.agent !== n.agent) return;
+    this.world.scheduler.after(APP_DELIVERY_MS, () => {
+      if (!app.alive) return;
+      if (message.type === 'mapping') {
+        app.mapping = { ...message };
+        app.epoch = message.epoch;
+      } else if (message.type === 'signal') {
+        // Spec §4.6 step 4: a delivered broadcast sets the process's epoch.
+        if (message.dest === GSIG_BROADCAST) app.epoch = message.epoch;
+        const s: AppSignal = { ...message, atMs: this.world.now };
+        app.received.push(s);
+        app.onSignal?.(app, s);
+      }
+    });
   }
 
   kill(task: string): void {
@@ -209,6 +273,7 @@ export class TaskSim implements NodeHooks {
     n.epoch++;
     n.procs = null;
     n.outbox = [];
+    n.requests = [];
     n.os.detachObservers();
   }
 
@@ -252,8 +317,25 @@ export class TaskSim implements NodeHooks {
           n.allowed.set(k, left - 1);
           this.stats.spawns++;
           const ref: ProcRef = e.ref;
+          const linked = e.linked;
           n.os.spawnProcess({ ...e.spec, logDir: '/sim' }, (ev: SpawnerEvent) => {
+            const key = `${ref.task}/${ref.vpid}`;
+            if (ev.type === 'os.exited') {
+              const app = this.apps.get(key);
+              if (app !== undefined && app.agent === n.agent) app.alive = false;
+            }
             if (n.epoch === epoch && n.procs !== null) this.run(n, n.procs.os(ref, ev));
+            if (linked && ev.type === 'os.spawned') {
+              const app: SimApp = { task: ref.task, vpid: ref.vpid, agent: n.agent, pid: ev.pid, epoch: 0, mapping: null, received: [], alive: true, onSignal: null };
+              const previous = this.apps.get(key);
+              if (previous !== undefined) app.onSignal = previous.onSignal;
+              this.apps.set(key, app);
+              this.world.scheduler.after(APP_CONNECT_MS, () => {
+                if (n.epoch !== epoch || n.procs === null || !n.os.alive(ev.pid)) return;
+                const r = n.procs.appConnected(ref.task, ref.vpid, `sim-${n.node}:${ev.pid}`);
+                this.run(n, r.effects);
+              });
+            }
           });
           break;
         }
@@ -265,17 +347,22 @@ export class TaskSim implements NodeHooks {
           this.stats.reports++;
           // Not from inside the core's step: on the next event, as the daemon's setImmediate,
           // every report of this moment in one request.
-          if (n.outbox.length === 0) {
-            this.world.scheduler.after(0, () => {
-              const reports = n.outbox.splice(0);
-              if (n.epoch === epoch && reports.length > 0) this.world.request(n.agent, { type: 'proc.report', reports });
-            });
-          }
+          if (n.outbox.length === 0 && n.requests.length === 0) this.world.scheduler.after(0, () => this.flushRequests(n, epoch));
           n.outbox.push(e.report);
           break;
         }
         case 'records':
           n.records = e.procs;
+          break;
+        case 'request': {
+          if (n.requests.length === 0 && n.outbox.length === 0) {
+            this.world.scheduler.after(0, () => this.flushRequests(n, epoch));
+          }
+          n.requests.push(e.request);
+          break;
+        }
+        case 'deliver':
+          this.onDeliver(n, e.task, e.vpid, e.message);
           break;
         case 'log':
           break;
@@ -283,6 +370,16 @@ export class TaskSim implements NodeHooks {
           unreachable(e);
       }
     }
+  }
+
+  /** What the daemon's setImmediate flush does: this moment's reports in one request, then the
+   *  signal requests. */
+  private flushRequests(n: Node, epoch: number): void {
+    const reports = n.outbox.splice(0);
+    const requests = n.requests.splice(0);
+    if (n.epoch !== epoch) return;
+    if (reports.length > 0) this.world.request(n.agent, { type: 'proc.report', reports });
+    for (const r of requests) this.world.request(n.agent, r);
   }
 
   private node(agent: ProcessId): Node {

@@ -8,6 +8,7 @@ import {
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { err, ok } from '../result.ts';
+import { MAX_SIGNAL_ARG, MIN_SIGNAL_ARG } from '../signals.ts';
 import { bool, bytes, list, nullable, oneOf, struct, text, token, uint, union, type Schema } from './schema.ts';
 
 export const processId = token(MAX_ID_CHARS, /^[a-z][a-z0-9-]*$/);
@@ -39,6 +40,25 @@ const envEntry: Schema<EnvEntry> = {
 const env = list(envEntry, MAX_ENV_ENTRIES);
 export type Endpoint = { vpid: number; node: string };
 const endpoint: Schema<Endpoint> = struct<Endpoint>(['vpid', 'node'], { vpid: uint, node: nodeName });
+/** "host:port" of a linked process's G-MPI listener, as it told its agent; empty for none. */
+export const MAX_ENDPOINT_CHARS = 64;
+export const endpointText = text(MAX_ENDPOINT_CHARS);
+/** A member of a task in the mapping message (spec §7 item 2): VPID, node and endpoint. */
+export type Member = { vpid: number; node: string; endpoint: string };
+export const member: Schema<Member> = struct<Member>(['vpid', 'node', 'endpoint'], { vpid: uint, node: nodeName, endpoint: endpointText });
+
+/** A signal address or number on the wire: u32 (signals.ts GSIG_CM, GSIG_BROADCAST). */
+export const u32: Schema<number> = {
+  enc: (v) => v,
+  dec: (t, p) =>
+    typeof t === 'number' && Number.isInteger(t) && t >= 0 && t <= 0xffffffff ? ok(t) : err('WIRE_MALFORMED', `${p}: expected u32`),
+};
+/** A signal argument: a C int in the source (spec §4.1), signed 32-bit. */
+export const int32: Schema<number> = {
+  enc: (v) => v,
+  dec: (t, p) =>
+    typeof t === 'number' && Number.isInteger(t) && t >= MIN_SIGNAL_ARG && t <= MAX_SIGNAL_ARG ? ok(t) : err('WIRE_MALFORMED', `${p}: expected int32`),
+};
 
 /** How a process talks to its agent: `plain` executables never connect, so the agent takes a
  *  successful exec as the connect and exit code 0 as the clean disconnect (PROTOCOL §8.5);
@@ -56,8 +76,10 @@ export type ProcReport = {
   exitCode: number | null;
   signal: string | null;
   reason: string;
+  /** spawnSucceeded of a linked process: its G-MPI endpoint ("host:port"); else empty. */
+  endpoint: string;
 };
-export const procReport: Schema<ProcReport> = struct<ProcReport>(['task', 'vpid', 'kind', 'pid', 'exitCode', 'signal', 'reason'], {
+export const procReport: Schema<ProcReport> = struct<ProcReport>(['task', 'vpid', 'kind', 'pid', 'exitCode', 'signal', 'reason', 'endpoint'], {
   task: taskId,
   vpid: uint,
   kind: oneOf(['spawnSucceeded', 'spawnFailed', 'terminatedNormally', 'terminatedAbnormally'] as const),
@@ -65,6 +87,7 @@ export const procReport: Schema<ProcReport> = struct<ProcReport>(['task', 'vpid'
   exitCode: nullable(uint),
   signal: nullable(token(16, /^SIG[A-Z0-9]+$/)),
   reason: text(MAX_TEXT_CHARS),
+  endpoint: endpointText,
 });
 
 // ---- Client → group requests (payload of GROUP-MSG-CG, PROTOCOL §5, §8) ------------------------
@@ -84,6 +107,8 @@ export type TaskSubmit = {
   args: string[];
   cwd: string;
   env: EnvEntry[];
+  /** `linked`: the processes use the application library (PROTOCOL §9). */
+  mode: ProcMode;
 };
 export type TaskKill = { type: 'task.kill'; nonce: string; task: string };
 /** Terminate every process of a running task and start it again with the mapping's restarted
@@ -103,6 +128,9 @@ export type AgentRequest =
   /** FsmAgentProc → FsmProc (spec §6.2, §6.3): the reports of one moment, in the order they
    *  happened (one request, one signature and one RSN for a burst of spawns or exits). */
   | { type: 'proc.report'; reports: ProcReport[] }
+  /** A Ghidrah signal from linked process `vpid` of `task` on this agent's node (spec §4,
+   *  PROTOCOL §9): point-to-point, a broadcast request or a group request. */
+  | { type: 'sig.request'; task: string; vpid: number; signum: number; dest: number; arg: number; epoch: number }
   | OperatorRequest;
 
 export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
@@ -120,13 +148,19 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'proc.report': { code: 4, order: ['reports'], fields: { reports: list(procReport, MAX_REPORTS_PER_REQUEST) } },
   'task.submit': {
     code: 5,
-    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env'],
+    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env', 'mode'],
     fields: {
       nonce, name: text(MAX_ID_CHARS * 2), size: uint, file: path, args: list(arg, MAX_ARGS), cwd: path, env,
+      mode: oneOf(['plain', 'linked'] as const),
     },
   },
   'task.kill': { code: 6, order: ['nonce', 'task'], fields: { nonce, task: taskId } },
   'task.restart': { code: 7, order: ['nonce', 'task'], fields: { nonce, task: taskId } },
+  'sig.request': {
+    code: 8,
+    order: ['task', 'vpid', 'signum', 'dest', 'arg', 'epoch'],
+    fields: { task: taskId, vpid: uint, signum: u32, dest: u32, arg: int32, epoch: uint },
+  },
 });
 
 // ---- Group → agent commands (payload of GROUP-MSG-GC) ---------------------------------------
@@ -157,7 +191,22 @@ export type GroupCommand =
   /** To a newly joined agent incarnation: the processes the group believes run on its node
    *  (PROTOCOL §8.6). The agent adopts those still alive, reports the others dead, and kills
    *  any process it finds that is not listed. */
-  | { type: 'procs.adopt'; procs: AdoptEntry[] };
+  | { type: 'procs.adopt'; procs: AdoptEntry[] }
+  /** Deliver a Ghidrah signal to the listed processes of `task` on this node, in GSSN order
+   *  (PROTOCOL §9). `node` and `data` are the new member's node and endpoint for
+   *  GSIG_REP_SPAWNED (spec §4.3), else empty. */
+  | ProcSignal
+  /** The mapping message (spec §7 item 2) for the listed processes of `task` on this node. */
+  | ProcMapping;
+
+export type ProcSignal = {
+  type: 'proc.signal'; task: string; vpids: number[]; signum: number; src: number; dest: number; arg: number; epoch: number;
+  node: string; data: string;
+};
+export type ProcMapping = {
+  type: 'proc.mapping'; task: string; vpids: number[]; restarted: boolean; recovered: boolean; epoch: number; quorum: number;
+  members: Member[];
+};
 
 export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   'echo.reply': {
@@ -178,6 +227,22 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
     code: 4,
     order: ['procs'],
     fields: { procs: list(struct<AdoptEntry>(['task', 'vpid', 'pid'], { task: taskId, vpid: uint, pid: uint }), MAX_LIST_ENTRIES) },
+  },
+  'proc.signal': {
+    code: 5,
+    order: ['task', 'vpids', 'signum', 'src', 'dest', 'arg', 'epoch', 'node', 'data'],
+    fields: {
+      task: taskId, vpids: list(uint, MAX_TASK_PROCS), signum: u32, src: u32, dest: u32, arg: int32, epoch: uint,
+      node: text(MAX_ID_CHARS), data: endpointText,
+    },
+  },
+  'proc.mapping': {
+    code: 6,
+    order: ['task', 'vpids', 'restarted', 'recovered', 'epoch', 'quorum', 'members'],
+    fields: {
+      task: taskId, vpids: list(uint, MAX_TASK_PROCS), restarted: bool, recovered: bool, epoch: uint, quorum: uint,
+      members: list(member, MAX_TASK_PROCS),
+    },
   },
 });
 

@@ -3,12 +3,13 @@ import type { ClusterView, NodeView, ProcView, TaskView } from '../../../src/cor
 import type { ViewAnswer } from '../../../cli/op-client.ts';
 
 export const proc = (vpid: number, over: Partial<ProcView> = {}): ProcView => ({
-  vpid, node: `n${vpid + 1}`, pid: 1000 + vpid, state: 'running', exitCode: null, signal: null, reason: null, ...over,
+  vpid, node: `n${vpid + 1}`, pid: 1000 + vpid, state: 'running', exitCode: null, signal: null, reason: null, endpoint: null, ...over,
 });
 
 export const task = (id: string, over: Partial<TaskView> = {}): TaskView => ({
   id, name: 'sleep', size: 2, state: 'running', command: ['sleep', '10'], cwd: '/tmp', submittedRsn: 5, startAttempts: 1,
-  restarted: false, waitReason: null, outcome: null, reason: null, failure: null, procs: [proc(0), proc(1)], ...over,
+  restarted: false, waitReason: null, outcome: null, reason: null, failure: null, procs: [proc(0), proc(1)], mode: 'plain', epoch: 0, quorum: 2,
+  signals: { broadcasts: 0, pointToPoint: 0, groupRequests: 0, dropped: 0 }, ...over,
 });
 
 export const node = (n: number, over: Partial<NodeView> = {}): NodeView => ({

@@ -3,11 +3,11 @@
 // command to the report the group receives — plain spawn and its synthesised connect, normal and
 // abnormal exits, fork failures with the spawner's text unchanged, terminate with SIGTERM then
 // SIGKILL, the connect timeout, idempotent duplicates, respawn of a dead key, adoption of
-// survivors after an agent restart (alive, dead, never confirmed, orphans) and the refusal of
-// linked processes. Every report must be a valid wire request.
+// survivors after an agent restart (alive, dead, never confirmed, orphans) and linked processes
+// (PROTOCOL §9.4: connect on the socket, finalize, signals both ways). Every report must be a valid wire request.
 import { describe, expect, it } from 'vitest';
 import {
-  ADOPTED_EXIT, ADOPTED_EXIT_TERMINATED, createAgentProcs, EXITED_WHILE_DOWN, LINKED_REFUSED, RESTARTED_WHILE_SPAWNING,
+  ADOPTED_EXIT, ADOPTED_EXIT_TERMINATED, createAgentProcs, EXITED_WHILE_DOWN, RESTARTED_WHILE_SPAWNING, TERMINATE_KILL_GRACE_TICKS,
   type AgentProcs, type AgentProcsEffect, type ProcRecord, type ProcRef,
 } from '../../../src/core/agent-procs.ts';
 import { MAX_TEXT_CHARS } from '../../../src/core/constants.ts';
@@ -83,7 +83,7 @@ describe('spawn (plain mode)', () => {
   it('a successful exec is the connect: spawnSucceeded with the pid at once, and the pid is recorded', () => {
     const s = started();
     const effects = s.feed(s.procs.os(s.ref, { type: 'os.spawned', pid: 4242 }));
-    expect(reports(effects)).toEqual([{ task: 't1', vpid: 0, kind: 'spawnSucceeded', pid: 4242, exitCode: null, signal: null, reason: 'running' }]);
+    expect(reports(effects)).toEqual([{ task: 't1', vpid: 0, kind: 'spawnSucceeded', pid: 4242, exitCode: null, signal: null, reason: 'running', endpoint: '' }]);
     expect(of(effects, 'records')).toEqual([{ type: 'records', procs: [{ task: 't1', vpid: 0, pid: 4242 }] }]);
     expect(s.procs.records()).toEqual([{ task: 't1', vpid: 0, pid: 4242 }]);
   });
@@ -91,7 +91,7 @@ describe('spawn (plain mode)', () => {
   it('exit code 0 without a signal is the clean disconnect: terminatedNormally, and the record goes', () => {
     const s = running();
     const effects = s.feed(s.procs.os(s.ref, { type: 'os.exited', code: 0, signal: null }));
-    expect(reports(effects)).toEqual([{ task: 't1', vpid: 0, kind: 'terminatedNormally', pid: 100, exitCode: 0, signal: null, reason: 'exited with code 0' }]);
+    expect(reports(effects)).toEqual([{ task: 't1', vpid: 0, kind: 'terminatedNormally', pid: 100, exitCode: 0, signal: null, reason: 'exited with code 0', endpoint: '' }]);
     expect(of(effects, 'records')).toEqual([{ type: 'records', procs: [] }]);
     expect(s.procs.size()).toBe(0);
   });
@@ -99,14 +99,14 @@ describe('spawn (plain mode)', () => {
   it('exit code 1 is abnormal', () => {
     const s = running();
     expect(reports(s.feed(s.procs.os(s.ref, { type: 'os.exited', code: 1, signal: null })))).toEqual([
-      { task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 100, exitCode: 1, signal: null, reason: 'exited with code 1' },
+      { task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 100, exitCode: 1, signal: null, reason: 'exited with code 1', endpoint: '' },
     ]);
   });
 
   it('death by SIGKILL is abnormal', () => {
     const s = running();
     expect(reports(s.feed(s.procs.os(s.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' })))).toEqual([
-      { task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 100, exitCode: null, signal: 'SIGKILL', reason: 'killed by SIGKILL' },
+      { task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 100, exitCode: null, signal: 'SIGKILL', reason: 'killed by SIGKILL', endpoint: '' },
     ]);
   });
 
@@ -114,7 +114,7 @@ describe('spawn (plain mode)', () => {
     const s = started();
     const text = 'spawn failed: ENOENT /no/such/app (executable or its interpreter not found)';
     const effects = s.feed(s.procs.os(s.ref, { type: 'os.forkFailed', error: text }));
-    expect(reports(effects)).toEqual([{ task: 't1', vpid: 0, kind: 'spawnFailed', pid: 0, exitCode: null, signal: null, reason: text }]);
+    expect(reports(effects)).toEqual([{ task: 't1', vpid: 0, kind: 'spawnFailed', pid: 0, exitCode: null, signal: null, reason: text, endpoint: '' }]);
     expect(s.procs.size()).toBe(0);
   });
 
@@ -142,7 +142,7 @@ describe('terminate', () => {
     expect(kills(s.feed(s.procs.command(terminate())))).toEqual([{ pid: 300, signal: 'SIGTERM', child: true }]);
     expect(kills(s.feed(s.procs.command(terminate())))).toEqual([{ pid: 300, signal: 'SIGKILL', child: true }]);
     const end = s.feed(s.procs.os(s.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }));
-    expect(reports(end)).toEqual([{ task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 300, exitCode: null, signal: 'SIGKILL', reason: 'killed by SIGKILL' }]);
+    expect(reports(end)).toEqual([{ task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 300, exitCode: null, signal: 'SIGKILL', reason: 'killed by SIGKILL', endpoint: '' }]);
   });
 
   it('a plain process that exits 0 on SIGTERM ended normally', () => {
@@ -158,7 +158,7 @@ describe('terminate', () => {
     expect(kills(spawned)).toEqual([{ pid: 302, signal: 'SIGKILL', child: true }]);
     expect(reports(spawned)).toEqual([]); // never spawnSucceeded for a process being aborted
     const end = s.feed(s.procs.os(s.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }));
-    expect(reports(end)).toEqual([{ task: 't1', vpid: 0, kind: 'spawnFailed', pid: 302, exitCode: null, signal: 'SIGKILL', reason: 'terminated before connecting' }]);
+    expect(reports(end)).toEqual([{ task: 't1', vpid: 0, kind: 'spawnFailed', pid: 302, exitCode: null, signal: 'SIGKILL', reason: 'terminated before connecting', endpoint: '' }]);
   });
 
   it('an unknown key: nothing is reported, only logged', () => {
@@ -218,14 +218,91 @@ describe('idempotence', () => {
   });
 });
 
-describe('linked mode (issue 4)', () => {
-  it('is refused with spawnFailed and nothing is started', () => {
-    const procs = createAgentProcs({ connectTimeoutTicks: TICKS });
-    const effects = procs.command(spawnCmd({ mode: 'linked' }));
-    expectWireValid(effects);
-    expect(of(effects, 'spawn')).toEqual([]);
-    expect(reports(effects)).toEqual([{ task: 't1', vpid: 0, kind: 'spawnFailed', pid: 0, exitCode: null, signal: null, reason: LINKED_REFUSED }]);
-    expect(procs.size()).toBe(0);
+describe('linked mode (PROTOCOL §9.4)', () => {
+  const LINKED = spawnCmd({ mode: 'linked' });
+  const SIG = { signum: 100, dest: 1, arg: -5, epoch: 3 };
+
+  function connected() {
+    const t = started(createAgentProcs({ connectTimeoutTicks: TICKS }), LINKED);
+    expect(t.spawn.linked).toBe(true);
+    const spawned = t.feed(t.procs.os(t.ref, { type: 'os.spawned', pid: 4242 }));
+    // The exec is not the connect for a linked process: nothing is reported yet.
+    expect(reports(spawned)).toEqual([]);
+    const c = t.procs.appConnected('t1', 0, '10.0.0.1:5000');
+    expect(c.ok).toBe(true);
+    t.feed(c.effects);
+    return t;
+  }
+
+  it('the library hello is Process-connect: spawnSucceeded carries the endpoint it announced', () => {
+    const t = connected();
+    expect(reports(t.all)).toEqual([
+      { task: 't1', vpid: 0, kind: 'spawnSucceeded', pid: 4242, exitCode: null, signal: null, reason: 'running', endpoint: '10.0.0.1:5000' },
+    ]);
+  });
+
+  it('a hello for a process that is not starting here is refused', () => {
+    const t = connected();
+    expect(t.procs.appConnected('t1', 0, 'x:1').ok).toBe(false); // already connected
+    expect(t.procs.appConnected('t9', 0, 'x:1').ok).toBe(false); // unknown
+    const plain = started();
+    plain.feed(plain.procs.os(plain.ref, { type: 'os.spawned', pid: 7 }));
+    expect(plain.procs.appConnected('t1', 0, 'x:1').ok).toBe(false); // plain processes never link
+  });
+
+  it('a linked process that never connects fails its start at the connect timeout', () => {
+    const t = started(createAgentProcs({ connectTimeoutTicks: TICKS }), LINKED);
+    t.feed(t.procs.os(t.ref, { type: 'os.spawned', pid: 4242 }));
+    for (let i = 0; i < TICKS; i++) t.feed(t.procs.tick());
+    expect(kills(t.all)).toEqual([{ pid: 4242, signal: 'SIGKILL', child: true }]);
+    t.feed(t.procs.os(t.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }));
+    expect(reports(t.all).map((r) => r.kind)).toEqual(['spawnFailed']);
+  });
+
+  it('finalize then exit 0 is a normal end; exit 0 without finalize is a crash', () => {
+    const clean = connected();
+    clean.feed(clean.procs.appFinalized('t1', 0));
+    clean.feed(clean.procs.os(clean.ref, { type: 'os.exited', code: 0, signal: null }));
+    expect(reports(clean.all).map((r) => r.kind)).toEqual(['spawnSucceeded', 'terminatedNormally']);
+    const crash = connected();
+    crash.feed(crash.procs.os(crash.ref, { type: 'os.exited', code: 0, signal: null }));
+    expect(reports(crash.all).map((r) => r.kind)).toEqual(['spawnSucceeded', 'terminatedAbnormally']);
+  });
+
+  it('a connection closed without finalize while the process lives gets the process SIGKILLed', () => {
+    const t = connected();
+    expect(kills(t.procs.appClosed('t1', 0, true))).toEqual([]);
+    expect(kills(t.procs.appClosed('t1', 0, false))).toEqual([{ pid: 4242, signal: 'SIGKILL', child: true }]);
+  });
+
+  it('a process that ignores SIGTERM gets SIGKILL after the grace ticks, without a second terminate', () => {
+    const t = connected();
+    t.feed(t.procs.command(terminate()));
+    for (let i = 0; i < TERMINATE_KILL_GRACE_TICKS; i++) t.feed(t.procs.tick());
+    expect(kills(t.all)).toEqual([{ pid: 4242, signal: 'SIGTERM', child: true }, { pid: 4242, signal: 'SIGKILL', child: true }]);
+  });
+
+  it('signals from a connected process become sig.request requests; from anyone else nothing', () => {
+    const t = connected();
+    const out = t.procs.appSignal('t1', 0, SIG);
+    expect(of(out, 'request').map((e) => e.request)).toEqual([{ type: 'sig.request', task: 't1', vpid: 0, ...SIG }]);
+    const req = of(out, 'request')[0]?.request;
+    expect(agentRequest.dec(agentRequest.enc(req as never), 'r').ok).toBe(true);
+    expect(of(t.procs.appSignal('t1', 1, SIG), 'request')).toEqual([]);
+  });
+
+  it('proc.signal and proc.mapping are delivered to the listed connected processes only', () => {
+    const t = connected();
+    const sig = t.procs.command({ type: 'proc.signal', task: 't1', vpids: [0, 1], signum: 20, src: 0xffffffff, dest: 0xfffffffe, arg: 1, epoch: 4, node: '', data: '' });
+    expect(of(sig, 'deliver')).toEqual([{
+      type: 'deliver', task: 't1', vpid: 0,
+      message: { type: 'signal', signum: 20, src: 0xffffffff, dest: 0xfffffffe, arg: 1, epoch: 4, node: '', data: '' },
+    }]);
+    const members = [{ vpid: 0, node: 'n1', endpoint: '10.0.0.1:5000' }, { vpid: 1, node: 'n2', endpoint: '10.0.0.2:5000' }];
+    const map = t.procs.command({ type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 7, quorum: 2, members });
+    expect(of(map, 'deliver')[0]?.message).toEqual({
+      type: 'mapping', task: 't1', vpid: 0, size: 2, restarted: false, recovered: true, epoch: 7, quorum: 2, members,
+    });
   });
 });
 
@@ -270,10 +347,10 @@ describe('adoption after an agent restart (PROTOCOL §8.6)', () => {
   it('alive → adopted; pid 0 → spawnSucceeded with the real pid; dead → reported; unlisted alive → SIGKILL', () => {
     const { procs, effects } = adopted();
     expect(reports(effects)).toEqual([
-      { task: 't1', vpid: 1, kind: 'spawnSucceeded', pid: 101, exitCode: null, signal: null, reason: 'running (adopted after an agent restart)' },
-      { task: 't2', vpid: 0, kind: 'terminatedAbnormally', pid: 200, exitCode: null, signal: null, reason: EXITED_WHILE_DOWN },
-      { task: 't4', vpid: 0, kind: 'spawnFailed', pid: 0, exitCode: null, signal: null, reason: RESTARTED_WHILE_SPAWNING },
-      { task: 't5', vpid: 0, kind: 'terminatedAbnormally', pid: 500, exitCode: null, signal: null, reason: EXITED_WHILE_DOWN },
+      { task: 't1', vpid: 1, kind: 'spawnSucceeded', pid: 101, exitCode: null, signal: null, reason: 'running (adopted after an agent restart)', endpoint: '' },
+      { task: 't2', vpid: 0, kind: 'terminatedAbnormally', pid: 200, exitCode: null, signal: null, reason: EXITED_WHILE_DOWN, endpoint: '' },
+      { task: 't4', vpid: 0, kind: 'spawnFailed', pid: 0, exitCode: null, signal: null, reason: RESTARTED_WHILE_SPAWNING, endpoint: '' },
+      { task: 't5', vpid: 0, kind: 'terminatedAbnormally', pid: 500, exitCode: null, signal: null, reason: EXITED_WHILE_DOWN, endpoint: '' },
     ]);
     expect(kills(effects)).toEqual([{ pid: 300, signal: 'SIGKILL', child: false }]);
     expect(procs.adopted().map((a) => [a.ref.task, a.ref.vpid, a.pid])).toEqual([['t1', 0, 100], ['t1', 1, 101]]);
@@ -286,7 +363,7 @@ describe('adoption after an agent restart (PROTOCOL §8.6)', () => {
     const a = procs.adopted()[0];
     if (a === undefined) throw new Error('nothing adopted');
     const end = procs.os(a.ref, { type: 'os.exited', code: null, signal: null });
-    expect(reports(end)).toEqual([{ task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 100, exitCode: null, signal: null, reason: ADOPTED_EXIT }]);
+    expect(reports(end)).toEqual([{ task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 100, exitCode: null, signal: null, reason: ADOPTED_EXIT, endpoint: '' }]);
     expect(procs.adopted()).toHaveLength(1);
     expect(reports(procs.os(a.ref, { type: 'os.exited', code: null, signal: null }))).toEqual([]);
   });

@@ -11,7 +11,7 @@ import { DEFAULT_TIMING, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX
 import type { TaskView } from '../../../src/core/status.ts';
 import type { GroupCommand, ProcReport, ProcSpawn, TaskSubmit } from '../../../src/core/wire/messages.ts';
 
-const TIMERS: TaskTimers = { startTimeoutTicks: 3, terminateTimeoutTicks: 2, maxStartAttempts: 3, maxTerminateAttempts: 2 };
+const TIMERS: TaskTimers = { startTimeoutTicks: 3, terminateTimeoutTicks: 2, maxStartAttempts: 3, maxTerminateAttempts: 2, groupRequestTimeoutTicks: 4 };
 
 type Cmd = { agent: string; command: GroupCommand };
 
@@ -29,7 +29,7 @@ class Cluster {
   submit(size: number, extra: Partial<TaskSubmit> = {}): { ok: boolean; text: string } {
     const req: TaskSubmit = {
       type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size, file: '/bin/sleep', args: ['1'], cwd: '/tmp',
-      env: [['A', '1'], ['B', '2']], ...extra,
+      env: [['A', '1'], ['B', '2']], mode: 'plain', ...extra,
     };
     const r = submitTask(this.cs, this.nodes, TIMERS, req, ++this.rsn);
     this.effects = r.effects;
@@ -44,7 +44,7 @@ class Cluster {
   report(task: string, vpid: number, kind: ProcReport['kind'], extra: Partial<ProcReport> & { agent?: string } = {}): TaskEffect[] {
     const { agent, ...fields } = extra;
     const from = agent ?? this.agentOf(this.proc(task, vpid).node ?? '');
-    const r: ProcReport = { task, vpid, kind, pid: 0, exitCode: null, signal: null, reason: '', ...fields };
+    const r: ProcReport = { task, vpid, kind, pid: 0, exitCode: null, signal: null, reason: '', endpoint: '', ...fields };
     this.effects = procReports(this.cs, this.nodes, TIMERS, from, [r]);
     return this.effects;
   }
@@ -113,7 +113,7 @@ class Cluster {
 
 describe('cluster state: tasks and processes (spec §6)', () => {
   it('taskTimers converts ms to ticks of taskTickMs, at least 1', () => {
-    expect(taskTimers(DEFAULT_TIMING)).toEqual({ startTimeoutTicks: 100, terminateTimeoutTicks: 40, maxStartAttempts: 3, maxTerminateAttempts: 3 });
+    expect(taskTimers(DEFAULT_TIMING)).toEqual({ groupRequestTimeoutTicks: 20, startTimeoutTicks: 100, terminateTimeoutTicks: 40, maxStartAttempts: 3, maxTerminateAttempts: 3 });
     expect(taskTimers({ ...DEFAULT_TIMING, startTimeoutMs: 1, terminateTimeoutMs: 0 }).startTimeoutTicks).toBe(1);
   });
 

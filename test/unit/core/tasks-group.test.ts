@@ -9,13 +9,13 @@ import { makeCluster } from './harness.ts';
 
 const nonce = (n: number) => n.toString(16).padStart(32, '0');
 const submit = (n: number, size: number, file = '/bin/true'): OperatorRequest => ({
-  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file, args: [], cwd: '/', env: [],
+  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file, args: [], cwd: '/', env: [], mode: 'plain',
 });
 
-function report(c: ReturnType<typeof makeCluster>, agent: ProcessId, r: Omit<ProcReport, 'exitCode' | 'signal' | 'pid' | 'reason'> & Partial<ProcReport>): void {
+function report(c: ReturnType<typeof makeCluster>, agent: ProcessId, r: Omit<ProcReport, 'exitCode' | 'signal' | 'pid' | 'reason' | 'endpoint'> & Partial<ProcReport>): void {
   c.input(agent, {
     type: 'request', nowMs: c.now(),
-    request: { type: 'proc.report', reports: [{ pid: 0, exitCode: null, signal: null, reason: '', ...r }] },
+    request: { type: 'proc.report', reports: [{ pid: 0, exitCode: null, signal: null, reason: '', endpoint: '', ...r }] },
   });
 }
 

@@ -1,0 +1,130 @@
+// The local channel between a linked task process and its node's agent (spec §7 items 1–7;
+// docs/PROTOCOL.md §9.4): a Unix stream socket at TRINE_AGENT_SOCKET, replacing the source's two
+// named pipes and SIGINT. Each message is a frame = length u32 (big-endian) ‖ canonical msgpack
+// of the union below. Decoding is total; the agent drops a process's connection on the first
+// malformed frame (it then counts as a crash if the process did not finalize first).
+//
+// Process → agent: `hello` first (the agent gave the process its task, VPID and a secret token
+// in its environment at spawn; a connection that cannot show them is refused), then `signal`
+// requests, then `finalize` before a clean exit (Process-disconnect, spec §6.3).
+// Agent → process: `welcome` or `refused` answers the hello; `mapping` (spec §7 item 2) comes
+// once every member of the task has connected, or at once for a process spawned into a running
+// task (`recovered`); then `signal`s in the order the manager sent them.
+import { MAX_ID_CHARS, MAX_TASK_PROCS, MAX_TEXT_CHARS } from '../constants.ts';
+import { err, ok, type Result } from '../result.ts';
+import { pack, unpack } from './frame.ts';
+import { endpointText, int32, member, taskId, u32, type Member } from './messages.ts';
+import { bool, list, struct, text, token, uint, union, type Schema } from './schema.ts';
+
+export { int32, MAX_ENDPOINT_CHARS, type Member } from './messages.ts';
+
+/** Largest frame either side sends: a mapping of MAX_TASK_PROCS members fits well inside. */
+export const MAX_APP_FRAME_BYTES = 256 * 1024;
+/** Length prefix. */
+export const APP_FRAME_HEADER_BYTES = 4;
+const secret = token(32, /^[0-9a-f]{32}$/);
+
+/** Spec §7 item 2, plus what the library needs to attach epochs and count a quorum. */
+export type Mapping = {
+  task: string;
+  vpid: number;
+  /** Members now (spec: "the total number of processes"). */
+  size: number;
+  restarted: boolean;
+  /** This process was spawned into a running task (G-MPI init reports RECOVERED, spec §5.5). */
+  recovered: boolean;
+  epoch: number;
+  quorum: number;
+  members: Member[];
+};
+export const mapping: Schema<Mapping> = struct<Mapping>(
+  ['task', 'vpid', 'size', 'restarted', 'recovered', 'epoch', 'quorum', 'members'],
+  {
+    task: taskId, vpid: uint, size: uint, restarted: bool, recovered: bool, epoch: uint, quorum: uint,
+    members: list(member, MAX_TASK_PROCS),
+  },
+);
+
+export type ProcToAgent =
+  | { type: 'hello'; task: string; vpid: number; token: string; endpoint: string }
+  | { type: 'signal'; signum: number; dest: number; arg: number; epoch: number }
+  | { type: 'finalize' };
+
+export type AgentToProc =
+  | { type: 'welcome' }
+  | { type: 'refused'; reason: string }
+  | ({ type: 'mapping' } & Omit<Mapping, never>)
+  /** `data`: the new member's "host:port" for GSIG_REP_SPAWNED (spec §4.3: the reply carries
+   *  the new process's VPID and node address), else empty. */
+  | { type: 'signal'; signum: number; src: number; dest: number; arg: number; epoch: number; node: string; data: string };
+
+export const procToAgent: Schema<ProcToAgent> = union<ProcToAgent>({
+  hello: { code: 1, order: ['task', 'vpid', 'token', 'endpoint'], fields: { task: taskId, vpid: uint, token: secret, endpoint: endpointText } },
+  signal: { code: 2, order: ['signum', 'dest', 'arg', 'epoch'], fields: { signum: u32, dest: u32, arg: int32, epoch: uint } },
+  finalize: { code: 3, order: [], fields: {} },
+});
+
+export const agentToProc: Schema<AgentToProc> = union<AgentToProc>({
+  welcome: { code: 1, order: [], fields: {} },
+  refused: { code: 2, order: ['reason'], fields: { reason: text(MAX_TEXT_CHARS) } },
+  mapping: {
+    code: 3,
+    order: ['task', 'vpid', 'size', 'restarted', 'recovered', 'epoch', 'quorum', 'members'],
+    fields: {
+      task: taskId, vpid: uint, size: uint, restarted: bool, recovered: bool, epoch: uint, quorum: uint,
+      members: list(member, MAX_TASK_PROCS),
+    },
+  },
+  signal: {
+    code: 4,
+    order: ['signum', 'src', 'dest', 'arg', 'epoch', 'node', 'data'],
+    fields: { signum: u32, src: u32, dest: u32, arg: int32, epoch: uint, node: text(MAX_ID_CHARS), data: endpointText },
+  },
+});
+
+/** One frame: length prefix and canonical body. */
+export function encodeAppFrame<T>(schema: Schema<T>, msg: T): Uint8Array {
+  const body = pack(schema.enc(msg));
+  const out = new Uint8Array(APP_FRAME_HEADER_BYTES + body.length);
+  new DataView(out.buffer).setUint32(0, body.length);
+  out.set(body, APP_FRAME_HEADER_BYTES);
+  return out;
+}
+
+/** An incremental, total decoder of a byte stream of frames. After the first error it stays
+ *  failed: the stream has lost its framing and the connection must be closed. */
+export class AppFrameDecoder<T> {
+  private buf: Uint8Array = new Uint8Array(0);
+  private failed: Result<never> | null = null;
+  constructor(private readonly schema: Schema<T>, private readonly maxFrameBytes: number = MAX_APP_FRAME_BYTES) {}
+
+  feed(chunk: Uint8Array): void {
+    if (this.failed !== null) return;
+    const next = new Uint8Array(this.buf.length + chunk.length);
+    next.set(this.buf, 0);
+    next.set(chunk, this.buf.length);
+    this.buf = next;
+  }
+
+  /** The next complete message, null when more bytes are needed, or the error. */
+  next(): Result<T | null> {
+    if (this.failed !== null) return this.failed;
+    if (this.buf.length < APP_FRAME_HEADER_BYTES) return ok(null);
+    const len = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength).getUint32(0);
+    if (len > this.maxFrameBytes) return this.fail(err('WIRE_LIMIT', `frame of ${len} bytes > ${this.maxFrameBytes}`));
+    if (this.buf.length < APP_FRAME_HEADER_BYTES + len) return ok(null);
+    const body = this.buf.subarray(APP_FRAME_HEADER_BYTES, APP_FRAME_HEADER_BYTES + len);
+    this.buf = this.buf.slice(APP_FRAME_HEADER_BYTES + len);
+    const tree = unpack(body);
+    if (!tree.ok) return this.fail(tree);
+    const msg = this.schema.dec(tree.value, 'app');
+    if (!msg.ok) return this.fail(msg);
+    return ok(msg.value);
+  }
+
+  private fail(e: Result<never>): Result<never> {
+    this.failed = e;
+    this.buf = new Uint8Array(0);
+    return e;
+  }
+}

@@ -1,0 +1,341 @@
+// The agent's end of the process↔agent channel (spec §7 items 1–7; src/core/wire/app-wire.ts):
+// a Unix stream socket server at the path the agent gives its processes as TRINE_AGENT_SOCKET.
+// This file owns the socket file, the hello handshake (the agent's authenticate callback checks
+// the token), one connection per (task, VPID), bounded outgoing queues, and telling the agent
+// how each process went away: a finalize before the close is a clean Process-disconnect, a
+// close without one is a crash (spec §6.3, §7 item 7). It forwards signals and keeps no signal
+// state of its own: the library enforces one outstanding request per process (spec §4.4).
+// A bad frame from a process closes that connection with a typed reason; it never throws.
+import { lstat, unlink, chmod } from 'node:fs/promises';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { unreachable, type DropCode } from '../core/result.ts';
+import type { SignalRequest } from '../core/signals.ts';
+import {
+  agentToProc, AppFrameDecoder, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent,
+} from '../core/wire/app-wire.ts';
+
+// ---- Named limits (STYLE.md 9) -----------------------------------------------------------------
+
+/** A linked process sends hello as soon as its socket connects (the library does it first
+ *  thing); 2 s covers a loaded host, and a silent connection holds a slot no longer. */
+export const HELLO_TIMEOUT_MS = 2000;
+/** Connections that have not yet said hello. A task start connects every local process within
+ *  milliseconds; 64 covers such a burst, and more unidentified sockets than that are strays. */
+export const MAX_UNIDENTIFIED_CONNECTIONS = 64;
+/** Bytes queued for one process that it has not read. Four of the largest frame (a full
+ *  mapping): a process that stops reading is disconnected rather than growing agent memory. */
+export const MAX_OUTGOING_QUEUE_BYTES = 4 * MAX_APP_FRAME_BYTES;
+/** A refusal is written, then the socket ends; a peer that does not read it is cut off after. */
+export const REFUSAL_LINGER_MS = 500;
+/** Probing an existing socket file on listen: a live server answers on loopback at once. */
+export const STALE_PROBE_TIMEOUT_MS = 1000;
+
+// ---- Types -------------------------------------------------------------------------------------
+
+/** Why a connection was closed. */
+export type AppCloseCode =
+  | DropCode
+  | 'HELLO_TIMEOUT'
+  | 'HELLO_EXPECTED'
+  | 'UNEXPECTED_HELLO'
+  | 'AUTH_REFUSED'
+  | 'DUPLICATE'
+  | 'TOO_MANY_UNIDENTIFIED'
+  | 'SLOW_READER'
+  | 'AFTER_FINALIZE'
+  | 'PEER_CLOSED'
+  | 'SOCKET_ERROR'
+  | 'DISCONNECTED'
+  | 'SERVER_CLOSED';
+
+export type AppSocketLogEvent =
+  | { readonly type: 'app.connected'; readonly task: string; readonly vpid: number }
+  | { readonly type: 'app.refused'; readonly code: 'AUTH_REFUSED' | 'DUPLICATE'; readonly task: string; readonly vpid: number; readonly reason: string }
+  | { readonly type: 'app.finalized'; readonly task: string; readonly vpid: number }
+  | {
+      readonly type: 'app.closed';
+      readonly task: string | null;
+      readonly vpid: number | null;
+      readonly code: AppCloseCode;
+      readonly detail: string;
+      /** finalize was received before the close. */
+      readonly clean: boolean;
+    };
+
+export type AppSocketServerOptions = {
+  /** null accepts the hello; a string refuses it with that reason. */
+  readonly authenticate: (task: string, vpid: number, token: string) => string | null;
+  readonly onConnected?: (task: string, vpid: number, endpoint: string) => void;
+  readonly onSignal?: (task: string, vpid: number, req: SignalRequest) => void;
+  readonly onFinalized?: (task: string, vpid: number) => void;
+  /** Once per accepted connection, when it is gone; clean = finalize came first. Not called for
+   *  the connections close() ends. */
+  readonly onClosed?: (task: string, vpid: number, clean: boolean) => void;
+  readonly log?: (event: AppSocketLogEvent) => void;
+  readonly helloTimeoutMs?: number;
+  readonly maxUnidentified?: number;
+  readonly maxOutgoingQueueBytes?: number;
+  readonly maxFrameBytes?: number;
+};
+
+export type AppSocketErrorCode = 'PATH_IN_USE' | 'ALREADY_LISTENING' | 'BAD_OPTION';
+
+export class AppSocketError extends Error {
+  constructor(readonly code: AppSocketErrorCode, message: string) {
+    super(message);
+    this.name = 'AppSocketError';
+  }
+}
+
+type Conn = {
+  readonly socket: Socket;
+  readonly decoder: AppFrameDecoder<ProcToAgent>;
+  id: { task: string; vpid: number } | null;
+  helloTimer: NodeJS.Timeout | null;
+  finalized: boolean;
+  /** The first reason we closed it for; null: the peer closed it. */
+  closeReason: { code: AppCloseCode; detail: string } | null;
+  /** Ended by close(): no callbacks. */
+  silent: boolean;
+};
+
+const keyOf = (task: string, vpid: number): string => `${task}/${vpid}`;
+
+// ---- Server ------------------------------------------------------------------------------------
+
+export class AppSocketServer {
+  private readonly unidentified = new Set<Conn>();
+  private readonly byKey = new Map<string, Conn>();
+  private closed = false;
+  private readonly helloTimeoutMs: number;
+  private readonly maxUnidentified: number;
+  private readonly maxOutgoingQueueBytes: number;
+  private readonly maxFrameBytes: number;
+
+  private constructor(readonly path: string, private readonly server: Server, private readonly opts: AppSocketServerOptions) {
+    this.helloTimeoutMs = opts.helloTimeoutMs ?? HELLO_TIMEOUT_MS;
+    this.maxUnidentified = opts.maxUnidentified ?? MAX_UNIDENTIFIED_CONNECTIONS;
+    this.maxOutgoingQueueBytes = opts.maxOutgoingQueueBytes ?? MAX_OUTGOING_QUEUE_BYTES;
+    this.maxFrameBytes = opts.maxFrameBytes ?? MAX_APP_FRAME_BYTES;
+    server.on('connection', (socket) => this.adopt(socket));
+  }
+
+  /** Listen at `path`, replacing a stale socket file (one no server answers on). A live server
+   *  at the path, or a file that is not a socket, is an error: neither is ours to remove. */
+  static async listen(path: string, opts: AppSocketServerOptions): Promise<AppSocketServer> {
+    for (const [name, v] of [['helloTimeoutMs', opts.helloTimeoutMs], ['maxUnidentified', opts.maxUnidentified],
+      ['maxOutgoingQueueBytes', opts.maxOutgoingQueueBytes], ['maxFrameBytes', opts.maxFrameBytes]] as const) {
+      if (v !== undefined && (!Number.isSafeInteger(v) || v < 1)) throw new AppSocketError('BAD_OPTION', `${name} must be a positive integer, got ${v}`);
+    }
+    await removeStaleSocket(path);
+    const server = createServer({ allowHalfOpen: false });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(path, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    // Only the agent's user may connect; the token is the second line of defence.
+    await chmod(path, 0o600);
+    return new AppSocketServer(path, server, opts);
+  }
+
+  /** Processes connected and identified now. */
+  get connections(): number {
+    return this.byKey.size;
+  }
+
+  isConnected(task: string, vpid: number): boolean {
+    return this.byKey.has(keyOf(task, vpid));
+  }
+
+  /** Queue `msg` to the process; false if it is not connected. A process that lets its queue
+   *  grow beyond the bound is disconnected (SLOW_READER) and false is returned. */
+  send(task: string, vpid: number, msg: AgentToProc): boolean {
+    const conn = this.byKey.get(keyOf(task, vpid));
+    if (conn === undefined || conn.closeReason !== null) return false;
+    return this.write(conn, msg);
+  }
+
+  /** Tell the process why (a `refused` frame) and close its connection. */
+  disconnect(task: string, vpid: number, reason: string): void {
+    const conn = this.byKey.get(keyOf(task, vpid));
+    if (conn === undefined || conn.closeReason !== null) return;
+    this.refuseAndEnd(conn, 'DISCONNECTED', reason);
+  }
+
+  /** Stop listening, end every connection without callbacks, and remove the socket file. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const all = [...this.unidentified, ...this.byKey.values()];
+    for (const conn of all) {
+      conn.silent = true;
+      this.destroy(conn, 'SERVER_CLOSED', 'server closed');
+    }
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await unlink(this.path).catch(() => undefined);
+  }
+
+  // ---- Connections -----------------------------------------------------------------------------
+
+  private adopt(socket: Socket): void {
+    const conn: Conn = {
+      socket, decoder: new AppFrameDecoder(procToAgent, this.maxFrameBytes), id: null, helloTimer: null,
+      finalized: false, closeReason: null, silent: false,
+    };
+    socket.on('error', (e: NodeJS.ErrnoException) => {
+      if (conn.closeReason === null) conn.closeReason = { code: 'SOCKET_ERROR', detail: e.code ?? e.message };
+    });
+    socket.on('close', () => this.onClose(conn));
+    if (this.closed || this.unidentified.size >= this.maxUnidentified) {
+      this.unidentified.add(conn);
+      this.destroy(conn, 'TOO_MANY_UNIDENTIFIED', `${this.unidentified.size - 1} connections have not said hello`);
+      return;
+    }
+    this.unidentified.add(conn);
+    conn.helloTimer = setTimeout(() => this.destroy(conn, 'HELLO_TIMEOUT', `no hello within ${this.helloTimeoutMs} ms`), this.helloTimeoutMs);
+    socket.on('data', (chunk: Buffer) => this.onData(conn, chunk));
+  }
+
+  private onData(conn: Conn, chunk: Buffer): void {
+    if (conn.closeReason !== null) return;
+    conn.decoder.feed(chunk);
+    for (;;) {
+      const r = conn.decoder.next();
+      if (!r.ok) {
+        this.destroy(conn, r.code, r.detail);
+        return;
+      }
+      if (r.value === null) return;
+      this.onMessage(conn, r.value);
+      if (conn.closeReason !== null) return;
+    }
+  }
+
+  private onMessage(conn: Conn, msg: ProcToAgent): void {
+    if (conn.id === null) {
+      if (msg.type !== 'hello') {
+        this.destroy(conn, 'HELLO_EXPECTED', `first frame was ${msg.type}`);
+        return;
+      }
+      this.onHello(conn, msg);
+      return;
+    }
+    const { task, vpid } = conn.id;
+    switch (msg.type) {
+      case 'hello':
+        this.destroy(conn, 'UNEXPECTED_HELLO', 'second hello on one connection');
+        return;
+      case 'signal':
+        if (conn.finalized) {
+          this.destroy(conn, 'AFTER_FINALIZE', 'signal after finalize');
+          return;
+        }
+        this.opts.onSignal?.(task, vpid, { signum: msg.signum, dest: msg.dest, arg: msg.arg, epoch: msg.epoch });
+        return;
+      case 'finalize':
+        if (conn.finalized) return;
+        conn.finalized = true;
+        this.opts.log?.({ type: 'app.finalized', task, vpid });
+        this.opts.onFinalized?.(task, vpid);
+        return;
+      default:
+        unreachable(msg);
+    }
+  }
+
+  private onHello(conn: Conn, hello: Extract<ProcToAgent, { type: 'hello' }>): void {
+    const { task, vpid, token, endpoint } = hello;
+    if (conn.helloTimer !== null) clearTimeout(conn.helloTimer);
+    conn.helloTimer = null;
+    const refusal = this.opts.authenticate(task, vpid, token);
+    if (refusal !== null) {
+      this.opts.log?.({ type: 'app.refused', code: 'AUTH_REFUSED', task, vpid, reason: refusal });
+      this.refuseAndEnd(conn, 'AUTH_REFUSED', refusal);
+      return;
+    }
+    const key = keyOf(task, vpid);
+    if (this.byKey.has(key)) {
+      const reason = `process ${key} is already connected`;
+      this.opts.log?.({ type: 'app.refused', code: 'DUPLICATE', task, vpid, reason });
+      this.refuseAndEnd(conn, 'DUPLICATE', reason);
+      return;
+    }
+    this.unidentified.delete(conn);
+    conn.id = { task, vpid };
+    this.byKey.set(key, conn);
+    this.opts.log?.({ type: 'app.connected', task, vpid });
+    if (!this.write(conn, { type: 'welcome' })) return;
+    this.opts.onConnected?.(task, vpid, endpoint);
+  }
+
+  private write(conn: Conn, msg: AgentToProc): boolean {
+    conn.socket.write(encodeAppFrame(agentToProc, msg));
+    if (conn.socket.writableLength > this.maxOutgoingQueueBytes) {
+      this.destroy(conn, 'SLOW_READER', `${conn.socket.writableLength} bytes unread > ${this.maxOutgoingQueueBytes}`);
+      return false;
+    }
+    return true;
+  }
+
+  /** Write a refusal and end; a peer that does not read it is cut off after REFUSAL_LINGER_MS. */
+  private refuseAndEnd(conn: Conn, code: AppCloseCode, reason: string): void {
+    conn.closeReason = { code, detail: reason };
+    if (conn.helloTimer !== null) clearTimeout(conn.helloTimer);
+    conn.helloTimer = null;
+    conn.socket.end(encodeAppFrame(agentToProc, { type: 'refused', reason }));
+    setTimeout(() => conn.socket.destroy(), REFUSAL_LINGER_MS).unref();
+  }
+
+  private destroy(conn: Conn, code: AppCloseCode, detail: string): void {
+    if (conn.closeReason === null) conn.closeReason = { code, detail };
+    if (conn.helloTimer !== null) clearTimeout(conn.helloTimer);
+    conn.helloTimer = null;
+    conn.socket.destroy();
+  }
+
+  private onClose(conn: Conn): void {
+    if (conn.helloTimer !== null) clearTimeout(conn.helloTimer);
+    conn.helloTimer = null;
+    this.unidentified.delete(conn);
+    const reason = conn.closeReason ?? { code: 'PEER_CLOSED' as const, detail: conn.finalized ? 'after finalize' : 'closed without finalize' };
+    const id = conn.id;
+    if (id !== null && this.byKey.get(keyOf(id.task, id.vpid)) === conn) this.byKey.delete(keyOf(id.task, id.vpid));
+    this.opts.log?.({ type: 'app.closed', task: id?.task ?? null, vpid: id?.vpid ?? null, code: reason.code, detail: reason.detail, clean: conn.finalized });
+    if (id !== null && !conn.silent) this.opts.onClosed?.(id.task, id.vpid, conn.finalized);
+  }
+}
+
+/** Remove `path` if it is a socket file nobody listens on (left by a crashed agent). */
+async function removeStaleSocket(path: string): Promise<void> {
+  let isSocket: boolean;
+  try {
+    isSocket = (await lstat(path)).isSocket();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw e;
+  }
+  if (!isSocket) throw new AppSocketError('PATH_IN_USE', `${path} exists and is not a socket: move it away or choose another path`);
+  const live = await new Promise<boolean>((resolve) => {
+    const probe = connect(path);
+    const timer = setTimeout(() => {
+      probe.destroy();
+      resolve(true);
+    }, STALE_PROBE_TIMEOUT_MS);
+    probe.once('connect', () => {
+      clearTimeout(timer);
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => {
+      clearTimeout(timer);
+      resolve(false);
+    });
+  });
+  if (live) throw new AppSocketError('ALREADY_LISTENING', `a server is already listening at ${path}: is another agent running?`);
+  await unlink(path).catch((e: NodeJS.ErrnoException) => {
+    if (e.code !== 'ENOENT') throw e;
+  });
+}
