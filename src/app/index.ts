@@ -1,0 +1,11 @@
+// `trine/app`: the library a task's processes link (spec §4, §7). Start with Link.init().
+export { Link, type DeliveredSignal, type LinkOptions, type LinkState, type LinkStats, type SignalHandler } from './link/link.ts';
+export { LinkError, type LinkErrorCode } from './link/errors.ts';
+export { FLAG } from './link/flags.ts';
+export { ENV_VARS } from './link/env.ts';
+export type { RequestOutcome } from './link/requests.ts';
+export {
+  GSIG, GSIG_BROADCAST, GSIG_CM, MAX_SIGNAL, MAX_SIGNAL_ARG, MIN_APP_SIGNAL, MIN_SIGNAL_ARG,
+  type ReplyClass, type Signal, type SignalRequest,
+} from '../core/signals.ts';
+export type { Mapping, Member } from '../core/wire/app-wire.ts';

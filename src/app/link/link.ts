@@ -1,0 +1,495 @@
+// The application library's main-thread API (spec §4.2, §5.2, §5.4, §7): Ghidrah signals, the
+// shared alert and invalid flags, critical sections and finalisation. A worker thread owns the
+// agent socket (worker.ts); this file owns every decision: what may be sent, the epoch and the
+// outstanding request (requests.ts), and delivery to handlers, one at a time in order
+// (dispatcher.ts). The source delivers by SIGINT into a signal handler; here a delivery is a
+// message from the worker, and the flags the worker raises on arrival stand in for the
+// interruption of a computation that never yields.
+import {
+  GSIG, GSIG_BROADCAST, GSIG_CM, isAppSignal, isGroupRequest, isSignalArg, MAX_SIGNAL, MIN_APP_SIGNAL,
+  type Signal, type SignalRequest,
+} from '../../core/signals.ts';
+import { MAX_ENDPOINT_CHARS, type AgentToProc, type Mapping, type Member } from '../../core/wire/app-wire.ts';
+import type { WorkerToMain } from './channel.ts';
+import { AgentConnection } from './connection.ts';
+import { Dispatcher } from './dispatcher.ts';
+import { readLinkEnv, type LinkEnv } from './env.ts';
+import { LinkError } from './errors.ts';
+import { FLAG, isFlagWord, isRuleSignal, SharedFlags } from './flags.ts';
+import {
+  FINALIZE_TIMEOUT_MS, FLAG_WORDS, INIT_TIMEOUT_MS, MAX_CS_DEPTH, MAX_QUEUED_SIGNALS,
+} from './limits.ts';
+import { isRequestDest, RequestTracker, type RequestOutcome } from './requests.ts';
+import { Waiters } from './waiters.ts';
+
+/** A signal as handlers see it: `node` and `data` carry GSIG_REP_SPAWNED's new member (its node
+ *  and "host:port"), empty otherwise. */
+export type DeliveredSignal = Signal & { readonly node: string; readonly data: string };
+/** Spec §4.2's handler(signum, srcpid, destpid, arg), plus the whole signal. Runs on the main
+ *  thread, atomically with respect to other handlers; it must not block. */
+export type SignalHandler = (signum: number, src: number, dest: number, arg: number, signal: DeliveredSignal) => void;
+
+export type LinkOptions = {
+  /** "host:port" of this process's G-MPI listener, sent in the hello. */
+  readonly endpoint?: string;
+  /** Where TRINE_* come from (default process.env). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly initTimeoutMs?: number;
+};
+
+export type LinkState = 'connecting' | 'ready' | 'finalizing' | 'finalized' | 'lost';
+export type LinkStats = { readonly delivered: number; readonly droppedSignals: number; readonly queued: number };
+
+export class Link {
+  readonly task: string;
+  readonly vpid: number;
+  private stateNow: LinkState = 'connecting';
+  private mappingNow: Mapping | null = null;
+  private tracker: RequestTracker;
+  private readonly members = new Map<number, Member>();
+  private quorumNow = 0;
+  private readonly handlers = new Map<number, SignalHandler>();
+  private readonly dispatcher: Dispatcher<DeliveredSignal>;
+  private readonly flags = SharedFlags.create();
+  private userCsDepth = 0;
+  private readonly waiters = new Waiters<DeliveredSignal>();
+  private deliveredCount = 0;
+  private welcomed = false;
+  private selfDiagnosisHook: ((signal: DeliveredSignal) => void) | null = null;
+  private handlerErrorHook: ((error: unknown, signal: DeliveredSignal) => void) | null = null;
+  private lostHook: ((error: LinkError) => void) | null = null;
+  private conn: AgentConnection | null = null;
+  private initWaiter: { resolve: (l: Link) => void; reject: (e: LinkError) => void } | null = null;
+  private finalizeDone: Promise<void> | null = null;
+  private finalizeResolve: (() => void) | null = null;
+
+  private constructor(private readonly env: LinkEnv) {
+    this.task = env.task;
+    this.vpid = env.vpid;
+    this.tracker = new RequestTracker(env.vpid, 0);
+    this.dispatcher = new Dispatcher((s) => this.deliverOne(s), MAX_QUEUED_SIGNALS);
+  }
+
+  /** Connect to the local agent (spec §7 item 1), say hello, and resolve once the mapping
+   *  (item 2) arrives: when every member has connected, or at once for a process spawned into
+   *  a running task (mapping.recovered). Rejects with NOT_IN_TRINE outside Trine. */
+  static init(opts: LinkOptions = {}): Promise<Link> {
+    try {
+      return Link.start(opts);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  private static start(opts: LinkOptions): Promise<Link> {
+    const env = readLinkEnv(opts.env ?? process.env);
+    const endpoint = opts.endpoint ?? '';
+    if (typeof endpoint !== 'string' || endpoint.length > MAX_ENDPOINT_CHARS || !/^[\x21-\x7e]*$/.test(endpoint)) {
+      throw new LinkError('BAD_OPTION', `endpoint must be a "host:port" string of at most ${MAX_ENDPOINT_CHARS} printable ASCII characters`);
+    }
+    const timeoutMs = opts.initTimeoutMs ?? INIT_TIMEOUT_MS;
+    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) throw new LinkError('BAD_OPTION', `initTimeoutMs must be a positive integer`);
+    const link = new Link(env);
+    link.conn = AgentConnection.open(env, endpoint, link.flags.buffers, {
+      onMessage: (m) => link.onWorkerMessage(m),
+      onWorkerError: (e) => link.fail('LINK_LOST', `the link's worker thread failed: ${e.message}`),
+    });
+    return new Promise<Link>((resolve, reject) => {
+      const timer = setTimeout(() => link.fail('INIT_TIMEOUT', `no mapping from the agent within ${timeoutMs} ms`), timeoutMs);
+      timer.unref();
+      link.initWaiter = {
+        resolve: (l) => {
+          clearTimeout(timer);
+          resolve(l);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      };
+    });
+  }
+
+  // ---- State -----------------------------------------------------------------------------------
+
+  get state(): LinkState {
+    return this.stateNow;
+  }
+
+  /** The mapping as received at init. */
+  get mapping(): Mapping {
+    if (this.mappingNow === null) throw new LinkError('LINK_LOST', 'no mapping yet');
+    return this.mappingNow;
+  }
+
+  /** The current epoch (spec §4.6): the mapping's, then each delivered broadcast's. */
+  get epoch(): number {
+    return this.tracker.epoch;
+  }
+
+  /** The members now: the mapping's, less GSIG_NTF_DIED's, plus GSIG_REP_SPAWNED's (spec §5.5). */
+  get memberList(): readonly Member[] {
+    return [...this.members.values()].sort((a, b) => a.vpid - b.vpid);
+  }
+
+  isMember(vpid: number): boolean {
+    return this.members.has(vpid);
+  }
+
+  get quorum(): number {
+    return this.quorumNow;
+  }
+
+  /** The request sent and not yet classified, if any. */
+  get outstanding(): SignalRequest | null {
+    return this.tracker.outstanding;
+  }
+
+  /** The group request acknowledged (own-ack) whose reply is still to come, if any. */
+  get acked(): SignalRequest | null {
+    return this.tracker.acked;
+  }
+
+  stats(): LinkStats {
+    return { delivered: this.deliveredCount, droppedSignals: this.dispatcher.dropped, queued: this.dispatcher.queued };
+  }
+
+  // ---- Signals (spec §4.2) ---------------------------------------------------------------------
+
+  /** G_Signal: dest = a member VPID (point to point), GSIG_BROADCAST (a broadcast request) or
+   *  GSIG_CM (a group request). Misuse throws a LinkError and sends nothing. Returns what was
+   *  sent, with the epoch attached. The worker writes it at once, even while this thread
+   *  computes; a process that exits right after may lose it, so end with finalize(), which
+   *  follows every earlier signal to the agent. */
+  signal(signum: number, dest: number, arg: number): SignalRequest {
+    this.requireReady();
+    if (dest === GSIG_CM) {
+      if (!isGroupRequest(signum)) {
+        throw new LinkError('BAD_SIGNAL', `signal ${signum} to GSIG_CM: only group requests (GSIG.REQ_*) go to the cluster manager`);
+      }
+    } else {
+      if (!isAppSignal(signum)) {
+        throw new LinkError('BAD_SIGNAL', `signal ${signum}: application signals are numbered ${MIN_APP_SIGNAL}..${MAX_SIGNAL}`);
+      }
+      if (dest !== GSIG_BROADCAST && !this.members.has(dest)) {
+        throw new LinkError('NOT_A_MEMBER', `destination ${dest} is not a member of task ${this.task}`);
+      }
+    }
+    if (!isSignalArg(arg)) throw new LinkError('BAD_ARG', `argument ${arg} is not a signed 32-bit integer`);
+    const refusal = this.tracker.refusal(dest);
+    if (refusal === 'REQUEST_OUTSTANDING') {
+      throw new LinkError('REQUEST_OUTSTANDING', 'a broadcast or group request is still outstanding: wait for requestOutcome() (spec §4.4: at most one)');
+    }
+    if (refusal === 'ACK_PENDING') {
+      throw new LinkError('ACK_PENDING', 'our group request was acknowledged: no new group request until its reply (spec §4.6)');
+    }
+    const req = this.tracker.send(signum, dest, arg);
+    if (isRequestDest(dest)) this.waiters.newRequest();
+    this.conn?.send({ type: 'signal', ...req });
+    return req;
+  }
+
+  /** G_Signal_handler: one handler per signal number; null removes it. */
+  on(signum: number, handler: SignalHandler | null): void {
+    if (!isRuleSignal(signum)) throw new LinkError('BAD_SIGNAL', `signal ${signum} is not in 1..${MAX_SIGNAL}`);
+    if (handler === null) this.handlers.delete(signum);
+    else this.handlers.set(signum, handler);
+  }
+
+  /** A local signal (spec §5.4 Table 4.3): src = dest = this process, through the same queue.
+   *  Delivered before this returns unless a critical section or a handler is running. */
+  raiseLocal(signum: number, arg: number): void {
+    this.requireReady();
+    if (!isRuleSignal(signum)) throw new LinkError('BAD_SIGNAL', `signal ${signum} is not in 1..${MAX_SIGNAL}`);
+    if (!isSignalArg(arg)) throw new LinkError('BAD_ARG', `argument ${arg} is not a signed 32-bit integer`);
+    this.flags.applyRules(signum);
+    this.dispatcher.push({ signum, src: this.vpid, dest: this.vpid, arg, epoch: this.tracker.epoch, node: '', data: '' });
+    this.dispatcher.drain();
+  }
+
+  /** G_MPI_Signal_wait: the next delivered signal (after its handler ran). */
+  waitSignal(): Promise<DeliveredSignal> {
+    this.requireReady();
+    const p = this.waiters.nextSignal();
+    this.updateRef();
+    return p;
+  }
+
+  /** The next unread outcome of our requests: the class of the broadcast that followed a
+   *  request (spec §4.4), and after an own-ack, the reply that completes it. */
+  requestOutcome(): Promise<RequestOutcome> {
+    const busy = this.stateNow === 'ready' && this.tracker.busy;
+    const p = this.waiters.nextOutcome(busy);
+    if (p !== null) {
+      this.updateRef();
+      return p;
+    }
+    this.requireReady();
+    throw new LinkError('NO_REQUEST', 'no broadcast or group request is outstanding');
+  }
+
+  /** Spec §4.6: called for GSIG_ERR_DISAGREE when we have no pending group request. */
+  onSelfDiagnosis(hook: ((signal: DeliveredSignal) => void) | null): void {
+    this.selfDiagnosisHook = hook;
+  }
+
+  /** Called when a handler (or hook) throws; later deliveries go on. Default: console.error. */
+  onHandlerError(hook: ((error: unknown, signal: DeliveredSignal) => void) | null): void {
+    this.handlerErrorHook = hook;
+  }
+
+  /** Called once if the connection to the agent is lost (not after finalize). */
+  onLost(hook: ((error: LinkError) => void) | null): void {
+    this.lostHook = hook;
+  }
+
+  // ---- Critical sections (spec §5.4) -----------------------------------------------------------
+
+  /** G_MPI_Enter_cs: hold deliveries. Nests. */
+  enterCs(): void {
+    if (this.userCsDepth >= MAX_CS_DEPTH) throw new LinkError('LIMIT', `critical sections nested deeper than ${MAX_CS_DEPTH}: a missing exitCs()?`);
+    this.userCsDepth++;
+    this.dispatcher.enter();
+  }
+
+  /** G_MPI_Exit_cs: leaving the outermost section delivers everything that arrived meanwhile,
+   *  even what the worker relayed while this thread never yielded, before returning. */
+  exitCs(): void {
+    if (this.userCsDepth === 0) throw new LinkError('NOT_IN_CS', 'exitCs() without enterCs()');
+    this.userCsDepth--;
+    this.dispatcher.exit();
+    if (this.dispatcher.csDepth === 0) {
+      this.conn?.pull((m) => this.onWorkerMessage(m));
+      this.dispatcher.drain();
+    }
+  }
+
+  get inCs(): boolean {
+    return this.userCsDepth > 0;
+  }
+
+  // ---- Flags (spec §5.2) -----------------------------------------------------------------------
+
+  alertRaise(): void {
+    this.flags.raise(FLAG.ALERT);
+  }
+
+  alertClear(): void {
+    this.flags.clear(FLAG.ALERT);
+  }
+
+  alertCheck(): boolean {
+    return this.flags.check(FLAG.ALERT);
+  }
+
+  /** From now on the worker raises the alert flag the moment one of these signals arrives. */
+  alertOn(signums: readonly number[]): void {
+    this.flagOn(FLAG.ALERT, signums);
+  }
+
+  flagRaise(word: number): void {
+    this.flags.raise(this.flagWord(word));
+  }
+
+  flagClear(word: number): void {
+    this.flags.clear(this.flagWord(word));
+  }
+
+  flagCheck(word: number): boolean {
+    return this.flags.check(this.flagWord(word));
+  }
+
+  /** Raise `word` on arrival of any of `signums` (e.g. FLAG.INVALID on GSIG.NTF_DIED). */
+  flagOn(word: number, signums: readonly number[]): void {
+    this.flags.addRule(this.flagWord(word), this.ruleSignals(signums));
+  }
+
+  flagOff(word: number, signums: readonly number[]): void {
+    this.flags.removeRule(this.flagWord(word), this.ruleSignals(signums));
+  }
+
+  /** The shared words themselves (Atomics.wait on one blocks until a raise). */
+  get flagWords(): Int32Array {
+    return this.flags.view;
+  }
+
+  // ---- Finalisation (spec §7 item 6) -----------------------------------------------------------
+
+  /** Send finalize and close the socket: the agent sees a clean Process-disconnect. */
+  finalize(): Promise<void> {
+    if (this.finalizeDone !== null) return this.finalizeDone;
+    if (this.stateNow === 'lost' || this.stateNow === 'finalized') return Promise.resolve();
+    this.stateNow = 'finalizing';
+    this.waiters.rejectAll(new LinkError('FINALIZED', 'the link was finalized'));
+    this.finalizeDone = new Promise<void>((resolve) => {
+      this.finalizeResolve = resolve;
+    });
+    const timer = setTimeout(() => this.finishFinalize(), FINALIZE_TIMEOUT_MS);
+    timer.unref();
+    void this.finalizeDone.then(() => clearTimeout(timer));
+    this.conn?.finalize();
+    this.updateRef();
+    return this.finalizeDone;
+  }
+
+  // ---- Internals -------------------------------------------------------------------------------
+
+  private requireReady(): void {
+    switch (this.stateNow) {
+      case 'ready':
+        return;
+      case 'connecting':
+        throw new LinkError('LINK_LOST', 'the link is not initialised yet: await Link.init()');
+      case 'finalizing':
+      case 'finalized':
+        throw new LinkError('FINALIZED', 'the link was finalized');
+      case 'lost':
+        throw new LinkError('LINK_LOST', 'the connection to the agent is lost');
+    }
+  }
+
+  private flagWord(word: number): number {
+    if (!isFlagWord(word)) throw new LinkError('BAD_FLAG', `flag word ${word} is not in 0..${FLAG_WORDS - 1}`);
+    return word;
+  }
+
+  private ruleSignals(signums: readonly number[]): readonly number[] {
+    for (const s of signums) if (!isRuleSignal(s)) throw new LinkError('BAD_SIGNAL', `signal ${s} is not in 1..${MAX_SIGNAL}`);
+    return signums;
+  }
+
+  private onWorkerMessage(m: WorkerToMain): void {
+    switch (m.type) {
+      case 'agent':
+        this.onAgentMessage(m.msg);
+        return;
+      case 'lost':
+        if (this.stateNow === 'finalizing') this.finishFinalize();
+        else if (this.stateNow === 'connecting') this.fail('LINK_LOST', `cannot reach the agent at ${this.env.socketPath}: ${m.detail}`);
+        else this.fail(m.code === 'WIRE' ? 'PROTOCOL' : 'LINK_LOST', m.detail);
+        return;
+      case 'closed':
+        this.finishFinalize();
+        return;
+    }
+  }
+
+  private onAgentMessage(msg: AgentToProc): void {
+    if (this.stateNow !== 'connecting' && this.stateNow !== 'ready') return;
+    switch (msg.type) {
+      case 'welcome':
+        if (this.stateNow !== 'connecting' || this.welcomed) return this.fail('PROTOCOL', 'unexpected welcome');
+        this.welcomed = true;
+        return;
+      case 'refused':
+        return this.fail('REFUSED', `the agent refused this process: ${msg.reason}`);
+      case 'mapping': {
+        if (this.stateNow !== 'connecting' || !this.welcomed) return this.fail('PROTOCOL', 'unexpected mapping');
+        const { type: _type, ...mapping } = msg;
+        if (mapping.task !== this.task || mapping.vpid !== this.vpid) {
+          return this.fail('PROTOCOL', `mapping for ${mapping.task}/${mapping.vpid}, we are ${this.task}/${this.vpid}`);
+        }
+        this.mappingNow = mapping;
+        this.tracker = new RequestTracker(this.vpid, mapping.epoch);
+        this.quorumNow = mapping.quorum;
+        for (const m of mapping.members) this.members.set(m.vpid, m);
+        this.stateNow = 'ready';
+        // Hold deliveries until the code awaiting init() has run and registered its handlers.
+        this.dispatcher.enter();
+        setImmediate(() => {
+          this.dispatcher.exit();
+          this.dispatcher.drain();
+        });
+        const w = this.initWaiter;
+        this.initWaiter = null;
+        this.updateRef();
+        w?.resolve(this);
+        return;
+      }
+      case 'signal': {
+        if (this.stateNow !== 'ready') return this.fail('PROTOCOL', 'signal before the mapping');
+        const { type: _type, ...sig } = msg;
+        this.dispatcher.push(sig);
+        this.dispatcher.drain();
+        return;
+      }
+    }
+  }
+
+  /** One delivery: epoch, membership and request state first, then the handler, then waiters. */
+  private deliverOne(s: DeliveredSignal): void {
+    if (this.stateNow !== 'ready') return;
+    this.deliveredCount++;
+    if (s.dest === GSIG_BROADCAST) {
+      if (s.src === GSIG_CM) this.updateMembership(s);
+      const effect = this.tracker.onBroadcast(s);
+      for (const o of effect.outcomes) if (this.waiters.outcome(o)) this.updateRef();
+      if (effect.selfDiagnosis) this.guard(s, () => this.selfDiagnosisHook?.(s));
+    }
+    const handler = this.handlers.get(s.signum);
+    if (handler !== undefined) this.guard(s, () => handler(s.signum, s.src, s.dest, s.arg, s));
+    if (this.waiters.signalDelivered(s)) this.updateRef();
+  }
+
+  private updateMembership(s: DeliveredSignal): void {
+    if (s.signum === GSIG.NTF_DIED) this.members.delete(s.arg);
+    else if (s.signum === GSIG.REP_SPAWNED) this.members.set(s.arg, { vpid: s.arg, node: s.node, endpoint: s.data });
+    else if (s.signum === GSIG.REP_QUORUMSET) this.quorumNow = s.arg;
+  }
+
+  private guard(s: DeliveredSignal, fn: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      try {
+        if (this.handlerErrorHook !== null) this.handlerErrorHook(e, s);
+        else console.error(`trine/app: handler for signal ${s.signum} threw:`, e);
+      } catch {
+        // A throwing error hook must not stop deliveries either.
+      }
+    }
+  }
+
+  /** The link is gone (or never came up): reject everything, stop the worker. */
+  private fail(code: 'LINK_LOST' | 'REFUSED' | 'PROTOCOL' | 'INIT_TIMEOUT', detail: string): void {
+    if (this.stateNow === 'lost' || this.stateNow === 'finalized') return;
+    if (this.stateNow === 'finalizing') return this.finishFinalize();
+    const wasReady = this.stateNow === 'ready';
+    this.stateNow = 'lost';
+    const e = new LinkError(code, detail);
+    const w = this.initWaiter;
+    this.initWaiter = null;
+    w?.reject(e);
+    this.waiters.rejectAll(e);
+    this.teardown();
+    if (wasReady && this.lostHook !== null) {
+      try {
+        this.lostHook(e);
+      } catch (err) {
+        console.error('trine/app: onLost hook threw:', err);
+      }
+    }
+  }
+
+  private finishFinalize(): void {
+    if (this.stateNow !== 'finalizing') return;
+    this.stateNow = 'finalized';
+    this.teardown();
+    const r = this.finalizeResolve;
+    this.finalizeResolve = null;
+    r?.();
+  }
+
+  private teardown(): void {
+    this.conn?.close();
+    this.conn = null;
+  }
+
+  /** Keep the process alive only while something awaits the agent: init, finalize, or a
+   *  waiter. Otherwise a program that is done exits (without finalize: a crash to the agent). */
+  private updateRef(): void {
+    this.conn?.keepAlive(
+      this.stateNow === 'connecting' || this.stateNow === 'finalizing' || this.waiters.pending,
+    );
+  }
+}

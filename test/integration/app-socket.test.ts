@@ -1,0 +1,343 @@
+// The agent's end of the process↔agent channel (src/daemon/app-socket.ts; spec §7 items 1–7)
+// over a real Unix socket in a temporary directory: the hello handshake (welcome, refusals for a
+// bad token, an unknown VPID and a duplicate), the hello timeout, frames before hello, malformed
+// and oversized frames, clean finalize versus a crash (a linked child killed with SIGKILL), the
+// bound on a slow reader's queue, the bound on unidentified connections, and the socket file's
+// life (stale file replaced, live server and foreign file refused, unlinked on close).
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { lstatSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { GSIG_BROADCAST } from '../../src/core/signals.ts';
+import {
+  agentToProc, AppFrameDecoder, encodeAppFrame, procToAgent, type AgentToProc, type ProcToAgent,
+} from '../../src/core/wire/app-wire.ts';
+import {
+  AppSocketError, AppSocketServer, type AppSocketLogEvent, type AppSocketServerOptions,
+} from '../../src/daemon/app-socket.ts';
+import { FakeAgent, waitUntil } from '../fixtures/link/harness.ts';
+
+const TASK = 't1';
+const TOKEN = randomBytes(16).toString('hex');
+const dirs: string[] = [];
+const servers: AppSocketServer[] = [];
+const sockets: Socket[] = [];
+const agents: FakeAgent[] = [];
+
+afterEach(async () => {
+  for (const s of sockets.splice(0)) s.destroy();
+  await Promise.all(servers.splice(0).map((s) => s.close()));
+  await Promise.all(agents.splice(0).map((a) => a.stop()));
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function tmpPath(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'trine-appsock-'));
+  dirs.push(dir);
+  return join(dir, 'agent.sock');
+}
+
+type Recorded = {
+  server: AppSocketServer;
+  path: string;
+  connected: { task: string; vpid: number; endpoint: string }[];
+  signals: { vpid: number; signum: number; arg: number }[];
+  finalized: number[];
+  closed: { vpid: number; clean: boolean }[];
+  logs: AppSocketLogEvent[];
+};
+
+/** A server that knows VPIDs 0..3 of t1, all with TOKEN. */
+async function listen(extra: Partial<AppSocketServerOptions> = {}): Promise<Recorded> {
+  const path = tmpPath();
+  const r: Omit<Recorded, 'server'> = { path, connected: [], signals: [], finalized: [], closed: [], logs: [] };
+  const server = await AppSocketServer.listen(path, {
+    authenticate: (task, vpid, token) => {
+      if (task !== TASK || vpid > 3) return `unknown process ${task}/${vpid}`;
+      return token === TOKEN ? null : 'bad token';
+    },
+    onConnected: (task, vpid, endpoint) => r.connected.push({ task, vpid, endpoint }),
+    onSignal: (_task, vpid, req) => r.signals.push({ vpid, signum: req.signum, arg: req.arg }),
+    onFinalized: (_task, vpid) => r.finalized.push(vpid),
+    onClosed: (_task, vpid, clean) => r.closed.push({ vpid, clean }),
+    log: (e) => r.logs.push(e),
+    ...extra,
+  });
+  servers.push(server);
+  return { ...r, server };
+}
+
+type Client = { socket: Socket; frames: AgentToProc[]; closed: boolean; wireError: string | null; write(m: ProcToAgent): void };
+
+async function client(path: string): Promise<Client> {
+  const socket = connect(path);
+  sockets.push(socket);
+  const decoder = new AppFrameDecoder(agentToProc);
+  const c: Client = {
+    socket, frames: [], closed: false, wireError: null,
+    write: (m) => socket.write(encodeAppFrame(procToAgent, m)),
+  };
+  socket.on('data', (chunk: Buffer) => {
+    decoder.feed(chunk);
+    for (;;) {
+      const r = decoder.next();
+      if (!r.ok) {
+        c.wireError = r.code;
+        return;
+      }
+      if (r.value === null) return;
+      c.frames.push(r.value);
+    }
+  });
+  socket.on('error', () => undefined);
+  socket.on('close', () => {
+    c.closed = true;
+  });
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve);
+    socket.once('error', reject);
+  });
+  return c;
+}
+
+const hello = (vpid: number, token = TOKEN): ProcToAgent => ({ type: 'hello', task: TASK, vpid, token, endpoint: `127.0.0.1:${5000 + vpid}` });
+
+const closedLog = (r: Recorded, code: string) =>
+  waitUntil(() => r.logs.find((e) => e.type === 'app.closed' && e.code === code), `a close logged as ${code}`);
+
+describe('hello', () => {
+  it('a hello with the right token is welcomed and reported with its endpoint', async () => {
+    const r = await listen();
+    const c = await client(r.path);
+    c.write(hello(2));
+    await waitUntil(() => c.frames.length > 0, 'welcome');
+    expect(c.frames[0]).toEqual({ type: 'welcome' });
+    expect(r.connected).toEqual([{ task: TASK, vpid: 2, endpoint: '127.0.0.1:5002' }]);
+    expect(r.server.isConnected(TASK, 2)).toBe(true);
+    expect(r.server.send(TASK, 2, { type: 'signal', signum: 100, src: 1, dest: 2, arg: -5, epoch: 3, node: '', data: '' })).toBe(true);
+    await waitUntil(() => c.frames.length > 1, 'signal');
+    expect(c.frames[1]).toMatchObject({ type: 'signal', signum: 100, arg: -5 });
+  });
+
+  it('a bad token is refused with the reason and the connection is closed', async () => {
+    const r = await listen();
+    const c = await client(r.path);
+    c.write(hello(1, 'f'.repeat(32)));
+    await waitUntil(() => c.closed, 'close');
+    expect(c.frames).toEqual([{ type: 'refused', reason: 'bad token' }]);
+    expect(r.connected).toEqual([]);
+    expect(r.closed).toEqual([]);
+    expect(r.logs.find((e) => e.type === 'app.refused')).toMatchObject({ code: 'AUTH_REFUSED', vpid: 1 });
+  });
+
+  it('an unknown VPID is refused', async () => {
+    const r = await listen();
+    const c = await client(r.path);
+    c.write(hello(9));
+    await waitUntil(() => c.closed, 'close');
+    expect(c.frames).toEqual([{ type: 'refused', reason: `unknown process ${TASK}/9` }]);
+  });
+
+  it('a second hello for a connected (task, VPID) is refused as a duplicate; the first stays', async () => {
+    const r = await listen();
+    const first = await client(r.path);
+    first.write(hello(0));
+    await waitUntil(() => first.frames.length > 0, 'welcome');
+    const second = await client(r.path);
+    second.write(hello(0));
+    await waitUntil(() => second.closed, 'duplicate closed');
+    expect(second.frames[0]).toMatchObject({ type: 'refused' });
+    expect(r.logs.find((e) => e.type === 'app.refused')).toMatchObject({ code: 'DUPLICATE' });
+    expect(first.closed).toBe(false);
+    expect(r.server.send(TASK, 0, { type: 'welcome' })).toBe(true);
+    expect(r.connected).toHaveLength(1);
+  });
+
+  it('a second hello on one connection closes it (UNEXPECTED_HELLO)', async () => {
+    const r = await listen();
+    const c = await client(r.path);
+    c.write(hello(0));
+    c.write(hello(0));
+    await closedLog(r, 'UNEXPECTED_HELLO');
+    await waitUntil(() => r.closed.length > 0, 'onClosed');
+    expect(r.closed).toEqual([{ vpid: 0, clean: false }]);
+  });
+
+  it('a connection that never says hello is closed after the hello timeout', async () => {
+    const r = await listen({ helloTimeoutMs: 100 });
+    const c = await client(r.path);
+    await waitUntil(() => c.closed, 'timeout close');
+    await closedLog(r, 'HELLO_TIMEOUT');
+    expect(r.closed).toEqual([]);
+  });
+
+  it('a frame other than hello first closes the connection (HELLO_EXPECTED)', async () => {
+    const r = await listen();
+    const c = await client(r.path);
+    c.write({ type: 'finalize' });
+    await waitUntil(() => c.closed, 'close');
+    await closedLog(r, 'HELLO_EXPECTED');
+  });
+
+  it('more unidentified connections than the bound are closed at once', async () => {
+    const r = await listen({ maxUnidentified: 2 });
+    const a = await client(r.path);
+    const b = await client(r.path);
+    const c = await client(r.path);
+    await waitUntil(() => c.closed, 'third closed');
+    await closedLog(r, 'TOO_MANY_UNIDENTIFIED');
+    expect(a.closed || b.closed).toBe(false);
+    a.write(hello(0));
+    await waitUntil(() => a.frames.length > 0, 'welcome');
+  });
+});
+
+describe('bad frames', () => {
+  it('a malformed frame closes that connection with a typed reason; the server serves on', async () => {
+    const r = await listen();
+    const c = await client(r.path);
+    c.write(hello(1));
+    await waitUntil(() => c.frames.length > 0, 'welcome');
+    const junk = new Uint8Array([0, 0, 0, 3, 0xc1, 0xc1, 0xc1]);
+    c.socket.write(junk);
+    await waitUntil(() => c.closed, 'close');
+    const log = await waitUntil(() => r.logs.find((e) => e.type === 'app.closed'), 'close log');
+    expect(log).toMatchObject({ task: TASK, vpid: 1, clean: false });
+    expect((log as { code: string }).code).toMatch(/^WIRE_/);
+    expect(r.closed).toEqual([{ vpid: 1, clean: false }]);
+    const again = await client(r.path);
+    again.write(hello(1));
+    await waitUntil(() => again.frames.length > 0, 'welcome after reconnect');
+    expect(again.frames[0]).toEqual({ type: 'welcome' });
+  });
+
+  it('an oversized frame is refused from its length prefix alone (WIRE_LIMIT)', async () => {
+    const r = await listen({ maxFrameBytes: 1024 });
+    const c = await client(r.path);
+    c.socket.write(new Uint8Array([0, 1, 0, 0]));
+    await waitUntil(() => c.closed, 'close');
+    await closedLog(r, 'WIRE_LIMIT');
+  });
+
+  it('a signal after finalize closes the connection (AFTER_FINALIZE) but the disconnect stays clean', async () => {
+    const r = await listen();
+    const c = await client(r.path);
+    c.write(hello(0));
+    c.write({ type: 'signal', signum: 100, dest: GSIG_BROADCAST, arg: 1, epoch: 0 });
+    c.write({ type: 'finalize' });
+    c.write({ type: 'signal', signum: 100, dest: GSIG_BROADCAST, arg: 2, epoch: 0 });
+    await closedLog(r, 'AFTER_FINALIZE');
+    await waitUntil(() => r.closed.length > 0, 'onClosed');
+    expect(r.signals).toEqual([{ vpid: 0, signum: 100, arg: 1 }]);
+    expect(r.finalized).toEqual([0]);
+    expect(r.closed).toEqual([{ vpid: 0, clean: true }]);
+  });
+});
+
+describe('disconnects', () => {
+  it('signals are forwarded in order; finalize then close is a clean disconnect', async () => {
+    const r = await listen();
+    const c = await client(r.path);
+    c.write(hello(3));
+    for (let i = 0; i < 50; i++) c.write({ type: 'signal', signum: 100 + (i % 3), dest: 0, arg: i, epoch: 0 });
+    c.write({ type: 'finalize' });
+    c.socket.end();
+    await waitUntil(() => r.closed.length > 0, 'onClosed');
+    expect(r.signals.map((s) => s.arg)).toEqual(Array.from({ length: 50 }, (_, i) => i));
+    expect(r.finalized).toEqual([3]);
+    expect(r.closed).toEqual([{ vpid: 3, clean: true }]);
+    expect(r.server.isConnected(TASK, 3)).toBe(false);
+    expect(r.server.send(TASK, 3, { type: 'welcome' })).toBe(false);
+  });
+
+  it('a linked child killed with SIGKILL is a crash (clean = false); one that finalizes is clean', async () => {
+    const agent = await FakeAgent.start();
+    agents.push(agent);
+    const killed = agent.spawn('t2', 0);
+    const finalizing = agent.spawn('t2', 1);
+    await Promise.all([agent.connected('t2', 0), agent.connected('t2', 1)]);
+    agent.sendMapping('t2', 0, [0, 1]);
+    agent.sendMapping('t2', 1, [0, 1]);
+    await Promise.all([killed.waitEv('ready'), finalizing.waitEv('ready')]);
+    killed.proc.kill('SIGKILL');
+    finalizing.send({ op: 'finalize' });
+    expect(await agent.closed('t2', 0)).toMatchObject({ clean: false });
+    expect(await agent.closed('t2', 1)).toMatchObject({ clean: true });
+    expect(agent.events.filter((e) => e.type === 'finalized').map((e) => e.vpid)).toEqual([1]);
+    expect((await finalizing.waitExit()).code).toBe(0);
+  });
+
+  it('disconnect() tells the process why and reports the close', async () => {
+    const r = await listen();
+    const c = await client(r.path);
+    c.write(hello(2));
+    await waitUntil(() => r.connected.length > 0, 'connected');
+    r.server.disconnect(TASK, 2, 'task killed');
+    await waitUntil(() => c.closed, 'close');
+    expect(c.frames).toEqual([{ type: 'welcome' }, { type: 'refused', reason: 'task killed' }]);
+    await waitUntil(() => r.closed.length > 0, 'onClosed');
+    expect(r.closed).toEqual([{ vpid: 2, clean: false }]);
+    await closedLog(r, 'DISCONNECTED');
+  });
+
+  it('a process that stops reading is disconnected once its queue passes the bound', async () => {
+    const bound = 64 * 1024;
+    const r = await listen({ maxOutgoingQueueBytes: bound });
+    const c = await client(r.path);
+    c.write(hello(1));
+    await waitUntil(() => r.connected.length > 0, 'connected');
+    c.socket.pause();
+    const members = Array.from({ length: 1000 }, (_, v) => ({ vpid: v, node: 'n1', endpoint: '127.0.0.1:65535' }));
+    const big: AgentToProc = { type: 'mapping', task: TASK, vpid: 1, size: 1000, restarted: false, recovered: false, epoch: 0, quorum: 1000, members };
+    let sent = 0;
+    // The kernel's socket buffers absorb the first frames; the queue then grows in the agent.
+    for (; sent < 10_000; sent++) {
+      if (!r.server.send(TASK, 1, big)) break;
+      if (sent % 8 === 7) await new Promise((res) => setImmediate(res));
+    }
+    expect(sent).toBeLessThan(10_000);
+    expect(r.server.send(TASK, 1, { type: 'welcome' })).toBe(false);
+    await closedLog(r, 'SLOW_READER');
+    await waitUntil(() => r.closed.length > 0, 'onClosed');
+    expect(r.closed).toEqual([{ vpid: 1, clean: false }]);
+  });
+});
+
+describe('socket file', () => {
+  it('is created owner-only and removed on close', async () => {
+    const r = await listen();
+    expect(lstatSync(r.path).isSocket()).toBe(true);
+    expect(lstatSync(r.path).mode & 0o777).toBe(0o600);
+    await r.server.close();
+    servers.splice(servers.indexOf(r.server), 1);
+    expect(existsSync(r.path)).toBe(false);
+  });
+
+  it('a stale socket file (nobody listening) is replaced', async () => {
+    const path = tmpPath();
+    // A crashed agent: a process listening at the path dies by SIGKILL and leaves the file.
+    const script = `require('net').createServer().listen(${JSON.stringify(path)}, () => process.kill(process.pid, 'SIGKILL'))`;
+    const res = spawnSync(process.execPath, ['-e', script], { stdio: 'ignore' });
+    expect(res.signal).toBe('SIGKILL');
+    expect(lstatSync(path).isSocket()).toBe(true);
+    const server = await AppSocketServer.listen(path, { authenticate: () => null });
+    servers.push(server);
+    const c = await client(path);
+    c.write(hello(0));
+    await waitUntil(() => c.frames.length > 0, 'welcome');
+  });
+
+  it('refuses a path where a server is live, or that is not a socket', async () => {
+    const r = await listen();
+    await expect(AppSocketServer.listen(r.path, { authenticate: () => null })).rejects.toMatchObject({ code: 'ALREADY_LISTENING' });
+    const file = join(dirs[0] as string, 'not-a-socket');
+    writeFileSync(file, 'data');
+    const e = await AppSocketServer.listen(file, { authenticate: () => null }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(AppSocketError);
+    expect(e).toMatchObject({ code: 'PATH_IN_USE' });
+    expect(existsSync(file)).toBe(true);
+  });
+});
