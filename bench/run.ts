@@ -6,6 +6,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchCrypto, type Figure } from './crypto.ts';
+import { benchGmpi } from './gmpi.ts';
 import { benchGroup } from './group.ts';
 import { benchTasks } from './tasks.ts';
 
@@ -26,6 +27,8 @@ results['crypto'] = await benchCrypto();
 print('signatures and frames', results['crypto']);
 results['group'] = await benchGroup();
 print('group messages on a local cluster (3 replicas, 4 agents, ws on loopback, Ed25519)', results['group']);
+results['gmpi'] = await benchGmpi();
+print('G-MPI point-to-point between two processes on loopback (ping-pong; bandwidth = size / half the p50 round trip)', results['gmpi']);
 results['tasks'] = await benchTasks();
 print('tasks and processes on a local cluster (trine up --nodes 4; raw samples in bench/results/tasks.json)', results['tasks']);
 

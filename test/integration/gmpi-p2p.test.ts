@@ -1,10 +1,12 @@
 // G-MPI point-to-point messaging over real TCP on 127.0.0.1 (src/app/gmpi/p2p.ts): four task
-// processes' P2P endpoints in one test process, fully meshed as spec §7 item 3's PTP channels.
-// Covers MPI matching (per-sender order, any-source in arrival order, tags out of order),
-// self-send, a 4 MiB message and a burst of 1,000, receive-side backpressure observed as sender
-// promises that stay pending until the receiver drains, oversized and invalid sends, abort
-// (spec §5.2's alert path) and connection loss (spec §5.4's G_MPI_SIG_LOCAL_CONNECTION),
-// including a malformed stream from a peer. No wall-clock thresholds: waits are event-driven.
+// processes' P2P endpoints in one test process, keyed by VPIDs that are not 0..n-1, fully meshed
+// as spec §7 item 3's PTP channels (the higher VPID dials the lower). Covers MPI matching
+// (per-sender order, any-source in arrival order, tags out of order, library tags invisible to
+// wildcards), self-send, a 4 MiB message and a burst of 1,000, receive-side backpressure
+// observed as sender promises that stay pending until the receiver drains, oversized and
+// invalid sends, abort and resume (spec §5.2's alert flag) and connection loss (spec §5.4's
+// G_MPI_SIG_LOCAL_CONNECTION), including a malformed stream from a peer. Membership changes
+// and communicators are in gmpi-comm.test.ts. No wall-clock thresholds: waits are event-driven.
 import { readFileSync } from 'node:fs';
 import { connect as dial, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -14,7 +16,10 @@ import {
 import { encodeFrame } from '../../src/app/gmpi/wire.ts';
 
 const TASK = 't7';
-const SIZE = 4;
+/** The mesh's VPIDs: node index i has VPID IDS[i]. */
+const IDS = [3, 8, 20, 21] as const;
+const SIZE = IDS.length;
+const id = (i: number): number => IDS[i] ?? -1;
 const opened: P2P[] = [];
 const rawSockets: Socket[] = [];
 
@@ -23,13 +28,13 @@ afterEach(async () => {
   await Promise.all(opened.splice(0).map((p) => p.close()));
 });
 
-type Node = { p2p: P2P; lost: { rank: number; reason: LostReason }[]; logs: P2PLogEvent[] };
+type Node = { p2p: P2P; lost: { id: number; reason: LostReason }[]; logs: P2PLogEvent[] };
 
-async function openNode(rank: number, size: number, extra: Partial<P2POptions> = {}): Promise<Node> {
+async function openNode(self: number, extra: Partial<P2POptions> = {}): Promise<Node> {
   const lost: Node['lost'] = [];
   const logs: P2PLogEvent[] = [];
   const p2p = await P2P.open({
-    taskId: TASK, rank, size, onConnectionLost: (r, reason) => lost.push({ rank: r, reason }), log: (e) => logs.push(e), ...extra,
+    taskId: TASK, self, onConnectionLost: (r, reason) => lost.push({ id: r, reason }), log: (e) => logs.push(e), ...extra,
   });
   opened.push(p2p);
   return { p2p, lost, logs };
@@ -37,8 +42,8 @@ async function openNode(rank: number, size: number, extra: Partial<P2POptions> =
 
 /** Four processes, connected pairwise (as init does from the mapping message, spec §7 item 2). */
 async function mesh(extra: Partial<P2POptions> = {}): Promise<Node[]> {
-  const nodes = await Promise.all(Array.from({ length: SIZE }, (_, r) => openNode(r, SIZE, extra)));
-  const peers = nodes.map((n) => ({ rank: n.p2p.rank, host: '127.0.0.1', port: n.p2p.port }));
+  const nodes = await Promise.all(IDS.map((self) => openNode(self, extra)));
+  const peers = nodes.map((n) => ({ id: n.p2p.self, host: '127.0.0.1', port: n.p2p.port }));
   await Promise.all(nodes.map((n) => n.p2p.connect(peers)));
   return nodes;
 }
@@ -83,9 +88,9 @@ describe('G-MPI P2P matching (MPI semantics over the PTP channels, spec §7 item
   it('messages from each sender are received in send order (non-overtaking)', async () => {
     const nodes = await mesh();
     const sends: Promise<void>[] = [];
-    for (let i = 0; i < 50; i++) for (const s of [1, 2, 3]) sends.push(node(nodes, s).send(0, 9, bytes(s, i)));
+    for (let i = 0; i < 50; i++) for (const s of [1, 2, 3]) sends.push(node(nodes, s).send(id(0), 9, bytes(id(s), i)));
     await Promise.all(sends);
-    const seen = new Map<number, number[]>([[1, []], [2, []], [3, []]]);
+    const seen = new Map<number, number[]>([[id(1), []], [id(2), []], [id(3), []]]);
     for (let i = 0; i < 150; i++) {
       const m = await node(nodes, 0).recv(ANY_SOURCE, 9);
       expect(m.data[0]).toBe(m.source);
@@ -97,57 +102,57 @@ describe('G-MPI P2P matching (MPI semantics over the PTP channels, spec §7 item
   it('any-source/any-tag picks in arrival order', async () => {
     const nodes = await mesh();
     const p0 = node(nodes, 0);
-    await node(nodes, 2).send(0, 5, text('first'));
+    await node(nodes, 2).send(id(0), 5, text('first'));
     await until(() => p0.stats().unexpectedMessages === 1, 'first arrival');
-    await node(nodes, 1).send(0, 6, text('second'));
+    await node(nodes, 1).send(id(0), 6, text('second'));
     await until(() => p0.stats().unexpectedMessages === 2, 'second arrival');
-    await node(nodes, 3).send(0, 7, text('third'));
+    await node(nodes, 3).send(id(0), 7, text('third'));
     await until(() => p0.stats().unexpectedMessages === 3, 'third arrival');
     const got = [await p0.recv(ANY_SOURCE, ANY_TAG), await p0.recv(ANY_SOURCE, ANY_TAG), await p0.recv(ANY_SOURCE, ANY_TAG)];
-    expect(got.map((m) => [m.source, m.tag, str(m.data)])).toEqual([[2, 5, 'first'], [1, 6, 'second'], [3, 7, 'third']]);
+    expect(got.map((m) => [m.source, m.tag, str(m.data)])).toEqual([[id(2), 5, 'first'], [id(1), 6, 'second'], [id(3), 7, 'third']]);
   });
 
   it('a receive for a later tag skips earlier messages, which stay for later receives in order', async () => {
     const nodes = await mesh();
     const p0 = node(nodes, 0);
-    for (const [tag, body] of [[1, 'a'], [2, 'b'], [1, 'c'], [3, 'd']] as const) await node(nodes, 1).send(0, tag, text(body));
-    expect(str((await p0.recv(1, 3)).data)).toBe('d');
-    expect(str((await p0.recv(1, 2)).data)).toBe('b');
-    expect(str((await p0.recv(1, 1)).data)).toBe('a');
+    for (const [tag, body] of [[1, 'a'], [2, 'b'], [1, 'c'], [3, 'd']] as const) await node(nodes, 1).send(id(0), tag, text(body));
+    expect(str((await p0.recv(id(1), 3)).data)).toBe('d');
+    expect(str((await p0.recv(id(1), 2)).data)).toBe('b');
+    expect(str((await p0.recv(id(1), 1)).data)).toBe('a');
     expect(str((await p0.recv(ANY_SOURCE, ANY_TAG)).data)).toBe('c');
   });
 
   it('a posted receive waits, is matched by source and tag, and ignores other messages', async () => {
     const nodes = await mesh();
     const p0 = node(nodes, 0);
-    const wanted = track(p0.recv(3, 11));
-    await node(nodes, 3).send(0, 12, text('other tag'));
-    await node(nodes, 2).send(0, 11, text('other source'));
+    const wanted = track(p0.recv(id(3), 11));
+    await node(nodes, 3).send(id(0), 12, text('other tag'));
+    await node(nodes, 2).send(id(0), 11, text('other source'));
     await until(() => p0.stats().unexpectedMessages === 2, 'both others queued');
     expect(wanted.settled()).toBe(false);
-    await node(nodes, 3).send(0, 11, text('this one'));
+    await node(nodes, 3).send(id(0), 11, text('this one'));
     const m = await wanted.promise;
-    expect([m.source, m.tag, str(m.data)]).toEqual([3, 11, 'this one']);
+    expect([m.source, m.tag, str(m.data)]).toEqual([id(3), 11, 'this one']);
     expect(p0.stats()).toMatchObject({ unexpectedMessages: 2, pendingRecvs: 0 });
   });
 
   it('communicators separate matching: a message on comm 5 does not match a receive on comm 0', async () => {
     const nodes = await mesh();
     const p0 = node(nodes, 0);
-    await node(nodes, 1).send(0, 1, text('on five'), 5);
-    await node(nodes, 1).send(0, 1, text('on world'));
-    expect(str((await p0.recv(1, 1)).data)).toBe('on world');
-    expect(str((await p0.recv(1, 1, 5)).data)).toBe('on five');
+    await node(nodes, 1).send(id(0), 1, text('on five'), 5);
+    await node(nodes, 1).send(id(0), 1, text('on world'));
+    expect(str((await p0.recv(id(1), 1)).data)).toBe('on world');
+    expect(str((await p0.recv(id(1), 1, 5)).data)).toBe('on five');
   });
 
   it('self-send is received like any other message, and owns a copy of the data', async () => {
     const nodes = await mesh();
     const p2 = node(nodes, 2);
     const data = text('to myself');
-    await p2.send(2, 4, data);
+    await p2.send(id(2), 4, data);
     data.fill(0);
-    const m = await p2.recv(2, 4);
-    expect([m.source, m.tag, str(m.data)]).toEqual([2, 4, 'to myself']);
+    const m = await p2.recv(id(2), 4);
+    expect([m.source, m.tag, str(m.data)]).toEqual([id(2), 4, 'to myself']);
   });
 });
 
@@ -156,8 +161,8 @@ describe('G-MPI P2P volume and backpressure', () => {
     const nodes = await mesh();
     const big = new Uint8Array(4 * 1024 * 1024);
     for (let i = 0; i < big.length; i++) big[i] = (i * 31 + (i >>> 12)) & 0xff;
-    const recv = node(nodes, 3).recv(0, 1);
-    await node(nodes, 0).send(3, 1, big);
+    const recv = node(nodes, 3).recv(id(0), 1);
+    await node(nodes, 0).send(id(3), 1, big);
     const m = await recv;
     expect(m.data.length).toBe(big.length);
     expect(Buffer.compare(Buffer.from(m.data), Buffer.from(big))).toBe(0);
@@ -165,8 +170,8 @@ describe('G-MPI P2P volume and backpressure', () => {
 
   it('carries a burst of 1,000 small messages in order', async () => {
     const nodes = await mesh();
-    const sends = Array.from({ length: 1000 }, (_, i) => node(nodes, 2).send(1, 8, text(`m${i}`)));
-    for (let i = 0; i < 1000; i++) expect(str((await node(nodes, 1).recv(2, 8)).data)).toBe(`m${i}`);
+    const sends = Array.from({ length: 1000 }, (_, i) => node(nodes, 2).send(id(1), 8, text(`m${i}`)));
+    for (let i = 0; i < 1000; i++) expect(str((await node(nodes, 1).recv(id(2), 8)).data)).toBe(`m${i}`);
     await Promise.all(sends);
   });
 
@@ -179,7 +184,7 @@ describe('G-MPI P2P volume and backpressure', () => {
     // cannot complete unless the receiver reads: the assertion does not depend on timing.
     const kernelMax = (file: string) => Number(readFileSync(file, 'utf8').trim().split(/\s+/)[2] ?? 0) || 32 * MIB;
     const count = Math.ceil((kernelMax('/proc/sys/net/ipv4/tcp_rmem') + kernelMax('/proc/sys/net/ipv4/tcp_wmem')) / MIB) + 16;
-    const sends = Array.from({ length: count }, (_, i) => track(sender.send(0, 3, new Uint8Array(MIB).fill(i & 0xff))));
+    const sends = Array.from({ length: count }, (_, i) => track(sender.send(id(0), 3, new Uint8Array(MIB).fill(i & 0xff))));
     await until(() => receiver.stats().pausedConnections === 1, 'receiver pauses its socket');
     await turns(200);
     expect(sends.at(-1)?.settled()).toBe(false);
@@ -188,7 +193,7 @@ describe('G-MPI P2P volume and backpressure', () => {
     expect(receiver.stats().unexpectedBytes).toBeLessThanOrEqual(bound);
     let maxQueued = 0;
     for (let i = 0; i < count; i++) {
-      const m = await receiver.recv(1, 3);
+      const m = await receiver.recv(id(1), 3);
       expect([m.data.length, m.data[0], m.data[MIB - 1]]).toEqual([MIB, i & 0xff, i & 0xff]);
       maxQueued = Math.max(maxQueued, receiver.stats().unexpectedBytes);
     }
@@ -201,33 +206,53 @@ describe('G-MPI P2P volume and backpressure', () => {
 describe('G-MPI P2P invalid sends', () => {
   it('an oversized message is rejected whole, never truncated, and the channel stays usable', async () => {
     const nodes = await mesh({ maxMessageBytes: 1000 });
-    await expectCode(node(nodes, 0).send(1, 1, new Uint8Array(1001)), 'TOO_LARGE');
-    await expectCode(node(nodes, 0).send(0, 1, new Uint8Array(1001)), 'TOO_LARGE');
-    await node(nodes, 0).send(1, 1, new Uint8Array(1000).fill(7));
-    const m = await node(nodes, 1).recv(0, ANY_TAG);
+    await expectCode(node(nodes, 0).send(id(1), 1, new Uint8Array(1001)), 'TOO_LARGE');
+    await expectCode(node(nodes, 0).send(id(0), 1, new Uint8Array(1001)), 'TOO_LARGE');
+    await node(nodes, 0).send(id(1), 1, new Uint8Array(1000).fill(7));
+    const m = await node(nodes, 1).recv(id(0), ANY_TAG);
     expect([m.data.length, m.data[999]]).toEqual([1000, 7]);
     expect(node(nodes, 1).stats().unexpectedMessages).toBe(0);
   });
 
-  it('ranks, tags and communicators out of range are rejected', async () => {
+  it('unknown peers, bad tags and communicators are rejected, and nothing is sent', async () => {
     const nodes = await mesh();
     const p = node(nodes, 0);
-    for (const dest of [-1, SIZE, 1.5, Number.NaN]) await expectCode(p.send(dest, 0, bytes()), 'BAD_RANK');
-    for (const tag of [-1, -5, 2 ** 31, 0.5]) await expectCode(p.send(1, tag, bytes()), 'BAD_TAG');
-    await expectCode(p.send(1, 0, bytes(), -1), 'BAD_COMM');
-    await expectCode(p.recv(SIZE, 0), 'BAD_RANK');
-    await expectCode(p.recv(1, -2), 'BAD_TAG');
+    for (const dest of [-1, 4, 99, 1.5, Number.NaN, 2 ** 32]) await expectCode(p.send(dest, 0, bytes()), 'UNKNOWN_PEER');
+    for (const tag of [-1, -5, 2 ** 31, 0.5]) await expectCode(p.send(id(1), tag, bytes()), 'BAD_TAG');
+    await expectCode(p.send(id(1), 0, bytes(), -1), 'BAD_COMM');
+    await expectCode(p.send(id(1), 0, 'not bytes' as unknown as Uint8Array), 'BAD_ARGUMENT');
+    await expectCode(p.recv(99, 0), 'UNKNOWN_PEER');
+    await expectCode(p.recv(id(1), -2), 'BAD_TAG');
+    // Library tags are refused by the application API and vice versa.
+    await expectCode(p.sendLib(id(1), 0, bytes(), 0), 'BAD_TAG');
+    await expectCode(p.sendLib(id(1), -1, bytes(), 0), 'BAD_TAG');
+    await expectCode(p.recvLib(id(1), 7, 0), 'BAD_TAG');
+    await turns(20);
+    expect(node(nodes, 1).stats().unexpectedMessages).toBe(0);
+  });
+
+  it('library messages (negative tags) are matched only by library receives, never by ANY_TAG', async () => {
+    const nodes = await mesh();
+    const p0 = node(nodes, 0);
+    const wildcard = track(p0.recv(ANY_SOURCE, ANY_TAG));
+    await node(nodes, 1).sendLib(id(0), -7, text('library'), 0);
+    await until(() => p0.stats().unexpectedMessages === 1, 'library message queued');
+    expect(wildcard.settled()).toBe(false);
+    await node(nodes, 1).send(id(0), 3, text('application'));
+    expect(str((await wildcard.promise).data)).toBe('application');
+    const lib = await p0.recvLib(id(1), -7, 0);
+    expect([lib.source, lib.tag, str(lib.data)]).toEqual([id(1), -7, 'library']);
   });
 });
 
-describe('G-MPI P2P abort (the alert flag path, spec §5.2)', () => {
+describe('G-MPI P2P abort and resume (the alert flag, spec §5.2)', () => {
   it('settles every pending send and recv at once with the reason, and every later call', async () => {
     const MIB = 1024 * 1024;
     const nodes = await mesh({ maxMessageBytes: MIB, maxUnexpectedBytes: 64 * 1024 });
     const [p0, p1] = [node(nodes, 0), node(nodes, 1)];
-    const recvs = [track(p0.recv(2, 1)), track(p0.recv(ANY_SOURCE, ANY_TAG, 9))];
+    const recvs = [track(p0.recv(id(2), 1)), track(p0.recv(ANY_SOURCE, ANY_TAG, 9))];
     // Fill the path 1 → 0 so that p1's sends wait for 'drain'.
-    const sends = Array.from({ length: 80 }, () => track(p1.send(0, 1, new Uint8Array(MIB))));
+    const sends = Array.from({ length: 80 }, () => track(p1.send(id(0), 1, new Uint8Array(MIB))));
     await until(() => p0.stats().pausedConnections === 1, 'receiver paused');
     expect(sends.at(-1)?.settled()).toBe(false);
     const reason = { cause: 'HANG' };
@@ -236,11 +261,36 @@ describe('G-MPI P2P abort (the alert flag path, spec §5.2)', () => {
     for (const r of recvs) expect((await expectCode(r.promise, 'ABORTED')).reason).toBe(reason);
     expect((await expectCode(sends.at(-1)?.promise ?? Promise.resolve(), 'ABORTED')).reason).toBe(reason);
     await expectCode(p0.recv(ANY_SOURCE, ANY_TAG), 'ABORTED');
-    await expectCode(p1.send(2, 0, bytes(1)), 'ABORTED');
-    await expectCode(p0.send(0, 0, bytes(1)), 'ABORTED');
-    // Ranks that did not abort are unaffected.
-    await node(nodes, 2).send(3, 0, bytes(1));
-    expect((await node(nodes, 3).recv(2, 0)).data).toEqual(bytes(1));
+    await expectCode(p1.send(id(2), 0, bytes(1)), 'ABORTED');
+    await expectCode(p0.send(id(0), 0, bytes(1)), 'ABORTED');
+    // Processes that did not abort are unaffected.
+    await node(nodes, 2).send(id(3), 0, bytes(1));
+    expect((await node(nodes, 3).recv(id(2), 0)).data).toEqual(bytes(1));
+  });
+
+  it('abort settles a blocked recv within one event-loop turn; messages keep arriving; resume() restores calls', async () => {
+    const nodes = await mesh();
+    const [p0, p1] = [node(nodes, 0), node(nodes, 1)];
+    const blocked = track(p0.recv(id(1), 5));
+    await turns(5);
+    expect(blocked.settled()).toBe(false);
+    p0.abort('HANG');
+    expect(p0.isAborted()).toBe(true);
+    await turns(1);
+    expect(blocked.settled()).toBe(true);
+    await expectCode(blocked.promise, 'ABORTED');
+    // While the flag is raised, peers' messages are queued, not lost.
+    await p1.send(id(0), 5, text('while aborted'));
+    await until(() => p0.stats().unexpectedMessages === 1, 'queued while aborted');
+    await expectCode(p0.recv(id(1), 5), 'ABORTED');
+    p0.resume();
+    expect(p0.isAborted()).toBe(false);
+    expect(str((await p0.recv(id(1), 5)).data)).toBe('while aborted');
+    await p0.send(id(1), 6, text('after resume'));
+    expect(str((await p1.recv(id(0), 6)).data)).toBe('after resume');
+    // Raised again: the new reason is carried.
+    p0.abort('CRASH');
+    expect((await expectCode(p0.recv(ANY_SOURCE, ANY_TAG), 'ABORTED')).reason).toBe('CRASH');
   });
 });
 
@@ -248,72 +298,93 @@ describe('G-MPI P2P connection loss (G_MPI_SIG_LOCAL_CONNECTION, spec §5.4)', (
   it('a peer closing raises connectionLost once on each survivor and rejects what names it', async () => {
     const nodes = await mesh();
     const p0 = node(nodes, 0);
-    await node(nodes, 3).send(0, 1, text('before'));
+    await node(nodes, 3).send(id(0), 1, text('before'));
     await until(() => p0.stats().unexpectedMessages === 1, 'message from 3 arrived');
-    const fromThree = track(p0.recv(3, 2));
+    const fromThree = track(p0.recv(id(3), 2));
     const fromAnyone = track(p0.recv(ANY_SOURCE, 2));
     await node(nodes, 3).close();
     await until(() => [0, 1, 2].every((r) => (nodes[r]?.lost.length ?? 0) > 0), 'all survivors notified');
     await expectCode(fromThree.promise, 'PEER_LOST');
     // A message that arrived before the loss is still delivered; then its source is gone.
-    expect(str((await p0.recv(3, 1)).data)).toBe('before');
-    await expectCode(p0.recv(3, ANY_TAG), 'PEER_LOST');
-    await expectCode(p0.send(3, 1, bytes()), 'PEER_LOST');
+    expect(str((await p0.recv(id(3), 1)).data)).toBe('before');
+    await expectCode(p0.recv(id(3), ANY_TAG), 'PEER_LOST');
+    await expectCode(p0.send(id(3), 1, bytes()), 'PEER_LOST');
     await turns(100);
-    for (const r of [0, 1, 2]) expect(nodes[r]?.lost.map((l) => l.rank)).toEqual([3]);
+    for (const r of [0, 1, 2]) expect(nodes[r]?.lost.map((l) => l.id)).toEqual([id(3)]);
     // Any-source receives wait on: other peers still work.
     expect(fromAnyone.settled()).toBe(false);
-    await node(nodes, 1).send(0, 2, text('still here'));
+    await node(nodes, 1).send(id(0), 2, text('still here'));
     expect(str((await fromAnyone.promise).data)).toBe('still here');
   });
 
   it('a malformed frame from a connected peer closes that connection with a typed reason', async () => {
-    // Rank 1 of 2 accepts from rank 0; a raw socket plays rank 0.
-    const n1 = await openNode(1, 2);
-    const connected = n1.p2p.connect([{ rank: 0, host: '127.0.0.1', port: 1 }]);
+    // VPID 1 accepts from the higher VPID 6, which a raw socket plays.
+    const n1 = await openNode(1);
+    const connected = n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]);
     const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
     rawSockets.push(raw);
     let rawClosed = false;
-    raw.on('close', () => (rawClosed = true)).resume();
-    raw.write(encodeFrame({ type: 'hello', rank: 0, taskId: TASK }));
+    const answers: Buffer[] = [];
+    raw.on('close', () => (rawClosed = true)).on('data', (b: Buffer) => answers.push(b));
+    raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
     await connected;
-    const pending = track(n1.p2p.recv(0, ANY_TAG));
-    raw.write(encodeFrame({ type: 'data', rank: 0, comm: 0, tag: 1, seq: 0, payload: bytes(1) }));
+    const pending = track(n1.p2p.recv(6, ANY_TAG));
+    raw.write(encodeFrame({ type: 'data', id: 6, comm: 0, tag: 1, seq: 0, structured: false, payload: bytes(1) }));
     expect((await pending.promise).data).toEqual(bytes(1));
-    const next = track(n1.p2p.recv(0, ANY_TAG));
+    // The acceptor answered the hello with its own.
+    const helloBack = Buffer.from(encodeFrame({ type: 'hello', id: 1, taskId: TASK }));
+    await until(() => Buffer.concat(answers).length >= helloBack.length, 'hello answered');
+    expect(Buffer.concat(answers)).toEqual(helloBack);
+    const next = track(n1.p2p.recv(6, ANY_TAG));
     raw.write(bytes(0x00, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23));
     await expectCode(next.promise, 'PEER_LOST');
-    expect(n1.lost.map((l) => [l.rank, l.reason.code])).toEqual([[0, 'BAD_MAGIC']]);
-    expect(n1.logs.map((e) => [e.rank, e.reason.code])).toEqual([[0, 'BAD_MAGIC']]);
+    expect(n1.lost.map((l) => [l.id, l.reason.code])).toEqual([[6, 'BAD_MAGIC']]);
+    expect(n1.logs.map((e) => [e.id, e.reason.code])).toEqual([[6, 'BAD_MAGIC']]);
     await until(() => rawClosed, 'raw socket closed by the receiver');
   });
 
-  it('a sequence gap is a protocol error, and a stray connection is dropped without a rank', async () => {
-    const n1 = await openNode(1, 2);
-    const connected = track(n1.p2p.connect([{ rank: 0, host: '127.0.0.1', port: 1 }]));
+  it('a frame header announcing more than maxMessageBytes closes the connection with TOO_LARGE', async () => {
+    const n1 = await openNode(1, { maxMessageBytes: 1000 });
+    const connected = n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]);
+    const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
+    rawSockets.push(raw);
+    raw.resume();
+    raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+    await connected;
+    const pending = track(n1.p2p.recv(6, ANY_TAG));
+    // Only the header of a 1001-byte message: refused before any payload is buffered.
+    raw.write(encodeFrame({ type: 'data', id: 6, comm: 0, tag: 1, seq: 0, structured: false, payload: new Uint8Array(1001) }).subarray(0, 24));
+    await expectCode(pending.promise, 'PEER_LOST');
+    expect(n1.lost.map((l) => [l.id, l.reason.code])).toEqual([[6, 'TOO_LARGE']]);
+  });
+
+  it('a sequence gap is a protocol error, and a stray connection is dropped without an id', async () => {
+    const n1 = await openNode(1);
+    const connected = track(n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]));
     const stray = dial({ host: '127.0.0.1', port: n1.p2p.port });
     rawSockets.push(stray);
     stray.write(text('GET / HTTP/1.1\r\n\r\n          '));
     await until(() => n1.logs.length === 1, 'stray logged');
-    expect(n1.logs[0]).toMatchObject({ rank: null, reason: { code: 'BAD_VERSION' } });
+    expect(n1.logs[0]).toMatchObject({ id: null, reason: { code: 'BAD_VERSION' } });
     expect(n1.lost).toEqual([]);
     expect(connected.settled()).toBe(false);
     const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
     rawSockets.push(raw);
-    raw.write(encodeFrame({ type: 'hello', rank: 0, taskId: TASK }));
-    raw.write(encodeFrame({ type: 'data', rank: 0, comm: 0, tag: 1, seq: 1, payload: bytes() }));
+    raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+    raw.write(encodeFrame({ type: 'data', id: 6, comm: 0, tag: 1, seq: 1, structured: false, payload: bytes() }));
     await connected.promise;
     await until(() => n1.lost.length === 1, 'loss raised');
-    expect(n1.lost[0]).toMatchObject({ rank: 0, reason: { code: 'BAD_SEQUENCE' } });
+    expect(n1.lost[0]).toMatchObject({ id: 6, reason: { code: 'BAD_SEQUENCE' } });
     expect(n1.p2p.stats().unexpectedMessages).toBe(0);
   });
 
-  it('a hello from another task or an unexpected rank is refused', async () => {
-    const n2 = await openNode(2, 3);
-    void n2.p2p.connect([{ rank: 0, host: '127.0.0.1', port: 1 }, { rank: 1, host: '127.0.0.1', port: 1 }]).catch(() => {});
+  it('a hello from another task, from our own id or from a lower id (which we must dial) is refused', async () => {
+    const n2 = await openNode(2);
+    void n2.p2p.connect([{ id: 5, host: '127.0.0.1', port: 1 }, { id: 6, host: '127.0.0.1', port: 1 }]).catch(() => {});
     for (const [hello, code] of [
-      [{ type: 'hello', rank: 0, taskId: 't8' }, 'WRONG_TASK'],
-      [{ type: 'hello', rank: 2, taskId: TASK }, 'WRONG_RANK'],
+      [{ type: 'hello', id: 5, taskId: 't8' }, 'WRONG_TASK'],
+      [{ type: 'hello', id: 2, taskId: TASK }, 'WRONG_ID'],
+      [{ type: 'hello', id: 1, taskId: TASK }, 'WRONG_ID'],
     ] as const) {
       const raw = dial({ host: '127.0.0.1', port: n2.p2p.port });
       rawSockets.push(raw);

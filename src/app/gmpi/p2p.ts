@@ -1,14 +1,23 @@
 // G-MPI point-to-point messaging for one task process (spec §5; the PTP channels of spec §7
-// item 3). This file owns the TCP mesh between the task's processes (one connection per pair,
-// the lower rank accepts, the higher rank is dialled), MPI message matching on (source, tag,
-// communicator), the bounded unexpected-message queue with receive-side backpressure, the
-// abort path the alert flag will use (spec §5.2) and connection-loss reporting, which the
-// library turns into G_MPI_SIG_LOCAL_CONNECTION (spec §5.4 Table 4.3).
+// item 3). This file owns the TCP mesh between the task's processes, keyed by VPID (the
+// task-wide process id the manager assigns; a new process always gets a higher VPID than every
+// existing one), its dynamic membership (spec §5.5: dead processes leave, spawned replacements
+// join), MPI message matching on (source VPID, tag, communicator id), the bounded unexpected-
+// message queue with receive-side backpressure, the resumable abort the alert flag uses (spec
+// §5.2) and connection-loss reporting, which the library turns into G_MPI_SIG_LOCAL_CONNECTION
+// (spec §5.4 Table 4.3). Ranks and communicators are comm.ts's; payload encoding is payload.ts's.
+//
+// Connections: one per pair; the higher VPID dials the lower, so a spawned replacement dials
+// every survivor named in its mapping message and survivors only accept. The dialler sends its
+// hello first; the acceptor answers with its own hello only once it expects that VPID (it
+// learns of a new member from the manager's broadcast, possibly after the hello arrived: such a
+// hello is held, its socket paused, until expect()). Both sides count the pair as connected
+// when they have the other's hello, so no message can arrive on an unattributed connection.
 import { createServer, connect as dial, type Server, type Socket } from 'node:net';
 import { assert } from '../../core/result.ts';
 import {
-  DEFAULT_MAX_MESSAGE_BYTES, encodeFrame, FrameDecoder, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_TAG, MAX_U32, MAX_RANKS,
-  type GmpiFrame, type WireCode,
+  DEFAULT_MAX_MESSAGE_BYTES, encodeFrame, FrameDecoder, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_RANKS, MAX_TAG, MAX_U32,
+  MIN_LIB_TAG, type GmpiFrame, type WireCode,
 } from './wire.ts';
 
 // ---- Named limits (STYLE.md 9) -----------------------------------------------------------------
@@ -23,14 +32,20 @@ export const UNEXPECTED_ENTRY_OVERHEAD_BYTES = 64;
  *  but each is a closure held until a message or an abort: beyond this it is a bug (a loop
  *  posting receives), refused with LIMIT rather than growing without bound. */
 export const MAX_PENDING_RECVS = 4096;
-/** Accepted sockets that have not yet said hello. Only task peers (at most MAX_RANKS) dial us;
- *  more unattributed connections than that are strays and are refused. */
+/** Accepted sockets not attributed to an expected peer: no hello yet, or a hello from a VPID not
+ *  (yet) expected, held until expect(). Only task peers (at most MAX_RANKS) dial us; more than
+ *  that are strays and are refused. */
 export const MAX_UNATTRIBUTED_CONNECTIONS = MAX_RANKS;
+/** connect()/whenConnected() calls pending at once. Init and each recovery wait once; beyond
+ *  this it is a loop bug, refused with LIMIT. */
+export const MAX_CONNECT_WAITERS = 64;
 
-/** MPI_ANY_SOURCE / MPI_ANY_TAG. Negative, so they never collide with a rank or a sendable tag. */
+/** MPI_ANY_SOURCE / MPI_ANY_TAG. Negative, so they never collide with a VPID or a sendable tag. */
 export const ANY_SOURCE = -1;
 export const ANY_TAG = -1;
-/** MPI_COMM_WORLD's id until communicators are created by G_MPI_Recover_comm (spec §5.5). */
+/** The highest library tag: library traffic uses [MIN_LIB_TAG, MAX_LIB_TAG]; -1 is ANY_TAG. */
+export const MAX_LIB_TAG = -2;
+/** The default communicator id of send/recv: MPI_COMM_WORLD's until recovery replaces it. */
 export const COMM_WORLD = 0;
 
 // ---- Errors ------------------------------------------------------------------------------------
@@ -40,14 +55,24 @@ export type P2PErrorCode =
   | 'ABORTED'
   /** The connection to that peer is broken (spec §5.4 G_MPI_SIG_LOCAL_CONNECTION). */
   | 'PEER_LOST'
+  /** removePeer() took that VPID out of the task (spec §5.5 GSIG_NTF_DIED). */
+  | 'PEER_REMOVED'
+  /** A VPID this process neither knows nor expects (or not a u32). */
+  | 'UNKNOWN_PEER'
   | 'CLOSED'
-  /** send before connect() resolved for that peer. */
+  /** send to a known peer whose connection is not yet established. */
   | 'NOT_CONNECTED'
   | 'TOO_LARGE'
+  /** A rank outside the communicator (comm.ts, collectives.ts). */
   | 'BAD_RANK'
   | 'BAD_TAG'
+  /** A communicator id that is not a u32, not created, or discarded. */
   | 'BAD_COMM'
   | 'BAD_ARGUMENT'
+  /** A structured payload from a peer that does not decode (payload.ts). */
+  | 'BAD_PAYLOAD'
+  /** A reduction operator failed or met values it cannot combine (collectives.ts). */
+  | 'OP_FAILED'
   | 'LIMIT';
 
 export class P2PError extends Error {
@@ -63,28 +88,40 @@ export type LostCode =
   | 'HELLO_EXPECTED'
   | 'UNEXPECTED_HELLO'
   | 'WRONG_TASK'
-  | 'WRONG_RANK'
+  /** A hello from a VPID that may not use this connection: not the one dialled, not higher
+   *  than ours on an accepted one, or removed. */
+  | 'WRONG_ID'
   | 'DUPLICATE_PEER'
   | 'BAD_SENDER'
   | 'BAD_SEQUENCE'
   | 'TOO_MANY_CONNECTIONS'
   | 'SOCKET_CLOSED'
-  | 'SOCKET_ERROR';
+  | 'SOCKET_ERROR'
+  /** removePeer() closed it (logged, never reported as a loss). */
+  | 'REMOVED';
 export type LostReason = { readonly code: LostCode; readonly detail: string };
-export type P2PLogEvent = { readonly type: 'connection.closed'; readonly rank: number | null; readonly reason: LostReason };
+export type P2PLogEvent = { readonly type: 'connection.closed'; readonly id: number | null; readonly reason: LostReason };
 
-export type Message = { readonly source: number; readonly tag: number; readonly comm: number; readonly data: Uint8Array };
-export type PeerAddress = { readonly rank: number; readonly host: string; readonly port: number };
+/** One arrived message. `source` is the sender's VPID; `structured` says `data` is a msgpack
+ *  value (payload.ts) rather than raw bytes. */
+export type Message = {
+  readonly source: number;
+  readonly tag: number;
+  readonly comm: number;
+  readonly structured: boolean;
+  readonly data: Uint8Array;
+};
+export type PeerAddress = { readonly id: number; readonly host: string; readonly port: number };
 
 export type P2POptions = {
   readonly taskId: string;
-  readonly rank: number;
-  readonly size: number;
+  /** This process's VPID. */
+  readonly self: number;
   readonly listenHost?: string;
   readonly maxMessageBytes?: number;
   readonly maxUnexpectedBytes?: number;
-  /** Raised once per peer rank when its connection breaks (spec §5.4 LOCAL_CONNECTION). */
-  readonly onConnectionLost?: (rank: number, reason: LostReason) => void;
+  /** Raised once per peer when its connection breaks (spec §5.4 LOCAL_CONNECTION). */
+  readonly onConnectionLost?: (id: number, reason: LostReason) => void;
   readonly log?: (event: P2PLogEvent) => void;
 };
 
@@ -92,17 +129,26 @@ export type P2PStats = {
   readonly unexpectedMessages: number;
   readonly unexpectedBytes: number;
   readonly pendingRecvs: number;
+  /** Connections paused because the unexpected queue is full (backpressure). */
   readonly pausedConnections: number;
+  /** Accepted connections whose hello names a VPID not yet expected. */
+  readonly heldConnections: number;
+  /** Messages dropped because their communicator was discarded or their sender removed. */
+  readonly discardedMessages: number;
 };
 
 type Waiter = { resolve: () => void; reject: (e: P2PError) => void };
+type ConnectWaiter = Waiter & { ids: readonly number[] };
 type PendingRecv = { source: number; tag: number; comm: number; resolve: (m: Message) => void; reject: (e: P2PError) => void };
 type Conn = {
   socket: Socket;
   decoder: FrameDecoder;
-  /** Set by the peer's hello; a dialled connection knows whom it expects from the start. */
-  rank: number | null;
-  dialledRank: number | null;
+  /** Set once the connection is attributed to a peer (hello exchanged). */
+  id: number | null;
+  /** The VPID we dialled (null: accepted). */
+  dialledId: number | null;
+  /** An accepted connection whose hello named this VPID before we expected it. */
+  heldId: number | null;
   nextSendSeq: number;
   expectedSeq: number;
   paused: boolean;
@@ -110,52 +156,52 @@ type Conn = {
   /** Sends whose bytes are queued in the socket beyond its high-water mark, awaiting 'drain'. */
   drainWaiters: Waiter[];
 };
+type Peer = { readonly id: number; state: 'expected' | 'connected' | 'lost'; conn: Conn | null };
 
 const isU32 = (n: number): boolean => Number.isInteger(n) && n >= 0 && n <= MAX_U32;
+/** ANY_TAG matches application tags only: library traffic (negative tags) is never stolen by
+ *  an application's wildcard receive. */
 const matches = (r: PendingRecv, m: Message): boolean =>
-  r.comm === m.comm && (r.source === ANY_SOURCE || r.source === m.source) && (r.tag === ANY_TAG || r.tag === m.tag);
+  r.comm === m.comm && (r.source === ANY_SOURCE || r.source === m.source) && (r.tag === ANY_TAG ? m.tag >= 0 : r.tag === m.tag);
 
 export class P2P {
   readonly taskId: string;
-  readonly rank: number;
-  readonly size: number;
+  readonly self: number;
   readonly maxMessageBytes: number;
   readonly maxUnexpectedBytes: number;
   private readonly server: Server;
-  private readonly onLost: ((rank: number, reason: LostReason) => void) | undefined;
+  private readonly onLost: ((id: number, reason: LostReason) => void) | undefined;
   private readonly log: ((event: P2PLogEvent) => void) | undefined;
-  /** The attributed connection per rank (null: not yet, or self). */
-  private readonly peers: (Conn | null)[];
-  private readonly lostRanks = new Set<number>();
+  private readonly peers = new Map<number, Peer>();
+  /** VPIDs taken out by removePeer: never reused (spec §7 item 2), so a later hello is stale. */
+  private readonly removed = new Set<number>();
   private readonly unattributed = new Set<Conn>();
+  private readonly held = new Map<number, Conn>();
+  private readonly discarded = new Set<number>();
   /** Arrived, unmatched messages in arrival order: scanning from the front gives MPI's
    *  "earliest matching" rule, and non-overtaking per sender follows from TCP order. */
   private unexpected: Message[] = [];
   private unexpectedBytes = 0;
+  private discardedMessages = 0;
   private pendingRecvs: PendingRecv[] = [];
-  private connectWaiter: Waiter | null = null;
-  private connectCalled = false;
-  private aborted: { reason: unknown } | null = null;
+  private connectWaiters: ConnectWaiter[] = [];
+  private alert: { reason: unknown } | null = null;
   private closed = false;
 
   private constructor(opts: P2POptions, server: Server, maxMessageBytes: number, maxUnexpectedBytes: number) {
     this.taskId = opts.taskId;
-    this.rank = opts.rank;
-    this.size = opts.size;
+    this.self = opts.self;
     this.maxMessageBytes = maxMessageBytes;
     this.maxUnexpectedBytes = maxUnexpectedBytes;
     this.server = server;
     this.onLost = opts.onConnectionLost;
     this.log = opts.log;
-    this.peers = Array.from({ length: opts.size }, () => null);
     server.on('connection', (socket) => this.adopt(socket, null));
   }
 
   /** Listen on an ephemeral port of listenHost; `port` is what the mapping message advertises. */
   static async open(opts: P2POptions): Promise<P2P> {
-    const { size, rank } = opts;
-    if (!Number.isInteger(size) || size < 1 || size > MAX_RANKS) throw new P2PError('BAD_ARGUMENT', `size ${size} not in 1..${MAX_RANKS}`);
-    if (!Number.isInteger(rank) || rank < 0 || rank >= size) throw new P2PError('BAD_RANK', `rank ${rank} not in 0..${size - 1}`);
+    if (!isU32(opts.self)) throw new P2PError('BAD_ARGUMENT', `self ${opts.self} is not a u32 VPID`);
     const maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     if (!Number.isInteger(maxMessageBytes) || maxMessageBytes < 0 || maxMessageBytes > MAX_CONFIGURABLE_MESSAGE_BYTES) {
       throw new P2PError('BAD_ARGUMENT', `maxMessageBytes ${maxMessageBytes} not in 0..${MAX_CONFIGURABLE_MESSAGE_BYTES}`);
@@ -179,105 +225,167 @@ export class P2P {
     return a.port;
   }
 
-  /** Dial every higher rank, accept the lower ones; resolves when every peer has said hello.
-   *  `peers` lists every rank of the task (its own entry, if present, is ignored). */
+  // ---- membership ------------------------------------------------------------------------------
+
+  /** Add the listed peers (this process's own entry is ignored): dial each lower VPID, expect
+   *  each higher one. Resolves when every listed peer is connected. Peers already known are
+   *  not dialled again, so init and later calls may overlap. */
   connect(peers: readonly PeerAddress[]): Promise<void> {
     const gate = this.gate();
     if (gate !== null) return Promise.reject(gate);
-    if (this.connectCalled) return Promise.reject(new P2PError('BAD_ARGUMENT', 'connect called twice'));
-    const byRank = new Map<number, PeerAddress>();
+    const seen = new Set<number>();
     for (const p of peers) {
-      if (!Number.isInteger(p.rank) || p.rank < 0 || p.rank >= this.size || byRank.has(p.rank)) {
-        return Promise.reject(new P2PError('BAD_RANK', `peer list: rank ${p.rank} out of range or repeated`));
+      if (!isU32(p.id) || seen.has(p.id)) return Promise.reject(new P2PError('BAD_ARGUMENT', `peer list: id ${p.id} not a u32 or repeated`));
+      if (typeof p.host !== 'string' || !Number.isInteger(p.port) || p.port < 0 || p.port > 0xffff) return Promise.reject(new P2PError('BAD_ARGUMENT', `peer ${p.id}: address ${String(p.host)}:${p.port}`));
+      if (this.removed.has(p.id)) return Promise.reject(new P2PError('PEER_REMOVED', `peer ${p.id} was removed`));
+      seen.add(p.id);
+    }
+    const ids: number[] = [];
+    for (const p of peers) {
+      if (p.id === this.self) continue;
+      ids.push(p.id);
+      if (this.peers.has(p.id)) continue;
+      if (p.id > this.self) {
+        this.addExpected(p.id);
+        continue;
       }
-      byRank.set(p.rank, p);
+      this.peers.set(p.id, { id: p.id, state: 'expected', conn: null });
+      this.adopt(dial({ host: p.host, port: p.port }), p.id);
     }
-    for (let r = 0; r < this.size; r++) {
-      if (r !== this.rank && !byRank.has(r)) return Promise.reject(new P2PError('BAD_ARGUMENT', `peer list lacks rank ${r}`));
-    }
-    this.connectCalled = true;
-    const done = new Promise<void>((resolve, reject) => {
-      this.connectWaiter = { resolve, reject };
-    });
-    for (const p of byRank.values()) {
-      if (p.rank <= this.rank) continue;
-      this.adopt(dial({ host: p.host, port: p.port }), p.rank);
-    }
-    this.checkConnected();
-    return done;
+    return this.whenConnected(ids);
   }
 
-  /** Send `data` to rank `dest`. Resolves once the bytes are in the socket within its
-   *  high-water mark (after 'drain' otherwise), so awaiting sends is flow control. The payload
-   *  is copied at once: the caller may reuse `data` immediately. */
-  send(dest: number, tag: number, data: Uint8Array, comm: number = COMM_WORLD): Promise<void> {
+  /** Expect hellos from these higher VPIDs (a survivor told of spawned members by the
+   *  manager's broadcast, spec §5.5). A hello that already arrived is attributed now. Local
+   *  state only, so it works while aborted. */
+  expect(ids: readonly number[]): void {
+    if (this.closed) throw new P2PError('CLOSED', 'P2P closed');
+    for (const id of ids) {
+      if (!isU32(id)) throw new P2PError('UNKNOWN_PEER', `id ${id} is not a u32 VPID`);
+      if (id <= this.self) throw new P2PError('BAD_ARGUMENT', `id ${id} is not above ours (${this.self}): lower ids are dialled with connect()`);
+      if (this.removed.has(id)) throw new P2PError('PEER_REMOVED', `peer ${id} was removed`);
+    }
+    for (const id of ids) if (!this.peers.has(id)) this.addExpected(id);
+  }
+
+  /** Resolves when every listed peer is connected; rejects if one is lost or removed, or on
+   *  abort/close (connection set-up blocks like any MPI call, so the alert flag unblocks it). */
+  whenConnected(ids: readonly number[]): Promise<void> {
     const gate = this.gate();
     if (gate !== null) return Promise.reject(gate);
-    if (!Number.isInteger(dest) || dest < 0 || dest >= this.size) return Promise.reject(new P2PError('BAD_RANK', `dest ${dest} not in 0..${this.size - 1}`));
+    const wanted: number[] = [];
+    for (const id of ids) {
+      if (id === this.self) continue;
+      const peer = this.peers.get(id);
+      if (peer === undefined) return Promise.reject(this.unknown(id));
+      if (peer.state === 'lost') return Promise.reject(new P2PError('PEER_LOST', `connection to ${id} is lost`));
+      if (peer.state === 'expected') wanted.push(id);
+    }
+    if (wanted.length === 0) return Promise.resolve();
+    if (this.connectWaiters.length >= MAX_CONNECT_WAITERS) return Promise.reject(new P2PError('LIMIT', `${MAX_CONNECT_WAITERS} connection waits pending`));
+    return new Promise<void>((resolve, reject) => this.connectWaiters.push({ ids: wanted, resolve, reject }));
+  }
+
+  /** Take `id` out of the task (spec §5.5 GSIG_NTF_DIED): close its connection, reject the
+   *  receives and sends that name it, drop its queued messages and refuse its hello for good. */
+  removePeer(id: number): void {
+    if (this.closed) throw new P2PError('CLOSED', 'P2P closed');
+    if (!isU32(id)) throw new P2PError('UNKNOWN_PEER', `id ${id} is not a u32 VPID`);
+    if (id === this.self) throw new P2PError('BAD_ARGUMENT', 'cannot remove this process');
+    this.removed.add(id);
+    const removedError = () => new P2PError('PEER_REMOVED', `peer ${id} was removed`);
+    const heldConn = this.held.get(id);
+    if (heldConn !== undefined) this.close1(heldConn, { code: 'REMOVED', detail: `peer ${id} removed` }, removedError);
+    const peer = this.peers.get(id);
+    this.peers.delete(id);
+    if (peer?.conn) this.close1(peer.conn, { code: 'REMOVED', detail: `peer ${id} removed` }, removedError);
+    this.pendingRecvs = this.pendingRecvs.filter((r) => {
+      if (r.source !== id) return true;
+      r.reject(removedError());
+      return false;
+    });
+    this.rejectWaitersNaming(id, removedError);
+    this.dropQueued((m) => m.source === id);
+  }
+
+  /** Forget communicator `comm` (replaced by recovery, spec §5.5): drop its queued messages,
+   *  reject receives posted on it with BAD_COMM, and silently discard later arrivals for it. */
+  discardComm(comm: number): void {
+    if (!isU32(comm)) throw new P2PError('BAD_COMM', `comm ${comm}`);
+    this.discarded.add(comm);
+    this.pendingRecvs = this.pendingRecvs.filter((r) => {
+      if (r.comm !== comm) return true;
+      r.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
+      return false;
+    });
+    this.dropQueued((m) => m.comm === comm);
+  }
+
+  isDiscarded(comm: number): boolean {
+    return this.discarded.has(comm);
+  }
+
+  /** Known peer VPIDs and their state (self excluded). */
+  members(): { id: number; state: Peer['state'] }[] {
+    return [...this.peers.values()].map((p) => ({ id: p.id, state: p.state })).sort((a, b) => a.id - b.id);
+  }
+
+  // ---- messages --------------------------------------------------------------------------------
+
+  /** Send `data` to VPID `dest`. Resolves once the bytes are in the socket within its
+   *  high-water mark (after 'drain' otherwise), so awaiting sends is flow control. The payload
+   *  is copied at once: the caller may reuse `data` immediately. */
+  send(dest: number, tag: number, data: Uint8Array, comm: number = COMM_WORLD, structured = false): Promise<void> {
     if (!Number.isInteger(tag) || tag < 0 || tag > MAX_TAG) return Promise.reject(new P2PError('BAD_TAG', `tag ${tag} not in 0..${MAX_TAG}`));
-    if (!isU32(comm)) return Promise.reject(new P2PError('BAD_COMM', `comm ${comm}`));
-    if (!(data instanceof Uint8Array)) return Promise.reject(new P2PError('BAD_ARGUMENT', 'data is not a Uint8Array'));
-    if (data.length > this.maxMessageBytes) {
-      return Promise.reject(new P2PError('TOO_LARGE', `${data.length} bytes > maxMessageBytes ${this.maxMessageBytes}`));
-    }
-    // Self-send is queued at once, whatever the queue holds: the limit exists to stop reading
-    // sockets, and blocking here would deadlock the common send-then-recv-to-self pattern.
-    if (dest === this.rank) {
-      this.arrive({ source: this.rank, tag, comm, data: data.slice() });
-      return Promise.resolve();
-    }
-    if (this.lostRanks.has(dest)) return Promise.reject(new P2PError('PEER_LOST', `connection to rank ${dest} is lost`));
-    const conn = this.peers[dest];
-    if (conn === null || conn === undefined) return Promise.reject(new P2PError('NOT_CONNECTED', `rank ${dest} not connected yet`));
-    const seq = conn.nextSendSeq;
-    conn.nextSendSeq = seq === MAX_U32 ? 0 : seq + 1;
-    const below = conn.socket.write(encodeFrame({ type: 'data', rank: this.rank, comm, tag, seq, payload: data }));
-    if (below) return Promise.resolve();
-    return new Promise<void>((resolve, reject) => conn.drainWaiters.push({ resolve, reject }));
+    return this.post(dest, tag, data, comm, structured);
   }
 
   /** MPI receive: the earliest-arrived matching message, else wait for one. */
   recv(source: number, tag: number, comm: number = COMM_WORLD): Promise<Message> {
-    const gate = this.gate();
-    if (gate !== null) return Promise.reject(gate);
-    if (source !== ANY_SOURCE && (!Number.isInteger(source) || source < 0 || source >= this.size)) {
-      return Promise.reject(new P2PError('BAD_RANK', `source ${source} not in 0..${this.size - 1} nor ANY_SOURCE`));
-    }
     if (tag !== ANY_TAG && (!Number.isInteger(tag) || tag < 0 || tag > MAX_TAG)) {
       return Promise.reject(new P2PError('BAD_TAG', `tag ${tag} not in 0..${MAX_TAG} nor ANY_TAG`));
     }
-    if (!isU32(comm)) return Promise.reject(new P2PError('BAD_COMM', `comm ${comm}`));
-    return new Promise<Message>((resolve, reject) => {
-      const r: PendingRecv = { source, tag, comm, resolve, reject };
-      const i = this.unexpected.findIndex((m) => matches(r, m));
-      if (i >= 0) {
-        const [m] = this.unexpected.splice(i, 1);
-        assert(m !== undefined, 'matched index out of range');
-        this.unexpectedBytes -= m.data.length + UNEXPECTED_ENTRY_OVERHEAD_BYTES;
-        resolve(m);
-        this.resumeReading();
-        return;
-      }
-      // Messages that already arrived were delivered above; a lost source sends no more.
-      if (source !== ANY_SOURCE && this.lostRanks.has(source)) {
-        reject(new P2PError('PEER_LOST', `connection to rank ${source} is lost`));
-        return;
-      }
-      if (this.pendingRecvs.length >= MAX_PENDING_RECVS) {
-        reject(new P2PError('LIMIT', `${MAX_PENDING_RECVS} receives already pending`));
-        return;
-      }
-      this.pendingRecvs.push(r);
-    });
+    return this.take(source, tag, comm);
   }
 
-  /** Settle every pending and future send/recv with ABORTED carrying `reason`: how the alert
-   *  flag and context invalidation unblock MPI calls with MPI_ERR_ALERT (spec §5.2). Sockets
-   *  stay open and messages keep arriving into the unexpected queue. */
+  /** send() for the library's own traffic (collectives): tags in [MIN_LIB_TAG, MAX_LIB_TAG],
+   *  which no application send can use and no application receive can match. */
+  sendLib(dest: number, tag: number, data: Uint8Array, comm: number, structured = false): Promise<void> {
+    if (!isLibTag(tag)) return Promise.reject(new P2PError('BAD_TAG', `library tag ${tag} not in ${MIN_LIB_TAG}..${MAX_LIB_TAG}`));
+    return this.post(dest, tag, data, comm, structured);
+  }
+
+  /** recv() for the library's own traffic; the tag is exact (no wildcard). */
+  recvLib(source: number, tag: number, comm: number): Promise<Message> {
+    if (!isLibTag(tag)) return Promise.reject(new P2PError('BAD_TAG', `library tag ${tag} not in ${MIN_LIB_TAG}..${MAX_LIB_TAG}`));
+    return this.take(source, tag, comm);
+  }
+
+  // ---- alert flag and lifetime -----------------------------------------------------------------
+
+  /** Raise the alert flag (spec §5.2): settle every pending send, recv, connection wait (and so
+   *  every collective built on them) with ABORTED carrying `reason`, and fail new calls at once
+   *  until resume(). Sockets stay open and messages keep arriving into the unexpected queue.
+   *  While raised, a second abort keeps the first reason. */
   abort(reason: unknown): void {
-    if (this.aborted !== null || this.closed) return;
-    this.aborted = { reason };
+    if (this.alert !== null || this.closed) return;
+    this.alert = { reason };
     this.rejectEverything(() => this.abortError());
+  }
+
+  /** Clear the alert flag: calls work again (G_MPI_Alert_clear, spec §5.2). */
+  resume(): void {
+    this.alert = null;
+  }
+
+  isAborted(): boolean {
+    return this.alert !== null;
+  }
+
+  /** The error a communication call would fail with now (closed, or the alert flag raised),
+   *  else null: how layers above refuse a call before doing anything. */
+  callError(): P2PError | null {
+    return this.gate();
   }
 
   /** End every socket and the server. Unsent bytes are discarded: like MPI_Finalize, callers
@@ -286,8 +394,7 @@ export class P2P {
     if (this.closed) return;
     this.closed = true;
     this.rejectEverything(() => new P2PError('CLOSED', 'P2P closed'));
-    const conns = [...this.unattributed, ...this.peers.filter((c): c is Conn => c !== null)];
-    for (const c of conns) {
+    for (const c of this.conns()) {
       c.dead = true;
       c.socket.destroy();
     }
@@ -295,53 +402,162 @@ export class P2P {
   }
 
   stats(): P2PStats {
-    const conns = [...this.unattributed, ...this.peers.filter((c): c is Conn => c !== null)];
+    const conns = this.conns();
     return {
       unexpectedMessages: this.unexpected.length,
       unexpectedBytes: this.unexpectedBytes,
       pendingRecvs: this.pendingRecvs.length,
-      pausedConnections: conns.filter((c) => c.paused && !c.dead).length,
+      pausedConnections: conns.filter((c) => c.paused && c.heldId === null && !c.dead).length,
+      heldConnections: this.held.size,
+      discardedMessages: this.discardedMessages,
     };
   }
 
   // ---- internals -------------------------------------------------------------------------------
 
+  private conns(): Conn[] {
+    const out = [...this.unattributed];
+    for (const p of this.peers.values()) if (p.conn !== null) out.push(p.conn);
+    return out;
+  }
+
   private abortError(): P2PError {
-    return new P2PError('ABORTED', `aborted: ${String(this.aborted?.reason)}`, this.aborted?.reason);
+    return new P2PError('ABORTED', `aborted: ${String(this.alert?.reason)}`, this.alert?.reason);
   }
 
   private gate(): P2PError | null {
     if (this.closed) return new P2PError('CLOSED', 'P2P closed');
-    if (this.aborted !== null) return this.abortError();
+    if (this.alert !== null) return this.abortError();
     return null;
+  }
+
+  private unknown(id: number): P2PError {
+    if (this.removed.has(id)) return new P2PError('PEER_REMOVED', `peer ${id} was removed`);
+    return new P2PError('UNKNOWN_PEER', `${id} is not a known peer`);
   }
 
   private rejectEverything(error: () => P2PError): void {
     for (const r of this.pendingRecvs.splice(0)) r.reject(error());
-    for (const c of this.peers) for (const w of c?.drainWaiters.splice(0) ?? []) w.reject(error());
-    const cw = this.connectWaiter;
-    this.connectWaiter = null;
-    cw?.reject(error());
+    for (const p of this.peers.values()) for (const w of p.conn?.drainWaiters.splice(0) ?? []) w.reject(error());
+    for (const w of this.connectWaiters.splice(0)) w.reject(error());
   }
 
-  private adopt(socket: Socket, dialledRank: number | null): void {
+  private rejectWaitersNaming(id: number, error: () => P2PError): void {
+    this.connectWaiters = this.connectWaiters.filter((w) => {
+      if (!w.ids.includes(id)) return true;
+      w.reject(error());
+      return false;
+    });
+  }
+
+  private checkWaiters(): void {
+    this.connectWaiters = this.connectWaiters.filter((w) => {
+      if (!w.ids.every((id) => this.peers.get(id)?.state === 'connected')) return true;
+      w.resolve();
+      return false;
+    });
+  }
+
+  private dropQueued(drop: (m: Message) => boolean): void {
+    const keep: Message[] = [];
+    for (const m of this.unexpected) {
+      if (!drop(m)) {
+        keep.push(m);
+        continue;
+      }
+      this.unexpectedBytes -= m.data.length + UNEXPECTED_ENTRY_OVERHEAD_BYTES;
+      this.discardedMessages++;
+    }
+    this.unexpected = keep;
+    this.resumeReading();
+  }
+
+  private post(dest: number, tag: number, data: Uint8Array, comm: number, structured: boolean): Promise<void> {
+    const gate = this.gate();
+    if (gate !== null) return Promise.reject(gate);
+    if (!isU32(comm)) return Promise.reject(new P2PError('BAD_COMM', `comm ${comm}`));
+    if (this.discarded.has(comm)) return Promise.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
+    if (!(data instanceof Uint8Array)) return Promise.reject(new P2PError('BAD_ARGUMENT', 'data is not a Uint8Array'));
+    if (data.length > this.maxMessageBytes) {
+      return Promise.reject(new P2PError('TOO_LARGE', `${data.length} bytes > maxMessageBytes ${this.maxMessageBytes}`));
+    }
+    // Self-send is queued at once, whatever the queue holds: the limit exists to stop reading
+    // sockets, and blocking here would deadlock the common send-then-recv-to-self pattern.
+    if (dest === this.self) {
+      this.arrive({ source: this.self, tag, comm, structured, data: data.slice() });
+      return Promise.resolve();
+    }
+    const peer = this.peers.get(dest);
+    if (peer === undefined) return Promise.reject(this.unknown(dest));
+    if (peer.state === 'lost') return Promise.reject(new P2PError('PEER_LOST', `connection to ${dest} is lost`));
+    const conn = peer.conn;
+    if (peer.state !== 'connected' || conn === null) return Promise.reject(new P2PError('NOT_CONNECTED', `${dest} not connected yet`));
+    const seq = conn.nextSendSeq;
+    conn.nextSendSeq = seq === MAX_U32 ? 0 : seq + 1;
+    const below = conn.socket.write(encodeFrame({ type: tag < 0 ? 'lib' : 'data', id: this.self, comm, tag, seq, structured, payload: data }));
+    if (below) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => conn.drainWaiters.push({ resolve, reject }));
+  }
+
+  private take(source: number, tag: number, comm: number): Promise<Message> {
+    const gate = this.gate();
+    if (gate !== null) return Promise.reject(gate);
+    if (source !== ANY_SOURCE && source !== this.self && !this.peers.has(source)) return Promise.reject(this.unknown(source));
+    if (!isU32(comm)) return Promise.reject(new P2PError('BAD_COMM', `comm ${comm}`));
+    if (this.discarded.has(comm)) return Promise.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
+    const r: PendingRecv = { source, tag, comm, resolve: noop, reject: noop };
+    const i = this.unexpected.findIndex((m) => matches(r, m));
+    if (i >= 0) {
+      const [m] = this.unexpected.splice(i, 1);
+      assert(m !== undefined, 'matched index out of range');
+      this.unexpectedBytes -= m.data.length + UNEXPECTED_ENTRY_OVERHEAD_BYTES;
+      this.resumeReading();
+      return Promise.resolve(m);
+    }
+    // Messages that already arrived were delivered above; a lost source sends no more.
+    if (source !== ANY_SOURCE && this.peers.get(source)?.state === 'lost') {
+      return Promise.reject(new P2PError('PEER_LOST', `connection to ${source} is lost`));
+    }
+    if (this.pendingRecvs.length >= MAX_PENDING_RECVS) return Promise.reject(new P2PError('LIMIT', `${MAX_PENDING_RECVS} receives already pending`));
+    return new Promise<Message>((resolve, reject) => {
+      r.resolve = resolve;
+      r.reject = reject;
+      this.pendingRecvs.push(r);
+    });
+  }
+
+  private addExpected(id: number): void {
+    this.peers.set(id, { id, state: 'expected', conn: null });
+    const heldConn = this.held.get(id);
+    if (heldConn === undefined) return;
+    this.held.delete(id);
+    this.attribute(heldConn, id);
+    this.pump(heldConn);
+  }
+
+  private adopt(socket: Socket, dialledId: number | null): void {
     const conn: Conn = {
-      socket, decoder: new FrameDecoder({ maxMessageBytes: this.maxMessageBytes }), rank: null, dialledRank,
+      socket, decoder: new FrameDecoder({ maxMessageBytes: this.maxMessageBytes }), id: null, dialledId, heldId: null,
       nextSendSeq: 0, expectedSeq: 0, paused: false, dead: false, drainWaiters: [],
     };
     if (this.closed) {
       socket.destroy();
       return;
     }
-    if (dialledRank === null && this.unattributed.size >= MAX_UNATTRIBUTED_CONNECTIONS) {
-      this.fail(conn, { code: 'TOO_MANY_CONNECTIONS', detail: `${this.unattributed.size} connections without hello` });
-      return;
+    if (dialledId === null) {
+      if (this.unattributed.size >= MAX_UNATTRIBUTED_CONNECTIONS) {
+        this.fail(conn, { code: 'TOO_MANY_CONNECTIONS', detail: `${this.unattributed.size} unattributed connections` });
+        return;
+      }
+      this.unattributed.add(conn);
+    } else {
+      const peer = this.peers.get(dialledId);
+      assert(peer !== undefined && peer.conn === null, `dialling ${dialledId} twice`);
+      peer.conn = conn;
     }
-    this.unattributed.add(conn);
     socket.setNoDelay(true);
-    const hello = () => socket.write(encodeFrame({ type: 'hello', rank: this.rank, taskId: this.taskId }));
-    if (dialledRank === null) hello();
-    else socket.once('connect', hello);
+    // The dialler speaks first; the acceptor answers once it expects the dialler (attribute()).
+    if (dialledId !== null) socket.once('connect', () => socket.write(encodeFrame({ type: 'hello', id: this.self, taskId: this.taskId })));
     socket.on('data', (chunk: Buffer) => {
       conn.decoder.feed(chunk);
       this.pump(conn);
@@ -354,13 +570,14 @@ export class P2P {
   }
 
   /** Pull decoded frames while the unexpected queue has room; pause the socket when it has not
-   *  (receive-side backpressure: TCP flow control then stalls the sender's writes). The queue
-   *  holds at most maxUnexpectedBytes plus one message. As with any bounded MPI buffering, a
-   *  program whose next receive needs a message stuck behind a full queue of others it never
-   *  receives deadlocks ("unsafe" in MPI terms); abort() still unblocks it. */
+   *  (receive-side backpressure: TCP flow control then stalls the sender's writes), or while
+   *  its hello is held. The queue holds at most maxUnexpectedBytes plus one message. As with any
+   *  bounded MPI buffering, a program whose next receive needs a message stuck behind a full
+   *  queue of others it never receives deadlocks ("unsafe" in MPI terms); abort() still
+   *  unblocks it. */
   private pump(conn: Conn): void {
     while (!conn.dead) {
-      if (this.unexpectedBytes >= this.maxUnexpectedBytes) {
+      if (conn.heldId !== null || this.unexpectedBytes >= this.maxUnexpectedBytes) {
         if (!conn.paused) {
           conn.paused = true;
           conn.socket.pause();
@@ -383,36 +600,60 @@ export class P2P {
 
   private resumeReading(): void {
     if (this.unexpectedBytes >= this.maxUnexpectedBytes) return;
-    for (const c of [...this.unattributed, ...this.peers]) if (c !== null && c.paused) this.pump(c);
+    for (const c of this.conns()) if (c.paused && c.heldId === null) this.pump(c);
   }
 
   private onFrame(conn: Conn, frame: GmpiFrame): void {
-    if (conn.rank === null) {
-      if (frame.type !== 'hello') return this.fail(conn, { code: 'HELLO_EXPECTED', detail: 'data before hello' });
-      return this.onHello(conn, frame.rank, frame.taskId);
+    if (conn.id === null) {
+      if (frame.type !== 'hello') return this.fail(conn, { code: 'HELLO_EXPECTED', detail: 'message before hello' });
+      return this.onHello(conn, frame.id, frame.taskId);
     }
     if (frame.type === 'hello') return this.fail(conn, { code: 'UNEXPECTED_HELLO', detail: 'second hello' });
-    if (frame.rank !== conn.rank) return this.fail(conn, { code: 'BAD_SENDER', detail: `rank ${frame.rank} on rank ${conn.rank}'s connection` });
+    if (frame.id !== conn.id) return this.fail(conn, { code: 'BAD_SENDER', detail: `sender ${frame.id} on ${conn.id}'s connection` });
     // TCP delivers in order, so a gap or repeat means a broken or hostile sender: stop trusting
     // the stream rather than deliver out of MPI order.
     if (frame.seq !== conn.expectedSeq) return this.fail(conn, { code: 'BAD_SEQUENCE', detail: `seq ${frame.seq}, expected ${conn.expectedSeq}` });
     conn.expectedSeq = frame.seq === MAX_U32 ? 0 : frame.seq + 1;
-    this.arrive({ source: conn.rank, tag: frame.tag, comm: frame.comm, data: frame.payload });
+    this.arrive({ source: conn.id, tag: frame.tag, comm: frame.comm, structured: frame.structured, data: frame.payload });
   }
 
-  private onHello(conn: Conn, rank: number, taskId: string): void {
+  private onHello(conn: Conn, id: number, taskId: string): void {
     if (taskId !== this.taskId) return this.fail(conn, { code: 'WRONG_TASK', detail: `hello from task ${taskId}` });
-    // The lower rank accepts and the higher dials: one connection per pair, no tie to break.
-    const expected = conn.dialledRank === null ? rank < this.rank : rank === conn.dialledRank;
-    if (!expected || rank >= this.size) return this.fail(conn, { code: 'WRONG_RANK', detail: `hello from rank ${rank}` });
-    if (this.peers[rank] !== null || this.lostRanks.has(rank)) return this.fail(conn, { code: 'DUPLICATE_PEER', detail: `rank ${rank} already seen` });
-    conn.rank = rank;
+    if (conn.dialledId !== null) {
+      if (id !== conn.dialledId) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from ${id}, dialled ${conn.dialledId}` });
+      return this.attribute(conn, id);
+    }
+    // The higher VPID dials the lower: one connection per pair, no tie to break.
+    if (id <= this.self) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from ${id}: only higher ids dial ${this.self}` });
+    if (this.removed.has(id)) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from removed peer ${id}` });
+    const peer = this.peers.get(id);
+    if (peer === undefined) {
+      if (this.held.has(id)) return this.fail(conn, { code: 'DUPLICATE_PEER', detail: `a hello from ${id} is already held` });
+      conn.heldId = id; // pump() pauses the socket until expect(id) attributes it
+      this.held.set(id, conn);
+      return;
+    }
+    if (peer.state !== 'expected' || peer.conn !== null) return this.fail(conn, { code: 'DUPLICATE_PEER', detail: `${id} already connected or lost` });
+    this.attribute(conn, id);
+  }
+
+  private attribute(conn: Conn, id: number): void {
+    const peer = this.peers.get(id);
+    assert(peer !== undefined && peer.state === 'expected', `attributing ${id}, which is not expected`);
+    conn.id = id;
+    conn.heldId = null;
     this.unattributed.delete(conn);
-    this.peers[rank] = conn;
-    this.checkConnected();
+    peer.conn = conn;
+    peer.state = 'connected';
+    if (conn.dialledId === null) conn.socket.write(encodeFrame({ type: 'hello', id: this.self, taskId: this.taskId }));
+    this.checkWaiters();
   }
 
   private arrive(m: Message): void {
+    if (this.discarded.has(m.comm)) {
+      this.discardedMessages++;
+      return;
+    }
     const i = this.pendingRecvs.findIndex((r) => matches(r, m));
     if (i >= 0) {
       const [r] = this.pendingRecvs.splice(i, 1);
@@ -424,39 +665,45 @@ export class P2P {
     this.unexpectedBytes += m.data.length + UNEXPECTED_ENTRY_OVERHEAD_BYTES;
   }
 
-  private checkConnected(): void {
-    if (!this.connectCalled || this.connectWaiter === null) return;
-    for (let r = 0; r < this.size; r++) if (r !== this.rank && this.peers[r] === null) return;
-    const w = this.connectWaiter;
-    this.connectWaiter = null;
-    w.resolve();
+  /** Close one connection deliberately (removePeer), rejecting its waiting sends. */
+  private close1(conn: Conn, reason: LostReason, error: () => P2PError): void {
+    if (conn.dead) return;
+    conn.dead = true;
+    conn.socket.destroy();
+    this.unattributed.delete(conn);
+    if (conn.heldId !== null && this.held.get(conn.heldId) === conn) this.held.delete(conn.heldId);
+    for (const w of conn.drainWaiters.splice(0)) w.reject(error());
+    this.log?.({ type: 'connection.closed', id: conn.id ?? conn.dialledId ?? conn.heldId, reason });
   }
 
-  /** Close a connection for `reason`; if it belongs to a rank, that rank is lost for good
-   *  (until recovery builds a new context, spec §5.5): raise connectionLost once, reject its
-   *  sends and the receives that name it, and fail a pending connect. */
+  /** Close a connection for `reason`; if it belongs to a peer, that peer is lost for good
+   *  (until removePeer, spec §5.5): raise connectionLost once, reject its sends, the receives
+   *  and connection waits that name it. */
   private fail(conn: Conn, reason: LostReason): void {
     if (conn.dead) return;
     conn.dead = true;
     conn.socket.destroy();
     this.unattributed.delete(conn);
-    const rank = conn.rank ?? conn.dialledRank;
+    if (conn.heldId !== null && this.held.get(conn.heldId) === conn) this.held.delete(conn.heldId);
+    const id = conn.id ?? conn.dialledId;
     if (this.closed) return;
-    this.log?.({ type: 'connection.closed', rank, reason });
-    for (const w of conn.drainWaiters.splice(0)) w.reject(this.gate() ?? new P2PError('PEER_LOST', `rank ${rank}: ${reason.code}`));
-    if (rank === null || this.lostRanks.has(rank)) return;
-    if (conn.rank === null && this.peers[rank] !== null) return; // a stray, not the peer's connection
-    this.lostRanks.add(rank);
-    const lost = () => new P2PError('PEER_LOST', `connection to rank ${rank} lost: ${reason.code} ${reason.detail}`);
-    const keep: PendingRecv[] = [];
-    for (const r of this.pendingRecvs) {
-      if (r.source === rank) r.reject(lost());
-      else keep.push(r);
-    }
-    this.pendingRecvs = keep;
-    const cw = this.connectWaiter;
-    this.connectWaiter = null;
-    cw?.reject(lost());
-    this.onLost?.(rank, reason);
+    this.log?.({ type: 'connection.closed', id, reason });
+    for (const w of conn.drainWaiters.splice(0)) w.reject(this.gate() ?? new P2PError('PEER_LOST', `${id}: ${reason.code}`));
+    if (id === null) return;
+    const peer = this.peers.get(id);
+    if (peer === undefined || peer.conn !== conn) return; // a stray or superseded connection
+    peer.state = 'lost';
+    peer.conn = null;
+    const lost = () => new P2PError('PEER_LOST', `connection to ${id} lost: ${reason.code} ${reason.detail}`);
+    this.pendingRecvs = this.pendingRecvs.filter((r) => {
+      if (r.source !== id) return true;
+      r.reject(lost());
+      return false;
+    });
+    this.rejectWaitersNaming(id, lost);
+    this.onLost?.(id, reason);
   }
 }
+
+const noop = (): void => {};
+const isLibTag = (tag: number): boolean => Number.isInteger(tag) && tag >= MIN_LIB_TAG && tag <= MAX_LIB_TAG;

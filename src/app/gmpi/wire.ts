@@ -4,13 +4,19 @@
 // limits, the encoders and a total, incremental decoder; it does no I/O (p2p.ts does).
 //
 //   frame  = header (24 bytes, big-endian) ‖ payload (length bytes)
-//   header = magic u8 (0x47 'G') ‖ version u8 ‖ kind u8 ‖ flags u8 (0)
-//          ‖ sender rank u32 ‖ communicator id u32 ‖ tag i32 ‖ sequence u32 ‖ length u32
+//   header = magic u8 (0x47 'G') ‖ version u8 ‖ kind u8 ‖ flags u8
+//          ‖ sender id u32 ‖ communicator id u32 ‖ tag i32 ‖ sequence u32 ‖ length u32
+//   The sender id is the sender's VPID: the task-wide process id the manager assigns (spec §7
+//   item 2), stable across recoveries, unlike an MPI rank, which is per communicator.
 //   kind 1 = hello: the first frame each side sends. Payload = the sender's task id (ASCII);
-//            communicator, tag and sequence are 0. It attributes the connection to a rank.
-//   kind 2 = data:  one MPI message. Tag >= 0 (negative tags are reserved for the library's own
-//            traffic, which version 1 does not send); sequence counts the sender's data frames on
-//            this connection from 0, so a gap or a replay is detectable above TCP.
+//            flags, communicator, tag and sequence are 0. It attributes the connection to a VPID.
+//   kind 2 = data:  one application MPI message. Tag >= 0.
+//   kind 3 = lib:   one message of the library's own traffic (collectives). Tag < 0: negative
+//            tags are reserved for it, so no application receive can match it.
+//   Data and lib frames share one sequence: it counts the sender's message frames on this
+//   connection from 0, so a gap or a replay is detectable above TCP. Flags bit 0 (STRUCTURED)
+//   says the payload is a msgpack-encoded value rather than raw bytes (payload.ts); no other
+//   bit is defined.
 import { MAX_ID_CHARS, MAX_TASK_PROCS } from '../../core/constants.ts';
 import { assert, ok, unreachable, type Ok } from '../../core/result.ts';
 import { taskId as taskIdSchema } from '../../core/wire/messages.ts';
@@ -33,24 +39,40 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 export const MAX_CONFIGURABLE_MESSAGE_BYTES = 1024 * 1024 * 1024;
 /** A hello payload is a task id, at most MAX_ID_CHARS like every process id (PROTOCOL §8.2). */
 export const MAX_HELLO_PAYLOAD_BYTES = MAX_ID_CHARS;
-/** Ranks are MPI_COMM_WORLD ranks of one task; a task has at most MAX_TASK_PROCS processes. */
+/** Ranks index a communicator's members; a task has at most MAX_TASK_PROCS processes, so no
+ *  communicator has more members. (Sender ids on the wire are VPIDs: any u32, never reused.) */
 export const MAX_RANKS = MAX_TASK_PROCS;
 /** Largest application tag (MPI's MPI_TAG_UB may be as low as 32767; we give the full i32). */
 export const MAX_TAG = 0x7fffffff;
-/** Communicator ids and sequence numbers are u32 on the wire. */
+/** VPIDs, communicator ids and sequence numbers are u32 on the wire. */
 export const MAX_U32 = 0xffffffff;
+/** Lowest library tag: the whole negative half of the i32 tag space is the library's. */
+export const MIN_LIB_TAG = -0x80000000;
 
-export const FRAME_KIND = { hello: 1, data: 2 } as const;
+/** Payloads this large are allocated without zero-filling (Buffer.allocUnsafeSlow: never the
+ *  shared pool, so nothing else is pinned); below it the memset is cheaper than the call. */
+const UNFILLED_ALLOCATION_BYTES = 64 * 1024;
+const unfilled = (n: number): Uint8Array => {
+  const b = Buffer.allocUnsafeSlow(n);
+  return new Uint8Array(b.buffer, b.byteOffset, n);
+};
+
+export const FRAME_KIND = { hello: 1, data: 2, lib: 3 } as const;
+/** Flags bit 0: the payload is a structured (msgpack) value, not raw bytes. */
+export const FLAG_STRUCTURED = 0x01;
+const KNOWN_FLAGS = FLAG_STRUCTURED;
 
 // ---- Frames and errors -------------------------------------------------------------------------
 
-export type HelloFrame = { readonly type: 'hello'; readonly rank: number; readonly taskId: string };
+export type HelloFrame = { readonly type: 'hello'; readonly id: number; readonly taskId: string };
+/** An application message ('data', tag >= 0) or a library message ('lib', tag < 0). */
 export type DataFrame = {
-  readonly type: 'data';
-  readonly rank: number;
+  readonly type: 'data' | 'lib';
+  readonly id: number;
   readonly comm: number;
   readonly tag: number;
   readonly seq: number;
+  readonly structured: boolean;
   readonly payload: Uint8Array;
 };
 export type GmpiFrame = HelloFrame | DataFrame;
@@ -60,9 +82,9 @@ export type WireCode =
   | 'BAD_MAGIC'
   | 'BAD_VERSION'
   | 'BAD_KIND'
-  /** A header field outside its range: non-zero flags, a rank beyond MAX_RANKS. */
+  /** A header field outside its range: an undefined flag bit. */
   | 'BAD_HEADER'
-  /** A data frame with a negative (reserved) tag. */
+  /** A data frame with a negative (reserved) tag, or a lib frame with a non-negative one. */
   | 'BAD_TAG'
   /** A hello with non-zero comm/tag/sequence or a payload that is not a task id. */
   | 'BAD_HELLO'
@@ -72,7 +94,7 @@ export type WireErr = { readonly ok: false; readonly code: WireCode; readonly de
 export type WireResult<T> = Ok<T> | WireErr;
 const wireErr = (code: WireCode, detail: string): WireErr => ({ ok: false, code, detail });
 
-type Header = { kind: number; rank: number; comm: number; tag: number; seq: number; length: number };
+type Header = { kind: number; flags: number; id: number; comm: number; tag: number; seq: number; length: number };
 
 // ---- Encoding (our own values: a bad one is our bug, so assert, STYLE.md 8) --------------------
 
@@ -80,15 +102,16 @@ const isU32 = (n: number): boolean => Number.isInteger(n) && n >= 0 && n <= MAX_
 
 function writeHeader(out: Uint8Array, h: Header): void {
   assert(out.length >= GMPI_HEADER_BYTES, 'header buffer too small');
-  assert(Number.isInteger(h.rank) && h.rank >= 0 && h.rank < MAX_RANKS, `rank ${h.rank}`);
+  assert(isU32(h.id), `sender id ${h.id}`);
+  assert((h.flags & ~KNOWN_FLAGS) === 0, `flags ${h.flags}`);
   assert(isU32(h.comm) && isU32(h.seq) && isU32(h.length), 'u32 header field out of range');
   assert(Number.isInteger(h.tag) && h.tag >= -0x80000000 && h.tag <= MAX_TAG, `tag ${h.tag}`);
   const view = new DataView(out.buffer, out.byteOffset, GMPI_HEADER_BYTES);
   view.setUint8(0, GMPI_MAGIC);
   view.setUint8(1, GMPI_WIRE_VERSION);
   view.setUint8(2, h.kind);
-  view.setUint8(3, 0);
-  view.setUint32(4, h.rank, false);
+  view.setUint8(3, h.flags);
+  view.setUint32(4, h.id, false);
   view.setUint32(8, h.comm, false);
   view.setInt32(12, h.tag, false);
   view.setUint32(16, h.seq, false);
@@ -103,15 +126,19 @@ export function encodeFrame(frame: GmpiFrame): Uint8Array {
       const id = new TextEncoder().encode(frame.taskId);
       assert(taskIdSchema.dec(frame.taskId, 'taskId').ok && id.length <= MAX_HELLO_PAYLOAD_BYTES, `task id ${frame.taskId}`);
       const out = new Uint8Array(GMPI_HEADER_BYTES + id.length);
-      writeHeader(out, { kind: FRAME_KIND.hello, rank: frame.rank, comm: 0, tag: 0, seq: 0, length: id.length });
+      writeHeader(out, { kind: FRAME_KIND.hello, flags: 0, id: frame.id, comm: 0, tag: 0, seq: 0, length: id.length });
       out.set(id, GMPI_HEADER_BYTES);
       return out;
     }
-    case 'data': {
-      assert(frame.tag >= 0, `negative tag ${frame.tag} is reserved`);
-      const out = new Uint8Array(GMPI_HEADER_BYTES + frame.payload.length);
+    case 'data':
+    case 'lib': {
+      const lib = frame.type === 'lib';
+      assert(lib ? frame.tag < 0 : frame.tag >= 0, `tag ${frame.tag} on a ${frame.type} frame`);
+      const total = GMPI_HEADER_BYTES + frame.payload.length;
+      const out = total >= UNFILLED_ALLOCATION_BYTES ? unfilled(total) : new Uint8Array(total);
       writeHeader(out, {
-        kind: FRAME_KIND.data, rank: frame.rank, comm: frame.comm, tag: frame.tag, seq: frame.seq, length: frame.payload.length,
+        kind: lib ? FRAME_KIND.lib : FRAME_KIND.data, flags: frame.structured ? FLAG_STRUCTURED : 0, id: frame.id,
+        comm: frame.comm, tag: frame.tag, seq: frame.seq, length: frame.payload.length,
       });
       out.set(frame.payload, GMPI_HEADER_BYTES);
       return out;
@@ -135,28 +162,31 @@ export function parseHeader(bytes: Uint8Array, limits: DecoderLimits): WireResul
   if (version !== GMPI_WIRE_VERSION) return wireErr('BAD_VERSION', `version ${version}`);
   const h: Header = {
     kind: view.getUint8(2),
-    rank: view.getUint32(4, false),
+    flags: view.getUint8(3),
+    id: view.getUint32(4, false),
     comm: view.getUint32(8, false),
     tag: view.getInt32(12, false),
     seq: view.getUint32(16, false),
     length: view.getUint32(20, false),
   };
-  if (h.kind !== FRAME_KIND.hello && h.kind !== FRAME_KIND.data) return wireErr('BAD_KIND', `kind ${h.kind}`);
-  const flags = view.getUint8(3);
-  if (flags !== 0) return wireErr('BAD_HEADER', `flags 0x${flags.toString(16)}`);
-  if (h.rank >= MAX_RANKS) return wireErr('BAD_HEADER', `rank ${h.rank} >= ${MAX_RANKS}`);
+  if (h.kind !== FRAME_KIND.hello && h.kind !== FRAME_KIND.data && h.kind !== FRAME_KIND.lib) return wireErr('BAD_KIND', `kind ${h.kind}`);
+  if ((h.flags & ~KNOWN_FLAGS) !== 0) return wireErr('BAD_HEADER', `flags 0x${h.flags.toString(16)}`);
   if (h.kind === FRAME_KIND.hello) {
-    if (h.comm !== 0 || h.tag !== 0 || h.seq !== 0) return wireErr('BAD_HELLO', 'hello with non-zero comm, tag or sequence');
+    if (h.flags !== 0 || h.comm !== 0 || h.tag !== 0 || h.seq !== 0) return wireErr('BAD_HELLO', 'hello with non-zero flags, comm, tag or sequence');
     if (h.length === 0 || h.length > MAX_HELLO_PAYLOAD_BYTES) return wireErr('BAD_HELLO', `hello payload of ${h.length} bytes`);
     return ok(h);
   }
-  if (h.tag < 0) return wireErr('BAD_TAG', `tag ${h.tag} is reserved`);
+  if (h.kind === FRAME_KIND.data && h.tag < 0) return wireErr('BAD_TAG', `tag ${h.tag} is reserved for the library`);
+  if (h.kind === FRAME_KIND.lib && h.tag >= 0) return wireErr('BAD_TAG', `library frame with application tag ${h.tag}`);
   if (h.length > limits.maxMessageBytes) return wireErr('TOO_LARGE', `${h.length} bytes > ${limits.maxMessageBytes}`);
   return ok(h);
 }
 
 function buildFrame(h: Header, payload: Uint8Array): WireResult<GmpiFrame> {
-  if (h.kind === FRAME_KIND.data) return ok({ type: 'data', rank: h.rank, comm: h.comm, tag: h.tag, seq: h.seq, payload });
+  if (h.kind !== FRAME_KIND.hello) {
+    const type = h.kind === FRAME_KIND.lib ? 'lib' : 'data';
+    return ok({ type, id: h.id, comm: h.comm, tag: h.tag, seq: h.seq, structured: (h.flags & FLAG_STRUCTURED) !== 0, payload });
+  }
   // Hello: only printable ASCII may become a string; then the task-id grammar (PROTOCOL §8.2).
   let id = '';
   for (const b of payload) {
@@ -164,7 +194,7 @@ function buildFrame(h: Header, payload: Uint8Array): WireResult<GmpiFrame> {
     id += String.fromCharCode(b);
   }
   if (!taskIdSchema.dec(id, 'hello.taskId').ok) return wireErr('BAD_HELLO', `task id ${JSON.stringify(id)}`);
-  return ok({ type: 'hello', rank: h.rank, taskId: id });
+  return ok({ type: 'hello', id: h.id, taskId: id });
 }
 
 /**
@@ -200,7 +230,7 @@ export class FrameDecoder {
     if (this.failed !== null) return this.failed;
     if (this.header === null) {
       if (this.buffered < GMPI_HEADER_BYTES) return ok(null);
-      const h = parseHeader(this.take(GMPI_HEADER_BYTES), this.limits);
+      const h = parseHeader(this.peekOrTake(GMPI_HEADER_BYTES), this.limits);
       if (!h.ok) return this.fail(h);
       this.header = h.value;
     }
@@ -217,11 +247,27 @@ export class FrameDecoder {
     return e;
   }
 
+  /** n bytes consumed for immediate parsing (a header): a view into the current chunk when it
+   *  holds them all (no allocation on the per-message path), else a copy. Never retained. */
+  private peekOrTake(n: number): Uint8Array {
+    const chunk = this.chunks[0];
+    if (chunk === undefined || chunk.length - this.head < n) return this.take(n);
+    const view = chunk.subarray(this.head, this.head + n);
+    this.head += n;
+    this.buffered -= n;
+    if (this.head === chunk.length) {
+      this.chunks.shift();
+      this.head = 0;
+    }
+    return view;
+  }
+
   /** Copy out n buffered bytes (n <= buffered): frames never alias the socket's chunks, so a
-   *  queued small message does not pin a whole 64 KiB read buffer. */
+   *  queued small message does not pin a whole 64 KiB read buffer. Large payloads skip the
+   *  zero-fill of a fresh allocation, since every byte is overwritten at once. */
   private take(n: number): Uint8Array {
     assert(n <= this.buffered, 'take beyond buffered bytes');
-    const out = new Uint8Array(n);
+    const out = n >= UNFILLED_ALLOCATION_BYTES ? unfilled(n) : new Uint8Array(n);
     let filled = 0;
     while (filled < n) {
       const chunk = this.chunks[0];

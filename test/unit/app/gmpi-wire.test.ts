@@ -1,11 +1,12 @@
 // The G-MPI framing (src/app/gmpi/wire.ts; spec §7 item 3's PTP channels): frames round-trip
-// whole and fed byte by byte, every WireCode is produced by the input that should produce it
-// (length limits judged from the header alone), errors are sticky, and a seeded fuzz of random
-// and mutated streams never throws (STYLE.md 5). Replay a fuzz failure with
+// whole and fed byte by byte (hello, application data with tags >= 0, library frames with
+// tags < 0, raw and structured payloads, any u32 VPID as sender), every WireCode is produced by
+// the input that should produce it (length limits judged from the header alone), errors are
+// sticky, and a seeded fuzz of random and mutated streams never throws (STYLE.md 5). Replay a fuzz failure with
 // TRINE_FUZZ_SEED=<n> npx vitest run test/unit/app/gmpi-wire.test.ts
 import { describe, expect, it } from 'vitest';
 import {
-  encodeFrame, FrameDecoder, GMPI_HEADER_BYTES, MAX_HELLO_PAYLOAD_BYTES, MAX_RANKS, MAX_TAG, MAX_U32,
+  encodeFrame, FLAG_STRUCTURED, FrameDecoder, GMPI_HEADER_BYTES, MAX_HELLO_PAYLOAD_BYTES, MAX_TAG, MAX_U32, MIN_LIB_TAG,
   type DataFrame, type GmpiFrame, type WireCode, type WireResult,
 } from '../../../src/app/gmpi/wire.ts';
 
@@ -37,9 +38,9 @@ const concat = (parts: Uint8Array[]): Uint8Array => {
 };
 
 const data = (over: Partial<DataFrame> = {}): DataFrame => ({
-  type: 'data', rank: 3, comm: 7, tag: 42, seq: 9, payload: new Uint8Array([1, 2, 3, 250]), ...over,
+  type: 'data', id: 3, comm: 7, tag: 42, seq: 9, structured: false, payload: new Uint8Array([1, 2, 3, 250]), ...over,
 });
-const hello: GmpiFrame = { type: 'hello', rank: 2, taskId: 't17' };
+const hello: GmpiFrame = { type: 'hello', id: 2, taskId: 't17' };
 
 /** A data frame's bytes with one header byte overwritten. */
 function patched(offset: number, value: number, frame: DataFrame = data()): Uint8Array {
@@ -61,10 +62,13 @@ const codeOf = (bytes: Uint8Array, maxMessageBytes = LIMIT): WireCode | null => 
 describe('G-MPI framing round trips', () => {
   const samples: GmpiFrame[] = [
     hello,
-    { type: 'hello', rank: MAX_RANKS - 1, taskId: `t${'9'.repeat(MAX_HELLO_PAYLOAD_BYTES - 1)}` },
+    { type: 'hello', id: MAX_U32, taskId: `t${'9'.repeat(MAX_HELLO_PAYLOAD_BYTES - 1)}` },
     data(),
-    data({ payload: new Uint8Array(0), tag: 0, comm: 0, seq: 0, rank: 0 }),
-    data({ payload: new Uint8Array(LIMIT).fill(0xab), tag: MAX_TAG, comm: MAX_U32, seq: MAX_U32, rank: MAX_RANKS - 1 }),
+    data({ payload: new Uint8Array(0), tag: 0, comm: 0, seq: 0, id: 0 }),
+    data({ payload: new Uint8Array(LIMIT).fill(0xab), tag: MAX_TAG, comm: MAX_U32, seq: MAX_U32, id: MAX_U32 }),
+    data({ structured: true }),
+    data({ type: 'lib', tag: -2 }),
+    data({ type: 'lib', tag: MIN_LIB_TAG, structured: true, id: 70000 }),
   ];
 
   it('decodes each frame to what was encoded, whole and byte by byte', () => {
@@ -116,19 +120,25 @@ describe('G-MPI framing errors (every WireCode)', () => {
     expect(codeOf(patched(1, 2))).toBe('BAD_VERSION');
     expect(codeOf(patched(1, 0))).toBe('BAD_VERSION');
   });
-  it('BAD_KIND: kinds other than hello (1) and data (2)', () => {
-    for (const k of [0, 3, 255]) expect(codeOf(patched(2, k))).toBe('BAD_KIND');
+  it('BAD_KIND: kinds other than hello (1), data (2) and lib (3)', () => {
+    for (const k of [0, 4, 255]) expect(codeOf(patched(2, k))).toBe('BAD_KIND');
   });
-  it('BAD_HEADER: non-zero flags, or a rank beyond MAX_RANKS', () => {
-    expect(codeOf(patched(3, 1))).toBe('BAD_HEADER');
-    expect(codeOf(withU32(4, MAX_RANKS))).toBe('BAD_HEADER');
-    expect(codeOf(withU32(4, MAX_U32))).toBe('BAD_HEADER');
+  it('BAD_HEADER: a flag bit other than STRUCTURED', () => {
+    for (const f of [0x02, 0x80, 0xff]) expect(codeOf(patched(3, f))).toBe('BAD_HEADER');
+    expect(codeOf(patched(3, FLAG_STRUCTURED))).toBeNull();
   });
-  it('BAD_TAG: negative data tags are reserved', () => {
+  it('BAD_TAG: negative tags are the library\'s, non-negative ones the application\'s', () => {
     expect(codeOf(withU32(12, -1))).toBe('BAD_TAG');
     expect(codeOf(withU32(12, -0x80000000))).toBe('BAD_TAG');
+    const lib = data({ type: 'lib', tag: -5 });
+    expect(codeOf(encodeFrame(lib))).toBeNull();
+    expect(codeOf(withU32(12, 0, lib))).toBe('BAD_TAG');
+    expect(codeOf(withU32(12, MAX_TAG, lib))).toBe('BAD_TAG');
   });
-  it('BAD_HELLO: non-zero comm/tag/seq, empty or oversized payload, not a task id', () => {
+  it('BAD_HELLO: non-zero flags/comm/tag/seq, empty or oversized payload, not a task id', () => {
+    const flagged = encodeFrame(hello);
+    flagged[3] = FLAG_STRUCTURED;
+    expect(codeOf(flagged)).toBe('BAD_HELLO');
     expect(codeOf(withU32(8, 1, hello))).toBe('BAD_HELLO');
     expect(codeOf(withU32(12, 1, hello))).toBe('BAD_HELLO');
     expect(codeOf(withU32(16, 1, hello))).toBe('BAD_HELLO');
@@ -191,8 +201,10 @@ describe('G-MPI framing fuzz (never throws, STYLE.md 5)', () => {
     const bytesOf = (n: number) => Uint8Array.from({ length: n }, () => int(256));
     const validFrame = (): GmpiFrame =>
       int(4) === 0
-        ? { type: 'hello', rank: int(MAX_RANKS), taskId: `t${1 + int(100000)}` }
-        : data({ rank: int(MAX_RANKS), comm: int(4), tag: int(100), seq: int(1000), payload: bytesOf(int(64)) });
+        ? { type: 'hello', id: int(2 ** 32), taskId: `t${1 + int(100000)}` }
+        : int(3) === 0
+          ? data({ type: 'lib', id: int(2 ** 32), comm: int(4), tag: -2 - int(100), seq: int(1000), structured: int(2) === 0, payload: bytesOf(int(64)) })
+          : data({ id: int(2 ** 32), comm: int(4), tag: int(100), seq: int(1000), structured: int(2) === 0, payload: bytesOf(int(64)) });
     const allCodes = new Set<WireCode | 'none'>();
     const CASES = 4000;
     for (let i = 0; i < CASES; i++) {
@@ -205,7 +217,7 @@ describe('G-MPI framing fuzz (never throws, STYLE.md 5)', () => {
           stream = bytesOf(GMPI_HEADER_BYTES + int(64));
           stream[0] = 0x47;
           stream[1] = 1;
-          stream[2] = 1 + int(2);
+          stream[2] = 1 + int(3);
           if (int(2) === 0) stream[3] = 0;
           break;
         }
