@@ -9,3 +9,9 @@ export {
   type ReplyClass, type Signal, type SignalRequest,
 } from '../core/signals.ts';
 export type { Mapping, Member } from '../core/wire/app-wire.ts';
+export {
+  ANY_SOURCE, ANY_TAG, G_MPI_SIG, Gmpi, GmpiError, RECOVER_SYNC_ARG,
+  type GmpiErrorCode, type GmpiHandler, type GmpiOptions, type InitCode, type RecoverCode, type TimerHandle,
+} from './gmpi/gmpi.ts';
+export type { Comm, CommMessage } from './gmpi/comm.ts';
+export type { ReduceOp } from './gmpi/collectives.ts';
