@@ -158,8 +158,11 @@ export const DEFAULT_TIMING = {
   /** The group's task clock (PROTOCOL §8.3): the primary orders a tick this often while a task
    *  timer runs. Start-TO and Terminate-TO count these ticks. */
   taskTickMs: 50,
-  /** FsmTask Start-TO (spec §6.1 T3–T5, not in the paper): submit → every process running. */
-  startTimeoutMs: 5000,
+  /** FsmTask Start-TO (spec §6.1 T3–T5, not in the paper): submit → every process running.
+   *  Linked processes count as running once their library connected: a Node application with
+   *  TypeScript loading takes 1–3 s to get there on a loaded 2-core machine (measured), so the
+   *  bound is generous. */
+  startTimeoutMs: 20000,
   /** FsmTask Terminate-TO (T8, T17, not in the paper). */
   terminateTimeoutMs: 2000,
   /** Start attempts before a task is given up (T5) and Terminate sends before it is abandoned
@@ -168,8 +171,9 @@ export const DEFAULT_TIMING = {
   maxTerminateAttempts: 3,
   /** Spec §1.3 / §1.7: a probe unanswered this long declares the node failed. */
   probeTimeoutMs: 120,
-  /** A linked process must connect to its agent within this (FsmAgentProc's connect timeout). */
-  connectTimeoutMs: 4000,
+  /** A linked process must connect to its agent within this (FsmAgentProc's connect timeout);
+   *  below Start-TO so a process that never connects fails its start with that reason. */
+  connectTimeoutMs: 15000,
   /** Spec §4.5 (b): a group request that has not gathered a quorum this long after the first
    *  of its epoch arrived is answered GSIG_ERR_DISAGREE ("preset timeout", value not in the
    *  paper). Counted in ordered task-clock ticks. */

@@ -113,7 +113,7 @@ class Cluster {
 
 describe('cluster state: tasks and processes (spec §6)', () => {
   it('taskTimers converts ms to ticks of taskTickMs, at least 1', () => {
-    expect(taskTimers(DEFAULT_TIMING)).toEqual({ groupRequestTimeoutTicks: 20, startTimeoutTicks: 100, terminateTimeoutTicks: 40, maxStartAttempts: 3, maxTerminateAttempts: 3 });
+    expect(taskTimers(DEFAULT_TIMING)).toEqual({ groupRequestTimeoutTicks: 20, startTimeoutTicks: 400, terminateTimeoutTicks: 40, maxStartAttempts: 3, maxTerminateAttempts: 3 });
     expect(taskTimers({ ...DEFAULT_TIMING, startTimeoutMs: 1, terminateTimeoutMs: 0 }).startTimeoutTicks).toBe(1);
   });
 
