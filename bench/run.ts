@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { benchCrypto, type Figure } from './crypto.ts';
 import { benchGmpi } from './gmpi.ts';
 import { benchGroup } from './group.ts';
+import { benchSignals } from './signals.ts';
 import { benchTasks } from './tasks.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -31,6 +32,8 @@ results['gmpi'] = await benchGmpi();
 print('G-MPI point-to-point between two processes on loopback (ping-pong; bandwidth = size / half the p50 round trip)', results['gmpi']);
 results['tasks'] = await benchTasks();
 print('tasks and processes on a local cluster (trine up --nodes 4; raw samples in bench/results/tasks.json)', results['tasks']);
+results['signals'] = await benchSignals({ printTables: false });
+print('signals and group requests of a linked task on a local cluster (Tables 5.3/5.4; raw samples in bench/results/signals.json)', results['signals']);
 
 const dir = join(here, 'results');
 mkdirSync(dir, { recursive: true });
