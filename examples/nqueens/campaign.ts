@@ -1,7 +1,7 @@
 // `npm run campaign:nqueens`: a fault-injection campaign against the N-Queens example (issue 4;
 // spec §8.7, §9.2 A32: ≥ 200 crashes and ≥ 200 hangs, every run ending with the correct count).
 //
-//   npm run campaign:nqueens -- [--runs 100] [--per-run 4] [--pace-ms 100] [--seed 1] [--out FILE]
+//   npm run campaign:nqueens -- [--runs 100] [--per-run 4] [--depth 3] [--pace-ms 30] [--seed 1] [--out FILE]
 //
 // One local 4-node cluster serves every run. A run submits the example (n = 12) as a linked
 // task of 4 processes and injects `--per-run` faults into it, alternating crashes (`kill -9`) and
@@ -32,7 +32,8 @@ function option(name: string, fallback: number): number {
 }
 const RUNS = option('runs', 100);
 const PER_RUN = option('per-run', 4);
-const PACE_MS = option('pace-ms', 100);
+const PACE_MS = option('pace-ms', 60);
+const DEPTH = option('depth', 3);
 const outIdx = process.argv.indexOf('--out');
 const OUT = outIdx >= 0 ? (process.argv[outIdx + 1] as string) : join(REPO, 'bench', 'results', 'campaign-nqueens.json');
 let seed = option('seed', 1);
@@ -76,7 +77,7 @@ let faultCounter = 0;
 async function oneRun(run: number): Promise<RunResult> {
   const started = Date.now();
   const id = trine(['submit', '--linked', '-n', '4', '--name', `nq${run}`, '--cwd', REPO, '--', process.execPath, '--import', 'tsx',
-    'examples/nqueens/nqueens.ts', '--n', '12', '--pace-ms', String(PACE_MS)]).trim();
+    'examples/nqueens/nqueens.ts', '--n', '12', '--depth', String(DEPTH), '--pace-ms', String(PACE_MS)]).trim();
   const injections: Injection[] = [];
   const result = (ok: boolean, note: string): RunResult => {
     const m = /RESULT n=12 solutions=(\d+)/.exec(appLog(id));
@@ -86,7 +87,7 @@ async function oneRun(run: number): Promise<RunResult> {
   try {
     await until('4 processes agreed on the quorum', () => (appLog(id).match(/quorum 3/g) ?? []).length >= 4, 60_000);
     for (let k = 0; k < PER_RUN; k++) {
-      await sleep(300 + random() * 1500);
+      await sleep(200 + random() * 800);
       const t = task(id);
       if (t === undefined || t.outcome !== null || /RESULT/.test(appLog(id))) break;
       const live = t.procs.filter((p) => p.state === 'running' && p.pid !== null);
@@ -156,6 +157,7 @@ const summary = {
   hangRecoveryMsP99: pct(of('hang').flatMap((i) => (i.recoveredMs === null ? [] : [i.recoveredMs])), 99),
   managerFaults: all.filter((i) => i.rank === 0).length,
   paceMs: PACE_MS,
+  depth: DEPTH,
   perRun: PER_RUN,
 };
 mkdirSync(join(REPO, 'bench', 'results'), { recursive: true });

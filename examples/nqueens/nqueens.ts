@@ -23,7 +23,7 @@
 //   - the manager's state is a checkpoint kept in its memory and in rank 1's, updated after
 //     every result; if the manager dies, rank 1 becomes rank 0 with the checkpoint. Units that
 //     were out when the failure struck are handed out again.
-import { G_MPI_SIG, Gmpi, GmpiError, ANY_SOURCE, ANY_TAG } from 'trine/app';
+import { ANY_SOURCE, ANY_TAG, FLAG, G_MPI_SIG, Gmpi, GmpiError } from 'trine/app';
 
 // ---- arguments -----------------------------------------------------------------------------------
 
@@ -38,6 +38,8 @@ function option(name: string, fallback: number): number {
   return v;
 }
 const N = option('n', 12);
+/** Rows fixed by a work unit: 2 gives 110 units for n = 12, 3 gives 980 smaller ones. */
+const DEPTH = Math.min(Math.max(option('depth', 2), 1), N);
 /** Extra compute time per work unit (ms): stretches a run so faults land mid-computation. */
 const PACE_MS = option('pace-ms', 0);
 /** A first hang timeout, before any interval has been observed. */
@@ -53,14 +55,22 @@ const APP_SIG_HANG = 100;
 const APP_SIG_FAULTY = 101;
 const TAG = { work: 1, result: 2, checkpoint: 3, ping: 4, pong: 5, stop: 6 } as const;
 
-type Unit = { id: number; prefix: [number, number] };
+type Unit = { id: number; prefix: number[] };
 type Result = { unit: number; solutions: number[][] };
 type Checkpoint = { counts: [number, number][] };
 
 // ---- the puzzle ----------------------------------------------------------------------------------
 
 const UNITS: Unit[] = [];
-for (let a = 0; a < N; a++) for (let b = 0; b < N; b++) if (Math.abs(a - b) > 1) UNITS.push({ id: UNITS.length, prefix: [a, b] });
+const safe = (cols: readonly number[], col: number): boolean => cols.every((c, r) => c !== col && Math.abs(c - col) !== cols.length - r);
+const prefixes = (cols: number[]): void => {
+  if (cols.length === DEPTH) {
+    UNITS.push({ id: UNITS.length, prefix: [...cols] });
+    return;
+  }
+  for (let col = 0; col < N; col++) if (safe(cols, col)) prefixes([...cols, col]);
+};
+prefixes([]);
 
 const gmpiStart = Date.now();
 /** Every solution extending `prefix` (one queen per row; cols[r] = column of row r). */
@@ -89,7 +99,7 @@ function solve(prefix: readonly number[], onStep: () => boolean): number[][] | n
 
 /** The manager checks every solution: N queens, none attacking another, on the unit's prefix. */
 function validSolution(s: unknown, unit: Unit): boolean {
-  if (!Array.isArray(s) || s.length !== N || s[0] !== unit.prefix[0] || s[1] !== unit.prefix[1]) return false;
+  if (!Array.isArray(s) || s.length !== N || unit.prefix.some((c, r) => s[r] !== c)) return false;
   for (let r = 0; r < N; r++) {
     const c = s[r];
     if (!Number.isInteger(c) || c < 0 || c >= N) return false;
@@ -343,9 +353,13 @@ async function work(): Promise<boolean> {
     // The compute loop is synchronous: it polls the alert flag, which the link's worker thread
     // raises in shared memory the moment an alerting signal arrives (spec §5.6 "polling").
     const until = Date.now() + PACE_MS;
-    const solutions = solve(unit.prefix, () => !g.alertCheck());
-    while (solutions !== null && Date.now() < until) if (g.alertCheck()) break;
-    if (solutions === null || g.alertCheck()) throw new GmpiError('ERR_ALERT', 'alert during computation');
+    const solutions = solve(unit.prefix, () => !g.alertCheck() && !g.invalid);
+    // --pace-ms: more (simulated) work per unit, without burning a CPU: block on the alert
+    // flag's shared word, in slices, still never yielding to the event loop.
+    for (let left = until - Date.now(); solutions !== null && left > 0 && !g.alertCheck() && !g.invalid; left = until - Date.now()) {
+      Atomics.wait(g.link.flagWords, FLAG.ALERT, 0, Math.min(5, left));
+    }
+    if (solutions === null || g.alertCheck() || g.invalid) throw new GmpiError('ERR_ALERT', 'alert during computation');
     await g.send(0, TAG.result, { unit: unit.id, solutions } satisfies Result);
   }
 }

@@ -32,7 +32,9 @@ export type InvariantName =
   | 't.reported-once'
   | 't.commanded'
   | 't.accepted'
-  | 't.truth';
+  | 't.truth'
+  /** Linked tasks: every process of a task received the same broadcast at each epoch. */
+  | 't.atomic-broadcast';
 
 export type Violation = { seed: number; atMs: number; invariant: InvariantName; message: string };
 

@@ -7,7 +7,8 @@ import type { Violation } from './invariants.ts';
 import { DEFAULT_LINK } from './world.ts';
 import { streamFor, type SeededRandom } from './random.ts';
 import type { CoreFactories } from './world.ts';
-import { TaskSim } from './tasks.ts';
+import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../core/signals.ts';
+import { TaskSim, type SimApp } from './tasks.ts';
 
 /** Faults happen in [0, FAULT_END_MS); then the network heals and the run settles. */
 export const TASK_FAULT_END_MS = 1200;
@@ -18,7 +19,9 @@ export const TASK_POLL_MS = 50;
 export const MAX_TASKS_PER_SEED = 4;
 export const MAX_TASK_SIZE = 5;
 
-export type TaskKind = 'work' | 'exit-3' | 'missing' | 'forever-killed' | 'stubborn-killed';
+export type TaskKind = 'work' | 'exit-3' | 'missing' | 'forever-killed' | 'stubborn-killed' | 'linked-chatter';
+/** Broadcast and group requests each linked process of a seed may send. */
+export const MAX_APP_REQUESTS = 6;
 export type TaskPlanItem = { atMs: number; kind: TaskKind; size: number; durationMs: number; killAtMs: number };
 export type TaskFault =
   | { type: 'none' }
@@ -39,7 +42,7 @@ export function taskPlanFor(seed: number, agents: readonly ProcessId[]): TaskPla
   const n = between(rng, 1, MAX_TASKS_PER_SEED);
   for (let i = 0; i < n; i++) {
     const r = rng.next();
-    const kind: TaskKind = r < 0.55 ? 'work' : r < 0.65 ? 'exit-3' : r < 0.75 ? 'missing' : r < 0.9 ? 'forever-killed' : 'stubborn-killed';
+    const kind: TaskKind = r < 0.45 ? 'work' : r < 0.55 ? 'exit-3' : r < 0.62 ? 'missing' : r < 0.75 ? 'forever-killed' : r < 0.82 ? 'stubborn-killed' : 'linked-chatter';
     const atMs = between(rng, 20, 500);
     tasks.push({ atMs, kind, size: between(rng, 1, MAX_TASK_SIZE), durationMs: between(rng, 20, 400), killAtMs: atMs + between(rng, 50, 700) });
   }
@@ -87,12 +90,34 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
   w.network.setFaultWindow(true);
   w.start();
   const rng = streamFor(seed, 'workload');
+  // Linked processes chatter: at each broadcast they may ask for another broadcast or a SYNC,
+  // so requests race within epochs (t.atomic-broadcast checks what every process received).
+  const apps = streamFor(seed, 'apps');
+  const sent = new Map<SimApp, number>();
+  sim.appBehaviour = (app, sig) => {
+    if (sig.dest !== GSIG_BROADCAST || (sent.get(app) ?? 0) >= MAX_APP_REQUESTS) return;
+    const r = apps.next();
+    if (r < 0.35) {
+      sent.set(app, (sent.get(app) ?? 0) + 1);
+      sim.appSend(app, 100 + (app.vpid % 10), GSIG_BROADCAST, Math.floor(apps.next() * 1000));
+    } else if (r < 0.5) {
+      sent.set(app, (sent.get(app) ?? 0) + 1);
+      sim.appSend(app, GSIG.REQ_SYNC, GSIG_CM, app.epoch % 2);
+    }
+  };
   plan.tasks.forEach((t, i) => {
     s.at(t.atMs, () => {
-      const file = t.kind === 'missing' ? 'sim-missing' : t.kind === 'forever-killed' ? 'sim-forever' : t.kind === 'stubborn-killed' ? 'sim-stubborn' : 'sim-work';
+      const file = t.kind === 'missing' ? 'sim-missing' : t.kind === 'forever-killed' ? 'sim-forever' : t.kind === 'stubborn-killed' ? 'sim-stubborn'
+        : t.kind === 'linked-chatter' ? 'sim-linked' : 'sim-work';
       const args = t.kind === 'work' ? [String(t.durationMs), '0'] : t.kind === 'exit-3' ? [String(t.durationMs), '3'] : [];
       sim.submit({ name: `${t.kind}-${i}`, size: t.size, file, args }, (ok, text) => {
-        if (ok && (t.kind === 'forever-killed' || t.kind === 'stubborn-killed')) s.at(t.killAtMs, () => sim.kill(text));
+        if (ok && (t.kind === 'forever-killed' || t.kind === 'stubborn-killed' || t.kind === 'linked-chatter')) s.at(t.killAtMs, () => sim.kill(text));
+        if (ok && t.kind === 'linked-chatter') {
+          // Once its processes run, each asks for one broadcast: the chatter starts.
+          s.at(t.atMs + 150, () => {
+            for (const a of sim.apps.values()) if (a.task === text) sim.appSend(a, 100 + (a.vpid % 10), GSIG_BROADCAST, a.vpid);
+          });
+        }
       });
     });
   });

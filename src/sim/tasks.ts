@@ -155,6 +155,10 @@ export class TaskSim implements NodeHooks {
 
   /** Linked processes by task/vpid (the latest incarnation of each). */
   readonly apps = new Map<string, SimApp>();
+  /** Every linked process that ever ran, for the end-of-run checks. */
+  readonly allApps: SimApp[] = [];
+  /** What a linked process does at each delivered signal when its test gave it nothing else. */
+  appBehaviour: ((app: SimApp, s: AppSignal) => void) | null = null;
 
   app(task: string, vpid: number): SimApp {
     const a = this.apps.get(`${task}/${vpid}`);
@@ -183,7 +187,7 @@ export class TaskSim implements NodeHooks {
         if (message.dest === GSIG_BROADCAST) app.epoch = message.epoch;
         const s: AppSignal = { ...message, atMs: this.world.now };
         app.received.push(s);
-        app.onSignal?.(app, s);
+        (app.onSignal ?? this.appBehaviour)?.(app, s);
       }
     });
   }
@@ -330,6 +334,7 @@ export class TaskSim implements NodeHooks {
               const previous = this.apps.get(key);
               if (previous !== undefined) app.onSignal = previous.onSignal;
               this.apps.set(key, app);
+              this.allApps.push(app);
               this.world.scheduler.after(APP_CONNECT_MS, () => {
                 if (n.epoch !== epoch || n.procs === null || !n.os.alive(ev.pid)) return;
                 const r = n.procs.appConnected(ref.task, ref.vpid, `sim-${n.node}:${ev.pid}`);
@@ -380,6 +385,26 @@ export class TaskSim implements NodeHooks {
     if (n.epoch !== epoch) return;
     if (reports.length > 0) this.world.request(n.agent, { type: 'proc.report', reports });
     for (const r of requests) this.world.request(n.agent, r);
+  }
+
+  /** t.atomic-broadcast (spec §4.1 (b), §9.1 item 54): the processes of a task received the
+   *  same broadcast at each epoch, and each received its broadcasts in increasing epochs. */
+  private checkAtomicBroadcast(): void {
+    const byEpoch = new Map<string, { what: string; who: string }>();
+    for (const app of this.allApps) {
+      let last = -1;
+      for (const r of app.received) {
+        if (r.dest !== GSIG_BROADCAST) continue;
+        const who = `${app.task}/${app.vpid} (pid ${app.pid})`;
+        if (r.epoch <= last) this.fail('t.atomic-broadcast', `${who} received epoch ${r.epoch} after ${last}`);
+        last = r.epoch;
+        const key = `${app.task}|${r.epoch}`;
+        const what = `${r.signum}/${r.src}/${r.arg}`;
+        const seen = byEpoch.get(key);
+        if (seen === undefined) byEpoch.set(key, { what, who });
+        else if (seen.what !== what) this.fail('t.atomic-broadcast', `epoch ${r.epoch} of ${app.task}: ${seen.who} got ${seen.what}, ${who} got ${what}`);
+      }
+    }
   }
 
   private node(agent: ProcessId): Node {
@@ -434,6 +459,7 @@ export class TaskSim implements NodeHooks {
         }
       }
     }
+    this.checkAtomicBroadcast();
     if (!healed) return;
     for (const n of this.nodes.values()) {
       for (const p of n.os.running()) this.fail('t.truth', `pid ${p.pid} (${p.task}/${p.vpid}) still runs on ${n.node} after every task finished`);
