@@ -7,6 +7,9 @@ import { runTaskSeed } from '../../../src/sim/task-seed.ts';
 
 /** Agents per simulated cluster in the fixed slices (the CLI default). */
 export const SLICE_AGENTS = 4;
+/** A slice is deterministic CPU work (about 20–40 s alone on one core): a busy shared machine
+ *  slows it, never changes its answer, so the bound is generous. */
+const SLICE_TIMEOUT_MS = 300_000;
 
 export function seedSlice(from: number, count: number): void {
   it(`seeds ${from}..${from + count - 1} (mixed faults) end with no invariant violated`, () => {
@@ -23,7 +26,7 @@ export function seedSlice(from: number, count: number): void {
     expect(failures, failures.join('\n')).toEqual([]);
     // The slice did real work: group messages were delivered, not just heartbeats exchanged.
     expect(commands).toBeGreaterThan(count * 5);
-  });
+  }, SLICE_TIMEOUT_MS);
 }
 
 /** A fixed slice of task seeds (issue 3): tasks with process crashes, agent deaths, power-offs,
@@ -46,5 +49,5 @@ export function taskSeedSlice(from: number, count: number): void {
     // The slice did real work: tasks were accepted and nodes declared failed were reset.
     expect(accepted).toBeGreaterThan(count);
     expect(resets).toBeGreaterThan(0);
-  });
+  }, SLICE_TIMEOUT_MS);
 }
