@@ -258,6 +258,35 @@ describe('Ghidrah signals in the simulator (spec §4)', () => {
     [0, 1, 2].forEach((i) => expect(seen(apps[i] as SimApp, m[i])).toContain('NTF_DIED(3)'));
   });
 
+  it('A13: from the last request of the quorum to the reply at every process, in simulated time: a few group hops', () => {
+    // The simulator's links take 0.3 ms plus jitter (mean 0.2 ms); a reply needs the request
+    // ordered (agent → primary → backups) and the copies voted at every agent: a handful of
+    // hops. The real figures, with processes and signatures, are in docs/PERFORMANCE.md §5.
+    const { s, apps } = linkedTask(4, { agents: 5 });
+    setQuorum(s, apps, 3);
+    const lastToAll = (send: () => void, signum: number): number => {
+      const m = mark(apps);
+      const at = s.now;
+      send();
+      s.world.runUntil(at + 200);
+      const got = apps.flatMap((a, i) => (a.alive ? [a.received.slice(m[i]).find((r) => r.signum === signum)?.atMs ?? Infinity] : []));
+      return Math.max(...got) - at;
+    };
+    const bcast = lastToAll(() => s.appSend(apps[0] as SimApp, APP_SIG, GSIG_BROADCAST, 1), APP_SIG);
+    const sync = lastToAll(() => apps.forEach((a) => s.appSend(a, GSIG.REQ_SYNC, GSIG_CM, 3)), GSIG.REP_SYNC);
+    const kill = lastToAll(() => apps.slice(0, 3).forEach((a) => s.appSend(a, GSIG.REQ_KILL, GSIG_CM, 3)), GSIG.NTF_DIED);
+    const live = apps.filter((a) => a.alive);
+    const spawn = lastToAll(() => live.forEach((a) => s.appSend(a, GSIG.REQ_SPAWN, GSIG_CM, 0)), GSIG.REP_SPAWNED);
+    for (const [what, ms] of Object.entries({ bcast, sync, kill, spawn })) {
+      expect(ms, what).toBeGreaterThan(0);
+      expect(ms, what).toBeLessThan(30);
+    }
+    // KILL and SPAWN add the agent's kill or spawn and the process's report to SYNC's path.
+    expect(kill).toBeGreaterThan(sync);
+    expect(spawn).toBeGreaterThan(sync);
+    finish(s);
+  });
+
   it('bad input: unknown signal numbers, non-members, stale epochs and a second request per epoch have no effect', () => {
     const { s, apps } = linkedTask(3);
     const [a0, a1] = apps as [SimApp, SimApp];

@@ -1,0 +1,66 @@
+// The per-task signal rules (src/core/task-signals.ts; spec §4.5–4.6, PROTOCOL §9.2): epochs,
+// matching, acceptance at quorum, early rejection and the timeout, and the quorum in force.
+import { describe, expect, it } from 'vitest';
+import {
+  accept, addGroupRequest, createTaskSignals, groupTimedOut, nextBroadcastEpoch, NON_MATCHING, quorumInForce,
+} from '../../../src/core/task-signals.ts';
+
+const SYNC = 4;
+
+describe('task signal rules', () => {
+  it('a broadcast increments the epoch first and drops the requests collected (spec §4.6 steps 3, 6)', () => {
+    const s = createTaskSignals(4);
+    expect(addGroupRequest(s, { vpid: 0, signum: SYNC, arg: 1 }, 4, 0).kind).toBe('wait');
+    expect(nextBroadcastEpoch(s)).toBe(1);
+    expect(s.pending).toBeNull();
+    accept(s);
+    expect(s.epoch).toBe(2);
+  });
+
+  it('requests match on signum and arg; the quorum accepts the matching value (spec §4.5)', () => {
+    const s = createTaskSignals(3);
+    expect(addGroupRequest(s, { vpid: 0, signum: SYNC, arg: 1 }, 4, 0).kind).toBe('wait');
+    expect(addGroupRequest(s, { vpid: 1, signum: SYNC, arg: 2 }, 4, 0).kind).toBe('wait');
+    expect(addGroupRequest(s, { vpid: 2, signum: SYNC, arg: 1 }, 4, 0).kind).toBe('wait');
+    expect(addGroupRequest(s, { vpid: 3, signum: SYNC, arg: 1 }, 4, 0)).toEqual({ kind: 'accept', signum: SYNC, arg: 1 });
+  });
+
+  it('a process counts once per epoch', () => {
+    const s = createTaskSignals(2);
+    addGroupRequest(s, { vpid: 0, signum: SYNC, arg: 1 }, 3, 0);
+    expect(addGroupRequest(s, { vpid: 0, signum: SYNC, arg: 1 }, 3, 0).kind).toBe('duplicate');
+  });
+
+  it('early rejection: as soon as no value can reach the quorum (A6)', () => {
+    const s = createTaskSignals(3);
+    expect(addGroupRequest(s, { vpid: 0, signum: SYNC, arg: 0 }, 4, 0).kind).toBe('wait'); // 1 + 3 ≥ 3
+    expect(addGroupRequest(s, { vpid: 1, signum: SYNC, arg: 1 }, 4, 0).kind).toBe('wait'); // 1 + 2 ≥ 3
+    expect(addGroupRequest(s, { vpid: 2, signum: SYNC, arg: 2 }, 4, 0).kind).toBe('disagree'); // 1 + 1 < 3
+  });
+
+  it('rule 71: a broadcast request counted as a request that matches nothing', () => {
+    const s = createTaskSignals(3);
+    addGroupRequest(s, { vpid: 0, signum: SYNC, arg: 1 }, 4, 0);
+    expect(addGroupRequest(s, { vpid: 3, signum: NON_MATCHING, arg: 0 }, 4, 0).kind).toBe('wait');
+    addGroupRequest(s, { vpid: 1, signum: SYNC, arg: 1 }, 4, 0);
+    expect(addGroupRequest(s, { vpid: 2, signum: SYNC, arg: 1 }, 4, 0).kind).toBe('accept');
+  });
+
+  it('the timeout counts ordered ticks from the first request of the epoch (A7)', () => {
+    const s = createTaskSignals(3);
+    expect(groupTimedOut(s, 100, 20)).toBe(false);
+    addGroupRequest(s, { vpid: 0, signum: SYNC, arg: 1 }, 4, 10);
+    addGroupRequest(s, { vpid: 1, signum: SYNC, arg: 1 }, 4, 25);
+    expect(groupTimedOut(s, 29, 20)).toBe(false);
+    expect(groupTimedOut(s, 30, 20)).toBe(true);
+  });
+
+  it('the quorum in force is capped by the live members, and at least 1 (PROTOCOL §9.2 rule 5)', () => {
+    const s = createTaskSignals(4);
+    expect(quorumInForce(s, 4)).toBe(4);
+    expect(quorumInForce(s, 3)).toBe(3);
+    s.quorum = 2;
+    expect(quorumInForce(s, 3)).toBe(2);
+    expect(quorumInForce(createTaskSignals(0), 0)).toBe(1);
+  });
+});
