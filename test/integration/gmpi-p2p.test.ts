@@ -201,6 +201,22 @@ describe('G-MPI P2P volume and backpressure', () => {
     await Promise.all(sends.map((s) => s.promise));
     expect(receiver.stats()).toMatchObject({ unexpectedMessages: 0, pausedConnections: 0 });
   });
+
+  it('backpressure is per peer: one peer filling the queue does not stall a receive from another', async () => {
+    const MIB = 1024 * 1024;
+    const nodes = await mesh({ maxMessageBytes: MIB, maxUnexpectedBytes: 64 * 1024 });
+    const [flooder, other, receiver] = [node(nodes, 1), node(nodes, 2), node(nodes, 0)];
+    const flood = Array.from({ length: 80 }, () => track(flooder.send(id(0), 1, new Uint8Array(MIB))));
+    await until(() => receiver.stats().pausedConnections === 1, 'the flooder paused');
+    expect(flood.at(-1)?.settled()).toBe(false);
+    // A receive posted now (as a barrier's) is matched by the other peer's later message.
+    const recv = receiver.recv(id(2), 2);
+    await other.send(id(0), 2, text('through'));
+    expect(str((await recv).data)).toBe('through');
+    expect(receiver.stats().pausedConnections).toBe(1);
+    for (let i = 0; i < flood.length; i++) expect((await receiver.recv(id(1), 1)).data.length).toBe(MIB);
+    await Promise.all(flood.map((s) => s.promise));
+  });
 });
 
 describe('G-MPI P2P invalid sends', () => {

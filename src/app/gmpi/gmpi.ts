@@ -8,16 +8,25 @@
 //     ascending order; recoverComm() builds a new one;
 //   - while the alert flag (FLAG.ALERT) or the invalid flag (FLAG.INVALID, raised by the link's
 //     worker the moment GSIG_NTF_DIED arrives) is raised, every communication call fails at
-//     once with ERR_ALERT and every blocked one settles with it (P2P abort);
+//     once with ERR_ALERT and every blocked one settles with it (P2P abort). A signal that
+//     raises a flag on arrival raises it again when delivered, since the application may have
+//     cleared it in between;
 //   - G-MPI signals are Ghidrah signals translated VPID ↔ rank; a handler may interrupt but
 //     never unblocks a call — only the flags do;
 //   - recoverComm(): a SYNC barrier through the manager (GSIG_REQ_SYNC), then the membership as
-//     the atomic broadcasts left it (NTF_DIED removes, REP_SPAWNED adds) becomes the new world
-//     communicator; the old one's messages are discarded; the flags are cleared. Any other
-//     broadcast before REP_SYNC (a new crash) makes it return ERR_ALERT;
-//   - a process spawned into a running task initialises with RECOVERED, joining that barrier.
-import { hrtime } from 'node:process';
-import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../../core/signals.ts';
+//     the atomic broadcasts left it at REP_SYNC (NTF_DIED removes, REP_SPAWNED adds) becomes
+//     the new world communicator, its id REP_SYNC's epoch; the old one's messages are
+//     discarded; the flags are cleared, unless a notification that raises one was delivered
+//     after REP_SYNC. Any other broadcast before REP_SYNC (a new crash) makes it return
+//     ERR_ALERT. With a quorum below the membership the barrier can complete without this
+//     process: a REP_SYNC of the recovery barrier delivered after the current communicator was
+//     built, and followed by no membership change, is then adopted without a new request, so
+//     every process builds the same communicator;
+//   - a process spawned into a running task waits for its own REP_SPAWNED (its mapping comes
+//     one epoch before), then joins that barrier and initialises with RECOVERED; with ERR_ALERT
+//     if a flag is raised by then or the barrier fails.
+import { cpuUsage, hrtime } from 'node:process';
+import { GSIG, GSIG_BROADCAST, GSIG_CM, isSignalArg } from '../../core/signals.ts';
 import type { Member } from '../../core/wire/app-wire.ts';
 import { LinkError } from '../link/errors.ts';
 import { readLinkEnv } from '../link/env.ts';
@@ -48,10 +57,18 @@ export { ANY_SOURCE, ANY_TAG };
 
 /** The SYNC value recoverComm agrees on: all callers must send the same arg (spec §4.5). */
 export const RECOVER_SYNC_ARG = 0x474d5049; // 'GMPI'
-/** The task clock advances in steps of this; a gap much longer means the process was stopped. */
+/** The task clock advances in steps of this; a gap much longer means the process was stopped
+ *  or its main thread was busy. */
 export const TASK_CLOCK_STEP_MS = 5;
-/** A step gap beyond this many steps is time the process did not run (SIGSTOP, descheduled). */
+/** A step gap beyond this many steps counts only the CPU time the process used in it: a
+ *  stopped process (SIGSTOP, descheduled by gang scheduling) uses none, a busy one all of it. */
 export const TASK_CLOCK_GAP_STEPS = 4;
+/** REP_SYNCs of the recovery barrier remembered: one answers our request, a later one (a
+ *  barrier completed without us after a new crash) may be adopted next; older ones are moot. */
+export const MAX_SYNC_POINTS = 4;
+/** Timer durations are C longs of microseconds in the source; this bound (about 24.8 days) is
+ *  what Node's timers accept. */
+export const MAX_TIMER_US = 2_147_483_647 * 1000;
 
 export type GmpiErrorCode = 'ERR_ALERT' | 'BAD_RANK' | 'BAD_TAG' | 'BAD_ARGUMENT' | 'TOO_LARGE' | 'BAD_PAYLOAD' | 'CLOSED' | 'LIMIT' | 'NOT_CONNECTED';
 
@@ -73,8 +90,16 @@ export type TimerHandle = { readonly id: number };
 export type GmpiOptions = LinkOptions & {
   /** Address the P2P listener binds and advertises (default 127.0.0.1, or TRINE_NODE_HOST). */
   readonly host?: string;
+  /** Largest message a send may carry (and a peer may send us): larger is TOO_LARGE. */
   readonly maxMessageBytes?: number;
+  /** Arrived, unreceived message bytes held per peer before reading from that peer stops
+   *  (backpressure). */
+  readonly maxUnexpectedBytes?: number;
 };
+
+/** A REP_SYNC of the recovery barrier as delivered: the members then (spec §5.5: the same at
+ *  every process, since broadcasts are atomic) and its place in this process's deliveries. */
+type SyncPoint = { readonly epoch: number; readonly members: readonly number[]; readonly seq: number };
 
 const ALERT_SIGNUMS_WITH_RANK_ARG: readonly number[] = [GSIG.NTF_DIED, GSIG.REP_ACK_KILL];
 
@@ -115,9 +140,16 @@ const parseEndpoint = (m: Member): { host: string; port: number } | null => {
 /** Time this process actually ran: wall time less the gaps in which it could not run (it was
  *  stopped, as gang scheduling stops a descheduled task). Measured by a ticker: a step that
  *  took far longer than its period counts as one period. */
+const wallMs = (): number => Number(hrtime.bigint()) / 1e6;
+const cpuMs = (): number => {
+  const u = cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
 class TaskClock {
   private ms = 0;
-  private last = Number(hrtime.bigint() / 1_000_000n);
+  private last = wallMs();
+  private lastCpu = cpuMs();
   private timer: NodeJS.Timeout | null = null;
   private readonly waiting = new Map<number, { at: number; fire: () => void }>();
 
@@ -128,10 +160,8 @@ class TaskClock {
 
   at(id: number, afterMs: number, fire: () => void): void {
     this.waiting.set(id, { at: this.now() + afterMs, fire });
-    if (this.timer === null) {
-      this.timer = setInterval(() => this.step(), TASK_CLOCK_STEP_MS);
-      this.timer.unref();
-    }
+    // Referenced, like a wall timer's setTimeout: a pending timer keeps the process alive.
+    if (this.timer === null) this.timer = setInterval(() => this.step(), TASK_CLOCK_STEP_MS);
   }
 
   cancel(id: number): void {
@@ -143,10 +173,16 @@ class TaskClock {
   }
 
   private step(): void {
-    const t = Number(hrtime.bigint() / 1_000_000n);
+    const t = wallMs();
+    const c = cpuMs();
     const d = t - this.last;
+    const used = c - this.lastCpu;
     this.last = t;
-    this.ms += d > TASK_CLOCK_STEP_MS * TASK_CLOCK_GAP_STEPS && this.timer !== null ? TASK_CLOCK_STEP_MS : d;
+    this.lastCpu = c;
+    // While ticking, a long gap is either a stop (no CPU used) or a busy main thread (CPU used
+    // throughout): count the CPU time, at least one step. Not ticking, nothing is waiting.
+    const gap = this.timer !== null && d > TASK_CLOCK_STEP_MS * TASK_CLOCK_GAP_STEPS;
+    this.ms += gap ? Math.max(TASK_CLOCK_STEP_MS, Math.min(d, used)) : d;
     for (const [id, w] of [...this.waiting]) {
       if (this.ms >= w.at) {
         this.cancel(id);
@@ -168,6 +204,19 @@ export class Gmpi {
   private nextTimer = 1;
   private readonly taskClock = new TaskClock();
   private finalized = false;
+  /** Signal numbers that raise the alert flag (alertOn). */
+  private readonly alertSignums = new Set<number>();
+  /** Deliveries (and alertRaise calls) so far: orders flag raises against a REP_SYNC. */
+  private seq = 0;
+  /** seq of the last delivery or call that raised the invalid / alert flag. */
+  private invalidSeq = 0;
+  private alertSeq = 0;
+  /** seq of the last membership change delivered (NTF_DIED, REP_SPAWNED). */
+  private membershipSeq = 0;
+  /** The latest REP_SYNCs of the recovery barrier, oldest first. */
+  private syncPoints: SyncPoint[] = [];
+  /** This process's own REP_SPAWNED was delivered (a process spawned into a running task). */
+  private spawnedSelf = false;
 
   private constructor(
     readonly link: Link,
@@ -181,7 +230,8 @@ export class Gmpi {
   /** MPI_Init: open the P2P listener, link to the agent (its mapping lists every member's
    *  endpoint), connect the mesh and build the world communicator. A process spawned into a
    *  running task joins the recovery barrier and gets RECOVERED, or ERR_ALERT if that barrier
-   *  fails (spec §5.5); the caller then recovers as the others do. */
+   *  fails (spec §5.5); the caller then recovers as the others do. Any process gets ERR_ALERT
+   *  if a peer dies or a flag is raised while the mesh forms. */
   static async init(opts: GmpiOptions = {}): Promise<Gmpi> {
     const env = opts.env ?? process.env;
     const who = readLinkEnv(env); // NOT_IN_TRINE, naming what is missing, outside Trine
@@ -190,7 +240,10 @@ export class Gmpi {
     const p2p = await P2P.open({
       taskId: who.task, self: who.vpid, listenHost: host,
       ...(opts.maxMessageBytes === undefined ? {} : { maxMessageBytes: opts.maxMessageBytes }),
+      ...(opts.maxUnexpectedBytes === undefined ? {} : { maxUnexpectedBytes: opts.maxUnexpectedBytes }),
       onConnectionLost: (id) => self?.connectionLost(id),
+    }).catch((e: unknown) => {
+      throw mapError(e);
     });
     const link = await Link.init({ ...opts, endpoint: `${host}:${p2p.port}` }).catch(async (e: unknown) => {
       await p2p.close();
@@ -206,15 +259,35 @@ export class Gmpi {
       const ep = parseEndpoint(m);
       return m.vpid === who.vpid || ep === null ? [] : [{ id: m.vpid, ...ep }];
     });
+    const recovered = link.mapping.recovered;
+    // A spawned process's mapping carries the epoch before its REP_SPAWNED: a SYNC sent now
+    // would be answered by that REP_SPAWNED and dropped. Its REP_SPAWNED is the next broadcast.
+    if (recovered) await g.untilSpawnedSelf();
     try {
       await p2p.connect(peers);
     } catch (e) {
-      if (!link.mapping.recovered) throw mapError(e);
+      // A peer died or a flag went up while the mesh formed: the application recovers.
+      const err = mapError(e);
+      if (err.code !== 'ERR_ALERT') throw err;
       g.initCode = 'ERR_ALERT';
       return g;
     }
-    if (link.mapping.recovered) g.initCode = (await g.recoverComm()) === 'SUCCESS' ? 'RECOVERED' : 'ERR_ALERT';
+    if (!recovered) return g;
+    // A crash or an alert came first: the others will not complete this barrier; the
+    // application handles it and calls recoverComm (spec §5.5: MPI_Init returns ERR_ALERT).
+    if (g.flagsRaised()) g.initCode = 'ERR_ALERT';
+    else g.initCode = (await g.recoverComm()) === 'SUCCESS' ? 'RECOVERED' : 'ERR_ALERT';
     return g;
+  }
+
+  private async untilSpawnedSelf(): Promise<void> {
+    while (!this.spawnedSelf) {
+      try {
+        await this.link.waitSignal();
+      } catch (e) {
+        throw mapError(e);
+      }
+    }
   }
 
   // ---- the world ---------------------------------------------------------------------------------
@@ -231,9 +304,13 @@ export class Gmpi {
     return this.layer.size(this.worldNow);
   }
 
-  /** The VPID of a rank of the world communicator (for logs). */
+  /** The VPID of a rank of the world communicator (for logs); BAD_RANK for no such rank. */
   vpidOf(rank: number): number {
-    return this.layer.vpidOf(this.worldNow, rank);
+    try {
+      return this.layer.vpidOf(this.worldNow, rank);
+    } catch (e) {
+      throw mapError(e);
+    }
   }
 
   // ---- point to point and collectives (each fails or settles with ERR_ALERT, spec §5.2) ----------
@@ -288,6 +365,7 @@ export class Gmpi {
 
   /** G_MPI_Alert_raise: every MPI call unblocks and fails with ERR_ALERT. */
   alertRaise(): void {
+    this.alertSeq = ++this.seq;
     this.link.alertRaise();
     this.p2p.abort('alert');
   }
@@ -314,22 +392,31 @@ export class Gmpi {
    *  G_MPI_Alert_raise, done by the link's worker). */
   alertOn(signums: readonly number[]): void {
     this.link.alertOn(signums);
-    for (const s of signums) this.hook(s);
+    for (const s of signums) {
+      this.alertSignums.add(s);
+      this.hook(s);
+    }
+  }
+
+  private flagsRaised(): boolean {
+    return this.link.alertCheck() || this.link.flagCheck(FLAG.INVALID);
   }
 
   /** P2P follows the flags: aborted while either is raised, working when both are clear. */
   private syncFlags(): void {
-    if (this.link.alertCheck() || this.link.flagCheck(FLAG.INVALID)) this.p2p.abort(this.link.flagCheck(FLAG.INVALID) ? 'invalid' : 'alert');
+    if (this.flagsRaised()) this.p2p.abort(this.link.flagCheck(FLAG.INVALID) ? 'invalid' : 'alert');
     else this.p2p.resume();
   }
 
   // ---- G-MPI signals (spec §5.3) -----------------------------------------------------------------
 
   /** G_MPI_Signal: dest = a rank, BROADCAST, or CLUSTER_MANAGER (a group request). KILL's
-   *  argument is a rank. Misuse throws (a LinkError with its code), and nothing is sent. */
+   *  argument is a rank. Misuse throws and nothing is sent: GmpiError BAD_RANK for a rank (or
+   *  KILL argument) not in the world communicator; the link's LinkError with its code for the
+   *  rest (BAD_SIGNAL, BAD_ARG, REQUEST_OUTSTANDING, ACK_PENDING, FINALIZED, LINK_LOST). */
   signal(signum: number, destRank: number, arg: number): void {
-    const dest = destRank === GSIG_CM || destRank === GSIG_BROADCAST ? destRank : this.layer.vpidOf(this.worldNow, destRank);
-    const wireArg = signum === GSIG.REQ_KILL && destRank === GSIG_CM ? this.layer.vpidOf(this.worldNow, arg) : arg;
+    const dest = destRank === GSIG_CM || destRank === GSIG_BROADCAST ? destRank : this.vpidOf(destRank);
+    const wireArg = signum === GSIG.REQ_KILL && destRank === GSIG_CM ? this.vpidOf(arg) : arg;
     this.link.signal(signum, dest, wireArg);
   }
 
@@ -371,9 +458,29 @@ export class Gmpi {
   }
 
   private deliver(signum: number, src: number, dest: number, arg: number, sig: DeliveredSignal): void {
-    if (signum === GSIG.NTF_DIED) this.p2p.abort('invalid');
-    if (signum === GSIG.REP_SPAWNED && arg > this.p2p.self) this.p2p.expect([arg]);
-    this.syncFlags();
+    this.seq++;
+    const fromCm = src === GSIG_CM && sig.dest === GSIG_BROADCAST;
+    // The link's worker raised the flags when the signal arrived, but the application may
+    // have cleared them since (alertClear, recoverComm): delivery raises them again, as the
+    // source's handler calling G_MPI_Alert_raise would (spec §5.2, §5.3).
+    if (signum === GSIG.NTF_DIED && fromCm) {
+      this.invalidSeq = this.seq;
+      this.link.flagRaise(FLAG.INVALID);
+    }
+    if (this.alertSignums.has(signum)) {
+      this.alertSeq = this.seq;
+      this.link.alertRaise();
+    }
+    if (fromCm && (signum === GSIG.NTF_DIED || signum === GSIG.REP_SPAWNED)) this.membershipSeq = this.seq;
+    if (fromCm && signum === GSIG.REP_SPAWNED) {
+      if (arg === this.p2p.self) this.spawnedSelf = true;
+      else if (arg > this.p2p.self && !this.finalized) this.p2p.expect([arg]);
+    }
+    if (fromCm && signum === GSIG.REP_SYNC && arg === RECOVER_SYNC_ARG) {
+      this.syncPoints.push({ epoch: sig.epoch, members: this.link.memberList.map((m) => m.vpid), seq: this.seq });
+      if (this.syncPoints.length > MAX_SYNC_POINTS) this.syncPoints.shift();
+    }
+    if (!this.finalized) this.syncFlags();
     const h = this.handlers.get(signum);
     if (h === undefined) return;
     const isLocal = src === this.p2p.self && dest === this.p2p.self && sig.dest !== GSIG_BROADCAST;
@@ -388,7 +495,7 @@ export class Gmpi {
   private installInternalHandlers(): void {
     // The communicator is invalid from the moment a crash notification arrives (spec §5.2).
     this.link.flagOn(FLAG.INVALID, [GSIG.NTF_DIED]);
-    for (const s of [GSIG.NTF_DIED, GSIG.REP_SPAWNED, G_MPI_SIG.LOCAL_CONNECTION, G_MPI_SIG.LOCAL_ALARM]) this.hook(s);
+    for (const s of [GSIG.NTF_DIED, GSIG.REP_SPAWNED, GSIG.REP_SYNC, G_MPI_SIG.LOCAL_CONNECTION, G_MPI_SIG.LOCAL_ALARM]) this.hook(s);
   }
 
   private connectionLost(vpid: number): void {
@@ -399,13 +506,15 @@ export class Gmpi {
 
   // ---- timers (spec §5.4) ------------------------------------------------------------------------
 
-  /** G_MPI_set_wall_timer: LOCAL_ALARM(arg) after `us` microseconds of wall time. */
+  /** G_MPI_set_wall_timer: LOCAL_ALARM(arg) after `us` microseconds of wall time. BAD_ARGUMENT
+   *  for a negative or non-finite time or an arg that is not a signed 32-bit integer. */
   setWallTimer(us: number, arg: number): TimerHandle {
+    this.checkTimer(us, arg);
     const id = this.nextTimer++;
     const t = setTimeout(() => {
       this.timers.delete(id);
-      if (!this.finalized) this.link.raiseLocal(G_MPI_SIG.LOCAL_ALARM, arg);
-    }, Math.max(0, us / 1000));
+      this.alarm(arg);
+    }, us / 1000);
     this.timers.set(id, t);
     return { id };
   }
@@ -413,13 +522,27 @@ export class Gmpi {
   /** G_MPI_set_task_timer: the same in task time, which stops while the process is stopped
    *  (TaskClock). */
   setTaskTimer(us: number, arg: number): TimerHandle {
+    this.checkTimer(us, arg);
     const id = this.nextTimer++;
     this.timers.set(id, 'task');
-    this.taskClock.at(id, Math.max(0, us / 1000), () => {
+    this.taskClock.at(id, us / 1000, () => {
       this.timers.delete(id);
-      if (!this.finalized) this.link.raiseLocal(G_MPI_SIG.LOCAL_ALARM, arg);
+      this.alarm(arg);
     });
     return { id };
+  }
+
+  private checkTimer(us: number, arg: number): void {
+    if (this.finalized) throw new GmpiError('CLOSED', 'G-MPI is finalized');
+    if (typeof us !== 'number' || !Number.isFinite(us) || us < 0 || us > MAX_TIMER_US) {
+      throw new GmpiError('BAD_ARGUMENT', `timer time ${us} µs not in 0..${MAX_TIMER_US}`);
+    }
+    if (!isSignalArg(arg)) throw new GmpiError('BAD_ARGUMENT', `timer arg ${arg} is not a signed 32-bit integer`);
+  }
+
+  /** A timer's LOCAL_ALARM; dropped once the link is gone (a timer callback must not throw). */
+  private alarm(arg: number): void {
+    if (!this.finalized && this.link.state === 'ready') this.link.raiseLocal(G_MPI_SIG.LOCAL_ALARM, arg);
   }
 
   dismissTimer(h: TimerHandle): void {
@@ -432,22 +555,34 @@ export class Gmpi {
   // ---- recovery (spec §5.5) ----------------------------------------------------------------------
 
   /** G_MPI_Recover_comm: a barrier through the manager (GSIG_REQ_SYNC), then a new world
-   *  communicator of the members the atomic broadcasts left: the dead removed, the spawned
-   *  added, ranks in VPID order. The old communicator is destroyed and its messages discarded;
-   *  the flags are cleared. ERR_ALERT if the barrier fails — another notification came first —
-   *  or a flag is raised again before the new mesh is complete; call it again after handling. */
+   *  communicator of the members the atomic broadcasts left at REP_SYNC: the dead removed, the
+   *  spawned added, ranks in VPID order. The old communicator is destroyed and its messages
+   *  discarded; the flags are cleared. ERR_ALERT if the barrier fails — another notification
+   *  came first — or a flag is raised again before the new mesh is complete; call it again
+   *  after handling. A request of ours still outstanding is waited for first (its outcome stays
+   *  readable). CLOSED after finalize or once the link to the agent is lost. */
   async recoverComm(): Promise<RecoverCode> {
-    if (this.finalized) throw new GmpiError('CLOSED', 'G-MPI is finalized');
-    try {
-      this.link.signal(GSIG.REQ_SYNC, GSIG_CM, RECOVER_SYNC_ARG);
-    } catch {
-      return 'ERR_ALERT'; // a request still outstanding, or the link lost
+    this.requireLink();
+    let point = this.adoptableSync();
+    if (point === null) {
+      try {
+        // At most one request at a time (spec §4.4): let ours settle, or a caller looping on
+        // ERR_ALERT would spin without ever yielding to the delivery that settles it.
+        while (this.link.outstanding !== null || this.link.acked !== null) await this.link.requestOutcome();
+        this.link.signal(GSIG.REQ_SYNC, GSIG_CM, RECOVER_SYNC_ARG);
+      } catch (e) {
+        this.requireLink();
+        throw mapError(e);
+      }
+      const outcome = await this.link.requestOutcome().catch(() => null);
+      this.requireLink();
+      if (outcome === null || outcome.class !== 'own-reply') return 'ERR_ALERT';
+      // Our hook recorded the REP_SYNC that answered us when it was delivered, before this
+      // continuation; a notification delivered after it leaves a flag raised (below).
+      point = this.syncPoints.find((p) => p.epoch === outcome.signal.epoch) ?? null;
+      if (point === null) return 'ERR_ALERT'; // pushed out by later barriers: adopt the latest next time
     }
-    const outcome = await this.link.requestOutcome().catch(() => null);
-    if (outcome === null || outcome.class !== 'own-reply') return 'ERR_ALERT';
-    // REP_SYNC is ordered with every notification: the member list is the same at every
-    // process now (spec §5.5).
-    const members = this.link.memberList.map((m) => m.vpid).sort((a, b) => a - b);
+    const members = [...point.members].sort((a, b) => a - b);
     const old = this.worldNow;
     for (const v of old.members) {
       if (v !== this.p2p.self && !members.includes(v)) {
@@ -458,19 +593,39 @@ export class Gmpi {
         }
       }
     }
-    const fresh = members.filter((v) => v > this.p2p.self && !old.members.includes(v));
-    if (fresh.length > 0) this.p2p.expect(fresh);
-    this.layer.discardComm(old.id);
-    this.worldNow = this.layer.create(outcome.signal.epoch, members);
-    this.link.flagClear(FLAG.INVALID);
-    this.link.alertClear();
-    this.p2p.resume();
+    try {
+      const fresh = members.filter((v) => v > this.p2p.self && !old.members.includes(v));
+      if (fresh.length > 0) this.p2p.expect(fresh);
+      this.layer.discardComm(old.id);
+      this.worldNow = this.layer.create(point.epoch, members);
+    } catch (e) {
+      throw mapError(e); // not a member any more (killed): BAD_ARGUMENT
+    }
+    // A flag raised by a delivery after REP_SYNC stays raised: that notification concerns the
+    // new communicator.
+    if (this.invalidSeq <= point.seq) this.link.flagClear(FLAG.INVALID);
+    if (this.alertSeq <= point.seq) this.link.alertClear();
+    this.syncFlags();
+    if (this.flagsRaised()) return 'ERR_ALERT';
     try {
       await this.p2p.whenConnected(members);
     } catch {
       return 'ERR_ALERT';
     }
-    return 'SUCCESS';
+    return this.flagsRaised() ? 'ERR_ALERT' : 'SUCCESS';
+  }
+
+  /** A REP_SYNC of the recovery barrier that completed without our request (the quorum is
+   *  below the membership) after the current communicator was built, with no membership
+   *  change since: the others built their communicator from it, so must we. */
+  private adoptableSync(): SyncPoint | null {
+    const p = this.syncPoints.at(-1);
+    return p !== undefined && p.epoch > this.worldNow.id && p.seq > this.membershipSeq ? p : null;
+  }
+
+  private requireLink(): void {
+    if (this.finalized) throw new GmpiError('CLOSED', 'G-MPI is finalized');
+    if (this.link.state !== 'ready') throw new GmpiError('CLOSED', `the link to the agent is ${this.link.state}`);
   }
 
   // ---- the end -----------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 // item 3). This file owns the TCP mesh between the task's processes, keyed by VPID (the
 // task-wide process id the manager assigns; a new process always gets a higher VPID than every
 // existing one), its dynamic membership (spec §5.5: dead processes leave, spawned replacements
-// join), MPI message matching on (source VPID, tag, communicator id), the bounded unexpected-
-// message queue with receive-side backpressure, the resumable abort the alert flag uses (spec
+// join), MPI message matching on (source VPID, tag, communicator id), the unexpected-message
+// queue, bounded per peer, with receive-side backpressure per connection, the resumable abort the alert flag uses (spec
 // §5.2) and connection-loss reporting, which the library turns into G_MPI_SIG_LOCAL_CONNECTION
 // (spec §5.4 Table 4.3). Ranks and communicators are comm.ts's; payload encoding is payload.ts's.
 //
@@ -22,8 +22,11 @@ import {
 
 // ---- Named limits (STYLE.md 9) -----------------------------------------------------------------
 
-/** Default bound on unexpected (arrived, not yet received) message bytes. Two default-size
- *  messages: one large message can always be queued while another is being received. */
+/** Default bound on unexpected (arrived, not yet received) message bytes from one peer. Two
+ *  default-size messages: one large message can always be queued while another is being
+ *  received. The bound is per peer so that one peer's flood, which the application will
+ *  receive later, cannot stop the messages of others that a posted receive is waiting for
+ *  (MPI's progress rule); memory is bounded by peers × (this + one message). */
 export const DEFAULT_MAX_UNEXPECTED_BYTES = 2 * DEFAULT_MAX_MESSAGE_BYTES;
 /** Bytes each queued message is charged beyond its payload, so a flood of empty messages also
  *  fills the queue (an entry's object, header fields and array slot cost about this much). */
@@ -119,6 +122,7 @@ export type P2POptions = {
   readonly self: number;
   readonly listenHost?: string;
   readonly maxMessageBytes?: number;
+  /** Per peer (DEFAULT_MAX_UNEXPECTED_BYTES). */
   readonly maxUnexpectedBytes?: number;
   /** Raised once per peer when its connection breaks (spec §5.4 LOCAL_CONNECTION). */
   readonly onConnectionLost?: (id: number, reason: LostReason) => void;
@@ -129,7 +133,8 @@ export type P2PStats = {
   readonly unexpectedMessages: number;
   readonly unexpectedBytes: number;
   readonly pendingRecvs: number;
-  /** Connections paused because the unexpected queue is full (backpressure). */
+  /** Connections paused because their peer's share of the unexpected queue is full
+   *  (backpressure). */
   readonly pausedConnections: number;
   /** Accepted connections whose hello names a VPID not yet expected. */
   readonly heldConnections: number;
@@ -182,6 +187,8 @@ export class P2P {
    *  "earliest matching" rule, and non-overtaking per sender follows from TCP order. */
   private unexpected: Message[] = [];
   private unexpectedBytes = 0;
+  /** unexpectedBytes by source VPID: backpressure is per peer. */
+  private readonly queuedBytesFrom = new Map<number, number>();
   private discardedMessages = 0;
   private pendingRecvs: PendingRecv[] = [];
   private connectWaiters: ConnectWaiter[] = [];
@@ -465,7 +472,7 @@ export class P2P {
         keep.push(m);
         continue;
       }
-      this.unexpectedBytes -= m.data.length + UNEXPECTED_ENTRY_OVERHEAD_BYTES;
+      this.unqueued(m);
       this.discardedMessages++;
     }
     this.unexpected = keep;
@@ -510,7 +517,7 @@ export class P2P {
     if (i >= 0) {
       const [m] = this.unexpected.splice(i, 1);
       assert(m !== undefined, 'matched index out of range');
-      this.unexpectedBytes -= m.data.length + UNEXPECTED_ENTRY_OVERHEAD_BYTES;
+      this.unqueued(m);
       this.resumeReading();
       return Promise.resolve(m);
     }
@@ -569,15 +576,16 @@ export class P2P {
     socket.on('close', () => this.fail(conn, { code: 'SOCKET_CLOSED', detail: 'peer closed the connection' }));
   }
 
-  /** Pull decoded frames while the unexpected queue has room; pause the socket when it has not
-   *  (receive-side backpressure: TCP flow control then stalls the sender's writes), or while
-   *  its hello is held. The queue holds at most maxUnexpectedBytes plus one message. As with any
-   *  bounded MPI buffering, a program whose next receive needs a message stuck behind a full
-   *  queue of others it never receives deadlocks ("unsafe" in MPI terms); abort() still
+  /** Pull decoded frames while the peer's share of the unexpected queue has room; pause the
+   *  socket when it has not (receive-side backpressure: TCP flow control then stalls that
+   *  peer's writes, and only that peer's), or while its hello is held. The queue holds at most
+   *  maxUnexpectedBytes plus one message per peer. As with any bounded MPI buffering, a
+   *  program whose next receive needs a message stuck behind a full queue of others from the
+   *  same peer that it never receives deadlocks ("unsafe" in MPI terms); abort() still
    *  unblocks it. */
   private pump(conn: Conn): void {
     while (!conn.dead) {
-      if (conn.heldId !== null || this.unexpectedBytes >= this.maxUnexpectedBytes) {
+      if (conn.heldId !== null || this.queuedFrom(conn.id) >= this.maxUnexpectedBytes) {
         if (!conn.paused) {
           conn.paused = true;
           conn.socket.pause();
@@ -599,8 +607,20 @@ export class P2P {
   }
 
   private resumeReading(): void {
-    if (this.unexpectedBytes >= this.maxUnexpectedBytes) return;
-    for (const c of this.conns()) if (c.paused && c.heldId === null) this.pump(c);
+    for (const c of this.conns()) if (c.paused && c.heldId === null && this.queuedFrom(c.id) < this.maxUnexpectedBytes) this.pump(c);
+  }
+
+  private queuedFrom(id: number | null): number {
+    return id === null ? 0 : (this.queuedBytesFrom.get(id) ?? 0);
+  }
+
+  /** Account for a message leaving the unexpected queue (received or dropped). */
+  private unqueued(m: Message): void {
+    const size = m.data.length + UNEXPECTED_ENTRY_OVERHEAD_BYTES;
+    this.unexpectedBytes -= size;
+    const left = this.queuedFrom(m.source) - size;
+    if (left > 0) this.queuedBytesFrom.set(m.source, left);
+    else this.queuedBytesFrom.delete(m.source);
   }
 
   private onFrame(conn: Conn, frame: GmpiFrame): void {
@@ -662,7 +682,9 @@ export class P2P {
       return;
     }
     this.unexpected.push(m);
-    this.unexpectedBytes += m.data.length + UNEXPECTED_ENTRY_OVERHEAD_BYTES;
+    const size = m.data.length + UNEXPECTED_ENTRY_OVERHEAD_BYTES;
+    this.unexpectedBytes += size;
+    this.queuedBytesFrom.set(m.source, this.queuedFrom(m.source) + size);
   }
 
   /** Close one connection deliberately (removePeer), rejecting its waiting sends. */

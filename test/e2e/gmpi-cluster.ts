@@ -1,0 +1,125 @@
+// A real local cluster for the G-MPI e2e tests (gmpi-recover.test.ts, gmpi-api.test.ts): `trine
+// up`, linked task submission, the processes' stdout as the agents write it, and clean-up of
+// every daemon and task process. Log files are read directly (a CLI per poll is slow) and
+// polled: a child's stdout offers no event to await.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ClusterView, TaskView } from '../../src/core/status.ts';
+import { pidsIn, trine } from './helpers.ts';
+
+export const REPO = fileURLToPath(new URL('../..', import.meta.url));
+/** How often a wait re-reads the processes' logs. */
+const POLL_MS = 25;
+/** How often start() asks the manager (a CLI run each) whether the task runs yet. */
+const START_POLL_MS = 500;
+/** Submissions start() makes before it gives up. */
+const START_TRIES = 3;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class GmpiCluster {
+  private constructor(readonly root: string, readonly dir: string) {}
+
+  static async up(prefix: string): Promise<GmpiCluster> {
+    const root = mkdtempSync(join(tmpdir(), prefix));
+    const c = new GmpiCluster(root, join(root, 'cluster'));
+    const up = await trine(['up', '--nodes', '4', '--dir', c.dir], 90_000);
+    if (up.code !== 0) throw new Error(`trine up failed: ${up.stderr}`);
+    return c;
+  }
+
+  /** `trine down`, then SIGKILL whatever is left (daemons and their process groups, task
+   *  processes, which the agents started in their own groups), then the directory. */
+  async down(taskPids: readonly number[] = []): Promise<void> {
+    const ps = await trine(['ps', '--dir', this.dir, '--json']);
+    const running = ps.code === 0 ? (JSON.parse(ps.stdout) as ClusterView).tasks.flatMap((t) => t.procs.flatMap((p) => (p.pid === null ? [] : [p.pid]))) : [];
+    await trine(['down', '--dir', this.dir]);
+    for (const pid of [...pidsIn(this.dir), ...taskPids, ...running]) {
+      for (const target of [-pid, pid]) {
+        try {
+          process.kill(target, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
+    }
+    if (process.env.GMPI_KEEP) console.log(`kept ${this.root}`);
+    else rmSync(this.root, { recursive: true, force: true });
+  }
+
+  /** Submit a linked task of `n` processes running `app` under tsx; returns its id. */
+  async submit(app: string, n: number, env: Record<string, string> = {}): Promise<string> {
+    const envArgs = Object.entries(env).flatMap(([k, v]) => ['--env', `${k}=${v}`]);
+    const s = await trine(['submit', '--dir', this.dir, '--linked', '-n', String(n), '--cwd', REPO, ...envArgs, '--', process.execPath, '--import', 'tsx', join(REPO, app)]);
+    if (s.code !== 0) throw new Error(`trine submit failed: ${s.stderr}`);
+    return s.stdout.trim();
+  }
+
+  /** submit(), then wait until the task runs. A task the cluster failed to start (on this
+   *  loaded 2-core machine the manager may declare a node lost during the start) is
+   *  submitted again, up to START_TRIES times: that is the cluster's failure detector at work,
+   *  not the code under test, which only runs once the task does. */
+  async start(app: string, n: number, env: Record<string, string> = {}): Promise<string> {
+    const failures: string[] = [];
+    for (let attempt = 1; attempt <= START_TRIES; attempt++) {
+      const id = await this.submit(app, n, env);
+      for (;;) {
+        const t = await this.task(id);
+        if (t.state === 'running') return id;
+        if (t.outcome !== null) break;
+        await sleep(START_POLL_MS);
+      }
+      failures.push(await this.describe(id));
+    }
+    throw new Error(`the task never started:\n${failures.join('\n')}`);
+  }
+
+  async task(id: string): Promise<TaskView> {
+    const r = await trine(['ps', '--dir', this.dir, '--json']);
+    if (r.code !== 0) throw new Error(`trine ps failed: ${r.stderr}`);
+    const t = (JSON.parse(r.stdout) as ClusterView).tasks.find((x) => x.id === id);
+    if (t === undefined) throw new Error(`no task ${id}`);
+    return t;
+  }
+
+  /** A process's stdout (or stderr) lines so far. */
+  lines(id: string, vpid: number, stream: 'out' | 'err' = 'out'): string[] {
+    const f = join(this.dir, 'logs', 'tasks', id, `${vpid}.${stream}`);
+    return existsSync(f) ? readFileSync(f, 'utf8').split('\n').filter((l) => l !== '') : [];
+  }
+
+  /** The first line of `vpid` matching `re`, once there is one. */
+  async line(id: string, vpid: number, re: RegExp, ms = 30_000): Promise<string> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const hit = this.lines(id, vpid).find((l) => re.test(l));
+      if (hit !== undefined) return hit;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${re} from ${id}/${vpid}; its log:\n${this.lines(id, vpid).join('\n')}`);
+      await sleep(POLL_MS);
+    }
+  }
+
+  /** line() for each of `vpids`. */
+  async lineFromEach(id: string, vpids: readonly number[], re: RegExp, ms = 30_000): Promise<string[]> {
+    return Promise.all(vpids.map((v) => this.line(id, v, re, ms)));
+  }
+
+  /** The task as the manager sees it, for a failure's diagnosis. */
+  async describe(id: string): Promise<string> {
+    try {
+      const t = await this.task(id);
+      return `task ${id}: state=${t.state} startAttempts=${t.startAttempts} failure=${t.failure} waitReason=${t.waitReason} outcome=${t.outcome} reason=${t.reason} procs=${t.procs.map((p) => `${p.vpid}:${p.state}${p.reason === null ? '' : `(${p.reason})`}`).join(',')}`;
+    } catch (e) {
+      return `task ${id}: ${(e as Error).message}`;
+    }
+  }
+
+  /** Every log of the task, for a failing assertion's message. */
+  dump(id: string, vpids: readonly number[]): string {
+    return vpids.map((v) => {
+      const err = this.lines(id, v, 'err');
+      return `--- ${id}/${v}\n${this.lines(id, v).join('\n')}${err.length === 0 ? '' : `\n--- ${id}/${v} stderr\n${err.join('\n')}`}`;
+    }).join('\n');
+  }
+}
