@@ -182,6 +182,7 @@ async function groupRequest(signum: number, arg: number, what: string): Promise<
     let o = await g.requestOutcome();
     while (o.class === 'own-ack') o = await g.requestOutcome(); // errors announced, reply to follow
     if (o.class === 'own-reply') return true;
+    if (o.class === 'own-failed') continue; // the spawn was started but failed: ask again
     if (o.class === 'disagree' || o.class === 'other-reply' || o.class === 'other-ack') {
       say(`${what}: the others asked otherwise (${o.class})`);
       return false;

@@ -78,6 +78,7 @@ export const RESTARTED_WHILE_SPAWNING = 'agent restarted while spawning';
 export const EXITED_WHILE_DOWN = 'exited while its agent was down (exit status unknown)';
 export const ADOPTED_EXIT = 'exit status unknown (adopted after an agent restart)';
 export const ADOPTED_EXIT_TERMINATED = 'exit status unknown (adopted after an agent restart; terminated on command)';
+export const LINKED_ORPHANED = 'killed after an agent restart: a linked process cannot reconnect to the new agent';
 
 /** One process this agent started, as recorded in its procs file (without the start time,
  *  which only the driver can read). */
@@ -135,6 +136,8 @@ type AdoptedEntry = {
   terminates: number;
   /** Ticks left before a SIGTERM'd adopted process gets SIGKILL anyway; null when none is due. */
   killInTicks: number | null;
+  /** Why its end is reported, when this agent itself killed it on adoption. */
+  endReason: string | null;
 };
 type Entry = ChildEntry | AdoptedEntry;
 
@@ -361,9 +364,20 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
         continue;
       }
       const mine = alive.get(key);
-      if (mine !== undefined) {
+      if (mine !== undefined && a.linked) {
+        // Its library's connection died with the old agent and cannot be re-established: a
+        // member that can neither hear nor send signals would stall its task's group requests.
+        // Killed now, its end is reported by the liveness poll, and the task is told.
         serial += 1;
-        entries.set(key, { kind: 'adopted', ref: { task: a.task, vpid: a.vpid, serial }, pid: mine.pid, terminates: 0, killInTicks: null });
+        entries.set(key, {
+          kind: 'adopted', ref: { task: a.task, vpid: a.vpid, serial }, pid: mine.pid, terminates: 2, killInTicks: null, endReason: LINKED_ORPHANED,
+        });
+        out.push(log('warn', 'proc.adopted.linked-killed', { task: a.task, vpid: a.vpid, pid: mine.pid }));
+        out.push({ type: 'kill', task: a.task, vpid: a.vpid, pid: mine.pid, signal: 'SIGKILL', child: false });
+        if (a.pid === 0) out.push(report(a.task, a.vpid, 'spawnSucceeded', mine.pid, null, null, 'running (adopted after an agent restart)'));
+      } else if (mine !== undefined) {
+        serial += 1;
+        entries.set(key, { kind: 'adopted', ref: { task: a.task, vpid: a.vpid, serial }, pid: mine.pid, terminates: 0, killInTicks: null, endReason: null });
         out.push(log('info', 'proc.adopted', { task: a.task, vpid: a.vpid, pid: mine.pid, groupPid: a.pid }));
         if (a.pid === 0) out.push(report(a.task, a.vpid, 'spawnSucceeded', mine.pid, null, null, 'running (adopted after an agent restart)'));
         else if (a.pid !== mine.pid) out.push(log('warn', 'proc.adopted.pid-differs', { task: a.task, vpid: a.vpid, pid: mine.pid, groupPid: a.pid }));
@@ -384,7 +398,7 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
   function onAdoptedEvent(entry: AdoptedEntry, event: ProcOsEvent, out: AgentProcsEffect[]): void {
     if (event.type !== 'os.exited') return; // only its end is observable
     entries.delete(keyOf(entry.ref.task, entry.ref.vpid));
-    const reason = entry.terminates > 0 ? ADOPTED_EXIT_TERMINATED : ADOPTED_EXIT;
+    const reason = entry.endReason ?? (entry.terminates > 0 ? ADOPTED_EXIT_TERMINATED : ADOPTED_EXIT);
     out.push(report(entry.ref.task, entry.ref.vpid, 'terminatedAbnormally', entry.pid, null, null, reason));
   }
 

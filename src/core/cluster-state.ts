@@ -19,8 +19,8 @@ import { assert } from './result.ts';
 import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM, isAppSignal, isGroupRequest } from './signals.ts';
 import {
-  accept, addGroupRequest, createTaskSignals, encodeTaskSignals, groupTimedOut, nextBroadcastEpoch, NON_MATCHING,
-  quorumInForce, type TaskSignals,
+  accept, addGroupRequest, createTaskSignals, encodeTaskSignals, groupTimedOut, judgeGroupRequest, nextBroadcastEpoch,
+  NON_MATCHING, quorumInForce, type GroupVerdict, type TaskSignals,
 } from './task-signals.ts';
 import type { AdoptEntry, EnvEntry, GroupCommand, Member, ProcReport, TaskSubmit } from './wire/messages.ts';
 
@@ -369,6 +369,8 @@ function reportToTask(run: Run, rec: TaskRecord, vpid: number, state: FsmProcSta
     case 'terminatedNormally':
       // P15 (terminated before spawn) is routine when a waiting task ends: not journalled.
       if (p.exitCode !== null) note(run, rec.id, vpid, `${at} exited ${p.exitCode}`);
+      // A crash is broadcast (NTF_DIED), which ends the collection; a normal exit is not.
+      rejudgeGroupRequest(run, rec);
       push({ type: 'proc.terminated', vpid, normally: true });
       break;
     case 'terminatedAbnormally':
@@ -552,6 +554,9 @@ function broadcastSignal(run: Run, rec: TaskRecord, signum: number, src: number,
   }));
 }
 
+/** Task states in which every member has its mapping (T4 onwards, until it terminates). */
+const SIGNALLING = ['running', 'killing', 'spawning'];
+
 const SIGNAL_NAMES = new Map<number, string>(Object.entries(GSIG).map(([k, v]) => [v, `GSIG_${k}`]));
 const signalName = (signum: number): string => SIGNAL_NAMES.get(signum) ?? `signal ${signum}`;
 
@@ -616,6 +621,9 @@ export function signalRequest(
     // Point-to-point: routed through the manager for per-source FIFO (spec §4.1 (a)); no epoch.
     if (!isAppSignal(r.signum)) return drop(`signal number ${r.signum} is not an application signal`);
     if (!members.includes(r.dest)) return drop(`destination VPID ${r.dest} is not a connected member`);
+    // Only once the mappings went out (T4): a process must not hear from a peer before it knows
+    // its task (its library refuses a signal before the mapping).
+    if (!SIGNALLING.includes(taskState(rec))) return drop(`the task is ${taskState(rec)}`, false);
     rec.sigStats.pointToPoint++;
     perAgent(run, rec, [r.dest], (vpids) => ({
       type: 'proc.signal', task: rec.id, vpids, signum: r.signum, src: r.vpid, dest: r.dest, arg: r.arg, epoch: sig.epoch, node: '', data: '',
@@ -638,31 +646,42 @@ export function signalRequest(
     }
     // Spec §4.6 / §9.1 item 71: a broadcast request in an epoch that already has group requests
     // is dropped and counted as a group request of its sender that matches no other.
-    rec.sigStats.dropped++;
-    verdict = addGroupRequest(sig, { vpid: r.vpid, signum: NON_MATCHING, arg: 0 }, members.length, cs.tick);
+    verdict = addGroupRequest(sig, { vpid: r.vpid, signum: NON_MATCHING, arg: 0 }, members, cs.tick);
+    if (verdict.kind !== 'duplicate') rec.sigStats.dropped++;
   } else {
     rec.sigStats.groupRequests++;
-    verdict = addGroupRequest(sig, { vpid: r.vpid, signum: r.signum, arg: r.arg }, members.length, cs.tick);
+    verdict = addGroupRequest(sig, { vpid: r.vpid, signum: r.signum, arg: r.arg }, members, cs.tick);
   }
+  if (verdict.kind === 'duplicate') return drop('a second request from the same process in one epoch', false);
+  applyVerdict(run, rec, verdict, members.length);
+  return settle(run);
+}
+
+function applyVerdict(run: Run, rec: TaskRecord, verdict: GroupVerdict, members: number): void {
   switch (verdict.kind) {
     case 'accept':
-      accept(sig);
-      performGroupRequest(run, rec, verdict.signum, verdict.arg);
-      break;
+      accept(rec.signals);
+      return performGroupRequest(run, rec, verdict.signum, verdict.arg);
     case 'disagree':
-      note(run, rec.id, null, `${rec.id} group request cannot reach quorum ${quorumInForce(sig, members.length)} of ${members.length}: GSIG_ERR_DISAGREE`);
-      broadcastSignal(run, rec, GSIG.ERR_DISAGREE, GSIG_CM, 0);
-      break;
+      note(run, rec.id, null, `${rec.id} group request cannot reach quorum ${quorumInForce(rec.signals, members)} of ${members}: GSIG_ERR_DISAGREE`);
+      return broadcastSignal(run, rec, GSIG.ERR_DISAGREE, GSIG_CM, 0);
     case 'duplicate':
-      return drop('a second request from the same process in one epoch', false);
     case 'wait':
-      break;
+      return;
     default: {
       const never: never = verdict;
       return never;
     }
   }
-  return settle(run);
+}
+
+/** A member left Running (it ended, normally or not): the requests it sent no longer count, and
+ *  the collection is judged again with one member fewer (a quorum may now be met, or lost). */
+function rejudgeGroupRequest(run: Run, rec: TaskRecord): void {
+  if (rec.signals.pending === null || rec.mode !== 'linked') return;
+  const members = liveMembers(rec);
+  const verdict = judgeGroupRequest(rec.signals, members, run.cs.tick);
+  applyVerdict(run, rec, verdict, members.length);
 }
 
 // ---- entry points ----------------------------------------------------------------------------
@@ -791,7 +810,7 @@ export function nodeJoined(
   if (rec === undefined) return { adopt: [], effects: [] };
   // PROTOCOL §8.6: the new incarnation adopts what the group believes runs on its node.
   const adopt = procsOn(cs, rec.node, ['spawning', 'running', 'terminating'])
-    .map((p) => ({ task: p.rec.id, vpid: p.vpid, pid: procCtx(p.d).pid ?? 0 }));
+    .map((p) => ({ task: p.rec.id, vpid: p.vpid, pid: procCtx(p.d).pid ?? 0, linked: p.rec.mode === 'linked' }));
   note(run, null, null, `node ${rec.node} joined: ${plural(rec.slots, 'slot')}, adopting ${plural(adopt.length, 'process', 'processes')}`);
   return { adopt, effects: settle(run) };
 }

@@ -72,6 +72,9 @@ export type ReplyClass =
   | 'own-reply'
   /** Our group request was initiated; error notifications, then the reply, follow. */
   | 'own-ack'
+  /** Our acked SPAWN failed: GSIG_NTF_DIED of the process it had started answers it (the new
+   *  process never ran; PROTOCOL §9.2 item 9). Only ever the completion of an 'own-ack'. */
+  | 'own-failed'
   /** A reply or ack to a group request we were not part of. */
   | 'other-reply'
   | 'other-ack'

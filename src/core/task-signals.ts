@@ -52,14 +52,27 @@ export type GroupVerdict =
   /** This process already has a request in this epoch. */
   | { kind: 'duplicate' };
 
-/** Add `entry` (current epoch already checked) and judge: `members` is the number of live
- *  members that could still send. */
-export function addGroupRequest(sig: TaskSignals, entry: GroupEntry, members: number, tick: number): GroupVerdict {
+/** Add `entry` (current epoch already checked) and judge; `members` are the live members'
+ *  VPIDs (the sender among them). */
+export function addGroupRequest(sig: TaskSignals, entry: GroupEntry, members: readonly number[], tick: number): GroupVerdict {
   const pending = sig.pending ?? { firstTick: tick, entries: [] };
   if (pending.entries.some((e) => e.vpid === entry.vpid)) return { kind: 'duplicate' };
   pending.entries.push({ ...entry });
   sig.pending = pending;
-  const q = quorumInForce(sig, members);
+  return judgeGroupRequest(sig, members, tick);
+}
+
+/** Judge the requests collected, counting only those of live `members` (a member that ended
+ *  since it asked no longer counts, nor does it count as unheard). */
+export function judgeGroupRequest(sig: TaskSignals, members: readonly number[], _tick: number): GroupVerdict {
+  const pending = sig.pending;
+  if (pending === null) return { kind: 'wait' };
+  pending.entries = pending.entries.filter((e) => members.includes(e.vpid));
+  if (pending.entries.length === 0) {
+    sig.pending = null;
+    return { kind: 'wait' };
+  }
+  const q = quorumInForce(sig, members.length);
   let best: GroupEntry | null = null;
   let bestCount = 0;
   for (const e of pending.entries) {
@@ -72,7 +85,7 @@ export function addGroupRequest(sig: TaskSignals, entry: GroupEntry, members: nu
   }
   if (best !== null && bestCount >= q) return { kind: 'accept', signum: best.signum, arg: best.arg };
   // [INTERP, spec §4.5 (a)] for every value v: count(v) + (n − received) < quorum.
-  const unheard = Math.max(0, members - pending.entries.length);
+  const unheard = Math.max(0, members.length - pending.entries.length);
   if (bestCount + unheard < q) return { kind: 'disagree' };
   return { kind: 'wait' };
 }

@@ -257,11 +257,14 @@ export class ProcDriver {
         this.writeRecords(this.pendingRecords);
         this.pendingRecords = null;
       }
+      // Signals first: a process that signals and then dies in the same turn must have its
+      // signals ordered while it is still a member (spec §4.1 (c)). No signal of a turn can
+      // depend on a report of the same turn: a process signals only after its mapping.
+      for (const request of this.requests.splice(0)) this.opts.send(request);
       const reports = this.outbox.splice(0);
       for (let i = 0; i < reports.length; i += MAX_REPORTS_PER_REQUEST) {
         this.opts.send({ type: 'proc.report', reports: reports.slice(i, i + MAX_REPORTS_PER_REQUEST) });
       }
-      for (const request of this.requests.splice(0)) this.opts.send(request);
     });
   }
 }

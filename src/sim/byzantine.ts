@@ -55,7 +55,7 @@ function alterGC(gc: GroupMsgGC, variant: number): GroupMsgGC {
     case 'proc.terminate':
       return { ...gc, payload: { ...p, vpid: p.vpid + 1 + (variant & 0xff) } };
     case 'procs.adopt':
-      return { ...gc, payload: { ...p, procs: [...p.procs, { task: 't1', vpid: variant & 0xff, pid: 1 }] } };
+      return { ...gc, payload: { ...p, procs: [...p.procs, { task: 't1', vpid: variant & 0xff, pid: 1, linked: false }] } };
     case 'proc.signal':
       return { ...gc, payload: { ...p, arg: (p.arg + 1 + (variant & 0xff)) | 0 } };
     case 'proc.mapping':

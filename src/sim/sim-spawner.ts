@@ -85,6 +85,12 @@ export class SimSpawner implements Spawner {
     this.scheduler.after(KILL_DELAY_MS, () => this.exit(p, null, signal));
   }
 
+  /** The process ends by itself with exit code `code` (a linked process after its finalize). */
+  finish(pid: number, code: number): void {
+    const p = this.processes.get(pid);
+    if (p !== undefined && p.exitedAtMs === null) this.exit(p, code, null);
+  }
+
   /** Fault injection: the process crashes (as with `kill -9`). */
   crash(pid: number): void {
     const p = this.processes.get(pid);

@@ -377,14 +377,14 @@ export class TaskSim implements NodeHooks {
     }
   }
 
-  /** What the daemon's setImmediate flush does: this moment's reports in one request, then the
-   *  signal requests. */
+  /** What the daemon's setImmediate flush does: this moment's signal requests, then its reports
+   *  in one request. */
   private flushRequests(n: Node, epoch: number): void {
     const reports = n.outbox.splice(0);
     const requests = n.requests.splice(0);
     if (n.epoch !== epoch) return;
-    if (reports.length > 0) this.world.request(n.agent, { type: 'proc.report', reports });
     for (const r of requests) this.world.request(n.agent, r);
+    if (reports.length > 0) this.world.request(n.agent, { type: 'proc.report', reports });
   }
 
   /** t.atomic-broadcast (spec §4.1 (b), §9.1 item 54): the processes of a task received the

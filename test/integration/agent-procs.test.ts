@@ -106,7 +106,7 @@ describe('ProcDriver with the real spawner', () => {
     d.onCommand(spawnCmd('t1', 1, script));
     const ok = await waitReport(reports, 't1', 1, 'spawnSucceeded');
     const end = await waitReport(reports, 't1', 1, 'terminatedNormally');
-    expect(end).toEqual({ task: 't1', vpid: 1, kind: 'terminatedNormally', pid: ok.pid, exitCode: 0, signal: null, reason: 'exited with code 0' });
+    expect(end).toEqual({ task: 't1', vpid: 1, kind: 'terminatedNormally', pid: ok.pid, exitCode: 0, signal: null, reason: 'exited with code 0', endpoint: '' });
     expect(JSON.parse(output('t1', 1))).toEqual(['hello', 't1', '1', '2', '0', [{ vpid: 0, node: 'n1' }, { vpid: 1, node: 'n2' }]]);
     expect(recorded()).toEqual([]);
   });
@@ -186,10 +186,10 @@ describe('adoption after a simulated agent restart', () => {
     second.d.onCommand({
       type: 'procs.adopt',
       procs: [
-        { task: 't1', vpid: 0, pid: p('t1/0') },
-        { task: 't1', vpid: 1, pid: 0 },
-        { task: 't2', vpid: 0, pid: p('t2/0') },
-        { task: 't3', vpid: 0, pid: 0 },
+        { task: 't1', vpid: 0, pid: p('t1/0'), linked: false },
+        { task: 't1', vpid: 1, pid: 0, linked: false },
+        { task: 't2', vpid: 0, pid: p('t2/0'), linked: false },
+        { task: 't3', vpid: 0, pid: 0, linked: false },
       ],
     });
     expect(await waitReport(second.reports, 't1', 1, 'spawnSucceeded')).toMatchObject({ pid: p('t1/1') });
@@ -225,7 +225,7 @@ describe('adoption after a simulated agent restart', () => {
     first.d.stop(); // the agent dies before it could tell the group
     const second = driver();
     second.d.start();
-    second.d.onCommand({ type: 'procs.adopt', procs: [{ task: 't5', vpid: 0, pid: 0 }] });
+    second.d.onCommand({ type: 'procs.adopt', procs: [{ task: 't5', vpid: 0, pid: 0, linked: false }] });
     expect(await waitReport(second.reports, 't5', 0, 'spawnSucceeded')).toMatchObject({ pid });
     expect(gone(pid)).toBe(false);
     second.d.onCommand({ type: 'proc.terminate', task: 't5', vpid: 0 });

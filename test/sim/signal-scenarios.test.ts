@@ -287,6 +287,50 @@ describe('Ghidrah signals in the simulator (spec §4)', () => {
     finish(s);
   });
 
+  it('a signal handed to the agent survives its sender crashing in the same moment (spec §4.1 (c))', () => {
+    const { s, apps } = linkedTask(4);
+    const [a0, a1] = apps as [SimApp, SimApp];
+    const m = mark(apps);
+    s.appSend(a0, APP_SIG, a1.vpid, 42);
+    s.appSend(a0, APP_SIG + 1, GSIG_BROADCAST, 7);
+    [...s.nodes.values()].find((n) => n.agent === a0.agent)?.os.crash(a0.pid);
+    s.world.runUntil(s.now + 100);
+    expect(a1.received.slice(m[1]).some((x) => x.signum === APP_SIG && x.arg === 42)).toBe(true);
+    expect(seen(a1, m[1])).toEqual(['0:101(7)', 'NTF_DIED(0)']);
+    finish(s);
+  });
+
+  it('after an agent restart its linked process is killed and announced, so group requests work again (PROTOCOL §9.4)', () => {
+    const { s, apps } = linkedTask(4);
+    setQuorum(s, apps, 3);
+    const z = apps[3] as SimApp;
+    const m = mark(apps);
+    s.agentDeath(z.agent, 20);
+    s.world.runUntil(s.now + 500);
+    expect([...s.nodes.values()].find((n) => n.agent === z.agent)?.os.alive(z.pid)).toBe(false);
+    [0, 1, 2].forEach((i) => expect(seen(apps[i] as SimApp, m[i])).toEqual(['NTF_DIED(3)']));
+    const m2 = mark(apps);
+    for (const a of apps.slice(0, 3)) s.appSend(a, GSIG.REQ_SYNC, GSIG_CM, 1);
+    s.world.runUntil(s.now + 50);
+    [0, 1, 2].forEach((i) => expect(seen(apps[i] as SimApp, m2[i])).toEqual(['REP_SYNC(1)']));
+    finish(s);
+  });
+
+  it('a member that exits normally no longer counts: the requests already in meet the lower quorum', () => {
+    const { s, apps } = linkedTask(3);
+    const [a0, a1, a2] = apps as [SimApp, SimApp, SimApp];
+    const m = mark(apps);
+    s.appSend(a0, GSIG.REQ_SYNC, GSIG_CM, 1);
+    s.appSend(a1, GSIG.REQ_SYNC, GSIG_CM, 1);
+    s.world.runUntil(s.now + 20);
+    // a2 finalizes and exits 0: a normal end, no broadcast of its own.
+    const n2 = [...s.nodes.values()].find((n) => n.agent === a2.agent);
+    n2?.procs?.appFinalized('t1', 2);
+    n2?.os.finish(a2.pid, 0);
+    s.world.runUntil(s.now + 50);
+    [0, 1].forEach((i) => expect(seen(apps[i] as SimApp, m[i])).toEqual(['REP_SYNC(1)']));
+  });
+
   it('bad input: unknown signal numbers, non-members, stale epochs and a second request per epoch have no effect', () => {
     const { s, apps } = linkedTask(3);
     const [a0, a1] = apps as [SimApp, SimApp];

@@ -35,6 +35,8 @@ export class RequestTracker {
   private pending: SignalRequest | null = null;
   /** A group request whose ACK came; waiting for its reply. */
   private ackedRequest: SignalRequest | null = null;
+  /** The ACK's arg: the VPID the acked KILL or SPAWN is about. */
+  private ackedArg = -1;
 
   constructor(private readonly self: number, epoch: number) {
     this.epochNow = epoch;
@@ -82,12 +84,19 @@ export class RequestTracker {
     if (acked !== null && classifyReply(acked, this.self, b) === 'own-reply') {
       this.ackedRequest = null;
       outcomes.push({ class: 'own-reply', request: acked, signal: b });
+    } else if (acked !== null && acked.signum === GSIG.REQ_SPAWN && b.src === GSIG_CM && b.signum === GSIG.NTF_DIED && b.arg === this.ackedArg) {
+      // The spawn it acknowledged failed: NTF_DIED of the new process completes it.
+      this.ackedRequest = null;
+      outcomes.push({ class: 'own-failed', request: acked, signal: b });
     }
     const pending = this.pending;
     if (pending !== null) {
       const cls = classifyReply(pending, this.self, b);
       this.pending = null;
-      if (cls === 'own-ack') this.ackedRequest = pending;
+      if (cls === 'own-ack') {
+        this.ackedRequest = pending;
+        this.ackedArg = b.arg;
+      }
       outcomes.push({ class: cls, request: pending, signal: b });
     }
     const selfDiagnosis = b.src === GSIG_CM && b.signum === GSIG.ERR_DISAGREE && !hadGroupRequest;

@@ -180,7 +180,9 @@ export type ProcSpawn = {
   restarted: boolean;
   endpoints: Endpoint[];
 };
-export type AdoptEntry = { task: string; vpid: number; pid: number };
+/** `linked`: the process uses the application library; it cannot reconnect to a new agent
+ *  incarnation (its token died with the old one), so the new agent kills it (PROTOCOL §9.4). */
+export type AdoptEntry = { task: string; vpid: number; pid: number; linked: boolean };
 
 export type GroupCommand =
   /** The answer to an `echo`: `index` counts the copies asked for (0 ≤ index < count). */
@@ -226,7 +228,7 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   'procs.adopt': {
     code: 4,
     order: ['procs'],
-    fields: { procs: list(struct<AdoptEntry>(['task', 'vpid', 'pid'], { task: taskId, vpid: uint, pid: uint }), MAX_LIST_ENTRIES) },
+    fields: { procs: list(struct<AdoptEntry>(['task', 'vpid', 'pid', 'linked'], { task: taskId, vpid: uint, pid: uint, linked: bool }), MAX_LIST_ENTRIES) },
   },
   'proc.signal': {
     code: 5,

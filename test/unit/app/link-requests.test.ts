@@ -65,6 +65,18 @@ describe('RequestTracker', () => {
     expect(t.refusal(GSIG_CM)).toBeNull();
   });
 
+  it('a SPAWN that was acked and then failed: NTF_DIED of the new VPID completes it (own-failed)', () => {
+    const t = new RequestTracker(SELF, 0);
+    t.send(GSIG.REQ_SPAWN, GSIG_CM, 0);
+    expect(t.onBroadcast(cm(GSIG.REP_ACK_SPAWN, 9, 1)).outcomes.map((o) => o.class)).toEqual(['own-ack']);
+    expect(t.refusal(GSIG_CM)).toBe('ACK_PENDING');
+    // Another process's death does not complete it; the new process's does.
+    expect(t.onBroadcast(cm(GSIG.NTF_DIED, 1, 2)).outcomes).toEqual([]);
+    expect(t.onBroadcast(cm(GSIG.NTF_DIED, 9, 3)).outcomes.map((o) => o.class)).toEqual(['own-failed']);
+    expect(t.refusal(GSIG_CM)).toBeNull();
+    expect(t.busy).toBe(false);
+  });
+
   it('A8: DISAGREE with no pending group request asks for self-diagnosis; with one it is its class', () => {
     const idle = new RequestTracker(SELF, 0);
     expect(idle.onBroadcast(cm(GSIG.ERR_DISAGREE, 0, 1)).selfDiagnosis).toBe(true);

@@ -7,7 +7,7 @@
 // (PROTOCOL §9.4: connect on the socket, finalize, signals both ways). Every report must be a valid wire request.
 import { describe, expect, it } from 'vitest';
 import {
-  ADOPTED_EXIT, ADOPTED_EXIT_TERMINATED, createAgentProcs, EXITED_WHILE_DOWN, RESTARTED_WHILE_SPAWNING, TERMINATE_KILL_GRACE_TICKS,
+  ADOPTED_EXIT, ADOPTED_EXIT_TERMINATED, createAgentProcs, EXITED_WHILE_DOWN, LINKED_ORPHANED, RESTARTED_WHILE_SPAWNING, TERMINATE_KILL_GRACE_TICKS,
   type AgentProcs, type AgentProcsEffect, type ProcRecord, type ProcRef,
 } from '../../../src/core/agent-procs.ts';
 import { MAX_TEXT_CHARS } from '../../../src/core/constants.ts';
@@ -319,13 +319,23 @@ describe('adoption after an agent restart (PROTOCOL §8.6)', () => {
   const ADOPT: GroupCommand = {
     type: 'procs.adopt',
     procs: [
-      { task: 't1', vpid: 0, pid: 100 },
-      { task: 't1', vpid: 1, pid: 0 },
-      { task: 't2', vpid: 0, pid: 200 },
-      { task: 't4', vpid: 0, pid: 0 }, // never recorded here: the agent died while spawning
-      { task: 't5', vpid: 0, pid: 500 }, // never recorded here either
+      { task: 't1', vpid: 0, pid: 100, linked: false },
+      { task: 't1', vpid: 1, pid: 0, linked: false },
+      { task: 't2', vpid: 0, pid: 200, linked: false },
+      { task: 't4', vpid: 0, pid: 0, linked: false }, // never recorded here: the agent died while spawning
+      { task: 't5', vpid: 0, pid: 500, linked: false }, // never recorded here either
     ],
   };
+
+  it('a linked process found alive is killed, not adopted: it cannot reconnect to the new agent (PROTOCOL §9.4)', () => {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't1', vpid: 0, pid: 100 }] });
+    const out = procs.command({ type: 'procs.adopt', procs: [{ task: 't1', vpid: 0, pid: 100, linked: true }] }, [{ task: 't1', vpid: 0, pid: 100, alive: true }]);
+    expect(kills(out)).toEqual([{ pid: 100, signal: 'SIGKILL', child: false }]);
+    const ref = procs.adopted()[0]?.ref;
+    expect(ref).toBeDefined();
+    const end = procs.os(ref as ProcRef, { type: 'os.exited', code: null, signal: null });
+    expect(reports(end)).toMatchObject([{ kind: 'terminatedAbnormally', reason: LINKED_ORPHANED }]);
+  });
 
   function adopted() {
     const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: RECOVERED });

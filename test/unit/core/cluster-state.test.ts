@@ -398,7 +398,7 @@ describe('cluster state: tasks and processes (spec §6)', () => {
     c.submit(4);
     c.report('t1', 1, 'spawnSucceeded', { pid: 41 });
     // a2 holds t1/1 (running, pid 41) and t1/3 (spawning, pid not known yet).
-    expect(c.join('a2', 2)).toEqual([{ task: 't1', vpid: 1, pid: 41 }, { task: 't1', vpid: 3, pid: 0 }]);
+    expect(c.join('a2', 2)).toEqual([{ task: 't1', vpid: 1, pid: 41, linked: false }, { task: 't1', vpid: 3, pid: 0, linked: false }]);
     expect(c.events()).toEqual(['node n2 joined: 2 slots, adopting 2 processes']);
   });
 
