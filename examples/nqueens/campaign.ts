@@ -76,8 +76,21 @@ async function until<T>(what: string, test: () => T | null | undefined | false, 
 let faultCounter = 0;
 async function oneRun(run: number): Promise<RunResult> {
   const started = Date.now();
-  const id = trine(['submit', '--linked', '-n', '4', '--name', `nq${run}`, '--cwd', REPO, '--', process.execPath, '--import', 'tsx',
+  let id: string;
+  try {
+    id = submitRun(run);
+  } catch (e) {
+    return { run, task: '-', injections: [], count: null, ok: false, seconds: 0, note: `submit failed: ${(e as Error).message}` };
+  }
+  return inject(run, id, started);
+}
+
+function submitRun(run: number): string {
+  return trine(['submit', '--linked', '-n', '4', '--name', `nq${run}`, '--cwd', REPO, '--', process.execPath, '--import', 'tsx',
     'examples/nqueens/nqueens.ts', '--n', '12', '--depth', String(DEPTH), '--pace-ms', String(PACE_MS)]).trim();
+}
+
+async function inject(run: number, id: string, started: number): Promise<RunResult> {
   const injections: Injection[] = [];
   const result = (ok: boolean, note: string): RunResult => {
     const m = /RESULT n=12 solutions=(\d+)/.exec(appLog(id));
@@ -131,12 +144,37 @@ const pct = (xs: number[], p: number): number => {
 };
 
 const results: RunResult[] = [];
+/** The summary so far, written after every run: a campaign stopped early keeps its results. */
+function summarize(): Record<string, unknown> {
+  const all = results.flatMap((r) => r.injections);
+  const of = (kind: 'crash' | 'hang') => all.filter((i) => i.kind === kind);
+  const ms = (kind: 'crash' | 'hang') => of(kind).flatMap((i) => (i.recoveredMs === null ? [] : [i.recoveredMs]));
+  const summary = {
+    runs: results.length,
+    correct: results.filter((r) => r.ok).length,
+    crashes: of('crash').length,
+    hangs: of('hang').length,
+    crashRecoveryMsP50: pct(ms('crash'), 50),
+    crashRecoveryMsP99: pct(ms('crash'), 99),
+    hangRecoveryMsP50: pct(ms('hang'), 50),
+    hangRecoveryMsP99: pct(ms('hang'), 99),
+    managerFaults: all.filter((i) => i.rank === 0).length,
+    paceMs: PACE_MS,
+    depth: DEPTH,
+    perRun: PER_RUN,
+  };
+  mkdirSync(join(REPO, 'bench', 'results'), { recursive: true });
+  writeFileSync(OUT, `${JSON.stringify({ summary, results }, null, 2)}\n`);
+  return summary;
+}
+
 try {
   execFileSync(process.execPath, [TRINE, 'up', '--nodes', '4', '--dir', dir], { stdio: 'inherit' });
   for (let run = 1; run <= RUNS; run++) {
     const r = await oneRun(run);
     results.push(r);
     const faults = r.injections.map((i) => `${i.kind} r${i.rank}${i.recoveredMs === null ? '' : ` ${(i.recoveredMs / 1000).toFixed(1)}s`}`).join(', ');
+    summarize();
     process.stdout.write(`run ${String(run).padStart(3)} ${r.task}: ${r.ok ? 'ok ' : 'FAIL'} count=${r.count ?? '-'} ${r.seconds.toFixed(1)} s  [${faults}]${r.note === '' ? '' : `  ${r.note}`}\n`);
   }
 } finally {
@@ -144,23 +182,6 @@ try {
   rmSync(root, { recursive: true, force: true });
 }
 
-const all = results.flatMap((r) => r.injections);
-const of = (kind: 'crash' | 'hang') => all.filter((i) => i.kind === kind);
-const summary = {
-  runs: results.length,
-  correct: results.filter((r) => r.ok).length,
-  crashes: of('crash').length,
-  hangs: of('hang').length,
-  crashRecoveryMsP50: pct(of('crash').flatMap((i) => (i.recoveredMs === null ? [] : [i.recoveredMs])), 50),
-  crashRecoveryMsP99: pct(of('crash').flatMap((i) => (i.recoveredMs === null ? [] : [i.recoveredMs])), 99),
-  hangRecoveryMsP50: pct(of('hang').flatMap((i) => (i.recoveredMs === null ? [] : [i.recoveredMs])), 50),
-  hangRecoveryMsP99: pct(of('hang').flatMap((i) => (i.recoveredMs === null ? [] : [i.recoveredMs])), 99),
-  managerFaults: all.filter((i) => i.rank === 0).length,
-  paceMs: PACE_MS,
-  depth: DEPTH,
-  perRun: PER_RUN,
-};
-mkdirSync(join(REPO, 'bench', 'results'), { recursive: true });
-writeFileSync(OUT, `${JSON.stringify({ summary, results }, null, 2)}\n`);
+const summary = summarize();
 process.stdout.write(`\n${JSON.stringify(summary, null, 2)}\nraw results: ${OUT}\n`);
 process.exit(summary.correct === summary.runs ? 0 : 1);
