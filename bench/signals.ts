@@ -21,21 +21,19 @@
 // TRINE_BENCH_KEEP keeps the cluster dir). Raw samples go to bench/results/signals.json.
 // Everything started is stopped at the end (trine down's machinery, then a sweep of the dir).
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { trineCommand } from '../cli/daemons.ts';
-import { stopCluster } from '../cli/down.ts';
 import { newNonce, OP_TIMEOUT_MS, readClusterView, requestOp, VIEW_TIMEOUT_MS } from '../cli/op-client.ts';
 import { OperatorClient } from '../cli/status-client.ts';
 import { buildSubmit } from '../cli/task-args.ts';
 import { up } from '../cli/up.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import { GSIG } from '../src/core/signals.ts';
-import { isAlive, loadCluster, paths, runningProcesses, writePidFile, type Cluster } from '../src/io/cluster-dir.ts';
-import { logPath } from '../src/io/log.ts';
-import { isSameProcess, procStartTime } from '../src/io/run-records.ts';
+import { loadCluster, type Cluster } from '../src/io/cluster-dir.ts';
+import { procStartTime } from '../src/io/run-records.ts';
+import { killQuietly, logEvents, processesNaming, startKeeper, tearDown } from './cluster-tools.ts';
 import type { Figure } from './crypto.ts';
 
 export type { Figure } from './crypto.ts';
@@ -84,51 +82,8 @@ function wallMinusMono(): number {
   return b - monoNow();
 }
 
-/** Pino lines of `id` that are `event`, at or after wall time `afterMs`. */
-function logEvents(dir: string, id: ProcessId, event: string, afterMs: number): { atMs: number; line: Record<string, unknown> }[] {
-  let text: string;
-  try {
-    text = readFileSync(logPath(dir, id), 'utf8');
-  } catch {
-    return [];
-  }
-  const out: { atMs: number; line: Record<string, unknown> }[] = [];
-  for (const raw of text.split('\n')) {
-    if (!raw.includes(`"${event}"`)) continue;
-    try {
-      const line = JSON.parse(raw) as Record<string, unknown>;
-      const atMs = Date.parse(String(line['time']));
-      if (line['event'] === event && atMs >= afterMs) out.push({ atMs, line });
-    } catch {
-      // a line being written
-    }
-  }
-  return out;
-}
 
-/** Pids of live processes whose command line names the dir and, if given, `id`. */
-function processesNaming(dir: string, id?: ProcessId): number[] {
-  const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(name) || Number(name) === process.pid) continue;
-    try {
-      const args = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
-      const inDir = args.some((x) => x === dir || x.startsWith(`${dir}/`));
-      if (inDir && (id === undefined || args.includes(id)) && isAlive(Number(name))) out.push(Number(name));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
 
-function killQuietly(pid: number): void {
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // gone already
-  }
-}
 
 /** One line of bench-app.ts: `kind k=v … mono=T`. */
 type AppLine = { kind: string; f: Record<string, string>; mono: number };
@@ -390,29 +345,7 @@ async function until<T>(what: string, pick: () => T | null, firstMs: number, tim
   }
 }
 
-/** Everything down: `trine down`'s machinery, then anything naming the dir, then every task
- *  process seen that is still the same process; then the files. */
-async function tearDown(root: string, dir: string, seen: ReadonlyMap<number, string | null>): Promise<void> {
-  await stopCluster(dir, runningProcesses(dir)).catch(() => null);
-  for (const pid of processesNaming(dir)) killQuietly(pid);
-  for (const [pid, start] of seen) if (isSameProcess(pid, start)) killQuietly(pid);
-  if (process.env['TRINE_BENCH_KEEP'] === undefined) rmSync(root, { recursive: true, force: true });
-  else console.error(`bench: cluster dir kept at ${dir}`);
-}
 
-/** What a local reset driver does: start the node's keeper again, as `trine up` does. */
-function startKeeper(dir: string, agent: ProcessId): void {
-  const out = openSync(paths.output(dir, agent), 'a');
-  try {
-    const command = trineCommand(['keeper', '--dir', dir, '--id', agent]);
-    const keeper = spawn(command.file, command.args, { detached: true, stdio: ['ignore', out, out] });
-    keeper.on('error', () => {});
-    if (keeper.pid !== undefined) writePidFile(dir, agent, keeper.pid);
-    keeper.unref();
-  } finally {
-    closeSync(out);
-  }
-}
 
 // ---- The measurements ------------------------------------------------------------------------
 

@@ -12,21 +12,19 @@
 // bench/run.ts imports benchTasks(); run alone with `node --import tsx bench/tasks.ts`.
 // Everything started is stopped at the end (trine down's machinery, then a sweep of the dir).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { trineCommand } from '../cli/daemons.ts';
-import { stopCluster } from '../cli/down.ts';
 import { newNonce, OP_TIMEOUT_MS, readClusterView, requestOp, toViewAnswer, VIEW_TIMEOUT_MS } from '../cli/op-client.ts';
 import { OperatorClient } from '../cli/status-client.ts';
 import { buildSubmit } from '../cli/task-args.ts';
 import { up } from '../cli/up.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import type { ClusterEvent, ClusterView } from '../src/core/status.ts';
-import { isSameProcess, procStartTime, readProcsFile } from '../src/daemon/agent.ts';
-import { isAlive, loadCluster, paths, runningProcesses, writePidFile, type Cluster } from '../src/io/cluster-dir.ts';
-import { logPath } from '../src/io/log.ts';
+import { procStartTime, readProcsFile } from '../src/daemon/agent.ts';
+import { loadCluster, paths, type Cluster } from '../src/io/cluster-dir.ts';
+import { killQuietly, logEvents, processesNaming, startKeeper, tearDown } from './cluster-tools.ts';
 import type { Figure } from './crypto.ts';
 
 export type { Figure } from './crypto.ts';
@@ -68,68 +66,9 @@ function clusterClock(): () => number {
   return () => Math.floor(wall + (performance.now() - mono));
 }
 
-/** Pino log lines of `id` (ISO times: Date.now(), ms) that are `event`, after `afterMs`. */
-function logEvents(dir: string, id: ProcessId, event: string, afterMs: number): { atMs: number; line: Record<string, unknown> }[] {
-  let text: string;
-  try {
-    text = readFileSync(logPath(dir, id), 'utf8');
-  } catch {
-    return [];
-  }
-  const out: { atMs: number; line: Record<string, unknown> }[] = [];
-  for (const raw of text.split('\n')) {
-    if (!raw.includes(`"${event}"`)) continue;
-    let line: Record<string, unknown>;
-    try {
-      line = JSON.parse(raw) as Record<string, unknown>;
-    } catch {
-      continue;
-    }
-    const atMs = Date.parse(String(line['time']));
-    if (line['event'] === event && atMs >= afterMs) out.push({ atMs, line });
-  }
-  return out;
-}
 
-/** Pids of live processes whose command line names the cluster dir and, if given, `id` (a
- *  keeper, its agent, a standby agent: whatever runs for that agent id). */
-function processesNaming(dir: string, id?: ProcessId): number[] {
-  const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(name) || Number(name) === process.pid) continue;
-    try {
-      const args = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
-      const inDir = args.some((x) => x === dir || x.startsWith(`${dir}/`));
-      if (inDir && (id === undefined || args.includes(id)) && isAlive(Number(name))) out.push(Number(name));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
 
-function killQuietly(pid: number): void {
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // gone already
-  }
-}
 
-/** What a local reset driver does after killing a node: start its keeper again, as `trine up`
- *  does (detached, output to logs/<id>.out, pid file so `trine down` stops it). */
-function startKeeper(dir: string, agent: ProcessId): void {
-  const out = openSync(paths.output(dir, agent), 'a');
-  try {
-    const command = trineCommand(['keeper', '--dir', dir, '--id', agent]);
-    const keeper = spawn(command.file, command.args, { detached: true, stdio: ['ignore', out, out] });
-    keeper.on('error', () => {}); // a keeper that cannot start shows as a node that never comes back
-    if (keeper.pid !== undefined) writePidFile(dir, agent, keeper.pid);
-    keeper.unref();
-  } finally {
-    closeSync(out);
-  }
-}
 
 /** The bare OS cost: `n` spawns with the Spawner's options (src/io/spawner.ts: detached, stdin
  *  /dev/null, stdout and stderr to append-mode files, explicit env, cwd), timed from the first
@@ -167,15 +106,6 @@ async function bareSpawn(n: number, scratch: string): Promise<number> {
   return elapsedMs;
 }
 
-/** Everything down: `trine down`'s machinery, then anything left whose command line names the
- *  dir, then every task process seen that is still the same process; then the files. */
-async function tearDown(root: string, dir: string, seen: ReadonlyMap<number, string | null>): Promise<void> {
-  await stopCluster(dir, runningProcesses(dir)).catch(() => null);
-  for (const pid of processesNaming(dir)) killQuietly(pid);
-  for (const [pid, start] of seen) if (isSameProcess(pid, start)) killQuietly(pid);
-  if (process.env['TRINE_BENCH_KEEP'] === undefined) rmSync(root, { recursive: true, force: true });
-  else console.error(`bench: cluster dir kept at ${dir}`);
-}
 
 type Primary = { id: ProcessId; view: ClusterView };
 type Running = { vpid: number; pid: number; node: string }[];
