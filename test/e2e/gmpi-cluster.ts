@@ -1,4 +1,4 @@
-// A real local cluster for the G-MPI e2e tests (gmpi-recover.test.ts, gmpi-api.test.ts): `trine
+// A real local cluster for the e2e tests of linked tasks (signals, gmpi-recover, gmpi-api): `trine
 // up`, linked task submission, the processes' stdout as the agents write it, and clean-up of
 // every daemon and task process. Log files are read directly (a CLI per poll is slow) and
 // polled: a child's stdout offers no event to await.
