@@ -45,6 +45,8 @@ export type PidCounter = { next: number };
 
 export class SimSpawner implements Spawner {
   readonly processes = new Map<number, SimOsProcess>();
+  /** Bumped when the observing agent dies: forks scheduled before that are cancelled. */
+  private generation = 0;
 
   constructor(
     readonly node: string,
@@ -61,7 +63,9 @@ export class SimSpawner implements Spawner {
       this.scheduler.after(delay, () => on({ type: 'os.forkFailed', error: `spawn failed: ENOENT ${program}` }));
       return null;
     }
+    const generation = this.generation;
     this.scheduler.after(delay, () => {
+      if (generation !== this.generation) return; // its agent died before the fork
       const pid = this.pids.next++;
       const p: SimOsProcess = {
         pid, node: this.node, task: spec.taskId, vpid: spec.vpid, program, startedAtMs: this.scheduler.nowMs,
@@ -97,13 +101,18 @@ export class SimSpawner implements Spawner {
     if (p !== undefined && p.exitedAtMs === null) this.exit(p, null, 'SIGKILL');
   }
 
-  /** The agent that observes these processes died: they keep running, unobserved. */
+  /** The agent that observes these processes died: they keep running, unobserved. A fork it
+   *  asked for that has not happened yet never happens: a real agent forks synchronously within
+   *  the turn that handles the command (src/io/spawner.ts), so no child outlives a parent that
+   *  died before forking it. */
   detachObservers(): void {
+    this.generation++;
     for (const p of this.processes.values()) p.on = null;
   }
 
   /** A power reset of the node: every process is gone, and nobody is told. */
   powerOff(): void {
+    this.generation++;
     for (const p of this.processes.values()) {
       p.on = null;
       if (p.exitedAtMs === null) this.exit(p, null, 'SIGKILL');
