@@ -1,6 +1,7 @@
 // The `trine` command line (commander 14): declares every command and its options and turns
 // every failure — an unknown command or flag, a bad value, a missing or foreign cluster dir, a
 // port in use — into one line on stderr and a non-zero exit (docs/OPERATIONS.md §1).
+import { exitWhenFlushed } from './exit.ts';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MAX_TASK_PROCS } from '../src/core/constants.ts';
 import { DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
@@ -197,7 +198,7 @@ export async function main(argv: readonly string[]): Promise<Outcome> {
 
 const code = await main(process.argv);
 if (code !== null) {
-  // Commands are done: exit now rather than wait for a stray socket or timer.
-  process.exitCode = code;
-  setImmediate(() => process.exit(code));
+  // Commands are done: exit now rather than wait for a stray socket or timer, once the output
+  // is out (cli/exit.ts).
+  exitWhenFlushed(code);
 }
