@@ -1,27 +1,37 @@
 // The messages between the link's main thread and its worker (both our own code, in one
 // process: structured clones, not a wire format). The worker owns the agent socket; the main
 // thread owns every decision.
-import type { AgentToProc, ProcToAgent } from '../../core/wire/app-wire.ts';
+import type { AgentToProc } from '../../core/wire/app-wire.ts';
 import type { SharedFlagBuffers } from './flags.ts';
 import type { MessagePort } from 'node:worker_threads';
 
 export type WorkerData = {
   readonly socketPath: string;
-  readonly hello: Extract<ProcToAgent, { type: 'hello' }>;
+  /** The hello frame, encoded: the worker writes it first. */
+  readonly helloFrame: Uint8Array;
+  readonly maxFrameBytes: number;
   readonly flags: SharedFlagBuffers;
   readonly port: MessagePort;
 };
 
+/** The worker (worker.mjs) writes bytes the main thread encoded: it knows no message types. */
 export type MainToWorker =
-  | { readonly type: 'send'; readonly msg: ProcToAgent }
-  /** Send finalize, end the socket, report 'closed' once it is gone. */
-  | { readonly type: 'finalize' }
+  | { readonly type: 'send'; readonly bytes: Uint8Array }
+  /** Write this frame (finalize), end the socket, report 'closed' once it is gone. */
+  | { readonly type: 'finalize'; readonly bytes: Uint8Array }
   /** Drop the socket at once. */
   | { readonly type: 'close' };
+
+/** What the worker posts: a frame body, undecoded, or the socket's end. */
+export type RawWorkerToMain =
+  | { readonly type: 'frame'; readonly body: Uint8Array }
+  | { readonly type: 'lost'; readonly code: LostCode; readonly detail: string }
+  | { readonly type: 'closed' };
 
 /** Why the socket went away. */
 export type LostCode = 'AGENT_CLOSED' | 'SOCKET_ERROR' | 'WIRE';
 
+/** What the link sees: frames decoded and checked by the connection (connection.ts). */
 export type WorkerToMain =
   | { readonly type: 'agent'; readonly msg: AgentToProc }
   | { readonly type: 'lost'; readonly code: LostCode; readonly detail: string }

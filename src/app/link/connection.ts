@@ -1,9 +1,10 @@
-// The main thread's handle on the link worker (worker.ts), which owns the agent socket: start
+// The main thread's handle on the link worker (worker.mjs), which owns the agent socket: start
 // it, exchange messages with it, pull what it relayed synchronously (for exitCs), decide
 // whether it keeps the process alive, and stop it. No protocol decisions: link.ts makes those.
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
-import type { ProcToAgent } from '../../core/wire/app-wire.ts';
-import type { MainToWorker, WorkerData, WorkerToMain } from './channel.ts';
+import { unpack } from '../../core/wire/frame.ts';
+import { agentToProc, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type ProcToAgent } from '../../core/wire/app-wire.ts';
+import type { MainToWorker, RawWorkerToMain, WorkerData, WorkerToMain } from './channel.ts';
 import type { LinkEnv } from './env.ts';
 import type { SharedFlagBuffers } from './flags.ts';
 
@@ -17,6 +18,8 @@ export class AgentConnection {
   private port: MessagePort | null;
   private worker: Worker | null;
   private refd = true;
+  /** A bad frame arrived: nothing after it is delivered. */
+  private broken = false;
 
   private constructor(port: MessagePort, worker: Worker) {
     this.port = port;
@@ -27,26 +30,48 @@ export class AgentConnection {
     const { port1, port2 } = new MessageChannel();
     const workerData: WorkerData = {
       socketPath: env.socketPath,
-      hello: { type: 'hello', task: env.task, vpid: env.vpid, token: env.token, endpoint },
+      helloFrame: encodeAppFrame(procToAgent, { type: 'hello', task: env.task, vpid: env.vpid, token: env.token, endpoint }),
+      maxFrameBytes: MAX_APP_FRAME_BYTES,
       flags,
       port: port2,
     };
-    port1.on('message', (m: WorkerToMain) => events.onMessage(m));
-    // execArgv: the parent's loader flags do not work in a worker; the entry registers tsx.
-    const worker = new Worker(new URL('./worker-entry.mjs', import.meta.url), { workerData, transferList: [port2], execArgv: [] });
+    let conn: AgentConnection | null = null;
+    port1.on('message', (m: RawWorkerToMain) => conn?.deliver(m, events.onMessage));
+    // Plain JavaScript (worker.mjs): no loader to register, so it starts in tens of ms.
+    const worker = new Worker(new URL('./worker.mjs', import.meta.url), { workerData, transferList: [port2], execArgv: [] });
     // The worker never keeps the process alive by itself; the port does, when asked (keepAlive).
     worker.unref();
     worker.on('error', (e) => events.onWorkerError(e));
-    return new AgentConnection(port1, worker);
+    conn = new AgentConnection(port1, worker);
+    return conn;
   }
 
   send(msg: ProcToAgent): void {
-    this.post({ type: 'send', msg });
+    this.post({ type: 'send', bytes: encodeAppFrame(procToAgent, msg) });
   }
 
   /** Ask the worker to send finalize and end the socket; a 'closed' message follows. */
   finalize(): void {
-    this.post({ type: 'finalize' });
+    this.post({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
+  }
+
+  /** Decode and check what the worker relayed (it only cut the stream into frames): a body
+   *  that is not a valid agent message breaks the channel, as a bad frame on a stream would. */
+  private deliver(m: RawWorkerToMain, handle: (m: WorkerToMain) => void): void {
+    if (this.broken) return;
+    if (m.type !== 'frame') {
+      handle(m);
+      return;
+    }
+    const tree = unpack(m.body);
+    const msg = tree.ok ? agentToProc.dec(tree.value, 'app') : tree;
+    if (msg.ok) {
+      handle({ type: 'agent', msg: msg.value });
+      return;
+    }
+    this.broken = true;
+    this.post({ type: 'close' });
+    handle({ type: 'lost', code: 'WIRE', detail: `${msg.code}: ${msg.detail}` });
   }
 
   /** Hand every message the worker already relayed to `handle`, synchronously. */
@@ -56,7 +81,7 @@ export class AgentConnection {
       if (port === null) return;
       const r = receiveMessageOnPort(port);
       if (r === undefined) return;
-      handle(r.message as WorkerToMain);
+      this.deliver(r.message as RawWorkerToMain, handle);
     }
   }
 

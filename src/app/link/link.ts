@@ -1,6 +1,6 @@
 // The application library's main-thread API (spec §4.2, §5.2, §5.4, §7): Ghidrah signals, the
 // shared alert and invalid flags, critical sections and finalisation. A worker thread owns the
-// agent socket (worker.ts); this file owns every decision: what may be sent, the epoch and the
+// agent socket (worker.mjs); this file owns every decision: what may be sent, the epoch and the
 // outstanding request (requests.ts), and delivery to handlers, one at a time in order
 // (dispatcher.ts). The source delivers by SIGINT into a signal handler; here a delivery is a
 // message from the worker, and the flags the worker raises on arrival stand in for the

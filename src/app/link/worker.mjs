@@ -1,0 +1,97 @@
+// The link's worker thread: it owns the Unix socket to the agent (spec §7: the source's two
+// named pipes and SIGINT). Plain JavaScript, so a worker starts in tens of milliseconds instead
+// of registering a TypeScript loader first (docs/PERFORMANCE.md §5: ~250 ms per init and per
+// spawned process). It does only what must happen off the main thread:
+//   - write the frames the main thread encoded (hello, signals, finalize);
+//   - cut the agent's byte stream into frames (4-byte big-endian length ‖ body, at most
+//     workerData.maxFrameBytes; more is a broken stream) and relay each body, in order;
+//   - raise the shared flags a signal's number calls for, the moment it arrives, before the main
+//     thread (however busy) handles anything (spec §5.2). The rules are the ones of flags.ts:
+//     rules[signum] is a bit mask of flag words; raising a word stores 1 and notifies waiters.
+// The main thread decodes and checks every body (src/app/link/connection.ts): this file trusts
+// nothing it reads, and only peeks at a signal's number.
+import { connect } from 'node:net';
+import { workerData } from 'node:worker_threads';
+
+const { port, socketPath, helloFrame, maxFrameBytes } = workerData;
+const words = new Int32Array(workerData.flags.words);
+const rules = new Uint8Array(workerData.flags.rules);
+const socket = connect(socketPath);
+let buf = Buffer.alloc(0);
+let finalizing = false;
+let lost = null;
+let done = false;
+
+const post = (m, transfer) => port.postMessage(m, transfer);
+
+/** agentToProc's `signal` is the union's code 4 with 7 fields: canonical msgpack starts
+ *  0x98 (an 8-array), 0x04, then the signal number as a uint. Anything else is not a signal. */
+function signalNumber(body) {
+  if (body.length < 3 || body[0] !== 0x98 || body[1] !== 0x04) return -1;
+  const b = body[2];
+  if (b <= 0x7f) return b;
+  if (b === 0xcc && body.length >= 4) return body[3];
+  if (b === 0xcd && body.length >= 5) return body.readUInt16BE(3);
+  if (b === 0xce && body.length >= 7) return body.readUInt32BE(3);
+  return -1;
+}
+
+function applyRules(signum) {
+  if (signum < 1 || signum >= rules.length) return;
+  const mask = Atomics.load(rules, signum);
+  for (let word = 0; word < words.length; word++) {
+    if ((mask & (1 << word)) === 0) continue;
+    Atomics.store(words, word, 1);
+    Atomics.notify(words, word);
+  }
+}
+
+function finish() {
+  if (done) return;
+  done = true;
+  if (finalizing && lost === null) post({ type: 'closed' });
+  else post({ type: 'lost', ...(lost ?? { code: 'AGENT_CLOSED', detail: 'the agent closed the connection' }) });
+  port.close();
+}
+
+socket.on('connect', () => socket.write(helloFrame));
+socket.on('data', (chunk) => {
+  if (lost !== null) return;
+  buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+  while (buf.length >= 4) {
+    const len = buf.readUInt32BE(0);
+    if (len > maxFrameBytes) {
+      lost = { code: 'WIRE', detail: `WIRE_LIMIT: frame of ${len} bytes > ${maxFrameBytes}` };
+      socket.destroy();
+      return;
+    }
+    if (buf.length < 4 + len) return;
+    const body = new Uint8Array(len);
+    body.set(buf.subarray(4, 4 + len));
+    buf = buf.subarray(4 + len);
+    applyRules(signalNumber(Buffer.from(body.buffer, body.byteOffset, body.length)));
+    post({ type: 'frame', body }, [body.buffer]);
+  }
+});
+socket.on('error', (e) => {
+  if (lost === null && !finalizing) lost = { code: 'SOCKET_ERROR', detail: `${e.code ?? ''} ${e.message}`.trim() };
+});
+socket.on('close', finish);
+
+port.on('message', (m) => {
+  if (done) return;
+  switch (m.type) {
+    case 'send':
+      if (!finalizing && !socket.destroyed) socket.write(m.bytes);
+      return;
+    case 'finalize':
+      if (finalizing) return;
+      finalizing = true;
+      if (!socket.destroyed) socket.end(m.bytes);
+      return;
+    case 'close':
+      if (lost === null && !finalizing) lost = { code: 'AGENT_CLOSED', detail: 'closed by the application' };
+      socket.destroy();
+      return;
+  }
+});
