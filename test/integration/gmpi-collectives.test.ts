@@ -15,6 +15,7 @@ import {
 } from '../../src/app/gmpi/collectives.ts';
 import { CommLayer, type Comm } from '../../src/app/gmpi/comm.ts';
 import { P2P, P2PError, type P2POptions } from '../../src/app/gmpi/p2p.ts';
+import { expectCode, track, turns, until } from './gmpi-test-tools.ts';
 
 const TASK = 't9';
 const opened: P2P[] = [];
@@ -53,31 +54,9 @@ const at = (ranks: Rank[], r: number): Rank => {
 /** Run `f` on every rank concurrently; results in rank order. */
 const onAll = <T>(ranks: Rank[], f: (x: Rank, rank: number) => Promise<T>): Promise<T[]> => Promise.all(ranks.map((x, r) => f(x, r)));
 
-/** Let I/O run until `cond` holds: a bounded count of event-loop turns, not a time limit. */
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let turn = 0; turn < 200_000; turn++) {
-    if (cond()) return;
-    await new Promise((r) => setImmediate(r));
-  }
-  throw new Error(`never happened: ${what}`);
-}
 
-async function turns(n: number): Promise<void> {
-  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
-}
 
-function track<T>(p: Promise<T>): { settled: () => boolean; promise: Promise<T> } {
-  let done = false;
-  p.then(() => (done = true), () => (done = true));
-  return { settled: () => done, promise: p };
-}
 
-async function expectCode(p: Promise<unknown>, code: string): Promise<P2PError> {
-  const e = await p.then(() => null, (x: unknown) => x);
-  expect(e).toBeInstanceOf(P2PError);
-  expect((e as P2PError).code).toBe(code);
-  return e as P2PError;
-}
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 

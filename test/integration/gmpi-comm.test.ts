@@ -11,6 +11,7 @@ import { allreduce, barrier } from '../../src/app/gmpi/collectives.ts';
 import { CommLayer, type Comm } from '../../src/app/gmpi/comm.ts';
 import { ANY_SOURCE, ANY_TAG, P2P, P2PError, type LostReason, type P2POptions, type PeerAddress } from '../../src/app/gmpi/p2p.ts';
 import { encodeFrame, FLAG_STRUCTURED } from '../../src/app/gmpi/wire.ts';
+import { expectCode, track, turns, until } from './gmpi-test-tools.ts';
 
 const TASK = 't12';
 const opened: P2P[] = [];
@@ -43,29 +44,8 @@ const get = (procs: Map<number, Proc>, vpid: number): Proc => {
   return p;
 };
 
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let turn = 0; turn < 200_000; turn++) {
-    if (cond()) return;
-    await new Promise((r) => setImmediate(r));
-  }
-  throw new Error(`never happened: ${what}`);
-}
-const turns = async (n: number) => {
-  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
-};
 
-function track<T>(p: Promise<T>): { settled: () => boolean; promise: Promise<T> } {
-  let done = false;
-  p.then(() => (done = true), () => (done = true));
-  return { settled: () => done, promise: p };
-}
 
-async function expectCode(p: Promise<unknown>, code: string): Promise<P2PError> {
-  const e = await p.then(() => null, (x: unknown) => x);
-  expect(e).toBeInstanceOf(P2PError);
-  expect((e as P2PError).code).toBe(code);
-  return e as P2PError;
-}
 function expectThrows(f: () => unknown, code: string): void {
   let thrown: unknown = null;
   try {

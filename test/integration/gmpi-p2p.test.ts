@@ -14,6 +14,7 @@ import {
   ANY_SOURCE, ANY_TAG, P2P, P2PError, type LostReason, type P2PLogEvent, type P2POptions,
 } from '../../src/app/gmpi/p2p.ts';
 import { encodeFrame } from '../../src/app/gmpi/wire.ts';
+import { expectCode, track, turns, until } from './gmpi-test-tools.ts';
 
 const TASK = 't7';
 /** The mesh's VPIDs: node index i has VPID IDS[i]. */
@@ -54,35 +55,12 @@ const node = (nodes: Node[], r: number): P2P => {
   return n.p2p;
 };
 
-/** Let I/O run until `cond` holds: a bounded count of event-loop turns, not a time limit. */
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let turn = 0; turn < 200_000; turn++) {
-    if (cond()) return;
-    await new Promise((r) => setImmediate(r));
-  }
-  throw new Error(`never happened: ${what}`);
-}
-const turns = async (n: number) => {
-  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
-};
 
-/** Track a promise's settlement without awaiting it. */
-function track<T>(p: Promise<T>): { settled: () => boolean; promise: Promise<T> } {
-  let done = false;
-  p.then(() => (done = true), () => (done = true));
-  return { settled: () => done, promise: p };
-}
 
 const bytes = (...xs: number[]) => new Uint8Array(xs);
 const text = (s: string) => new TextEncoder().encode(s);
 const str = (b: Uint8Array) => new TextDecoder().decode(b);
 
-async function expectCode(p: Promise<unknown>, code: string): Promise<P2PError> {
-  const e = await p.then(() => null, (x: unknown) => x);
-  expect(e).toBeInstanceOf(P2PError);
-  expect((e as P2PError).code).toBe(code);
-  return e as P2PError;
-}
 
 describe('G-MPI P2P matching (MPI semantics over the PTP channels, spec §7 item 3)', () => {
   it('messages from each sender are received in send order (non-overtaking)', async () => {
