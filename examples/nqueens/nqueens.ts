@@ -72,7 +72,6 @@ const prefixes = (cols: number[]): void => {
 };
 prefixes([]);
 
-const gmpiStart = Date.now();
 /** Every solution extending `prefix` (one queen per row; cols[r] = column of row r). */
 function solve(prefix: readonly number[], onStep: () => boolean): number[][] | null {
   const out: number[][] = [];

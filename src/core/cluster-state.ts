@@ -680,7 +680,7 @@ function applyVerdict(run: Run, rec: TaskRecord, verdict: GroupVerdict, members:
 function rejudgeGroupRequest(run: Run, rec: TaskRecord): void {
   if (rec.signals.pending === null || rec.mode !== 'linked') return;
   const members = liveMembers(rec);
-  const verdict = judgeGroupRequest(rec.signals, members, run.cs.tick);
+  const verdict = judgeGroupRequest(rec.signals, members);
   applyVerdict(run, rec, verdict, members.length);
 }
 

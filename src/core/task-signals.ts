@@ -59,12 +59,12 @@ export function addGroupRequest(sig: TaskSignals, entry: GroupEntry, members: re
   if (pending.entries.some((e) => e.vpid === entry.vpid)) return { kind: 'duplicate' };
   pending.entries.push({ ...entry });
   sig.pending = pending;
-  return judgeGroupRequest(sig, members, tick);
+  return judgeGroupRequest(sig, members);
 }
 
 /** Judge the requests collected, counting only those of live `members` (a member that ended
  *  since it asked no longer counts, nor does it count as unheard). */
-export function judgeGroupRequest(sig: TaskSignals, members: readonly number[], _tick: number): GroupVerdict {
+export function judgeGroupRequest(sig: TaskSignals, members: readonly number[]): GroupVerdict {
   const pending = sig.pending;
   if (pending === null) return { kind: 'wait' };
   pending.entries = pending.entries.filter((e) => members.includes(e.vpid));

@@ -62,7 +62,7 @@ describe('task signal rules', () => {
     addGroupRequest(s, { vpid: 0, signum: SYNC, arg: 1 }, M3, 0);
     addGroupRequest(s, { vpid: 1, signum: SYNC, arg: 1 }, M3, 0);
     // Member 2 exits: the quorum in force drops to 2, which 0 and 1 already meet.
-    expect(judgeGroupRequest(s, [0, 1], 0)).toEqual({ kind: 'accept', signum: SYNC, arg: 1 });
+    expect(judgeGroupRequest(s, [0, 1])).toEqual({ kind: 'accept', signum: SYNC, arg: 1 });
     const t = createTaskSignals(3);
     addGroupRequest(t, { vpid: 0, signum: SYNC, arg: 1 }, [0, 1, 2, 3, 4], 0);
     addGroupRequest(t, { vpid: 1, signum: SYNC, arg: 9 }, [0, 1, 2, 3, 4], 0);
