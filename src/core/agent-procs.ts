@@ -528,7 +528,10 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
           onMapping(command, out);
           break;
         case 'echo.reply':
-          break; // not about processes
+        case 'replicas':
+        case 'replica.spawn':
+        case 'replica.kill':
+          break; // not about task processes (the agent core and its driver, PROTOCOL §10.7)
         default:
           unreachable(command);
       }

@@ -29,6 +29,8 @@ export type TaskTimers = {
   startTimeoutTicks: number; terminateTimeoutTicks: number; maxStartAttempts: number; maxTerminateAttempts: number;
   /** Spec §4.5 (b), in ticks (not part of FsmTask's input). */
   groupRequestTimeoutTicks: number;
+  /** PROTOCOL §10.6: a replacement replica must ask for the state within this. */
+  replicaStartTimeoutTicks: number;
 };
 
 /** Start-TO and Terminate-TO count ordered task-clock ticks (PROTOCOL §8.3), never wall time. */
@@ -40,6 +42,7 @@ export function taskTimers(t: Timing): TaskTimers {
     maxStartAttempts: Math.max(1, t.maxStartAttempts),
     maxTerminateAttempts: Math.max(1, t.maxTerminateAttempts),
     groupRequestTimeoutTicks: ticks(t.groupRequestTimeoutMs),
+    replicaStartTimeoutTicks: ticks(t.replicaStartTimeoutMs),
   };
 }
 

@@ -124,6 +124,25 @@ export const MAX_HOLDBACK_PER_AGENT = 512;
  *  lagging replica to catch up; older entries are covered by state transfer (issue 5). */
 export const MAX_DELIVERED_LOG = 4096;
 
+/** Replicas a replica set or a `replicas` command may list: the three of the group and one
+ *  joining (PROTOCOL §10). */
+export const MAX_REPLICAS = 4;
+/** A signed accusation's canonical bytes: four short fields. */
+export const MAX_ACCUSATION_BYTES = 256;
+/** A frame forwarded as evidence of equivocation (PROTOCOL §10.2). Frames carrying a wrapper
+ *  are usually a few KiB; a larger one is not forwarded and the dispute falls to the watchdog. */
+export const MAX_EVIDENCE_FRAME_BYTES = 256 * 1024;
+/** State transfer moves the canonical state in chunks of at most this (PROTOCOL §10.6), well
+ *  inside a frame. */
+export const MAX_STATE_CHUNK_BYTES = 256 * 1024;
+/** Chunks of one state transfer: 64 MiB of state is far beyond MAX_LIVE_TASKS of tasks. */
+export const MAX_STATE_CHUNKS = 256;
+/** Replicas record their state digest every DIGEST_EVERY_RSN RSNs (a checkpoint) and compare
+ *  it with their peers' (PROTOCOL §10.4). */
+export const DIGEST_EVERY_RSN = 16;
+/** Own checkpoint digests kept for comparison with peers that lag behind. */
+export const MAX_CHECKPOINTS = 64;
+
 /** Default timing in milliseconds. All are configurable per cluster (cluster.json). */
 export const DEFAULT_TIMING = {
   /** Spec §1.7: replica↔replica heartbeat every 75 ms. */
@@ -178,6 +197,22 @@ export const DEFAULT_TIMING = {
    *  of its epoch arrived is answered GSIG_ERR_DISAGREE ("preset timeout", value not in the
    *  paper). Counted in ordered task-clock ticks. */
   groupRequestTimeoutMs: 1000,
+  /** Spec §1.3 / §1.7: a replica that self-diagnosis finds unresponsive this long after the
+   *  missed heartbeat that started it is accused of being silent (PROTOCOL §10.2). */
+  diagnosisTimeoutMs: 400,
+  /** A new replica must ask for the state this long after the group commanded its spawn, or
+   *  the group abandons it and spawns another on another node (PROTOCOL §10.6; A24). Counted
+   *  in ordered ticks. Starting a Node daemon takes about a second on a loaded machine. */
+  replicaStartTimeoutMs: 15000,
+  /** Spec §1.6 rule 2: the watchdog resets the cluster when, for this long, it has not had
+   *  fresh heartbeats from two replicas agreeing on the view (PROTOCOL §10.8). Above the
+   *  400 ms diagnosis and a view change. */
+  watchdogSilenceMs: 2000,
+  /** Spec §1.6 rule 3 (values not in the paper): more than `diagnosisThreshold` self-diagnosis
+   *  initiations within `diagnosisWindowMs`, reported by at least two replicas, reset the
+   *  cluster (the flaw-11c guard, PROTOCOL §10.8). */
+  diagnosisWindowMs: 30000,
+  diagnosisThreshold: 20,
 } as const;
 
 export type Timing = { [K in keyof typeof DEFAULT_TIMING]: number };

@@ -10,8 +10,12 @@ import type { AgentRequest, Frame, GroupCommand, GroupInput, Item } from './wire
 /** Who is in the cluster. Every process gets the same membership (cluster.json). */
 export type Membership = {
   cluster: string;
-  /** The three replica ids; the first is the initial primary (docs/PROTOCOL.md §5.1). */
+  /** The three initial replica ids; the first is the initial primary (docs/PROTOCOL.md §5.1). */
   replicas: readonly ProcessId[];
+  /** The node each initial replica runs on, in the order of `replicas`. */
+  replicaNodes: readonly string[];
+  /** Replica ids held in reserve for replacements, used in this order (PROTOCOL §10.6). */
+  spareReplicas: readonly ProcessId[];
   /** Agent ids, one per node, with the node each runs on. */
   agents: readonly { id: ProcessId; node: string }[];
   /** The watchdog's id. */

@@ -49,7 +49,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   const agentIds = new Set(m.agents.map((a) => a.id));
   const replicaIds = new Set(m.replicas);
   const operators = new Set(m.operators);
-  const state = initialState(m.replicas, m.agents, t);
+  const state = initialState(m, t);
   const links: Links = createLinks(id, opts.inc, t, [...m.replicas, ...agentIds]);
 
   // ---- non-replicated state ----
@@ -558,7 +558,10 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     linkTimers(links, nowMs, out);
     if (replicaHeartbeatAtMs <= nowMs) {
       heartbeatCounter++;
-      const info = { type: 'replica' as const, role: isPrimary() ? ('primary' as const) : ('backup' as const), rsn: state.rsn, gssn: state.gssn, digest: digest() };
+      const info = {
+        type: 'replica' as const, role: isPrimary() ? ('primary' as const) : ('backup' as const), rsn: state.rsn, gssn: state.gssn, digest: digest(),
+        view: state.group.view, ckptRsn: 0, ckptDigest: new Uint8Array(32),
+      };
       for (const r of state.replicas) {
         if (r !== id) out.push({ type: 'send', to: r, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
       }

@@ -9,6 +9,10 @@ import {
   createClusterState, encodeCluster, nodeFailed, operateTask, nodeJoined, procReports, signalRequest, submitTask, taskTimers, tick,
   type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from './cluster-state.ts';
+import {
+  applyAdd, applyCondemn, checkEvidence, encodeGroupView, initialGroupView, recordReport, recoveryStep,
+  type GroupContext, type GroupView, type ViewChange,
+} from './group-view.ts';
 import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES, type Timing } from './constants.ts';
 import type { Hash, ProcessId } from './ports.ts';
 import { unreachable } from './result.ts';
@@ -42,20 +46,31 @@ export type ReplicatedState = {
   /** Operator outcomes by nonce, and the nonces oldest first (bounded, MAX_OPERATOR_OUTCOMES). */
   outcomes: Map<string, OperatorOutcome>;
   outcomeOrder: string[];
+  /** The group's own membership: view, replica nodes, replacement (PROTOCOL §10). */
+  group: GroupView;
   /** Configuration, the same on every replica (cluster.json); not part of the digest. */
   timers: TaskTimers;
+  /** The replica id pool, initial ids then spares (membership); not part of the digest. */
+  pool: readonly ProcessId[];
 };
 
-export function initialState(
-  replicas: readonly ProcessId[], agents: readonly { id: ProcessId; node: string }[], timing: Timing = DEFAULT_TIMING,
-): ReplicatedState {
+export type StateMembership = {
+  replicas: readonly ProcessId[];
+  replicaNodes: readonly string[];
+  spareReplicas: readonly ProcessId[];
+  agents: readonly { id: ProcessId; node: string }[];
+};
+
+export function initialState(m: StateMembership, timing: Timing = DEFAULT_TIMING): ReplicatedState {
+  const { replicas, agents } = m;
   const primary = replicas[0];
   if (primary === undefined) throw new Error('a manager group needs replicas');
   const nodes = new Map<ProcessId, NodeRecord>();
   for (const a of [...agents].sort((x, y) => (x.id < y.id ? -1 : 1))) nodes.set(a.id, { node: a.node, joined: false, slots: 0, failed: false, inc: 0 });
   return {
     rsn: 0, gssn: 0, replicas: [...replicas], primary, clientInc: new Map(), csnReceived: new Map(), lastGssnTo: new Map(), nodes,
-    cluster: createClusterState(), outcomes: new Map(), outcomeOrder: [], timers: taskTimers(timing),
+    cluster: createClusterState(), outcomes: new Map(), outcomeOrder: [], group: initialGroupView(replicas, m.replicaNodes),
+    timers: taskTimers(timing), pool: [...replicas, ...m.spareReplicas],
   };
 }
 
@@ -74,6 +89,7 @@ export function encodeState(s: ReplicatedState): Uint8Array {
       const o = s.outcomes.get(nonce) as OperatorOutcome;
       return [o.nonce, o.rsn, o.ok, o.text];
     }),
+    encodeGroupView(s.group),
   ]);
 }
 
@@ -92,9 +108,34 @@ export type ApplyResult = {
   events: Extract<TaskEffect, { type: 'event' }>[];
   /** A node declared failed at this RSN: the watchdog is asked to reset it (spec §1.6 rule 1). */
   reset: { node: string; rsn: number } | null;
+  /** Replicas every correct replica now accuses, from the agents' reports (PROTOCOL §10.2). */
+  accuse: ProcessId[];
+  /** The replica set or primary changed at this RSN (PROTOCOL §10.5–10.7). */
+  viewChanged: boolean;
 };
 
-const noResult = (): ApplyResult => ({ messages: [], report: null, reply: null, events: [], reset: null });
+const noResult = (): ApplyResult => ({ messages: [], report: null, reply: null, events: [], reset: null, accuse: [], viewChanged: false });
+
+function groupContext(s: ReplicatedState): GroupContext {
+  const liveAgents = [...s.nodes.entries()].filter(([, n]) => n.joined && !n.failed).map(([id, n]) => ({ id, node: n.node }))
+    .sort((a, b) => (a.id < b.id ? -1 : 1));
+  return {
+    replicas: s.replicas, primary: s.primary, liveAgents, pool: s.pool, tick: s.cluster.tick,
+    replicaStartTimeoutTicks: s.timers.replicaStartTimeoutTicks,
+  };
+}
+
+/** Apply a change of the group's membership: new set, commands to agents, journal lines. */
+function absorbView(s: ReplicatedState, change: ViewChange | null, r: ApplyResult): void {
+  if (change === null) return;
+  if (change.replicas !== s.replicas || change.primary !== s.primary) {
+    s.replicas = change.replicas;
+    s.primary = change.primary;
+    r.viewChanged = true;
+  }
+  for (const c of change.commands) emit(s, c.agent, c.command, r.messages);
+  for (const text of change.events) r.events.push({ type: 'event', task: null, vpid: null, text });
+}
 
 /** Turn task effects into group messages and journal events. */
 function absorb(s: ReplicatedState, effects: TaskEffect[], r: ApplyResult): void {
@@ -161,6 +202,22 @@ export function applyGroupInput(s: ReplicatedState, input: GroupInput): ApplyRes
   switch (input.type) {
     case 'tick':
       absorb(s, tick(s.cluster, s.nodes, s.timers), r);
+      absorbView(s, recoveryStep(groupContext(s), s.group), r);
+      return r;
+    case 'replica.condemn': {
+      // The primary checked the evidence before ordering it; a correct primary never orders a
+      // refused one, so nothing changes (the backups' order confirmation keeps them equal).
+      const checked = checkEvidence(s.group, s.replicas, input.evidence);
+      if ('refused' in checked) {
+        r.events.push({ type: 'event', task: null, vpid: null, text: `condemnation refused: ${checked.refused}` });
+        return r;
+      }
+      const reason = input.evidence[0]?.accusation.reason ?? 'silent';
+      absorbView(s, applyCondemn(groupContext(s), s.group, checked.target, reason), r);
+      return r;
+    }
+    case 'replica.add':
+      absorbView(s, applyAdd(groupContext(s), s.group, input.id), r);
       return r;
     case 'node.failed': {
       const rec = s.nodes.get(input.agent);
@@ -169,6 +226,7 @@ export function applyGroupInput(s: ReplicatedState, input: GroupInput): ApplyRes
       s.nodes.set(input.agent, { ...rec, failed: true });
       absorb(s, nodeFailed(s.cluster, s.nodes, s.timers, input.agent), r);
       r.reset = { node: rec.node, rsn: s.rsn };
+      absorbView(s, recoveryStep(groupContext(s), s.group), r);
       return r;
     }
     default:
@@ -193,6 +251,9 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       const joined = nodeJoined(s.cluster, s.nodes, s.timers, client);
       if (request.resync || joined.adopt.length > 0) emit(s, client, { type: 'procs.adopt', procs: joined.adopt }, messages);
       absorb(s, joined.effects, r);
+      // A (re)joined agent learns the group as it is now, and may host a replacement.
+      if (s.group.view > 0) emit(s, client, { type: 'replicas', view: s.group.view, primary: s.primary, replicas: [...s.replicas] }, messages);
+      absorbView(s, recoveryStep(groupContext(s), s.group), r);
       return r;
     }
     case 'echo': {
@@ -210,7 +271,10 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       return result();
     }
     case 'error.report':
-      return { ...result(), report: { gssn: request.gssn, count: request.count, kind: request.kind, suspects: request.suspects } };
+      return {
+        ...result(), report: { gssn: request.gssn, count: request.count, kind: request.kind, suspects: request.suspects },
+        accuse: recordReport(s.group, s.replicas, client, request.kind, request.suspects),
+      };
     case 'proc.report': {
       const r = result();
       // A failed node's reports are stale: its processes were declared dead (PROTOCOL §8.4).

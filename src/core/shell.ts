@@ -9,7 +9,7 @@ import type { Core, CoreEffect, CoreInput } from './node.ts';
 import type { ProcessId, Signer, Verifier } from './ports.ts';
 import type { DropCode } from './result.ts';
 import { decodeFrame, encodeFrame } from './wire/frame.ts';
-import { carriesSignedCG, type Item } from './wire/messages.ts';
+import { embeddedSignatures, type Item } from './wire/messages.ts';
 
 export interface Transport {
   /** Best effort: a frame sent while the link is down is lost; the protocol retransmits. */
@@ -94,7 +94,7 @@ export class Shell {
       let chunk: Item[] = [];
       let signed = 0;
       for (const item of items) {
-        const s = carriesSignedCG(item) ? 1 : 0;
+        const s = embeddedSignatures(item);
         if (chunk.length === MAX_ITEMS_PER_FRAME || signed + s > MAX_SIGNED_ITEMS_PER_FRAME) {
           this.emit(to, chunk);
           chunk = [];

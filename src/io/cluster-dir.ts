@@ -139,6 +139,8 @@ export function planCluster(plan: ClusterPlan, publicKeys: ReadonlyMap<ProcessId
     membership: {
       cluster,
       replicas: processes.filter((p) => p.kind === 'replica').map((p) => p.id),
+      replicaNodes: processes.filter((p) => p.kind === 'replica').map((p) => p.node as string),
+      spareReplicas: [],
       agents: processes.filter((p) => p.kind === 'agent').map((p) => ({ id: p.id, node: p.node as string })),
       scc: WATCHDOG_ID,
       operators: [OPERATOR_ID],
@@ -317,6 +319,8 @@ function checkConfig(json: unknown, path: string): ClusterConfig {
     membership: {
       cluster,
       replicas: replicas as ProcessId[],
+      replicaNodes: (replicas as ProcessId[]).map((r) => byKind('replica').find((e) => e.id === r)?.node ?? ''),
+      spareReplicas: [],
       agents: (agents as { id: ProcessId; node: string }[]).map((a) => ({ id: a.id, node: a.node })),
       scc,
       operators: operators as ProcessId[],

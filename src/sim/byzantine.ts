@@ -60,6 +60,11 @@ function alterGC(gc: GroupMsgGC, variant: number): GroupMsgGC {
       return { ...gc, payload: { ...p, arg: (p.arg + 1 + (variant & 0xff)) | 0 } };
     case 'proc.mapping':
       return { ...gc, payload: { ...p, quorum: p.quorum + 1 + (variant & 0xff) } };
+    case 'replicas':
+    case 'replica.spawn':
+      return { ...gc, payload: { ...p, view: p.view + 1 + (variant & 0xff) } };
+    case 'replica.kill':
+      return { ...gc, payload: { ...p, id: `${p.id}x` } };
     default:
       return unreachable(p);
   }

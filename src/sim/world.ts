@@ -27,6 +27,8 @@ export const MAX_TICKS_AT_SAME_MS = 64;
 /** Incarnations are start times in ms (ReplicaStatus.inc); simulated starts are offset so a
  *  restart's incarnation is always higher and never 0. */
 export const INCARNATION_BASE = 1_000_000;
+/** Replica ids held in reserve for replacements (PROTOCOL §10.6). */
+export const SIM_SPARE_REPLICAS = ['r4', 'r5', 'r6', 'r7', 'r8', 'r9'];
 /** Slots each simulated agent announces (node.join); the group layer does not use them. */
 export const SIM_AGENT_SLOTS = 4;
 
@@ -137,12 +139,14 @@ export class World {
     this.membership = {
       cluster: 'sim',
       replicas,
+      replicaNodes: ['n1', 'n2', 'n3'],
+      spareReplicas: SIM_SPARE_REPLICAS,
       agents,
       scc: 'scc',
       operators: ['op'],
       timing: { ...DEFAULT_TIMING, ...opts.timing },
     };
-    this.keyring = createKeyring(opts.crypto ?? 'keyed', [...replicas, ...agents.map((a) => a.id), 'scc', 'op'], `seed-${opts.seed}`);
+    this.keyring = createKeyring(opts.crypto ?? 'keyed', [...replicas, ...SIM_SPARE_REPLICAS, ...agents.map((a) => a.id), 'scc', 'op'], `seed-${opts.seed}`);
     this.checker = new InvariantChecker(opts.seed);
     const net: NetworkOptions = {
       scheduler: this.scheduler,

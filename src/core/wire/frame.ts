@@ -15,8 +15,8 @@ import type { ProcessId, Signer, Verifier } from '../ports.ts';
 import { assert, err, ok, type Result } from '../result.ts';
 import { crc32 } from './crc32.ts';
 import {
-  carriesSignedCG, frameBody, groupMsgCG, PROCESS_ID_PATTERN, type Frame, type GroupMsgCG, type Item, type ItemWire,
-  type PtpPayload, type PtpPayloadWire, type SignedCG,
+  accusation as accusationSchema, embeddedSignatures, frameBody, groupMsgCG, PROCESS_ID_PATTERN, type Accusation, type Frame,
+  type GroupMsgCG, type Item, type ItemWire, type PtpPayload, type PtpPayloadWire, type SignedAccusation, type SignedCG,
 } from './messages.ts';
 import { decodeStrict } from './msgpack-strict.ts';
 
@@ -62,6 +62,21 @@ export function openCG(bytes: Uint8Array, sig: Uint8Array, verifier: Verifier): 
   return ok({ bytes, sig, cg: cg.value });
 }
 
+/** Sign an accusation as its replica (PROTOCOL §10.3). */
+export function signAccusation(a: Accusation, signer: Signer): SignedAccusation {
+  const bytes = pack(accusationSchema.enc(a));
+  return { bytes, sig: signer.sign(bytes), accusation: a };
+}
+
+/** Check a decoded accusation: canonical bytes, signed by the replica it names as accuser. */
+export function verifyAccusation(s: SignedAccusation, verifier: Verifier): Result<SignedAccusation> {
+  if (!sameBytes(pack(accusationSchema.enc(s.accusation)), s.bytes)) return err('WIRE_MALFORMED', 'accusation: not canonical');
+  const from = s.accusation.from;
+  if (!verifier.has(from)) return err('SIG_UNKNOWN_KEY', `accusation by unknown ${from}`);
+  if (!verifier.verify(from, s.bytes, s.sig)) return err('SIG_INVALID', `accusation signature of ${from}`);
+  return ok(s);
+}
+
 function ptpToWire(p: PtpPayload): PtpPayloadWire {
   return p.type === 'wrapper' ? { type: 'wrapper', rsn: p.rsn, cgBytes: p.signed.bytes, cgSig: p.signed.sig } : p;
 }
@@ -94,6 +109,18 @@ function itemFromWire(item: ItemWire, from: ProcessId, verifier: Verifier): Resu
     }
     case 'ptp': {
       const body = item.body;
+      if (body !== null && body.type === 'accuse') {
+        const v = verifyAccusation(body.signed, verifier);
+        if (!v.ok) return v;
+        // A replica sends only its own accusations; evidence travels inside replica.condemn.
+        if (body.signed.accusation.from !== from) return err('SIG_INVALID', `accusation of ${body.signed.accusation.from} sent by ${from}`);
+      }
+      if (body !== null && body.type === 'wrapper.input' && body.input.type === 'replica.condemn') {
+        for (const e of body.input.evidence) {
+          const v = verifyAccusation(e, verifier);
+          if (!v.ok) return v;
+        }
+      }
       if (body === null || body.type !== 'wrapper') return ok({ ...item, body });
       const signed = openCG(body.cgBytes, body.cgSig, verifier);
       if (!signed.ok) return signed;
@@ -164,7 +191,7 @@ export function decodeFrame(data: Uint8Array, ctx: DecodeContext): Result<Frame>
   if (b.cluster !== ctx.cluster) return err('WIRE_FOREIGN_CLUSTER', `cluster ${b.cluster}`);
   if (b.to !== ctx.self) return err('WIRE_MISADDRESSED', `frame for ${b.to}`);
   let signedItems = 0;
-  for (const w of b.items) if (carriesSignedCG(w)) signedItems++;
+  for (const w of b.items) signedItems += embeddedSignatures(w);
   if (signedItems > MAX_SIGNED_ITEMS_PER_FRAME) return err('WIRE_LIMIT', `${signedItems} signed requests > ${MAX_SIGNED_ITEMS_PER_FRAME}`);
   const items: Item[] = [];
   for (const w of b.items) {

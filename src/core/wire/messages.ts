@@ -4,11 +4,13 @@
 import {
   MAX_ARG_CHARS, MAX_ARGS, MAX_BURST_COUNT, MAX_CG_BYTES, MAX_CLUSTER_ID_CHARS, MAX_ENV_ENTRIES, MAX_ID_CHARS,
   MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES, MAX_PATH_CHARS, MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS,
-  MAX_REPORTS_PER_REQUEST, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES,
+  MAX_REPORTS_PER_REQUEST, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES, MAX_REPLICAS, MAX_ACCUSATION_BYTES,
+  MAX_EVIDENCE_FRAME_BYTES, MAX_STATE_CHUNK_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { err, ok } from '../result.ts';
 import { MAX_SIGNAL_ARG, MIN_SIGNAL_ARG } from '../signals.ts';
+import { decodeStrict } from './msgpack-strict.ts';
 import { bool, bytes, list, nullable, oneOf, struct, text, token, uint, union, type Schema } from './schema.ts';
 
 export const processId = token(MAX_ID_CHARS, /^[a-z][a-z0-9-]*$/);
@@ -199,7 +201,14 @@ export type GroupCommand =
    *  GSIG_REP_SPAWNED (spec §4.3), else empty. */
   | ProcSignal
   /** The mapping message (spec §7 item 2) for the listed processes of `task` on this node. */
-  | ProcMapping;
+  | ProcMapping
+  /** The manager group changed (PROTOCOL §10.7): from now on the agent votes on copies from
+   *  `replicas` and sends its requests to `primary`. */
+  | { type: 'replicas'; view: number; primary: ProcessId; replicas: ProcessId[] }
+  /** Start manager replica `id` on this node; it joins the group of `view` (PROTOCOL §10.6). */
+  | { type: 'replica.spawn'; id: ProcessId; view: number; primary: ProcessId; replicas: ProcessId[] }
+  /** Stop manager replica `id` on this node: it was condemned or its start was abandoned. */
+  | { type: 'replica.kill'; id: ProcessId };
 
 export type ProcSignal = {
   type: 'proc.signal'; task: string; vpids: number[]; signum: number; src: number; dest: number; arg: number; epoch: number;
@@ -246,6 +255,17 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
       members: list(member, MAX_TASK_PROCS),
     },
   },
+  replicas: {
+    code: 7,
+    order: ['view', 'primary', 'replicas'],
+    fields: { view: uint, primary: processId, replicas: list(processId, MAX_REPLICAS) },
+  },
+  'replica.spawn': {
+    code: 8,
+    order: ['id', 'view', 'primary', 'replicas'],
+    fields: { id: processId, view: uint, primary: processId, replicas: list(processId, MAX_REPLICAS) },
+  },
+  'replica.kill': { code: 9, order: ['id'], fields: { id: processId } },
 });
 
 // ---- Group messages (spec §3.2) --------------------------------------------------------------
@@ -270,6 +290,38 @@ export const groupMsgGC: Schema<GroupMsgGC> = struct<GroupMsgGC>(['gssn', 'prevG
   gssn: uint, prevGssn: uint, csnAck: uint, destInc: uint, payload: groupCommand, dest: processId,
 });
 
+// ---- Self-diagnosis (PROTOCOL §10) ----------------------------------------------------------------
+
+/** Why a replica accuses another (PROTOCOL §10.2). Each is a judgement a correct replica makes
+ *  only about a faulty one, under the timing bounds of the fault model. */
+export type AccuseReason =
+  | 'silent' | 'rsn.gap' | 'primary.progress' | 'equivocation' | 'digest' | 'agent.reports' | 'clock.rate';
+export const ACCUSE_REASONS = ['silent', 'rsn.gap', 'primary.progress', 'equivocation', 'digest', 'agent.reports', 'clock.rate'] as const;
+/** Replica `from` says, in view `view`, that `target` is faulty. Signed by `from` on its own
+ *  (like a CG), so that two of them are evidence any replica can check (PROTOCOL §10.3). */
+export type Accusation = { from: ProcessId; view: number; target: ProcessId; reason: AccuseReason };
+export const accusation: Schema<Accusation> = struct<Accusation>(['from', 'view', 'target', 'reason'], {
+  from: processId, view: uint, target: processId, reason: oneOf(ACCUSE_REASONS),
+});
+/** An accusation as its replica signed it. Decoded without checking the signature; the frame
+ *  decoder checks it (src/core/wire/frame.ts). */
+export type SignedAccusation = { bytes: Uint8Array; sig: Uint8Array; accusation: Accusation };
+export const signedAccusation: Schema<SignedAccusation> = {
+  enc: (v) => [v.bytes, v.sig],
+  dec: (t, p) => {
+    if (!Array.isArray(t) || t.length !== 2) return err('WIRE_MALFORMED', `${p}: expected [bytes, sig]`);
+    const b = bytes(MAX_ACCUSATION_BYTES).dec(t[0], `${p}[0]`);
+    if (!b.ok) return b;
+    const sig = bytes(SIGNATURE_BYTES, SIGNATURE_BYTES).dec(t[1], `${p}[1]`);
+    if (!sig.ok) return sig;
+    const tree = decodeStrict(b.value);
+    if (!tree.ok) return tree;
+    const a = accusation.dec(tree.value, `${p}.accusation`);
+    if (!a.ok) return a;
+    return ok({ bytes: b.value, sig: sig.value, accusation: a.value });
+  },
+};
+
 // ---- Point-to-point lane payloads (PROTOCOL §4) -----------------------------------------------
 
 export type PtpPayload =
@@ -285,14 +337,35 @@ export type PtpPayload =
   | { type: 'wrapper.input'; rsn: number; input: GroupInput }
   /** Backup → primary: agent `agent` (incarnation `inc`) missed two heartbeat checks and I
    *  probe it; `unreachable`: my probe went unanswered for the probe timeout (PROTOCOL §8.4). */
-  | { type: 'node.suspect'; agent: ProcessId; inc: number; unreachable: boolean };
+  | { type: 'node.suspect'; agent: ProcessId; inc: number; unreachable: boolean }
+  /** Replica → replicas: a signed accusation (PROTOCOL §10.3). */
+  | { type: 'accuse'; signed: SignedAccusation }
+  /** Replica → the other correct replica after condemning the primary: my executed RSN in the
+   *  view that is ending (PROTOCOL §10.5). */
+  | { type: 'view.sync'; view: number; rsn: number }
+  /** Backup → backup in a dispute: the frame, signed by the primary, that gave me `rsn`
+   *  (PROTOCOL §10.2 equivocation). */
+  | { type: 'order.evidence'; rsn: number; frame: Uint8Array }
+  /** New replica → group members: send me the state (PROTOCOL §10.6). */
+  | { type: 'state.request'; view: number }
+  /** Group member → new replica: the digest of the state at `rsn`, where it joined. */
+  | { type: 'state.digest'; rsn: number; digest: Uint8Array }
+  /** Group member → new replica: part `index` of `count` of the canonical state at `rsn`. */
+  | { type: 'state.chunk'; rsn: number; index: number; count: number; data: Uint8Array };
 
-/** Inputs the primary orders on the group's own behalf: a clock tick for the task timers, and a
- *  node declared failed (PROTOCOL §8.3, §8.4). */
-export type GroupInput = { type: 'tick' } | { type: 'node.failed'; agent: ProcessId; inc: number };
+/** Inputs the primary orders on the group's own behalf (PROTOCOL §8.3, §8.4, §10): a clock tick
+ *  for the task timers, a node declared failed, a replica condemned on two accusations, and a
+ *  new replica joining the group. */
+export type GroupInput =
+  | { type: 'tick' }
+  | { type: 'node.failed'; agent: ProcessId; inc: number }
+  | { type: 'replica.condemn'; evidence: SignedAccusation[] }
+  | { type: 'replica.add'; id: ProcessId };
 export const groupInput: Schema<GroupInput> = union<GroupInput>({
   tick: { code: 1, order: [], fields: {} },
   'node.failed': { code: 2, order: ['agent', 'inc'], fields: { agent: processId, inc: uint } },
+  'replica.condemn': { code: 3, order: ['evidence'], fields: { evidence: list(signedAccusation, 2) } },
+  'replica.add': { code: 4, order: ['id'], fields: { id: processId } },
 });
 
 /** The wire form: the wrapped CG travels as the agent's own bytes and signature. */
@@ -315,19 +388,34 @@ export const ptpPayloadWire: Schema<PtpPayloadWire> = union<PtpPayloadWire>({
   order: { code: 4, order: ['rsn', 'digest'], fields: { rsn: uint, digest: bytes(32, 32) } },
   'wrapper.input': { code: 5, order: ['rsn', 'input'], fields: { rsn: uint, input: groupInput } },
   'node.suspect': { code: 6, order: ['agent', 'inc', 'unreachable'], fields: { agent: processId, inc: uint, unreachable: bool } },
+  accuse: { code: 7, order: ['signed'], fields: { signed: signedAccusation } },
+  'view.sync': { code: 8, order: ['view', 'rsn'], fields: { view: uint, rsn: uint } },
+  'order.evidence': { code: 9, order: ['rsn', 'frame'], fields: { rsn: uint, frame: bytes(MAX_EVIDENCE_FRAME_BYTES) } },
+  'state.request': { code: 10, order: ['view'], fields: { view: uint } },
+  'state.digest': { code: 11, order: ['rsn', 'digest'], fields: { rsn: uint, digest: bytes(32, 32) } },
+  'state.chunk': {
+    code: 12,
+    order: ['rsn', 'index', 'count', 'data'],
+    fields: { rsn: uint, index: uint, count: uint, data: bytes(MAX_STATE_CHUNK_BYTES) },
+  },
 });
 
 // ---- Heartbeats (PROTOCOL §6) -----------------------------------------------------------------
 
 export type Role = 'primary' | 'backup';
 export type HeartbeatInfo =
-  | { type: 'replica'; role: Role; rsn: number; gssn: number; digest: Uint8Array }
+  /** `view`: the replica's view (PROTOCOL §10.1); `digest` is of the state at `rsn`;
+   *  `ckptRsn`/`ckptDigest` its latest checkpoint (PROTOCOL §10.4), 0/zeros before the first. */
+  | { type: 'replica'; role: Role; rsn: number; gssn: number; digest: Uint8Array; view: number; ckptRsn: number; ckptDigest: Uint8Array }
   | { type: 'agent'; gssnDelivered: number; csnSent: number };
 export const heartbeatInfo: Schema<HeartbeatInfo> = union<HeartbeatInfo>({
   replica: {
     code: 1,
-    order: ['role', 'rsn', 'gssn', 'digest'],
-    fields: { role: oneOf(['primary', 'backup'] as const), rsn: uint, gssn: uint, digest: bytes(32, 32) },
+    order: ['role', 'rsn', 'gssn', 'digest', 'view', 'ckptRsn', 'ckptDigest'],
+    fields: {
+      role: oneOf(['primary', 'backup'] as const), rsn: uint, gssn: uint, digest: bytes(32, 32), view: uint, ckptRsn: uint,
+      ckptDigest: bytes(32, 32),
+    },
   },
   agent: { code: 2, order: ['gssnDelivered', 'csnSent'], fields: { gssnDelivered: uint, csnSent: uint } },
 });
@@ -361,7 +449,17 @@ export type Item =
   | { type: 'op.reply'; nonce: string; rsn: number; ok: boolean; text: string }
   /** Replica → watchdog: power-reset `node`, declared failed at `rsn` (spec §1.6 rule 1,
    *  PROTOCOL §8.4). The watchdog acts on two matching requests. */
-  | { type: 'reset.node'; node: string; rsn: number };
+  | { type: 'reset.node'; node: string; rsn: number }
+  /** Replica → watchdog: I initiated self-diagnosis (spec §1.6 rule 3, PROTOCOL §10.8).
+   *  (`inc`, `counter`) increase per sender, so a replayed report counts once. `target` is
+   *  empty when the initiation names nobody yet. */
+  | { type: 'diag.report'; inc: number; counter: number; view: number; reason: AccuseReason; target: string }
+  /** Operator → any daemon of a cluster started with --allow-inject: inject a fault
+   *  (docs/OPERATIONS.md, `trine inject`). Handled by the daemon's driver, never by a core;
+   *  a daemon started without the flag drops it (NOT_A_MEMBER). */
+  | { type: 'inject'; nonce: number; mode: string; args: string[] }
+  /** Daemon → operator: what the injection did, or why it was refused. */
+  | { type: 'inject.reply'; nonce: number; ok: boolean; text: string };
 
 /** The wire form of a lane-1 body: the CG travels as the agent's own bytes and signature. */
 type GroupBodyWire = { type: 'cg'; bytes: Uint8Array; sig: Uint8Array } | { type: 'gc'; gc: GroupMsgGC };
@@ -393,6 +491,13 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
   'op.request': { code: 10, order: ['bytes', 'sig'], fields: { bytes: bytes(MAX_CG_BYTES), sig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) } },
   'op.reply': { code: 11, order: ['nonce', 'rsn', 'ok', 'text'], fields: { nonce, rsn: uint, ok: bool, text: reason } },
   'reset.node': { code: 12, order: ['node', 'rsn'], fields: { node: nodeName, rsn: uint } },
+  'diag.report': {
+    code: 13,
+    order: ['inc', 'counter', 'view', 'reason', 'target'],
+    fields: { inc: uint, counter: uint, view: uint, reason: oneOf(ACCUSE_REASONS), target: text(MAX_ID_CHARS) },
+  },
+  inject: { code: 14, order: ['nonce', 'mode', 'args'], fields: { nonce: uint, mode: text(MAX_ID_CHARS), args: list(arg, 8) } },
+  'inject.reply': { code: 15, order: ['nonce', 'ok', 'text'], fields: { nonce: uint, ok: bool, text: reason } },
 });
 
 /** The msgpack body of a frame; version and sender travel in its fixed header (PROTOCOL §2.1). */
@@ -401,10 +506,16 @@ export const frameBody: Schema<FrameBody> = struct<FrameBody>(['cluster', 'to', 
   cluster: clusterId, to: processId, items: list(itemWire, MAX_ITEMS_PER_FRAME),
 });
 
-/** Does this item carry an agent-signed CG (a signature check for the receiver)? */
-export const carriesSignedCG = (item: Item | ItemWire): boolean =>
-  (item.type === 'grp' && item.body.type === 'cg') || (item.type === 'ptp' && item.body !== null && item.body.type === 'wrapper') ||
-  item.type === 'op.request';
+/** Signatures, beyond the frame's own, the receiver checks for this item: an agent-signed CG,
+ *  or replicas' accusations (PROTOCOL §2.2 step 13). */
+export function embeddedSignatures(item: Item | ItemWire): number {
+  if (item.type === 'op.request' || (item.type === 'grp' && item.body.type === 'cg')) return 1;
+  if (item.type !== 'ptp' || item.body === null) return 0;
+  const b = item.body;
+  if (b.type === 'wrapper' || b.type === 'accuse') return 1;
+  if (b.type === 'wrapper.input' && b.input.type === 'replica.condemn') return b.input.evidence.length;
+  return 0;
+}
 
 /** Process ids as they appear in the frame header: ASCII, checked without parsing msgpack. */
 export const PROCESS_ID_PATTERN = /^[a-z][a-z0-9-]*$/;

@@ -11,7 +11,7 @@ import { DEFAULT_TIMING, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX
 import type { TaskView } from '../../../src/core/status.ts';
 import type { GroupCommand, ProcReport, ProcSpawn, TaskSubmit } from '../../../src/core/wire/messages.ts';
 
-const TIMERS: TaskTimers = { startTimeoutTicks: 3, terminateTimeoutTicks: 2, maxStartAttempts: 3, maxTerminateAttempts: 2, groupRequestTimeoutTicks: 4 };
+const TIMERS: TaskTimers = { startTimeoutTicks: 3, terminateTimeoutTicks: 2, maxStartAttempts: 3, maxTerminateAttempts: 2, groupRequestTimeoutTicks: 4, replicaStartTimeoutTicks: 300 };
 
 type Cmd = { agent: string; command: GroupCommand };
 
@@ -113,7 +113,7 @@ class Cluster {
 
 describe('cluster state: tasks and processes (spec §6)', () => {
   it('taskTimers converts ms to ticks of taskTickMs, at least 1', () => {
-    expect(taskTimers(DEFAULT_TIMING)).toEqual({ groupRequestTimeoutTicks: 20, startTimeoutTicks: 400, terminateTimeoutTicks: 40, maxStartAttempts: 3, maxTerminateAttempts: 3 });
+    expect(taskTimers(DEFAULT_TIMING)).toEqual({ groupRequestTimeoutTicks: 20, startTimeoutTicks: 400, terminateTimeoutTicks: 40, maxStartAttempts: 3, maxTerminateAttempts: 3, replicaStartTimeoutTicks: 300 });
     expect(taskTimers({ ...DEFAULT_TIMING, startTimeoutMs: 1, terminateTimeoutMs: 0 }).startTimeoutTicks).toBe(1);
   });
 

@@ -38,7 +38,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
   const latency = opts.latencyMs ?? 1;
   const agents = Array.from({ length: nAgents }, (_, i) => ({ id: `a${i + 1}`, node: `n${i + 1}` }));
   const membership: Membership = {
-    cluster: 'test', replicas: ['r1', 'r2', 'r3'], agents, scc: 'scc', operators: ['op'], timing: { ...DEFAULT_TIMING },
+    cluster: 'test', replicas: ['r1', 'r2', 'r3'], replicaNodes: ['n1', 'n2', 'n3'], spareReplicas: [], agents, scc: 'scc', operators: ['op'], timing: { ...DEFAULT_TIMING },
   };
   const ids = [...membership.replicas, ...agents.map((a) => a.id), 'scc', 'op'];
   const verifier = hmacVerifier(ids);

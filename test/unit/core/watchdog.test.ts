@@ -10,6 +10,8 @@ import type { Item } from '../../../src/core/wire/messages.ts';
 const membership: Membership = {
   cluster: 'c1',
   replicas: ['r1', 'r2', 'r3'],
+  replicaNodes: ['n1', 'n2', 'n3'],
+  spareReplicas: [],
   agents: [{ id: 'a1', node: 'n1' }],
   scc: 'scc',
   operators: ['op'],
@@ -17,7 +19,7 @@ const membership: Membership = {
 };
 
 const hb = (inc: number, counter: number, rsn = 1, role: 'primary' | 'backup' = 'backup'): Item => ({
-  type: 'hb', inc, counter, info: { type: 'replica', role, rsn, gssn: 2, digest: new Uint8Array(32).fill(0xab) },
+  type: 'hb', inc, counter, info: { type: 'replica', role, rsn, gssn: 2, digest: new Uint8Array(32).fill(0xab), view: 0, ckptRsn: 0, ckptDigest: new Uint8Array(32) },
 });
 const frame = (from: string, nowMs: number, ...items: Item[]): CoreInput => ({ type: 'frame', nowMs, frame: { from, to: 'scc', items } });
 const sends = (effects: CoreEffect[]) => effects.filter((e) => e.type === 'send');

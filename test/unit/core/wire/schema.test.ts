@@ -250,7 +250,7 @@ describe('message schemas', () => {
     expect(rt(agentRequest, { type: 'echo', tag: 't', fanout: 'all', count: 1, data: new Uint8Array(MAX_PAYLOAD_BYTES) })).toBe('ok');
     expect(rt(processId, 'x'.repeat(MAX_ID_CHARS + 1))).toBe('WIRE_LIMIT');
     for (const bad of ['R1', '1r', '-r', 'r_1', 'r 1', '', 'r1\n']) expect(rt(processId, bad)).toBe('WIRE_MALFORMED');
-    expect(rt(heartbeatInfo, { type: 'replica', role: 'primary', rsn: 1, gssn: 1, digest: new Uint8Array(31) })).toBe('WIRE_MALFORMED');
+    expect(rt(heartbeatInfo, { type: 'replica', role: 'primary', rsn: 1, gssn: 1, digest: new Uint8Array(31), view: 0, ckptRsn: 0, ckptDigest: new Uint8Array(32) })).toBe('WIRE_MALFORMED');
     expect(rt(groupBodyWire, { type: 'cg', bytes: new Uint8Array(3), sig: new Uint8Array(SIGNATURE_BYTES - 1) })).toBe('WIRE_MALFORMED');
     expect(rt(groupBodyWire, { type: 'cg', bytes: new Uint8Array(3), sig: new Uint8Array(SIGNATURE_BYTES + 1) })).toBe('WIRE_LIMIT');
     const many: ItemWire[] = Array.from({ length: MAX_ITEMS_PER_FRAME + 1 }, (_, i) => ({ type: 'probe', nonce: i }));

@@ -57,8 +57,8 @@ export const groupMsgsGC: GroupMsgGC[] = groupCommands.map((payload, i) => ({
 }));
 
 export const heartbeatInfos: HeartbeatInfo[] = [
-  { type: 'replica', role: 'primary', rsn: 12, gssn: 34, digest: bytesOf(32, 3) },
-  { type: 'replica', role: 'backup', rsn: 0, gssn: 0, digest: new Uint8Array(32) },
+  { type: 'replica', role: 'primary', rsn: 12, gssn: 34, digest: bytesOf(32, 3), view: 2, ckptRsn: 0, ckptDigest: new Uint8Array(32) },
+  { type: 'replica', role: 'backup', rsn: 0, gssn: 0, digest: new Uint8Array(32), view: 0, ckptRsn: 16, ckptDigest: bytesOf(32, 5) },
   { type: 'agent', gssnDelivered: 9, csnSent: 2 ** 33 },
 ];
 
