@@ -7,7 +7,7 @@
 
 import { initialTransition, transition } from 'xstate';
 import type { AnyStateMachine, EventFromLogic, InputFrom, SnapshotFrom } from 'xstate';
-import { assert } from '../src/core/result.ts';
+import { assert, err, ok, type Result } from '../src/core/result.ts';
 
 /** A machine snapshot as stored in replicated state: only the state value and the context. */
 export type MachineData = { value: unknown; context: unknown };
@@ -96,4 +96,71 @@ export function step<M extends AnyStateMachine>(
   const [next, actions] = transition(machine, fromData(machine, data), event);
   assertHealthy(next);
   return { data: toData(next), actions: plainActions(actions) };
+}
+
+// ---- the canonical tree (replicated-state digest and state transfer) ------------------------
+
+// The wire has arrays only (docs/PROTOCOL.md §2.2 and §5.4: the strict decoder refuses msgpack
+// maps), so an array and an object are told apart by a leading tag.
+const ARRAY_TAG = 0;
+const OBJECT_TAG = 1;
+
+function encodePlain(x: unknown): unknown {
+  if (Array.isArray(x)) return [ARRAY_TAG, ...x.map(encodePlain)];
+  if (x !== null && typeof x === 'object') {
+    const o = x as Record<string, unknown>;
+    return [OBJECT_TAG, ...Object.keys(o).sort().flatMap((key) => [key, encodePlain(o[key])])];
+  }
+  return x;
+}
+
+/** Canonical tree of stored data: `[value, context]`, with every array as `[0, ...items]` and
+ *  every object as `[1, key, value, ...]` in ascending key order. */
+export function encodeData(d: MachineData): unknown {
+  return [encodePlain(d.value), encodePlain(d.context)];
+}
+
+const malformed = (path: string, what: string) => err('WIRE_MALFORMED', `${path}: ${what}`);
+
+/** Total inverse of `encodePlain` on a tree from the strict decoder (whose depth limit bounds the
+ *  recursion). Keys must ascend strictly, so every object has one encoding. */
+function decodePlain(t: unknown, path: string): Result<unknown> {
+  if (t === null || typeof t === 'boolean' || typeof t === 'string') return ok(t);
+  if (typeof t === 'number') return Number.isFinite(t) ? ok(t) : malformed(path, 'non-finite number');
+  if (!Array.isArray(t)) return malformed(path, 'not plain data');
+  const items: unknown[] = t;
+  if (items[0] === ARRAY_TAG) {
+    const out: unknown[] = [];
+    for (let i = 1; i < items.length; i++) {
+      const r = decodePlain(items[i], `${path}[${i - 1}]`);
+      if (!r.ok) return r;
+      out.push(r.value);
+    }
+    return ok(out);
+  }
+  if (items[0] !== OBJECT_TAG) return malformed(path, 'unknown plain-data tag');
+  if (items.length % 2 !== 1) return malformed(path, 'object with a key but no value');
+  const out: Record<string, unknown> = {};
+  let previous: string | null = null;
+  for (let i = 1; i < items.length; i += 2) {
+    const key = items[i];
+    // __proto__ would set the prototype, not a field; no machine has such a field.
+    if (typeof key !== 'string' || key === '__proto__') return malformed(path, 'bad key');
+    if (previous !== null && !(previous < key)) return malformed(path, `key ${key} out of order`);
+    const r = decodePlain(items[i + 1], `${path}.${key}`);
+    if (!r.ok) return r;
+    out[key] = r.value;
+    previous = key;
+  }
+  return ok(out);
+}
+
+/** Total inverse of `encodeData`. */
+export function decodeData(t: unknown, path: string): Result<MachineData> {
+  if (!Array.isArray(t) || t.length !== 2) return malformed(path, 'expected [value, context]');
+  const value = decodePlain(t[0], `${path}.value`);
+  if (!value.ok) return value;
+  const context = decodePlain(t[1], `${path}.context`);
+  if (!context.ok) return context;
+  return ok({ value: value.value, context: context.value });
 }
