@@ -1,19 +1,30 @@
-// The watchdog core (the paper's spacecraft control computer, spec §1.6): a pure, deterministic
-// step that records the replicas' heartbeats and answers operator status queries. It is kept
-// tiny and never sends on the routine path (spec §1.6: "must not be burdened with routine
-// operation"). Cluster resets and self-diagnosis reports arrive in a later issue.
+// The watchdog core (the paper's spacecraft control computer, spec §1.6 and §2.3; PROTOCOL §6,
+// §8.4, §10.8): a pure, deterministic step that records the replicas' heartbeats and
+// self-diagnosis reports, orders the node resets the group commands (rule 1), resets the whole
+// cluster when consistent heartbeats from two replicas stop (rule 2) or self-diagnosis repeats
+// too often (rule 3), and answers operator status queries. It is kept tiny and never sends on
+// the routine path (spec §1.6: "must not be burdened with routine operation").
 import { toHex } from './hex.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import { unreachable, type DropCode } from './result.ts';
 import type { PeerHealth } from './status.ts';
-import type { Item, Role } from './wire/messages.ts';
+import type { AccuseReason, Item, Role } from './wire/messages.ts';
 
 /** A heartbeat older than this many periods makes its replica `late`, older than
  *  WATCHDOG_SILENT_PERIODS `silent`. Two periods tolerate one lost heartbeat without alarm;
- *  four match the spec §1.7 node-failure detection window (two missed checks). */
+ *  four match the spec §1.7 node-failure detection window (two missed checks). A heartbeat
+ *  counts towards rule 2 only while its replica is `healthy`. */
 export const WATCHDOG_LATE_PERIODS = 2;
 export const WATCHDOG_SILENT_PERIODS = 4;
+/** Node resets, self-diagnosis reports and cluster resets remembered for status (and, for node
+ *  resets, to ignore re-sent requests): enough to read back a whole incident, bounded. */
+export const MAX_RESET_HISTORY = 256;
+export const MAX_DIAGNOSIS_HISTORY = 256;
+export const MAX_CLUSTER_RESET_HISTORY = 256;
+/** Counted self-diagnosis initiations kept for rule 3. The per-sender rate limit already bounds
+ *  them (window / diagnosisTimeoutMs per replica); this caps a misconfigured timing too. */
+export const MAX_COUNTED_INITIATIONS = 1024;
 
 /** What the watchdog knows of one replica. */
 export type WatchdogReplicaView = {
@@ -26,17 +37,27 @@ export type WatchdogReplicaView = {
   role: Role | null;
   rsn: number | null;
   gssn: number | null;
+  /** The view of the group the replica reported in its last heartbeat (rule 2). */
+  view: number | null;
   /** SHA-256 state digest from the last heartbeat, hex. */
   digest: string | null;
   heartbeats: number;
   /** Heartbeats dropped because (inc, counter) did not increase. */
   replays: number;
+  /** Fresh self-diagnosis reports accepted from this replica (rule 3). */
+  diagnosisReports: number;
 };
+
+/** One accepted self-diagnosis report. `counted` is false when rule 3's per-sender rate limit
+ *  (or a report from before the last cluster reset) kept it out of the count. */
+export type DiagnosisRecord = { atMs: number; from: ProcessId; view: number; reason: AccuseReason; target: string; counted: boolean };
+export type ClusterResetRecord = { atMs: number; rule: 'heartbeats' | 'diagnosis'; reason: string };
 
 export type WatchdogStatus = {
   id: ProcessId;
   role: 'watchdog';
   inc: number;
+  /** The initial replicas, then every spare heard from, in membership order. */
   replicas: WatchdogReplicaView[];
   /** Items ignored because the watchdog does not take them from their sender. */
   ignored: number;
@@ -44,39 +65,83 @@ export type WatchdogStatus = {
   resets: { node: string; rsn: number; requestedBy: ProcessId[]; atMs: number }[];
   /** Dropped frames (by the shell) and items (replays, non-members), by reason. */
   drops: Record<string, number>;
+  /** Rule 2 is armed: two replicas have been heard consistently since the last cluster reset. */
+  armed: boolean;
+  /** When rule 2 resets the cluster unless two consistent heartbeats come first; null if disarmed. */
+  silenceDeadlineMs: number | null;
+  /** Initiations counting towards rule 3 now (each replica's share capped, see below). */
+  diagnosisInWindow: number;
+  /** Self-diagnosis reports, oldest first, bounded ("self-diagnosis history"). */
+  diagnosisReports: DiagnosisRecord[];
+  /** Cluster resets ordered (rules 2 and 3), oldest first, bounded. */
+  clusterResets: ClusterResetRecord[];
 };
 
 type ReplicaRecord = {
-  inc: number;
-  counter: number;
-  lastAtMs: number;
-  role: Role;
-  rsn: number;
-  gssn: number;
-  digest: string;
-  heartbeats: number;
+  inc: number; counter: number; lastAtMs: number; role: Role; rsn: number; gssn: number; view: number; digest: string; heartbeats: number;
 };
 
-/** Node resets remembered (for status and to ignore re-sent requests). */
-export const MAX_RESET_HISTORY = 256;
+type ReportSequence = { inc: number; counter: number; reports: number };
 
 export type WatchdogOptions = { id: ProcessId; membership: Membership; inc: number };
 
+const newer = (inc: number, counter: number, last: { inc: number; counter: number } | undefined): boolean =>
+  last === undefined || inc > last.inc || (inc === last.inc && counter > last.counter);
 
 export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: number): WatchdogStatus } {
   const { id, membership, inc } = opts;
-  const replicaIds = new Set(membership.replicas);
+  const { sccHeartbeatMs: periodMs, watchdogSilenceMs, diagnosisWindowMs, diagnosisThreshold, diagnosisTimeoutMs } = membership.timing;
+  // Spares become replicas when the group replaces one (PROTOCOL §10.6): they heartbeat, report
+  // and vote for node resets like the initial three. Each signs with its own key, so one faulty
+  // node still speaks for one replica only.
+  const replicaIds = new Set([...membership.replicas, ...membership.spareReplicas]);
   const operatorIds = new Set(membership.operators);
+  const freshMs = WATCHDOG_LATE_PERIODS * periodMs;
   const records = new Map<ProcessId, ReplicaRecord>();
   const replays = new Map<ProcessId, number>();
+  const reportSequences = new Map<ProcessId, ReportSequence>();
   const drops: Record<string, number> = {};
   let ignored = 0;
-  const periodMs = membership.timing.sccHeartbeatMs;
   /** Reset requests per (node, rsn): the replicas that asked. Two distinct replicas make a
    *  command (f + 1: one faulty replica cannot reset a node on its own). */
   const resetVotes = new Map<string, Set<ProcessId>>();
   const resets: WatchdogStatus['resets'] = [];
   const knownNodes = new Set(membership.agents.map((a) => a.node));
+
+  // Rule 2 state. `consistentPastMs`: the latest moment, up to the last heartbeat, at which the
+  // records then current showed two consistent fresh heartbeats; the records now current may
+  // extend it (consistentUntilMs).
+  let armed = false;
+  let consistentPastMs: number | null = null;
+  // Rule 3 state: counted initiations in arrival order, and each sender's last counted one.
+  const counted: { atMs: number; from: ProcessId }[] = [];
+  const lastCountedAtMs = new Map<ProcessId, number>();
+  /** A reset needs more than the threshold; one replica's initiations count at most this many,
+   *  so a reset needs at least two replicas and the second must bring threshold + 1 − cap. */
+  const perSenderCap = Math.floor(diagnosisThreshold / 2) + 1;
+  /** Per replica, the highest incarnation seen before the last cluster reset: its messages are
+   *  the old group's. Only the restarted group (new incarnations) re-arms rule 2 or counts for
+   *  rule 3, so a group still going down cannot order a second reset of a cluster restarting. */
+  const preResetInc = new Map<ProcessId, number>();
+  const diagnoses: DiagnosisRecord[] = [];
+  const clusterResets: ClusterResetRecord[] = [];
+
+  const sinceReset = (from: ProcessId, itemInc: number): boolean => itemInc > (preResetInc.get(from) ?? -1);
+  const push = <T>(list: T[], value: T, max: number): void => {
+    list.push(value);
+    if (list.length > max) list.shift();
+  };
+
+  /** An item the watchdog does not take from this sender: counted, never acted on. */
+  function ignore(code: DropCode): void {
+    ignored++;
+    drops[code] = (drops[code] ?? 0) + 1;
+  }
+
+  function replayed(event: string, from: ProcessId, item: { inc: number; counter: number }, out: CoreEffect[]): void {
+    drops['REPLAYED'] = (drops['REPLAYED'] ?? 0) + 1;
+    out.push({ type: 'log', level: 'debug', event, fields: { from, inc: item.inc, counter: item.counter } });
+  }
 
   /** Spec §1.6 rule 1: the group commands a node's power reset. */
   function onResetRequest(from: ProcessId, nowMs: number, item: Extract<Item, { type: 'reset.node' }>, out: CoreEffect[]): void {
@@ -95,17 +160,155 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     votes.add(from);
     if (votes.size < 2) return;
     resetVotes.delete(key);
-    resets.push({ node: item.node, rsn: item.rsn, requestedBy: [...votes].sort(), atMs: nowMs });
-    if (resets.length > MAX_RESET_HISTORY) resets.shift();
+    push(resets, { node: item.node, rsn: item.rsn, requestedBy: [...votes].sort(), atMs: nowMs }, MAX_RESET_HISTORY);
     out.push({ type: 'reset.node', node: item.node, rsn: item.rsn });
     out.push({ type: 'log', level: 'warn', event: 'node.reset', fields: { node: item.node, rsn: item.rsn, requestedBy: [...votes] } });
   }
 
-  /** An item the watchdog does not take from this sender: counted, never acted on. */
-  function ignore(code: DropCode): void {
-    ignored++;
-    drops[code] = (drops[code] ?? 0) + 1;
+  /** Rules 2 and 3: power-reset every node. The restarted group re-arms rule 2. */
+  function resetCluster(nowMs: number, rule: ClusterResetRecord['rule'], reason: string, out: CoreEffect[]): void {
+    armed = false;
+    consistentPastMs = null;
+    counted.length = 0;
+    lastCountedAtMs.clear();
+    for (const [from, r] of records) preResetInc.set(from, Math.max(preResetInc.get(from) ?? 0, r.inc));
+    for (const [from, s] of reportSequences) preResetInc.set(from, Math.max(preResetInc.get(from) ?? 0, s.inc));
+    push(clusterResets, { atMs: nowMs, rule, reason }, MAX_CLUSTER_RESET_HISTORY);
+    out.push({ type: 'reset.cluster', reason });
+    out.push({ type: 'log', level: 'warn', event: 'cluster.reset', fields: { rule, reason } });
   }
+
+  // ---- rule 2: consistent heartbeats from two replicas ------------------------------------
+
+  /** Under the current records, the end of the last moment at which two distinct replicas of
+   *  the restarted group had fresh heartbeats (age ≤ freshMs) reporting the same view — in the
+   *  future while that still holds — or null if the current records never show it. "Consistent"
+   *  is spec §1.6's word; the paper leaves it open, and the view is what a correct group agrees
+   *  on even while its RSNs and digests move. */
+  function consistentUntilMs(): number | null {
+    const byView = new Map<number, number[]>();
+    for (const [from, r] of records) {
+      if (sinceReset(from, r.inc)) byView.set(r.view, [...(byView.get(r.view) ?? []), r.lastAtMs]);
+    }
+    let best: number | null = null;
+    for (const times of byView.values()) {
+      times.sort((a, b) => b - a);
+      // Two heartbeats were fresh together iff the later arrived within freshMs of the earlier;
+      // the newest such adjacent pair stays consistent the longest.
+      for (let i = 0; i + 1 < times.length; i++) {
+        const later = times[i] ?? 0;
+        const earlier = times[i + 1] ?? 0;
+        if (later - earlier > freshMs) continue;
+        if (best === null || earlier + freshMs > best) best = earlier + freshMs;
+        break;
+      }
+    }
+    return best;
+  }
+
+  function silenceDeadlineMs(): number | null {
+    if (!armed) return null;
+    const end = Math.max(consistentPastMs ?? -Infinity, consistentUntilMs() ?? -Infinity);
+    return Number.isFinite(end) ? end + watchdogSilenceMs : null;
+  }
+
+  /** Spec §1.6 rule 2: armed, and for watchdogSilenceMs never two consistent fresh heartbeats. */
+  function checkSilence(nowMs: number, out: CoreEffect[]): void {
+    const deadline = silenceDeadlineMs();
+    if (deadline === null || nowMs < deadline) return;
+    const heard = [...records]
+      .filter(([from, r]) => sinceReset(from, r.inc) && nowMs - r.lastAtMs <= freshMs)
+      .map(([from, r]) => `${from} (view ${r.view})`);
+    const fresh = heard.length === 0 ? 'no replica' : heard.join(', ');
+    resetCluster(nowMs, 'heartbeats', `no consistent heartbeats from two replicas for ${watchdogSilenceMs} ms; fresh now: ${fresh}`, out);
+  }
+
+  /** Heartbeats from the manager group (PROTOCOL §6). Replays never refresh liveness. */
+  function onHeartbeat(from: ProcessId, nowMs: number, item: Extract<Item, { type: 'hb' }>, out: CoreEffect[]): void {
+    if (!replicaIds.has(from) || item.info.type !== 'replica') {
+      ignore(replicaIds.has(from) ? 'UNEXPECTED' : 'NOT_A_MEMBER');
+      return;
+    }
+    const rec = records.get(from);
+    if (!newer(item.inc, item.counter, rec)) {
+      replays.set(from, (replays.get(from) ?? 0) + 1);
+      replayed('hb.replayed', from, item, out);
+      return;
+    }
+    if (rec !== undefined && item.inc !== rec.inc) {
+      out.push({ type: 'log', level: 'info', event: 'replica.restarted', fields: { replica: from, inc: item.inc } });
+    }
+    // The records current until now held up to now; this heartbeat replaces one of them.
+    const before = consistentUntilMs();
+    if (before !== null) consistentPastMs = Math.max(consistentPastMs ?? -Infinity, Math.min(before, nowMs));
+    records.set(from, {
+      inc: item.inc,
+      counter: item.counter,
+      lastAtMs: nowMs,
+      role: item.info.role,
+      rsn: item.info.rsn,
+      gssn: item.info.gssn,
+      view: item.info.view,
+      digest: toHex(item.info.digest),
+      heartbeats: (rec?.heartbeats ?? 0) + 1,
+    });
+    const after = consistentUntilMs();
+    if (!armed && after !== null && after >= nowMs) {
+      armed = true;
+      out.push({ type: 'log', level: 'info', event: 'watchdog.armed', fields: { replica: from, view: item.info.view } });
+    }
+  }
+
+  // ---- rule 3: self-diagnosis initiations -------------------------------------------------
+
+  /** Counted initiations within the window, each sender's share capped at perSenderCap. */
+  function tally(nowMs: number): { total: number; senders: ProcessId[] } {
+    const bySender = new Map<ProcessId, number>();
+    for (const c of counted) if (nowMs - c.atMs < diagnosisWindowMs) bySender.set(c.from, (bySender.get(c.from) ?? 0) + 1);
+    let total = 0;
+    for (const n of bySender.values()) total += Math.min(n, perSenderCap);
+    return { total, senders: [...bySender.keys()].sort() };
+  }
+
+  /** Spec §1.6 rule 3, the flaw 11c guard (spec §2.1). A correct replica's round lasts up to
+   *  diagnosisTimeoutMs, so one initiation per sender per diagnosisTimeoutMs is counted: a
+   *  flood of reports counts no faster than real rounds. One replica alone can never reset the
+   *  cluster: it might be the faulty one (f = 1), and a faulty replica that could reset the
+   *  cluster at will would be a denial of service the group's voting otherwise prevents. So a
+   *  reset needs more than diagnosisThreshold counted initiations in diagnosisWindowMs with
+   *  each replica's share capped at floor(threshold / 2) + 1: at least two replicas, and the
+   *  second must itself have initiated repeatedly (a faulty flood plus one correct replica's
+   *  single legitimate report is not enough). Repeated rounds from two replicas are what a
+   *  self-diagnosis that never converges (flaw 11c) looks like. */
+  function onDiagReport(from: ProcessId, nowMs: number, item: Extract<Item, { type: 'diag.report' }>, out: CoreEffect[]): void {
+    if (!replicaIds.has(from)) {
+      ignore('NOT_A_MEMBER');
+      return;
+    }
+    const seq = reportSequences.get(from);
+    if (!newer(item.inc, item.counter, seq)) {
+      replayed('diag.replayed', from, item, out);
+      return;
+    }
+    reportSequences.set(from, { inc: item.inc, counter: item.counter, reports: (seq?.reports ?? 0) + 1 });
+    const last = lastCountedAtMs.get(from);
+    const counts = sinceReset(from, item.inc) && (last === undefined || nowMs - last >= diagnosisTimeoutMs);
+    push(diagnoses, { atMs: nowMs, from, view: item.view, reason: item.reason, target: item.target, counted: counts }, MAX_DIAGNOSIS_HISTORY);
+    out.push({
+      type: 'log', level: counts ? 'info' : 'debug', event: 'diag.report',
+      fields: { from, view: item.view, reason: item.reason, target: item.target, counted: counts },
+    });
+    if (!counts) return;
+    lastCountedAtMs.set(from, nowMs);
+    while (counted.length > 0 && nowMs - (counted[0]?.atMs ?? nowMs) >= diagnosisWindowMs) counted.shift();
+    push(counted, { atMs: nowMs, from }, MAX_COUNTED_INITIATIONS);
+    const { total, senders } = tally(nowMs);
+    if (total <= diagnosisThreshold || senders.length < 2) return;
+    resetCluster(nowMs, 'diagnosis',
+      `${total} self-diagnosis initiations from ${senders.join(', ')} within ${diagnosisWindowMs} ms (threshold ${diagnosisThreshold})`, out);
+  }
+
+  // ---- status ------------------------------------------------------------------------------
 
   function health(ageMs: number | null): PeerHealth {
     if (ageMs === null) return 'unknown';
@@ -115,11 +318,14 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   }
 
   function status(nowMs: number): WatchdogStatus {
+    const initial = new Set(membership.replicas);
+    const listed = [...new Set([...membership.replicas, ...membership.spareReplicas])]
+      .filter((r) => initial.has(r) || records.has(r) || reportSequences.has(r));
     return {
       id,
       role: 'watchdog',
       inc,
-      replicas: membership.replicas.map((r) => {
+      replicas: listed.map((r) => {
         const rec = records.get(r);
         const age = rec === undefined ? null : Math.max(0, nowMs - rec.lastAtMs);
         return {
@@ -131,54 +337,37 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
           role: rec?.role ?? null,
           rsn: rec?.rsn ?? null,
           gssn: rec?.gssn ?? null,
+          view: rec?.view ?? null,
           digest: rec?.digest ?? null,
           heartbeats: rec?.heartbeats ?? 0,
           replays: replays.get(r) ?? 0,
+          diagnosisReports: reportSequences.get(r)?.reports ?? 0,
         };
       }),
       ignored,
       resets: resets.map((r) => ({ ...r, requestedBy: [...r.requestedBy] })),
       drops: { ...drops },
+      armed,
+      silenceDeadlineMs: silenceDeadlineMs(),
+      diagnosisInWindow: tally(nowMs).total,
+      diagnosisReports: diagnoses.map((d) => ({ ...d })),
+      clusterResets: clusterResets.map((c) => ({ ...c })),
     };
-  }
-
-  /** Spec §1.6 rule 2: heartbeats from the manager group. Replays never refresh liveness. */
-  function onHeartbeat(from: ProcessId, nowMs: number, item: Extract<Item, { type: 'hb' }>, out: CoreEffect[]): void {
-    if (!replicaIds.has(from) || item.info.type !== 'replica') {
-      ignore(replicaIds.has(from) ? 'UNEXPECTED' : 'NOT_A_MEMBER');
-      return;
-    }
-    const rec = records.get(from);
-    const fresh = rec === undefined || item.inc > rec.inc || (item.inc === rec.inc && item.counter > rec.counter);
-    if (!fresh) {
-      replays.set(from, (replays.get(from) ?? 0) + 1);
-      drops['REPLAYED'] = (drops['REPLAYED'] ?? 0) + 1;
-      out.push({ type: 'log', level: 'debug', event: 'hb.replayed', fields: { from, inc: item.inc, counter: item.counter } });
-      return;
-    }
-    if (rec !== undefined && item.inc !== rec.inc) {
-      out.push({ type: 'log', level: 'info', event: 'replica.restarted', fields: { replica: from, inc: item.inc } });
-    }
-    records.set(from, {
-      inc: item.inc,
-      counter: item.counter,
-      lastAtMs: nowMs,
-      role: item.info.role,
-      rsn: item.info.rsn,
-      gssn: item.info.gssn,
-      digest: toHex(item.info.digest),
-      heartbeats: (rec?.heartbeats ?? 0) + 1,
-    });
   }
 
   function step(input: CoreInput): CoreEffect[] {
     const out: CoreEffect[] = [];
+    // Every input carries the time: a silence deadline that has passed acts before the input
+    // (a heartbeat arriving after the deadline does not undo the silence before it).
+    checkSilence(input.nowMs, out);
     switch (input.type) {
       case 'frame': {
         const from = input.frame.from;
         for (const item of input.frame.items) {
           if (item.type === 'hb') {
             onHeartbeat(from, input.nowMs, item, out);
+          } else if (item.type === 'diag.report') {
+            onDiagReport(from, input.nowMs, item, out);
           } else if (item.type === 'reset.node') {
             onResetRequest(from, input.nowMs, item, out);
           } else if (item.type === 'status.query') {
@@ -209,5 +398,5 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     return out;
   }
 
-  return { id, step, nextWakeMs: () => null, status };
+  return { id, step, nextWakeMs: silenceDeadlineMs, status };
 }

@@ -2,7 +2,8 @@
 // watchdog core on the shared daemon runtime, listening for replica heartbeats — and executes
 // the core's `reset.node` effects with a node reset driver (src/io/reset-driver.ts; PROTOCOL
 // §8.4 step 5). Resets of one node run one at a time, in order; resets of different nodes run
-// side by side. Each is logged when it starts, ends or fails, with its duration.
+// side by side. Each is logged when it starts, ends or fails, with its duration. A cluster
+// reset (spec §1.6 rules 2 and 3) is logged at error level and handed to `hooks.resetCluster`.
 import { createWatchdog } from '../core/watchdog.ts';
 import { paths, resolveClusterDir, type Cluster } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
@@ -20,6 +21,10 @@ export type WatchdogHooks = RunHooks & {
   /** Builds the reset driver cluster.json chose (cli/daemons.ts). `stopping` is aborted when the
    *  watchdog stops. Without it, resets are only logged. */
   makeResetDriver?: (kind: ResetDriverKind, cluster: Cluster, log: ResetLog, stopping: AbortSignal) => NodeResetDriver;
+  /** Power-resets every node of the cluster, as the watchdog core ordered (`reset.cluster`).
+   *  Called once per order; the core does not order another until the restarted group's
+   *  heartbeats re-arm it. Without it, cluster resets are only logged. */
+  resetCluster?: (reason: string) => void | Promise<void>;
 };
 
 export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}): Promise<void> {
@@ -30,20 +35,23 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
   }
   const stopping = new AbortController();
   let requestReset: ((node: string, rsn: number) => void) | null = null;
+  let log: ResetLog | null = null;
   return runCore({
     dir,
     id: (cluster) => cluster.config.membership.scc,
     kind: 'watchdog',
     makeCore: ({ cluster, entry, inc }) => {
       const logger = createProcessLog(cluster.dir, entry.id).logger;
-      const log: ResetLog = (level, event, fields) => logger[level]({ event, ...fields });
-      const driver = hooks.makeResetDriver?.(kind.value, cluster, log, stopping.signal) ?? new LogResetDriver(log);
+      const resetLog: ResetLog = (level, event, fields) => logger[level]({ event, ...fields });
+      log = resetLog;
+      const driver = hooks.makeResetDriver?.(kind.value, cluster, resetLog, stopping.signal) ?? new LogResetDriver(resetLog);
       logger.info({ event: 'reset.driver', driver: hooks.makeResetDriver === undefined ? 'log' : kind.value });
-      requestReset = serializeResets(driver, log, stopping.signal);
+      requestReset = serializeResets(driver, resetLog, stopping.signal);
       return createWatchdog({ id: entry.id, membership: cluster.config.membership, inc });
     },
     onEffect: (effect, nowMs) => {
       if (effect.type === 'reset.node') requestReset?.(effect.node, effect.rsn);
+      if (effect.type === 'reset.cluster' && log !== null) resetCluster(hooks.resetCluster, effect.reason, log, stopping.signal);
       hooks.onEffect?.(effect, nowMs);
     },
     onReady: (feed) => {
@@ -53,6 +61,20 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
       hooks.onReady?.(feed);
     },
   });
+}
+
+/** Logs the core's cluster reset order at error level and runs the hook, if any. Never throws:
+ *  a failed hook is logged (an operator must restart the cluster), and the core goes on. */
+function resetCluster(hook: WatchdogHooks['resetCluster'], reason: string, log: ResetLog, stopping: AbortSignal): void {
+  const action = hook === undefined ? 'logged only (no cluster reset hook)' : stopping.aborted ? 'skipped (the watchdog is stopping)' : 'resetting every node';
+  log('error', 'reset.cluster', { reason, action });
+  if (hook === undefined || stopping.aborted) return;
+  const failed = (e: unknown): void => log('error', 'reset.cluster.failed', { reason, error: e instanceof Error ? e.message : String(e) });
+  try {
+    Promise.resolve(hook(reason)).catch(failed);
+  } catch (e) {
+    failed(e);
+  }
 }
 
 /** Runs `driver` for each request, one at a time per node, at most MAX_PENDING_RESETS_PER_NODE

@@ -1,10 +1,11 @@
-// The watchdog core (spec §1.6, docs/PROTOCOL.md §6–§7): it records replica heartbeats, drops
-// replays and heartbeats from anyone else, answers operators' status queries, and never sends
-// anything on the routine path.
+// The watchdog core (spec §1.6, §2.3; docs/PROTOCOL.md §6–§7, §10.8): it records replica
+// heartbeats, drops replays and heartbeats from anyone else, answers operators' status queries,
+// never sends anything on the routine path, and resets the cluster when consistent heartbeats
+// from two replicas stop (rule 2) or self-diagnosis repeats too often (rule 3).
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
 import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
-import { createWatchdog, type WatchdogStatus } from '../../../src/core/watchdog.ts';
+import { createWatchdog, WATCHDOG_LATE_PERIODS, type WatchdogStatus } from '../../../src/core/watchdog.ts';
 import type { Item } from '../../../src/core/wire/messages.ts';
 
 const membership: Membership = {
@@ -18,8 +19,8 @@ const membership: Membership = {
   timing: DEFAULT_TIMING,
 };
 
-const hb = (inc: number, counter: number, rsn = 1, role: 'primary' | 'backup' = 'backup'): Item => ({
-  type: 'hb', inc, counter, info: { type: 'replica', role, rsn, gssn: 2, digest: new Uint8Array(32).fill(0xab), view: 0, ckptRsn: 0, ckptDigest: new Uint8Array(32) },
+const hb = (inc: number, counter: number, rsn = 1, role: 'primary' | 'backup' = 'backup', view = 0): Item => ({
+  type: 'hb', inc, counter, info: { type: 'replica', role, rsn, gssn: 2, digest: new Uint8Array(32).fill(0xab), view, ckptRsn: 0, ckptDigest: new Uint8Array(32) },
 });
 const frame = (from: string, nowMs: number, ...items: Item[]): CoreInput => ({ type: 'frame', nowMs, frame: { from, to: 'scc', items } });
 const sends = (effects: CoreEffect[]) => effects.filter((e) => e.type === 'send');
@@ -96,5 +97,260 @@ describe('watchdog core', () => {
     for (const i of inputs) expect(sends(w.step(i))).toEqual([]);
     expect(w.nextWakeMs()).toBeNull();
     expect(w.status(5).drops['SIG_INVALID']).toBe(1);
+  });
+});
+
+// ---- cluster resets (spec §1.6 rules 2 and 3) ----------------------------------------------
+
+const PERIOD = DEFAULT_TIMING.sccHeartbeatMs;
+/** How long a heartbeat counts as fresh: WATCHDOG_LATE_PERIODS periods. */
+const FRESH = WATCHDOG_LATE_PERIODS * PERIOD;
+const SILENCE = DEFAULT_TIMING.watchdogSilenceMs;
+const withSpare: Membership = { ...membership, spareReplicas: ['r4'] };
+
+/** A watchdog and a group that drives it: every sender's (inc, counter) increases per item kind. */
+function setup(m: Membership = withSpare) {
+  const w = createWatchdog({ id: 'scc', membership: m, inc: 1 });
+  const counters = new Map<string, number>();
+  const next = (key: string) => {
+    const n = (counters.get(key) ?? 0) + 1;
+    counters.set(key, n);
+    return n;
+  };
+  const effects: CoreEffect[] = [];
+  const feed = (input: CoreInput) => {
+    const out = w.step(input);
+    effects.push(...out);
+    return out;
+  };
+  const beat = (from: string, nowMs: number, view = 0, inc = 10) => feed(frame(from, nowMs, hb(inc, next(`hb ${from} ${inc}`), 1, 'backup', view)));
+  const tick = (nowMs: number) => feed({ type: 'tick', nowMs });
+  return {
+    w,
+    beat,
+    tick,
+    report: (from: string, nowMs: number, inc = 10) =>
+      feed(frame(from, nowMs, { type: 'diag.report', inc, counter: next(`diag ${from} ${inc}`), view: 0, reason: 'silent', target: 'r3' })),
+    /** Heartbeats from `ids` (in `view`) every period in [fromMs, toMs), each round followed by a tick. */
+    run: (ids: string[], fromMs: number, toMs: number, view = 0, inc = 10) => {
+      for (let t = fromMs; t < toMs; t += PERIOD) {
+        for (const id of ids) beat(id, t, view, inc);
+        tick(t);
+      }
+    },
+    clusterResets: () => effects.filter((e) => e.type === 'reset.cluster'),
+  };
+}
+
+describe('watchdog rule 2: consistent heartbeats from two replicas (spec §1.6)', () => {
+  it('arms once two replicas report the same view while both are fresh', () => {
+    const g = setup();
+    g.beat('r1', 1000);
+    expect(g.w.status(1000).armed).toBe(false);
+    expect(g.w.nextWakeMs()).toBeNull();
+    g.beat('r2', 1000 + FRESH + 1); // r1 is no longer fresh: never two fresh together
+    expect(g.w.status(1000 + FRESH + 1).armed).toBe(false);
+    g.beat('r3', 1200, 1); // fresh alongside r2, but in another view
+    expect(g.w.status(1200).armed).toBe(false);
+    g.beat('r1', 1250);
+    expect(g.w.status(1250).armed).toBe(true);
+    // r1 (1250) and r2 (1151) stay consistent until r2's heartbeat ages out.
+    expect(g.w.nextWakeMs()).toBe(1000 + FRESH + 1 + FRESH + SILENCE);
+  });
+
+  it('never resets while two replicas heartbeat consistently, even with the third silent', () => {
+    const g = setup();
+    g.run(['r1', 'r2', 'r3'], 0, 1000);
+    g.run(['r1', 'r2'], 1000, 20_000);
+    g.tick(20_000);
+    expect(g.clusterResets()).toEqual([]);
+    const s = g.w.status(20_000);
+    expect(s.armed).toBe(true);
+    expect(s.replicas.find((r) => r.id === 'r3')?.health).toBe('silent');
+    expect(s.clusterResets).toEqual([]);
+  });
+
+  it('A21: two replicas fail at once → cluster reset after watchdogSilenceMs, exactly once', () => {
+    const g = setup();
+    g.run(['r1', 'r2', 'r3'], 0, 1000); // last round at 975
+    g.run(['r1'], 1050, 1500);
+    const deadline = 975 + FRESH + SILENCE; // when r2 and r3's last heartbeats aged out, plus the silence
+    expect(g.w.nextWakeMs()).toBe(deadline);
+    g.run(['r1'], 1500, deadline);
+    expect(g.clusterResets()).toEqual([]);
+    const out = g.tick(deadline);
+    expect(out.filter((e) => e.type === 'reset.cluster')).toHaveLength(1);
+    expect(out.some((e) => e.type === 'log' && e.level === 'warn' && e.event === 'cluster.reset')).toBe(true);
+    g.run(['r1'], deadline, deadline + 10 * SILENCE);
+    expect(g.clusterResets()).toHaveLength(1);
+    expect(g.w.nextWakeMs()).toBeNull();
+    const s = g.w.status(deadline);
+    expect(s.armed).toBe(false);
+    expect(s.clusterResets).toHaveLength(1);
+    expect(s.clusterResets[0]).toMatchObject({ atMs: deadline, rule: 'heartbeats' });
+    expect(s.clusterResets[0]?.reason).toContain('r1 (view 0)');
+  });
+
+  it('resets when the two replicas still heartbeating disagree on the view', () => {
+    const g = setup();
+    g.run(['r1', 'r2', 'r3'], 0, 1000);
+    // r3 falls silent; r1 and r2 do not agree on the view that follows.
+    for (let t = 1000; t < 1000 + 2 * SILENCE; t += PERIOD) {
+      g.beat('r1', t, 1);
+      g.beat('r2', t, 2);
+      g.tick(t);
+      // Two replicas last agreed (view 0, fresh) at 1000, just before r2 left view 0.
+      if (t === 1000) expect(g.w.nextWakeMs()).toBe(1000 + SILENCE);
+    }
+    const resets = g.w.status(1000 + 2 * SILENCE).clusterResets;
+    expect(resets).toHaveLength(1);
+    expect(resets[0]?.atMs).toBe(1000 + 27 * PERIOD); // the first input at or after the deadline
+  });
+
+  it('a heartbeat that arrives after the deadline does not undo the silence before it', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 1000);
+    const deadline = g.w.nextWakeMs() ?? 0;
+    const out = g.beat('r2', deadline + 5); // no tick came in time; the frame brings the time
+    expect(out.filter((e) => e.type === 'reset.cluster')).toHaveLength(1);
+  });
+
+  it('never resets before it is armed', () => {
+    const g = setup();
+    g.run(['r1'], 0, 10 * SILENCE); // one replica only
+    const h = setup();
+    for (let t = 0; t < 10 * SILENCE; t += PERIOD) { // two replicas that never agree on the view
+      h.beat('r1', t, 0);
+      h.beat('r2', t, 1);
+      h.tick(t);
+    }
+    for (const x of [g, h]) {
+      expect(x.clusterResets()).toEqual([]);
+      expect(x.w.nextWakeMs()).toBeNull();
+      expect(x.w.status(10 * SILENCE).armed).toBe(false);
+    }
+  });
+
+  it('after a reset, only the restarted group (new incarnations) re-arms it', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 500);
+    g.tick(g.w.nextWakeMs() ?? 0);
+    expect(g.clusterResets()).toHaveLength(1);
+    g.run(['r1', 'r2'], 3000, 4000); // the old processes, still up: they do not re-arm
+    expect(g.w.status(4000).armed).toBe(false);
+    g.run(['r1', 'r3'], 5000, 5200, 0, 11); // restarted: new incarnations
+    expect(g.w.status(5200).armed).toBe(true);
+    expect(g.w.nextWakeMs()).toBe(5150 + FRESH + SILENCE);
+    g.tick(5150 + FRESH + SILENCE);
+    expect(g.clusterResets()).toHaveLength(2);
+  });
+
+  it('accepts heartbeats from spare replicas, which count like the initial three', () => {
+    const g = setup();
+    g.beat('r4', 1000, 1);
+    expect(g.w.status(1000).replicas.map((r) => r.id)).toEqual(['r1', 'r2', 'r3', 'r4']);
+    expect(setup().w.status(0).replicas.map((r) => r.id)).toEqual(['r1', 'r2', 'r3']); // r4 not heard yet
+    g.beat('r1', 1010, 1);
+    const s = g.w.status(1010);
+    expect(s.armed).toBe(true);
+    expect(s.replicas[3]).toMatchObject({ id: 'r4', view: 1, health: 'healthy', heartbeats: 1 });
+    g.beat('r9', 1020); // not a member, not even a spare
+    expect(g.w.status(1020).drops['NOT_A_MEMBER']).toBe(1);
+  });
+});
+
+describe('watchdog rule 3: self-diagnosis initiations (spec §1.6, flaw 11c)', () => {
+  const THRESHOLD = DEFAULT_TIMING.diagnosisThreshold;
+  const TIMEOUT = DEFAULT_TIMING.diagnosisTimeoutMs;
+
+  it('A20: repeated self-diagnosis exceeds the threshold → cluster reset, exactly once', () => {
+    const g = setup();
+    let resetAtMs: number | null = null;
+    for (let k = 0; k < 40; k++) {
+      for (const [from, t] of [['r1', 1000 + 500 * k], ['r2', 1250 + 500 * k]] as const) {
+        if (g.report(from, t).some((e) => e.type === 'reset.cluster')) resetAtMs = t;
+      }
+    }
+    // Each replica's share is capped at threshold/2 + 1 = 11: r1's 11th report (r2 has 10) crosses 20.
+    expect(resetAtMs).toBe(1000 + 500 * 10);
+    expect(g.clusterResets()).toHaveLength(1); // the old group's further reports do not count
+    const s = g.w.status(30_000);
+    expect(s.clusterResets).toHaveLength(1);
+    expect(s.clusterResets[0]).toMatchObject({ atMs: 6000, rule: 'diagnosis' });
+    expect(s.clusterResets[0]?.reason).toContain('from r1, r2');
+    expect(s.diagnosisReports).toHaveLength(80);
+    expect(s.diagnosisReports.filter((d) => d.counted)).toHaveLength(THRESHOLD + 1);
+    expect(s.diagnosisInWindow).toBe(0); // cleared by the reset
+    // The restarted group's initiations count again.
+    for (let k = 0; k < 11; k++) {
+      g.report('r1', 40_000 + 500 * k, 11);
+      g.report('r3', 40_250 + 500 * k, 11);
+    }
+    expect(g.clusterResets()).toHaveLength(2);
+  });
+
+  it('one replica flooding reports never resets the cluster', () => {
+    const g = setup();
+    for (let t = 0; t < 120_000; t += 10) g.report('r1', t);
+    expect(g.clusterResets()).toEqual([]);
+    const s = g.w.status(120_000);
+    expect(s.replicas[0]?.diagnosisReports).toBe(12_000);
+    expect(s.diagnosisInWindow).toBe(Math.floor(THRESHOLD / 2) + 1);
+  });
+
+  it('a flooding replica plus one other replica reporting once does not reset it either', () => {
+    const g = setup();
+    g.report('r2', 0);
+    for (let t = 0; t < 30_000; t += 10) g.report('r1', t);
+    expect(g.clusterResets()).toEqual([]);
+  });
+
+  it('counts one initiation per replica per diagnosisTimeoutMs', () => {
+    const g = setup();
+    for (const t of [0, 100, TIMEOUT - 1, TIMEOUT, TIMEOUT + 10, 2 * TIMEOUT]) g.report('r1', t);
+    expect(g.w.status(1000).diagnosisReports.map((d) => [d.atMs, d.counted])).toEqual([
+      [0, true], [100, false], [TIMEOUT - 1, false], [TIMEOUT, true], [TIMEOUT + 10, false], [2 * TIMEOUT, true],
+    ]);
+  });
+
+  it('drops replayed reports: (inc, counter) must increase per sender', () => {
+    const g = setup();
+    const report = (from: string, nowMs: number, inc: number, counter: number) =>
+      g.w.step(frame(from, nowMs, { type: 'diag.report', inc, counter, view: 0, reason: 'digest', target: 'r3' }));
+    report('r1', 0, 10, 5);
+    report('r2', 0, 10, 5);
+    for (let k = 1; k <= 30; k++) {
+      for (const r of ['r1', 'r2']) {
+        report(r, 1000 * k, 10, 5); // the same report again
+        report(r, 1000 * k, 9, 99); // an older incarnation
+      }
+    }
+    const s = g.w.status(31_000);
+    expect(g.clusterResets()).toEqual([]);
+    expect(s.drops['REPLAYED']).toBe(120);
+    expect(s.diagnosisReports).toHaveLength(2);
+    expect(s.diagnosisReports[0]).toEqual({ atMs: 0, from: 'r1', view: 0, reason: 'digest', target: 'r3', counted: true });
+  });
+
+  it('counts only the initiations of the last diagnosisWindowMs', () => {
+    const g = setup();
+    // Two replicas each initiating every 3 s: 10 + 10 in any 30 s window, never more than 20.
+    for (let t = 0; t < 120_000; t += 3000) {
+      g.report('r1', t);
+      g.report('r2', t + 1500);
+    }
+    expect(g.clusterResets()).toEqual([]);
+    expect(g.w.status(118_500).diagnosisInWindow).toBe(THRESHOLD); // just after r2's last report
+  });
+
+  it('keeps a bounded history, and ignores reports from non-replicas', () => {
+    const g = setup();
+    for (let t = 0; t < 300 * TIMEOUT; t += TIMEOUT) g.report('r4', t); // a spare, accepted
+    g.report('a1', 0);
+    const s = g.w.status(300 * TIMEOUT);
+    expect(s.diagnosisReports).toHaveLength(256);
+    expect(s.diagnosisReports[255]?.atMs).toBe(299 * TIMEOUT);
+    expect(s.drops['NOT_A_MEMBER']).toBe(1);
+    expect(s.replicas.map((r) => r.id)).toEqual(['r1', 'r2', 'r3', 'r4']);
   });
 });
