@@ -10,9 +10,12 @@ import { runAgent } from '../src/daemon/agent.ts';
 import { runKeeper } from '../src/daemon/keeper.ts';
 import { runManager } from '../src/daemon/manager.ts';
 import { runWatchdog } from '../src/daemon/scc.ts';
-import { paths, processEntry, writePidFile, type Cluster, type ProcessEntry } from '../src/io/cluster-dir.ts';
+import {
+  isClusterProcess, loadCluster, paths, processEntry, readPidFiles, resolveClusterDir, writePidFile, type Cluster, type ProcessEntry,
+} from '../src/io/cluster-dir.ts';
+import type { ReplicaControl } from '../src/daemon/agent.ts';
 import { LocalResetDriver, LogResetDriver, type NodeResetDriver, type ResetDriverKind, type ResetLog } from '../src/io/reset-driver.ts';
-import { CliError, EXIT_FAILED } from './errors.ts';
+import { CliError, EXIT_FAILED, EXIT_USAGE } from './errors.ts';
 
 const CLI_MAIN = fileURLToPath(new URL('./main.ts', import.meta.url));
 
@@ -39,10 +42,10 @@ export function daemonArgs(p: ProcessEntry, dir: string): string[] {
 
 /** Starts cluster process `p` detached (its own process group, surviving its starter), output
  *  appended to `logs/<id>.out`, and records its pid in `run/<id>.pid`. Returns the pid. */
-export function spawnDaemon(dir: string, p: ProcessEntry): number {
+export function spawnDaemon(dir: string, p: ProcessEntry, extra: readonly string[] = []): number {
   const out = openSync(paths.output(dir, p.id), 'a');
   try {
-    const command = trineCommand(daemonArgs(p, dir));
+    const command = trineCommand([...daemonArgs(p, dir), ...extra]);
     const child = spawn(command.file, command.args, {
       detached: true,
       stdio: ['ignore', out, out],
@@ -71,8 +74,45 @@ function makeResetDriver(kind: ResetDriverKind, cluster: Cluster, log: ResetLog,
   }
 }
 
-export const startManager = (opts: { dir?: string | undefined; id: string }) => runManager(opts.dir, opts.id);
-export const startAgent = (opts: { dir?: string | undefined; id: string }) => runAgent(opts.dir, opts.id);
+export const startManager = (opts: { dir?: string | undefined; id: string; join?: string | undefined }) => {
+  const joining = opts.join === undefined ? undefined : parseJoin(opts.join);
+  return runManager(opts.dir, opts.id, {}, joining);
+};
+
+/** `--join view:primary:m1,m2`: the group a replacement joins, as the agent was commanded. */
+export function parseJoin(text: string): { view: number; primary: string; replicas: string[] } {
+  const m = /^(\d+):([a-z][a-z0-9-]*):([a-z][a-z0-9-]*(?:,[a-z][a-z0-9-]*)*)$/.exec(text);
+  if (m === null) throw new CliError(`--join must be view:primary:member,member (e.g. 1:r2:r2,r3), got "${text}"`, EXIT_USAGE);
+  const replicas = (m[3] as string).split(',');
+  if (!replicas.includes(m[2] as string)) throw new CliError(`--join: the primary ${m[2]} is not among the members ${m[3]}`, EXIT_USAGE);
+  return { view: Number(m[1]), primary: m[2] as string, replicas };
+}
+
+/** What an agent does with the group's `replica.spawn` and `replica.kill` (PROTOCOL §10.6) on a
+ *  local cluster: start the replica daemon detached, like `trine up` does, or SIGKILL it. */
+function replicaControl(dir: string): ReplicaControl {
+  return {
+    start: (id, join) => {
+      const cluster = loadCluster(dir);
+      const entry = processEntry(cluster, id);
+      const pid = spawnDaemon(cluster.dir, entry, ['--join', `${join.view}:${join.primary}:${join.replicas.join(',')}`]);
+      return pid;
+    },
+    stop: (id) => {
+      const cluster = loadCluster(dir);
+      const pid = readPidFiles(cluster.dir).find((p) => p.id === id)?.pid ?? null;
+      if (pid === null || !isClusterProcess(pid, cluster.dir, id)) return null;
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        return null;
+      }
+      return pid;
+    },
+  };
+}
+
+export const startAgent = (opts: { dir?: string | undefined; id: string }) => runAgent(opts.dir, opts.id, {}, replicaControl(resolveClusterDir(opts.dir)));
 export const startWatchdog = (opts: { dir?: string | undefined }) => runWatchdog(opts.dir, { makeResetDriver });
 export const startKeeper = (opts: { dir?: string | undefined; id: string }) =>
   runKeeper({ dir: opts.dir, id: opts.id, agentCommand: (dir, id) => trineCommand(['agent', '--dir', dir, '--id', id]) });

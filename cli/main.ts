@@ -4,10 +4,12 @@
 import { exitWhenFlushed } from './exit.ts';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MAX_TASK_PROCS } from '../src/core/constants.ts';
+import { INJECT_MODES } from '../src/daemon/inject-modes.ts';
 import { DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
 import { startAgent, startManager, startWatchdog } from './daemons.ts';
 import { down } from './down.ts';
 import { EXIT_OK, EXIT_USAGE, reportError } from './errors.ts';
+import { inject, INJECT_TIMEOUT_MS } from './inject.ts';
 import { keygen } from './keygen.ts';
 import { kill, restart } from './kill.ts';
 import { logs } from './logs.ts';
@@ -48,8 +50,9 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--dir <dir>', DIR_HELP)
     .option('--base-port <port>', 'listen on consecutive ports from this one (default: free ports)', integer('--base-port', 1024, 65535))
     .option('--timeout <ms>', `how long to wait for a healthy cluster (default ${UP_TIMEOUT_MS})`, integer('--timeout', 1, 3_600_000))
-    .action((o: { nodes?: number; dir?: string; basePort?: number; timeout?: number }) =>
-      setOutcome(up({ nodes: o.nodes, dir: o.dir, basePort: o.basePort, timeoutMs: o.timeout })));
+    .option('--allow-inject', 'let `trine inject` inject faults into this cluster (tests and demos only)')
+    .action((o: { nodes?: number; dir?: string; basePort?: number; timeout?: number; allowInject?: boolean }) =>
+      setOutcome(up({ nodes: o.nodes, dir: o.dir, basePort: o.basePort, timeoutMs: o.timeout, allowInject: o.allowInject })));
 
   program.command('status')
     .description("print each replica's role, RSN, GSSN, digest and health, and each node's health")
@@ -120,6 +123,19 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .action((task: string, o: { vpid?: number; out?: boolean; err?: boolean; follow?: boolean; dir?: string; timeout?: number }) =>
       setOutcome(logs({ task, vpid: o.vpid, out: o.out, err: o.err, follow: o.follow, dir: o.dir, timeoutMs: o.timeout })));
 
+  program.command('inject')
+    .description('inject a fault into a live cluster started with `trine up --allow-inject` (tests and demos)')
+    .argument('<mode>', `what to inject: ${INJECT_MODES.map((m) => m.mode).join(', ')}`)
+    .argument('[args...]', "the mode's arguments (see below)")
+    .option('--dir <dir>', DIR_HELP)
+    .option('--timeout <ms>', `how long to wait for a daemon's answer (default ${INJECT_TIMEOUT_MS})`, opTimeout())
+    .addHelpText('after', () => {
+      const width = Math.max(...INJECT_MODES.map((m) => m.mode.length + m.usage.length + 1)) + 2;
+      return `\nModes (docs/OPERATIONS.md §7):\n${INJECT_MODES.map((m) => `  ${`${m.mode} ${m.usage}`.padEnd(width)}${m.summary}`).join('\n')}\n`;
+    })
+    .action((mode: string, args: string[], o: { dir?: string; timeout?: number }) =>
+      setOutcome(inject({ mode, args, dir: o.dir, timeoutMs: o.timeout })));
+
   program.command('down')
     .description('stop every process `trine up` started in the cluster dir')
     .option('--dir <dir>', DIR_HELP)
@@ -136,7 +152,8 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .description('run a manager replica in the foreground')
     .option('--dir <dir>', DIR_HELP)
     .requiredOption('--id <id>', 'replica id, e.g. r1')
-    .action((o: { dir?: string; id: string }) => setOutcome(startManager(o).then(() => null)));
+    .option('--join <view:primary:members>', 'start as a replacement joining this group (PROTOCOL §10.6; the agent passes it)')
+    .action((o: { dir?: string; id: string; join?: string }) => setOutcome(startManager(o).then(() => null)));
 
   program.command('agent')
     .description('run a node agent in the foreground')

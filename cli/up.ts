@@ -43,7 +43,15 @@ function tail(dir: string, id: ProcessId): string {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export type UpOptions = { dir?: string | undefined; nodes?: number | undefined; basePort?: number | undefined; timeoutMs?: number | undefined };
+export type UpOptions = {
+  dir?: string | undefined;
+  nodes?: number | undefined;
+  basePort?: number | undefined;
+  timeoutMs?: number | undefined;
+  /** Record `allowInject: true` in cluster.json: the daemons install their fault-injection
+   *  hooks and `trine inject` may act on the cluster (docs/OPERATIONS.md §7). */
+  allowInject?: boolean | undefined;
+};
 
 export async function up(opts: UpOptions): Promise<number> {
   const started = performance.now();
@@ -68,7 +76,7 @@ export async function up(opts: UpOptions): Promise<number> {
   await stopCluster(dir, []);
   for (const { id } of readPidFiles(dir)) removePidFile(dir, id);
   const keys = generateClusterKeys(dir, ids.all);
-  const config: ClusterConfig = planCluster({ nodes, ports }, keys);
+  const config: ClusterConfig = planCluster({ nodes, ports, allowInject: opts.allowInject === true }, keys);
   writeClusterConfig(dir, config);
   const cluster = loadCluster(dir);
 
@@ -89,7 +97,9 @@ export async function up(opts: UpOptions): Promise<number> {
   let client: StatusClient | null = null;
   try {
     // Listeners first so dialers find them; the order only saves a few reconnects.
-    const order = [...config.processes.filter((p) => p.kind === 'watchdog'), ...config.processes.filter((p) => p.kind === 'replica'), ...config.processes.filter((p) => p.kind === 'agent')];
+    // Spare replicas start only when the group commands it (PROTOCOL §10.6).
+    const initial = config.processes.filter((p) => p.kind === 'replica' && config.membership.replicas.includes(p.id));
+    const order = [...config.processes.filter((p) => p.kind === 'watchdog'), ...initial, ...config.processes.filter((p) => p.kind === 'agent')];
     for (const p of order) started_.push({ id: p.id, pid: spawnDaemon(dir, p) });
 
     client = await StatusClient.open(cluster);
@@ -110,7 +120,7 @@ export async function up(opts: UpOptions): Promise<number> {
         const seconds = ((performance.now() - started) / 1000).toFixed(1);
         process.stdout.write(
           `cluster up and healthy in ${seconds} s: ${config.membership.replicas.length} replicas (primary ${last.primary ?? '?'}), ` +
-            `${config.membership.agents.length} agents, watchdog ${config.membership.scc}; dir ${dir}\n`,
+            `${config.membership.agents.length} agents, watchdog ${config.membership.scc}${config.allowInject === true ? '; fault injection allowed' : ''}; dir ${dir}\n`,
         );
         return EXIT_OK;
       }

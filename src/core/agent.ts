@@ -9,14 +9,14 @@ import { countDrop, type DropCode } from './result.ts';
 import { toHex } from './hex.ts';
 import { MAX_FALLBACK_MS, MAX_GMB_ENTRIES, PRIMARY_RETRIES_BEFORE_FALLBACK, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
 import {
-  createLinks, flushAcks, laneMarks, linkCanSend, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView,
+  createLinks, linkAddPeer, linkRemovePeer, flushAcks, laneMarks, linkCanSend, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView,
   logSessionEvent, startLinks,
   type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import { pack, signCG } from './wire/frame.ts';
-import { groupMsgGC, type AgentRequest, type ErrorReportKind, type GroupBody, type GroupMsgGC, type SignedCG } from './wire/messages.ts';
+import { groupMsgGC, type AgentRequest, type ErrorReportKind, type GroupBody, type GroupCommand, type GroupMsgGC, type SignedCG } from './wire/messages.ts';
 import type { Signer } from './ports.ts';
 
 export type AgentOptions = {
@@ -61,6 +61,8 @@ export type AgentStatus = {
   drops: Record<string, number>;
   terminated: string | null;
   replicas: { id: ProcessId; connected: boolean; unacked: number; queued: number }[];
+  /** The group's view as this agent last learnt it (PROTOCOL §10.7). */
+  view: number;
 };
 
 export type AgentCore = Core & { status(nowMs: number): AgentStatus };
@@ -69,11 +71,13 @@ export type AgentCore = Core & { status(nowMs: number): AgentStatus };
 export function createAgent(opts: AgentOptions): AgentCore {
   const { id, membership: m } = opts;
   const t = m.timing;
-  const replicas = [...m.replicas];
-  const replicaSet = new Set(replicas);
+  /** The group as this agent knows it: changed only by a `replicas` command delivered on two
+   *  matching copies (PROTOCOL §10.7). */
+  let replicas = [...m.replicas];
   let primary = replicas[0] as ProcessId;
-  const deliverQuorum = Math.floor(replicas.length / 2) + 1; // f + 1 = 2
-  const maxMismatches = Math.ceil(replicas.length / 2) - 1; // more than this: quorum impossible
+  let view = 0;
+  const deliverQuorum = 2; // f + 1 (f = 1, DESIGN.md §2)
+  const maxMismatches = 1; // with |R| = 3: more than this and 2 matching copies are impossible
   const links: Links = createLinks(id, opts.inc, t, replicas);
 
   let started = false;
@@ -93,7 +97,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
   const ready = new Map<number, Entry>();
   let errorReports = 0;
   /** Requests not yet acknowledged by f+1 replicas, by CSN (spec §3.6 G6, PROTOCOL §5.6). */
-  const pending = new Map<number, { signed: SignedCG; sentAtMs: number; fellBack: boolean; primarySeq: number | null }>();
+  const pending = new Map<number, { signed: SignedCG; sentAtMs: number; fellBack: boolean; primarySeq: number | null; retryAtMs: number }>();
   /** Smoothed time for a request to be acknowledged by f+1 replicas (ms), or null. */
   let ackTimeMs: number | null = null;
   /** spec §3.4 P6: a request the primary has not even received goes to the backups after three
@@ -126,7 +130,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
     csnSent++;
     const signed = signCG({ csn: csnSent, gssnAck: gssnAcked, payload: request, client: id, inc: opts.inc }, opts.signer);
     const r = linkSend(links, primary, 1, { type: 'cg', signed }, nowMs, out);
-    pending.set(csnSent, { signed, sentAtMs: nowMs, fellBack: false, primarySeq: r === 'sent' ? laneMarks(links, primary, 1).sent : null });
+    pending.set(csnSent, { signed, sentAtMs: nowMs, fellBack: false, primarySeq: r === 'sent' ? laneMarks(links, primary, 1).sent : null, retryAtMs: Infinity });
   }
 
   /** Note an error report; reports go out aggregated, at most one per kind per ReplicaTimeout,
@@ -137,9 +141,18 @@ export function createAgent(opts: AgentOptions): AgentCore {
     const acc = r ?? { gssn: e.gssn, count: 0, suspects: new Set<ProcessId>() };
     acc.gssn = Math.min(acc.gssn, e.gssn);
     acc.count++;
-    for (const x of replicas) if (e.copies.get(x) !== best?.key) acc.suspects.add(x);
+    // Only a copy that differs from (or is missing next to) a content two members agree on
+    // names its sender; without such a content nobody is named (PROTOCOL §10.2).
+    if (best !== null && best.count >= deliverQuorum) {
+      for (const x of expectedFor(e.gssn)) if (e.copies.get(x) !== best.key) acc.suspects.add(x);
+    }
     reports.set(kind, acc);
   }
+
+  /** Members that owe a copy of `gssn`: a replica that joined the group owes only copies after
+   *  the `replicas` command that announced it (PROTOCOL §10.7). */
+  const joinedAtGssn = new Map<ProcessId, number>();
+  const expectedFor = (gssn: number): ProcessId[] => replicas.filter((r) => (joinedAtGssn.get(r) ?? 0) < gssn);
 
   function sendReports(nowMs: number, out: CoreEffect[]): void {
     if (reports.size === 0 || reportAtMs > nowMs) return;
@@ -208,11 +221,50 @@ export function createAgent(opts: AgentOptions): AgentCore {
       gssnDelivered = e.gssn;
       awaitingCompletion.push(e.gssn);
       out.push({ type: 'deliver.command', gssn: e.gssn, command: best.gc.payload });
+      if (best.gc.payload.type === 'replicas') onReplicas(best.gc.payload, nowMs, out);
       if (e.complete) finish(e, nowMs, out);
     }
     // Undelivered entries the chain has passed were never sent by two correct replicas.
     for (const [g, e] of gmb) if (!e.delivered && g < gssnDelivered) forget(e);
     for (const prev of ready.keys()) if (prev < gssnDelivered) ready.delete(prev);
+  }
+
+  /** PROTOCOL §10.7: the group changed. Sessions follow the set; requests not yet acknowledged
+   *  by f+1 members go to the new primary at once (the old one may be the faulty one). */
+  function onReplicas(c: Extract<GroupCommand, { type: 'replicas' }>, nowMs: number, out: CoreEffect[]): void {
+    if (c.view <= view || !c.replicas.includes(c.primary)) return;
+    view = c.view;
+    const removed = replicas.filter((r) => !c.replicas.includes(r));
+    for (const r of c.replicas) if (!replicas.includes(r)) joinedAtGssn.set(r, gssnDelivered);
+    replicas = [...c.replicas];
+    for (const r of replicas) linkAddPeer(links, r, nowMs, out);
+    for (const r of removed) {
+      linkRemovePeer(links, r);
+      csnAckBy.delete(r);
+      opened.delete(r);
+    }
+    const primaryChanged = c.primary !== primary;
+    primary = c.primary;
+    out.push({ type: 'log', level: 'warn', event: 'agent.group', fields: { view, replicas, primary } });
+    // Entries that waited only for a removed member's copy have every copy they are owed now:
+    // settled, without timing out three times and reporting nobody (PROTOCOL §5.3). The entry
+    // being delivered is finished by deliverReady.
+    for (const e of [...gmb.values()]) {
+      if (e.complete || !expectedFor(e.gssn).every((x) => e.copies.has(x))) continue;
+      e.complete = true;
+      e.timerAtMs = null;
+      const best = bestContent(e);
+      if (best !== null && expectedFor(e.gssn).some((x) => e.copies.get(x) !== best.key)) report('mismatch', e);
+      if (e.delivered && e.gssn !== gssnDelivered) finish(e, nowMs, out);
+    }
+    if (!primaryChanged) return;
+    for (const p of pending.values()) {
+      const r = linkSend(links, primary, 1, { type: 'cg', signed: p.signed }, nowMs, out);
+      p.sentAtMs = nowMs;
+      p.fellBack = false;
+      p.retryAtMs = Infinity;
+      p.primarySeq = r === 'sent' ? laneMarks(links, primary, 1).sent : null;
+    }
   }
 
   /** spec §3.5 G2: one admitted copy from replica `from`. */
@@ -235,7 +287,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
   function onCopy(from: ProcessId, gc: GroupMsgGC, nowMs: number, out: CoreEffect[]): void {
     // Copies for a predecessor incarnation chain from its chain, not ours: they are not ours to
     // vote on, and their CSN acks are not about our requests (PROTOCOL §5.7).
-    if (gc.dest !== id || gc.destInc !== opts.inc) return;
+    if (gc.dest !== id || gc.destInc !== opts.inc || !replicas.includes(from)) return;
     onCsnAck(from, gc.csnAck, nowMs, out);
     const key = toHex(pack(groupMsgGC.enc(gc)));
     let e = gmb.get(gc.gssn);
@@ -260,10 +312,11 @@ export function createAgent(opts: AgentOptions): AgentCore {
       out.push({ type: 'terminate', reason: terminated });
       return;
     }
-    if (e.copies.size === replicas.length) {
+    const expected = expectedFor(e.gssn);
+    if (expected.every((x) => e.copies.has(x))) {
       e.complete = true;
       e.timerAtMs = null;
-      if (best.count !== replicas.length) report('mismatch', e);
+      if (expected.some((x) => e.copies.get(x) !== best.key)) report('mismatch', e);
     }
     deliverReady(nowMs, out);
     if (e.complete && e.delivered) finish(e, nowMs, out);
@@ -293,10 +346,20 @@ export function createAgent(opts: AgentOptions): AgentCore {
 
   function timers(nowMs: number, out: CoreEffect[]): void {
     for (const [csn, p] of pending) {
+      if (p.fellBack && p.retryAtMs <= nowMs) {
+        // Still not acknowledged by f+1 long after the fallback: the replicas that received it
+        // may have lost it in a change of the group (PROTOCOL §10.5). Send it to every member
+        // again, less and less often.
+        p.retryAtMs = nowMs + Math.min(MAX_FALLBACK_MS, 2 * (p.retryAtMs - p.sentAtMs));
+        out.push({ type: 'log', level: 'warn', event: 'agent.resend', fields: { csn, primary } });
+        for (const r of replicas) linkSend(links, r, 1, { type: 'cg', signed: p.signed }, nowMs, out);
+        continue;
+      }
       if (p.fellBack || p.sentAtMs + fallbackAfterMs(p) > nowMs) continue;
       // spec §3.4 P6 / §3.6 G6: the primary has had the time of three retransmissions and f+1
       // replicas still have not acknowledged: send the request to both backups as well.
       p.fellBack = true;
+      p.retryAtMs = nowMs + MAX_FALLBACK_MS / 4;
       out.push({ type: 'log', level: 'warn', event: 'agent.fallback', fields: { csn, primary } });
       for (const b of backups()) linkSend(links, b, 1, { type: 'cg', signed: p.signed }, nowMs, out);
     }
@@ -331,7 +394,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
 
   function status(_nowMs: number): AgentStatus {
     return {
-      id, inc: opts.inc, primary, gssnDelivered, gssnAcked, csnSent, csnAcked, pendingCopies: gmb.size,
+      id, inc: opts.inc, primary, view, gssnDelivered, gssnAcked, csnSent, csnAcked, pendingCopies: gmb.size,
       pendingRequests: pending.size, errorReports, drops: { ...drops }, terminated,
       replicas: replicas.map((r) => {
         const v = linkView(links, r);
@@ -369,7 +432,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
         for (const item of input.frame.items) {
           if (terminated !== null) break;
           if (item.type === 'probe') {
-            if (replicaSet.has(from)) out.push({ type: 'send', to: from, item: { type: 'probe.reply', nonce: item.nonce } });
+            if (replicas.includes(from)) out.push({ type: 'send', to: from, item: { type: 'probe.reply', nonce: item.nonce } });
             continue;
           }
           if (item.type === 'hb' || item.type === 'probe.reply' || item.type === 'status.query' || item.type === 'status.reply') continue;
@@ -396,7 +459,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
     const l = linkNextWakeMs(links);
     if (l !== null) next = Math.min(next, l);
     for (const e of gmb.values()) if (e.timerAtMs !== null) next = Math.min(next, e.timerAtMs);
-    for (const p of pending.values()) if (!p.fellBack) next = Math.min(next, p.sentAtMs + fallbackAfterMs(p));
+    for (const p of pending.values()) next = Math.min(next, p.fellBack ? p.retryAtMs : p.sentAtMs + fallbackAfterMs(p));
     if (reports.size > 0) next = Math.min(next, reportAtMs);
     return next;
   }

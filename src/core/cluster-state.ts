@@ -12,7 +12,7 @@
 // and every action of every step is executed in the order the machine returned it.
 import { FSM_PROC_FINAL_STATES, fsmProc, type FsmProcContext, type FsmProcEvent, type FsmProcState } from '../../fsm/fsm-proc.ts';
 import { fsmTask, type FsmTaskContext, type FsmTaskEvent, type Service } from '../../fsm/fsm-task.ts';
-import { initialStep, step, type MachineAction, type MachineData } from '../../fsm/plain-data.ts';
+import { encodeData, initialStep, step, type MachineAction, type MachineData } from '../../fsm/plain-data.ts';
 import { MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_TASK_CHARS, type Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
 import { assert } from './result.ts';
@@ -862,13 +862,15 @@ const byNumber = (a: TaskRecord, b: TaskRecord) => a.number - b.number;
 const sortedProcs = (rec: TaskRecord) => [...rec.procs].sort((a, b) => a[0] - b[0]);
 
 /** Canonical plain tree (DESIGN.md §3): fixed field order, Maps sorted by key; the machines'
- *  data is key-sorted plain data already (fsm/plain-data.ts). */
+ *  data in its array form (fsm/plain-data.ts encodeData: a plain object would be a msgpack
+ *  map, which the strict decoder refuses, so state transfer could not read it back). The task's
+ *  `number` is not encoded: it is the digits of its id. */
 export function encodeCluster(cs: ClusterState): unknown {
   return [
     cs.tick, cs.nextTask,
     [...cs.tasks.values()].sort(byNumber).map((r) => [
-      r.id, r.name, r.size, r.file, r.args, r.cwd, r.env, r.submittedRsn, r.fsm,
-      sortedProcs(r), [...r.reserved].sort((a, b) => a[0] - b[0]), r.waitReason, r.outcome, r.reason,
+      r.id, r.name, r.size, r.file, r.args, r.cwd, r.env, r.submittedRsn, encodeData(r.fsm),
+      sortedProcs(r).map(([vpid, d]) => [vpid, encodeData(d)]), [...r.reserved].sort((a, b) => a[0] - b[0]), r.waitReason, r.outcome, r.reason,
       r.mode, encodeTaskSignals(r.signals), [...r.endpoints].sort((a, b) => a[0] - b[0]),
       [r.sigStats.broadcasts, r.sigStats.pointToPoint, r.sigStats.groupRequests, r.sigStats.dropped],
     ]),

@@ -172,8 +172,12 @@ export const DEFAULT_TIMING = {
    *  equivocating primary rests on this bound (3 replicas cannot do without one), so it is far
    *  above lane-0 retransmission under heavy loss; a silent backup is waived sooner. */
   orderConfirmMs: 1000,
-  /** Spec §3.6 G8 PrimaryProgressTimeout, not in the paper: three retransmission periods. */
-  primaryProgressMs: 150,
+  /** Spec §3.6 G8 PrimaryProgressTimeout, not in the paper. Since issue 5 its expiry accuses the
+   *  primary (PROTOCOL §10.2), so it must exceed the worst round trip a correct primary can
+   *  take within the fault model's bounds: forward and wrapper each with two retransmissions
+   *  (40 + 80 ms) and a latency spike (< 100 ms). 150 ms condemned correct primaries in the
+   *  simulator and would on a loaded machine. */
+  primaryProgressMs: 500,
   /** The group's task clock (PROTOCOL §8.3): the primary orders a tick this often while a task
    *  timer runs. Start-TO and Terminate-TO count these ticks. */
   taskTickMs: 50,

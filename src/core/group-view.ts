@@ -145,13 +145,15 @@ export function applyCondemn(ctx: GroupContext, g: GroupView, target: ProcessId,
   const out: ViewChange = { replicas: ctx.replicas, primary: ctx.primary, commands: [], events: [] };
   const replicas = ctx.replicas.filter((r) => r !== target);
   const primary = target === ctx.primary ? (successor(ctx.replicas, target) as ProcessId) : ctx.primary;
+  const condemnedNode = g.replicaNodes.get(target);
   g.view++;
   g.reports = new Map();
   retire(ctx, g, target, out);
   out.events.push(`replica ${target} condemned (${reason}); group ${replicas.join(',')}, primary ${primary}, view ${g.view}`);
   // A replacement under way is kept: it joins the smaller group just the same.
   announce(ctx, g, replicas, primary, out.commands);
-  if (g.recovery === null) startRecovery(ctx, g, replicas, primary, [], out);
+  // Another node first: the condemned replica's may be the faulty one (spec §2.1 (ii)).
+  if (g.recovery === null) startRecovery(ctx, g, replicas, primary, condemnedNode === undefined ? [] : [condemnedNode], out);
   out.replicas = replicas;
   out.primary = primary;
   return out;
@@ -176,8 +178,10 @@ export function recoveryStep(ctx: GroupContext, g: GroupView): ViewChange {
   const out: ViewChange = { replicas: ctx.replicas, primary: ctx.primary, commands: [], events: [] };
   const r = g.recovery;
   if (r === null) return out;
-  if (r.node !== null && ctx.tick - r.sinceTick >= ctx.replicaStartTimeoutTicks) {
-    out.events.push(`replica ${r.id} did not start on ${r.node}: abandoned`);
+  // Its node failed before it joined: it will not start there, so do not wait out the timeout.
+  const nodeLost = r.node !== null && !ctx.liveAgents.some((a) => a.node === r.node);
+  if (r.node !== null && (nodeLost || ctx.tick - r.sinceTick >= ctx.replicaStartTimeoutTicks)) {
+    out.events.push(nodeLost ? `replica ${r.id}: ${r.node} failed before it joined: abandoned` : `replica ${r.id} did not start on ${r.node}: abandoned`);
     retire(ctx, g, r.id, out);
     startRecovery(ctx, g, ctx.replicas, ctx.primary, r.tried, out);
     return out;

@@ -96,6 +96,23 @@ export function startLinks(links: Links, nowMs: number, out: CoreEffect[]): void
   }
 }
 
+/** A peer that joined (a replica added to the group, PROTOCOL §10.6–10.7): open its session.
+ *  Nothing happens for a peer already known. */
+export function linkAddPeer(links: Links, id: ProcessId, nowMs: number, out: CoreEffect[]): void {
+  if (id === links.self || links.peers.has(id)) return;
+  const peer = newPeer(id);
+  links.peers.set(id, peer);
+  out.push({ type: 'send', to: id, item: hello(links, peer) });
+  peer.helloAtMs = nowMs + links.timing.handshakeRetryMs;
+}
+
+/** A peer that left for good (a condemned or abandoned replica): its buffers and timers go, and
+ *  its items are dropped from now on as NOT_A_MEMBER. */
+export function linkRemovePeer(links: Links, id: ProcessId): void {
+  links.peers.delete(id);
+  links.owing.delete(id);
+}
+
 export function isEstablished(links: Links, peer: ProcessId): boolean {
   return links.peers.get(peer)?.established === true;
 }

@@ -27,8 +27,9 @@ export type Membership = {
 
 export type CoreInput =
   | { type: 'tick'; nowMs: number }
-  /** A frame that decoded and verified. */
-  | { type: 'frame'; nowMs: number; frame: Frame }
+  /** A frame that decoded and verified; `raw`: its bytes, kept by a replica as evidence of what
+   *  the sender signed (PROTOCOL §10.2 equivocation). */
+  | { type: 'frame'; nowMs: number; frame: Frame; raw?: Uint8Array }
   /** A frame that did not: counted as evidence against its claimed sender (STYLE.md 6). */
   | { type: 'dropped'; nowMs: number; from: ProcessId | null; code: DropCode; detail: string }
   /** The transport to a peer came up or went down (a hint; the protocol does not rely on it). */
@@ -57,6 +58,8 @@ export type CoreEffect =
   | { type: 'terminate'; reason: string }
   /** Watchdog: power-reset this node, as two replicas commanded (spec §1.6 rule 1). */
   | { type: 'reset.node'; node: string; rsn: number }
+  /** Watchdog: power-reset every node of the cluster (spec §1.6 rules 2 and 3). */
+  | { type: 'reset.cluster'; reason: string }
   | { type: 'log'; level: LogLevel; event: string; fields: Record<string, unknown> };
 
 export type SuspectReason =

@@ -6,25 +6,40 @@
 import { countDrop, type DropCode } from './result.ts';
 import { toHex } from './hex.ts';
 import {
-  MAX_DELIVERED_LOG, MAX_HOLDBACK_PER_AGENT, MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD, TICK_RATE_SLACK, TICK_RATE_WINDOW_MS,
+  DIGEST_EVERY_RSN, MAX_DELIVERED_LOG, MAX_EVIDENCE_FRAME_BYTES, MAX_HOLDBACK_PER_AGENT, MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD, TICK_RATE_SLACK, TICK_RATE_WINDOW_MS,
 } from './constants.ts';
+import { createDiagnosis } from './diagnosis.ts';
+import { successor } from './group-view.ts';
+import { decodeState } from './state-codec.ts';
+import { createStateTransfer, statePayloads } from './state-transfer.ts';
 import { clusterView, needsTicks } from './cluster-state.ts';
 import {
-  createLinks, flushAcks, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView, logSessionEvent, startLinks,
-  type Delivery, type Links,
+  createLinks, flushAcks, linkAddPeer, linkNextWakeMs, linkOweGroupAck, linkReceive, linkRemovePeer, linkSend, linkTimers, linkView,
+  logSessionEvent, startLinks, type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership, SuspectReason } from './node.ts';
 import { createOrderConfirm, executed, nextStep, type Ordered } from './order-confirm.ts';
-import type { Hash, ProcessId } from './ports.ts';
+import type { Hash, ProcessId, Signer, Verifier } from './ports.ts';
 import {
-  adoptIncarnation, applyGroupInput, applyOperatorRequest, applyRequest, digestState, expectedCsn, initialState,
+  adoptIncarnation, applyGroupInput, applyOperatorRequest, applyRequest, digestState, encodeState, expectedCsn, initialState,
   isOperatorRequest, type ApplyResult, type OperatorOutcome, type ReplicatedState,
 } from './replicated-state.ts';
 import type { ClusterEvent, ClusterView, ReplicaStatus, PeerHealth } from './status.ts';
-import { pack } from './wire/frame.ts';
-import { groupInput, type GroupInput, type Item, type SignedCG } from './wire/messages.ts';
+import { decodeFrame, pack } from './wire/frame.ts';
+import { groupInput, type AccuseReason, type GroupInput, type Item, type PtpPayload, type SignedAccusation, type SignedCG } from './wire/messages.ts';
 
-export type ReplicaOptions = { id: ProcessId; membership: Membership; hash: Hash; inc: number };
+/** `joining`: a replacement replica, started by an agent on the group's command with the group
+ *  as it was then (PROTOCOL §10.6); it asks the members for the state before it serves. */
+export type ReplicaOptions = {
+  id: ProcessId; membership: Membership; hash: Hash; inc: number; signer: Signer; verifier: Verifier;
+  joining?: { view: number; primary: ProcessId; replicas: readonly ProcessId[] };
+};
+
+/** Suspicions that are, from a correct replica, a sound judgement about the one it names
+ *  (PROTOCOL §10.2): they become accusations. The others are reported and looked into. */
+const ACCUSING: Partial<Record<SuspectReason, AccuseReason>> = {
+  'rsn.gap': 'rsn.gap', 'primary.progress': 'primary.progress', 'clock.rate': 'clock.rate',
+};
 
 type HeartbeatSeen = { inc: number; counter: number; atMs: number | null; sinceCheck: boolean; missedChecks: number };
 
@@ -34,10 +49,16 @@ type Probe = { inc: number; nonce: number; deadlineMs: number; expired: boolean;
 
 export type ReplicaCore = Core & {
   status(nowMs: number): ReplicaStatus;
+  /** Serving, a replacement installing the state, aligning after the primary was condemned,
+   *  or retired (PROTOCOL §10). */
+  phase(): 'serving' | 'installing' | 'syncing' | 'retired';
   digestHex(): string;
   rsn(): number;
-  /** The replicated state, read-only, for tests and the simulator's invariants. */
+  /** The replicated state, read-only, for tests and the simulator's invariants. (Fault
+   *  injection alone writes to it, `trine inject corrupt-replica`, then calls `forgetDigest`.) */
   state(): Readonly<ReplicatedState>;
+  /** Drop the cached digest: the state was changed behind the core's back (fault injection). */
+  forgetDigest(): void;
   /** Nodes, tasks and processes with this replica's journal (`trine ps`). */
   clusterView(): ClusterView;
 };
@@ -47,16 +68,22 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   const { id, membership: m, hash } = opts;
   const t = m.timing;
   const agentIds = new Set(m.agents.map((a) => a.id));
-  const replicaIds = new Set(m.replicas);
+  /** Every id that may ever be a replica (initial and spares): their frames are replica frames. */
+  const poolIds = new Set([...m.replicas, ...m.spareReplicas]);
   const operators = new Set(m.operators);
   const state = initialState(m, t);
-  const links: Links = createLinks(id, opts.inc, t, [...m.replicas, ...agentIds]);
+  if (opts.joining !== undefined) {
+    state.replicas = [...opts.joining.replicas];
+    state.primary = opts.joining.primary;
+  }
+  const isMember = (x: ProcessId): boolean => state.replicas.includes(x);
+  const links: Links = createLinks(id, opts.inc, t, [...state.replicas, ...agentIds]);
 
   // ---- non-replicated state ----
   /** Primary: agent requests that arrived ahead of a missing CSN. */
   const holdback = new Map<ProcessId, Map<number, SignedCG>>();
   /** Backups: PrimaryProgressTimeout(c, csn) deadlines (spec §3.6 G8), keyed by progressKey. */
-  const progressTimers = new Map<string, { cg: SignedCG['cg']; atMs: number }>();
+  const progressTimers = new Map<string, { signed: SignedCG; atMs: number }>();
   const progressKey = (cg: SignedCG['cg']) =>
     isOperatorRequest(cg.payload) ? `${cg.client}\u0000${cg.payload.nonce}` : `${cg.client}\u0000${cg.inc}\u0000${cg.csn}`;
   /** Has the group already delivered this request (or one of a later incarnation)? Operator
@@ -84,12 +111,13 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
   };
   const heard = new Map<ProcessId, HeartbeatSeen>();
-  for (const p of [...m.replicas, ...agentIds, ...operators]) {
+  for (const p of [...poolIds, ...agentIds, ...operators]) {
     if (p !== id) heard.set(p, { inc: 0, counter: 0, atMs: null, sinceCheck: false, missedChecks: 0 });
   }
   const drops: Partial<Record<DropCode, number>> = {};
-  /** Backups: the primary's order, confirmed between backups before execution (PROTOCOL §5.8). */
-  const confirm = createOrderConfirm();
+  /** Backups: the primary's order, confirmed between backups before execution (PROTOCOL §5.8).
+   *  Replaced when the primary changes: the old primary's order beyond what ran is void. */
+  let confirm = createOrderConfirm();
   let suspicions = 0;
   let started = false;
   let startedAtMs = 0;
@@ -102,7 +130,43 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   let digestCache: { rsn: number; gssn: number; digest: Uint8Array } | null = null;
 
   const isPrimary = () => state.primary === id;
+  /** PROTOCOL §8.3, §10.6: the clock runs while a task timer runs or a replacement is awaited. */
+  const clockNeeded = (): boolean => needsTicks(state.cluster) || (state.group.recovery !== null && state.group.recovery.node !== null);
   const backups = () => state.replicas.filter((r) => r !== state.primary);
+
+  // ---- self-diagnosis and group changes (PROTOCOL §10), not replicated ----
+  const sendPtp = (to: ProcessId, payload: PtpPayload, nowMs: number, out: CoreEffect[]): void => {
+    linkSend(links, to, 0, payload, nowMs, out);
+  };
+  const diagnosis = createDiagnosis({
+    id, inc: opts.inc, signer: opts.signer, timing: t, scc: m.scc, view: () => state.group.view, members: () => state.replicas, send: sendPtp,
+  });
+  /** `installing`: a replacement waiting for the state; `retired`: no longer a member. */
+  let phase: 'serving' | 'installing' | 'retired' = opts.joining === undefined ? 'serving' : 'installing';
+  const transfer = createStateTransfer(hash, () => state.replicas);
+  /** Lane-0 deliveries that arrived while installing, replayed once the state is in; agents'
+   *  requests that arrived while installing or syncing, handled once serving in a view. */
+  const heldWhileInstalling: Extract<Delivery, { type: 'ptp' }>[] = [];
+  const heldRequests: Extract<Delivery, { type: 'grp' }>[] = [];
+  const releaseRequests = (nowMs: number, out: CoreEffect[]): void => {
+    if (phase !== 'serving' || sync !== null) return;
+    for (const d of heldRequests.splice(0)) onDelivery(d, nowMs, out);
+  };
+  /** Primary: a condemnation of a backup already ordered in this view. */
+  let condemnOrdered = false;
+  /** Primary: replacements whose `replica.add` is ordered. */
+  const addOrdered = new Set<ProcessId>();
+  /** The primary is condemned (PROTOCOL §10.5): the two others align their executed RSNs and the
+   *  successor orders the condemnation. `peer`: the other survivor, if any. */
+  let sync: { view: number; target: ProcessId; peer: ProcessId | undefined; peerRsn: number | null; evidence: SignedAccusation[]; ordered: boolean } | null = null;
+  /** Backups: the primary's signed frame that carried each proposed RSN, evidence if the other
+   *  backup was given another order (PROTOCOL §10.2); and the other backup's evidence that
+   *  arrived before our own proposal. */
+  const orderFrames = new Map<number, Uint8Array>();
+  const evidenceWaiting = new Map<number, Uint8Array>();
+  /** view.sync messages that arrived before we condemned the primary ourselves. */
+  const earlySync = new Map<ProcessId, { view: number; rsn: number }>();
+  let lastNowMs = 0;
 
   function digest(): Uint8Array {
     if (digestCache === null || digestCache.rsn !== state.rsn || digestCache.gssn !== state.gssn) {
@@ -115,6 +179,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     suspicions++;
     out.push({ type: 'suspect', target, reason, detail });
     out.push({ type: 'log', level: 'warn', event: 'replica.suspect', fields: { target, reason, detail, rsn: state.rsn } });
+    const accuse = ACCUSING[reason];
+    if (accuse !== undefined && target !== null) diagnosis.accuse(target, accuse, detail, lastNowMs, out);
+    else if (reason === 'digest.mismatch' || reason === 'error.report') {
+      diagnosis.report(reason === 'error.report' ? 'agent.reports' : 'equivocation', target, detail, lastNowMs, out);
+    }
   }
 
   /** G9's empty GROUP-MSG-GC: a lane-1 `gack`, sent once at the end of the step. */
@@ -142,7 +211,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     if (result.report !== null) {
       const r = result.report;
       const detail = `${client} reports ${r.kind} for ${r.count} gssn from ${r.gssn} (suspects ${r.suspects.join(',')})`;
-      for (const target of r.suspects.length > 0 ? r.suspects : [null]) suspect(out, target, 'error.report', detail);
+      // A report naming no member (copies missing from a replica already removed, or from
+      // nobody two members agree with) initiates nothing (PROTOCOL §10.2).
+      for (const target of r.suspects.filter(isMember)) suspect(out, target, 'error.report', detail);
     }
     if (result.reply !== null && client !== null) reply(client, result.reply, out);
     for (const e of result.events) {
@@ -150,6 +221,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       out.push({ type: 'log', level: 'info', event: 'task.event', fields: { rsn: state.rsn, task: e.task, vpid: e.vpid, text: e.text } });
     }
     if (journal.length > MAX_JOURNAL_EVENTS) journal.splice(0, journal.length - MAX_JOURNAL_EVENTS);
+    for (const target of result.accuse) diagnosis.accuse(target, 'agent.reports', 'error reports from two agents', nowMs, out);
+    if (result.viewChanged) onViewChanged(nowMs, out);
+    else syncLinks(nowMs, out); // a replacement may have been commanded or abandoned
     if (result.reset !== null) {
       resets.set(result.reset.node, result.reset.rsn);
       out.push({ type: 'send', to: m.scc, item: { type: 'reset.node', node: result.reset.node, rsn: result.reset.rsn } });
@@ -165,12 +239,15 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   function deliver(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
     const cg = signed.cg;
     progressTimers.delete(progressKey(cg));
+    // Logged even when refused below: the RSN is spent either way (a no-op), and a survivor
+    // syncing after a condemned primary (PROTOCOL §10.5) must be able to replay every RSN the
+    // other executed, no-ops included, or it never reaches the other's RSN.
+    logDelivered({ type: 'cg', signed });
     if (operators.has(cg.client)) {
       if (!isOperatorRequest(cg.payload)) {
         suspect(out, state.primary, 'rsn.gap', `rsn ${state.rsn} carries a ${cg.payload.type} from operator ${cg.client}`);
         return;
       }
-      logDelivered({ type: 'cg', signed });
       out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, inc: cg.inc, csn: cg.csn, request: cg.payload });
       applied(applyOperatorRequest(state, cg.payload), cg.client, nowMs, out);
       return;
@@ -184,7 +261,6 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
     adoptIncarnation(state, cg.client, cg.inc);
     state.csnReceived.set(cg.client, cg.csn);
-    logDelivered({ type: 'cg', signed });
     out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, inc: cg.inc, csn: cg.csn, request: cg.payload });
     if (cg.payload.type === 'node.join') {
       // A new incarnation of the agent is alive: any suspicion of its node is over.
@@ -200,12 +276,168 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   function execute(o: Ordered, nowMs: number, out: CoreEffect[]): void {
     if (o.type === 'cg') {
       deliver(o.signed, nowMs, out);
+    } else {
+      logDelivered(o);
+      out.push({ type: 'deliver.input', rsn: state.rsn, input: o.input });
+      applied(applyGroupInput(state, o.input), null, nowMs, out);
+      // PROTOCOL §10.6: the new member gets the state as of the RSN where it joined.
+      const joined = o.input.type === 'replica.add' ? o.input.id : null;
+      if (joined !== null && joined !== id && isMember(joined) && isMember(id)) {
+        for (const p of statePayloads(state.rsn, encodeState(state), digest())) sendPtp(joined, p, nowMs, out);
+      }
+    }
+    if (state.rsn % DIGEST_EVERY_RSN === 0) diagnosis.ownDigest(state.rsn, digest(), nowMs, out);
+  }
+
+  // ---- group changes (PROTOCOL §10.5–10.7) ---------------------------------------------------
+
+  /** Sessions with exactly the members, the replacement under way and the agents. */
+  function syncLinks(nowMs: number, out: CoreEffect[]): void {
+    const want = new Set([...state.replicas, ...agentIds]);
+    const joining = state.group.recovery?.id;
+    if (joining !== undefined) want.add(joining);
+    for (const p of want) linkAddPeer(links, p, nowMs, out);
+    for (const p of [...links.peers.keys()]) if (poolIds.has(p) && !want.has(p)) linkRemovePeer(links, p);
+  }
+
+  function onViewChanged(nowMs: number, out: CoreEffect[]): void {
+    if (sync !== null) {
+      // The new primary's order starts after the RSN of the condemnation.
+      confirm = createOrderConfirm();
+      confirm.proposedRsn = state.rsn;
+      sync = null;
+    }
+    condemnOrdered = false;
+    earlySync.clear();
+    syncLinks(nowMs, out);
+    out.push({ type: 'log', level: 'warn', event: 'group.view', fields: { view: state.group.view, replicas: state.replicas, primary: state.primary, rsn: state.rsn } });
+    // Forwarded requests the old view never ordered go to the primary of this one (or are
+    // ordered here): the agent has handed them over and will not send them again.
+    const forwarded = [...progressTimers.values()].map((x) => x.signed);
+    progressTimers.clear();
+    if (isMember(id)) {
+      for (const signed of forwarded) {
+        if (deliveredCG(signed.cg)) continue;
+        if (isPrimary()) order(signed, nowMs, out);
+        else forwardToPrimary(signed, nowMs, out);
+      }
+    }
+    if (!isMember(id)) {
+      phase = 'retired';
+      out.push({ type: 'log', level: 'error', event: 'replica.retired', fields: { view: state.group.view } });
       return;
     }
-    logDelivered(o);
-    out.push({ type: 'deliver.input', rsn: state.rsn, input: o.input });
-    applied(applyGroupInput(state, o.input), null, nowMs, out);
+    diagnosis.newView(nowMs, out);
+    actOnCondemnation(nowMs, out);
+    releaseRequests(nowMs, out);
   }
+
+  /** Two accusations condemn a member (PROTOCOL §10.3): a backup is removed by the primary's
+   *  ordered `replica.condemn`; a condemned primary by its successor's, after a sync. */
+  function actOnCondemnation(nowMs: number, out: CoreEffect[]): void {
+    const c = diagnosis.condemned();
+    if (c === null || phase !== 'serving') return;
+    if (c.target === id) {
+      // Two members accuse us, one of them correct: the group removes us whatever we do, and
+      // anything we still sent would only be copies nobody matches (PROTOCOL §10.3).
+      phase = 'retired';
+      out.push({ type: 'log', level: 'error', event: 'replica.retired', fields: { view: state.group.view, why: 'condemned' } });
+      return;
+    }
+    if (c.target === state.primary) {
+      if (c.target !== id) startSync(c.target, c.evidence, nowMs, out);
+      return;
+    }
+    if (isPrimary() && !condemnOrdered) {
+      condemnOrdered = true;
+      orderInput({ type: 'replica.condemn', evidence: c.evidence }, nowMs, out);
+    }
+  }
+
+  /** PROTOCOL §10.5: stop taking the condemned primary's order, tell the other survivor how far
+   *  we executed, and send it what it lacks from our log. */
+  function startSync(target: ProcessId, evidence: SignedAccusation[], nowMs: number, out: CoreEffect[]): void {
+    if (sync !== null && sync.view === state.group.view) return;
+    const peer = state.replicas.find((r) => r !== target && r !== id);
+    sync = { view: state.group.view, target, peer, peerRsn: null, evidence, ordered: false };
+    confirm = createOrderConfirm();
+    confirm.proposedRsn = state.rsn;
+    // Requests we forwarded to the condemned primary are forwarded again to its successor
+    // once the view changes (onViewChanged); meanwhile they accuse nobody.
+    for (const timer of progressTimers.values()) timer.atMs = Infinity;
+    holdback.clear();
+    out.push({ type: 'log', level: 'warn', event: 'group.sync', fields: { view: state.group.view, target, peer, rsn: state.rsn } });
+    if (peer !== undefined) {
+      sendPtp(peer, { type: 'view.sync', view: state.group.view, rsn: state.rsn }, nowMs, out);
+      const early = earlySync.get(peer);
+      if (early !== undefined) onViewSync(peer, early.view, early.rsn, nowMs, out);
+    }
+    trySyncOrder(nowMs, out);
+  }
+
+  function onViewSync(from: ProcessId, view: number, rsn: number, nowMs: number, out: CoreEffect[]): void {
+    if (sync === null || sync.view !== view || sync.peer !== from) {
+      if (view >= state.group.view && isMember(from)) earlySync.set(from, { view, rsn });
+      return;
+    }
+    if (sync.peerRsn !== null && sync.peerRsn >= rsn) return;
+    sync.peerRsn = rsn;
+    for (const [r, o] of deliveredLog) if (r > rsn && r <= state.rsn) sendOrdered(from, r, o, nowMs, out);
+    trySyncOrder(nowMs, out);
+  }
+
+  function sendOrdered(to: ProcessId, rsn: number, o: Ordered, nowMs: number, out: CoreEffect[]): void {
+    sendPtp(to, o.type === 'cg' ? { type: 'wrapper', rsn, signed: o.signed } : { type: 'wrapper.input', rsn, input: o.input }, nowMs, out);
+  }
+
+  /** The successor orders the condemnation once it executed everything its peer did. */
+  function trySyncOrder(nowMs: number, out: CoreEffect[]): void {
+    if (sync === null || sync.ordered || successor(state.replicas, sync.target) !== id) return;
+    if (sync.peer !== undefined && (sync.peerRsn === null || state.rsn < sync.peerRsn)) return;
+    sync.ordered = true;
+    const input: GroupInput = { type: 'replica.condemn', evidence: sync.evidence };
+    state.rsn++;
+    if (sync.peer !== undefined) sendPtp(sync.peer, { type: 'wrapper.input', rsn: state.rsn, input }, nowMs, out);
+    execute({ type: 'input', input }, nowMs, out);
+  }
+
+  /** During a sync, the other survivor's log entries and the successor's condemnation are
+   *  executed as they come: both are correct (PROTOCOL §10.5). */
+  function onSyncOrdered(rsn: number, o: Ordered, nowMs: number, out: CoreEffect[]): void {
+    if (rsn !== state.rsn + 1) return;
+    state.rsn++;
+    execute(o, nowMs, out);
+    trySyncOrder(nowMs, out);
+  }
+
+  // ---- the replacement's side (PROTOCOL §10.6) ------------------------------------------------
+
+  function onStatePart(from: ProcessId, p: PtpPayload, nowMs: number, out: CoreEffect[]): void {
+    const got = transfer.receive(from, p);
+    if (got === null) return;
+    const decoded = decodeState(got.bytes, { timers: state.timers, pool: state.pool });
+    if (!decoded.ok) {
+      transfer.discard(got.rsn);
+      out.push({ type: 'log', level: 'error', event: 'state.refused', fields: { rsn: got.rsn, code: decoded.code, detail: decoded.detail } });
+      return;
+    }
+    Object.assign(state, decoded.value);
+    confirm = createOrderConfirm();
+    confirm.proposedRsn = state.rsn;
+    phase = isMember(id) ? 'serving' : 'retired';
+    out.push({
+      type: 'log', level: 'warn', event: 'state.installed',
+      fields: { rsn: state.rsn, view: state.group.view, replicas: state.replicas, bytes: got.bytes.length, csnReceived: [...state.csnReceived] },
+    });
+    syncLinks(nowMs, out);
+    diagnosis.newView(nowMs, out);
+    diagnosis.ownDigest(state.rsn, digest(), nowMs, out);
+    replaying = true;
+    for (const d of heldWhileInstalling.splice(0)) onDelivery(d, nowMs, out);
+    replaying = false;
+    releaseRequests(nowMs, out);
+  }
+  let replaying = false;
 
   /** Primary: order an input of the group's own (PROTOCOL §8.3, §8.4). */
   function orderInput(input: GroupInput, nowMs: number, out: CoreEffect[]): void {
@@ -268,7 +500,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   function forwardToPrimary(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
     linkSend(links, state.primary, 0, { type: 'wrapper', rsn: 0, signed }, nowMs, out);
     const key = progressKey(signed.cg);
-    if (!progressTimers.has(key)) progressTimers.set(key, { cg: signed.cg, atMs: nowMs + t.primaryProgressMs });
+    if (!progressTimers.has(key) && progressTimers.size < MAX_HOLDBACK_PER_AGENT * agentIds.size) {
+      progressTimers.set(key, { signed, atMs: nowMs + t.primaryProgressMs });
+    }
   }
 
   /** An operator's request, sent to every replica (PROTOCOL §8.1). */
@@ -284,7 +518,56 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     forwardToPrimary(signed, nowMs, out);
   }
 
+  /** Lane-0 payloads of self-diagnosis and group change (PROTOCOL §10). Returns whether the
+   *  payload still needs the ordinary handling. */
+  function onGroupPtp(from: ProcessId, p: PtpPayload, nowMs: number, out: CoreEffect[]): boolean {
+    switch (p.type) {
+      case 'accuse':
+        diagnosis.onAccuse(from, p.signed, nowMs, out);
+        actOnCondemnation(nowMs, out);
+        return false;
+      case 'view.sync':
+        onViewSync(from, p.view, p.rsn, nowMs, out);
+        return false;
+      case 'state.request':
+        // The primary lets the replacement in at an RSN of its own; the others wait for it.
+        if (state.group.recovery?.id === from && isPrimary() && phase === 'serving' && !addOrdered.has(from)) {
+          addOrdered.add(from);
+          orderInput({ type: 'replica.add', id: from }, nowMs, out);
+        }
+        return false;
+      case 'order.evidence':
+        if (!isPrimary() && otherBackups().includes(from)) onEvidence(from, p.rsn, p.frame, nowMs, out);
+        return false;
+      case 'state.digest':
+      case 'state.chunk':
+        return false; // only a replacement takes the state
+      case 'wrapper':
+      case 'wrapper.input':
+        if (sync === null) return true;
+        // The condemned primary's order is void; the other survivor's entries are executed.
+        if (from === sync.peer) onSyncOrdered(p.rsn, p.type === 'wrapper' ? { type: 'cg', signed: p.signed } : { type: 'input', input: p.input }, nowMs, out);
+        return false;
+      case 'order':
+        return sync === null;
+      default:
+        return true;
+    }
+  }
+
   function onDelivery(d: Delivery, nowMs: number, out: CoreEffect[]): void {
+    if (phase === 'installing' && d.type === 'ptp') {
+      const p = d.payload;
+      if (p.type === 'state.digest' || p.type === 'state.chunk') onStatePart(d.from, p, nowMs, out);
+      else if (heldWhileInstalling.length < MAX_DELIVERED_LOG) heldWhileInstalling.push(d);
+      return;
+    }
+    // Agents' requests received meanwhile wait until the state is in and the primary known: the
+    // link has acknowledged them, so the agent will not send them again (PROTOCOL §10.5).
+    if ((phase !== 'serving' || sync !== null) && d.type === 'grp') {
+      if (phase !== 'retired' && heldRequests.length < MAX_DELIVERED_LOG) heldRequests.push(d);
+      return;
+    }
     switch (d.type) {
       case 'grp': {
         if (!agentIds.has(d.from) || d.body.type !== 'cg') {
@@ -311,10 +594,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       }
       case 'ptp': {
         const p = d.payload;
+        if (!onGroupPtp(d.from, p, nowMs, out)) return;
         if (p.type === 'wrapper') {
           // Only agents make requests: a replica relaying a request signed by anyone else
           // (itself included) is faulty (PROTOCOL §2.3).
-          if (!replicaIds.has(d.from) || !(agentIds.has(p.signed.cg.client) || operators.has(p.signed.cg.client))) {
+          if (!isMember(d.from) || !(agentIds.has(p.signed.cg.client) || operators.has(p.signed.cg.client))) {
             countDrop(drops, 'NOT_A_MEMBER');
             return;
           }
@@ -386,9 +670,37 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
 
   const otherBackups = (): ProcessId[] => backups().filter((b) => b !== id);
 
+  /** The digest a backup confirms for an ordered item (PROTOCOL §5.8). */
+  const orderDigest = (o: Ordered): Uint8Array => (o.type === 'cg' ? hash(o.signed.bytes) : hash(pack(['group-input', groupInput.enc(o.input)])));
+
+  /** PROTOCOL §10.2: the other backup shows the frame the primary signed for `rsn`. If it holds
+   *  a different order than the primary gave us, the primary signed two orders for one RSN:
+   *  proof, and we accuse it. A frame that proves nothing proves nothing (it is dropped). */
+  function onEvidence(from: ProcessId, rsn: number, frame: Uint8Array, nowMs: number, out: CoreEffect[]): void {
+    const mine = confirm.proposals.get(rsn)?.digest ?? executedDigests.get(rsn);
+    if (mine === undefined) {
+      if (rsn > state.rsn && evidenceWaiting.size < MAX_ORDER_AHEAD) evidenceWaiting.set(rsn, frame);
+      return;
+    }
+    const decoded = decodeFrame(frame, { cluster: m.cluster, self: from, verifier: opts.verifier });
+    if (!decoded.ok || decoded.value.from !== state.primary) return;
+    for (const item of decoded.value.items) {
+      const b = item.type === 'ptp' ? item.body : null;
+      if (b === null || (b.type !== 'wrapper' && b.type !== 'wrapper.input') || b.rsn !== rsn) continue;
+      const theirs = orderDigest(b.type === 'wrapper' ? { type: 'cg', signed: b.signed } : { type: 'input', input: b.input });
+      if (!theirs.every((x, i) => x === mine[i])) {
+        diagnosis.accuse(state.primary, 'equivocation', `the primary signed two orders for rsn ${rsn} (${from} holds the other)`, nowMs, out);
+        actOnCondemnation(nowMs, out);
+      }
+      return;
+    }
+  }
+
   /** Backup: the primary's order for `rsn` (spec §3.6 G7), confirmed with the other backup
    *  before execution (PROTOCOL §5.8). */
   function propose(rsn: number, ordered: Ordered, digest: Uint8Array, nowMs: number, out: CoreEffect[]): void {
+    // A replacement's held wrappers from before the RSN its state came at (PROTOCOL §10.6).
+    if (replaying && rsn <= state.rsn) return;
     // spec §3.6 G7: a gap in the primary's RSN sequence initiates self-diagnosis.
     if (rsn !== confirm.proposedRsn + 1) {
       suspect(out, state.primary, 'rsn.gap', `wrapper rsn ${rsn}, expected ${confirm.proposedRsn + 1}`);
@@ -401,6 +713,12 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
     confirm.proposedRsn = rsn;
     confirm.proposals.set(rsn, { ordered, digest, atMs: nowMs });
+    const waiting = evidenceWaiting.get(rsn);
+    if (waiting !== undefined) {
+      evidenceWaiting.delete(rsn);
+      const other = otherBackups()[0];
+      if (other !== undefined) onEvidence(other, rsn, waiting, nowMs, out);
+    }
     for (const b of otherBackups()) linkSend(links, b, 0, { type: 'order', rsn, digest }, nowMs, out);
     executeInOrder(nowMs, out);
   }
@@ -484,8 +802,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   function executeInOrder(nowMs: number, out: CoreEffect[]): void {
     const others = otherBackups();
     // A backup silent for two heartbeat checks has crashed or is cut off: do not wait for it.
-    // One never heard at all, two checks after we started, is just as silent.
-    const answers = others.every((b) => {
+    // One never heard at all, two checks after we started, is just as silent; so is one we
+    // condemned, and with no other backup there is nobody to wait for (PROTOCOL §10.5).
+    const condemned = diagnosis.condemned()?.target;
+    const answers = others.length > 0 && others.every((b) => {
+      if (b === condemned) return false;
       const seen = heard.get(b);
       if (seen === undefined || seen.atMs === null) return nowMs - startedAtMs < 2 * t.replicaCheckMs;
       return health(seen) !== 'silent';
@@ -495,6 +816,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       if (next.type === 'wait') return;
       if (next.type === 'dispute') {
         suspect(out, state.primary, 'digest.mismatch', `${others.join(',')} was given another request at rsn ${next.rsn}`);
+        const frame = orderFrames.get(next.rsn);
+        for (const b of others) if (frame !== undefined) sendPtp(b, { type: 'order.evidence', rsn: next.rsn, frame }, nowMs, out);
         return;
       }
       if (!next.confirmed) out.push({ type: 'log', level: 'info', event: 'order.unconfirmed', fields: { rsn: state.rsn + 1, others } });
@@ -505,20 +828,26 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         executedDigests.delete(state.rsn - MAX_ORDER_AHEAD);
       }
       executed(confirm, state.rsn);
+      orderFrames.delete(state.rsn);
       execute(next.ordered, nowMs, out);
     }
   }
 
-  function onHeartbeat(from: ProcessId, item: Extract<Item, { type: 'hb' }>, nowMs: number): boolean {
+  function onHeartbeat(from: ProcessId, item: Extract<Item, { type: 'hb' }>, nowMs: number, out: CoreEffect[]): boolean {
     const seen = heard.get(from);
     if (seen === undefined) return false;
     if (item.inc < seen.inc || (item.inc === seen.inc && item.counter <= seen.counter)) return false;
-    if (item.info.type === 'replica' ? !replicaIds.has(from) : !agentIds.has(from)) return false;
+    if (item.info.type === 'replica' ? !poolIds.has(from) : !agentIds.has(from)) return false;
     seen.inc = item.inc;
     seen.counter = item.counter;
     seen.atMs = nowMs;
     seen.sinceCheck = true;
     seen.missedChecks = 0;
+    if (item.info.type === 'replica' && phase === 'serving') {
+      diagnosis.heard(from);
+      const i = item.info;
+      diagnosis.onClaims(from, i.view, [[i.rsn, i.digest], [i.ckptRsn, i.ckptDigest]], nowMs, out);
+    }
     if (item.info.type === 'agent') {
       const p = probes.get(from);
       if (p !== undefined && !p.declared) probes.delete(from);
@@ -536,7 +865,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     return {
       id, role: isPrimary() ? 'primary' : 'backup', inc: opts.inc,
       rsn: state.rsn, gssn: state.gssn, primary: state.primary, digest: toHex(digest()),
-      replicas: state.replicas.filter((r) => r !== id).map((r) => ({
+      replicas: [...new Set([...state.replicas, ...(state.group.recovery === null ? [] : [state.group.recovery.id])])].filter((r) => r !== id).map((r) => ({
         id: r, connected: linkView(links, r)?.established ?? false, lastHeartbeatAgeMs: age(heard.get(r)), health: health(heard.get(r)),
       })),
       agents: m.agents.map((a) => ({
@@ -546,6 +875,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         health: health(heard.get(a.id)),
       })),
       suspicions, drops: { ...drops },
+      view: state.group.view, members: [...state.replicas], phase: sync !== null ? 'syncing' : phase, diagnosis: diagnosis.history(),
+      memberNodes: Object.fromEntries(state.group.replicaNodes), retired: [...state.group.retired],
+      replacement: state.group.recovery === null ? null : { id: state.group.recovery.id, node: state.group.recovery.node, tried: [...state.group.recovery.tried] },
       cluster: view(),
     };
   }
@@ -558,9 +890,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     linkTimers(links, nowMs, out);
     if (replicaHeartbeatAtMs <= nowMs) {
       heartbeatCounter++;
+      if (phase === 'serving') diagnosis.ownDigest(state.rsn, digest(), nowMs, out);
+      const ckpt = phase === 'serving' ? diagnosis.latestCheckpoint() : null;
       const info = {
         type: 'replica' as const, role: isPrimary() ? ('primary' as const) : ('backup' as const), rsn: state.rsn, gssn: state.gssn, digest: digest(),
-        view: state.group.view, ckptRsn: 0, ckptDigest: new Uint8Array(32),
+        view: state.group.view, ckptRsn: ckpt?.[0] ?? 0, ckptDigest: ckpt?.[1] ?? new Uint8Array(32),
       };
       for (const r of state.replicas) {
         if (r !== id) out.push({ type: 'send', to: r, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
@@ -579,14 +913,32 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
           seen.missedChecks++;
           // Once per silence: a dead replica is one suspicion, not one every 150 ms.
           if (seen.missedChecks === 1) suspect(out, r, 'heartbeat.missed', `no heartbeat from ${r} for ${nowMs - seen.atMs} ms`);
+          if (phase === 'serving') diagnosis.missed(r, nowMs - seen.atMs, nowMs, out);
         }
         seen.sinceCheck = false;
       }
       replicaCheckAtMs = nowMs + t.replicaCheckMs;
     }
     if (agentCheckAtMs <= nowMs) {
-      // spec §1.3: backups check agent heartbeats every 225 ms (probing is issue 3).
-      if (!isPrimary()) {
+      // spec §1.3: backups check agent heartbeats every 225 ms; while self-diagnosis runs those
+      // checks are ignored (a node hosting a replica is diagnosed as a replica first).
+      const paused = diagnosis.running() || sync !== null || phase !== 'serving';
+      if (paused) for (const a of agentIds) {
+        const seen = heard.get(a);
+        if (seen !== undefined) seen.sinceCheck = false;
+      }
+      if (!isPrimary() && !paused) {
+        // spec §1.3: a node that hosts a replica is diagnosed as a replica first. Agent checks
+        // (2 × agentCheckMs) can notice a dead node before the replica check (replicaCheckMs)
+        // starts the silence diagnosis that pauses them, so a member whose heartbeat is overdue
+        // holds back the probe of its node's agent; the agent's missed checks still count, and
+        // it is probed at the first check after the replica is heard again or condemned.
+        const overdue = new Set<string>();
+        for (const r of state.replicas) {
+          const seen = heard.get(r);
+          const node = state.group.replicaNodes.get(r);
+          if (r !== id && node !== undefined && seen?.atMs != null && nowMs - seen.atMs > t.replicaHeartbeatMs) overdue.add(node);
+        }
         for (const a of agentIds) {
           const seen = heard.get(a);
           if (seen === undefined || seen.atMs === null) continue;
@@ -598,7 +950,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
             // every later check of the same silence while no current probe of this incarnation
             // runs: the node may have joined since, or died after answering an earlier probe.
             const due = probe === undefined || probe.inc !== rec?.inc || staleProbe(probe, nowMs);
-            if (seen.missedChecks >= 2 && due && rec !== undefined && rec.joined && !rec.failed) {
+            if (seen.missedChecks >= 2 && due && rec !== undefined && rec.joined && !rec.failed && !overdue.has(rec.node)) {
               out.push({ type: 'log', level: 'warn', event: 'agent.silent', fields: { agent: a, missedChecks: 2 } });
               startProbe(a, rec.inc, nowMs, out);
               linkSend(links, state.primary, 0, { type: 'node.suspect', agent: a, inc: rec.inc, unreachable: false }, nowMs, out);
@@ -609,18 +961,23 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       }
       agentCheckAtMs = nowMs + t.agentCheckMs;
     }
-    if (confirm.proposals.size > 0) executeInOrder(nowMs, out);
-    for (const [key, timer] of progressTimers) {
+    diagnosis.timers(nowMs, out);
+    actOnCondemnation(nowMs, out);
+    if (confirm.proposals.size > 0 && phase === 'serving' && sync === null) executeInOrder(nowMs, out);
+    for (const timer of progressTimers.values()) {
       if (timer.atMs > nowMs) continue;
-      progressTimers.delete(key);
+      // Kept (without a deadline) until delivered: forwarded again if the primary changes.
+      timer.atMs = Infinity;
       // spec §3.6 G8: the primary never ordered a request this backup forwarded.
-      if (!deliveredCG(timer.cg)) {
-        suspect(out, state.primary, 'primary.progress', `${timer.cg.payload.type} csn ${timer.cg.csn} of ${timer.cg.client} not ordered by ${state.primary}`);
+      const cg = timer.signed.cg;
+      if (!deliveredCG(cg)) {
+        suspect(out, state.primary, 'primary.progress', `${cg.payload.type} csn ${cg.csn} of ${cg.client} not ordered by ${state.primary}`);
       }
     }
     probeTimers(nowMs, out);
-    // PROTOCOL §8.3: the task clock advances only while a task timer runs.
-    if (!isPrimary() || !needsTicks(state.cluster)) {
+    // PROTOCOL §8.3: the task clock advances only while a task timer runs, or while the group
+    // waits for a replacement replica (its start timeout counts ticks, PROTOCOL §10.6; A24).
+    if (!isPrimary() || !clockNeeded()) {
       ticking = false;
     } else if (!ticking) {
       // A timer just started: its first tick is one period away, not now.
@@ -635,10 +992,14 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   function step(input: CoreInput): CoreEffect[] {
     const out: CoreEffect[] = [];
     const nowMs = input.nowMs;
+    lastNowMs = nowMs;
+    if (phase === 'retired') return out; // condemned or abandoned: silent until its agent kills it
     if (!started) {
       started = true;
       startedAtMs = nowMs;
       startLinks(links, nowMs, out);
+      // A replacement asks every member for the state (PROTOCOL §10.6).
+      if (opts.joining !== undefined) for (const r of state.replicas) sendPtp(r, { type: 'state.request', view: opts.joining.view }, nowMs, out);
       replicaHeartbeatAtMs = nowMs;
       replicaCheckAtMs = nowMs + t.replicaCheckMs;
       agentCheckAtMs = nowMs + t.agentCheckMs;
@@ -662,17 +1023,21 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         for (const item of input.frame.items) {
           switch (item.type) {
             case 'hb':
-              if (!onHeartbeat(from, item, nowMs)) countDrop(drops, 'REPLAYED');
+              if (!onHeartbeat(from, item, nowMs, out)) countDrop(drops, 'REPLAYED');
               break;
             case 'status.query':
               if (operators.has(from)) out.push({ type: 'send', to: from, item: { type: 'status.reply', nonce: item.nonce, json: JSON.stringify(status(nowMs)) } });
               else countDrop(drops, 'NOT_A_MEMBER');
               break;
             case 'probe':
-              if (replicaIds.has(from)) out.push({ type: 'send', to: from, item: { type: 'probe.reply', nonce: item.nonce } });
+              if (poolIds.has(from)) out.push({ type: 'send', to: from, item: { type: 'probe.reply', nonce: item.nonce } });
               break;
             case 'probe.reply':
-              onProbeReply(from, item.nonce);
+              // A replica's answer does not end its silence diagnosis: only a heartbeat does. A
+              // replica that answers probes but stopped heartbeating is faulty (a correct one
+              // heartbeats every replicaHeartbeatMs), and ending the diagnosis here restarted it
+              // at every check, forever, without a verdict (flaw 11c, spec §9.2 A20).
+              if (!poolIds.has(from)) onProbeReply(from, item.nonce);
               break;
             case 'op.request':
               onOperatorRequest(from, item.signed, nowMs, out);
@@ -680,9 +1045,17 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
             case 'status.reply':
             case 'op.reply':
             case 'reset.node':
+            case 'diag.report':
+            case 'inject':
+            case 'inject.reply':
               countDrop(drops, 'UNEXPECTED');
               break;
             default: {
+              if (input.raw !== undefined && from === state.primary && item.type === 'ptp' && item.body !== null &&
+                (item.body.type === 'wrapper' || item.body.type === 'wrapper.input') && item.body.rsn > state.rsn &&
+                input.raw.length <= MAX_EVIDENCE_FRAME_BYTES && orderFrames.size < MAX_ORDER_AHEAD) {
+                orderFrames.set(item.body.rsn, input.raw);
+              }
               const r = linkReceive(links, from, item, nowMs, out);
               if (r.drop !== null) countDrop(drops, r.drop);
               for (const d of r.deliveries) onDelivery(d, nowMs, out);
@@ -702,18 +1075,27 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   }
 
   function nextWakeMs(): number | null {
+    if (phase === 'retired') return null;
     if (!started) return 0;
     let next = Math.min(replicaHeartbeatAtMs, replicaCheckAtMs, agentCheckAtMs);
     const l = linkNextWakeMs(links);
     if (l !== null) next = Math.min(next, l);
     for (const timer of progressTimers.values()) next = Math.min(next, timer.atMs);
+    const d = diagnosis.nextWakeMs();
+    if (d !== null) next = Math.min(next, d);
     for (const p of probes.values()) if (!p.expired) next = Math.min(next, p.deadlineMs);
-    if (isPrimary() && needsTicks(state.cluster)) next = Math.min(next, ticking ? tickAtMs : 0);
-    const waiting = confirm.proposals.get(state.rsn + 1);
-    // A disputed RSN waits for self-diagnosis (issue 5), not for a deadline.
+    if (isPrimary() && clockNeeded()) next = Math.min(next, ticking ? tickAtMs : 0);
+    const waiting = phase === 'serving' && sync === null ? confirm.proposals.get(state.rsn + 1) : undefined;
+    // A disputed RSN waits for self-diagnosis (PROTOCOL §10.2), not for a deadline.
     if (waiting !== undefined && !confirm.disputed.has(state.rsn + 1)) next = Math.min(next, waiting.atMs + t.orderConfirmMs);
     return next;
   }
 
-  return { id, step, nextWakeMs, status, digestHex: () => toHex(digest()), rsn: () => state.rsn, state: () => state, clusterView: view };
+  return {
+    id, step, nextWakeMs, status, digestHex: () => toHex(digest()), rsn: () => state.rsn, state: () => state, clusterView: view,
+    phase: () => (sync !== null && phase === 'serving' ? 'syncing' : phase),
+    forgetDigest: () => {
+      digestCache = null;
+    },
+  };
 }

@@ -9,7 +9,7 @@ import type { Core, CoreEffect, CoreInput } from './node.ts';
 import type { ProcessId, Signer, Verifier } from './ports.ts';
 import type { DropCode } from './result.ts';
 import { decodeFrame, encodeFrame } from './wire/frame.ts';
-import { embeddedSignatures, type Item } from './wire/messages.ts';
+import { embeddedSignatures, type Frame, type Item } from './wire/messages.ts';
 
 export interface Transport {
   /** Best effort: a frame sent while the link is down is lost; the protocol retransmits. */
@@ -35,6 +35,11 @@ export type ShellOptions = {
   onEffect?: (effect: Exclude<CoreEffect, { type: 'send' }>) => void;
   /** Every frame after it is signed, before the transport (simulator bookkeeping, traces). */
   onFrameOut?: (to: ProcessId, frame: Uint8Array, items: readonly Item[]) => void;
+  /** A driver's look at every verified frame before the core sees it: returns what the core
+   *  gets (the frame, or a copy with items taken out), or null for nothing. Only a daemon of a
+   *  cluster started with --allow-inject passes one (src/daemon/inject.ts takes the operator's
+   *  `inject` items here); without it every frame goes to the core unchanged. */
+  intercept?: (frame: Frame, nowMs: number) => Frame | null;
 };
 
 export class Shell {
@@ -57,7 +62,8 @@ export class Shell {
     this.counters.bytesIn += data.length;
     const r = decodeFrame(data, this.decodeCtx);
     if (r.ok) {
-      this.input({ type: 'frame', nowMs, frame: r.value });
+      const frame = this.opts.intercept === undefined ? r.value : this.opts.intercept(r.value, nowMs);
+      if (frame !== null) this.input({ type: 'frame', nowMs, frame, raw: data });
     } else {
       this.counters.drops[r.code] = (this.counters.drops[r.code] ?? 0) + 1;
       this.input({ type: 'dropped', nowMs, from: claimedFrom, code: r.code, detail: r.detail });

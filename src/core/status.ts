@@ -26,8 +26,19 @@ export type ReplicaStatus = {
     lastHeartbeatAgeMs: number | null;
     health: PeerHealth;
   }[];
-  /** Self-diagnosis triggers raised so far (issue 5 acts on them). */
+  /** Self-diagnosis triggers raised so far. */
   suspicions: number;
+  /** The group's view, members and self-diagnosis history as this replica saw it (PROTOCOL §10). */
+  view: number;
+  members: ProcessId[];
+  /** Node of every member and of a replacement under way; retired ids; the replacement (its
+   *  node null while no node is eligible). Replicated state (PROTOCOL §10.1). */
+  memberNodes: Record<ProcessId, string>;
+  retired: ProcessId[];
+  replacement: { id: ProcessId; node: string | null; tried: string[] } | null;
+  /** `installing`: a replacement still waiting for the state; `retired`: condemned or abandoned. */
+  phase: 'serving' | 'installing' | 'syncing' | 'retired';
+  diagnosis: { atMs: number; view: number; kind: string; target: string; by: string; reason: string; detail: string }[];
   /** Inbound frames dropped, by reason. */
   drops: Record<string, number>;
   /** Nodes, tasks and processes (PROTOCOL §8). */

@@ -325,7 +325,15 @@ function heartbeatKeeper(): void {
 
 // ---- the daemon ---------------------------------------------------------------------------------
 
-export async function runAgent(dir: string | undefined, id: ProcessId, hooks: RunHooks = {}): Promise<void> {
+/** Starting and stopping a manager replica on this node for the group (PROTOCOL §10.6): how
+ *  depends on the cluster (a local one spawns `trine manager`, cli/daemons.ts). Returns the pid,
+ *  or null when there was nothing to stop. */
+export type ReplicaControl = {
+  start(id: ProcessId, join: { view: number; primary: ProcessId; replicas: readonly ProcessId[] }): number;
+  stop(id: ProcessId): number | null;
+};
+
+export async function runAgent(dir: string | undefined, id: ProcessId, hooks: RunHooks = {}, replicas?: ReplicaControl): Promise<void> {
   if (process.env[AGENT_STANDBY_ENV] === '1') await waitForGo();
   heartbeatKeeper();
   let driver: ProcDriver | null = null;
@@ -336,12 +344,31 @@ export async function runAgent(dir: string | undefined, id: ProcessId, hooks: Ru
     if (feed === null) backlog.push(request);
     else feed((nowMs) => ({ type: 'request', nowMs, request }));
   };
+  let log: ReturnType<typeof createProcessLog>['logger'] | null = null;
+  /** The group's commands about replicas on this node, carried out once each. */
+  const onReplicaCommand = (command: GroupCommand): void => {
+    if (command.type !== 'replica.spawn' && command.type !== 'replica.kill') return;
+    try {
+      if (replicas === undefined) {
+        log?.warn({ event: 'replica.command.ignored', command: command.type, replica: command.id, why: 'this agent cannot start or stop replicas' });
+      } else if (command.type === 'replica.spawn') {
+        const pid = replicas.start(command.id, command);
+        log?.warn({ event: 'replica.started', replica: command.id, replicaPid: pid, view: command.view, primary: command.primary, replicas: command.replicas });
+      } else {
+        const pid = replicas.stop(command.id);
+        log?.warn({ event: 'replica.killed', replica: command.id, replicaPid: pid });
+      }
+    } catch (e) {
+      log?.error({ event: 'replica.command.failed', command: command.type, replica: command.id, error: (e as Error).message });
+    }
+  };
   return runCore({
     dir,
     id,
     kind: 'agent',
     makeCore: ({ cluster, entry, inc, signer }) => {
-      const log = createProcessLog(cluster.dir, id).logger;
+      const logger = createProcessLog(cluster.dir, id).logger;
+      log = logger;
       driver = new ProcDriver({
         dir: cluster.dir,
         id,
@@ -349,16 +376,19 @@ export async function runAgent(dir: string | undefined, id: ProcessId, hooks: Ru
         send,
         appSocketPath: paths.appSocket(cluster.dir, id),
         // Every line already carries the agent's own `pid`: a task process's goes as `procPid`.
-        log: (level, event, { pid, ...fields }) => log[level]({ event, ...fields, ...(pid === undefined ? {} : { procPid: pid }) }),
+        log: (level, event, { pid, ...fields }) => logger[level]({ event, ...fields, ...(pid === undefined ? {} : { procPid: pid }) }),
       });
       driver.start();
-      void driver.listen().catch((e: Error) => log.error({ event: 'app.socket.failed', error: e.message }));
+      void driver.listen().catch((e: Error) => logger.error({ event: 'app.socket.failed', error: e.message }));
       // A predecessor left processes on record: ask the group which are still ours (PROTOCOL §8.6).
       const resync = driver.procs.recovered().length > 0;
       return createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });
     },
     onEffect: (effect, nowMs) => {
-      if (effect.type === 'deliver.command') driver?.onCommand(effect.command);
+      if (effect.type === 'deliver.command') {
+        driver?.onCommand(effect.command);
+        onReplicaCommand(effect.command);
+      }
       hooks.onEffect?.(effect, nowMs);
     },
     onReady: (f) => {

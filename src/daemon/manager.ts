@@ -4,12 +4,16 @@ import { createReplica } from '../core/replica.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { runCore, type RunHooks } from './run-core.ts';
 
-export function runManager(dir: string | undefined, id: ProcessId, hooks: RunHooks = {}): Promise<void> {
+/** `joining`: a replacement started by an agent on the group's command (PROTOCOL §10.6). */
+export function runManager(
+  dir: string | undefined, id: ProcessId, hooks: RunHooks = {}, joining?: { view: number; primary: ProcessId; replicas: readonly ProcessId[] },
+): Promise<void> {
   return runCore({
     ...hooks,
     dir,
     id,
     kind: 'replica',
-    makeCore: ({ cluster, inc, hash }) => createReplica({ id, membership: cluster.config.membership, hash, inc }),
+    makeCore: ({ cluster, inc, hash, signer, verifier }) =>
+      createReplica({ id, membership: cluster.config.membership, hash, inc, signer, verifier, ...(joining === undefined ? {} : { joining }) }),
   });
 }

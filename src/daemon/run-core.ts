@@ -3,11 +3,15 @@
 // the WebSocket transport, and drives the core with the system clock through a single timer.
 // Non-send effects go to the process log. SIGTERM/SIGINT stop it cleanly; a `terminate` effect
 // or a broken invariant stops it with a non-zero exit code after logging (fail-stop).
+// For a cluster started with --allow-inject (cluster.json `allowInject`) it also loads the fault
+// injection hooks (src/daemon/inject.ts) and puts them between the Shell, the core and the
+// transport; otherwise that code is not even loaded.
 import { createHash } from 'node:crypto';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
-import type { Hash, ProcessId, Signer } from '../core/ports.ts';
+import type { Hash, ProcessId, Signer, Verifier } from '../core/ports.ts';
 import { Shell, type Transport } from '../core/shell.ts';
-import { loadCluster, nextIncarnation, paths, processEntry, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
+import { encodeFrame } from '../core/wire/frame.ts';
+import { loadCluster, nextIncarnation, paths, processEntry, replicaPool, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
 import { readKeyFile } from '../io/keys.ts';
 import { createProcessLog, type ProcessLog } from '../io/log.ts';
 import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
@@ -36,6 +40,7 @@ export type CoreFactoryContext = {
   entry: ProcessEntry;
   inc: number;
   signer: Signer;
+  verifier: Verifier;
   hash: Hash;
 };
 
@@ -59,7 +64,9 @@ export type RunCoreOptions = RunHooks & {
 export const clockMs = (): number => Math.floor(performance.timeOrigin + performance.now());
 
 /** Peers a process dials (issue 2): agents dial every replica; replica ri dials rj for j > i
- *  and the watchdog; the operator dials the replicas and the watchdog; the watchdog listens. */
+ *  and the watchdog; the operator dials the replicas and the watchdog; the watchdog listens.
+ *  "Every replica" is the whole pool, spares included (PROTOCOL §10.6): a spare that is not
+ *  running costs a refused loopback dial now and then, and is reached the moment it starts. */
 export function dialTargets(cluster: Cluster, id: ProcessId): Record<ProcessId, Endpoint> {
   const c = cluster.config;
   const self = processEntry(cluster, id);
@@ -68,7 +75,7 @@ export function dialTargets(cluster: Cluster, id: ProcessId): Record<ProcessId, 
     if (ep === null) throw new TypeError(`${peer} has no listen address`);
     return ep;
   };
-  const replicas = c.membership.replicas;
+  const replicas = replicaPool(c.membership);
   const out: Record<ProcessId, Endpoint> = {};
   switch (self.kind) {
     case 'agent':
@@ -124,7 +131,8 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   const log = createProcessLog(cluster.dir, id);
   const logger = log.logger;
   const inc = nextIncarnation(cluster.dir, id, Date.now());
-  const core = opts.makeCore({ cluster, entry, inc, signer, hash: sha256 });
+  const verifier = createNodeVerifier(cluster.publicKeys);
+  const built = opts.makeCore({ cluster, entry, inc, signer, verifier, hash: sha256 });
   logger.info({ event: 'start', kind: opts.kind, inc, cluster: cluster.config.cluster, listen: entry.listen }, 'starting');
 
   let exiting = false;
@@ -132,9 +140,29 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   let timer: NodeJS.Timeout | null = null;
   let armedAtMs = Infinity;
   let statsTimer: NodeJS.Timeout | null = null;
+
+  /** Straight to the transport, bypassing injected link faults. */
+  const sendRaw = (to: ProcessId, frame: Uint8Array): void => {
+    if (transport !== null) transport.send(to, frame);
+  };
+  // Fault injection (docs/OPERATIONS.md §7): only for a cluster started with --allow-inject.
+  const injection = cluster.config.allowInject === true
+    ? (await import('./inject-handlers.ts')).installInjection({
+      self: id,
+      kind: opts.kind,
+      cluster,
+      core: built,
+      reply: (to, item) => sendRaw(to, encodeFrame({ from: id, to, items: [item] }, { cluster: cluster.config.cluster, signer })),
+      log: (level, event, fields) => logger[level]({ event, ...fields }),
+    })
+    : null;
+  if (injection !== null) logger.warn({ event: 'inject.allowed' }, 'fault injection allowed (cluster.json allowInject)');
+  const core = injection?.core ?? built;
+
   const exit = (code: number, why: string, fields: Record<string, unknown> = {}): void => {
     if (exiting) return;
     exiting = true;
+    injection?.close();
     if (timer !== null) clearTimeout(timer);
     if (statsTimer !== null) clearInterval(statsTimer);
     (code === 0 ? logger.info.bind(logger) : logger.error.bind(logger))({ event: 'exit', code, why, ...fields }, why);
@@ -154,13 +182,10 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     observe?.(e, clockMs());
   };
 
-  const link: Transport = {
-    send: (to, frame) => {
-      if (transport !== null) transport.send(to, frame);
-    },
-  };
+  const link: Transport = { send: injection === null ? sendRaw : (to, frame) => injection.links.send(to, frame, sendRaw) };
   const shell = new Shell({
-    core, cluster: cluster.config.cluster, signer, verifier: createNodeVerifier(cluster.publicKeys), transport: link, onEffect,
+    core, cluster: cluster.config.cluster, signer, verifier, transport: link, onEffect,
+    ...(injection === null ? {} : { intercept: injection.intercept }),
   });
 
   /** A core that throws has broken its own invariants: stop rather than act on bad state. */
@@ -192,20 +217,25 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     arm();
   };
 
+  const receive = (data: Uint8Array, claimedFrom: ProcessId | null): boolean => {
+    const verified = guarded('receive', () => {
+      const before = totalDrops(shell);
+      shell.receive(data, clockMs(), claimedFrom);
+      return totalDrops(shell) === before;
+    }, false);
+    arm();
+    return verified;
+  };
+
   try {
     transport = await WsTransport.start({
       self: id,
       listen: entry.listen ?? undefined,
       dial: dialTargets(cluster, id),
-      receive: (data, claimedFrom) => {
-        const verified = guarded('receive', () => {
-          const before = totalDrops(shell);
-          shell.receive(data, clockMs(), claimedFrom);
-          return totalDrops(shell) === before;
-        }, false);
-        arm();
-        return verified;
-      },
+      // An injected fault on frames from a bound peer takes them here: dropped, or received
+      // later (the connection is bound already, so what verification says then changes nothing).
+      receive: injection === null ? receive : (data, claimedFrom) =>
+        injection.links.receive(claimedFrom, data, () => receive(data, claimedFrom)) || receive(data, claimedFrom),
       onLink: (peer, up) => {
         guarded('link', () => shell.input({ type: up ? 'transport.up' : 'transport.down', nowMs: clockMs(), peer }), undefined);
         arm();
@@ -270,6 +300,9 @@ function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, ex
       break;
     case 'reset.node':
       logger.warn({ event: 'reset.node', node: e.node, rsn: e.rsn });
+      break;
+    case 'reset.cluster':
+      // The watchdog daemon logs it (at error) together with what it did (src/daemon/scc.ts).
       break;
     default: {
       const never: never = e;

@@ -20,6 +20,10 @@ export const CLUSTER_FORMAT = 'trine-cluster/1';
 export const LOOPBACK_HOST = '127.0.0.1';
 /** Replicas in a manager group (DESIGN.md §1): f = 1 needs three. */
 export const REPLICA_COUNT = 3;
+/** Spare replica ids (r4, r5, …) a local cluster holds for replacements (PROTOCOL §10.6): each
+ *  has its key and port from the start, and is started only when the group commands it. Six
+ *  replacements before `trine up` has to be run again. */
+export const SPARE_REPLICA_COUNT = 6;
 /** Nodes of a local cluster: three host the replicas, so fewer cannot place them apart. The
  *  upper bound keeps `trine up` to a cluster one machine can run. */
 export const MIN_NODES = 3;
@@ -54,6 +58,10 @@ export type ClusterConfig = {
   processes: ProcessEntry[];
   /** Ed25519 public key of every process, base64. */
   publicKeys: Record<ProcessId, string>;
+  /** `trine up --allow-inject`: the daemons install their fault-injection hooks at start and
+   *  `trine inject` may act on the cluster (docs/OPERATIONS.md §7). Absent means false, so files
+   *  written before the field existed stay valid; `trine up` writes it only when true. */
+  allowInject?: boolean;
 };
 
 /** A loaded cluster: the config, its absolute dir and the decoded public keys. */
@@ -97,15 +105,19 @@ export const paths = {
 
 // ---- planning a local cluster -------------------------------------------------------------------
 
-export type ClusterPlan = { nodes: number; ports: readonly number[]; timing?: Partial<Timing> };
+export type ClusterPlan = { nodes: number; ports: readonly number[]; timing?: Partial<Timing>; allowInject?: boolean };
 
 /** The process ids of a local cluster of `nodes` nodes, listeners first (they get the ports). */
-export function clusterIds(nodes: number): { listeners: ProcessId[]; agents: ProcessId[]; all: ProcessId[] } {
+export function clusterIds(nodes: number): { listeners: ProcessId[]; agents: ProcessId[]; spares: ProcessId[]; all: ProcessId[] } {
   const replicas = Array.from({ length: REPLICA_COUNT }, (_, i) => `r${i + 1}`);
+  const spares = Array.from({ length: SPARE_REPLICA_COUNT }, (_, i) => `r${REPLICA_COUNT + i + 1}`);
   const agents = Array.from({ length: nodes }, (_, i) => `a${i + 1}`);
-  const listeners = [...replicas, WATCHDOG_ID];
-  return { listeners, agents, all: [...listeners, ...agents, OPERATOR_ID] };
+  const listeners = [...replicas, WATCHDOG_ID, ...spares];
+  return { listeners, agents, spares, all: [...listeners, ...agents, OPERATOR_ID] };
 }
+
+/** The replica ids of a cluster: the initial three, then the spares in the order used. */
+export const replicaPool = (m: Membership): ProcessId[] => [...m.replicas, ...m.spareReplicas];
 
 /** Replicas r1..r3 on nodes n1..n3, an agent aK on every node nK, the watchdog and operator. */
 export function planCluster(plan: ClusterPlan, publicKeys: ReadonlyMap<ProcessId, Uint8Array>): ClusterConfig {
@@ -119,8 +131,10 @@ export function planCluster(plan: ClusterPlan, publicKeys: ReadonlyMap<ProcessId
   const processes: ProcessEntry[] = [];
   ids.listeners.forEach((id, i) => {
     const replica = id !== WATCHDOG_ID;
+    // A spare has no node until the group starts it on one (PROTOCOL §10.6).
+    const spare = ids.spares.includes(id);
     processes.push({
-      id, kind: replica ? 'replica' : 'watchdog', node: replica ? `n${i + 1}` : null,
+      id, kind: replica ? 'replica' : 'watchdog', node: replica && !spare ? `n${i + 1}` : null,
       listen: { host: LOOPBACK_HOST, port: ports[i] as number }, slots: null,
     });
   });
@@ -138,9 +152,9 @@ export function planCluster(plan: ClusterPlan, publicKeys: ReadonlyMap<ProcessId
     createdAt: new Date().toISOString(),
     membership: {
       cluster,
-      replicas: processes.filter((p) => p.kind === 'replica').map((p) => p.id),
-      replicaNodes: processes.filter((p) => p.kind === 'replica').map((p) => p.node as string),
-      spareReplicas: [],
+      replicas: processes.filter((p) => p.kind === 'replica' && !ids.spares.includes(p.id)).map((p) => p.id),
+      replicaNodes: processes.filter((p) => p.kind === 'replica' && !ids.spares.includes(p.id)).map((p) => p.node as string),
+      spareReplicas: ids.spares,
       agents: processes.filter((p) => p.kind === 'agent').map((p) => ({ id: p.id, node: p.node as string })),
       scc: WATCHDOG_ID,
       operators: [OPERATOR_ID],
@@ -148,6 +162,7 @@ export function planCluster(plan: ClusterPlan, publicKeys: ReadonlyMap<ProcessId
     },
     processes,
     publicKeys: keys,
+    ...(plan.allowInject === true ? { allowInject: true } : {}),
   };
 }
 
@@ -256,7 +271,8 @@ function checkConfig(json: unknown, path: string): ClusterConfig {
   if (!isObject(json) || json['format'] !== CLUSTER_FORMAT) {
     throw new ClusterDirError('FOREIGN_DIR', `${path} is not a ${CLUSTER_FORMAT} file (written by another program or Trine version): pass the right --dir, or recreate the cluster`);
   }
-  const { cluster, createdAt, membership: m, processes, publicKeys } = json;
+  const { cluster, createdAt, membership: m, processes, publicKeys, allowInject } = json;
+  if (allowInject !== undefined && typeof allowInject !== 'boolean') throw invalid(path, '"allowInject" must be true or false (or absent: false)');
   if (typeof cluster !== 'string' || !/^[a-z0-9-]{1,64}$/.test(cluster)) throw invalid(path, '"cluster" must be a cluster id');
   if (typeof createdAt !== 'string') throw invalid(path, '"createdAt" must be a string');
   if (!Array.isArray(processes) || processes.length === 0 || processes.length > MAX_LIST_ENTRIES) throw invalid(path, '"processes" must be a list');
@@ -292,6 +308,12 @@ function checkConfig(json: unknown, path: string): ClusterConfig {
   if (!Array.isArray(replicas) || replicas.length !== REPLICA_COUNT || !replicas.every((r) => byKind('replica').some((e) => e.id === r))) {
     throw invalid(path, `membership.replicas must list the ${REPLICA_COUNT} replica processes`);
   }
+  // Optional (files written before issue 5 have none): spare ids must be listening replicas.
+  const spareReplicas = m['spareReplicas'] ?? [];
+  if (!Array.isArray(spareReplicas) || !spareReplicas.every((r) => typeof r === 'string' && !replicas.includes(r) && byKind('replica').some((e) => e.id === r && e.listen !== null))) {
+    throw invalid(path, 'membership.spareReplicas must list replica processes (with listen addresses) not in membership.replicas');
+  }
+  if (new Set(spareReplicas).size !== spareReplicas.length) throw invalid(path, 'membership.spareReplicas lists an id twice');
   const agents = m['agents'];
   if (!Array.isArray(agents) || !agents.every((a) => isObject(a) && byKind('agent').some((e) => e.id === a['id'] && e.node === a['node']))) {
     throw invalid(path, 'membership.agents must list the agent processes with their nodes');
@@ -320,7 +342,7 @@ function checkConfig(json: unknown, path: string): ClusterConfig {
       cluster,
       replicas: replicas as ProcessId[],
       replicaNodes: (replicas as ProcessId[]).map((r) => byKind('replica').find((e) => e.id === r)?.node ?? ''),
-      spareReplicas: [],
+      spareReplicas: spareReplicas as ProcessId[],
       agents: (agents as { id: ProcessId; node: string }[]).map((a) => ({ id: a.id, node: a.node })),
       scc,
       operators: operators as ProcessId[],
@@ -328,6 +350,7 @@ function checkConfig(json: unknown, path: string): ClusterConfig {
     },
     processes: entries,
     publicKeys: keys,
+    ...(allowInject === true ? { allowInject: true } : {}),
   };
 }
 
