@@ -1,8 +1,11 @@
 // Byzantine replica behaviours for the simulator: a wrapper around a correct replica Core that
 // rewrites what it sends before its shell signs it, or drops chosen inputs. The replica signs
 // the rewritten frames with its own key, exactly as a compromised node would (DESIGN.md §2).
+// Also the modes of `trine inject byzantine-replica R MODE` as behaviours, and the state
+// corruption of `trine inject corrupt-replica R` (both also used by the simulator's plans).
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
+import type { ReplicatedState } from '../core/replicated-state.ts';
 import { unreachable } from '../core/result.ts';
 import type { GroupMsgGC, Item, SignedCG } from '../core/wire/messages.ts';
 
@@ -21,7 +24,14 @@ export type ByzantineBehaviour =
   | { type: 'ack.inflate'; by: number }
   /** As primary, silently drop `client`'s CGs with CSN in `csns` (all when 'all'); with
    *  `relayed`, also the wrappers of those CGs the backups forward (spec §9.2 A18). */
-  | { type: 'cg.drop'; client: ProcessId; csns: readonly number[] | 'all'; relayed: boolean };
+  | { type: 'cg.drop'; client: ProcessId; csns: readonly number[] | 'all'; relayed: boolean }
+  /** As primary, stop ordering: drop every agent's CG, every request a backup forwards
+   *  (`wrapper` with RSN 0) and every operator request, while heartbeats, probes and everything
+   *  else go on as before (`silent-heartbeating`; spec §9.2 A18 for every request). */
+  | { type: 'order.withhold' }
+  /** Send nothing at all to `agents` (no group messages, acks, probes or handshakes), and keep
+   *  talking to the replicas (`drop-agent-messages`). */
+  | { type: 'agents.mute'; agents: readonly ProcessId[] };
 
 export function describeBehaviour(b: ByzantineBehaviour): string {
   switch (b.type) {
@@ -35,6 +45,10 @@ export function describeBehaviour(b: ByzantineBehaviour): string {
       return `rsn.swap ${b.atRsn}/${b.atRsn + 1} for ${b.backup}`;
     case 'cg.drop':
       return `cg.drop ${b.client} csn ${b.csns === 'all' ? 'all' : b.csns.join(',')}${b.relayed ? ' +relayed' : ''}`;
+    case 'order.withhold':
+      return 'order.withhold';
+    case 'agents.mute':
+      return `agents.mute ${b.agents.join(',')}`;
     default:
       return unreachable(b);
   }
@@ -80,6 +94,7 @@ function rewriteItem(to: ProcessId, item: Item, behaviours: readonly ByzantineBe
     memory.ordered.set(out.body.rsn, out.body.signed);
   }
   for (const b of behaviours) {
+    if (b.type === 'agents.mute' && b.agents.includes(to)) return null;
     if (b.type === 'gc.alter' && out.type === 'grp' && out.body.type === 'gc') {
       const gc = out.body.gc;
       if (gc.gssn < b.fromGssn || gc.gssn > b.toGssn) continue;
@@ -105,6 +120,11 @@ function rewriteItem(to: ProcessId, item: Item, behaviours: readonly ByzantineBe
 
 function dropped(item: Item, behaviours: readonly ByzantineBehaviour[]): boolean {
   for (const b of behaviours) {
+    if (b.type === 'order.withhold') {
+      if (item.type === 'op.request' || (item.type === 'grp' && item.body.type === 'cg')) return true;
+      if (item.type === 'ptp' && item.body !== null && item.body.type === 'wrapper' && item.body.rsn === 0) return true;
+      continue;
+    }
     if (b.type !== 'cg.drop') continue;
     let cg = null;
     if (item.type === 'grp' && item.body.type === 'cg') cg = item.body.signed.cg;
@@ -115,12 +135,15 @@ function dropped(item: Item, behaviours: readonly ByzantineBehaviour[]): boolean
   return false;
 }
 
-/** `inner` with the given misbehaviours. Rewrites make new objects: the inner core's own
- *  buffers (what it will retransmit) are left as it built them, and rewritten again on resend. */
-export function byzantineCore<C extends Core>(inner: C, behaviours: readonly ByzantineBehaviour[]): Core {
-  const filterInput = (input: CoreInput): CoreInput | null => {
+/** `inner` with the given misbehaviours: a list, or a function read at every step (behaviours
+ *  switched on while the replica runs, World.misbehave). Rewrites make new objects: the inner
+ *  core's own buffers (what it will retransmit) are left as it built them, and rewritten again
+ *  on resend. */
+export function byzantineCore<C extends Core>(inner: C, behaviours: readonly ByzantineBehaviour[] | (() => readonly ByzantineBehaviour[])): Core {
+  const current = typeof behaviours === 'function' ? behaviours : () => behaviours;
+  const filterInput = (input: CoreInput, now: readonly ByzantineBehaviour[]): CoreInput | null => {
     if (input.type !== 'frame') return input;
-    const items = input.frame.items.filter((i) => !dropped(i, behaviours));
+    const items = input.frame.items.filter((i) => !dropped(i, now));
     if (items.length === input.frame.items.length) return input;
     if (items.length === 0) return null;
     return { ...input, frame: { ...input.frame, items } };
@@ -129,7 +152,9 @@ export function byzantineCore<C extends Core>(inner: C, behaviours: readonly Byz
   return {
     id: inner.id,
     step(input: CoreInput): CoreEffect[] {
-      const filtered = filterInput(input);
+      const now = current();
+      if (now.length === 0) return inner.step(input);
+      const filtered = filterInput(input, now);
       if (filtered === null) return [];
       const out: CoreEffect[] = [];
       for (const e of inner.step(filtered)) {
@@ -137,11 +162,104 @@ export function byzantineCore<C extends Core>(inner: C, behaviours: readonly Byz
           out.push(e);
           continue;
         }
-        const item = rewriteItem(e.to, e.item, behaviours, memory);
+        const item = rewriteItem(e.to, e.item, now, memory);
         if (item !== null) out.push(item === e.item ? e : { ...e, item });
       }
       return out;
     },
     nextWakeMs: () => inner.nextWakeMs(),
   };
+}
+
+// ---- `trine inject byzantine-replica R MODE` and `trine inject corrupt-replica R` -------------
+
+/** The modes of `trine inject byzantine-replica R MODE` (docs/OPERATIONS.md §7). */
+export const BYZANTINE_MODES = ['equivocate', 'wrong-command', 'skip-rsn', 'silent-heartbeating', 'drop-agent-messages'] as const;
+export type ByzantineMode = (typeof BYZANTINE_MODES)[number];
+
+/** What a mode needs to know of the cluster: the replica it runs in, the group and the agents,
+ *  and where it starts (the next RSN and GSSN, so the misbehaviour begins now, not at 1). */
+export type ModeContext = {
+  self: ProcessId;
+  replicas: readonly ProcessId[];
+  agents: readonly ProcessId[];
+  nextRsn: number;
+  nextGssn: number;
+  /** Distinguishes the contents of two liars (A17); any value 1–255. */
+  variant?: number;
+};
+
+/** The behaviours of one mode:
+ *  - `equivocate`: as primary, give one backup the next two requests in the other order
+ *    (`rsn.swap`, PROTOCOL §5.8), the last backup of the set;
+ *  - `wrong-command`: a different content in every group message to every agent from now on
+ *    (`gc.alter` to 'all', spec §9.2 A16);
+ *  - `skip-rsn`: as primary, skip the next RSN (`rsn.skip`, A19);
+ *  - `silent-heartbeating`: as primary, order nothing more but keep heartbeating and answering
+ *    probes (`order.withhold`);
+ *  - `drop-agent-messages`: send the agents nothing at all (`agents.mute`). */
+export function behavioursForMode(mode: ByzantineMode, c: ModeContext): ByzantineBehaviour[] {
+  switch (mode) {
+    case 'equivocate': {
+      const backup = [...c.replicas].reverse().find((r) => r !== c.self) ?? c.self;
+      return [{ type: 'rsn.swap', backup, atRsn: c.nextRsn }];
+    }
+    case 'wrong-command':
+      return [{ type: 'gc.alter', fromGssn: c.nextGssn, toGssn: Number.MAX_SAFE_INTEGER, agents: 'all', variant: c.variant ?? 1 }];
+    case 'skip-rsn':
+      return [{ type: 'rsn.skip', atRsn: c.nextRsn }];
+    case 'silent-heartbeating':
+      return [{ type: 'order.withhold' }];
+    case 'drop-agent-messages':
+      return [{ type: 'agents.mute', agents: [...c.agents] }];
+    default:
+      return unreachable(mode);
+  }
+}
+
+/** Ways to corrupt a replica's replicated state in place, each a field the digest covers
+ *  (PROTOCOL §5.4):
+ *  - `slots`: a node record's slot count (changes nothing the replica sends while no task is
+ *    placed; only the digest comparison can find it);
+ *  - `csn`: an agent's `csnReceived` one higher (the replica then refuses that agent's next
+ *    request as a retransmission);
+ *  - `chain`: an agent's `lastGssnTo` one higher (the replica's next group message to it links
+ *    to a GSSN that does not exist; that message then repairs the field, so unless the digest
+ *    is compared in between, only the agent's mismatch report shows it).
+ *  A replica's digest is recomputed when its RSN or GSSN moves: a corruption shows in its
+ *  heartbeats from its next ordered input on. */
+export const CORRUPTIONS = ['slots', 'csn', 'chain'] as const;
+export type Corruption = (typeof CORRUPTIONS)[number];
+
+/** Flip `kind` in `state` (the live object a replica core works on), at the first agent in id
+ *  order that has something to flip; returns what was changed, or null when nothing could be
+ *  (no agent known yet). */
+export function corruptState(state: ReplicatedState, kind: Corruption): string | null {
+  const agents = [...state.nodes.keys()].sort();
+  switch (kind) {
+    case 'slots': {
+      // A joined agent's: before its join is applied, the join would overwrite the count.
+      const a = agents.find((x) => state.nodes.get(x)?.joined === true) ?? agents[0];
+      const rec = a === undefined ? undefined : state.nodes.get(a);
+      if (a === undefined || rec === undefined) return null;
+      state.nodes.set(a, { ...rec, slots: rec.slots + 1 });
+      return `${a} slots ${rec.slots} → ${rec.slots + 1}`;
+    }
+    case 'csn': {
+      const a = agents.find((x) => state.csnReceived.has(x));
+      if (a === undefined) return null;
+      const csn = state.csnReceived.get(a) as number;
+      state.csnReceived.set(a, csn + 1);
+      return `${a} csnReceived ${csn} → ${csn + 1}`;
+    }
+    case 'chain': {
+      const a = agents.find((x) => state.lastGssnTo.has(x)) ?? agents[0];
+      if (a === undefined) return null;
+      const g = state.lastGssnTo.get(a) ?? 0;
+      state.lastGssnTo.set(a, g + 1);
+      return `${a} lastGssnTo ${g} → ${g + 1}`;
+    }
+    default:
+      return unreachable(kind);
+  }
 }

@@ -1,14 +1,16 @@
 // The fault plan and the workload of one seed, drawn from the seed's own streams: what the
 // network does while the fault window is open, which one process (f = 1, DESIGN.md §2) is
 // faulty and how, and which requests and notices the agents and replicas issue when.
+import { DEFAULT_TIMING } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { Fanout } from '../core/wire/messages.ts';
-import { describeBehaviour, type ByzantineBehaviour } from './byzantine.ts';
+import { CORRUPTIONS, describeBehaviour, type ByzantineBehaviour, type Corruption } from './byzantine.ts';
 import type { LinkTiming, NetworkFaults, Partition } from './network.ts';
 import { streamFor, type SeededRandom } from './random.ts';
 
 /** Simulated time of one seed. The fault window closes at `faultEndMs`; liveness is then
- *  polled until it holds or `HARD_END_MS` passes. Short enough for ≥ 50 seeds/s with the
+ *  polled until it holds or the plan's `hardEndMs` passes (`HARD_END_MS` at most, plus
+ *  `DIAGNOSIS_BUDGET_MS` when a replica is faulty). Short enough for ≥ 50 seeds/s with the
  *  cheap signer, long enough for several retransmission and ReplicaTimeout periods. */
 export const FAULT_WINDOW_MIN_MS = 300;
 export const FAULT_WINDOW_MAX_MS = 700;
@@ -16,6 +18,10 @@ export const FAULT_WINDOW_MAX_MS = 700;
  *  (3 retries) and ReplicaTimeout (500 ms × 3) has had room to fire. */
 export const HEAL_BUDGET_MS = 1500;
 export const HARD_END_MS = FAULT_WINDOW_MAX_MS + HEAL_BUDGET_MS;
+/** More time after the heal when a replica is faulty: self-diagnosis (a silence diagnosis of
+ *  400 ms, primary progress of 500 ms, or three ReplicaTimeouts of 500 ms for agents' reports),
+ *  the condemnation, a replacement started and the state transferred (PROTOCOL §10). */
+export const DIAGNOSIS_BUDGET_MS = 2500;
 /** Requests per seed: a few dozen keeps per-seed work bounded. */
 export const MIN_REQUESTS = 6;
 export const MAX_REQUESTS = 24;
@@ -39,10 +45,13 @@ export const WORKLOAD_START_MS = 5;
 
 export type ProcessFault =
   | { type: 'none' }
-  /** A crash; agents come back at `restartAtMs` (the keeper), replicas stay down (no state
-   *  transfer before issue 5). */
+  /** A crash; agents come back at `restartAtMs` (the keeper), replicas stay down: the group
+   *  condemns them and starts a replacement (PROTOCOL §10). */
   | { type: 'crash'; target: ProcessId; atMs: number; restartAtMs: number | null }
-  | { type: 'byzantine'; target: ProcessId; behaviours: ByzantineBehaviour[] }
+  /** Misbehaviours from `fromMs` on (0: from the start). */
+  | { type: 'byzantine'; target: ProcessId; behaviours: ByzantineBehaviour[]; fromMs: number }
+  /** The replica's replicated state corrupted at `atMs` (`trine inject corrupt-replica`). */
+  | { type: 'corrupt'; target: ProcessId; atMs: number; kind: Corruption }
   /** A hang: no input, no timers, state kept, for [atMs, untilMs) (DESIGN.md §3 "hangs"). */
   | { type: 'hang'; target: ProcessId; atMs: number; untilMs: number };
 
@@ -55,6 +64,12 @@ export type FaultPlan = {
   link: LinkTiming;
   network: NetworkFaults;
   faultEndMs: number;
+  /** Liveness is polled until this time at the latest. */
+  hardEndMs: number;
+  /** The replica the fault should get condemned and replaced (PROTOCOL §10): the run goes on
+   *  after liveness holds until it is out of the group. `required`: a fault every correct
+   *  replica sees for certain (a crash); otherwise the run just waits for it up to the end. */
+  diagnosis: { target: ProcessId; required: boolean } | null;
   partitions: Partition[];
   process: ProcessFault;
   /** Each process's clock offset from simulated time. */
@@ -86,26 +101,41 @@ function networkFaults(rng: SeededRandom): NetworkFaults {
 
 function processFault(rng: SeededRandom, o: PlanOptions, faultEndMs: number): ProcessFault {
   const roll = rng.int(100);
+  const primary = o.replicas[0] as ProcessId;
   const backups = o.replicas.slice(1);
-  if (roll < 35) return { type: 'none' };
-  if (roll < 55) {
+  if (roll < 30) return { type: 'none' };
+  if (roll < 48) {
     // An agent crashes; usually its keeper restarts it, sometimes at once, sometimes later.
     const atMs = rng.range(5, faultEndMs - 50);
     return { type: 'crash', target: rng.pick(o.agents), atMs, restartAtMs: rng.chance(0.8) ? atMs + rng.range(0, 300) : null };
   }
-  if (roll < 65) return { type: 'crash', target: rng.pick(backups), atMs: rng.range(20, faultEndMs - 50), restartAtMs: null };
-  if (roll < 75) {
+  // A replica crashes, the primary as well as a backup; the group replaces it (PROTOCOL §10).
+  if (roll < 60) return { type: 'crash', target: rng.pick(o.replicas), atMs: rng.range(20, faultEndMs - 50), restartAtMs: null };
+  if (roll < 68) {
     const atMs = rng.range(20, faultEndMs - 50);
     return { type: 'hang', target: rng.pick([...o.replicas, ...o.agents]), atMs, untilMs: Math.min(faultEndMs, atMs + rng.range(20, MAX_HANG_MS)) };
   }
+  if (roll < 75) {
+    // Corrupted state: found by comparing digests at equal RSNs (PROTOCOL §10.2 `digest`).
+    return { type: 'corrupt', target: rng.pick(o.replicas), atMs: rng.range(20, faultEndMs - 50), kind: rng.pick(CORRUPTIONS) };
+  }
   // Byzantine replica.
-  const kind = rng.int(6);
+  const kind = rng.int(8);
+  const from = (): number => (rng.chance(0.5) ? 0 : rng.range(20, faultEndMs - 50));
+  if (kind === 7) {
+    // drop-agent-messages: only the agents' reports can name it (agent.reports).
+    return { type: 'byzantine', target: rng.pick(o.replicas), behaviours: [{ type: 'agents.mute', agents: [...o.agents] }], fromMs: from() };
+  }
+  if (kind === 6) {
+    // silent-heartbeating primary: the backups' primary-progress timers name it.
+    return { type: 'byzantine', target: primary, behaviours: [{ type: 'order.withhold' }], fromMs: from() };
+  }
   if (kind === 5) {
     // A primary ordering differently per backup: the backups' order confirmation must keep them
     // from diverging (PROTOCOL §5.8).
-    return { type: 'byzantine', target: o.replicas[0] as ProcessId, behaviours: [{ type: 'rsn.swap', backup: rng.pick(backups), atRsn: rng.range(1, 15) }] };
+    return { type: 'byzantine', target: primary, behaviours: [{ type: 'rsn.swap', backup: rng.pick(backups), atRsn: rng.range(1, 15) }], fromMs: 0 };
   }
-  if (kind === 4) return { type: 'byzantine', target: rng.pick(o.replicas), behaviours: [{ type: 'ack.inflate', by: rng.range(1, 3) }] };
+  if (kind === 4) return { type: 'byzantine', target: rng.pick(o.replicas), behaviours: [{ type: 'ack.inflate', by: rng.range(1, 3) }], fromMs: 0 };
   if (kind === 0 || kind === 1) {
     const fromGssn = rng.range(1, 30);
     const agents = rng.chance(0.5) ? 'all' : o.agents.filter(() => rng.chance(0.5));
@@ -113,20 +143,39 @@ function processFault(rng: SeededRandom, o: PlanOptions, faultEndMs: number): Pr
       type: 'byzantine',
       target: rng.pick(o.replicas),
       behaviours: [{ type: 'gc.alter', fromGssn, toGssn: fromGssn + rng.int(kind === 0 ? 1 : 20), agents, variant: rng.range(1, 255) }],
+      fromMs: 0,
     };
   }
   if (kind === 2) {
     const client = rng.pick(o.agents);
-    return { type: 'byzantine', target: o.replicas[0] as ProcessId, behaviours: [{ type: 'cg.drop', client, csns: [rng.range(1, 4)], relayed: false }] };
+    return { type: 'byzantine', target: primary, behaviours: [{ type: 'cg.drop', client, csns: [rng.range(1, 4)], relayed: false }], fromMs: 0 };
   }
-  return { type: 'byzantine', target: o.replicas[0] as ProcessId, behaviours: [{ type: 'rsn.skip', atRsn: rng.range(1, 15) }] };
+  return { type: 'byzantine', target: primary, behaviours: [{ type: 'rsn.skip', atRsn: rng.range(1, 15) }], fromMs: 0 };
 }
 
-/** Whether the group can be asked for liveness after this fault heals. A primary that skips
- *  an RSN, or orders differently per backup, stalls both backups until it is replaced (issue 5). */
+/** Which replica the fault should get condemned, and whether for certain. A Byzantine
+ *  behaviour that only lies to the agents' acks, or drops a request the backups then forward,
+ *  is never seen by anyone (PROTOCOL §5.5, §5.6): nothing to wait for. */
+function diagnosisOf(p: ProcessFault, o: PlanOptions): FaultPlan['diagnosis'] {
+  if (p.type === 'none' || !o.replicas.includes(p.target)) return null;
+  if (p.type === 'crash') return { target: p.target, required: true };
+  // A hang shorter than the silence diagnosis ends before anyone can accuse it.
+  if (p.type === 'hang' && p.untilMs - p.atMs < DEFAULT_TIMING.diagnosisTimeoutMs) return null;
+  if (p.type === 'byzantine' && p.behaviours.every((b) => b.type === 'ack.inflate' || b.type === 'cg.drop')) return null;
+  return { target: p.target, required: false };
+}
+
+/** The replica the process fault makes faulty, if any. */
+function faultyReplica(p: ProcessFault, o: PlanOptions): ProcessId | null {
+  if (p.type === 'none') return null;
+  return o.replicas.includes(p.target) ? p.target : null;
+}
+
+/** Whether the group can be asked for liveness after this fault heals: always, since
+ *  self-diagnosis replaces a faulty replica (PROTOCOL §10). */
 function livenessPossible(p: ProcessFault): boolean {
-  if (p.type !== 'byzantine') return true;
-  return !p.behaviours.some((b) => b.type === 'rsn.skip' || b.type === 'rsn.swap' || (b.type === 'cg.drop' && b.relayed));
+  void p;
+  return true;
 }
 
 function workload(rng: SeededRandom, o: PlanOptions, faultEndMs: number): WorkItem[] {
@@ -177,6 +226,16 @@ export function planFor(seed: number, o: PlanOptions): FaultPlan {
   const clockOffsetsMs: Record<ProcessId, number> = {};
   for (const id of everyone) clockOffsetsMs[id] = rng.int(MAX_CLOCK_OFFSET_MS);
   const process = processFault(rng, o, faultEndMs);
+  // At most one faulty replica (DESIGN.md §2): a replica cut off by a partition counts as
+  // faulty (run-seed.ts), so partitions may cut off only the replica the process fault hits,
+  // or, without one, a single replica.
+  let faulty = faultyReplica(process, o);
+  for (let i = 0; i < partitions.length; i++) {
+    const cut = (partitions[i] as Partition).isolated.filter((id) => o.replicas.includes(id));
+    if (cut.length === 0) continue;
+    if (faulty === null && cut.length === 1) faulty = cut[0] as ProcessId;
+    if (cut.some((id) => id !== faulty)) partitions.splice(i--, 1);
+  }
   if (process.type === 'byzantine' && process.behaviours.some((b) => b.type === 'rsn.swap')) {
     // With 3 replicas, safety against an equivocating primary rests on the other backup
     // answering within its bound (PROTOCOL §5.8): cutting a replica off too is a second fault.
@@ -187,6 +246,8 @@ export function planFor(seed: number, o: PlanOptions): FaultPlan {
   }
   return {
     seed, link, network, faultEndMs, partitions, process, clockOffsetsMs,
+    hardEndMs: faultEndMs + HEAL_BUDGET_MS + (faulty === null ? 0 : DIAGNOSIS_BUDGET_MS),
+    diagnosis: diagnosisOf(process, o),
     livenessExpected: livenessPossible(process),
     workload: workload(streamFor(seed, 'workload'), o, faultEndMs),
   };
@@ -203,7 +264,8 @@ export function describePlan(p: FaultPlan): string {
   const f = p.process;
   if (f.type === 'crash') parts.push(`crash ${f.target}@${f.atMs}${f.restartAtMs === null ? '' : ` restart@${f.restartAtMs}`}`);
   if (f.type === 'hang') parts.push(`hang ${f.target} ${f.atMs}-${f.untilMs}ms`);
-  if (f.type === 'byzantine') parts.push(`byzantine ${f.target}: ${f.behaviours.map(describeBehaviour).join('; ')}`);
+  if (f.type === 'byzantine') parts.push(`byzantine ${f.target}${f.fromMs > 0 ? ` from ${f.fromMs}ms` : ''}: ${f.behaviours.map(describeBehaviour).join('; ')}`);
+  if (f.type === 'corrupt') parts.push(`corrupt ${f.target} ${f.kind}@${f.atMs}`);
   parts.push(`${p.workload.filter((w) => w.type === 'echo').length} echoes`);
   return parts.join(', ');
 }

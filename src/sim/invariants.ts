@@ -15,7 +15,9 @@ import { isOperatorRequest } from '../core/replicated-state.ts';
 import type { CoreEffect } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { unreachable } from '../core/result.ts';
-import type { AgentRequest, Frame, GroupCommand, GroupMsgGC, Item } from '../core/wire/messages.ts';
+import { groupInput, type AgentRequest, type Frame, type GroupCommand, type GroupMsgGC, type Item } from '../core/wire/messages.ts';
+import { pack } from '../core/wire/frame.ts';
+import { toHex } from '../core/hex.ts';
 import { commandKey, describeGC, frameKey, gcKey, requestKey, sameBytes } from './canonical.ts';
 
 /** Violations kept per seed: the first explains the failure, the rest are usually echoes. */
@@ -34,7 +36,11 @@ export type InvariantName =
   | 't.accepted'
   | 't.truth'
   /** Linked tasks: every process of a task received the same broadcast at each epoch. */
-  | 't.atomic-broadcast';
+  | 't.atomic-broadcast'
+  /** Self-diagnosis (PROTOCOL §10): a correct replica is never condemned; after the faults heal
+   *  the group is three serving replicas again. */
+  | 'g.condemned-correct'
+  | 'g.recovered';
 
 export type Violation = { seed: number; atMs: number; invariant: InvariantName; message: string };
 
@@ -42,7 +48,7 @@ export type ProcessKind = 'replica' | 'agent';
 
 /** What correct replicas sent to one agent for one GSSN. A replica that crashes later was
  *  still correct when it sent, so its sends stay evidence; Byzantine replicas never count. */
-type SentGC = { key: string; commandKey: string; prevGssn: number; from: ProcessId; gc: GroupMsgGC };
+type SentGC = { key: string; commandKey: string; prevGssn: number; from: ProcessId; gc: GroupMsgGC; senders: Set<ProcessId> };
 
 /** One echo request as its agent issued it. */
 type IssuedEcho = {
@@ -62,6 +68,8 @@ type AgentView = {
 };
 
 type ReplicaView = {
+  /** The RSN its state was installed at (a replacement), 0 for the initial replicas. */
+  installedAt: number;
   lastRsn: number;
   /** Last CSN delivered per client. */
   lastCsn: Map<ProcessId, number>;
@@ -91,6 +99,8 @@ export class InvariantChecker {
   private readonly deliveredContent = new Map<number, { agent: ProcessId; key: string }>();
   /** RSN → `${client}|${csn}|${request}` as the first correct replica delivered it (b). */
   private readonly order = new Map<number, string>();
+  /** Who recorded each RSN of `order` first. */
+  private readonly orderBy = new Map<number, ProcessId>();
   private readonly issued = new Map<string, IssuedEcho>();
   /** RSN at which each echo (`client|tag`) and each agent's first node.join were ordered. */
   private readonly echoRsn = new Map<string, number>();
@@ -102,6 +112,21 @@ export class InvariantChecker {
   private readonly noticesSent = new Map<string, string[]>();
   private readonly noticesDelivered = new Map<string, number>();
   private readonly terminated = new Set<ProcessId>();
+  /** Replicas no longer in the group (condemned, abandoned): not owed anything. */
+  private readonly retired = new Set<ProcessId>();
+  /** Replacements started but still without the state. */
+  private readonly installing = new Set<ProcessId>();
+  /** Replicas the run made faulty beyond the Byzantine ones: crashed, hung, or cut off by a
+   *  partition (any of these may rightly be condemned). */
+  private readonly faulty = new Set<ProcessId>();
+  /** The network went beyond the timing bounds of the fault model (heavy loss, long spikes):
+   *  timing-based accusations of correct replicas are then possible and not a violation. */
+  outOfBounds = false;
+  /** Two replicas were faulty at once (see demoteFrom): requests are no longer owed, only the
+   *  group's recovery is. */
+  doubleFault = false;
+  /** The group as each serving replica sees it (the world's answer), for recovery checks. */
+  groups: () => Map<ProcessId, { view: number; members: readonly ProcessId[]; canGrow: boolean }> = () => new Map();
   private nowMs = 0;
   /** What happened, for reports: deliveries seen and suspicions raised, by kind. */
   readonly counts = { commands: 0, requests: 0, notices: 0, suspects: 0, terminations: 0 };
@@ -114,10 +139,12 @@ export class InvariantChecker {
     this.nowMs = nowMs;
   }
 
-  addProcess(id: ProcessId, kind: ProcessKind): void {
+  /** `spare`: a replica id that runs only once an agent starts it as a replacement. */
+  addProcess(id: ProcessId, kind: ProcessKind, spare = false): void {
     this.kinds.set(id, kind);
+    if (spare) this.retired.add(id);
     if (kind === 'agent') this.agents.set(id, { incarnation: 1, inc: 0, lastGssn: 0, delivered: new Set() });
-    else this.replicas.set(id, { lastRsn: 0, lastCsn: new Map(), delivered: new Map(), echoTags: new Set() });
+    else this.replicas.set(id, { installedAt: 0, lastRsn: 0, lastCsn: new Map(), delivered: new Map(), echoTags: new Set() });
   }
 
   /** A replica that misbehaves from the start (at most one in the fault model). */
@@ -129,6 +156,72 @@ export class InvariantChecker {
   onDown(id: ProcessId): void {
     this.down.add(id);
     this.everDown.add(id);
+    this.installing.delete(id);
+  }
+
+  /** A condemned replica is out of the group: what it sends from now on, or sent for GSSNs the
+   *  group has not settled, is no evidence of what correct replicas send (it may have kept
+   *  ordering alone while cut off, PROTOCOL §10.3). */
+  private demoteFrom(id: ProcessId, rsn: number): void {
+    if (!this.byzantine.has(id) && !this.faulty.has(id)) {
+      if (!this.outOfBounds) this.fail('g.condemned-correct', `the group condemned ${id} at RSN ${rsn}, which the run never made faulty`);
+      // A correct replica condemned because the network broke the timing bounds is a fault
+      // outside the model; with another replica faulty as well, that is two faults, and what
+      // only those two had executed may be lost (the agents dropped it on their acks).
+      else if (this.byzantine.size > 0 || [...this.faulty].some((f) => f !== id && this.kinds.get(f) === 'replica')) this.doubleFault = true;
+    }
+    for (const [r, by] of this.orderBy) {
+      if (r < rsn || by !== id) continue;
+      this.order.delete(r);
+      this.orderBy.delete(r);
+    }
+    // What only its order said (joins, failures, echoes at RSNs no correct replica confirmed).
+    const unconfirmed = (r: number) => r >= rsn && !this.order.has(r);
+    for (const [k, r] of this.echoRsn) if (unconfirmed(r)) this.echoRsn.delete(k);
+    for (const m of [this.joins, this.failures]) for (const [a, list] of m) m.set(a, list.filter((x) => !unconfirmed(x.rsn)));
+    // A replica that turned Byzantine while it ran (World.misbehave, World.corrupt) sent as a
+    // correct one before: those sends are demoted like any condemned replica's.
+    this.byzantine.add(id);
+    this.retired.add(id);
+    for (const [slot, s] of this.sentGC) {
+      if (!s.senders.has(id)) continue;
+      const dest = this.agents.get(s.gc.dest);
+      if (dest !== undefined && dest.delivered.has(s.gc.gssn)) continue;
+      s.senders.delete(id);
+      if (s.senders.size === 0) this.sentGC.delete(slot);
+      else s.from = [...s.senders][0] as ProcessId;
+    }
+  }
+
+  /** A replica the fault plan crashed, hung or cut off. */
+  markFaulty(id: ProcessId): void {
+    this.faulty.add(id);
+  }
+
+  /** A replacement replica started (PROTOCOL §10.6). */
+  onJoining(id: ProcessId): void {
+    this.installing.add(id);
+    this.retired.delete(id);
+    this.down.delete(id);
+  }
+
+  /** A replacement installed the state at `rsn`: it is owed RSNs and CSNs from there on. */
+  onInstalled(id: ProcessId, rsn: number, csnReceived: ReadonlyMap<ProcessId, number>): void {
+    this.installing.delete(id);
+    const view = this.replicas.get(id);
+    if (view === undefined) return;
+    view.lastRsn = rsn;
+    view.installedAt = rsn;
+    view.lastCsn = new Map(csnReceived);
+  }
+
+  onRetired(id: ProcessId): void {
+    this.retired.add(id);
+  }
+
+  /** Up, not Byzantine, serving in the group: what liveness asks of a replica. */
+  private serving(id: ProcessId): boolean {
+    return this.isCorrect(id) && !this.retired.has(id) && !this.installing.has(id);
   }
 
   /** Correct = not Byzantine and up. A replica that crashed was correct until then. */
@@ -206,8 +299,10 @@ export class InvariantChecker {
       const key = gcKey(gc);
       const prior = this.sentGC.get(slot);
       if (prior === undefined) {
-        this.sentGC.set(slot, { key, commandKey: commandKey(gc.payload), prevGssn: gc.prevGssn, from, gc });
-      } else if (prior.key !== key) {
+        this.sentGC.set(slot, { key, commandKey: commandKey(gc.payload), prevGssn: gc.prevGssn, from, gc, senders: new Set([from]) });
+      } else if (prior.key === key) {
+        prior.senders.add(from);
+      } else {
         this.fail('a.group-delivery', `correct replicas ${prior.from} and ${from} sent different GCs to ${gc.dest} for GSSN ${gc.gssn}: ${describeGC(prior.gc)} vs ${describeGC(gc)}`);
       }
     }
@@ -257,7 +352,10 @@ export class InvariantChecker {
     const key = `${client} csn ${csn} ${requestKey(request)}`;
     view.delivered.set(rsn, key);
     const prior = this.order.get(rsn);
-    if (prior === undefined) this.order.set(rsn, key);
+    if (prior === undefined) {
+      this.order.set(rsn, key);
+      this.orderBy.set(rsn, replica);
+    }
     else if (prior !== key) {
       const short = (k: string) => k.slice(0, k.lastIndexOf('|'));
       this.fail('b.request-order', `${replica} delivered ${short(key)} at RSN ${rsn}, another correct replica delivered ${short(prior)}`);
@@ -293,7 +391,13 @@ export class InvariantChecker {
         if (!this.isCorrect(id)) return;
         // Correct replicas execute the same inputs at the same RSNs; an input takes its RSN like
         // a request does (liveness compares what each replica executed).
-        const key = `input ${JSON.stringify(effect.input)}`;
+        const key = `input ${toHex(pack(groupInput.enc(effect.input)))}`;
+        // The condemned replica's own order from this RSN on (it may have kept ordering while
+        // cut off) is no evidence of the group's.
+        if (effect.input.type === 'replica.condemn') {
+          const target = effect.input.evidence[0]?.accusation.target;
+          if (target !== undefined) this.demoteFrom(target, effect.rsn);
+        }
         const view = this.replicas.get(id);
         if (view !== undefined) {
           if (effect.rsn <= view.lastRsn) this.fail('b.request-order', `${id} executed RSN ${effect.rsn} after RSN ${view.lastRsn}`);
@@ -301,8 +405,12 @@ export class InvariantChecker {
           view.delivered.set(effect.rsn, key);
         }
         const prior = this.order.get(effect.rsn);
-        if (prior === undefined) this.order.set(effect.rsn, key);
+        if (prior === undefined) {
+          this.order.set(effect.rsn, key);
+          this.orderBy.set(effect.rsn, id);
+        }
         else if (prior !== key) this.fail('b.request-order', `${id} executed ${key} at RSN ${effect.rsn}, another correct replica ${prior.slice(0, 80)}`);
+        if (effect.input.type === 'replica.condemn') return;
         if (effect.input.type !== 'node.failed') return;
         const list = this.failures.get(effect.input.agent) ?? [];
         if (!list.some((f) => f.rsn === effect.rsn)) list.push({ rsn: effect.rsn, inc: effect.input.inc });
@@ -329,6 +437,7 @@ export class InvariantChecker {
         return;
       case 'log':
       case 'reset.node':
+      case 'reset.cluster':
         return;
       default:
         return unreachable(effect);
@@ -354,12 +463,16 @@ export class InvariantChecker {
   /** What is still missing for liveness, or [] when everything arrived. `limit` bounds the work. */
   missing(limit = 1): string[] {
     const out: string[] = [];
-    const correctReplicas = [...this.replicas.keys()].filter((r) => this.isCorrect(r));
+    if (this.doubleFault) return this.groupMissing(out, limit);
+    const correctReplicas = [...this.replicas.keys()].filter((r) => this.serving(r));
     // Every echo of an agent that is up, at every correct replica.
     for (const e of this.issued.values()) {
       if (!this.echoOwed(e)) continue;
+      const orderedAt = this.echoRsn.get(`${e.client}|${e.tag}`);
       for (const r of correctReplicas) {
-        if (!(this.replicas.get(r) as ReplicaView).echoTags.has(`${e.client}|${e.tag}`)) {
+        const v = this.replicas.get(r) as ReplicaView;
+        if (orderedAt !== undefined && orderedAt <= v.installedAt) continue; // in the state it received
+        if (!v.echoTags.has(`${e.client}|${e.tag}`)) {
           out.push(`echo ${e.tag} of ${e.client} never delivered at ${r}`);
           if (out.length >= limit) return out;
         }
@@ -421,16 +534,33 @@ export class InvariantChecker {
         if (out.length >= limit) return out;
       }
     }
-    // All correct replicas delivered the same RSNs.
+    // All serving replicas executed up to the same RSN (which RSN carried what is (b)).
     let rsnSet: string | null = null;
     for (const r of correctReplicas) {
-      const v = this.replicas.get(r) as ReplicaView;
-      const s = `${v.lastRsn}/${v.delivered.size}`;
+      const s = `${(this.replicas.get(r) as ReplicaView).lastRsn}`;
       if (rsnSet !== null && s !== rsnSet) {
-        out.push(`correct replicas delivered different RSNs (last/count ${rsnSet} vs ${r} ${s})`);
+        out.push(`correct replicas executed up to different RSNs (${rsnSet} vs ${r} ${s})`);
         break;
       }
       rsnSet = s;
+    }
+    return this.groupMissing(out, limit);
+  }
+
+  /** PROTOCOL §10.6: the group is back to three serving replicas, all in one view. */
+  private groupMissing(out: string[], limit: number): string[] {
+    const groups = this.groups();
+    for (const [r, g] of groups) {
+      if (!this.serving(r)) continue;
+      if (g.members.length !== 3 && (g.canGrow || g.members.length > 3)) {
+        out.push(`${r} sees a group of ${g.members.length} (${g.members.join(',')}) in view ${g.view}, not 3`);
+        break;
+      }
+      const others = [...groups].filter(([x]) => x !== r && this.serving(x) && groups.get(x)?.view !== g.view);
+      if (others.length > 0) {
+        out.push(`serving replicas in different views: ${r}@${g.view} vs ${others.map(([x, o]) => `${x}@${o.view}`).join(',')}`);
+        break;
+      }
     }
     return out.slice(0, limit);
   }
@@ -443,7 +573,7 @@ export class InvariantChecker {
     }
     const byRsn = new Map<number, { id: ProcessId; digest: string }>();
     for (const [id, d] of opts.digests) {
-      if (!this.isCorrect(id)) continue;
+      if (!this.serving(id)) continue;
       const prior = byRsn.get(d.rsn);
       if (prior !== undefined && prior.digest !== d.digest) {
         this.fail('b.request-order', `digests differ at RSN ${d.rsn}: ${prior.id} ${prior.digest.slice(0, 16)} vs ${id} ${d.digest.slice(0, 16)}`);
@@ -453,7 +583,7 @@ export class InvariantChecker {
     if (!opts.livenessExpected) return;
     for (const m of this.missing(5)) this.fail('d.liveness', m);
     if (byRsn.size > 1) {
-      const at = [...opts.digests].filter(([id]) => this.isCorrect(id)).map(([id, d]) => `${id}@${d.rsn}`).join(' ');
+      const at = [...opts.digests].filter(([id]) => this.serving(id)).map(([id, d]) => `${id}@${d.rsn}`).join(' ');
       this.fail('d.liveness', `correct replicas ended at different RSNs: ${at}`);
     }
   }

@@ -3,7 +3,7 @@
 // end-of-run checks. Pure function of (seed, options): the same seed replays exactly.
 import type { ProcessId } from '../core/ports.ts';
 import type { ByzantineBehaviour } from './byzantine.ts';
-import { HARD_END_MS, planFor, type FaultPlan } from './fault-plan.ts';
+import { planFor, type FaultPlan } from './fault-plan.ts';
 import type { InvariantChecker, Violation } from './invariants.ts';
 import type { NetworkStats } from './network.ts';
 import type { SimCrypto } from './sim-signer.ts';
@@ -41,12 +41,33 @@ export type SeedResult = {
   counts: InvariantChecker['counts'];
 };
 
+/** Network faults beyond the fault model's timing bounds: frequent loss (three lost
+ *  retransmissions in a row become likely within a diagnosis) or latency spikes longer than the
+ *  primary-progress timeout. Accusations of correct replicas are then possible; safety is not
+ *  at stake, and liveness after the heal is still checked. */
+export function beyondTimingBounds(plan: FaultPlan): boolean {
+  const n = plan.network;
+  return n.loss > 0.05 || (n.spike > 0 && n.spikeMaxMs >= 100);
+}
+
+/** Whether `target` is out of the group as every other serving replica sees it. */
+export function condemned(world: World, target: ProcessId): boolean {
+  let serving = 0;
+  for (const [id, g] of world.checker.groups()) {
+    if (id === target) continue;
+    serving++;
+    if (g.members.includes(target)) return false;
+  }
+  return serving > 0;
+}
+
 export function runSeed(seed: number, opts: SeedOptions): SeedResult {
   const agentIds = Array.from({ length: opts.agents }, (_, i) => `a${i + 1}`);
   let plan = planFor(seed, { agents: agentIds, replicas: ['r1', 'r2', 'r3'] });
   if (opts.adjustPlan !== undefined) plan = opts.adjustPlan(plan);
   const byzantine = new Map<ProcessId, readonly ByzantineBehaviour[]>(opts.byzantine ?? []);
-  if (opts.byzantine === undefined && plan.process.type === 'byzantine') byzantine.set(plan.process.target, plan.process.behaviours);
+  const f = plan.process;
+  if (opts.byzantine === undefined && f.type === 'byzantine' && f.fromMs === 0) byzantine.set(f.target, f.behaviours);
 
   const world = new World({
     seed, agents: opts.agents, cores: opts.cores, crypto: opts.crypto ?? 'keyed',
@@ -58,6 +79,10 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
     ...(opts.wrapVerifier !== undefined ? { wrapVerifier: opts.wrapVerifier } : {}),
   });
   for (const p of plan.partitions) world.network.addPartition(p);
+  // A replica cut off is faulty in the model's terms (it may rightly be condemned), and so is
+  // every replica when the network breaks the timing bounds (PROTOCOL §10.2, FAULT-MODEL).
+  for (const p of plan.partitions) for (const id of p.isolated) world.checker.markFaulty(id);
+  world.checker.outOfBounds = beyondTimingBounds(plan);
   world.network.setFaultWindow(true);
   world.start();
 
@@ -69,23 +94,30 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
       s.at(w.atMs, () => world.notice(w.from, w.to, w.text));
     }
   }
-  const f = plan.process;
   if (f.type === 'crash') {
     s.at(f.atMs, () => world.crash(f.target));
     if (f.restartAtMs !== null) s.at(Math.min(f.restartAtMs, plan.faultEndMs), () => world.restart(f.target));
   }
   if (f.type === 'hang') s.at(f.atMs, () => world.hang(f.target, f.untilMs));
+  if (f.type === 'corrupt') s.at(f.atMs, () => (world.replica(f.target) !== null ? world.corrupt(f.target, f.kind) : null));
+  if (opts.byzantine === undefined && f.type === 'byzantine' && f.fromMs > 0) s.at(f.fromMs, () => world.misbehave(f.target, f.behaviours));
   s.at(plan.faultEndMs, () => world.network.setFaultWindow(false));
 
   world.runUntil(plan.faultEndMs);
-  // After the heal: stop as soon as everything owed has arrived, or at the hard end.
+  // After the heal: stop as soon as everything owed has arrived (and the faulty replica is out
+  // of the group, when the fault is one self-diagnosis should find), or at the hard end.
   const failed = () => world.checker.violations.length > 0;
+  const d = plan.diagnosis;
+  const diagnosed = (): boolean => d === null || condemned(world, d.target);
   let t = plan.faultEndMs;
-  while (t < HARD_END_MS && !failed()) {
+  while (t < plan.hardEndMs && !failed()) {
     if (!plan.livenessExpected && t >= plan.faultEndMs + 4 * LIVENESS_POLL_MS) break;
-    if (plan.livenessExpected && world.checker.missing(1).length === 0) break;
+    if (plan.livenessExpected && diagnosed() && world.checker.missing(1).length === 0) break;
     t += LIVENESS_POLL_MS;
     world.runUntil(t);
+  }
+  if (d !== null && d.required && !failed() && !condemned(world, d.target)) {
+    world.checker.fail('g.recovered', `${d.target} (${plan.process.type}) is still a member of the group at ${world.now} ms`);
   }
   world.checker.finish({ livenessExpected: plan.livenessExpected, digests: world.digests() });
   opts.inspect?.(world);

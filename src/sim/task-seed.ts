@@ -9,6 +9,7 @@ import { streamFor, type SeededRandom } from './random.ts';
 import type { CoreFactories } from './world.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../core/signals.ts';
 import { TaskSim, type SimApp } from './tasks.ts';
+import { condemned } from './run-seed.ts';
 
 /** Faults happen in [0, FAULT_END_MS); then the network heals and the run settles. */
 export const TASK_FAULT_END_MS = 1200;
@@ -57,9 +58,9 @@ export function taskPlanFor(seed: number, agents: readonly ProcessId[]): TaskPla
     const fromMs = between(rng, 50, 700);
     fault = { type: 'partition', agent, fromMs, untilMs: fromMs + between(rng, 100, 500) };
   } else {
-    // A backup only: replacing a crashed primary is self-diagnosis and recovery (issue 5);
-    // until then a primary crash stops ordering, which the group seeds already cover.
-    fault = { type: 'replica-crash', replica: pick(rng, ['r2', 'r3']), atMs: between(rng, 50, 800) };
+    // The primary as well as a backup: the group condemns it and starts a replacement, which
+    // gets the task state with the rest (PROTOCOL §10).
+    fault = { type: 'replica-crash', replica: pick(rng, ['r1', 'r2', 'r3']), atMs: between(rng, 50, 800) };
   }
   return { seed, tasks, fault, loss: rng.next() < 0.3 ? rng.next() * 0.02 : 0 };
 }
@@ -144,12 +145,14 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
   s.at(TASK_FAULT_END_MS, () => w.network.setFaultWindow(false));
   w.runUntil(TASK_FAULT_END_MS);
   let t = TASK_FAULT_END_MS;
-  // Settled: every task finished and nothing runs, and the group layer owes nothing (every
-  // replica executed every RSN the others did).
-  while (t < TASK_HARD_END_MS && w.checker.violations.length === 0 && !(sim.settled() && w.checker.missing(1).length === 0)) {
+  // Settled: every task finished and nothing runs, the group layer owes nothing (every
+  // replica executed every RSN the others did), and a crashed replica has been replaced.
+  const replaced = (): boolean => f.type !== 'replica-crash' || condemned(w, f.replica);
+  while (t < TASK_HARD_END_MS && w.checker.violations.length === 0 && !(sim.settled() && replaced() && w.checker.missing(1).length === 0)) {
     t += TASK_POLL_MS;
     w.runUntil(t);
   }
+  if (w.checker.violations.length === 0 && !replaced()) w.checker.fail('g.recovered', `crashed replica ${f.type === 'replica-crash' ? f.replica : ''} is still a member at ${w.now} ms`);
   sim.finish(true);
   w.checker.finish({ livenessExpected: true, digests: w.digests() });
   opts.inspect?.(sim);

@@ -6,10 +6,11 @@ import { createHash } from 'node:crypto';
 import { DEFAULT_TIMING, type Timing } from '../core/constants.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from '../core/node.ts';
 import type { Hash, ProcessId, Signer, Verifier } from '../core/ports.ts';
+import type { ReplicatedState } from '../core/replicated-state.ts';
 import { Shell, type Transport } from '../core/shell.ts';
 import { decodeFrame, encodeFrame, signCG } from '../core/wire/frame.ts';
 import type { AgentRequest, Frame, Item, OperatorRequest } from '../core/wire/messages.ts';
-import { byzantineCore, type ByzantineBehaviour } from './byzantine.ts';
+import { byzantineCore, corruptState, type ByzantineBehaviour, type Corruption } from './byzantine.ts';
 import { InvariantChecker, type ProcessKind } from './invariants.ts';
 import {
   NO_NETWORK_FAULTS, SimNetwork, type CorruptionKind, type LinkTiming, type NetworkFaults, type NetworkOptions, type WireFrame,
@@ -33,9 +34,23 @@ export const SIM_SPARE_REPLICAS = ['r4', 'r5', 'r6', 'r7', 'r8', 'r9'];
 export const SIM_AGENT_SLOTS = 4;
 
 /** What the simulator needs of a replica core beyond the Core contract (src/core/replica.ts). */
-export type ReplicaCore = Core & { digestHex(): string; rsn(): number };
+export type ReplicaCore = Core & {
+  digestHex(): string;
+  rsn(): number;
+  phase(): 'serving' | 'installing' | 'syncing' | 'retired';
+  /** Drop the cached digest after a corruption (absent in stand-in cores). */
+  forgetDigest?(): void;
+  /** The replicated state (absent in stand-in cores of the simulator's own tests). */
+  state?(): { replicas: ProcessId[]; group: { view: number; recovery: { node: string | null } | null } };
+};
+/** Simulated start-up time of a replacement replica an agent was told to start (PROTOCOL
+ *  §10.6): a daemon takes about a second on a loaded machine; the simulator keeps runs short. */
+export const REPLICA_SPAWN_DELAY_MS = 40;
 export type CoreFactories = {
-  replica(opts: { id: ProcessId; membership: Membership; hash: Hash; inc: number }): ReplicaCore;
+  replica(opts: {
+    id: ProcessId; membership: Membership; hash: Hash; inc: number; signer: Signer; verifier: Verifier;
+    joining?: { view: number; primary: ProcessId; replicas: readonly ProcessId[] };
+  }): ReplicaCore;
   /** `signer` is the agent's own key: it signs its CGs inside the core (PROTOCOL §2.3). */
   agent(opts: { id: ProcessId; membership: Membership; inc: number; slots: number; signer: Signer; resync?: boolean }): Core;
 };
@@ -78,6 +93,9 @@ export type WorldOptions = {
   hooks?: NodeHooks;
   /** Agent slots (default SIM_AGENT_SLOTS). */
   slots?: number;
+  /** Whether `agent` (on `node`) fails to start replica `id` when the group commands it
+   *  (spec §9.2 A24, campaign 6Kf): the replica never runs. Default: every start succeeds. */
+  refuseReplicaStart?: (id: ProcessId, node: string, agent: ProcessId) => boolean;
 };
 
 export type TracedEffect = Exclude<CoreEffect, { type: 'send' }>;
@@ -86,7 +104,11 @@ export type TraceEvent =
   | { type: 'accepted'; atMs: number; at: ProcessId; frame: Frame }
   | { type: 'delivered'; atMs: number; frame: WireFrame; corrupted: CorruptionKind | null }
   | { type: 'effect'; atMs: number; at: ProcessId; effect: Exclude<CoreEffect, { type: 'send' }> }
-  | { type: 'crash' | 'restart' | 'hang' | 'resume'; atMs: number; at: ProcessId };
+  | { type: 'crash' | 'restart' | 'hang' | 'resume'; atMs: number; at: ProcessId }
+  /** A replica's state corrupted, or a misbehaviour switched on (`detail` says which). */
+  | { type: 'corrupt' | 'misbehave'; atMs: number; at: ProcessId; detail: string }
+  /** An agent failed to start the replica it was told to (WorldOptions.refuseReplicaStart). */
+  | { type: 'start.refused'; atMs: number; at: ProcessId; replica: ProcessId };
 
 type SimProcess = {
   id: ProcessId;
@@ -108,6 +130,13 @@ type SimProcess = {
   lastLocalMs: number;
   /** While hung: frames that arrived, handed over in order when it resumes. */
   hungUntilMs: number | null;
+  /** A spare replica id: not started with the cluster, only on an agent's command. */
+  spare: boolean;
+  /** How a replacement joins the group, from the agent's `replica.spawn` (PROTOCOL §10.6). */
+  joining: { view: number; primary: ProcessId; replicas: readonly ProcessId[] } | null;
+  /** A replica's Byzantine behaviours (WorldOptions.byzantine/bugs, World.misbehave): read by
+   *  its wrapper at every step, so they can be switched on while it runs. */
+  behaviours: readonly ByzantineBehaviour[];
   backlog: { bytes: Uint8Array; from: ProcessId; corrupted: CorruptionKind | null }[];
 };
 
@@ -132,6 +161,9 @@ export class World {
   private tickTokens = 0;
   private readonly operatorTransport: Transport;
   private operatorItems: readonly Item[] = [];
+  /** Bytes a faulty process made up (sendRaw): the admission check does not ask a decoder to
+   *  accept them, only never to accept what the sender's shell did not emit. */
+  private readonly forged = new WeakSet<Uint8Array>();
 
   constructor(private readonly opts: WorldOptions) {
     const replicas = ['r1', 'r2', 'r3'];
@@ -157,6 +189,7 @@ export class World {
     if (opts.trace === true) net.onDeliver = (frame, corrupted) => this.record({ type: 'delivered', atMs: this.now, frame, corrupted });
     this.network = new SimNetwork(net);
     for (const id of replicas) this.addProcess(id, 'replica');
+    for (const id of SIM_SPARE_REPLICAS) this.addProcess(id, 'replica', true);
     for (const a of agents) this.addProcess(a.id, 'agent');
     this.network.attach('op', {
       receive: (bytes, from) => {
@@ -167,6 +200,18 @@ export class World {
     });
     this.operatorTransport = this.network.transport('op', () => this.operatorItems);
     for (const [id] of opts.byzantine ?? []) this.checker.markByzantine(id);
+    this.checker.groups = () => {
+      const out = new Map<ProcessId, { view: number; members: readonly ProcessId[]; canGrow: boolean }>();
+      for (const id of this.liveReplicas()) {
+        const r = this.replica(id);
+        if (r === null || r.state === undefined || r.phase() !== 'serving') continue;
+        const s = r.state();
+        // No spare id left, or no node to start one on: the group stays smaller (PROTOCOL §10.6).
+        const canGrow = s.group.recovery !== null && s.group.recovery.node !== null;
+        out.set(id, { view: s.group.view, members: s.replicas, canGrow });
+      }
+      return out;
+    };
   }
 
   get now(): number {
@@ -194,15 +239,43 @@ export class World {
     return this.procs.get(id)?.shell ?? null;
   }
 
-  /** Start every process (each at the current time, in membership order). */
+  /** Start every process (each at the current time, in membership order); spares wait. */
   start(): void {
-    for (const p of this.procs.values()) this.boot(p);
+    for (const p of this.procs.values()) if (!p.spare) this.boot(p);
+  }
+
+  /** Every replica process that is up (initial ids and replacements). */
+  liveReplicas(): ProcessId[] {
+    return [...this.procs.values()].filter((p) => p.kind === 'replica' && p.up).map((p) => p.id);
+  }
+
+  /** An agent was told to start replica `id` (PROTOCOL §10.6): it starts a little later, once. */
+  private spawnReplica(agent: ProcessId, id: ProcessId, joining: NonNullable<SimProcess['joining']>): void {
+    const p = this.procs.get(id);
+    if (p === undefined || p.kind !== 'replica' || p.up || p.joining !== null) return;
+    const node = this.membership.agents.find((a) => a.id === agent)?.node ?? '';
+    if (this.opts.refuseReplicaStart?.(id, node, agent) === true) {
+      this.record({ type: 'start.refused', atMs: this.now, at: agent, replica: id });
+      return;
+    }
+    p.joining = joining;
+    this.scheduler.at(this.now + REPLICA_SPAWN_DELAY_MS, () => {
+      if (p.up || !this.isUp(agent)) {
+        p.joining = null;
+        return;
+      }
+      this.checker.setTime(this.now);
+      this.checker.onJoining(id);
+      this.record({ type: 'restart', atMs: this.now, at: id });
+      this.boot(p);
+    });
   }
 
   /** A crash: no more input, no more output, frames in flight to it are lost. */
   crash(id: ProcessId): void {
     const p = this.proc(id);
     if (!p.up) return;
+    if (p.kind === 'replica') this.checker.markFaulty(id);
     this.checker.setTime(this.now);
     p.up = false;
     p.shell = null;
@@ -229,6 +302,7 @@ export class World {
   hang(id: ProcessId, untilMs: number): void {
     const p = this.proc(id);
     if (!p.up || p.hungUntilMs !== null || untilMs <= this.now) return;
+    if (p.kind === 'replica') this.checker.markFaulty(id);
     p.hungUntilMs = untilMs;
     this.record({ type: 'hang', atMs: this.now, at: id });
     const shell = p.shell;
@@ -242,6 +316,48 @@ export class World {
       for (const b of backlog) this.receive(p, shell as Shell, b.bytes, b.from, b.corrupted);
       this.input(p, { type: 'tick', nowMs: this.clock(p) });
     });
+  }
+
+  /** Corrupt a running replica's replicated state in place, as `trine inject corrupt-replica`
+   *  does (src/sim/byzantine.ts corruptState). The replica is faulty from now on: what it
+   *  sends or executes later is no evidence of what correct replicas do. Returns what changed,
+   *  or null when there was nothing to change yet. */
+  corrupt(id: ProcessId, kind: Corruption = 'slots'): string | null {
+    const r = this.replica(id);
+    if (r === null || r.state === undefined) throw new RangeError(`${id} is not a running replica core`);
+    const detail = corruptState(r.state() as ReplicatedState, kind);
+    if (detail === null) return null;
+    r.forgetDigest?.();
+    this.checker.setTime(this.now);
+    this.checker.markFaulty(id);
+    this.checker.markByzantine(id);
+    this.record({ type: 'corrupt', atMs: this.now, at: id, detail });
+    // Its next tick (heartbeat, timers) runs on the corrupted state.
+    const p = this.proc(id);
+    this.armTick(p);
+    return detail;
+  }
+
+  /** Switch on Byzantine behaviours in a running replica (`trine inject byzantine-replica`);
+   *  it counts as faulty from now on. */
+  misbehave(id: ProcessId, behaviours: readonly ByzantineBehaviour[]): void {
+    const p = this.proc(id);
+    if (p.kind !== 'replica') throw new RangeError(`${id} is not a replica`);
+    p.behaviours = behaviours;
+    this.checker.markFaulty(id);
+    this.checker.markByzantine(id);
+    this.record({ type: 'misbehave', atMs: this.now, at: id, detail: behaviours.map((b) => b.type).join(',') });
+  }
+
+  /** A faulty process puts bytes of its own making on the wire to `to` (issue 5 "Bad input":
+   *  garbage, frames signed with the wrong key, floods, replays). They travel like any frame
+   *  `from` sends (rules, partitions, latency); `from` counts as faulty. */
+  sendRaw(from: ProcessId, to: ProcessId, bytes: Uint8Array): void {
+    const p = this.proc(from);
+    if (!p.up) return;
+    if (p.kind === 'replica') this.checker.markFaulty(from);
+    this.forged.add(bytes);
+    this.network.send({ from, to, bytes, items: [] });
   }
 
   /** An agent asks the group for something (spec §3.6 G6). Ignored while the agent is down. */
@@ -295,9 +411,9 @@ export class World {
   /** (rsn, digest) of every replica that is up, for the end-of-run check. */
   digests(): Map<ProcessId, { rsn: number; digest: string }> {
     const out = new Map<ProcessId, { rsn: number; digest: string }>();
-    for (const id of this.replicaIds) {
+    for (const id of this.liveReplicas()) {
       const r = this.replica(id);
-      if (r !== null) out.set(id, { rsn: r.rsn(), digest: r.digestHex() });
+      if (r !== null && r.phase() === 'serving') out.set(id, { rsn: r.rsn(), digest: r.digestHex() });
     }
     return out;
   }
@@ -321,13 +437,14 @@ export class World {
     return p;
   }
 
-  private addProcess(id: ProcessId, kind: ProcessKind): void {
+  private addProcess(id: ProcessId, kind: ProcessKind, spare = false): void {
     this.procs.set(id, {
       id, kind, up: false, inc: 0, shell: null, replica: null,
       tickAtMs: Infinity, tickToken: 0, sameTimeTicks: 0, lastTickMs: -1, lastItems: [],
-      clockOffsetMs: this.opts.clockOffsetMs?.(id) ?? 0, lastLocalMs: -Infinity, hungUntilMs: null, backlog: [],
+      clockOffsetMs: this.opts.clockOffsetMs?.(id) ?? 0, lastLocalMs: -Infinity, hungUntilMs: null, backlog: [], spare, joining: null,
+      behaviours: this.opts.byzantine?.get(id) ?? this.opts.bugs?.get(id) ?? [],
     });
-    this.checker.addProcess(id, kind);
+    this.checker.addProcess(id, kind, spare);
   }
 
   private boot(p: SimProcess): void {
@@ -336,10 +453,12 @@ export class World {
     this.checker.onBoot(p.id, inc);
     let core: Core;
     if (p.kind === 'replica') {
-      const r = this.opts.cores.replica({ id: p.id, membership: this.membership, hash: sha256, inc });
+      const r = this.opts.cores.replica({
+        id: p.id, membership: this.membership, hash: sha256, inc, signer: this.keyring.signerFor(p.id), verifier: this.keyring.verifier,
+        ...(p.joining !== null ? { joining: p.joining } : {}),
+      });
       p.replica = r;
-      const byz = this.opts.byzantine?.get(p.id) ?? this.opts.bugs?.get(p.id);
-      core = byz !== undefined ? byzantineCore(r, byz) : r;
+      core = byzantineCore(r, () => p.behaviours);
     } else {
       const resync = this.opts.hooks?.onAgentBoot(p.id, inc).resync ?? false;
       core = this.opts.cores.agent({
@@ -394,6 +513,19 @@ export class World {
     this.checker.onEffect(p.id, e);
     this.record({ type: 'effect', atMs: this.now, at: p.id, effect: e });
     this.opts.hooks?.onEffect(p.id, e);
+    // An agent carries out the group's commands about replicas (PROTOCOL §10.6).
+    if (e.type === 'deliver.command' && p.kind === 'agent') {
+      const c = e.command;
+      if (c.type === 'replica.spawn') this.spawnReplica(p.id, c.id, { view: c.view, primary: c.primary, replicas: c.replicas });
+      if (c.type === 'replica.kill') this.scheduler.at(this.now, () => this.crash(c.id));
+    }
+    if (e.type === 'log' && p.kind === 'replica') {
+      if (e.event === 'replica.retired') this.checker.onRetired(p.id);
+      if (e.event === 'state.installed') {
+        const f = e.fields as { rsn: number; csnReceived: [ProcessId, number][] };
+        this.checker.onInstalled(p.id, f.rsn, new Map(f.csnReceived));
+      }
+    }
     // An agent that terminates itself stops like a crash (spec §3.5 G2 3e).
     if (e.type === 'terminate') {
       p.up = false;
@@ -420,7 +552,7 @@ export class World {
     // (c) both ways: a damaged copy must be dropped by the decoder, an intact one never.
     const dropped = totalDrops(shell) > dropsBefore;
     if (corrupted !== null && !dropped) this.checker.fail('c.admission', `${p.id} did not drop a ${corrupted}-corrupted frame from ${from}`);
-    if (corrupted === null && dropped) this.checker.fail('c.admission', `${p.id} dropped an intact frame from ${from}: ${JSON.stringify(shell.counters.drops)}`);
+    if (corrupted === null && dropped && !this.forged.has(bytes)) this.checker.fail('c.admission', `${p.id} dropped an intact frame from ${from}: ${JSON.stringify(shell.counters.drops)}`);
     this.armTick(p);
   }
 

@@ -77,9 +77,9 @@ describe('the invariant checker catches planted bugs', () => {
     expect(r.violations.some((v) => v.invariant === 'b.request-order' && /RSN 4/.test(v.message))).toBe(true);
   });
 
-  it('a primary that skips an RSN, believed correct, stalls the backups and fails liveness', () => {
+  it('a primary that skips an RSN, believed correct, is condemned by the backups: the checker calls that a correct replica condemned', () => {
     const r = run({ bugs: new Map([['r1', [{ type: 'rsn.skip', atRsn: 3 }]]]) });
-    expect(r.violations.some((v) => v.invariant === 'd.liveness')).toBe(true);
+    expect(r.violations.some((v) => v.invariant === 'g.condemned-correct' && /r1/.test(v.message))).toBe(true);
   });
 
   it('a verifier that accepts any signature lets a corrupted frame in, and the admission check catches it', () => {

@@ -45,6 +45,25 @@ function suspects(w: World, reason: string): { at: ProcessId; atMs: number; targ
   return w.effects((e) => e.type === 'suspect' && e.reason === reason).map((e) => ({ at: e.at, atMs: e.atMs, target: e.effect.type === 'suspect' ? e.effect.target : null }));
 }
 
+/** Condemnations the group executed (PROTOCOL §10.3), once each, with their accusers. */
+function condemnations(w: World): { target: ProcessId; by: ProcessId[] }[] {
+  const seen = new Map<string, { target: ProcessId; by: ProcessId[] }>();
+  for (const e of w.effects((x) => x.type === 'deliver.input' && x.input.type === 'replica.condemn')) {
+    if (e.effect.type !== 'deliver.input' || e.effect.input.type !== 'replica.condemn') continue;
+    const ev = e.effect.input.evidence.map((a) => a.accusation);
+    const target = ev[0]?.target ?? '';
+    seen.set(`${e.effect.rsn}`, { target, by: ev.map((a) => a.from).sort() });
+  }
+  return [...seen.values()];
+}
+
+/** The last `replicas` command an agent delivered (PROTOCOL §10.7). */
+function groupOf(w: World, agent: ProcessId): { view: number; primary: ProcessId; replicas: ProcessId[] } | null {
+  const cmds = w.effects((e, at) => at === agent && e.type === 'deliver.command' && e.command.type === 'replicas');
+  const last = cmds.at(-1)?.effect;
+  return last?.type === 'deliver.command' && last.command.type === 'replicas' ? { view: last.command.view, primary: last.command.primary, replicas: last.command.replicas } : null;
+}
+
 const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, i) => a + i);
 
 describe('spec §9.2 scenarios in the simulator', () => {
@@ -145,11 +164,11 @@ describe('spec §9.2 scenarios in the simulator', () => {
     expect(w.checker.violations).toEqual([]);
   });
 
-  it('A18 the primary silently drops an agent message: after 3 retransmissions the agent sends it to both backups, they forward it and raise suspect \'primary.progress\'', () => {
+  it('A18 the primary silently drops an agent message: after 3 retransmissions the agent sends it to both backups, they forward it and raise suspect \'primary.progress\'; the primary is condemned and the request ordered by its successor', () => {
     // CSN 1 is the agent's node.join; CSN 2 is the echo the primary ignores, direct or relayed.
     const w = cluster({ byzantine: [['r1', [{ type: 'cg.drop', client: 'a1', csns: [2], relayed: true }]]] });
     echoes(w, 'a1', 1);
-    w.runUntil(START_MS + 600);
+    w.runUntil(START_MS + 1500);
 
     const isCsn2 = (items: readonly Item[]) => items.some((i) => i.type === 'grp' && i.body.type === 'cg' && i.body.signed.cg.csn === 2);
     const toPrimary = emitted(w, 'a1', 'r1', isCsn2);
@@ -163,24 +182,33 @@ describe('spec §9.2 scenarios in the simulator', () => {
     const raised = suspects(w, 'primary.progress');
     expect(new Set(raised.map((s) => s.at))).toEqual(new Set(['r2', 'r3']));
     expect(raised.every((s) => s.target === 'r1' && s.atMs > firstFallback)).toBe(true);
-    w.checker.finish({ livenessExpected: false, digests: w.digests() });
+    // PROTOCOL §10.5: both backups accuse r1; r2, its successor, orders the condemnation and then
+    // the echo the agent handed over (the agent learns the new primary from two copies).
+    expect(condemnations(w)).toEqual([{ target: 'r1', by: ['r2', 'r3'] }]);
+    // A replacement, r4, joined: the only node (n1) is the condemned one's, tried last (§10.6).
+    expect(groupOf(w, 'a1')).toEqual({ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r4'] });
+    expect(w.effects((e, at) => at === 'a1' && e.type === 'deliver.command' && e.command.type === 'echo.reply')).toHaveLength(1);
+    w.checker.finish({ livenessExpected: true, digests: w.digests() });
     expect(w.checker.violations).toEqual([]);
   });
 
-  it('A19 the primary skips an RSN: the backup raises suspect \'rsn.gap\'', () => {
+  it('A19 the primary skips an RSN: the backup raises suspect \'rsn.gap\', the primary is condemned and every echo still delivered', () => {
     const w = cluster({ byzantine: [['r1', [{ type: 'rsn.skip', atRsn: 3 }]]] });
     echoes(w, 'a1', 3); // RSN 1 is the node.join, RSN 2 and 3 the first two echoes
-    w.runUntil(START_MS + 300);
+    w.runUntil(START_MS + 1000);
 
     const raised = suspects(w, 'rsn.gap');
     expect(new Set(raised.map((s) => s.at))).toEqual(new Set(['r2', 'r3']));
     expect(raised.every((s) => s.target === 'r1')).toBe(true);
-    // The backups delivered up to RSN 2 and nothing from the skipped sequence on.
+    // The backups delivered up to RSN 2 and nothing from the skipped sequence; RSN 3 is the
+    // condemnation their successor ordered, and the echoes the agent resent come after it.
     for (const b of ['r2', 'r3']) {
-      const rsns = w.effects((e, at) => at === b && e.type === 'deliver.request').map((e) => (e.effect.type === 'deliver.request' ? e.effect.rsn : -1));
-      expect(rsns).toEqual([1, 2]);
+      const rsns = w.effects((e, at) => at === b && (e.type === 'deliver.request' || e.type === 'deliver.input')).map((e) => ('rsn' in e.effect ? e.effect.rsn : -1));
+      expect(rsns.slice(0, 3)).toEqual([1, 2, 3]);
     }
-    w.checker.finish({ livenessExpected: false, digests: w.digests() });
+    expect(condemnations(w)).toEqual([{ target: 'r1', by: ['r2', 'r3'] }]);
+    expect(w.effects((e, at) => at === 'a1' && e.type === 'deliver.command' && e.command.type === 'echo.reply')).toHaveLength(3);
+    w.checker.finish({ livenessExpected: true, digests: w.digests() });
     expect(w.checker.violations).toEqual([]);
   });
 });

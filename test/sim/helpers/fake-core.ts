@@ -46,6 +46,7 @@ export function createFakeCore(id: ProcessId, membership: Membership, inc: numbe
     nextWakeMs: () => nextBeatMs,
     digestHex: () => '00',
     rsn: () => 0,
+    phase: () => 'serving' as const,
     // For tests: how many frames this incarnation accepted.
     get received() {
       return received;

@@ -27,7 +27,10 @@ describe('bounds never cost a correct agent a group message', () => {
     c.run(3000);
     c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1, 'self', 'after') });
     c.run(300);
-    expect(c.effects('deliver.command', 'a1')).toHaveLength(5001);
+    const delivered = c.effects('deliver.command', 'a1').map((o) => o.effect.command);
+    expect(delivered.filter((cmd) => cmd.type === 'echo.reply')).toHaveLength(5001);
+    // Meanwhile the silent backup was condemned and the agent told (PROTOCOL §10.7).
+    expect(delivered.filter((cmd) => cmd.type === 'replicas')).toEqual([{ type: 'replicas', view: 1, primary: 'r1', replicas: ['r1', 'r2'] }]);
   });
 
   it('a replica inventing copies far ahead of the chain exhausts only its own quota', () => {

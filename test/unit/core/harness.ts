@@ -69,7 +69,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
     shells.set(core.id, shell);
     return core;
   };
-  const replicas = membership.replicas.map((id) => mk(createReplica({ id, membership, hash, inc: 1 })) as ReplicaCore);
+  const replicas = membership.replicas.map((id) => mk(createReplica({ id, membership, hash, inc: 1, signer: hmacSigner(id), verifier })) as ReplicaCore);
   const newAgent = (id: ProcessId, inc: number) => mk(createAgent({ id, membership, inc, slots: 4, signer: hmacSigner(id) })) as AgentCore;
   const agentCores = agents.map((a) => newAgent(a.id, 1));
   /** A process dies and comes back as a fresh core with a higher incarnation. */
