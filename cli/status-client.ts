@@ -2,8 +2,10 @@
 // the WebSocket transport to the replicas and the watchdog, verifies what comes back and
 // resends until the answers are in. Two exchanges run on it: `status.query` → `status.reply`
 // (docs/PROTOCOL.md §7; `trine status`, `trine up`'s health wait, and the cluster view of
-// `trine ps` / `trine nodes`) and `op.request` → `op.reply` (PROTOCOL §8.1; `trine submit`,
-// `trine kill`). Which answers to believe is decided by the callers (cli/op-client.ts).
+// `trine ps` / `trine nodes`), `op.request` → `op.reply` (PROTOCOL §8.1; `trine submit`,
+// `trine kill`) and `inject` → `inject.reply` to one daemon (`trine inject`, docs/OPERATIONS.md §7). Which answers to believe is decided by the callers (cli/op-client.ts).
+// The replicas asked are not a fixed three: the group replaces a condemned replica with a spare
+// id (PROTOCOL §10.6), so every pool id whose daemon runs in the cluster dir is asked.
 import { isOperatorRequest } from '../src/core/replicated-state.ts';
 import { randomInt } from 'node:crypto';
 import type { ProcessId, Signer } from '../src/core/ports.ts';
@@ -11,11 +13,12 @@ import type { ReplicaStatus } from '../src/core/status.ts';
 import type { WatchdogStatus } from '../src/core/watchdog.ts';
 import { decodeFrame, encodeFrame } from '../src/core/wire/frame.ts';
 import type { Item, SignedCG } from '../src/core/wire/messages.ts';
-import { paths, type Cluster } from '../src/io/cluster-dir.ts';
+import { isClusterProcess, paths, readPidFiles, replicaPool, type Cluster } from '../src/io/cluster-dir.ts';
 import { readKeyFile } from '../src/io/keys.ts';
 import { createNodeSigner, createNodeVerifier } from '../src/io/signer-node.ts';
 import { WsTransport } from '../src/io/ws-transport.ts';
 import { dialTargets } from '../src/daemon/run-core.ts';
+import { statusSettled } from './replica-group.ts';
 
 /** Unanswered queries are resent this often: a query sent before the link was up is lost. */
 export const QUERY_RESEND_MS = 100;
@@ -27,17 +30,30 @@ export const OP_RESEND_MS = 200;
 export type Answer<T> = { ok: true; status: T; latencyMs: number } | { ok: false; error: string };
 
 export type StatusAnswers = {
+  /** Every replica asked: the initial three and the pool ids running in the cluster dir. */
   replicas: Map<ProcessId, Answer<ReplicaStatus>>;
   watchdog: Answer<WatchdogStatus>;
+  /** Pool ids whose daemon was running in the cluster dir when asked (pid file and /proc);
+   *  absent: not known. */
+  running?: ProcessId[];
 };
 
 /** One replica's `op.reply`: the outcome of a request ordered at `rsn`. */
 export type OpReply = { rsn: number; ok: boolean; text: string };
 
+/** Unanswered injections are resent this often (the same nonce: the daemon answers a resend
+ *  from its record, never injecting twice). */
+export const INJECT_RESEND_MS = 250;
+
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+const PHASES: readonly unknown[] = ['serving', 'installing', 'syncing', 'retired'] satisfies ReplicaStatus['phase'][];
+const isDiagnosisEntry = (d: unknown): boolean =>
+  isObject(d) && typeof d['atMs'] === 'number' && typeof d['view'] === 'number' &&
+  ['kind', 'target', 'by', 'reason', 'detail'].every((k) => typeof d[k] === 'string');
+
 /** A reply is from a verified replica, but a faulty one may still send nonsense: check shape. */
-function parseReplicaStatus(json: string, from: ProcessId): ReplicaStatus | null {
+export function parseReplicaStatus(json: string, from: ProcessId): ReplicaStatus | null {
   let v: unknown;
   try {
     v = JSON.parse(json);
@@ -49,6 +65,12 @@ function parseReplicaStatus(json: string, from: ProcessId): ReplicaStatus | null
   for (const k of ['inc', 'rsn', 'gssn', 'suspicions']) if (typeof v[k] !== 'number') return null;
   if (typeof v['primary'] !== 'string' || typeof v['digest'] !== 'string') return null;
   if (!Array.isArray(v['replicas']) || !Array.isArray(v['agents']) || !isObject(v['drops'])) return null;
+  // The group as it sees it (PROTOCOL §10.1): the CLI follows the group by these.
+  const view = v['view'];
+  if (typeof view !== 'number' || !Number.isSafeInteger(view) || view < 0 || !PHASES.includes(v['phase'])) return null;
+  const members = v['members'];
+  if (!Array.isArray(members) || !members.every((m) => typeof m === 'string')) return null;
+  if (!Array.isArray(v['diagnosis']) || !v['diagnosis'].every(isDiagnosisEntry)) return null;
   return v as ReplicaStatus;
 }
 
@@ -121,48 +143,97 @@ export class OperatorClient {
     return client;
   }
 
-  get replicas(): readonly ProcessId[] {
-    return this.cluster.config.membership.replicas;
+  /** Pool ids (initial replicas and spares) by their pid files, in pool order: `running`, a
+   *  live process behind `run/<id>.pid` whose command line names this dir and id; `dead`, a pid
+   *  file whose process is gone (killed, crashed). An id without a pid file is in neither: its
+   *  daemon may run elsewhere, unknown to this dir. */
+  replicaProcesses(): { running: ProcessId[]; dead: ProcessId[] } {
+    const files = new Map(readPidFiles(this.cluster.dir).map((p) => [p.id, p.pid]));
+    const running: ProcessId[] = [];
+    const dead: ProcessId[] = [];
+    for (const id of replicaPool(this.cluster.config.membership)) {
+      if (!files.has(id)) continue;
+      const pid = files.get(id) ?? null;
+      (pid !== null && isClusterProcess(pid, this.cluster.dir, id) ? running : dead).push(id);
+    }
+    return { running, dead };
   }
 
-  /** Ask every replica and the watchdog; wait until all answered or `timeoutMs` passed. */
+  runningReplicas(): ProcessId[] {
+    return this.replicaProcesses().running;
+  }
+
+  /** The replicas operator requests and view queries go to: every running pool id, whatever
+   *  the group is now (a retired one stays silent; a spare the group started answers). With no
+   *  pid file to go by (daemons not started by `trine up`), the initial three. Read afresh for
+   *  each exchange: `submit --wait` and `logs --follow` may outlive a replacement. */
+  replicaTargets(): ProcessId[] {
+    const running = this.runningReplicas();
+    return running.length > 0 ? running : [...this.cluster.config.membership.replicas];
+  }
+
+  /** Ask the replicas and the watchdog; wait until every one answered, the answers settle the
+   *  group (statusSettled: only replicas known to be dead, or not running and not members, are
+   *  missing), or `timeoutMs` passed. Asked: the initial three (so that one of them still a
+   *  member but dead shows as not answering) and every running pool id. */
   async query(timeoutMs: number): Promise<StatusAnswers> {
     const m = this.cluster.config.membership;
-    const r = await this.collectStatus([...m.replicas, m.scc], timeoutMs, () => false);
+    const processes = this.replicaProcesses();
+    const running = new Set(processes.running);
+    const dead = new Set(processes.dead);
+    const asked = replicaPool(m).filter((id) => m.replicas.includes(id) || running.has(id));
+    const parsed = new Map<ProcessId, ReplicaStatus>();
+    let watchdogAnswered = false;
+    const r = await this.collectStatus([...asked, m.scc], timeoutMs, (from, json, pending) => {
+      if (from === m.scc) watchdogAnswered = true;
+      else {
+        const s = parseReplicaStatus(json, from);
+        if (s !== null) parsed.set(from, s);
+      }
+      return watchdogAnswered && statusSettled(m, parsed, pending, running, dead);
+    });
+    // A dead daemon was not waited for: say so rather than "no answer within N ms".
+    const answer = (id: ProcessId): Answer<ReplicaStatus> => {
+      const a = r.answer(id, parseReplicaStatus);
+      return !a.ok && dead.has(id) && !this.isConnected(id) ? { ok: false, error: `not running (no live process in run/${id}.pid)` } : a;
+    };
     return {
-      replicas: new Map(m.replicas.map((id) => [id, r.answer(id, parseReplicaStatus)])),
+      replicas: new Map(asked.map((id) => [id, answer(id)])),
       watchdog: r.answer(m.scc, parseWatchdogStatus),
+      running: [...running],
     };
   }
 
-  /** Ask the replicas only; stop early once `settled` says the answers so far are enough. */
+  /** Ask the replicas (replicaTargets) only; stop early once `settled` says the answers so far
+   *  are enough. */
   async queryReplicas(
     timeoutMs: number,
     settled: (answered: ReadonlyMap<ProcessId, ReplicaStatus>, pending: number) => boolean = () => false,
   ): Promise<Map<ProcessId, Answer<ReplicaStatus>>> {
-    const replicas = this.replicas;
+    const replicas = this.replicaTargets();
     const parsed = new Map<ProcessId, ReplicaStatus>();
     const r = await this.collectStatus(replicas, timeoutMs, (from, json, pending) => {
       const s = parseReplicaStatus(json, from);
       if (s !== null) parsed.set(from, s);
-      return settled(parsed, pending);
+      return settled(parsed, pending.length);
     });
     return new Map(replicas.map((id) => [id, r.answer(id, parseReplicaStatus)]));
   }
 
-  /** Send an operator-signed request to every replica, resending until `settled` says the
-   *  replies are enough, every replica answered, or `timeoutMs` passed. Returns the first
-   *  reply of each replica that answered. */
+  /** Send an operator-signed request to every replica (replicaTargets), resending until
+   *  `settled` says the replies are enough, every replica answered, or `timeoutMs` passed.
+   *  Returns the replicas asked and the first reply of each that answered. */
   async request(
     signed: SignedCG,
     timeoutMs: number,
     settled: (replies: ReadonlyMap<ProcessId, OpReply>) => boolean,
-  ): Promise<Map<ProcessId, OpReply>> {
+  ): Promise<{ asked: ProcessId[]; replies: Map<ProcessId, OpReply> }> {
     const payload = signed.cg.payload;
     if (!isOperatorRequest(payload)) throw new TypeError(`not an operator request: ${payload.type}`);
     const replies = new Map<ProcessId, OpReply>();
+    const asked = this.replicaTargets();
     await this.exchange({
-      targets: this.replicas,
+      targets: asked,
       items: [{ type: 'op.request', signed }],
       resendMs: OP_RESEND_MS,
       timeoutMs,
@@ -173,7 +244,26 @@ export class OperatorClient {
       },
       settled: () => settled(replies),
     });
-    return replies;
+    return { asked, replies };
+  }
+
+  /** Ask daemon `target` (a replica or the watchdog) to inject `mode` with `args`; its answer,
+   *  or null if none came within `timeoutMs`. */
+  async inject(target: ProcessId, mode: string, args: readonly string[], timeoutMs: number): Promise<{ ok: boolean; text: string } | null> {
+    const nonce = randomInt(1, 2 ** 31);
+    let answer: { ok: boolean; text: string } | null = null;
+    await this.exchange({
+      targets: [target],
+      items: [{ type: 'inject', nonce, mode, args: [...args] }],
+      resendMs: INJECT_RESEND_MS,
+      timeoutMs,
+      accept: (_from, item) => {
+        if (item.type !== 'inject.reply' || item.nonce !== nonce) return false;
+        answer = { ok: item.ok, text: item.text };
+        return true;
+      },
+    });
+    return answer;
   }
 
   /** Whether the transport has a verified link to `peer` (for "not reachable" messages). */
@@ -185,11 +275,12 @@ export class OperatorClient {
     await this.transport?.close();
   }
 
-  /** A `status.query` round to `targets`; `settled` sees each reply as it arrives. */
+  /** A `status.query` round to `targets`; `onReply` sees each reply as it arrives, with the
+   *  targets still pending, and says whether to stop. */
   private async collectStatus(
     targets: readonly ProcessId[],
     timeoutMs: number,
-    onReply: (from: ProcessId, json: string, pending: number) => boolean,
+    onReply: (from: ProcessId, json: string, pending: readonly ProcessId[]) => boolean,
   ): Promise<{ answer: <T>(id: ProcessId, parse: (json: string, from: ProcessId) => T | null) => Answer<T> }> {
     const nonce = randomInt(1, 2 ** 31);
     const startedMs = Date.now();
@@ -203,7 +294,7 @@ export class OperatorClient {
       accept: (from, item) => {
         if (item.type !== 'status.reply' || item.nonce !== nonce) return false;
         replies.set(from, { json: item.json, atMs: Date.now() });
-        stop = onReply(from, item.json, targets.length - replies.size);
+        stop = onReply(from, item.json, targets.filter((t) => !replies.has(t)));
         return true;
       },
       settled: () => stop,

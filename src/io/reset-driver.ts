@@ -88,44 +88,69 @@ export type LocalResetOptions = {
 
 type Victim = { what: string; pid: number; alive: () => boolean };
 
+/** SIGKILLs every victim's process group and waits until all are gone; adds them to `killed`. */
+async function killAll(victims: Victim[], killed: string[]): Promise<void> {
+  for (const v of victims) signalGroup(v.pid, 'SIGKILL');
+  const left = new Set(await waitGone(victims.map((v) => v.pid), RESET_KILL_WAIT_MS, (pid) => victims.some((v) => v.pid === pid && v.alive())));
+  if (left.size > 0) {
+    const names = victims.filter((v) => left.has(v.pid)).map((v) => `${v.what} (pid ${v.pid})`);
+    throw new ResetError('RESET_KILL_FAILED', `${names.join(', ')} still running ${RESET_KILL_WAIT_MS} ms after SIGKILL`);
+  }
+  killed.push(...victims.map((v) => `${v.what} (pid ${v.pid})`));
+}
+
+/** The power-off half of a local node reset, also what `trine inject kill-node` does: SIGKILL,
+ *  in three waves, the node's keepers (and, with `replicas`, the replica it hosts), then its
+ *  agents and standbys, then every task process they recorded; each record is read only once
+ *  its writer is dead, so it is final. The records of the killed node processes are removed.
+ *  Returns what was killed (`r1 (pid 12)`, `a1 keeper (pid 13)`, …) and the replicas kept. */
+export async function powerOffNode(
+  dir: string, config: ClusterConfig, node: string, opts: { replicas: boolean },
+): Promise<{ killed: string[]; kept: ProcessId[] }> {
+  const agents = config.membership.agents.filter((a) => a.node === node).map((a) => a.id);
+  if (agents.length === 0) throw new ResetError('RESET_UNKNOWN_NODE', `no agent runs on node ${node} in ${paths.config(dir)}`);
+  const replicas = config.processes.filter((p) => p.kind === 'replica' && p.node === node).map((p) => p.id);
+  const killed: string[] = [];
+  const pidOf = (id: ProcessId) => readPidFiles(dir).find((r) => r.id === id)?.pid ?? null;
+  const daemon = (id: ProcessId, what: string): Victim[] => {
+    const pid = pidOf(id);
+    return pid !== null && isClusterProcess(pid, dir, id) ? [{ what, pid, alive: () => isAlive(pid) }] : [];
+  };
+  await killAll([
+    ...agents.flatMap((id) => daemon(id, `${id} keeper`)),
+    ...(opts.replicas ? replicas.flatMap((id) => daemon(id, id)) : []),
+  ], killed);
+  const children = agents.flatMap((id) => (['agent', 'standby'] as const).flatMap((role): Victim[] => {
+    const pid = readKeeperChildPid(dir, id, role);
+    return pid !== null && isClusterProcess(pid, dir, id) ? [{ what: `${id} ${role}`, pid, alive: () => isAlive(pid) }] : [];
+  }));
+  await killAll(children, killed);
+  const tasks = agents.flatMap((id) => liveRecordedProcs(dir, id).map((p): Victim => ({
+    what: `task ${p.task}/${p.vpid}`, pid: p.pid, alive: () => isSameProcess(p.pid, p.startTime),
+  })));
+  await killAll(tasks, killed);
+  // Every process these records name is dead: they describe nothing any more. (A killed
+  // replica's pid file stays: whoever restarts it writes a new one; `trine down` drops stale ones.)
+  for (const id of agents) {
+    removePidFile(dir, id);
+    removeKeeperChildPid(dir, id, 'agent');
+    removeKeeperChildPid(dir, id, 'standby');
+    removeProcsFile(dir, id);
+  }
+  return { killed, kept: opts.replicas ? [] : replicas };
+}
+
 /** Power-resets a node of a local cluster (see the header). */
 export class LocalResetDriver implements NodeResetDriver {
   constructor(private readonly dir: string, private readonly opts: LocalResetOptions) {}
 
   async reset(node: string): Promise<void> {
     const { config, log } = this.opts;
-    const agents = config.membership.agents.filter((a) => a.node === node).map((a) => a.id);
-    if (agents.length === 0) throw new ResetError('RESET_UNKNOWN_NODE', `no agent runs on node ${node} in ${paths.config(this.dir)}`);
     // A node hosting a replica keeps it: a real power reset would take the replica down too, and
     // recovering a replica (rejoining the group, state transfer) is issue 5. Until then the
     // reset covers the node's agent side only.
-    const kept = config.processes.filter((p) => p.kind === 'replica' && p.node === node).map((p) => p.id);
-
-    // Power off, in three waves, each record read only once its writer is dead, so it is
-    // final: the keepers (which would replace the agent, and write the child records), the
-    // agents and standbys (which start task processes, and write the procs files), the tasks.
-    const killed: string[] = [];
-    const keepers = agents.flatMap((id): Victim[] => {
-      const pid = readPidFiles(this.dir).find((r) => r.id === id)?.pid ?? null;
-      return pid !== null && isClusterProcess(pid, this.dir, id) ? [{ what: `${id} keeper`, pid, alive: () => isAlive(pid) }] : [];
-    });
-    await this.kill(keepers, killed);
-    const children = agents.flatMap((id) => (['agent', 'standby'] as const).flatMap((role): Victim[] => {
-      const pid = readKeeperChildPid(this.dir, id, role);
-      return pid !== null && isClusterProcess(pid, this.dir, id) ? [{ what: `${id} ${role}`, pid, alive: () => isAlive(pid) }] : [];
-    }));
-    await this.kill(children, killed);
-    const tasks = agents.flatMap((id) => liveRecordedProcs(this.dir, id).map((p): Victim => ({
-      what: `task ${p.task}/${p.vpid}`, pid: p.pid, alive: () => isSameProcess(p.pid, p.startTime),
-    })));
-    await this.kill(tasks, killed);
-    // Every process these records name is dead: they describe nothing any more.
-    for (const id of agents) {
-      removePidFile(this.dir, id);
-      removeKeeperChildPid(this.dir, id, 'agent');
-      removeKeeperChildPid(this.dir, id, 'standby');
-      removeProcsFile(this.dir, id);
-    }
+    const { killed, kept } = await powerOffNode(this.dir, config, node, { replicas: false });
+    const agents = config.membership.agents.filter((a) => a.node === node).map((a) => a.id);
     log('info', 'reset.powered-off', { node, killed, kept });
 
     // Power on.
@@ -142,16 +167,5 @@ export class LocalResetDriver implements NodeResetDriver {
       }
       log('info', 'reset.keeper-started', { node, agent: id, keeperPid: pid });
     }
-  }
-
-  /** SIGKILLs every victim's process group and waits until all are gone. */
-  private async kill(victims: Victim[], killed: string[]): Promise<void> {
-    for (const v of victims) signalGroup(v.pid, 'SIGKILL');
-    const left = new Set(await waitGone(victims.map((v) => v.pid), RESET_KILL_WAIT_MS, (pid) => victims.some((v) => v.pid === pid && v.alive())));
-    if (left.size > 0) {
-      const names = victims.filter((v) => left.has(v.pid)).map((v) => `${v.what} (pid ${v.pid})`);
-      throw new ResetError('RESET_KILL_FAILED', `${names.join(', ')} still running ${RESET_KILL_WAIT_MS} ms after SIGKILL`);
-    }
-    killed.push(...victims.map((v) => `${v.what} (pid ${v.pid})`));
   }
 }

@@ -1,0 +1,178 @@
+// `trine inject MODE ARGS…` (issue 5 item 5; docs/OPERATIONS.md §7): injects a fault into a
+// live local cluster started with `trine up --allow-inject`. Process-level faults are done here,
+// with signals to the pids the cluster's run dir records (local cluster: same host): SIGKILL a
+// replica, an agent (its keeper replaces it) or a whole node (src/io/reset-driver.ts
+// powerOffNode, the power-off half of a node reset, replica included); SIGSTOP / SIGCONT one of
+// the cluster's own processes. Every other mode is sent to the daemon it names over the operator
+// channel (`inject` → `inject.reply`, cli/status-client.ts) and its answer printed.
+//
+// Refused, with what to do, when: the mode or its arguments are wrong (exit 2); no cluster is
+// running, it was started without --allow-inject, the named process is not running, the daemon
+// refused or did not answer in time, or a kill did not take (exit 1).
+import type { ProcessId } from '../src/core/ports.ts';
+import {
+  isClusterProcess, loadCluster, readPidFiles, runningProcesses, type Cluster,
+} from '../src/io/cluster-dir.ts';
+import { powerOffNode, ResetError } from '../src/io/reset-driver.ts';
+import { listKeeperChildPids, listProcsFiles, liveRecordedProcs, readKeeperChildPid, signalGroup, waitGone } from '../src/io/run-records.ts';
+import { CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './errors.ts';
+import { PID_PATTERN, planInject, requireMode, TASK_PROC_PATTERN, type InjectPlan } from './inject-args.ts';
+import { OperatorClient } from './status-client.ts';
+
+/** How long `trine inject` waits for a daemon's answer: it answers within a turn of its event
+ *  loop; a second is already a hung or overloaded daemon, 3 s leaves room on a loaded host. */
+export const INJECT_TIMEOUT_MS = 3_000;
+/** Time a SIGKILLed process gets to disappear before the kill is reported as failed. */
+export const INJECT_KILL_WAIT_MS = 2_000;
+
+export type InjectOptions = { dir?: string | undefined; mode: string; args: string[]; timeoutMs?: number | undefined };
+
+const say = (line: string) => process.stdout.write(`${line}\n`);
+
+export async function inject(opts: InjectOptions): Promise<number> {
+  const spec = requireMode(opts.mode, opts.args);
+  const cluster = loadCluster(opts.dir);
+  const dir = cluster.dir;
+  if (runningProcesses(dir).length === 0) {
+    throw new CliError(`no cluster is running in ${dir}: start one with \`trine up --allow-inject --dir ${dir}\``, EXIT_FAILED);
+  }
+  if (cluster.config.allowInject !== true) {
+    throw new CliError(
+      `the cluster in ${dir} was started without --allow-inject, so it accepts no injected faults: restart it with \`trine down --dir ${dir}\` and \`trine up --allow-inject --dir ${dir}\``,
+      EXIT_FAILED,
+    );
+  }
+  const plan = planInject(spec, opts.args, cluster.config);
+  switch (plan.by) {
+    case 'cli':
+      return performLocally(cluster, plan);
+    case 'daemon':
+      return askDaemon(cluster, plan, opts.timeoutMs ?? INJECT_TIMEOUT_MS);
+  }
+}
+
+// ---- process-level faults -------------------------------------------------------------------
+
+/** A live process of the cluster: what it is, and the names `hang`/`resume` know it by. */
+export type ClusterProcess = { what: string; pid: number; names: string[] };
+
+/** Every live process of the cluster in `cluster.dir`, from its run-dir records: the daemons
+ *  `trine up` started (replicas, watchdog, keepers), the keepers' agents and standbys, and the
+ *  task processes the agents recorded (same pid and start time). */
+export function clusterProcesses(cluster: Cluster): ClusterProcess[] {
+  const dir = cluster.dir;
+  const kindOf = (id: ProcessId) => cluster.config.processes.find((p) => p.id === id)?.kind ?? null;
+  const out: ClusterProcess[] = [];
+  for (const { id, pid } of runningProcesses(dir)) {
+    const kind = kindOf(id);
+    if (kind === 'agent') out.push({ what: `${id}'s keeper`, pid, names: [] });
+    else out.push({ what: kind === 'watchdog' ? `watchdog ${id}` : `replica ${id}`, pid, names: [id] });
+  }
+  for (const { id, role, pid } of listKeeperChildPids(dir)) {
+    if (pid !== null && isClusterProcess(pid, dir, id)) out.push({ what: `${id}'s ${role}`, pid, names: role === 'agent' ? [id] : [] });
+  }
+  for (const f of listProcsFiles(dir)) {
+    for (const p of liveRecordedProcs(dir, f.id)) out.push({ what: `task process ${p.task}/${p.vpid}`, pid: p.pid, names: [`${p.task}/${p.vpid}`] });
+  }
+  return out;
+}
+
+/** The live cluster process `target` names (a pid, a daemon id, or `t3/0`). */
+export function resolveTarget(cluster: Cluster, mode: string, target: string): ClusterProcess {
+  const all = clusterProcesses(cluster);
+  const byPid = PID_PATTERN.test(target);
+  const found = all.find((p) => (byPid ? p.pid === Number(target) : p.names.includes(target)));
+  if (found !== undefined) return found;
+  if (byPid) {
+    throw new CliError(
+      `pid ${target} is not a process of the cluster in ${cluster.dir}: inject ${mode} acts only on its daemons (pids in run/*.pid, ` +
+        'run/*.agent-pid) and the task processes its agents run (`trine ps`)',
+      EXIT_USAGE,
+    );
+  }
+  const what = TASK_PROC_PATTERN.test(target) ? `task process ${target}` : target;
+  throw new CliError(`${what} is not running in the cluster in ${cluster.dir}: see \`trine status\` and \`trine ps\``, EXIT_FAILED);
+}
+
+async function sigkill(pid: number, what: string): Promise<void> {
+  signalGroup(pid, 'SIGKILL');
+  const left = await waitGone([pid], INJECT_KILL_WAIT_MS);
+  if (left.length > 0) throw new CliError(`${what} (pid ${pid}) is still running ${INJECT_KILL_WAIT_MS} ms after SIGKILL: check it with ps`, EXIT_FAILED);
+}
+
+async function performLocally(cluster: Cluster, plan: Extract<InjectPlan, { by: 'cli' }>): Promise<number> {
+  const dir = cluster.dir;
+  switch (plan.mode) {
+    case 'kill-replica': {
+      const pid = readPidFiles(dir).find((r) => r.id === plan.replica)?.pid ?? null;
+      if (pid === null || !isClusterProcess(pid, dir, plan.replica)) {
+        throw new CliError(`replica ${plan.replica} is not running (no live process in run/${plan.replica}.pid): nothing to kill; see \`trine status\``, EXIT_FAILED);
+      }
+      await sigkill(pid, `replica ${plan.replica}`);
+      say(`killed replica ${plan.replica} (pid ${pid}) with SIGKILL`);
+      return EXIT_OK;
+    }
+    case 'kill-agent': {
+      const pid = readKeeperChildPid(dir, plan.agent, 'agent');
+      if (pid === null || !isClusterProcess(pid, dir, plan.agent)) {
+        throw new CliError(`${plan.node}'s agent ${plan.agent} is not running (no live process in run/${plan.agent}.agent-pid): see \`trine status\``, EXIT_FAILED);
+      }
+      const keeper = readPidFiles(dir).find((r) => r.id === plan.agent)?.pid ?? null;
+      const kept = keeper !== null && isClusterProcess(keeper, dir, plan.agent);
+      await sigkill(pid, `agent ${plan.agent}`);
+      say(`killed ${plan.node}'s agent ${plan.agent} (pid ${pid}) with SIGKILL; ${kept ? `its keeper (pid ${keeper}) replaces it` : 'its keeper is not running: nothing replaces it'}`);
+      return EXIT_OK;
+    }
+    case 'kill-node': {
+      let killed: string[];
+      try {
+        ({ killed } = await powerOffNode(dir, cluster.config, plan.node, { replicas: true }));
+      } catch (e) {
+        if (e instanceof ResetError) throw new CliError(`kill-node ${plan.node}: ${e.message}: check with ps`, EXIT_FAILED);
+        throw e;
+      }
+      if (killed.length === 0) throw new CliError(`nothing of node ${plan.node} was running: see \`trine status\``, EXIT_FAILED);
+      say(`killed node ${plan.node} with SIGKILL: ${killed.join(', ')}`);
+      return EXIT_OK;
+    }
+    case 'hang':
+    case 'resume': {
+      const p = resolveTarget(cluster, plan.mode, plan.target);
+      const signal = plan.mode === 'hang' ? 'SIGSTOP' : 'SIGCONT';
+      try {
+        process.kill(p.pid, signal);
+      } catch (e) {
+        throw new CliError(`could not send ${signal} to ${p.what} (pid ${p.pid}): ${(e as Error).message}`, EXIT_FAILED);
+      }
+      if (plan.mode === 'hang') say(`hung ${p.what} (pid ${p.pid}) with SIGSTOP: resume it with \`trine inject resume ${p.pid}\``);
+      else say(`resumed ${p.what} (pid ${p.pid}) with SIGCONT`);
+      return EXIT_OK;
+    }
+  }
+}
+
+// ---- daemon modes ------------------------------------------------------------------------------
+
+async function askDaemon(cluster: Cluster, plan: Extract<InjectPlan, { by: 'daemon' }>, timeoutMs: number): Promise<number> {
+  const pid = readPidFiles(cluster.dir).find((r) => r.id === plan.target)?.pid ?? null;
+  if (pid === null || !isClusterProcess(pid, cluster.dir, plan.target)) {
+    throw new CliError(`${plan.target} is not running, so it cannot take inject ${plan.mode}: see \`trine status\``, EXIT_FAILED);
+  }
+  const client = await OperatorClient.open(cluster);
+  let answer: { ok: boolean; text: string } | null;
+  try {
+    answer = await client.inject(plan.target, plan.mode, plan.args, timeoutMs);
+  } finally {
+    await client.close();
+  }
+  if (answer === null) {
+    throw new CliError(
+      `${plan.target} did not answer inject ${plan.mode} within ${timeoutMs} ms: it may be hung or overloaded (see \`trine status\`), ` +
+        'or running since before cluster.json allowed injection (restart the cluster with `trine up --allow-inject`)',
+      EXIT_FAILED,
+    );
+  }
+  if (!answer.ok) throw new CliError(`${plan.target} refused inject ${plan.mode}: ${answer.text}`, EXIT_FAILED);
+  say(answer.text);
+  return EXIT_OK;
+}

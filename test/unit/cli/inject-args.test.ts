@@ -1,0 +1,97 @@
+// `trine inject MODE ARGS…`: the mode, its arguments and the names in them, checked against
+// cluster.json before anything is signalled or sent (cli/inject-args.ts, docs/OPERATIONS.md §7).
+import { describe, expect, it } from 'vitest';
+import { modeList, planInject, requireMode } from '../../../cli/inject-args.ts';
+import { CliError, EXIT_USAGE } from '../../../cli/errors.ts';
+import { clusterIds, planCluster } from '../../../src/io/cluster-dir.ts';
+import { INJECT_MODES } from '../../../src/daemon/inject-modes.ts';
+
+const ids = clusterIds(4).all;
+const keys = new Map(ids.map((id, i) => [id, new Uint8Array(32).fill(i + 1)]));
+// One port per listener: r1..r3, the watchdog and the spare replicas.
+const config = planCluster({ nodes: 4, ports: clusterIds(4).listeners.map((_, i) => 7001 + i), allowInject: true }, keys);
+
+const plan = (mode: string, ...args: string[]) => planInject(requireMode(mode, args), args, config);
+
+/** The CliError `fn` throws: exit code and message. */
+function refusal(fn: () => unknown): { code: number; message: string } {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof CliError) return { code: e.exitCode, message: e.message };
+    throw e;
+  }
+  throw new Error('expected a CliError');
+}
+
+describe('inject modes and their arguments', () => {
+  it('an unknown mode is refused with exit 2, listing every mode with its arguments', () => {
+    const r = refusal(() => requireMode('explode', []));
+    expect(r.code).toBe(EXIT_USAGE);
+    expect(r.message).toBe(`unknown inject mode "explode": use one of ${modeList()}`);
+    for (const m of INJECT_MODES) expect(r.message).toContain(`${m.mode} ${m.usage}`);
+    expect(r.message).toContain('kill-replica R, kill-agent N, kill-node N, hang PID, resume PID, drop A B, delay A B MS, heal A B');
+  });
+
+  it('a wrong number of arguments says what the mode takes, with an example', () => {
+    const none = refusal(() => requireMode('kill-replica', []));
+    expect(none.code).toBe(EXIT_USAGE);
+    expect(none.message).toBe('inject kill-replica takes R (SIGKILL replica R), got no arguments: e.g. `trine inject kill-replica r2`');
+    const many = refusal(() => requireMode('drop', ['r1', 'r2', 'r3']));
+    expect(many.message).toMatch(/^inject drop takes A B .*got r1 r2 r3: e\.g\. `trine inject drop r1 r3`$/);
+    expect(refusal(() => requireMode('delay', ['r1', 'r2'])).message).toContain('takes A B MS');
+  });
+
+  it('kill-replica names a replica of the cluster', () => {
+    expect(plan('kill-replica', 'r2')).toEqual({ by: 'cli', mode: 'kill-replica', replica: 'r2' });
+    const r = refusal(() => plan('kill-replica', 'a2'));
+    expect(r).toEqual({ code: EXIT_USAGE, message: 'inject kill-replica: "a2" is not a replica of this cluster: use one of r1, r2, r3, r4, r5, r6, r7, r8, r9' });
+  });
+
+  it('kill-agent and kill-node take a node nK or its agent aK', () => {
+    expect(plan('kill-agent', 'n3')).toEqual({ by: 'cli', mode: 'kill-agent', agent: 'a3', node: 'n3' });
+    expect(plan('kill-agent', 'a4')).toEqual({ by: 'cli', mode: 'kill-agent', agent: 'a4', node: 'n4' });
+    expect(plan('kill-node', 'a1')).toEqual({ by: 'cli', mode: 'kill-node', node: 'n1' });
+    const r = refusal(() => plan('kill-node', 'n9'));
+    expect(r.code).toBe(EXIT_USAGE);
+    expect(r.message).toBe('inject kill-node: "n9" is not a node of this cluster: use one of n1, n2, n3, n4 (or its agent a1, a2, …)');
+  });
+
+  it('hang and resume take a pid, a daemon id or a task process; anything else is refused', () => {
+    expect(plan('hang', '4242')).toEqual({ by: 'cli', mode: 'hang', target: '4242' });
+    expect(plan('resume', 't3/0')).toEqual({ by: 'cli', mode: 'resume', target: 't3/0' });
+    expect(plan('hang', 'scc')).toEqual({ by: 'cli', mode: 'hang', target: 'scc' });
+    for (const bad of ['0', '-5', 'r10', 't0/1', 'op', '12ab']) {
+      const r = refusal(() => plan('hang', bad));
+      expect(r.code).toBe(EXIT_USAGE);
+      expect(r.message).toContain('is neither a pid, a daemon (r1, r2, r3, scc, r4, r5, r6, r7, r8, r9, a1, a2, a3, a4) nor a task process (t3/0)');
+    }
+  });
+
+  it('drop, delay and heal go to the sender when the operator can reach it, else to the replica at the other end', () => {
+    expect(plan('drop', 'r1', 'r3')).toEqual({ by: 'daemon', mode: 'drop', args: ['r1', 'r3'], target: 'r1' });
+    expect(plan('drop', 'scc', 'r2')).toEqual({ by: 'daemon', mode: 'drop', args: ['scc', 'r2'], target: 'scc' });
+    expect(plan('delay', 'a2', 'r3', '250')).toEqual({ by: 'daemon', mode: 'delay', args: ['a2', 'r3', '250'], target: 'r3' });
+    expect(plan('heal', 'r2', 'a4')).toEqual({ by: 'daemon', mode: 'heal', args: ['r2', 'a4'], target: 'r2' });
+  });
+
+  it('drop, delay and heal need two daemons that exchange frames, and delay a sane MS', () => {
+    expect(refusal(() => plan('drop', 'a1', 'a2')).message).toBe(
+      'inject drop: a1 and a2 exchange no frames: one end must be a replica (replicas talk to each other, to every agent and to the watchdog)',
+    );
+    expect(refusal(() => plan('drop', 'a1', 'scc')).message).toContain('exchange no frames');
+    expect(refusal(() => plan('drop', 'r1', 'r1')).message).toContain('exchange no frames');
+    expect(refusal(() => plan('drop', 'op', 'r1')).message).toBe('inject drop: "op" is not a daemon of this cluster: use one of r1, r2, r3, scc, r4, r5, r6, r7, r8, r9, a1, a2, a3, a4');
+    for (const ms of ['0', '60001', '1.5', 'soon', '-1']) {
+      const r = refusal(() => plan('delay', 'r1', 'r2', ms));
+      expect(r.code).toBe(EXIT_USAGE);
+      expect(r.message).toBe(`inject delay: MS must be an integer from 1 to 60000, got ${JSON.stringify(ms)}`);
+    }
+  });
+
+  it('corrupt-replica and byzantine-replica are sent to the replica they name', () => {
+    expect(plan('corrupt-replica', 'r2')).toEqual({ by: 'daemon', mode: 'corrupt-replica', args: ['r2'], target: 'r2' });
+    expect(plan('byzantine-replica', 'r3', 'bad-digest')).toEqual({ by: 'daemon', mode: 'byzantine-replica', args: ['r3', 'bad-digest'], target: 'r3' });
+    expect(refusal(() => plan('corrupt-replica', 'scc')).message).toBe('inject corrupt-replica: "scc" is not a replica of this cluster: use one of r1, r2, r3, r4, r5, r6, r7, r8, r9');
+  });
+});
