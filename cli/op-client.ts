@@ -2,7 +2,9 @@
 // CLI accepts an outcome or a view of the cluster only when f + 1 = 2 replicas report it
 // identically — one replica alone cannot lie to the operator (PROTOCOL §8.1). The selection is
 // pure (pickOutcome, pickClusterView, viewSettled, parseClusterView) and unit-tested; requestOp
-// and readClusterView run it over the operator client (cli/status-client.ts).
+// and readClusterView run it over the operator client (cli/status-client.ts), which asks every
+// replica daemon running in the cluster dir: after a replacement (PROTOCOL §10.6) the two
+// agreeing replies may come from spare ids (r4, r5, …) as well as from the initial three.
 import { randomBytes } from 'node:crypto';
 import { MAX_CG_BYTES } from '../src/core/constants.ts';
 import type { ProcessId } from '../src/core/ports.ts';
@@ -57,18 +59,20 @@ export function describeReplies(replicas: readonly ProcessId[], replies: Readonl
     .join(', ');
 }
 
-/** Sign `payload` as the operator and send it to every replica until two agree on its outcome. */
+/** Sign `payload` as the operator and send it to every running replica until two agree on its
+ *  outcome. A retired replica is silent (PROTOCOL §10.3); a member answers once it applied the
+ *  request, whichever view it joined in. */
 export async function requestOp(client: OperatorClient, payload: OperatorRequest, timeoutMs: number): Promise<OpReply & { agreedBy: ProcessId[] }> {
   const signed = signCG({ csn: 0, gssnAck: 0, inc: 0, client: client.id, payload }, client.signer);
   if (signed.bytes.length > MAX_CG_BYTES) {
     throw new CliError(`the request is ${signed.bytes.length} bytes, more than the ${MAX_CG_BYTES} a replica accepts: pass fewer or shorter arguments and environment entries`, EXIT_USAGE);
   }
-  const replies = await client.request(signed, timeoutMs, (r) => pickOutcome(r) !== null);
+  const { asked, replies } = await client.request(signed, timeoutMs, (r) => pickOutcome(r) !== null);
   const outcome = pickOutcome(replies);
   if (outcome !== null) return outcome;
   const what = payload.type === 'task.submit' ? 'the submit' : `the kill of ${payload.task}`;
   throw new CliError(
-    `no two replicas agreed on the outcome of ${what} within ${timeoutMs} ms (${describeReplies(client.replicas, replies, (id) => !client.isConnected(id))}): ` +
+    `no two replicas agreed on the outcome of ${what} within ${timeoutMs} ms (${describeReplies(asked, replies, (id) => !client.isConnected(id))}): ` +
       'it may still take effect; check `trine ps` and `trine status`',
     EXIT_FAILED,
   );
@@ -115,7 +119,10 @@ export function parseClusterView(v: unknown): ClusterView | null {
 /** What one replica said, reduced to what view selection needs. */
 export type ViewAnswer = { id: ProcessId; role: Role; primary: ProcessId; rsn: number; digest: string; view: ClusterView };
 
+/** Only a replica in service speaks for the group's state: an `installing` replacement has not
+ *  received it yet and a `retired` one stopped applying it (PROTOCOL §10.3, §10.6). */
 export function toViewAnswer(s: ReplicaStatus): ViewAnswer | null {
+  if (s.phase === 'installing' || s.phase === 'retired') return null;
   const view = parseClusterView((s as ReplicaStatus & { cluster?: unknown }).cluster);
   return view === null ? null : { id: s.id, role: s.role, primary: s.primary, rsn: s.rsn, digest: s.digest, view };
 }
@@ -222,6 +229,14 @@ export async function readClusterView(client: OperatorClient, timeoutMs: number)
   if (answered.size === 0) {
     const why = [...statuses].map(([id, a]) => `${id}: ${a.ok ? 'answered' : a.error}`).join(', ');
     throw new CliError(`no replica answered within ${timeoutMs} ms (${why}): check the cluster with \`trine status\``, EXIT_FAILED);
+  }
+  const notServing = [...answered.values()].filter((s) => s.phase === 'installing' || s.phase === 'retired');
+  if (notServing.length === answered.size) {
+    throw new CliError(
+      `only replicas not in service answered (${notServing.map((s) => `${s.id} ${s.phase}`).join(', ')}): ` +
+        'the group is changing; check `trine status` and try again',
+      EXIT_FAILED,
+    );
   }
   throw new CliError(
     `${[...answered.keys()].join(', ')} answered without a readable task view (they predate task support, or the view is malformed): ` +

@@ -1,16 +1,22 @@
 // The `trine status` document (docs/OPERATIONS.md §3 documents it field by field): built from
 // the replicas' and the watchdog's answers, with the cluster's health judged in one place so
-// `trine status` and `trine up` agree on what "healthy" means. Pure: no I/O here.
-import type { WatchdogStatus } from '../src/core/watchdog.ts';
+// `trine status` and `trine up` agree on what "healthy" means. The replica rows are the members
+// of the current group (cli/replica-group.ts), which changes when a condemned replica is
+// replaced by a spare id (docs/PROTOCOL.md §10). Pure: no I/O here.
+import type { ClusterResetRecord, DiagnosisRecord, WatchdogStatus } from '../src/core/watchdog.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import type { PeerHealth, ReplicaStatus } from '../src/core/status.ts';
 import type { Role } from '../src/core/wire/messages.ts';
-import type { ClusterConfig } from '../src/io/cluster-dir.ts';
+import { REPLICA_COUNT, type ClusterConfig } from '../src/io/cluster-dir.ts';
+import { groupHistory, inService, pickGroup, type Condemnation, type GroupPick, type ReplicaPhase, type Replacement, type RetiredReplica } from './replica-group.ts';
 import type { StatusAnswers } from './status-client.ts';
 
 export const STATUS_DOCUMENT_VERSION = 1;
 /** Hex digits of a digest shown in the table: enough to tell digests apart at a glance. */
 export const SHORT_DIGEST_CHARS = 12;
+/** Self-diagnosis reports and cluster resets the table shows (the JSON has the watchdog's whole
+ *  bounded history): the latest few say whether diagnosis is churning right now. */
+export const STATUS_HISTORY_LINES = 5;
 
 export type ReplicaHealth = PeerHealth | 'unreachable' | 'diverged';
 
@@ -30,6 +36,21 @@ export type ReplicaRow = {
   suspicions: number | null;
   drops: Record<string, number>;
   latencyMs: number | null;
+  /** The group as this replica sees it (PROTOCOL §10.1); null when it did not answer. */
+  phase: ReplicaPhase | null;
+  view: number | null;
+  members: ProcessId[] | null;
+};
+
+/** The current group: see pickGroup (cli/replica-group.ts) for how it is chosen. */
+export type GroupRow = {
+  view: number | null;
+  members: ProcessId[];
+  primary: ProcessId | null;
+  confirmedBy: ProcessId[];
+  basis: GroupPick['basis'];
+  /** Higher views single replicas report, unconfirmed (each also a problem). */
+  unconfirmedViews: GroupPick['ahead'];
 };
 
 export type NodeRow = {
@@ -46,9 +67,22 @@ export type WatchdogRow = {
   id: ProcessId;
   answered: boolean;
   error: string | null;
-  replicas: { id: ProcessId; health: PeerHealth; lastHeartbeatAgeMs: number | null; role: Role | null; rsn: number | null; gssn: number | null }[];
+  replicas: {
+    id: ProcessId; health: PeerHealth; lastHeartbeatAgeMs: number | null; role: Role | null; rsn: number | null; gssn: number | null;
+    /** The view in the replica's last heartbeat; null if never heard (or an older watchdog). */
+    view: number | null;
+    /** A member of the current group (the watchdog also lists retired ids it heard once). */
+    member: boolean;
+  }[];
   /** Node resets the watchdog carried out (spec §1.6 rule 1), oldest first. */
   resets: WatchdogStatus['resets'];
+  /** Rule 2 is armed (two replicas heard consistently since the last cluster reset); null if
+   *  the watchdog did not answer or does not say. */
+  armed: boolean | null;
+  /** Self-diagnosis reports the watchdog received (spec §1.6 rule 3), oldest first. */
+  diagnosisReports: DiagnosisRecord[];
+  /** Cluster resets the watchdog ordered (spec §1.6 rules 2 and 3), oldest first. */
+  clusterResets: ClusterResetRecord[];
 };
 
 export type StatusDocument = {
@@ -60,9 +94,25 @@ export type StatusDocument = {
   converged: boolean;
   problems: string[];
   primary: ProcessId | null;
+  group: GroupRow;
+  /** One per member of the current group, in the group's order. */
   replicas: ReplicaRow[];
+  /** Ids that left the group for good (condemned or abandoned), by the view they left in. */
+  retired: RetiredReplica[];
+  /** The replacement under way, if any (PROTOCOL §10.6). */
+  replacement: Replacement | null;
+  /** Condemnations in the answering replicas' self-diagnosis histories, oldest first. */
+  condemnations: Condemnation[];
   nodes: NodeRow[];
   watchdog: WatchdogRow;
+};
+
+/** Why a member that answered is not in service, as a problem. */
+const PHASE_PROBLEM: Record<ReplicaPhase, string> = {
+  serving: 'serving',
+  installing: 'still installing the state (a replacement, PROTOCOL §10.6)',
+  syncing: 'syncing with the other member before a primary change (PROTOCOL §10.5)',
+  retired: 'retired (condemned) yet still listed as a member',
 };
 
 const HEALTH_RANK: Record<PeerHealth, number> = { healthy: 0, late: 1, silent: 2, unknown: 3 };
@@ -75,14 +125,37 @@ const worstKnown = (hs: PeerHealth[]): PeerHealth => {
 export function buildStatusDocument(config: ClusterConfig, dir: string, answers: StatusAnswers, at: Date): StatusDocument {
   const m = config.membership;
   const problems: string[] = [];
-  const nodeOf = (id: ProcessId) => config.processes.find((p) => p.id === id)?.node ?? null;
   const answered = new Map<ProcessId, ReplicaStatus>();
   for (const [id, a] of answers.replicas) if (a.ok) answered.set(id, a.status);
+  const running = new Set(answers.running ?? []);
+
+  // The current group (PROTOCOL §10.1), and everything below is judged against it: a replica
+  // the group condemned and removed is history, not a problem; a member not answering is.
+  const pick = pickGroup(m, answered.values());
+  const history = groupHistory(m, pick, answered, running);
+  const members = pick.members;
+  const nodeOf = (id: ProcessId) => history.nodes.get(id) ?? config.processes.find((p) => p.id === id)?.node ?? null;
+  /** Members in service: the replicas that speak for the group's state. */
+  const inGroup = new Map([...answered].filter(([id, s]) => members.includes(id) && inService(s)));
+  if (pick.basis === 'assumed') problems.push(`no replica in service answered, so the current group is unknown: showing the initial replicas ${members.join(', ')}`);
+  if (pick.basis === 'unconfirmed') {
+    problems.push(`view ${pick.view ?? '?'} (${members.join(', ')}, primary ${pick.primary ?? '?'}) is reported by ${pick.confirmedBy.join(', ')} alone: no second replica in service confirms it`);
+  }
+  for (const a of pick.ahead) {
+    problems.push(`${a.id} reports view ${a.view} (${a.members.join(', ')}, primary ${a.primary}), above the group's view ${pick.view ?? '?'}, and no second replica confirms it`);
+  }
+  if (members.length < REPLICA_COUNT) {
+    const r = history.replacement;
+    const next = r === null
+      ? 'no replacement under way (no spare id left, or no node without a replica)'
+      : `replacement ${r.id} ${r.phase === 'starting' ? 'commanded' : r.phase}${r.node === null ? '' : ` on ${r.node}`}`;
+    problems.push(`the group has ${members.length} replicas (${members.join(', ')}), not ${REPLICA_COUNT}: ${next}`);
+  }
 
   // Digests: replicas at the same RSN must hold the same state (docs/PROTOCOL.md §5).
   const diverged = new Set<ProcessId>();
   const byRsn = new Map<number, ReplicaStatus[]>();
-  for (const s of answered.values()) byRsn.set(s.rsn, [...(byRsn.get(s.rsn) ?? []), s]);
+  for (const s of inGroup.values()) byRsn.set(s.rsn, [...(byRsn.get(s.rsn) ?? []), s]);
   for (const [rsn, group] of byRsn) {
     const digests = new Map<string, ProcessId[]>();
     for (const s of group) digests.set(s.digest, [...(digests.get(s.digest) ?? []), s.id]);
@@ -93,24 +166,26 @@ export function buildStatusDocument(config: ClusterConfig, dir: string, answers:
     problems.push(`digest mismatch at RSN ${rsn}: ${group.map((s) => `${s.id} ${s.digest.slice(0, SHORT_DIGEST_CHARS)}`).join(', ')}`);
   }
 
-  const replicas: ReplicaRow[] = m.replicas.map((id) => {
+  const replicas: ReplicaRow[] = members.map((id) => {
     const a = answers.replicas.get(id);
     const s = answered.get(id);
     if (s === undefined) {
-      const error = a !== undefined && !a.ok ? a.error : 'not asked';
+      const error = a !== undefined && !a.ok ? a.error : `not running (no live daemon behind run/${id}.pid)`;
       problems.push(`replica ${id} did not answer (${error})`);
       return {
         id, node: nodeOf(id), answered: false, error, role: null, inc: null, rsn: null, gssn: null, primary: null, digest: null,
-        health: 'unreachable', replicas: [], suspicions: null, drops: {}, latencyMs: null,
+        health: 'unreachable', replicas: [], suspicions: null, drops: {}, latencyMs: null, phase: null, view: null, members: null,
       };
     }
-    const views = [...answered.values()].filter((o) => o.id !== id).map((o) => o.replicas.find((r) => r.id === id)?.health ?? 'unknown');
+    const views = [...inGroup.values()].filter((o) => o.id !== id).map((o) => o.replicas.find((r) => r.id === id)?.health ?? 'unknown');
     const health: ReplicaHealth = diverged.has(id) ? 'diverged' : worstKnown(views);
     if (health === 'late' || health === 'silent') problems.push(`replica ${id} is ${health} in its peers' view`);
+    if (!inService(s)) problems.push(`replica ${id} is ${PHASE_PROBLEM[s.phase]}`);
+    else if (pick.view !== null && s.view < pick.view) problems.push(`replica ${id} is at view ${s.view}, behind the group's view ${pick.view}`);
     return {
       id, node: nodeOf(id), answered: true, error: null, role: s.role, inc: s.inc, rsn: s.rsn, gssn: s.gssn, primary: s.primary,
       digest: s.digest, health, replicas: s.replicas, suspicions: s.suspicions, drops: s.drops,
-      latencyMs: a !== undefined && a.ok ? a.latencyMs : null,
+      latencyMs: a !== undefined && a.ok ? a.latencyMs : null, phase: s.phase, view: s.view, members: [...s.members],
     };
   });
 
@@ -122,49 +197,65 @@ export function buildStatusDocument(config: ClusterConfig, dir: string, answers:
   if (primaries.length === 1) primary = primaries[0] ?? null;
   else if (primaries.length === 0) problems.push('no replica is primary');
   else problems.push(`${primaries.length} replicas claim to be primary: ${primaries.join(', ')}`);
-  if (answered.size === m.replicas.length && backups.length !== m.replicas.length - 1) {
-    problems.push(`expected ${m.replicas.length - 1} backups, found ${backups.length}`);
+  if (primary !== null && pick.primary !== null && primary !== pick.primary) problems.push(`${primary} acts as primary, but the group's primary is ${pick.primary}`);
+  const answeredMembers = replicas.filter((r) => r.answered).length;
+  if (answeredMembers === members.length && backups.length !== members.length - 1) {
+    problems.push(`expected ${members.length - 1} backups, found ${backups.length}`);
   }
   if (claimed.size > 1) problems.push(`replicas disagree on the primary: ${[...claimed].join(', ')}`);
 
   // Nodes: agents heartbeat the backups only (spec §1.3), so their view is the one that counts.
-  const backupViews = [...answered.values()].filter((s) => s.role === 'backup');
+  const backupViews = [...inGroup.values()].filter((s) => s.role === 'backup');
   const nodes: NodeRow[] = m.agents.map(({ id: agent, node }) => {
     const seen = backupViews.map((s) => ({ by: s.id, view: s.agents.find((x) => x.id === agent) })).filter((x) => x.view !== undefined);
     const health = best(seen.map((x) => x.view?.health ?? 'unknown'));
     const ages = seen.map((x) => x.view?.lastHeartbeatAgeMs ?? null).filter((x): x is number => x !== null);
-    // Replicated state: a majority of the answering replicas speaks for the group (a replica
+    // Replicated state: a majority of the members in service speaks for the group (a replica
     // that restarted without state transfer must not hide the group's view).
-    const joinedVotes = [...answered.values()].filter((s) => s.agents.find((x) => x.id === agent)?.joined === true).length;
-    const joined = joinedVotes * 2 > answered.size;
+    const joinedVotes = [...inGroup.values()].filter((s) => s.agents.find((x) => x.id === agent)?.joined === true).length;
+    const joined = joinedVotes * 2 > inGroup.size;
     if (!joined) problems.push(`node ${node} (${agent}) has not joined`);
     if (health !== 'healthy') problems.push(`node ${node} (${agent}) is ${health === 'unknown' ? 'not heard from yet' : health} in the backups' view`);
     return {
-      id: node, agent, replica: config.processes.find((p) => p.kind === 'replica' && p.node === node)?.id ?? null, joined, health,
+      id: node, agent, replica: members.find((r) => nodeOf(r) === node) ?? null, joined, health,
       lastHeartbeatAgeMs: ages.length === 0 ? null : Math.min(...ages), seenBy: seen.map((x) => x.by),
     };
   });
 
-  // The watchdog must hear every replica (spec §1.6 rule 2).
+  // The watchdog must hear every member (spec §1.6 rule 2); retired ids it still lists are not
+  // expected to heartbeat.
   const w = answers.watchdog;
   const watchdog: WatchdogRow = w.ok
     ? {
         id: m.scc, answered: true, error: null,
-        replicas: w.status.replicas.map((r) => ({ id: r.id, health: r.health, lastHeartbeatAgeMs: r.lastHeartbeatAgeMs, role: r.role, rsn: r.rsn, gssn: r.gssn })),
+        replicas: w.status.replicas.map((r) => ({
+          id: r.id, health: r.health, lastHeartbeatAgeMs: r.lastHeartbeatAgeMs, role: r.role, rsn: r.rsn, gssn: r.gssn,
+          view: typeof r.view === 'number' ? r.view : null, member: members.includes(r.id),
+        })),
+        // Fields a watchdog of an older release does not send read as empty.
         resets: Array.isArray(w.status.resets) ? w.status.resets : [],
+        armed: typeof w.status.armed === 'boolean' ? w.status.armed : null,
+        diagnosisReports: Array.isArray(w.status.diagnosisReports) ? w.status.diagnosisReports : [],
+        clusterResets: Array.isArray(w.status.clusterResets) ? w.status.clusterResets : [],
       }
-    : { id: m.scc, answered: false, error: w.error, replicas: [], resets: [] };
+    : { id: m.scc, answered: false, error: w.error, replicas: [], resets: [], armed: null, diagnosisReports: [], clusterResets: [] };
   if (!w.ok) problems.push(`watchdog ${m.scc} did not answer (${w.error})`);
-  for (const r of watchdog.replicas) {
-    if (r.health !== 'healthy') problems.push(`watchdog ${m.scc} hears replica ${r.id} as ${r.health === 'unknown' ? 'never heard' : r.health}`);
+  else {
+    for (const id of members) {
+      const r = watchdog.replicas.find((x) => x.id === id);
+      if (r === undefined) problems.push(`watchdog ${m.scc} has not heard replica ${id} yet`);
+      else if (r.health !== 'healthy') problems.push(`watchdog ${m.scc} hears replica ${id} as ${r.health === 'unknown' ? 'never heard' : r.health}`);
+    }
   }
 
-  const rsns = new Set([...answered.values()].map((s) => s.rsn));
-  const digests = new Set([...answered.values()].map((s) => s.digest));
-  const converged = answered.size === m.replicas.length && rsns.size === 1 && digests.size === 1;
+  const rsns = new Set([...inGroup.values()].map((s) => s.rsn));
+  const digests = new Set([...inGroup.values()].map((s) => s.digest));
+  const converged = inGroup.size === members.length && rsns.size === 1 && digests.size === 1;
   return {
     version: STATUS_DOCUMENT_VERSION, cluster: config.cluster, dir, at: at.toISOString(),
-    healthy: problems.length === 0, converged, problems, primary, replicas, nodes, watchdog,
+    healthy: problems.length === 0, converged, problems, primary,
+    group: { view: pick.view, members: [...members], primary: pick.primary, confirmedBy: pick.confirmedBy, basis: pick.basis, unconfirmedViews: pick.ahead },
+    replicas, retired: history.retired, replacement: history.replacement, condemnations: history.condemnations, nodes, watchdog,
   };
 }
 
@@ -178,23 +269,65 @@ function table(header: string[], rows: string[][]): string {
 
 const ms = (v: number | null) => (v === null ? '-' : `${Math.round(v)} ms`);
 const opt = (v: number | string | null) => (v === null ? '-' : String(v));
+/** The watchdog's clock is milliseconds on the Date scale (src/daemon/run-core.ts clockMs). */
+const when = (atMs: number) => (Number.isFinite(atMs) ? new Date(atMs).toISOString() : String(atMs));
+
+/** The last STATUS_HISTORY_LINES entries of a history, under a heading that says how many. */
+function history<T>(title: string, all: T[], line: (entry: T) => string): string[] {
+  if (all.length === 0) return [];
+  const shown = all.slice(-STATUS_HISTORY_LINES);
+  const heading = shown.length === all.length ? `${title}:` : `${title} (last ${shown.length} of ${all.length}):`;
+  return [heading, ...shown.map((e) => `  ${line(e)}`)];
+}
+
+/** "view 4, primary r2: r2, r4, r5 (confirmed by r2, r4, r5)" */
+function groupLine(doc: StatusDocument): string {
+  const g = doc.group;
+  if (g.basis === 'assumed') return `group: unknown (no replica in service answered); showing the initial replicas ${g.members.join(', ')}`;
+  const basis = g.basis === 'agreed' ? `confirmed by ${g.confirmedBy.join(', ')}` : `reported by ${g.confirmedBy.join(', ')} alone, unconfirmed`;
+  return `group: view ${g.view ?? '?'}, primary ${g.primary ?? '?'}, members ${g.members.join(', ')} (${basis})`;
+}
+
+/** "r3 (condemned: silent, by r1,r2)" */
+function retiredText(r: RetiredReplica): string {
+  const why = r.how === 'retired' ? 'retired' : `${r.how}: ${r.reason ?? '?'}${r.by.length === 0 ? '' : `, by ${r.by.join(',')}`}`;
+  return `${r.id} (${why}${r.answered ? '; still answering' : ''})`;
+}
+
+function replacementText(r: Replacement): string {
+  const where = r.node === null ? '' : ` on ${r.node}`;
+  if (r.phase === 'starting') return `${r.id} commanded to start${where}, not answering yet`;
+  return `${r.id} ${r.phase}${where}${r.member ? ' (already a member)' : ''}`;
+}
 
 export function formatStatus(doc: StatusDocument): string {
   const verdict = doc.healthy ? (doc.converged ? 'healthy' : 'healthy (replicas catching up)') : `NOT HEALTHY (${doc.problems.length} problem${doc.problems.length === 1 ? '' : 's'})`;
-  const out = [`cluster ${doc.cluster} at ${doc.dir}: ${verdict}`, ''];
+  const out = [`cluster ${doc.cluster} at ${doc.dir}: ${verdict}`, groupLine(doc), ''];
   out.push(table(
-    ['REPLICA', 'NODE', 'ROLE', 'RSN', 'GSSN', 'DIGEST', 'HEALTH'],
-    doc.replicas.map((r) => [r.id, opt(r.node), opt(r.role), opt(r.rsn), opt(r.gssn), r.digest === null ? '-' : r.digest.slice(0, SHORT_DIGEST_CHARS), r.health]),
+    ['REPLICA', 'NODE', 'ROLE', 'RSN', 'GSSN', 'DIGEST', 'HEALTH', 'PHASE', 'VIEW'],
+    doc.replicas.map((r) => [
+      r.id, opt(r.node), opt(r.role), opt(r.rsn), opt(r.gssn), r.digest === null ? '-' : r.digest.slice(0, SHORT_DIGEST_CHARS), r.health, opt(r.phase), opt(r.view),
+    ]),
   ));
+  if (doc.replacement !== null) out.push(`replacement: ${replacementText(doc.replacement)}`);
+  if (doc.retired.length > 0) out.push(`retired: ${doc.retired.map(retiredText).join(', ')}`);
   out.push('');
   out.push(table(
     ['NODE', 'AGENT', 'REPLICA', 'JOINED', 'HEALTH', 'LAST HEARTBEAT'],
     doc.nodes.map((n) => [n.id, n.agent, opt(n.replica), n.joined ? 'yes' : 'no', n.health, ms(n.lastHeartbeatAgeMs)]),
   ));
   out.push('');
+  // Members and the replacement: the retired ids the watchdog still lists are in the JSON.
+  const heard = doc.watchdog.replicas.filter((r) => r.member || r.id === doc.replacement?.id);
   out.push(doc.watchdog.answered
-    ? `watchdog ${doc.watchdog.id}: ${doc.watchdog.replicas.map((r) => `${r.id} ${r.health} (${ms(r.lastHeartbeatAgeMs)})`).join(', ')}`
+    ? `watchdog ${doc.watchdog.id}: ${heard.map((r) => `${r.id} ${r.health} (${ms(r.lastHeartbeatAgeMs)})`).join(', ')}${
+      doc.watchdog.armed === false ? ' (cluster-reset guard not armed: two replicas in one view not heard yet)' : ''}`
     : `watchdog ${doc.watchdog.id}: ${doc.watchdog.error ?? 'no answer'}`);
+  out.push(...history('condemnations', doc.condemnations, (c) =>
+    `${when(c.atMs)}  view ${c.view}: ${c.target} condemned (${c.reason}) by ${c.by.join(',')}`));
+  out.push(...history('self-diagnosis history', doc.watchdog.diagnosisReports, (d) =>
+    `${when(d.atMs)}  ${d.from} view ${d.view}: ${d.reason}${d.target === '' ? '' : ` against ${d.target}`}${d.counted ? '' : ' (not counted)'}`));
+  out.push(...history('cluster resets', doc.watchdog.clusterResets, (r) => `${when(r.atMs)}  ${r.reason}`));
   if (doc.problems.length > 0) {
     out.push('', 'problems:');
     for (const p of doc.problems) out.push(`  - ${p}`);
