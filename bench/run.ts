@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { benchCrypto, type Figure } from './crypto.ts';
 import { benchGmpi } from './gmpi.ts';
 import { benchGroup } from './group.ts';
+import { benchRecovery } from './recovery.ts';
 import { benchSignals } from './signals.ts';
 import { benchTasks } from './tasks.ts';
 
@@ -34,6 +35,8 @@ results['tasks'] = await benchTasks();
 print('tasks and processes on a local cluster (trine up --nodes 4; raw samples in bench/results/tasks.json)', results['tasks']);
 results['signals'] = await benchSignals({ printTables: false });
 print('signals and group requests of a linked task on a local cluster (Tables 5.3/5.4; raw samples in bench/results/signals.json)', results['signals']);
+results['recovery'] = await benchRecovery();
+print('replica faults on a local cluster: injection → condemned, new group, three replicas again (PROTOCOL §10)', results['recovery']);
 
 const dir = join(here, 'results');
 mkdirSync(dir, { recursive: true });
