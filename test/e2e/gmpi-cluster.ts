@@ -21,10 +21,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class GmpiCluster {
   private constructor(readonly root: string, readonly dir: string) {}
 
-  static async up(prefix: string): Promise<GmpiCluster> {
+  /** `flags`: more `trine up` options (e.g. --allow-inject). */
+  static async up(prefix: string, flags: readonly string[] = []): Promise<GmpiCluster> {
     const root = mkdtempSync(join(tmpdir(), prefix));
     const c = new GmpiCluster(root, join(root, 'cluster'));
-    const up = await trine(['up', '--nodes', '4', '--dir', c.dir], 90_000);
+    const up = await trine(['up', '--nodes', '4', ...flags, '--dir', c.dir], 90_000);
     if (up.code !== 0) throw new Error(`trine up failed: ${up.stderr}`);
     return c;
   }
@@ -48,10 +49,10 @@ export class GmpiCluster {
     else rmSync(this.root, { recursive: true, force: true });
   }
 
-  /** Submit a linked task of `n` processes running `app` under tsx; returns its id. */
-  async submit(app: string, n: number, env: Record<string, string> = {}): Promise<string> {
+  /** Submit a linked task of `n` processes running `app` (with `args`) under tsx; returns its id. */
+  async submit(app: string, n: number, env: Record<string, string> = {}, args: readonly string[] = []): Promise<string> {
     const envArgs = Object.entries(env).flatMap(([k, v]) => ['--env', `${k}=${v}`]);
-    const s = await trine(['submit', '--dir', this.dir, '--linked', '-n', String(n), '--cwd', REPO, ...envArgs, '--', process.execPath, '--import', 'tsx', join(REPO, app)]);
+    const s = await trine(['submit', '--dir', this.dir, '--linked', '-n', String(n), '--cwd', REPO, ...envArgs, '--', process.execPath, '--import', 'tsx', join(REPO, app), ...args]);
     if (s.code !== 0) throw new Error(`trine submit failed: ${s.stderr}`);
     return s.stdout.trim();
   }
@@ -60,10 +61,10 @@ export class GmpiCluster {
    *  loaded 2-core machine the manager may declare a node lost during the start) is
    *  submitted again, up to START_TRIES times: that is the cluster's failure detector at work,
    *  not the code under test, which only runs once the task does. */
-  async start(app: string, n: number, env: Record<string, string> = {}): Promise<string> {
+  async start(app: string, n: number, env: Record<string, string> = {}, args: readonly string[] = []): Promise<string> {
     const failures: string[] = [];
     for (let attempt = 1; attempt <= START_TRIES; attempt++) {
-      const id = await this.submit(app, n, env);
+      const id = await this.submit(app, n, env, args);
       for (;;) {
         const t = await this.task(id);
         if (t.state === 'running') return id;
