@@ -13,29 +13,13 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { alive, trine } from './helpers.ts';
+import { alive, trine, waitFor } from './helpers.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterView, NodeView, ProcView, TaskView } from '../../src/core/status.ts';
 
-/** Pause between polls; each CLI call itself takes a few hundred ms (tsx start). */
-const POLL_MS = 50;
 /** Liveness deadlines: generous, for a loaded 2-core host running two e2e files at once. */
 const SOON_MS = 15_000;
 const REJOIN_MS = 30_000;
-
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `probe` until it returns something other than undefined. */
-async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined> | T | undefined): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms`);
-    await sleep(POLL_MS);
-  }
-}
 
 let root = '';
 let dir = '';
@@ -74,7 +58,6 @@ function processesOfTestDir(): { pid: number; cmdline: string }[] {
   }
   return out;
 }
-
 
 function kill9(pid: number): void {
   try {

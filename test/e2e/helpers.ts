@@ -38,3 +38,33 @@ export function pidsIn(dir: string): number[] {
     .map((f) => Number(readFileSync(join(run, f), 'utf8').trim()))
     .filter((p) => Number.isInteger(p) && p > 1);
 }
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `probe` every `pollMs` until it returns something other than undefined; throws naming
+ *  `what` after `timeoutMs`. */
+export async function waitFor<T>(
+  what: string, timeoutMs: number, probe: () => Promise<T | undefined> | T | undefined, pollMs = 50,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms`);
+    await sleep(pollMs);
+  }
+}
+
+/** Live processes other than this one whose command line mentions `root` (a test's dir). */
+export function processesMentioning(root: string): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(root) && alive(Number(name))) out.push(Number(name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}

@@ -13,27 +13,14 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { alive, trine } from './helpers.ts';
+import { alive, processesMentioning, trine, waitFor } from './helpers.ts';
 import type { StatusDocument } from '../../cli/status-report.ts';
 import { OperatorClient } from '../../cli/status-client.ts';
 import type { ClusterView, NodeView } from '../../src/core/status.ts';
 import { loadCluster } from '../../src/io/cluster-dir.ts';
 
-const POLL_MS = 50;
 /** Liveness deadlines: generous, for a loaded 2-core host running two e2e files at once. */
 const SOON_MS = 15_000;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined> | T | undefined): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms`);
-    await sleep(POLL_MS);
-  }
-}
 
 let root = '';
 let plain = '';
@@ -74,19 +61,7 @@ async function nodeOf(node: string): Promise<NodeView> {
   return n;
 }
 
-/** Live processes other than this one whose command line mentions the test dir. */
-function processesOfTestDir(): number[] {
-  const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(name) || Number(name) === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(root) && alive(Number(name))) out.push(Number(name));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
+const processesOfTestDir = (): number[] => processesMentioning(root);
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'trine-inject-'));

@@ -15,28 +15,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../cli/status-report.ts';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
-import { alive, trine } from './helpers.ts';
+import { alive, processesMentioning, trine, waitFor } from './helpers.ts';
 
-/** Pause between polls; each CLI call itself takes most of a second (tsx start). */
-const POLL_MS = 100;
 /** Kill → three serving replicas again: condemnation takes ≈ 0.6 s (a missed heartbeat check and
  *  the 400 ms diagnosis timeout), the spare's daemon ≈ 1 s to load and get the state. */
 const RECOVERY_MS = 10_000;
 /** Other liveness deadlines: generous, for a loaded host running other e2e files at once. */
 const SOON_MS = 15_000;
 const INITIAL = ['r1', 'r2', 'r3'];
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms`);
-    await sleep(POLL_MS);
-  }
-}
 
 let root = '';
 let dir = '';
@@ -59,19 +45,7 @@ function pidOf(id: string): number {
   return pid;
 }
 
-/** Every process other than this one whose command line mentions the test dir. */
-function processesOfTestDir(): number[] {
-  const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(name) || Number(name) === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(root) && alive(Number(name))) out.push(Number(name));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
+const processesOfTestDir = (): number[] => processesMentioning(root);
 
 /** The agents' `replica.started` log events (src/daemon/agent.ts): which spare, started where. */
 function replicaStarts(): { agent: string; replica: string }[] {
