@@ -165,21 +165,41 @@ describe('failures on a 4-node cluster (PROTOCOL §8.4–§8.6)', () => {
     await killTask(task);
   });
 
-  it('an agent death: the keeper promotes its standby; the node stays up, adopts its running process, with a new incarnation', async () => {
-    const task = await runningTask('agent-death', 4);
-    const survivor = procOn(task, 'n4');
-    const before = await nodeOf('n4');
-    expect(before.state).toBe('up');
-    const standby = await standbyReady('a4');
-    const agent = recordedPid('a4.agent-pid');
-    expect(agent).not.toBeNull();
-    const killedAtMs = Date.now();
-    process.kill(agent as number, 'SIGKILL');
+  it('an agent death: the keeper promotes its standby; the node stays up, adopts its running process, with a new incarnation', { timeout: 120_000 }, async () => {
+    // The standby joins in about 100 ms, well inside the ≈ 350 ms a silent node takes to be
+    // declared failed (PROTOCOL §8.6). On a host loaded by other test files the join can come
+    // later than that: the node is then declared failed and reset, which is the failure
+    // detector doing its job outside its timing bounds (docs/FAULT-MODEL.md). Such a trial is
+    // reported and tried once more, once the node is back.
+    let attempt = 0;
+    for (;;) {
+      attempt++;
+      const task = await runningTask(`agent-death-${attempt}`, 4);
+      const before = await nodeOf('n4');
+      expect(before.state).toBe('up');
+      const standby = await standbyReady('a4');
+      const agent = recordedPid('a4.agent-pid');
+      expect(agent).not.toBeNull();
+      const killedAtMs = Date.now();
+      process.kill(agent as number, 'SIGKILL');
+      const rejoined = await waitFor('a new a4 incarnation', SOON_MS, async () => {
+        const n = await nodeOf('n4');
+        return n.inc > before.inc ? n : undefined;
+      });
+      const lost = (await view()).events.some((e) => e.atMs >= killedAtMs && e.text.startsWith('node n4 lost'));
+      if (lost && attempt === 1) {
+        console.log('agent death: n4 was declared failed before the standby joined (host overloaded); trying once more');
+        await waitFor('n4 up again', REJOIN_MS, async () => ((await nodeOf('n4')).state === 'up' ? true : undefined));
+        await killTask(task).catch(() => null);
+        continue;
+      }
+      await checkAgentDeath(task, rejoined, standby, killedAtMs);
+      return;
+    }
+  });
 
-    const rejoined = await waitFor('a new a4 incarnation', SOON_MS, async () => {
-      const n = await nodeOf('n4');
-      return n.inc > before.inc ? n : undefined;
-    });
+  async function checkAgentDeath(task: TaskView, rejoined: NodeView, standby: number, killedAtMs: number): Promise<void> {
+    const survivor = procOn(task, 'n4');
     expect(rejoined.state).toBe('up');
     // The standby is the new agent: its pid is recorded as the agent's.
     expect(recordedPid('a4.agent-pid')).toBe(standby);
@@ -198,7 +218,7 @@ describe('failures on a 4-node cluster (PROTOCOL §8.4–§8.6)', () => {
 
     // The adopted process is the new agent's to kill.
     await killTask(task);
-  });
+  }
 
   it('a node failure: declared failed with its processes lost (T7: the task runs on), then reset by the watchdog and rejoined', { timeout: 120_000 }, async () => {
     const task = await runningTask('node-failure', 4);
