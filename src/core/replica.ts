@@ -164,6 +164,14 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
    *  arrived before our own proposal. */
   const orderFrames = new Map<number, Uint8Array>();
   const evidenceWaiting = new Map<number, Uint8Array>();
+  /** A new primary's order (or a replacement's) starts after the executed RSN: whatever the
+   *  old one proposed beyond it is void, with its frames and the evidence about them. */
+  const resetOrder = (): void => {
+    confirm = createOrderConfirm();
+    confirm.proposedRsn = state.rsn;
+    orderFrames.clear();
+    evidenceWaiting.clear();
+  };
   /** view.sync messages that arrived before we condemned the primary ourselves. */
   const earlySync = new Map<ProcessId, { view: number; rsn: number }>();
   let lastNowMs = 0;
@@ -303,8 +311,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   function onViewChanged(nowMs: number, out: CoreEffect[]): void {
     if (sync !== null) {
       // The new primary's order starts after the RSN of the condemnation.
-      confirm = createOrderConfirm();
-      confirm.proposedRsn = state.rsn;
+      resetOrder();
       sync = null;
     }
     condemnOrdered = false;
@@ -360,8 +367,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     if (sync !== null && sync.view === state.group.view) return;
     const peer = state.replicas.find((r) => r !== target && r !== id);
     sync = { view: state.group.view, target, peer, peerRsn: null, evidence, ordered: false };
-    confirm = createOrderConfirm();
-    confirm.proposedRsn = state.rsn;
+    resetOrder();
     // Requests we forwarded to the condemned primary are forwarded again to its successor
     // once the view changes (onViewChanged); meanwhile they accuse nobody.
     for (const timer of progressTimers.values()) timer.atMs = Infinity;
@@ -422,8 +428,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       return;
     }
     Object.assign(state, decoded.value);
-    confirm = createOrderConfirm();
-    confirm.proposedRsn = state.rsn;
+    resetOrder();
     phase = isMember(id) ? 'serving' : 'retired';
     out.push({
       type: 'log', level: 'warn', event: 'state.installed',
