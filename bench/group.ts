@@ -34,7 +34,10 @@ export async function benchGroup(opts: { latencySamples?: number; floodRequests?
   const ids = clusterIds(NODES);
   const ports = await allocatePorts(ids.listeners.length);
   const keys = generateClusterKeys(dir, ids.all);
-  const config = planCluster({ nodes: NODES, ports }, keys);
+  // TRINE_BENCH_DIGEST_EVERY: checkpoint digests every N RSNs (PROTOCOL §10.4); a huge N turns
+  // them off, to measure what they cost.
+  const digestEvery = process.env['TRINE_BENCH_DIGEST_EVERY'];
+  const config = planCluster({ nodes: NODES, ports, ...(digestEvery === undefined ? {} : { timing: { digestEveryRsn: Number(digestEvery) } }) }, keys);
   writeClusterConfig(dir, config);
   const replicas = config.membership.replicas;
   const agents = config.membership.agents.map((a) => a.id);

@@ -137,9 +137,6 @@ export const MAX_EVIDENCE_FRAME_BYTES = 256 * 1024;
 export const MAX_STATE_CHUNK_BYTES = 256 * 1024;
 /** Chunks of one state transfer: 64 MiB of state is far beyond MAX_LIVE_TASKS of tasks. */
 export const MAX_STATE_CHUNKS = 256;
-/** Replicas record their state digest every DIGEST_EVERY_RSN RSNs (a checkpoint) and compare
- *  it with their peers' (PROTOCOL §10.4). */
-export const DIGEST_EVERY_RSN = 16;
 /** Own checkpoint digests kept for comparison with peers that lag behind. */
 export const MAX_CHECKPOINTS = 64;
 
@@ -217,6 +214,10 @@ export const DEFAULT_TIMING = {
    *  cluster (the flaw-11c guard, PROTOCOL §10.8). */
   diagnosisWindowMs: 30000,
   diagnosisThreshold: 20,
+  /** Replicas record their state digest every this many RSNs (a checkpoint) and compare it with
+   *  their peers' (PROTOCOL §10.4). A count of RSNs, not ms; kept with the timing so a cluster
+   *  (and the benchmark of its cost) can set it. */
+  digestEveryRsn: 16,
 } as const;
 
 export type Timing = { [K in keyof typeof DEFAULT_TIMING]: number };

@@ -3,7 +3,7 @@
 // `diagnosisTimeoutMs`, and the comparison of state digests at equal RSNs. Not replicated: each
 // replica judges from what it saw; only two matching accusations change the group, through an
 // ordered `replica.condemn` that carries them as evidence. Pure: no clock, no I/O.
-import { DIGEST_EVERY_RSN, MAX_CHECKPOINTS, type Timing } from './constants.ts';
+import { MAX_CHECKPOINTS, type Timing } from './constants.ts';
 import { toHex } from './hex.ts';
 import type { CoreEffect } from './node.ts';
 import type { ProcessId, Signer } from './ports.ts';
@@ -194,7 +194,7 @@ export function createDiagnosis(d: DiagnosisDeps) {
           if (!same(ours, digest)) this.accuse(peer, 'digest', `state digest at rsn ${rsn}: ${toHex(digest).slice(0, 12)} vs ours ${toHex(ours).slice(0, 12)}`, nowMs, out);
           continue;
         }
-        if (rsn % DIGEST_EVERY_RSN !== 0) continue; // only checkpoints are worth waiting for
+        if (rsn % d.timing.digestEveryRsn !== 0) continue; // only checkpoints are worth waiting for
         let byRsn = claims.get(peer);
         if (byRsn === undefined) claims.set(peer, (byRsn = new Map()));
         byRsn.set(rsn, digest);
@@ -205,7 +205,7 @@ export function createDiagnosis(d: DiagnosisDeps) {
     /** Our latest checkpoint, for heartbeats. */
     latestCheckpoint(): [number, Uint8Array] | null {
       let best: [number, Uint8Array] | null = null;
-      for (const [rsn, digest] of mine) if (rsn % DIGEST_EVERY_RSN === 0 && (best === null || rsn > best[0])) best = [rsn, digest];
+      for (const [rsn, digest] of mine) if (rsn % d.timing.digestEveryRsn === 0 && (best === null || rsn > best[0])) best = [rsn, digest];
       return best;
     },
 

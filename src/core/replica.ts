@@ -6,7 +6,7 @@
 import { countDrop, type DropCode } from './result.ts';
 import { toHex } from './hex.ts';
 import {
-  DIGEST_EVERY_RSN, MAX_DELIVERED_LOG, MAX_EVIDENCE_FRAME_BYTES, MAX_HOLDBACK_PER_AGENT, MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD, TICK_RATE_SLACK, TICK_RATE_WINDOW_MS,
+  MAX_DELIVERED_LOG, MAX_EVIDENCE_FRAME_BYTES, MAX_HOLDBACK_PER_AGENT, MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD, TICK_RATE_SLACK, TICK_RATE_WINDOW_MS,
 } from './constants.ts';
 import { createDiagnosis } from './diagnosis.ts';
 import { successor } from './group-view.ts';
@@ -294,7 +294,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         for (const p of statePayloads(state.rsn, encodeState(state), digest())) sendPtp(joined, p, nowMs, out);
       }
     }
-    if (state.rsn % DIGEST_EVERY_RSN === 0) diagnosis.ownDigest(state.rsn, digest(), nowMs, out);
+    if (state.rsn % t.digestEveryRsn === 0) diagnosis.ownDigest(state.rsn, digest(), nowMs, out);
   }
 
   // ---- group changes (PROTOCOL §10.5–10.7) ---------------------------------------------------
