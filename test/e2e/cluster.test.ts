@@ -7,6 +7,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { alive, pidsIn, trine } from './helpers.ts';
+import { killAll } from '../integration/helpers.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../cli/status-report.ts';
 
@@ -14,17 +15,6 @@ import type { StatusDocument } from '../../cli/status-report.ts';
 
 
 
-function killAll(pids: number[]): void {
-  for (const pid of pids) {
-    for (const target of [-pid, pid]) {
-      try {
-        process.kill(target, 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    }
-  }
-}
 
 let root = '';
 /** Every pid a test saw, killed after all tests whatever happened. */

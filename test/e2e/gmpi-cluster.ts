@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { pidsIn, trine } from './helpers.ts';
+import { killAll } from '../integration/helpers.ts';
 
 export const REPO = fileURLToPath(new URL('../..', import.meta.url));
 /** How often a wait re-reads the processes' logs. */
@@ -36,15 +37,7 @@ export class GmpiCluster {
     const ps = await trine(['ps', '--dir', this.dir, '--json']);
     const running = ps.code === 0 ? (JSON.parse(ps.stdout) as ClusterView).tasks.flatMap((t) => t.procs.flatMap((p) => (p.pid === null ? [] : [p.pid]))) : [];
     await trine(['down', '--dir', this.dir]);
-    for (const pid of [...pidsIn(this.dir), ...taskPids, ...running]) {
-      for (const target of [-pid, pid]) {
-        try {
-          process.kill(target, 'SIGKILL');
-        } catch {
-          // gone already
-        }
-      }
-    }
+    killAll([...pidsIn(this.dir), ...taskPids, ...running]);
     if (process.env.GMPI_KEEP) console.log(`kept ${this.root}`);
     else rmSync(this.root, { recursive: true, force: true });
   }

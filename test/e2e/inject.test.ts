@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alive, processesMentioning, trine, waitFor } from './helpers.ts';
+import { killAll } from '../integration/helpers.ts';
 import type { StatusDocument } from '../../cli/status-report.ts';
 import { OperatorClient } from '../../cli/status-client.ts';
 import type { ClusterView, NodeView } from '../../src/core/status.ts';
@@ -78,15 +79,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const d of [plain, dir]) if (existsSync(join(d, 'run'))) await trine(['down', '--dir', d]);
-  for (const pid of processesOfTestDir()) {
-    for (const target of [-pid, pid]) {
-      try {
-        process.kill(target, 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    }
-  }
+  killAll(processesOfTestDir());
   rmSync(root, { recursive: true, force: true });
 }, 60_000);
 

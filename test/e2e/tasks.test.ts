@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pidsIn, trine } from './helpers.ts';
+import { killAll } from '../integration/helpers.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterView } from '../../src/core/status.ts';
 
@@ -31,15 +32,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await trine(['down', '--dir', dir]);
-  for (const pid of pidsIn(dir)) {
-    for (const target of [-pid, pid]) {
-      try {
-        process.kill(target, 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    }
-  }
+  killAll(pidsIn(dir));
   rmSync(root, { recursive: true, force: true });
 }, 60_000);
 

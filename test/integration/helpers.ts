@@ -7,8 +7,8 @@ export const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url
 /** vi.waitFor budget: generous, for a loaded 2-core host. */
 export const WAIT = { timeout: 30_000, interval: 20 };
 
-/** SIGKILL each pid's process group and the pid itself, then forget them. */
-export function killAll(pids: Set<number>): void {
+/** SIGKILL each pid's process group and the pid itself; a Set is emptied afterwards. */
+export function killAll(pids: Iterable<number>): void {
   for (const pid of pids) {
     for (const target of [-pid, pid]) {
       try {
@@ -18,5 +18,5 @@ export function killAll(pids: Set<number>): void {
       }
     }
   }
-  pids.clear();
+  if (pids instanceof Set) pids.clear();
 }
