@@ -29,7 +29,6 @@ export type StateTransfer = ReturnType<typeof createStateTransfer>;
 export function createStateTransfer(hash: Hash, members: () => readonly ProcessId[]) {
   const digests = new Map<ProcessId, { rsn: number; digest: Uint8Array }>();
   const copies = new Map<ProcessId, Copy>();
-  let refused = 0;
 
   return {
     /** A state.digest or state.chunk from `from`; returns the verified bytes and RSN once a copy
@@ -39,10 +38,7 @@ export function createStateTransfer(hash: Hash, members: () => readonly ProcessI
       if (p.type === 'state.digest') {
         digests.set(from, { rsn: p.rsn, digest: p.digest });
       } else if (p.type === 'state.chunk') {
-        if (p.count < 1 || p.count > MAX_STATE_CHUNKS || p.index >= p.count) {
-          refused++;
-          return null;
-        }
+        if (p.count < 1 || p.count > MAX_STATE_CHUNKS || p.index >= p.count) return null;
         let c = copies.get(from);
         if (c === undefined || c.rsn !== p.rsn || c.count !== p.count) copies.set(from, (c = { rsn: p.rsn, count: p.count, parts: new Array(p.count), have: 0 }));
         if (c.parts[p.index] === undefined) c.have++;
@@ -68,9 +64,6 @@ export function createStateTransfer(hash: Hash, members: () => readonly ProcessI
     /** A complete copy failed to decode (only a faulty member's could): forget it. */
     discard(rsn: number): void {
       for (const [from, c] of copies) if (c.rsn === rsn) copies.delete(from);
-      refused++;
     },
-
-    view: () => ({ digests: digests.size, copies: copies.size, refused }),
   };
 }
