@@ -38,6 +38,9 @@ export type FsmTaskInput = {
   maxStartAttempts: number;
   /** Terminate commands sent (T8, T17) before the task is given up. */
   maxTerminateAttempts: number;
+  /** Started again after a cluster reset (PROTOCOL §10.9): the mapping's restarted flag is set
+   *  from the first start, as after a restart (T9). Absent: false. */
+  restarted?: boolean;
 };
 
 /** What the task does once all its processes have terminated (T16). */
@@ -360,7 +363,7 @@ export const fsmTask = taskSetup.createMachine({
   initial: 'waitForResource',
   context: ({ input }) => {
     for (const [name, n] of Object.entries(input)) {
-      if (name === 'taskId') continue;
+      if (name === 'taskId' || name === 'restarted') continue;
       assert(Number.isInteger(n) && (n as number) >= 1, `fsmTask input ${name}: ${String(n)}`);
     }
     return {
@@ -377,7 +380,7 @@ export const fsmTask = taskSetup.createMachine({
       killVpid: null,
       spawnVpid: null,
       spawnAllocated: false,
-      restarted: false,
+      restarted: input.restarted === true,
       afterTerminate: null,
       failure: null,
       reason: null,

@@ -424,6 +424,9 @@ export function createAgent(opts: AgentOptions): AgentCore {
       case 'request':
         sendRequest(input.request, nowMs, out);
         break;
+      case 'restore.load':
+        countDrop(drops, 'UNEXPECTED'); // the watchdog's input (PROTOCOL §10.9)
+        break;
       case 'notice':
         linkSend(links, input.to, 0, { type: 'notice', text: input.text }, nowMs, out);
         break;

@@ -46,9 +46,16 @@ export function taskTimers(t: Timing): TaskTimers {
   };
 }
 
+/** The operator's signed submit a task came from: its nonce, and the CG's canonical bytes and
+ *  the operator's signature over them. Kept while the task lives, for the task journal
+ *  (src/core/task-journal.ts, PROTOCOL §10.9). */
+export type SignedSubmit = { nonce: string; bytes: Uint8Array; sig: Uint8Array };
+
 /** What was submitted (the request without its type and nonce). */
 export type TaskRecord = Omit<TaskSubmit, 'type' | 'nonce'> & {
   id: string;
+  /** Null only for tasks created without one (unit tests). */
+  submit: SignedSubmit | null;
   /** n of `tn`: submission order. */
   number: number;
   submittedRsn: number;
@@ -705,24 +712,31 @@ function validate(req: TaskSubmit, live: number): string | null {
   return null;
 }
 
+/** A submit (`restoreOf` null) or, after a cluster reset, the watchdog's restore of the task
+ *  that had id `restoreOf` (PROTOCOL §10.9): it keeps that id if it is free, and starts with the
+ *  restarted flag set. */
 export function submitTask(
   cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, timers: TaskTimers, req: TaskSubmit, rsn: number,
+  submit: SignedSubmit | null = null, restoreOf: string | null = null,
 ): { outcome: Outcome; effects: TaskEffect[] } {
   const refusal = validate(req, cs.tasks.size - cs.finished.length);
   if (refusal !== null) return { outcome: { ok: false, text: refusal }, effects: [] };
   const run = newRun(cs, nodes);
-  const id = `t${cs.nextTask}`;
+  const number = restoreOf !== null && !cs.tasks.has(restoreOf) ? Number(restoreOf.slice(1)) : cs.nextTask;
+  const id = `t${number}`;
   // T1: the task starts in Wait-for-resource, asking for nodes for VPIDs 0 … size-1.
-  const init = initialStep(fsmTask, { taskId: id, size: req.size, ...timers });
+  const init = initialStep(fsmTask, { taskId: id, size: req.size, ...timers, ...(restoreOf === null ? {} : { restarted: true }) });
   const rec: TaskRecord = {
-    id, number: cs.nextTask, name: req.name, size: req.size, file: req.file, args: [...req.args], cwd: req.cwd,
+    id, submit, number, name: req.name, size: req.size, file: req.file, args: [...req.args], cwd: req.cwd,
     env: req.env.map(([k, v]): EnvEntry => [k, v]), submittedRsn: rsn, fsm: init.data, procs: new Map(),
     reserved: new Map(), waitReason: null, outcome: null, reason: null, mode: req.mode,
     signals: createTaskSignals(req.size), endpoints: new Map(), sigStats: { broadcasts: 0, pointToPoint: 0, groupRequests: 0, dropped: 0 },
   };
-  cs.nextTask++;
+  cs.nextTask = Math.max(cs.nextTask, number + 1);
   cs.tasks.set(id, rec);
-  note(run, id, null, `${id} submitted: ${req.size} × ${req.file}`);
+  note(run, id, null, restoreOf === null
+    ? `${id} submitted: ${req.size} × ${req.file}`
+    : `${id} restored after a cluster reset (it was ${restoreOf}), restarted flag set: ${req.size} × ${req.file}`);
   for (const action of init.actions) taskAction(run, rec, action);
   return { outcome: { ok: true, text: id }, effects: settle(run) };
 }
@@ -847,6 +861,13 @@ export function tick(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, timers
   return settle(run);
 }
 
+/** The tasks a cluster reset must restore (PROTOCOL §10.9): the live ones, by number. */
+export function liveSubmits(cs: ClusterState): { task: string; submit: SignedSubmit }[] {
+  const out: { task: string; submit: SignedSubmit }[] = [];
+  for (const rec of [...cs.tasks.values()].sort(byNumber)) if (isLive(rec) && rec.submit !== null) out.push({ task: rec.id, submit: rec.submit });
+  return out;
+}
+
 /** The primary orders ticks only while some timer runs (PROTOCOL §8.3). */
 export function needsTicks(cs: ClusterState): boolean {
   for (const rec of cs.tasks.values()) {
@@ -873,6 +894,7 @@ export function encodeCluster(cs: ClusterState): unknown {
       sortedProcs(r).map(([vpid, d]) => [vpid, encodeData(d)]), [...r.reserved].sort((a, b) => a[0] - b[0]), r.waitReason, r.outcome, r.reason,
       r.mode, encodeTaskSignals(r.signals), [...r.endpoints].sort((a, b) => a[0] - b[0]),
       [r.sigStats.broadcasts, r.sigStats.pointToPoint, r.sigStats.groupRequests, r.sigStats.dropped],
+      r.submit === null ? null : [r.submit.nonce, r.submit.bytes, r.submit.sig],
     ]),
     cs.finished,
     cs.allocations.map((a) => [a.task, a.vpids]),

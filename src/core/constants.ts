@@ -30,9 +30,12 @@ export const MAX_PAYLOAD_BYTES = 256 * 1024;
 export const MAX_LIST_ENTRIES = 4096;
 /** Replicas an error report may name: the whole replica set (f = 1, |R| = 3). */
 export const MAX_SUSPECTS = 3;
-/** A signed CG's canonical bytes: its payload plus the fixed fields and their msgpack framing,
- *  which take well under 4 KiB. */
-export const MAX_CG_BYTES = MAX_PAYLOAD_BYTES + 4096;
+/** An agent's or operator's signed CG's canonical bytes: its payload plus the fixed fields and
+ *  their msgpack framing, which take well under 4 KiB. */
+export const MAX_SUBMIT_CG_BYTES = MAX_PAYLOAD_BYTES + 4096;
+/** Any signed CG: the above, or the watchdog's `task.restore`, which carries one such submit
+ *  whole (PROTOCOL §10.9) plus its own few hundred bytes. */
+export const MAX_CG_BYTES = MAX_SUBMIT_CG_BYTES + 4096;
 /** A status reply's JSON: a replica's view of 64 nodes with their counters fits in ~40 KiB;
  *  512 KiB leaves room for the clusters issue 3 adds without nearing the frame limit. */
 export const MAX_STATUS_CHARS = 512 * 1024;

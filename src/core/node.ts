@@ -38,7 +38,10 @@ export type CoreInput =
   /** Agent only: send a request to the manager group (spec §3.6 G6). */
   | { type: 'request'; nowMs: number; request: AgentRequest }
   /** Send a plain point-to-point message on lane 0 (spec §9.2 A15). */
-  | { type: 'notice'; nowMs: number; to: ProcessId; text: string };
+  | { type: 'notice'; nowMs: number; to: ProcessId; text: string }
+  /** Watchdog only, after a cluster reset: the task journals found on the nodes' disks, raw
+   *  (src/core/task-journal.ts), each with where it was read from (PROTOCOL §10.9). */
+  | { type: 'restore.load'; nowMs: number; journals: { source: string; data: Uint8Array }[] };
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
@@ -60,6 +63,9 @@ export type CoreEffect =
   | { type: 'reset.node'; node: string; rsn: number }
   /** Watchdog: power-reset every node of the cluster (spec §1.6 rules 2 and 3). */
   | { type: 'reset.cluster'; reason: string }
+  /** Replica: write this task journal (src/core/task-journal.ts) to the node's disk, replacing
+   *  the last; what a cluster reset restores (PROTOCOL §10.9). */
+  | { type: 'persist.tasks'; journal: Uint8Array }
   | { type: 'log'; level: LogLevel; event: string; fields: Record<string, unknown> };
 
 export type SuspectReason =

@@ -12,7 +12,8 @@ import { createDiagnosis } from './diagnosis.ts';
 import { successor } from './group-view.ts';
 import { decodeState } from './state-codec.ts';
 import { createStateTransfer, statePayloads } from './state-transfer.ts';
-import { clusterView, needsTicks } from './cluster-state.ts';
+import { clusterView, liveSubmits, needsTicks } from './cluster-state.ts';
+import { encodeJournal, openRestoredSubmit } from './task-journal.ts';
 import {
   createLinks, flushAcks, linkAddPeer, linkNextWakeMs, linkOweGroupAck, linkReceive, linkRemovePeer, linkSend, linkTimers, linkView,
   logSessionEvent, startLinks, type Delivery, type Links,
@@ -22,7 +23,7 @@ import { createOrderConfirm, executed, nextStep, type Ordered } from './order-co
 import type { Hash, ProcessId, Signer, Verifier } from './ports.ts';
 import {
   adoptIncarnation, applyGroupInput, applyOperatorRequest, applyRequest, digestState, encodeState, expectedCsn, initialState,
-  isOperatorRequest, type ApplyResult, type OperatorOutcome, type ReplicatedState,
+  isOperatorRequest, mayRequest, type ApplyResult, type OperatorOutcome, type ReplicatedState,
 } from './replicated-state.ts';
 import type { ClusterEvent, ClusterView, ReplicaStatus, PeerHealth } from './status.ts';
 import { decodeFrame, pack } from './wire/frame.ts';
@@ -71,6 +72,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   /** Every id that may ever be a replica (initial and spares): their frames are replica frames. */
   const poolIds = new Set([...m.replicas, ...m.spareReplicas]);
   const operators = new Set(m.operators);
+  /** Clients whose requests are identified by nonce, not CSN (PROTOCOL §8.1): the operators,
+   *  and the watchdog for its restores after a cluster reset (§10.9). */
+  const nonceClients = new Set([...m.operators, m.scc]);
   const state = initialState(m, t);
   if (opts.joining !== undefined) {
     state.replicas = [...opts.joining.replicas];
@@ -89,7 +93,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   /** Has the group already delivered this request (or one of a later incarnation)? Operator
    *  requests are identified by their nonce (PROTOCOL §8.1). */
   const deliveredCG = (cg: SignedCG['cg']): boolean => {
-    if (operators.has(cg.client)) return isOperatorRequest(cg.payload) && state.outcomes.has(cg.payload.nonce);
+    if (nonceClients.has(cg.client)) return isOperatorRequest(cg.payload) && state.outcomes.has(cg.payload.nonce);
     const expected = expectedCsn(state, cg.client, cg.inc);
     return expected === null || cg.csn < expected;
   };
@@ -251,13 +255,13 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     // syncing after a condemned primary (PROTOCOL §10.5) must be able to replay every RSN the
     // other executed, no-ops included, or it never reaches the other's RSN.
     logDelivered({ type: 'cg', signed });
-    if (operators.has(cg.client)) {
-      if (!isOperatorRequest(cg.payload)) {
-        suspect(out, state.primary, 'rsn.gap', `rsn ${state.rsn} carries a ${cg.payload.type} from operator ${cg.client}`);
+    if (nonceClients.has(cg.client)) {
+      if (!isOperatorRequest(cg.payload) || !mayRequest(cg.client, cg.payload, operators, m.scc)) {
+        suspect(out, state.primary, 'rsn.gap', `rsn ${state.rsn} carries a ${cg.payload.type} from ${cg.client}`);
         return;
       }
       out.push({ type: 'deliver.request', rsn: state.rsn, client: cg.client, inc: cg.inc, csn: cg.csn, request: cg.payload });
-      applied(applyOperatorRequest(state, cg.payload), cg.client, nowMs, out);
+      applied(applyOperatorRequest(state, cg.payload, { bytes: signed.bytes, sig: signed.sig }), cg.client, nowMs, out);
       return;
     }
     const expected = expectedCsn(state, cg.client, cg.inc);
@@ -468,7 +472,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
 
   /** Primary: order the next request of `client` (spec §3.6 G7, with CSN hold-back). */
   function order(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
-    if (operators.has(signed.cg.client)) return orderOperator(signed, false, nowMs, out);
+    if (nonceClients.has(signed.cg.client)) return orderOperator(signed, false, nowMs, out);
     if (isOperatorRequest(signed.cg.payload)) {
       countDrop(drops, 'NOT_A_MEMBER'); // an agent may not submit or kill tasks (PROTOCOL §8.1)
       return;
@@ -510,12 +514,22 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
   }
 
-  /** An operator's request, sent to every replica (PROTOCOL §8.1). */
+  /** An operator's request, sent to every replica (PROTOCOL §8.1), or the watchdog's restore
+   *  (§10.9), whose operator-signed submit is checked here before it is ordered or forwarded. */
   function onOperatorRequest(from: ProcessId, signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
     const payload = signed.cg.payload;
-    if (!operators.has(from) || !isOperatorRequest(payload) || signed.cg.csn !== 0 || signed.cg.inc !== 0) {
+    if (!nonceClients.has(from) || !mayRequest(signed.cg.client, payload, operators, m.scc) || signed.cg.csn !== 0 || signed.cg.inc !== 0 ||
+      !isOperatorRequest(payload)) {
       countDrop(drops, 'NOT_A_MEMBER');
       return;
+    }
+    if (payload.type === 'task.restore') {
+      const opened = openRestoredSubmit(payload, opts.verifier, operators);
+      if (!opened.ok) {
+        countDrop(drops, opened.code);
+        out.push({ type: 'log', level: 'warn', event: 'restore.refused', fields: { task: payload.task, code: opened.code, detail: opened.detail } });
+        return;
+      }
     }
     if (isPrimary()) return orderOperator(signed, true, nowMs, out);
     const seen = state.outcomes.get(payload.nonce);
@@ -603,7 +617,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         if (p.type === 'wrapper') {
           // Only agents make requests: a replica relaying a request signed by anyone else
           // (itself included) is faulty (PROTOCOL §2.3).
-          if (!isMember(d.from) || !(agentIds.has(p.signed.cg.client) || operators.has(p.signed.cg.client))) {
+          if (!isMember(d.from) || !(agentIds.has(p.signed.cg.client) || nonceClients.has(p.signed.cg.client))) {
             countDrop(drops, 'NOT_A_MEMBER');
             return;
           }
@@ -1020,6 +1034,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       case 'request':
         out.push({ type: 'log', level: 'warn', event: 'request.ignored', fields: { why: 'replicas do not send agent requests' } });
         break;
+      case 'restore.load':
+        countDrop(drops, 'UNEXPECTED'); // the watchdog's input (PROTOCOL §10.9)
+        break;
       case 'notice':
         linkSend(links, input.to, 0, { type: 'notice', text: input.text }, nowMs, out);
         break;
@@ -1076,8 +1093,24 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
     timers(nowMs, out);
     flushAcks(links, out, csnMark, nowMs);
+    persistJournal(out);
     return out;
   }
+
+  /** The task journal (PROTOCOL §10.9), written again whenever the live tasks change; only by a
+   *  replica that serves (a replacement has no state before it installs one). */
+  let journalKey: string | null = null;
+  function persistJournal(out: CoreEffect[]): void {
+    if (phase !== 'serving' || journalRsn === state.rsn) return;
+    journalRsn = state.rsn;
+    const live = liveSubmits(state.cluster);
+    const key = live.map((l) => `${l.task}\u0000${l.submit.nonce}`).join('\u0001');
+    if (key === journalKey) return;
+    journalKey = key;
+    const tasks = live.map((l) => ({ task: l.task, nonce: l.submit.nonce, submit: l.submit.bytes, submitSig: l.submit.sig }));
+    out.push({ type: 'persist.tasks', journal: encodeJournal({ replica: id, rsn: state.rsn, tasks }) });
+  }
+  let journalRsn = -1;
 
   function nextWakeMs(): number | null {
     if (phase === 'retired') return null;

@@ -16,8 +16,8 @@ import {
 import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES, type Timing } from './constants.ts';
 import type { Hash, ProcessId } from './ports.ts';
 import { unreachable } from './result.ts';
-import { pack } from './wire/frame.ts';
-import type { AgentRequest, GroupInput, GroupMsgGC, GroupCommand, OperatorRequest } from './wire/messages.ts';
+import { pack, unpack } from './wire/frame.ts';
+import { groupMsgCG, type AgentRequest, type GroupInput, type GroupMsgGC, type GroupCommand, type OperatorRequest, type TaskRestore, type TaskSubmit } from './wire/messages.ts';
 
 export type { NodeRecord } from './cluster-state.ts';
 
@@ -174,19 +174,42 @@ export function adoptIncarnation(s: ReplicatedState, client: ProcessId, inc: num
 /** Is this request one an operator sends (PROTOCOL §8.1)? Agents may not send them, operators
  *  may send nothing else. */
 export const isOperatorRequest = (r: AgentRequest): r is OperatorRequest =>
-  r.type === 'task.submit' || r.type === 'task.kill' || r.type === 'task.restart';
+  r.type === 'task.submit' || r.type === 'task.kill' || r.type === 'task.restart' || r.type === 'task.restore';
 
-/** Apply an operator request at RSN `s.rsn`; a nonce seen before is answered, not re-applied. */
-export function applyOperatorRequest(s: ReplicatedState, request: OperatorRequest): ApplyResult {
+/** Who may send which nonce-identified request (PROTOCOL §8.1, §10.9): operators their task
+ *  requests; the watchdog only `task.restore`. */
+export function mayRequest(client: ProcessId, request: AgentRequest, operators: ReadonlySet<ProcessId>, scc: ProcessId): boolean {
+  if (!isOperatorRequest(request)) return false;
+  return request.type === 'task.restore' ? client === scc : operators.has(client);
+}
+
+/** The submit a restore carries, decoded (its operator signature was checked before ordering:
+ *  by the watchdog, and by each replica that received the restore, PROTOCOL §10.9). */
+function restoredSubmit(request: TaskRestore): TaskSubmit | null {
+  const tree = unpack(request.submit);
+  const cg = tree.ok ? groupMsgCG.dec(tree.value, 'restore.submit') : tree;
+  return cg.ok && cg.value.payload.type === 'task.submit' && cg.value.payload.nonce === request.nonce ? cg.value.payload : null;
+}
+
+/** Apply an operator request at RSN `s.rsn`; a nonce seen before is answered, not re-applied.
+ *  `signed`: the CG it came in, journalled with a submitted task (PROTOCOL §10.9). */
+export function applyOperatorRequest(s: ReplicatedState, request: OperatorRequest, signed: { bytes: Uint8Array; sig: Uint8Array } | null = null): ApplyResult {
   const r = noResult();
   const seen = s.outcomes.get(request.nonce);
   if (seen !== undefined) {
     r.reply = seen;
     return r;
   }
+  const restore = (q: TaskRestore) => {
+    const submit = restoredSubmit(q);
+    if (submit === null) return { outcome: { ok: false, text: `restore of ${q.task}: not an operator's task.submit` }, effects: [] };
+    return submitTask(s.cluster, s.nodes, s.timers, submit, s.rsn, { nonce: q.nonce, bytes: q.submit, sig: q.submitSig }, q.task);
+  };
   const done = request.type === 'task.submit'
-    ? submitTask(s.cluster, s.nodes, s.timers, request, s.rsn)
-    : operateTask(s.cluster, s.nodes, s.timers, request.task, request.type === 'task.kill' ? 'kill' : 'restart');
+    ? submitTask(s.cluster, s.nodes, s.timers, request, s.rsn, signed === null ? null : { nonce: request.nonce, ...signed })
+    : request.type === 'task.restore'
+      ? restore(request)
+      : operateTask(s.cluster, s.nodes, s.timers, request.task, request.type === 'task.kill' ? 'kill' : 'restart');
   absorb(s, done.effects, r);
   const outcome: OperatorOutcome = { nonce: request.nonce, rsn: s.rsn, ok: done.outcome.ok, text: done.outcome.text };
   s.outcomes.set(request.nonce, outcome);
@@ -291,6 +314,7 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
     case 'task.submit':
     case 'task.kill':
     case 'task.restart':
+    case 'task.restore':
       // Replicas refuse these from agents before ordering; a primary that ordered one anyway
       // changes nothing.
       return result();

@@ -11,7 +11,7 @@
 // `timers` and `pool` are configuration (cluster.json), not state: the caller supplies them.
 import type { Service } from '../../fsm/fsm-task.ts';
 import { decodeData, type MachineData } from '../../fsm/plain-data.ts';
-import type { AllocationRequest, ClusterState, NodeRecord, ServiceTurn, TaskRecord, TaskTimers } from './cluster-state.ts';
+import type { AllocationRequest, ClusterState, NodeRecord, ServiceTurn, SignedSubmit, TaskRecord, TaskTimers } from './cluster-state.ts';
 import {
   MAX_ARGS, MAX_ENV_ENTRIES, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_OPERATOR_OUTCOMES, MAX_REPLICAS, MAX_STATE_CHUNK_BYTES,
   MAX_STATE_CHUNKS,
@@ -211,14 +211,22 @@ const envEntry: Reader<EnvEntry> = (t, p) => {
   return [str(name, `${p}[0]`), str(value, `${p}[1]`)];
 };
 
+const bin: Reader<Uint8Array> = (t, p) => (t instanceof Uint8Array ? t : fail(p, 'expected bytes'));
+
+const signedSubmit: Reader<SignedSubmit> = (t, p) => {
+  const [nonce, bytes, sig] = tuple(t, 3, p);
+  return { nonce: str(nonce, `${p}.nonce`), bytes: bin(bytes, `${p}.bytes`), sig: bin(sig, `${p}.sig`) };
+};
+
 function readTask(t: unknown, p: string): TaskRecord {
-  const f = tuple(t, 18, p);
+  const f = tuple(t, 19, p);
   const id = str(f[0], `${p}.id`);
   const number = Number(id.slice(1));
   if (!TASK_ID.test(id) || String(number) !== id.slice(1)) fail(`${p}.id`, `${id} is not a task id`);
   // Same keys in the same order as submitTask creates them.
   return {
     id,
+    submit: nullable(signedSubmit)(f[18], `${p}.submit`),
     number,
     name: str(f[1], `${p}.name`),
     size: uint(f[2], `${p}.size`),

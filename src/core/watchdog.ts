@@ -6,10 +6,12 @@
 // the routine path (spec §1.6: "must not be burdened with routine operation").
 import { toHex } from './hex.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
-import type { ProcessId } from './ports.ts';
+import type { ProcessId, Signer, Verifier } from './ports.ts';
 import { unreachable, type DropCode } from './result.ts';
 import type { PeerHealth } from './status.ts';
-import type { AccuseReason, Item, Role } from './wire/messages.ts';
+import { collectRestores } from './task-journal.ts';
+import { signCG } from './wire/frame.ts';
+import type { AccuseReason, Item, Role, SignedCG, TaskRestore } from './wire/messages.ts';
 
 /** A heartbeat older than this many periods makes its replica `late`, older than
  *  WATCHDOG_SILENT_PERIODS `silent`. Two periods tolerate one lost heartbeat without alarm;
@@ -25,6 +27,11 @@ export const MAX_CLUSTER_RESET_HISTORY = 256;
 /** Counted self-diagnosis initiations kept for rule 3. The per-sender rate limit already bounds
  *  them (window / diagnosisTimeoutMs per replica); this caps a misconfigured timing too. */
 export const MAX_COUNTED_INITIATIONS = 1024;
+/** A restore not yet confirmed by two replicas is sent again this often (as the operator CLI
+ *  resends its requests, PROTOCOL §8.1). */
+export const RESTORE_RESEND_MS = 200;
+/** Restores and refused journal entries remembered for status. */
+export const MAX_RESTORE_HISTORY = 1024;
 
 /** What the watchdog knows of one replica. */
 export type WatchdogReplicaView = {
@@ -75,7 +82,16 @@ export type WatchdogStatus = {
   diagnosisReports: DiagnosisRecord[];
   /** Cluster resets ordered (rules 2 and 3), oldest first, bounded. */
   clusterResets: ClusterResetRecord[];
+  /** Tasks being restored after a cluster reset (PROTOCOL §10.9), by their old id. */
+  restoresPending: { task: string; nonce: string }[];
+  /** Restores two replicas confirmed (`text`: the restored task's id, or why it was refused),
+   *  and journal entries or journals refused, oldest first, bounded. */
+  restores: RestoreRecord[];
 };
+
+export type RestoreRecord =
+  | { atMs: number; kind: 'restored'; task: string; ok: boolean; text: string }
+  | { atMs: number; kind: 'refused'; source: string; task: string | null; code: string; detail: string };
 
 type ReplicaRecord = {
   inc: number; counter: number; lastAtMs: number; role: Role; rsn: number; gssn: number; view: number; digest: string; heartbeats: number;
@@ -83,7 +99,9 @@ type ReplicaRecord = {
 
 type ReportSequence = { inc: number; counter: number; reports: number };
 
-export type WatchdogOptions = { id: ProcessId; membership: Membership; inc: number };
+/** `signer` signs the watchdog's restores; `verifier` checks the operator signatures in the task
+ *  journals (PROTOCOL §10.9). */
+export type WatchdogOptions = { id: ProcessId; membership: Membership; inc: number; signer: Signer; verifier: Verifier };
 
 const newer = (inc: number, counter: number, last: { inc: number; counter: number } | undefined): boolean =>
   last === undefined || inc > last.inc || (inc === last.inc && counter > last.counter);
@@ -125,6 +143,10 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   const preResetInc = new Map<ProcessId, number>();
   const diagnoses: DiagnosisRecord[] = [];
   const clusterResets: ClusterResetRecord[] = [];
+  /** Restores not yet confirmed, by nonce, with each replica's reply so far; and when to send. */
+  const restoring = new Map<string, { restore: TaskRestore; signed: SignedCG; replies: Map<ProcessId, string> }>();
+  const restores: RestoreRecord[] = [];
+  let restoreAtMs = 0;
 
   const sinceReset = (from: ProcessId, itemInc: number): boolean => itemInc > (preResetInc.get(from) ?? -1);
   const push = <T>(list: T[], value: T, max: number): void => {
@@ -176,6 +198,56 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     push(clusterResets, { atMs: nowMs, rule, reason }, MAX_CLUSTER_RESET_HISTORY);
     out.push({ type: 'reset.cluster', reason });
     out.push({ type: 'log', level: 'warn', event: 'cluster.reset', fields: { rule, reason } });
+  }
+
+  // ---- restoring tasks after a cluster reset (PROTOCOL §10.9) -------------------------------
+
+  /** The journals read from the nodes after a reset: every verified entry is restored, once. */
+  function onRestoreLoad(nowMs: number, journals: { source: string; data: Uint8Array }[], out: CoreEffect[]): void {
+    const { restores: found, refused } = collectRestores(journals, opts.verifier, operatorIds);
+    for (const r of refused) push(restores, { atMs: nowMs, kind: 'refused', ...r }, MAX_RESTORE_HISTORY);
+    for (const r of refused) out.push({ type: 'log', level: 'error', event: 'restore.entry-refused', fields: { ...r } });
+    let added = 0;
+    for (const restore of found) {
+      if (restoring.has(restore.nonce)) continue;
+      const signed = signCG({ csn: 0, gssnAck: 0, inc: 0, client: id, payload: restore }, opts.signer);
+      restoring.set(restore.nonce, { restore, signed, replies: new Map() });
+      added++;
+    }
+    restoreAtMs = nowMs;
+    out.push({ type: 'log', level: 'warn', event: 'restore.loaded', fields: { journals: journals.length, tasks: found.map((r) => r.task), added, refused: refused.length } });
+  }
+
+  /** Replicas of the restarted group heard lately: where restores go. */
+  function freshReplicas(nowMs: number): ProcessId[] {
+    return [...records].filter(([from, r]) => sinceReset(from, r.inc) && nowMs - r.lastAtMs <= freshMs).map(([from]) => from);
+  }
+
+  /** Sends every unconfirmed restore to the restarted group once rule 2 is armed again (two
+   *  consistent replicas: the group serves), and again every RESTORE_RESEND_MS. */
+  function sendRestores(nowMs: number, out: CoreEffect[]): void {
+    if (restoring.size === 0 || !armed || nowMs < restoreAtMs) return;
+    restoreAtMs = nowMs + RESTORE_RESEND_MS;
+    for (const to of freshReplicas(nowMs)) {
+      for (const { signed } of restoring.values()) out.push({ type: 'send', to, item: { type: 'op.request', signed } });
+    }
+  }
+
+  /** A replica's outcome for a restore; two identical ones (f + 1) settle it. */
+  function onRestoreReply(from: ProcessId, nowMs: number, item: Extract<Item, { type: 'op.reply' }>, out: CoreEffect[]): void {
+    const pending = restoring.get(item.nonce);
+    const rec = records.get(from);
+    if (pending === undefined || rec === undefined || !sinceReset(from, rec.inc)) {
+      ignore('UNEXPECTED');
+      return;
+    }
+    const outcome = `${item.ok ? 'ok' : 'refused'}\u0000${item.text}`;
+    pending.replies.set(from, outcome);
+    if ([...pending.replies.values()].filter((o) => o === outcome).length < 2) return;
+    restoring.delete(item.nonce);
+    const task = pending.restore.task;
+    push(restores, { atMs: nowMs, kind: 'restored', task, ok: item.ok, text: item.text }, MAX_RESTORE_HISTORY);
+    out.push({ type: 'log', level: item.ok ? 'warn' : 'error', event: 'restore.done', fields: { task, ok: item.ok, text: item.text, rsn: item.rsn } });
   }
 
   // ---- rule 2: consistent heartbeats from two replicas ------------------------------------
@@ -352,6 +424,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       diagnosisInWindow: tally(nowMs).total,
       diagnosisReports: diagnoses.map((d) => ({ ...d })),
       clusterResets: clusterResets.map((c) => ({ ...c })),
+      restoresPending: [...restoring.values()].map((p) => ({ task: p.restore.task, nonce: p.restore.nonce })),
+      restores: restores.map((r) => ({ ...r })),
     };
   }
 
@@ -370,6 +444,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
             onDiagReport(from, input.nowMs, item, out);
           } else if (item.type === 'reset.node') {
             onResetRequest(from, input.nowMs, item, out);
+          } else if (item.type === 'op.reply' && replicaIds.has(from)) {
+            onRestoreReply(from, input.nowMs, item, out);
           } else if (item.type === 'status.query') {
             if (!operatorIds.has(from)) {
               ignore('NOT_A_MEMBER');
@@ -392,11 +468,22 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       case 'request':
       case 'notice':
         break;
+      case 'restore.load':
+        onRestoreLoad(input.nowMs, input.journals, out);
+        break;
       default:
         return unreachable(input);
     }
+    sendRestores(input.nowMs, out);
     return out;
   }
 
-  return { id, step, nextWakeMs: silenceDeadlineMs, status };
+  function nextWakeMs(): number | null {
+    const silence = silenceDeadlineMs();
+    const restore = restoring.size > 0 && armed ? restoreAtMs : null;
+    if (silence === null) return restore;
+    return restore === null ? silence : Math.min(silence, restore);
+  }
+
+  return { id, step, nextWakeMs, status };
 }

@@ -13,6 +13,7 @@ import { Shell, type Transport } from '../core/shell.ts';
 import { encodeFrame } from '../core/wire/frame.ts';
 import { loadCluster, nextIncarnation, paths, processEntry, replicaPool, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
 import { readKeyFile } from '../io/keys.ts';
+import { writeTaskJournal } from '../io/run-records.ts';
 import { createProcessLog, type ProcessLog } from '../io/log.ts';
 import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
 import { TransportError, WsTransport, type Endpoint } from '../io/ws-transport.ts';
@@ -179,6 +180,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   const observe = opts.onEffect;
   const onEffect = (e: Exclude<CoreEffect, { type: 'send' }>): void => {
     logEffect(log, e, exit);
+    if (e.type === 'persist.tasks') persistTasks(cluster.dir, id, e.journal, log);
     observe?.(e, clockMs());
   };
 
@@ -274,6 +276,16 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   process.on('unhandledRejection', (e) => exit(EXIT_CRASH, 'unhandled rejection', { error: String(e) }));
 }
 
+/** The replica's task journal to disk (PROTOCOL §10.9). A replica that cannot write it keeps
+ *  serving — the other replicas' journals cover its tasks — and says so at error level. */
+function persistTasks(dir: string, id: ProcessId, journal: Uint8Array, log: ProcessLog): void {
+  try {
+    writeTaskJournal(dir, id, journal);
+  } catch (e) {
+    log.logger.error({ event: 'tasks.journal.write-failed', path: paths.taskJournal(dir, id), error: (e as Error).message });
+  }
+}
+
 function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, exit: (code: number, why: string, fields?: Record<string, unknown>) => void): void {
   const logger = log.logger;
   switch (e.type) {
@@ -303,6 +315,9 @@ function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, ex
       break;
     case 'reset.cluster':
       // The watchdog daemon logs it (at error) together with what it did (src/daemon/scc.ts).
+      break;
+    case 'persist.tasks':
+      // Written by onEffect (it knows the cluster dir); a failure is logged there.
       break;
     default: {
       const never: never = e;

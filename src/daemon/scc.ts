@@ -40,14 +40,14 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
     dir,
     id: (cluster) => cluster.config.membership.scc,
     kind: 'watchdog',
-    makeCore: ({ cluster, entry, inc }) => {
+    makeCore: ({ cluster, entry, inc, signer, verifier }) => {
       const logger = createProcessLog(cluster.dir, entry.id).logger;
       const resetLog: ResetLog = (level, event, fields) => logger[level]({ event, ...fields });
       log = resetLog;
       const driver = hooks.makeResetDriver?.(kind.value, cluster, resetLog, stopping.signal) ?? new LogResetDriver(resetLog);
       logger.info({ event: 'reset.driver', driver: hooks.makeResetDriver === undefined ? 'log' : kind.value });
       requestReset = serializeResets(driver, resetLog, stopping.signal);
-      return createWatchdog({ id: entry.id, membership: cluster.config.membership, inc });
+      return createWatchdog({ id: entry.id, membership: cluster.config.membership, inc, signer, verifier });
     },
     onEffect: (effect, nowMs) => {
       if (effect.type === 'reset.node') requestReset?.(effect.node, effect.rsn);

@@ -101,7 +101,11 @@ export const paths = {
   appSocket: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.sock`),
   pidFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.pid`),
   incFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.inc`),
+  /** A replica's task journal: the accepted, unfinished tasks a cluster reset restores
+   *  (src/core/task-journal.ts, PROTOCOL §10.9). */
+  taskJournal: (dir: string, id: ProcessId) => join(dir, 'run', `${id}${TASK_JOURNAL_SUFFIX}`),
 };
+export const TASK_JOURNAL_SUFFIX = '.tasks';
 
 // ---- planning a local cluster -------------------------------------------------------------------
 

@@ -11,12 +11,12 @@
 // (temporary file + rename) every time the set changes, so a crash at any point leaves either
 // the old or the new set, never a torn file. No fsync: the file must survive the agent, not the
 // node — a node power reset ends its processes too.
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ProcRecord } from '../core/agent-procs.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { processId, taskId } from '../core/wire/messages.ts';
-import { isAlive, paths } from './cluster-dir.ts';
+import { isAlive, paths, TASK_JOURNAL_SUFFIX } from './cluster-dir.ts';
 
 // ---- start times --------------------------------------------------------------------------------
 
@@ -202,4 +202,45 @@ export function listKeeperChildPids(dir: string): { id: ProcessId; role: KeeperC
     }
   }
   return out;
+}
+
+// ---- task journals (PROTOCOL §10.9) --------------------------------------------------------------
+
+/** Replaces replica `id`'s task journal, durably: written to a temporary file, flushed to disk,
+ *  then renamed over the old one, so a power reset leaves the old journal or the new, whole. */
+export function writeTaskJournal(dir: string, id: ProcessId, journal: Uint8Array): void {
+  const path = paths.taskJournal(dir, id);
+  const tmp = `${path}.${process.pid}.tmp`;
+  const fd = openSync(tmp, 'w');
+  try {
+    writeSync(fd, journal);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+/** Every replica's task journal in the run dir, raw (the watchdog decodes and checks them). */
+export function readTaskJournals(dir: string): { source: string; data: Uint8Array }[] {
+  let names: string[];
+  try {
+    names = readdirSync(paths.run(dir)).filter((n) => n.endsWith(TASK_JOURNAL_SUFFIX)).sort();
+  } catch {
+    return [];
+  }
+  const out: { source: string; data: Uint8Array }[] = [];
+  for (const name of names) {
+    const path = join(paths.run(dir), name);
+    try {
+      out.push({ source: path, data: new Uint8Array(readFileSync(path)) });
+    } catch {
+      // Removed meanwhile: nothing to restore from it.
+    }
+  }
+  return out;
+}
+
+export function removeTaskJournals(dir: string): void {
+  for (const { source } of readTaskJournals(dir)) rmSync(source, { force: true });
 }

@@ -438,6 +438,7 @@ export class InvariantChecker {
       case 'log':
       case 'reset.node':
       case 'reset.cluster':
+      case 'persist.tasks':
         return;
       default:
         return unreachable(effect);

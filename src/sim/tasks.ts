@@ -109,7 +109,9 @@ export class TaskSim implements NodeHooks {
       });
     }
     // The watchdog: the real core, fed the frames the replicas send it.
-    this.watchdog = createWatchdog({ id: 'scc', membership: this.world.membership, inc: 1 });
+    this.watchdog = createWatchdog({
+      id: 'scc', membership: this.world.membership, inc: 1, signer: this.world.keyring.signerFor('scc'), verifier: this.world.keyring.verifier,
+    });
     this.world.network.attach('scc', {
       receive: (bytes) => {
         const r = decodeFrame(bytes, { cluster: this.world.membership.cluster, self: 'scc', verifier: this.world.keyring.verifier });

@@ -5,7 +5,7 @@ import {
   MAX_ARG_CHARS, MAX_ARGS, MAX_BURST_COUNT, MAX_CG_BYTES, MAX_CLUSTER_ID_CHARS, MAX_ENV_ENTRIES, MAX_ID_CHARS,
   MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES, MAX_PATH_CHARS, MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS,
   MAX_REPORTS_PER_REQUEST, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES, MAX_REPLICAS, MAX_ACCUSATION_BYTES,
-  MAX_EVIDENCE_FRAME_BYTES, MAX_STATE_CHUNK_BYTES,
+  MAX_EVIDENCE_FRAME_BYTES, MAX_STATE_CHUNK_BYTES, MAX_SUBMIT_CG_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { err, ok } from '../result.ts';
@@ -116,7 +116,12 @@ export type TaskKill = { type: 'task.kill'; nonce: string; task: string };
 /** Terminate every process of a running task and start it again with the mapping's restarted
  *  flag set (FsmTask T9). */
 export type TaskRestart = { type: 'task.restart'; nonce: string; task: string };
-export type OperatorRequest = TaskSubmit | TaskKill | TaskRestart;
+/** The watchdog's, after a cluster reset (PROTOCOL §10.9): start again a task a replica had
+ *  journalled as accepted and not finished. `submit`/`submitSig`: the operator's own signed
+ *  `task.submit` CG, so the watchdog can restore only what an operator really submitted; the
+ *  nonce is that submit's, so one task is restored once per group. `task`: its id before. */
+export type TaskRestore = { type: 'task.restore'; nonce: string; task: string; submit: Uint8Array; submitSig: Uint8Array };
+export type OperatorRequest = TaskSubmit | TaskKill | TaskRestart | TaskRestore;
 
 export type AgentRequest =
   /** The agent announces its node to the group (first message after start). `resync`: it found
@@ -158,6 +163,11 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   },
   'task.kill': { code: 6, order: ['nonce', 'task'], fields: { nonce, task: taskId } },
   'task.restart': { code: 7, order: ['nonce', 'task'], fields: { nonce, task: taskId } },
+  'task.restore': {
+    code: 9,
+    order: ['nonce', 'task', 'submit', 'submitSig'],
+    fields: { nonce, task: taskId, submit: bytes(MAX_SUBMIT_CG_BYTES), submitSig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) },
+  },
   'sig.request': {
     code: 8,
     order: ['task', 'vpid', 'signum', 'dest', 'arg', 'epoch'],

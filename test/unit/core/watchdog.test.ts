@@ -7,6 +7,9 @@ import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
 import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
 import { createWatchdog, WATCHDOG_LATE_PERIODS, type WatchdogStatus } from '../../../src/core/watchdog.ts';
 import type { Item } from '../../../src/core/wire/messages.ts';
+import { hmacSigner, hmacVerifier } from './harness.ts';
+
+const keys = { signer: hmacSigner('scc'), verifier: hmacVerifier(['scc', 'op', 'r1', 'r2', 'r3']) };
 
 const membership: Membership = {
   cluster: 'c1',
@@ -27,7 +30,7 @@ const sends = (effects: CoreEffect[]) => effects.filter((e) => e.type === 'send'
 
 describe('watchdog core', () => {
   it('records replica heartbeats and reports their age, role, RSN and GSSN', () => {
-    const w = createWatchdog({ id: 'scc', membership, inc: 1 });
+    const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
     expect(sends(w.step(frame('r1', 1000, hb(10, 1, 5, 'primary'))))).toEqual([]);
     expect(sends(w.step(frame('r2', 1010, hb(11, 1))))).toEqual([]);
     const s = w.status(1100);
@@ -43,7 +46,7 @@ describe('watchdog core', () => {
   });
 
   it('drops replayed heartbeats: (inc, counter) must increase per sender', () => {
-    const w = createWatchdog({ id: 'scc', membership, inc: 1 });
+    const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
     w.step(frame('r1', 1000, hb(10, 5)));
     w.step(frame('r1', 2000, hb(10, 5))); // replay
     w.step(frame('r1', 2000, hb(10, 4))); // older
@@ -59,7 +62,7 @@ describe('watchdog core', () => {
   });
 
   it('ignores heartbeats from non-replicas and agent-type heartbeats', () => {
-    const w = createWatchdog({ id: 'scc', membership, inc: 1 });
+    const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
     w.step(frame('a1', 1000, hb(1, 1)));
     w.step(frame('op', 1000, hb(1, 1)));
     w.step(frame('r1', 1000, { type: 'hb', inc: 1, counter: 1, info: { type: 'agent', gssnDelivered: 0, csnSent: 0 } }));
@@ -69,7 +72,7 @@ describe('watchdog core', () => {
   });
 
   it('answers status queries from operators only', () => {
-    const w = createWatchdog({ id: 'scc', membership, inc: 7 });
+    const w = createWatchdog({ id: 'scc', membership, inc: 7, ...keys });
     w.step(frame('r2', 1000, hb(3, 1)));
     const out = sends(w.step(frame('op', 1050, { type: 'status.query', nonce: 42 })));
     expect(out).toHaveLength(1);
@@ -86,7 +89,7 @@ describe('watchdog core', () => {
   });
 
   it('never sends on ticks, link changes or drops, and never needs a wake-up', () => {
-    const w = createWatchdog({ id: 'scc', membership, inc: 1 });
+    const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
     const inputs: CoreInput[] = [
       { type: 'tick', nowMs: 1 },
       { type: 'transport.up', nowMs: 2, peer: 'r1' },
@@ -110,7 +113,7 @@ const withSpare: Membership = { ...membership, spareReplicas: ['r4'] };
 
 /** A watchdog and a group that drives it: every sender's (inc, counter) increases per item kind. */
 function setup(m: Membership = withSpare) {
-  const w = createWatchdog({ id: 'scc', membership: m, inc: 1 });
+  const w = createWatchdog({ id: 'scc', membership: m, inc: 1, ...keys });
   const counters = new Map<string, number>();
   const next = (key: string) => {
     const n = (counters.get(key) ?? 0) + 1;
