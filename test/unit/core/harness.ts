@@ -81,24 +81,29 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
     return core;
   }
 
-  /** The operator: signs requests as `op` and records the replicas' answers (PROTOCOL §8.1). */
-  const opReplies: { from: ProcessId; nonce: string; rsn: number; ok: boolean; text: string }[] = [];
-  const opCore: Core = {
-    id: 'op',
-    step: (input) => {
-      if (input.type === 'frame') {
-        for (const it of input.frame.items) if (it.type === 'op.reply') opReplies.push({ from: input.frame.from, nonce: it.nonce, rsn: it.rsn, ok: it.ok, text: it.text });
-      }
-      return [];
-    },
-    nextWakeMs: () => null,
-  };
-  shells.set('op', new Shell({ core: opCore, cluster: 'test', signer: hmacSigner('op'), verifier, transport: { send: () => {} } }));
-  function operate(payload: OperatorRequest, to: readonly ProcessId[] = membership.replicas): void {
-    const signed = signCG({ csn: 0, gssnAck: 0, payload, client: 'op', inc: 0 }, hmacSigner('op'));
+  /** The operator (and the watchdog, for its restores): signs requests as `op` (`scc`) and
+   *  records the replicas' answers (PROTOCOL §8.1, §10.9). */
+  const opReplies: { to: ProcessId; from: ProcessId; nonce: string; rsn: number; ok: boolean; text: string }[] = [];
+  for (const client of ['op', 'scc']) {
+    const core: Core = {
+      id: client,
+      step: (input) => {
+        if (input.type === 'frame') {
+          for (const it of input.frame.items) {
+            if (it.type === 'op.reply') opReplies.push({ to: client, from: input.frame.from, nonce: it.nonce, rsn: it.rsn, ok: it.ok, text: it.text });
+          }
+        }
+        return [];
+      },
+      nextWakeMs: () => null,
+    };
+    shells.set(client, new Shell({ core, cluster: 'test', signer: hmacSigner(client), verifier, transport: { send: () => {} } }));
+  }
+  function operate(payload: OperatorRequest, to: readonly ProcessId[] = membership.replicas, client: ProcessId = 'op'): void {
+    const signed = signCG({ csn: 0, gssnAck: 0, payload, client, inc: 0 }, hmacSigner(client));
     for (const r of to) {
-      const bytes = encodeFrame({ from: 'op', to: r, items: [{ type: 'op.request', signed }] }, { cluster: 'test', signer: hmacSigner('op') });
-      queue.push({ at: now + latency, seq: seq++, to: r, bytes, from: 'op' });
+      const bytes = encodeFrame({ from: client, to: r, items: [{ type: 'op.request', signed }] }, { cluster: 'test', signer: hmacSigner(client) });
+      queue.push({ at: now + latency, seq: seq++, to: r, bytes, from: client });
     }
   }
 

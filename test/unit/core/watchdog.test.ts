@@ -5,7 +5,9 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
 import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
-import { createWatchdog, WATCHDOG_LATE_PERIODS, type WatchdogStatus } from '../../../src/core/watchdog.ts';
+import { encodeJournal } from '../../../src/core/task-journal.ts';
+import { createWatchdog, RESTORE_RESEND_MS, WATCHDOG_LATE_PERIODS, type WatchdogStatus } from '../../../src/core/watchdog.ts';
+import { signCG } from '../../../src/core/wire/frame.ts';
 import type { Item } from '../../../src/core/wire/messages.ts';
 import { hmacSigner, hmacVerifier } from './harness.ts';
 
@@ -355,5 +357,75 @@ describe('watchdog rule 3: self-diagnosis initiations (spec §1.6, flaw 11c)', (
     expect(s.diagnosisReports[255]?.atMs).toBe(299 * TIMEOUT);
     expect(s.drops['NOT_A_MEMBER']).toBe(1);
     expect(s.replicas.map((r) => r.id)).toEqual(['r1', 'r2', 'r3', 'r4']);
+  });
+});
+
+// ---- restoring tasks after a cluster reset (PROTOCOL §10.9) ------------------------------------
+
+describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOCOL §10.9)', () => {
+  const opSigner = hmacSigner('op');
+  const journalOf = (replica: string, tasks: [string, number][]): Uint8Array => encodeJournal({
+    replica, rsn: 9, tasks: tasks.map(([task, n]) => {
+      const nonce = n.toString(16).padStart(32, '0');
+      const s = signCG({ csn: 0, gssnAck: 0, inc: 0, client: 'op', payload: {
+        type: 'task.submit', nonce, name: task, size: 1, file: '/bin/sleep', args: ['9'], cwd: '/', env: [], mode: 'plain',
+      } }, opSigner);
+      return { task, nonce, submit: s.bytes, submitSig: s.sig };
+    }),
+  });
+  const restoresSent = (effects: CoreEffect[]) => effects.flatMap((e) =>
+    e.type === 'send' && e.item.type === 'op.request' && e.item.signed.cg.payload.type === 'task.restore'
+      ? [`${e.to}:${e.item.signed.cg.payload.task}`] : []);
+
+  it('sends each restore to the restarted group once it serves, resends until two replicas agree, then stops', () => {
+    const g = setup();
+    g.run(['r1', 'r2', 'r3'], 0, 500);
+    g.run(['r1'], 575, 700); // r2 and r3 fail at once
+    g.tick(g.w.nextWakeMs() ?? 0);
+    expect(g.clusterResets()).toHaveLength(1);
+    const t0 = 5000;
+    const loaded = g.w.step({ type: 'restore.load', nowMs: t0, journals: [
+      { source: 'r1.tasks', data: journalOf('r1', [['t1', 1], ['t3', 3]]) },
+      { source: 'r2.tasks', data: journalOf('r2', [['t3', 3]]) },
+      { source: 'r9.tasks', data: new Uint8Array([0xc1]) },
+    ] });
+    // Nothing goes to the old group, nor before the new one heartbeats consistently.
+    expect(restoresSent(loaded)).toEqual([]);
+    expect(g.w.status(t0).restoresPending.map((p) => p.task)).toEqual(['t1', 't3']);
+    expect(g.w.status(t0).restores.map((r) => r.kind)).toEqual(['refused']);
+    expect(restoresSent(g.beat('r1', t0 + 10, 0, 10))).toEqual([]); // an old incarnation
+    g.beat('r1', t0 + 20, 0, 11);
+    const first = g.beat('r2', t0 + 30, 0, 11); // armed: two fresh replicas agree on a view
+    expect(restoresSent(first).sort()).toEqual(['r1:t1', 'r1:t3', 'r2:t1', 'r2:t3']);
+    expect(g.w.nextWakeMs()).toBe(t0 + 30 + RESTORE_RESEND_MS);
+    g.beat('r1', t0 + 100, 0, 11);
+    expect(restoresSent(g.beat('r2', t0 + 110, 0, 11))).toEqual([]); // not yet due
+    expect(restoresSent(g.tick(t0 + 30 + RESTORE_RESEND_MS)).length).toBe(4); // resent
+    const reply = (from: string, n: number, text: string, nowMs: number) =>
+      g.w.step(frame(from, nowMs, { type: 'op.reply', nonce: n.toString(16).padStart(32, '0'), rsn: 4, ok: true, text }));
+    g.beat('r3', t0 + 250, 0, 11); // the third restarted replica
+    reply('r1', 1, 't1', t0 + 300);
+    reply('r2', 1, 't9', t0 + 301); // a different answer: not yet two alike
+    expect(g.w.status(t0 + 301).restoresPending.map((p) => p.task)).toEqual(['t1', 't3']);
+    reply('r3', 1, 't1', t0 + 302);
+    reply('r1', 3, 't3', t0 + 303);
+    const done = reply('r2', 3, 't3', t0 + 304);
+    expect(done.some((e) => e.type === 'log' && e.event === 'restore.done')).toBe(true);
+    const s = g.w.status(t0 + 304);
+    expect(s.restoresPending).toEqual([]);
+    expect(s.restores.filter((r) => r.kind === 'restored').map((r) => r.kind === 'restored' && `${r.task}→${r.text}`)).toEqual(['t1→t1', 't3→t3']);
+    expect(restoresSent(g.tick(t0 + 1000))).toEqual([]);
+  });
+
+  it('ignores replies from the old group and from non-replicas', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 500);
+    g.tick(g.w.nextWakeMs() ?? 0);
+    g.w.step({ type: 'restore.load', nowMs: 4000, journals: [{ source: 'r1.tasks', data: journalOf('r1', [['t1', 1]]) }] });
+    const n = (1).toString(16).padStart(32, '0');
+    g.w.step(frame('r1', 4001, { type: 'op.reply', nonce: n, rsn: 1, ok: true, text: 't1' })); // old incarnation 10
+    g.w.step(frame('op', 4002, { type: 'op.reply', nonce: n, rsn: 1, ok: true, text: 't1' }));
+    g.w.step(frame('r2', 4003, { type: 'op.reply', nonce: n, rsn: 1, ok: true, text: 't1' }));
+    expect(g.w.status(4003).restoresPending.map((p) => p.task)).toEqual(['t1']);
   });
 });

@@ -1,0 +1,172 @@
+// The task journal and the watchdog's restore after a cluster reset (docs/PROTOCOL.md §10.9;
+// spec §1.6 rules 2–3, issue 5 item 4: "every task that was running is restarted with the
+// restarted flag set — keep on disk exactly what that needs, so no accepted task is lost"):
+// what the replicas journal, what the fresh group makes of the watchdog's `task.restore`, and
+// what either refuses. The daemon side (files, the reset itself) is test/e2e/cluster-reset.
+import { describe, expect, it } from 'vitest';
+import { collectRestores, decodeJournal, encodeJournal, type TaskJournal } from '../../../src/core/task-journal.ts';
+import { signCG } from '../../../src/core/wire/frame.ts';
+import type { OperatorRequest, TaskRestore } from '../../../src/core/wire/messages.ts';
+import { hmacSigner, hmacVerifier, makeCluster } from './harness.ts';
+
+const nonce = (n: number) => n.toString(16).padStart(32, '0');
+const submit = (n: number, size: number): Extract<OperatorRequest, { type: 'task.submit' }> => ({
+  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain',
+});
+const verifier = hmacVerifier(['r1', 'r2', 'r3', 'a1', 'a2', 'scc', 'op']);
+const operators = new Set(['op']);
+
+/** The last journal each replica wrote. */
+function journals(c: ReturnType<typeof makeCluster>): Map<string, TaskJournal> {
+  const out = new Map<string, TaskJournal>();
+  for (const o of c.effects('persist.tasks')) {
+    const j = decodeJournal(o.effect.journal);
+    if (!j.ok) throw new Error(`${o.proc} wrote an unreadable journal: ${j.detail}`);
+    out.set(o.proc, j.value);
+  }
+  return out;
+}
+
+/** A restore as the watchdog builds it from a journal entry. */
+function restoreOf(j: TaskJournal, i = 0): TaskRestore {
+  const e = j.tasks[i];
+  if (e === undefined) throw new Error('no such entry');
+  return { type: 'task.restore', nonce: e.nonce, task: e.task, submit: e.submit, submitSig: e.submitSig };
+}
+
+/** A cluster that accepted submits 1..n and journalled them. */
+function acceptedCluster(n: number): { journal: TaskJournal; all: Map<string, TaskJournal> } {
+  const c = makeCluster(2);
+  c.run(100);
+  for (let i = 1; i <= n; i++) c.operate(submit(i, 1));
+  c.run(200);
+  const all = journals(c);
+  const j = all.get('r1');
+  if (j === undefined) throw new Error('r1 wrote no journal');
+  return { journal: j, all };
+}
+
+describe('the task journal (PROTOCOL §10.9)', () => {
+  it('every replica journals each accepted task with the operator\'s signed submit, and drops it once the task ends', () => {
+    const c = makeCluster(2);
+    c.run(100);
+    c.operate(submit(1, 2));
+    c.run(200);
+    const all = journals(c);
+    expect([...all.keys()].sort()).toEqual(['r1', 'r2', 'r3']);
+    for (const j of all.values()) {
+      expect(j.tasks.map((t) => t.task)).toEqual(['t1']);
+      expect(j.tasks[0]?.nonce).toBe(nonce(1));
+    }
+    // What was journalled is the operator's own signature: it verifies as an operator's submit.
+    const found = collectRestores([...all.values()].map((j) => ({ source: j.replica, data: encodeJournal(j) })), verifier, operators);
+    expect(found.refused).toEqual([]);
+    expect(found.restores.map((r) => r.task)).toEqual(['t1']);
+
+    // Killed; its processes never report (no OS here), so it ends when Terminate-TO gives up.
+    c.operate({ type: 'task.kill', nonce: nonce(2), task: 't1' });
+    c.run(12_000);
+    expect(c.replicas[0]?.clusterView().tasks[0]?.state).toMatch(/terminated/i);
+    for (const j of journals(c).values()) expect(j.tasks).toEqual([]);
+  });
+
+  it('decoding is total: truncated, foreign or random bytes give a typed reason, never a throw', () => {
+    const { journal } = acceptedCluster(1);
+    const bytes = encodeJournal(journal);
+    expect(decodeJournal(bytes).ok).toBe(true);
+    for (let cut = 0; cut < bytes.length; cut += Math.max(1, Math.floor(bytes.length / 40))) {
+      const r = decodeJournal(bytes.subarray(0, cut));
+      expect(r.ok).toBe(false);
+    }
+    let seed = 7;
+    for (let i = 0; i < 200; i++) {
+      const junk = new Uint8Array(1 + (i % 97)).map(() => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) & 0xff);
+      expect(() => decodeJournal(junk)).not.toThrow();
+    }
+    const other = new Uint8Array(bytes);
+    other[1] = 9; // the version
+    expect(decodeJournal(other)).toMatchObject({ ok: false, code: 'WIRE_VERSION' });
+  });
+
+  it('the watchdog restores only what an operator signed, once per task, in the old order', () => {
+    const { all } = acceptedCluster(2);
+    const [j1, j2] = [all.get('r1'), all.get('r2')] as TaskJournal[];
+    const forged = signCG({ csn: 0, gssnAck: 0, inc: 0, client: 'a1', payload: submit(9, 1) }, hmacSigner('a1'));
+    const bad: TaskJournal = {
+      replica: 'r3', rsn: 5, tasks: [
+        // A faulty replica's journal: a submit signed by an agent, a signature that does not match,
+        // and a nonce that is not the submit's.
+        { task: 't9', nonce: nonce(9), submit: forged.bytes, submitSig: forged.sig },
+        { ...(j1 as TaskJournal).tasks[0]!, task: 't7', submitSig: new Uint8Array(64) },
+        { ...(j1 as TaskJournal).tasks[1]!, task: 't8', nonce: nonce(3) },
+      ],
+    };
+    const found = collectRestores([
+      { source: 'r2', data: encodeJournal(j2 as TaskJournal) },
+      { source: 'r3', data: encodeJournal(bad) },
+      { source: 'r1', data: encodeJournal(j1 as TaskJournal) },
+      { source: 'junk', data: new Uint8Array([1, 2, 3]) },
+    ], verifier, operators);
+    expect(found.restores.map((r) => [r.task, r.nonce])).toEqual([['t1', nonce(1)], ['t2', nonce(2)]]);
+    expect(found.refused.map((r) => [r.source, r.task, r.code])).toEqual([
+      ['r3', 't9', 'NOT_A_MEMBER'], ['r3', 't7', 'SIG_INVALID'], ['r3', 't8', 'WIRE_MALFORMED'], ['junk', null, 'WIRE_MALFORMED'],
+    ]);
+  });
+});
+
+describe('task.restore in the fresh group (PROTOCOL §10.9)', () => {
+  it('the watchdog\'s restore starts the task again under its old id with the restarted flag, on every replica alike', () => {
+    const { journal } = acceptedCluster(2);
+    const c = makeCluster(2); // the restarted cluster: fresh state, RSN 0
+    c.run(100);
+    c.operate(restoreOf(journal, 1), undefined, 'scc');
+    c.run(300);
+    const replies = c.opReplies.filter((r) => r.to === 'scc');
+    expect(replies.map((r) => r.from).sort()).toEqual(['r1', 'r2', 'r3']);
+    expect(new Set(replies.map((r) => `${r.ok}|${r.text}`))).toEqual(new Set(['true|t2']));
+    for (const r of c.replicas) {
+      const [task] = r.clusterView().tasks;
+      expect(task).toMatchObject({ id: 't2', restarted: true, name: 'job2' });
+    }
+    // The agents are told: the mapping's restarted flag is set on the spawn.
+    const spawns = [...c.effects('deliver.command', 'a1'), ...c.effects('deliver.command', 'a2')]
+      .map((o) => o.effect.command).filter((x) => x.type === 'proc.spawn');
+    expect(spawns.length).toBe(1);
+    expect(spawns[0]).toMatchObject({ task: 't2', restarted: true });
+    // It is journalled again, so a second reset restores it too.
+    for (const j of journals(c).values()) expect(j.tasks.map((t) => t.task)).toEqual(['t2']);
+    // A restore sent again (the watchdog resends until two replicas answer) is answered, not re-applied.
+    c.operate(restoreOf(journal, 1), undefined, 'scc');
+    c.run(200);
+    for (const r of c.replicas) expect(r.clusterView().tasks).toHaveLength(1);
+  });
+
+  it('a restored task whose id is taken gets the next one; later submits do not reuse the old id', () => {
+    const { journal } = acceptedCluster(1);
+    const c = makeCluster(2);
+    c.run(100);
+    c.operate(submit(50, 1)); // t1 in the fresh group
+    c.run(100);
+    c.operate(restoreOf(journal, 0), undefined, 'scc'); // was t1
+    c.run(200);
+    c.operate(submit(51, 1));
+    c.run(200);
+    expect(c.replicas[0]?.clusterView().tasks.map((t) => [t.id, t.restarted])).toEqual([['t1', false], ['t2', true], ['t3', false]]);
+  });
+
+  it('only the watchdog may restore, only operators may submit, and a restore of a forged submit is never ordered', () => {
+    const { journal } = acceptedCluster(1);
+    const c = makeCluster(2);
+    c.run(100);
+    c.operate(restoreOf(journal, 0)); // from an operator
+    c.operate(submit(60, 1), undefined, 'scc'); // a submit from the watchdog
+    const forged = signCG({ csn: 0, gssnAck: 0, inc: 0, client: 'a1', payload: submit(61, 1) }, hmacSigner('a1'));
+    c.operate({ type: 'task.restore', nonce: nonce(61), task: 't1', submit: forged.bytes, submitSig: forged.sig }, undefined, 'scc');
+    c.run(500);
+    expect(c.opReplies).toEqual([]);
+    for (const r of c.replicas) {
+      expect(r.clusterView().tasks).toEqual([]);
+      expect(r.rsn()).toBe(c.replicas[0]?.rsn());
+    }
+  });
+});
