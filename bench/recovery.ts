@@ -5,6 +5,10 @@
 //   - a healthy three-replica group (the replacement's `state.installed`: it serves from there).
 // Faults: a backup killed, the primary killed (SIGKILL of the replica daemon), and, through
 // `trine inject`, a corrupted backup and a Byzantine primary in each mode the daemons offer.
+// Trials start when the fault takes effect: at the SIGKILL, or at the victim's own log line for
+// an injection (`inject.corrupted`, `inject.byzantine`), not when the `trine inject` CLI starts
+// (its start-up is about a second). Traffic comes from an in-process operator client, as the CLI
+// would send it, so it too is on the wire within milliseconds of the injection.
 // Every trial uses one spare id (r4–r9), so a cluster serves SPARES trials; the bench starts
 // another cluster when they run out. Times are the daemons' log clocks (wall clock, ms).
 // bench/run.ts imports benchRecovery(); run alone with `node --import tsx bench/recovery.ts`.
@@ -13,8 +17,11 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { newNonce, requestOp } from '../cli/op-client.ts';
+import { OperatorClient } from '../cli/status-client.ts';
 import { up } from '../cli/up.ts';
 import type { ProcessId } from '../src/core/ports.ts';
+import type { TaskSubmit } from '../src/core/wire/messages.ts';
 import { loadCluster, readPidFiles, replicaPool, SPARE_REPLICA_COUNT } from '../src/io/cluster-dir.ts';
 import { logEvents, processesNaming, tearDown } from './cluster-tools.ts';
 import type { Figure } from './crypto.ts';
@@ -34,7 +41,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  *  needs requests from two agents, a primary that stops ordering needs a request to sit on), so
  *  the trial submits a 4-process task right after the injection; its spawn reports come from
  *  the four agents. The submission itself may fail while the group changes: that is fine. */
-type Fault = { name: string; victim: 'backup' | 'primary'; inject: (dir: string, victim: ProcessId) => Promise<void>; traffic?: boolean };
+type Fault = {
+  name: string; victim: 'backup' | 'primary'; inject: (dir: string, victim: ProcessId) => Promise<void>; traffic?: boolean;
+  /** The victim's log event that marks the fault taking effect; none: the moment inject returns. */
+  effect?: string;
+};
 
 const trine = (args: string[]): Promise<void> =>
   new Promise((resolve, reject) => execFile(process.execPath, [TRINE, ...args], (e, _out, err) => (e === null ? resolve() : reject(new Error(`trine ${args.join(' ')}: ${err}`)))));
@@ -48,10 +59,13 @@ const kill = async (dir: string, victim: ProcessId): Promise<void> => {
 const FAULTS: Fault[] = [
   { name: 'killed backup', victim: 'backup', inject: kill },
   { name: 'killed primary', victim: 'primary', inject: kill },
-  { name: 'corrupted backup', victim: 'backup', inject: (dir, r) => trine(['inject', 'corrupt-replica', r, '--dir', dir]) },
-  { name: 'equivocating primary', victim: 'primary', inject: (dir, r) => trine(['inject', 'byzantine-replica', r, 'equivocate', '--dir', dir]), traffic: true },
+  { name: 'corrupted backup', victim: 'backup', effect: 'inject.corrupted', inject: (dir, r) => trine(['inject', 'corrupt-replica', r, '--dir', dir]) },
   {
-    name: 'silent-heartbeating primary', victim: 'primary', traffic: true,
+    name: 'equivocating primary', victim: 'primary', traffic: true, effect: 'inject.byzantine',
+    inject: (dir, r) => trine(['inject', 'byzantine-replica', r, 'equivocate', '--dir', dir]),
+  },
+  {
+    name: 'silent-heartbeating primary', victim: 'primary', traffic: true, effect: 'inject.byzantine',
     inject: (dir, r) => trine(['inject', 'byzantine-replica', r, 'silent-heartbeating', '--dir', dir]),
   },
 ];
@@ -72,12 +86,18 @@ function currentGroup(dir: string, pool: readonly ProcessId[]): Group | null {
 
 type Sample = { condemnedMs: number; viewMs: number; healthyMs: number };
 
-async function trial(dir: string, pool: readonly ProcessId[], fault: Fault, group: Group): Promise<Sample> {
+async function trial(dir: string, pool: readonly ProcessId[], fault: Fault, group: Group, op: OperatorClient): Promise<Sample> {
   const victim = fault.victim === 'primary' ? group.primary : (group.replicas.find((r) => r !== group.primary) as ProcessId);
   const survivors = group.replicas.filter((r) => r !== victim);
-  const at = Date.now();
+  const before = Date.now();
   await fault.inject(dir, victim);
-  if (fault.traffic === true) void trine(['submit', '--dir', dir, '--size', '4', '--timeout', '20000', '--', '/bin/true']).catch(() => null);
+  const effect = fault.effect === undefined ? [] : logEvents(dir, victim, fault.effect, before);
+  if (fault.effect !== undefined && effect.length === 0) throw new Error(`${fault.name}: ${victim} did not log ${fault.effect}`);
+  const at = effect.length === 0 ? Date.now() : Math.min(...effect.map((e) => e.atMs));
+  if (fault.traffic === true) {
+    const submit: TaskSubmit = { type: 'task.submit', nonce: newNonce(), name: 'bench', size: 4, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain' };
+    void requestOp(op, submit, 20_000).catch(() => null);
+  }
   const deadline = at + RECOVERY_LIMIT_MS;
   let condemned: number | null = null;
   let view: number | null = null;
@@ -113,22 +133,25 @@ export async function benchRecovery(): Promise<Figure[]> {
   while (plan.length > 0) {
     const root = mkdtempSync(join(tmpdir(), 'trine-bench-recovery-'));
     const dir = join(root, '.trine');
+    let op: OperatorClient | null = null;
     try {
       await up({ dir, nodes: 4, allowInject: true });
       const cluster = loadCluster(dir);
       const pool = replicaPool(cluster.config.membership);
+      op = await OperatorClient.open(cluster);
       for (let used = 0; used < SPARE_REPLICA_COUNT && plan.length > 0; used++) {
         const fault = plan.shift() as Fault;
         await sleep(SETTLE_MS);
         const group = currentGroup(dir, pool) ?? { view: 0, replicas: [...cluster.config.membership.replicas], primary: cluster.config.membership.replicas[0] as ProcessId };
         try {
-          (samples.get(fault.name) as Sample[]).push(await trial(dir, pool, fault, group));
+          (samples.get(fault.name) as Sample[]).push(await trial(dir, pool, fault, group, op));
         } catch (e) {
           failures.push((e as Error).message);
           break; // the cluster is in an unknown state: start a fresh one
         }
       }
     } finally {
+      await op?.close();
       await tearDown(root, dir, new Map());
       for (const pid of processesNaming(dir)) process.kill(pid, 'SIGKILL');
     }
