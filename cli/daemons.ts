@@ -2,19 +2,22 @@
 // `trine up` starts them detached (agents under a keeper each); running one by hand is for
 // debugging and for hosts outside a local cluster. Also how to start one as a process, detached,
 // the way `trine up` does (used by `trine up` and by the watchdog's local reset driver, which
-// starts a reset node's keeper again), and the composition root of the watchdog's reset driver.
+// starts a reset node's keeper again, or after a cluster reset the initial replicas and every
+// keeper), and the composition root of the watchdog's reset drivers.
 import { closeSync, openSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { runAgent } from '../src/daemon/agent.ts';
 import { runKeeper } from '../src/daemon/keeper.ts';
 import { runManager } from '../src/daemon/manager.ts';
-import { runWatchdog } from '../src/daemon/scc.ts';
+import { runWatchdog, type ClusterResetContext } from '../src/daemon/scc.ts';
 import {
   isClusterProcess, loadCluster, paths, processEntry, readPidFiles, resolveClusterDir, writePidFile, type Cluster, type ProcessEntry,
 } from '../src/io/cluster-dir.ts';
 import type { ReplicaControl } from '../src/daemon/agent.ts';
-import { LocalResetDriver, LogResetDriver, type NodeResetDriver, type ResetDriverKind, type ResetLog } from '../src/io/reset-driver.ts';
+import {
+  LocalResetDriver, LogResetDriver, resetLocalCluster, type NodeResetDriver, type ResetDriverKind, type ResetLog,
+} from '../src/io/reset-driver.ts';
 import { CliError, EXIT_FAILED, EXIT_USAGE } from './errors.ts';
 
 const CLI_MAIN = fileURLToPath(new URL('./main.ts', import.meta.url));
@@ -74,6 +77,13 @@ function makeResetDriver(kind: ResetDriverKind, cluster: Cluster, log: ResetLog,
   }
 }
 
+/** The watchdog's cluster reset on a local cluster (src/io/reset-driver.ts resetLocalCluster):
+ *  replicas and keepers start as `trine up` starts them. */
+function resetCluster(_reason: string, { cluster, log, stopping, restore }: ClusterResetContext): Promise<unknown> {
+  const start = (id: string) => spawnDaemon(cluster.dir, processEntry(cluster, id));
+  return resetLocalCluster(cluster.dir, { config: cluster.config, log, stopping, restore, startKeeper: start, startReplica: start });
+}
+
 export const startManager = (opts: { dir?: string | undefined; id: string; join?: string | undefined }) => {
   const joining = opts.join === undefined ? undefined : parseJoin(opts.join);
   return runManager(opts.dir, opts.id, {}, joining);
@@ -113,6 +123,6 @@ function replicaControl(dir: string): ReplicaControl {
 }
 
 export const startAgent = (opts: { dir?: string | undefined; id: string }) => runAgent(opts.dir, opts.id, {}, replicaControl(resolveClusterDir(opts.dir)));
-export const startWatchdog = (opts: { dir?: string | undefined }) => runWatchdog(opts.dir, { makeResetDriver });
+export const startWatchdog = (opts: { dir?: string | undefined }) => runWatchdog(opts.dir, { makeResetDriver, resetCluster });
 export const startKeeper = (opts: { dir?: string | undefined; id: string }) =>
   runKeeper({ dir: opts.dir, id: opts.id, agentCommand: (dir, id) => trineCommand(['agent', '--dir', dir, '--id', id]) });

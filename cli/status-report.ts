@@ -3,7 +3,7 @@
 // `trine status` and `trine up` agree on what "healthy" means. The replica rows are the members
 // of the current group (cli/replica-group.ts), which changes when a condemned replica is
 // replaced by a spare id (docs/PROTOCOL.md §10). Pure: no I/O here.
-import type { ClusterResetRecord, DiagnosisRecord, WatchdogStatus } from '../src/core/watchdog.ts';
+import type { ClusterResetRecord, DiagnosisRecord, RestoreRecord, WatchdogStatus } from '../src/core/watchdog.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import type { PeerHealth, ReplicaStatus } from '../src/core/status.ts';
 import type { Role } from '../src/core/wire/messages.ts';
@@ -83,6 +83,12 @@ export type WatchdogRow = {
   diagnosisReports: DiagnosisRecord[];
   /** Cluster resets the watchdog ordered (spec §1.6 rules 2 and 3), oldest first. */
   clusterResets: ClusterResetRecord[];
+  /** Tasks the watchdog is restoring after a cluster reset (PROTOCOL §10.9), by their old id:
+   *  sent to the restarted group until two replicas confirm each. */
+  restoresPending: WatchdogStatus['restoresPending'];
+  /** Restores two replicas confirmed (`text`: the restored task's id, or why the group refused
+   *  it) and task journals or journal entries the watchdog refused, oldest first. */
+  restores: RestoreRecord[];
 };
 
 export type StatusDocument = {
@@ -237,10 +243,19 @@ export function buildStatusDocument(config: ClusterConfig, dir: string, answers:
         armed: typeof w.status.armed === 'boolean' ? w.status.armed : null,
         diagnosisReports: Array.isArray(w.status.diagnosisReports) ? w.status.diagnosisReports : [],
         clusterResets: Array.isArray(w.status.clusterResets) ? w.status.clusterResets : [],
+        restoresPending: Array.isArray(w.status.restoresPending) ? w.status.restoresPending : [],
+        restores: Array.isArray(w.status.restores) ? w.status.restores : [],
       }
-    : { id: m.scc, answered: false, error: w.error, replicas: [], resets: [], armed: null, diagnosisReports: [], clusterResets: [] };
+    : {
+        id: m.scc, answered: false, error: w.error, replicas: [], resets: [], armed: null, diagnosisReports: [], clusterResets: [],
+        restoresPending: [], restores: [],
+      };
   if (!w.ok) problems.push(`watchdog ${m.scc} did not answer (${w.error})`);
   else {
+    // Accepted tasks not yet back after a cluster reset: the cluster has not recovered yet.
+    if (watchdog.restoresPending.length > 0) {
+      problems.push(`watchdog ${m.scc} is still restoring ${watchdog.restoresPending.map((r) => r.task).join(', ')} after a cluster reset (until two replicas of the restarted group confirm each)`);
+    }
     for (const id of members) {
       const r = watchdog.replicas.find((x) => x.id === id);
       if (r === undefined) problems.push(`watchdog ${m.scc} has not heard replica ${id} yet`);
@@ -300,6 +315,13 @@ function replacementText(r: Replacement): string {
   return `${r.id} ${r.phase}${where}${r.member ? ' (already a member)' : ''}`;
 }
 
+/** "t1 → t1 (restarted)", "t2 not restored: …", "refused: run/r2.tasks, t3: SIG_INVALID (…)" */
+function restoreText(r: RestoreRecord, dir: string): string {
+  if (r.kind === 'restored') return r.ok ? `${r.task} → ${r.text} (restarted)` : `${r.task} not restored: ${r.text}`;
+  const source = r.source.startsWith(`${dir}/`) ? r.source.slice(dir.length + 1) : r.source;
+  return `refused: ${source}${r.task === null ? '' : `, ${r.task}`}: ${r.code} (${r.detail})`;
+}
+
 export function formatStatus(doc: StatusDocument): string {
   const verdict = doc.healthy ? (doc.converged ? 'healthy' : 'healthy (replicas catching up)') : `NOT HEALTHY (${doc.problems.length} problem${doc.problems.length === 1 ? '' : 's'})`;
   const out = [`cluster ${doc.cluster} at ${doc.dir}: ${verdict}`, groupLine(doc), ''];
@@ -328,6 +350,10 @@ export function formatStatus(doc: StatusDocument): string {
   out.push(...history('self-diagnosis history', doc.watchdog.diagnosisReports, (d) =>
     `${when(d.atMs)}  ${d.from} view ${d.view}: ${d.reason}${d.target === '' ? '' : ` against ${d.target}`}${d.counted ? '' : ' (not counted)'}`));
   out.push(...history('cluster resets', doc.watchdog.clusterResets, (r) => `${when(r.atMs)}  ${r.reason}`));
+  out.push(...history('restored after cluster reset', doc.watchdog.restores, (r) => `${when(r.atMs)}  ${restoreText(r, doc.dir)}`));
+  if (doc.watchdog.restoresPending.length > 0) {
+    out.push(`restores pending: ${doc.watchdog.restoresPending.map((r) => r.task).join(', ')} (until two replicas of the restarted group confirm each)`);
+  }
   if (doc.problems.length > 0) {
     out.push('', 'problems:');
     for (const p of doc.problems) out.push(`  - ${p}`);

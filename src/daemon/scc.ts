@@ -1,14 +1,19 @@
 // `trine scc`: runs the watchdog (the paper's spacecraft control computer, spec §1.6) — the
 // watchdog core on the shared daemon runtime, listening for replica heartbeats — and executes
 // the core's `reset.node` effects with a node reset driver (src/io/reset-driver.ts; PROTOCOL
-// §8.4 step 5). Resets of one node run one at a time, in order; resets of different nodes run
-// side by side. Each is logged when it starts, ends or fails, with its duration. A cluster
-// reset (spec §1.6 rules 2 and 3) is logged at error level and handed to `hooks.resetCluster`.
+// §8.4 step 5) and its `reset.cluster` effects (spec §1.6 rules 2 and 3) with `hooks.resetCluster`
+// (on a local cluster, resetLocalCluster), which hands the task journals it finds back to the
+// core as `restore.load` (PROTOCOL §10.9). Resets of one node run one at a time, in order;
+// resets of different nodes run side by side; a cluster reset runs alone: it waits for the node
+// reset under way, node resets ordered meanwhile are skipped (it resets every node), and a
+// second cluster reset ordered meanwhile is coalesced into it. Each reset is logged when it
+// starts, ends or fails, with its duration.
+import type { CoreInput } from '../core/node.ts';
 import { createWatchdog } from '../core/watchdog.ts';
 import { paths, resolveClusterDir, type Cluster } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
 import {
-  LogResetDriver, readResetDriverKind, ResetError, type NodeResetDriver, type ResetDriverKind, type ResetLog,
+  LogResetDriver, readResetDriverKind, ResetError, type NodeResetDriver, type ResetDriverKind, type ResetLog, type TaskJournalFiles,
 } from '../io/reset-driver.ts';
 import { EXIT_CONFIG, runCore, type RunHooks } from './run-core.ts';
 
@@ -17,15 +22,28 @@ import { EXIT_CONFIG, runCore, type RunHooks } from './run-core.ts';
  *  fresh), so it is only logged; a faulty pair of replicas cannot pile up work this way. */
 export const MAX_PENDING_RESETS_PER_NODE = 2;
 
+/** What a cluster reset needs from the watchdog daemon. */
+export type ClusterResetContext = {
+  cluster: Cluster;
+  log: ResetLog;
+  /** Aborted when the watchdog stops (`trine down` under way): start nothing. */
+  stopping: AbortSignal;
+  /** Feeds the task journals read from the nodes to the watchdog core (`restore.load`). */
+  restore: (journals: TaskJournalFiles) => void;
+};
+
 export type WatchdogHooks = RunHooks & {
   /** Builds the reset driver cluster.json chose (cli/daemons.ts). `stopping` is aborted when the
    *  watchdog stops. Without it, resets are only logged. */
   makeResetDriver?: (kind: ResetDriverKind, cluster: Cluster, log: ResetLog, stopping: AbortSignal) => NodeResetDriver;
-  /** Power-resets every node of the cluster, as the watchdog core ordered (`reset.cluster`).
-   *  Called once per order; the core does not order another until the restarted group's
-   *  heartbeats re-arm it. Without it, cluster resets are only logged. */
-  resetCluster?: (reason: string) => void | Promise<void>;
+  /** Power-resets every node of a local cluster, as the watchdog core ordered (`reset.cluster`),
+   *  when cluster.json's reset driver is `local` (with `log`, cluster resets are only logged).
+   *  Called for one order at a time; rejects (with a ResetError, for its code) if it failed.
+   *  Without it, cluster resets are only logged. */
+  resetCluster?: (reason: string, ctx: ClusterResetContext) => Promise<unknown>;
 };
+
+type Feed = (make: (nowMs: number) => CoreInput) => void;
 
 export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}): Promise<void> {
   const kind = readResetDriverKind(paths.config(resolveClusterDir(dir)));
@@ -34,60 +52,69 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
     process.exit(EXIT_CONFIG);
   }
   const stopping = new AbortController();
-  let requestReset: ((node: string, rsn: number) => void) | null = null;
-  let log: ResetLog | null = null;
+  let resets: Resets | null = null;
+  // The core's input feed, once the runtime is ready; journals found before that wait for it.
+  let feed: Feed | null = null;
+  const early: TaskJournalFiles[] = [];
+  const restore = (journals: TaskJournalFiles): void => {
+    if (feed === null) early.push(journals);
+    else feed((nowMs) => ({ type: 'restore.load', nowMs, journals }));
+  };
   return runCore({
     dir,
     id: (cluster) => cluster.config.membership.scc,
     kind: 'watchdog',
     makeCore: ({ cluster, entry, inc, signer, verifier }) => {
       const logger = createProcessLog(cluster.dir, entry.id).logger;
-      const resetLog: ResetLog = (level, event, fields) => logger[level]({ event, ...fields });
-      log = resetLog;
-      const driver = hooks.makeResetDriver?.(kind.value, cluster, resetLog, stopping.signal) ?? new LogResetDriver(resetLog);
-      logger.info({ event: 'reset.driver', driver: hooks.makeResetDriver === undefined ? 'log' : kind.value });
-      requestReset = serializeResets(driver, resetLog, stopping.signal);
+      const log: ResetLog = (level, event, fields) => logger[level]({ event, ...fields });
+      const driver = hooks.makeResetDriver?.(kind.value, cluster, log, stopping.signal) ?? new LogResetDriver(log);
+      const hook = hooks.resetCluster;
+      const clusterReset: ClusterReset = hook === undefined || kind.value === 'log'
+        ? { runs: false, why: hook === undefined ? 'no cluster reset hook' : 'cluster.json resetDriver is "log"' }
+        : { runs: true, reset: (reason) => hook(reason, { cluster, log, stopping: stopping.signal, restore }) };
+      logger.info({
+        event: 'reset.driver', driver: hooks.makeResetDriver === undefined ? 'log' : kind.value, clusterReset: clusterReset.runs ? kind.value : 'log',
+      });
+      resets = serializeResets(driver, clusterReset, log, stopping.signal);
       return createWatchdog({ id: entry.id, membership: cluster.config.membership, inc, signer, verifier });
     },
     onEffect: (effect, nowMs) => {
-      if (effect.type === 'reset.node') requestReset?.(effect.node, effect.rsn);
-      if (effect.type === 'reset.cluster' && log !== null) resetCluster(hooks.resetCluster, effect.reason, log, stopping.signal);
+      if (effect.type === 'reset.node') resets?.node(effect.node, effect.rsn);
+      if (effect.type === 'reset.cluster') resets?.cluster(effect.reason);
       hooks.onEffect?.(effect, nowMs);
     },
-    onReady: (feed) => {
+    onReady: (ready) => {
       // Installed beside the runtime's own handlers (which stop the process): a reset under way
       // starts nothing new once `trine down` has begun.
       for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => stopping.abort());
-      hooks.onReady?.(feed);
+      feed = ready;
+      for (const journals of early.splice(0)) restore(journals);
+      hooks.onReady?.(ready);
     },
   });
 }
 
-/** Logs the core's cluster reset order at error level and runs the hook, if any. Never throws:
- *  a failed hook is logged (an operator must restart the cluster), and the core goes on. */
-function resetCluster(hook: WatchdogHooks['resetCluster'], reason: string, log: ResetLog, stopping: AbortSignal): void {
-  const action = hook === undefined ? 'logged only (no cluster reset hook)' : stopping.aborted ? 'skipped (the watchdog is stopping)' : 'resetting every node';
-  log('error', 'reset.cluster', { reason, action });
-  if (hook === undefined || stopping.aborted) return;
-  const failed = (e: unknown): void => log('error', 'reset.cluster.failed', { reason, error: e instanceof Error ? e.message : String(e) });
-  try {
-    Promise.resolve(hook(reason)).catch(failed);
-  } catch (e) {
-    failed(e);
-  }
-}
+export type ClusterReset = { runs: false; why: string } | { runs: true; reset: (reason: string) => Promise<unknown> };
+export type Resets = { node: (node: string, rsn: number) => void; cluster: (reason: string) => void };
 
-/** Runs `driver` for each request, one at a time per node, at most MAX_PENDING_RESETS_PER_NODE
- *  pending per node. Never throws. A failed reset is logged and not retried: the core orders a
- *  given (node, RSN) once (replicas re-sending it change nothing), and what failed — a process
- *  SIGKILL could not end, a keeper that could not be started — needs an operator. */
-function serializeResets(driver: NodeResetDriver, log: ResetLog, stopping: AbortSignal): (node: string, rsn: number) => void {
+const errorFields = (e: unknown): { code: string; error: string } =>
+  ({ code: e instanceof ResetError ? e.code : 'RESET_INTERNAL', error: e instanceof Error ? e.message : String(e) });
+
+/** Runs `driver` for each node reset request, one at a time per node, at most
+ *  MAX_PENDING_RESETS_PER_NODE pending per node; and cluster resets, one at a time, alone (see
+ *  the header). Never throws. A failed reset is logged and not retried: the core orders a given
+ *  (node, RSN) once (replicas re-sending it change nothing) and a cluster reset once until the
+ *  restarted group re-arms it, and what failed — a process SIGKILL could not end, a process that
+ *  could not be started — needs an operator. */
+export function serializeResets(driver: NodeResetDriver, clusterReset: ClusterReset, log: ResetLog, stopping: AbortSignal): Resets {
   const chains = new Map<string, { tail: Promise<void>; pending: number }>();
-  const run = async (node: string, rsn: number, requestedAtMs: number): Promise<void> => {
+  let clusterRunning: Promise<void> | null = null;
+
+  const runNode = async (node: string, rsn: number, requestedAtMs: number): Promise<void> => {
     const startMs = performance.now();
     const waitedMs = Math.round(startMs - requestedAtMs);
-    if (stopping.aborted) {
-      log('warn', 'reset.skipped', { node, rsn, why: 'the watchdog is stopping' });
+    if (stopping.aborted || clusterRunning !== null) {
+      log('warn', 'reset.skipped', { node, rsn, why: stopping.aborted ? 'the watchdog is stopping' : 'a cluster reset is under way' });
       return;
     }
     log('warn', 'reset.start', { node, rsn, waitedMs });
@@ -95,23 +122,58 @@ function serializeResets(driver: NodeResetDriver, log: ResetLog, stopping: Abort
       await driver.reset(node);
       log('warn', 'reset.done', { node, rsn, durationMs: Math.round(performance.now() - startMs) });
     } catch (e) {
-      log('error', 'reset.failed', {
-        node, rsn, durationMs: Math.round(performance.now() - startMs), code: e instanceof ResetError ? e.code : 'RESET_INTERNAL', error: (e as Error).message,
-      });
+      log('error', 'reset.failed', { node, rsn, durationMs: Math.round(performance.now() - startMs), ...errorFields(e) });
     }
   };
-  return (node, rsn) => {
-    const chain = chains.get(node) ?? { tail: Promise.resolve(), pending: 0 };
-    if (chain.pending >= MAX_PENDING_RESETS_PER_NODE) {
-      log('info', 'reset.coalesced', { node, rsn, pending: chain.pending });
+
+  const runCluster = async (reset: (reason: string) => Promise<unknown>, reason: string): Promise<void> => {
+    const requestedAtMs = performance.now();
+    // A node reset under way would start its keeper after the cluster reset looked: let it end.
+    await Promise.all([...chains.values()].map((c) => c.tail));
+    if (stopping.aborted) {
+      log('warn', 'reset.cluster.skipped', { reason, why: 'the watchdog is stopping' });
       return;
     }
-    chain.pending++;
-    chains.set(node, chain);
-    const requestedAtMs = performance.now();
-    chain.tail = chain.tail.then(() => run(node, rsn, requestedAtMs)).finally(() => {
-      chain.pending--;
-      if (chain.pending === 0) chains.delete(node);
-    });
+    const startMs = performance.now();
+    log('warn', 'reset.cluster.start', { reason, waitedMs: Math.round(startMs - requestedAtMs) });
+    try {
+      await reset(reason);
+      log('warn', 'reset.cluster.done', { reason, durationMs: Math.round(performance.now() - startMs) });
+    } catch (e) {
+      log('error', 'reset.cluster.failed', { reason, durationMs: Math.round(performance.now() - startMs), ...errorFields(e) });
+    }
+  };
+
+  return {
+    node: (node, rsn) => {
+      if (clusterRunning !== null) {
+        log('info', 'reset.skipped', { node, rsn, why: 'a cluster reset is under way' });
+        return;
+      }
+      const chain = chains.get(node) ?? { tail: Promise.resolve(), pending: 0 };
+      if (chain.pending >= MAX_PENDING_RESETS_PER_NODE) {
+        log('info', 'reset.coalesced', { node, rsn, pending: chain.pending });
+        return;
+      }
+      chain.pending++;
+      chains.set(node, chain);
+      const requestedAtMs = performance.now();
+      chain.tail = chain.tail.then(() => runNode(node, rsn, requestedAtMs)).finally(() => {
+        chain.pending--;
+        if (chain.pending === 0) chains.delete(node);
+      });
+    },
+    // Logged at error level: the whole cluster restarts (spec §1.6 rules 2 and 3).
+    cluster: (reason) => {
+      const action = !clusterReset.runs ? `logged only (${clusterReset.why})`
+        : stopping.aborted ? 'skipped (the watchdog is stopping)'
+        : clusterRunning !== null ? 'coalesced (a cluster reset is under way and covers it)'
+        : 'resetting every node';
+      log('error', 'reset.cluster', { reason, action });
+      if (!clusterReset.runs || stopping.aborted || clusterRunning !== null) return;
+      clusterRunning = runCluster(clusterReset.reset, reason).finally(() => {
+        clusterRunning = null;
+      });
+    },
   };
 }

@@ -16,11 +16,19 @@
 // the same event-loop turn as its forks (src/daemon/agent.ts), so only a process whose fork and
 // record were cut apart by the agent's death inside that turn would be missed. Nothing else on
 // the node is touched: see LocalResetDriver on replicas.
+//
+// A *cluster* reset (spec §1.6 rules 2 and 3; resetLocalCluster) is the same power cycle of
+// every node at once, replicas included, spares too: everything of the cluster but the watchdog
+// ends, the replicas' task journals (PROTOCOL §10.9) are handed to the watchdog core and removed,
+// and the initial group and every node's keeper start again as `trine up` started them. It finds
+// a spare replica through its pid file, which the agent writes right after the fork (cli/daemons.ts
+// spawnDaemon): a spare whose agent died between the two would be missed, like a task above.
 import { readFileSync } from 'node:fs';
 import type { ProcessId } from '../core/ports.ts';
-import { isAlive, isClusterProcess, paths, readPidFiles, removePidFile, type ClusterConfig } from './cluster-dir.ts';
+import { isAlive, isClusterProcess, paths, readPidFiles, removePidFile, replicaPool, type ClusterConfig } from './cluster-dir.ts';
 import {
-  isSameProcess, liveRecordedProcs, readKeeperChildPid, removeKeeperChildPid, removeProcsFile, signalGroup, waitGone,
+  isSameProcess, liveRecordedProcs, readKeeperChildPid, readTaskJournals, removeKeeperChildPid, removeProcsFile, removeTaskJournals,
+  signalGroup, waitGone,
 } from './run-records.ts';
 
 /** Resets one node. Resolves once the node has been reset (its processes are started again,
@@ -40,7 +48,7 @@ export const RESET_KILL_WAIT_MS = 2_000;
 
 export type ResetLog = (level: 'info' | 'warn' | 'error', event: string, fields: Record<string, unknown>) => void;
 
-export type ResetErrorCode = 'RESET_UNKNOWN_NODE' | 'RESET_KILL_FAILED' | 'RESET_START_FAILED';
+export type ResetErrorCode = 'RESET_UNKNOWN_NODE' | 'RESET_KILL_FAILED' | 'RESET_START_FAILED' | 'RESET_INTERNAL';
 
 export class ResetError extends Error {
   override readonly name = 'ResetError';
@@ -99,46 +107,86 @@ async function killAll(victims: Victim[], killed: string[]): Promise<void> {
   killed.push(...victims.map((v) => `${v.what} (pid ${v.pid})`));
 }
 
-/** The power-off half of a local node reset, also what `trine inject kill-node` does: SIGKILL,
- *  in three waves, the node's keepers (and, with `replicas`, the replica it hosts), then its
- *  agents and standbys, then every task process they recorded; each record is read only once
- *  its writer is dead, so it is final. The records of the killed node processes are removed.
- *  Returns what was killed (`r1 (pid 12)`, `a1 keeper (pid 13)`, …) and the replicas kept. */
+/** The power-off half of a local node reset, also what `trine inject kill-node` does: SIGKILL
+ *  the node's keepers and agents' children and task processes (see powerOff), with `replicas`
+ *  the replica it hosts too. Returns what was killed (`r1 (pid 12)`, `a1 keeper (pid 13)`, …)
+ *  and the replicas kept. (A killed replica's pid file stays: whoever restarts it writes a new
+ *  one; `trine down` drops stale ones.) */
 export async function powerOffNode(
   dir: string, config: ClusterConfig, node: string, opts: { replicas: boolean },
 ): Promise<{ killed: string[]; kept: ProcessId[] }> {
   const agents = config.membership.agents.filter((a) => a.node === node).map((a) => a.id);
   if (agents.length === 0) throw new ResetError('RESET_UNKNOWN_NODE', `no agent runs on node ${node} in ${paths.config(dir)}`);
   const replicas = config.processes.filter((p) => p.kind === 'replica' && p.node === node).map((p) => p.id);
+  const killed = await powerOff(dir, agents, opts.replicas ? replicas : []);
+  return { killed, kept: opts.replicas ? [] : replicas };
+}
+
+/** SIGKILLs, in waves, the keepers of `agents` and the `replicas` that run (pid file and
+ *  command line: an unrelated process that reused a pid is spared), then those agents' agents
+ *  and standbys (and a replica one of them started meanwhile), then every task process they
+ *  recorded; each record is read only once its writer is dead, so it is final. The records of the killed agent-side processes are removed. Returns
+ *  what was killed. Rejects with RESET_KILL_FAILED if a process outlives its SIGKILL. */
+async function powerOff(dir: string, agents: readonly ProcessId[], replicas: readonly ProcessId[]): Promise<string[]> {
   const killed: string[] = [];
-  const pidOf = (id: ProcessId) => readPidFiles(dir).find((r) => r.id === id)?.pid ?? null;
-  const daemon = (id: ProcessId, what: string): Victim[] => {
-    const pid = pidOf(id);
-    return pid !== null && isClusterProcess(pid, dir, id) ? [{ what, pid, alive: () => isAlive(pid) }] : [];
+  const daemons = (ids: readonly ProcessId[], what: (id: ProcessId) => string): Victim[] => {
+    const pidFiles = readPidFiles(dir);
+    return ids.flatMap((id): Victim[] => {
+      const pid = pidFiles.find((r) => r.id === id)?.pid ?? null;
+      return pid !== null && isClusterProcess(pid, dir, id) ? [{ what: what(id), pid, alive: () => isAlive(pid) }] : [];
+    });
   };
-  await killAll([
-    ...agents.flatMap((id) => daemon(id, `${id} keeper`)),
-    ...(opts.replicas ? replicas.flatMap((id) => daemon(id, id)) : []),
-  ], killed);
+  await killAll([...daemons(agents, (id) => `${id} keeper`), ...daemons(replicas, (id) => id)], killed);
   const children = agents.flatMap((id) => (['agent', 'standby'] as const).flatMap((role): Victim[] => {
     const pid = readKeeperChildPid(dir, id, role);
     return pid !== null && isClusterProcess(pid, dir, id) ? [{ what: `${id} ${role}`, pid, alive: () => isAlive(pid) }] : [];
   }));
   await killAll(children, killed);
+  // A dying agent may have started a spare replica (PROTOCOL §10.6) after the first wave looked;
+  // with every agent gone, no other can start.
+  if (replicas.length > 0) await killAll(daemons(replicas, (id) => id), killed);
   const tasks = agents.flatMap((id) => liveRecordedProcs(dir, id).map((p): Victim => ({
     what: `task ${p.task}/${p.vpid}`, pid: p.pid, alive: () => isSameProcess(p.pid, p.startTime),
   })));
   await killAll(tasks, killed);
-  // Every process these records name is dead: they describe nothing any more. (A killed
-  // replica's pid file stays: whoever restarts it writes a new one; `trine down` drops stale ones.)
+  // Every process these records name is dead: they describe nothing any more.
   for (const id of agents) {
     removePidFile(dir, id);
     removeKeeperChildPid(dir, id, 'agent');
     removeKeeperChildPid(dir, id, 'standby');
     removeProcsFile(dir, id);
   }
-  return { killed, kept: opts.replicas ? [] : replicas };
+  return killed;
 }
+
+/** Starts each agent's keeper with `startKeeper`, logging `reset.keeper-started` for each (with
+ *  `fields`). Tries them all; returns the keepers' pids and what could not be started. */
+function startKeepers(
+  agents: readonly ProcessId[], opts: Pick<LocalResetOptions, 'startKeeper' | 'log'>, fields: Record<string, unknown>,
+): Started {
+  return startEach(agents, (id) => {
+    const pid = opts.startKeeper(id);
+    opts.log('info', 'reset.keeper-started', { ...fields, agent: id, keeperPid: pid });
+    return pid;
+  }, (id) => `${id}'s keeper`);
+}
+
+type Started = { pids: Record<ProcessId, number>; failed: string[] };
+
+/** Runs `start` for every id, even after one failed (a power-on starts every node). */
+function startEach(ids: readonly ProcessId[], start: (id: ProcessId) => number, what: (id: ProcessId) => string): Started {
+  const out: Started = { pids: {}, failed: [] };
+  for (const id of ids) {
+    try {
+      out.pids[id] = start(id);
+    } catch (e) {
+      out.failed.push(`${what(id)}: ${(e as Error).message}`);
+    }
+  }
+  return out;
+}
+
+const startFailed = (failed: readonly string[]): ResetError => new ResetError('RESET_START_FAILED', `could not start ${failed.join('; ')}`);
 
 /** Power-resets a node of a local cluster (see the header). */
 export class LocalResetDriver implements NodeResetDriver {
@@ -158,14 +206,90 @@ export class LocalResetDriver implements NodeResetDriver {
       log('warn', 'reset.not-restarted', { node, why: 'the watchdog is stopping' });
       return;
     }
-    for (const id of agents) {
-      let pid: number;
-      try {
-        pid = this.opts.startKeeper(id);
-      } catch (e) {
-        throw new ResetError('RESET_START_FAILED', `could not start ${id}'s keeper: ${(e as Error).message}`);
-      }
-      log('info', 'reset.keeper-started', { node, agent: id, keeperPid: pid });
-    }
+    const { failed } = startKeepers(agents, this.opts, { node });
+    if (failed.length > 0) throw startFailed(failed);
   }
+}
+
+/** Task journals as read from the nodes' disks, raw, each with its path (PROTOCOL §10.9). */
+export type TaskJournalFiles = { source: string; data: Uint8Array }[];
+
+export type ClusterResetOptions = LocalResetOptions & {
+  /** Starts replica `id` fresh, as `trine up` does (no `--join`: one of the initial group of
+   *  cluster.json, with a new incarnation), and records `run/<id>.pid`; returns its pid. */
+  startReplica: (id: ProcessId) => number;
+  /** Hands the journals to the watchdog core (`restore.load`), which restores their tasks once
+   *  the restarted group serves. Called once, after every process is gone, before any starts. */
+  restore: (journals: TaskJournalFiles) => void;
+};
+
+export type ClusterResetReport = {
+  killed: string[];
+  /** Journals handed to the core; null when none were (stopped before, or `restore` threw). */
+  journals: number | null;
+  /** Pids of what was started, by id (replicas) and agent id (keepers); empty if none. */
+  replicas: Record<ProcessId, number>;
+  keepers: Record<ProcessId, number>;
+};
+
+/** Power-resets every node of a local cluster (spec §1.6 rules 2 and 3; see the header):
+ *    1. SIGKILL every Trine process of the cluster but the watchdog — every node's keeper, agent,
+ *       standby and recorded task processes, and every replica of the pool that runs, spares
+ *       included — and wait until all are gone;
+ *    2. only then read every task journal (no replica is left to rewrite one), hand them to the
+ *       core with `restore`, and remove them: the fresh replicas write their own;
+ *    3. start the initial replicas and every agent's keeper, as `trine up` does.
+ *  Each step is logged with its duration. With `stopping` aborted (a `trine down` under way) it
+ *  stops after step 1, journals left on disk. Rejects with a ResetError. */
+export async function resetLocalCluster(dir: string, opts: ClusterResetOptions): Promise<ClusterResetReport> {
+  const { config, log } = opts;
+  const m = config.membership;
+  const agents = m.agents.map((a) => a.id);
+  const pool = replicaPool(m);
+  const startMs = performance.now();
+  const sinceMs = (t: number) => Math.round(performance.now() - t);
+  const report: ClusterResetReport = { killed: [], journals: null, replicas: {}, keepers: {} };
+
+  report.killed = await powerOff(dir, agents, pool);
+  // No replica of the pool runs now: the pid files of those killed (and of spares that died
+  // earlier) name nothing. The initial replicas get new ones when they start.
+  for (const id of pool) removePidFile(dir, id);
+  log('warn', 'reset.cluster.powered-off', { killed: report.killed, durationMs: sinceMs(startMs) });
+  if (opts.stopping?.aborted === true) {
+    log('warn', 'reset.cluster.not-restarted', { why: 'the watchdog is stopping', journalsKept: true });
+    return report;
+  }
+
+  const journalsAtMs = performance.now();
+  const journals = readTaskJournals(dir);
+  try {
+    opts.restore(journals);
+    report.journals = journals.length;
+  } catch (e) {
+    // Not expected (the core takes any bytes); the cluster is started all the same, and the
+    // journals stay for an operator, or the next reset.
+    log('error', 'reset.cluster.restore-failed', { journals: journals.length, error: (e as Error).message });
+  }
+  try {
+    if (report.journals !== null) removeTaskJournals(dir);
+  } catch (e) {
+    // Harmless now (the fresh replicas overwrite theirs), but a later reset would restore them
+    // again: say so.
+    log('error', 'reset.cluster.journals-not-removed', { error: (e as Error).message });
+  }
+  log('warn', 'reset.cluster.journals', {
+    count: journals.length, sources: journals.map((j) => j.source), durationMs: sinceMs(journalsAtMs),
+  });
+
+  // Power on. Listeners first (replicas), as `trine up` does: dialers find them sooner.
+  const startAtMs = performance.now();
+  const replicas = startEach(m.replicas, opts.startReplica, (id) => `replica ${id}`);
+  const keepers = startKeepers(agents, opts, { cluster: true });
+  report.replicas = replicas.pids;
+  report.keepers = keepers.pids;
+  if (replicas.failed.length + keepers.failed.length > 0) throw startFailed([...replicas.failed, ...keepers.failed]);
+  log('warn', 'reset.cluster.started', {
+    replicas: report.replicas, keepers: report.keepers, durationMs: sinceMs(startAtMs), totalMs: sinceMs(startMs),
+  });
+  return report;
 }

@@ -1,6 +1,7 @@
 // The `trine` CLI as a real process, the way an operator runs it: shared by the e2e tests.
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -67,4 +68,28 @@ export function processesMentioning(root: string): number[] {
     }
   }
   return out;
+}
+
+/** The JSON log events of cluster process `id` (`<dir>/logs/<id>.log`), oldest first; a line
+ *  the daemon is still writing is left for the next look. */
+export function logEvents(dir: string, id: string): Record<string, unknown>[] {
+  const path = join(dir, 'logs', `${id}.log`);
+  if (!existsSync(path)) return [];
+  return readFileSync(path, 'utf8').split('\n').flatMap((line) => {
+    try {
+      return line.length === 0 ? [] : [JSON.parse(line) as Record<string, unknown>];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** `trine up --nodes N` in a new temporary dir `<tmp>/<prefix>XXXXXX/cluster`: the root (to
+ *  remove, and to find the cluster's processes by) and the cluster dir. Throws if up fails. */
+export async function upCluster(prefix: string, nodes = 4): Promise<{ root: string; dir: string }> {
+  const root = mkdtempSync(join(tmpdir(), prefix));
+  const dir = join(root, 'cluster');
+  const up = await trine(['up', '--nodes', String(nodes), '--dir', dir], 90_000);
+  if (up.code !== 0) throw new Error(`trine up failed: ${up.stderr}`);
+  return { root, dir };
 }

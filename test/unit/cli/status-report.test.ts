@@ -161,6 +161,56 @@ describe('formatStatus', () => {
   });
 });
 
+describe('restores after a cluster reset (PROTOCOL §10.9)', () => {
+  const fresh = () => answers(
+    [['r1', ok(replica('r1', v0))], ['r2', ok(replica('r2', v0))], ['r3', ok(replica('r3', v0))]],
+    watchdog(['r1', 'r2', 'r3'].map((r) => watchdogReplica(r, { inc: 2 }))),
+  );
+  const withWatchdog = (over: { restoresPending?: { task: string; nonce: string }[]; restores?: unknown[] }) => {
+    const a = fresh();
+    if (a.watchdog.ok) Object.assign(a.watchdog.status, { clusterResets: [{ atMs: 1_000, rule: 'heartbeats', reason: 'no consistent heartbeats' }], ...over });
+    return a;
+  };
+
+  it('a restore still pending is a problem and has its own line', () => {
+    const doc = build(withWatchdog({ restoresPending: [{ task: 't1', nonce: 'ab'.repeat(16) }, { task: 't3', nonce: 'cd'.repeat(16) }] }));
+    expect(doc.healthy).toBe(false);
+    expect(doc.problems).toEqual(['watchdog scc is still restoring t1, t3 after a cluster reset (until two replicas of the restarted group confirm each)']);
+    expect(doc.watchdog.restoresPending.map((r) => r.task)).toEqual(['t1', 't3']);
+    expect(formatStatus(doc)).toContain('\nrestores pending: t1, t3 (until two replicas of the restarted group confirm each)');
+  });
+
+  it('restores done and journal entries refused are shown (not problems), with the journal path relative to the cluster dir', () => {
+    const restores = [
+      { atMs: 2_000, kind: 'refused', source: '/x/.trine/run/r2.tasks', task: 't2', code: 'SIG_INVALID', detail: 'bad signature' },
+      { atMs: 3_000, kind: 'restored', task: 't1', ok: true, text: 't1' },
+      { atMs: 3_000, kind: 'restored', task: 't4', ok: false, text: 'size must be 1 to 64 processes, got 99' },
+    ];
+    const doc = build(withWatchdog({ restores }));
+    expect(doc.problems).toEqual([]);
+    expect(doc.watchdog.restores).toEqual(restores);
+    expect(formatStatus(doc)).toContain([
+      'cluster resets:',
+      '  1970-01-01T00:00:01.000Z  no consistent heartbeats',
+      'restored after cluster reset:',
+      '  1970-01-01T00:00:02.000Z  refused: run/r2.tasks, t2: SIG_INVALID (bad signature)',
+      '  1970-01-01T00:00:03.000Z  t1 → t1 (restarted)',
+      '  1970-01-01T00:00:03.000Z  t4 not restored: size must be 1 to 64 processes, got 99',
+    ].join('\n'));
+  });
+
+  it('a watchdog that does not send the fields (an older release) reads as none', () => {
+    const a = fresh();
+    if (a.watchdog.ok) {
+      const { restoresPending: _p, restores: _r, ...older } = a.watchdog.status;
+      a.watchdog.status = older as typeof a.watchdog.status;
+    }
+    const doc = build(a);
+    expect(doc.watchdog).toMatchObject({ restoresPending: [], restores: [] });
+    expect(doc.healthy).toBe(true);
+  });
+});
+
 describe('parseReplicaStatus', () => {
   const good = replica('r4', v2);
   it('takes a reply with the group fields', () => {
