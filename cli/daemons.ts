@@ -4,8 +4,8 @@
 // the way `trine up` does (used by `trine up` and by the watchdog's local reset driver, which
 // starts a reset node's keeper again, or after a cluster reset the initial replicas and every
 // keeper), and the composition root of the watchdog's reset drivers.
-import { closeSync, openSync } from 'node:fs';
-import { spawn } from 'node:child_process';
+import { closeSync, openSync, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { runAgent } from '../src/daemon/agent.ts';
 import { runKeeper } from '../src/daemon/keeper.ts';
@@ -15,6 +15,8 @@ import {
   isClusterProcess, loadCluster, paths, processEntry, readPidFiles, resolveClusterDir, writePidFile, type Cluster, type ProcessEntry,
 } from '../src/io/cluster-dir.ts';
 import type { ReplicaControl } from '../src/daemon/agent.ts';
+import { ReplicaStandby } from '../src/daemon/replica-standby.ts';
+import type { ProcessId } from '../src/core/ports.ts';
 import {
   LocalResetDriver, LogResetDriver, resetLocalCluster, type NodeResetDriver, type ResetDriverKind, type ResetLog,
 } from '../src/io/reset-driver.ts';
@@ -98,19 +100,48 @@ export function parseJoin(text: string): { view: number; primary: string; replic
   return { view: Number(m[1]), primary: m[2] as string, replicas };
 }
 
+/** `trine manager --standby <spares…>` for agent `agentId`, detached, with the IPC channel the
+ *  standby waits on (src/daemon/replica-standby.ts); output to `logs/<agent>-replica-standby.out`. */
+function spawnReplicaStandby(dir: string, agentId: ProcessId, spares: readonly ProcessId[]): ChildProcess {
+  const out = openSync(paths.output(dir, `${agentId}-replica-standby`), 'a');
+  try {
+    const command = trineCommand(['manager', '--dir', dir, '--standby', ...spares]);
+    return spawn(command.file, command.args, { detached: true, stdio: ['ignore', out, out, 'ipc'] });
+  } finally {
+    closeSync(out);
+  }
+}
+
 /** What an agent does with the group's `replica.spawn` and `replica.kill` (PROTOCOL §10.6) on a
- *  local cluster: start the replica daemon detached, like `trine up` does, or SIGKILL it. */
-function replicaControl(dir: string): ReplicaControl {
+ *  local cluster: promote its warm standby replica (or, if none is ready, start the replica
+ *  daemon detached, like `trine up` does), or SIGKILL it. A killed replica is retired: its task
+ *  journal is stale from then on and is removed, so a later cluster reset does not restore tasks
+ *  that finished after it (PROTOCOL §10.9). */
+function replicaControl(dir: string, agentId: ProcessId): ReplicaControl {
+  let standby: ReplicaStandby | null = null;
   return {
+    attach: (log) => {
+      const cluster = loadCluster(dir);
+      const spares = cluster.config.membership.spareReplicas;
+      if (spares.length === 0) return;
+      standby = new ReplicaStandby({
+        spawn: () => spawnReplicaStandby(cluster.dir, agentId, spares),
+        writePid: (id, pid) => writePidFile(cluster.dir, id, pid),
+        log,
+      });
+      standby.start();
+    },
     start: (id, join) => {
+      const warm = standby?.promote(id, join) ?? null;
+      if (warm !== null) return warm;
       const cluster = loadCluster(dir);
       const entry = processEntry(cluster, id);
-      const pid = spawnDaemon(cluster.dir, entry, ['--join', `${join.view}:${join.primary}:${join.replicas.join(',')}`]);
-      return pid;
+      return spawnDaemon(cluster.dir, entry, ['--join', `${join.view}:${join.primary}:${join.replicas.join(',')}`]);
     },
     stop: (id) => {
       const cluster = loadCluster(dir);
       const pid = readPidFiles(cluster.dir).find((p) => p.id === id)?.pid ?? null;
+      rmSync(paths.taskJournal(cluster.dir, id), { force: true });
       if (pid === null || !isClusterProcess(pid, cluster.dir, id)) return null;
       try {
         process.kill(pid, 'SIGKILL');
@@ -122,7 +153,8 @@ function replicaControl(dir: string): ReplicaControl {
   };
 }
 
-export const startAgent = (opts: { dir?: string | undefined; id: string }) => runAgent(opts.dir, opts.id, {}, replicaControl(resolveClusterDir(opts.dir)));
+export const startAgent = (opts: { dir?: string | undefined; id: string }) =>
+  runAgent(opts.dir, opts.id, {}, replicaControl(resolveClusterDir(opts.dir), opts.id));
 export const startWatchdog = (opts: { dir?: string | undefined }) => runWatchdog(opts.dir, { makeResetDriver, resetCluster });
 export const startKeeper = (opts: { dir?: string | undefined; id: string }) =>
   runKeeper({ dir: opts.dir, id: opts.id, agentCommand: (dir, id) => trineCommand(['agent', '--dir', dir, '--id', id]) });

@@ -6,9 +6,10 @@ import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MAX_TASK_PROCS } from '../src/core/constants.ts';
 import { INJECT_MODES } from '../src/daemon/inject-modes.ts';
 import { DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
+import { runManagerStandby } from '../src/daemon/manager.ts';
 import { startAgent, startManager, startWatchdog } from './daemons.ts';
 import { down } from './down.ts';
-import { EXIT_OK, EXIT_USAGE, reportError } from './errors.ts';
+import { CliError, EXIT_OK, EXIT_USAGE, reportError } from './errors.ts';
 import { inject, INJECT_TIMEOUT_MS } from './inject.ts';
 import { keygen } from './keygen.ts';
 import { kill, restart } from './kill.ts';
@@ -151,9 +152,14 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
   program.command('manager')
     .description('run a manager replica in the foreground')
     .option('--dir <dir>', DIR_HELP)
-    .requiredOption('--id <id>', 'replica id, e.g. r1')
+    .option('--id <id>', 'replica id, e.g. r1 (required unless --standby)')
     .option('--join <view:primary:members>', 'start as a replacement joining this group (PROTOCOL §10.6; the agent passes it)')
-    .action((o: { dir?: string; id: string; join?: string }) => setOutcome(startManager(o).then(() => null)));
+    .option('--standby <spares...>', 'load and wait, as an agent\'s warm standby, to become one of these spare ids (the agent passes it)')
+    .action((o: { dir?: string; id?: string; join?: string; standby?: string[] }) => {
+      if (o.standby !== undefined) return setOutcome(runManagerStandby(o.dir, o.standby).then(() => null));
+      if (o.id === undefined) return setOutcome(Promise.reject(new CliError('trine manager: --id is required (e.g. --id r1)', EXIT_USAGE)));
+      return setOutcome(startManager({ ...o, id: o.id }).then(() => null));
+    });
 
   program.command('agent')
     .description('run a node agent in the foreground')

@@ -331,6 +331,9 @@ function heartbeatKeeper(): void {
 export type ReplicaControl = {
   start(id: ProcessId, join: { view: number; primary: ProcessId; replicas: readonly ProcessId[] }): number;
   stop(id: ProcessId): number | null;
+  /** Called once the agent runs, with its log: a local cluster loads its warm standby replica
+   *  then (src/daemon/replica-standby.ts). */
+  attach?(log: (level: 'info' | 'warn' | 'error', event: string, fields: Record<string, unknown>) => void): void;
 };
 
 export async function runAgent(dir: string | undefined, id: ProcessId, hooks: RunHooks = {}, replicas?: ReplicaControl): Promise<void> {
@@ -369,6 +372,7 @@ export async function runAgent(dir: string | undefined, id: ProcessId, hooks: Ru
     makeCore: ({ cluster, entry, inc, signer }) => {
       const logger = createProcessLog(cluster.dir, id).logger;
       log = logger;
+      replicas?.attach?.((level, event, fields) => logger[level]({ event, ...fields }));
       driver = new ProcDriver({
         dir: cluster.dir,
         id,

@@ -2,6 +2,7 @@
 // daemon runtime, listening for agents, the other replicas and operators.
 import { createReplica } from '../core/replica.ts';
 import type { ProcessId } from '../core/ports.ts';
+import { waitForReplicaGo } from './replica-standby.ts';
 import { runCore, type RunHooks } from './run-core.ts';
 
 /** `joining`: a replacement started by an agent on the group's command (PROTOCOL §10.6). */
@@ -16,4 +17,11 @@ export function runManager(
     makeCore: ({ cluster, inc, hash, signer, verifier }) =>
       createReplica({ id, membership: cluster.config.membership, hash, inc, signer, verifier, ...(joining === undefined ? {} : { joining }) }),
   });
+}
+
+/** `trine manager --standby r4 r5 …`: a warm standby for its agent (src/daemon/replica-standby.ts):
+ *  everything is loaded by now; it becomes the replica the agent names. */
+export async function runManagerStandby(dir: string | undefined, spares: readonly ProcessId[]): Promise<void> {
+  const { id, join } = await waitForReplicaGo(spares);
+  return runManager(dir, id, {}, join);
 }

@@ -241,6 +241,16 @@ export function readTaskJournals(dir: string): { source: string; data: Uint8Arra
   return out;
 }
 
+/** Removes every task journal, and any temporary file a writer killed mid-write left behind. */
 export function removeTaskJournals(dir: string): void {
-  for (const { source } of readTaskJournals(dir)) rmSync(source, { force: true });
+  let names: string[];
+  try {
+    names = readdirSync(paths.run(dir));
+  } catch {
+    return;
+  }
+  const tmp = new RegExp(`\\${TASK_JOURNAL_SUFFIX}\\.\\d+\\.tmp$`);
+  for (const name of names) {
+    if (name.endsWith(TASK_JOURNAL_SUFFIX) || tmp.test(name)) rmSync(join(paths.run(dir), name), { force: true });
+  }
 }

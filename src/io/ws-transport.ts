@@ -19,6 +19,11 @@ export const RECONNECT_INITIAL_MS = 10;
 /** Reconnect delays double up to this cap: 500 ms stays well under the 1 s a replica
  *  replacement may take, yet keeps a dead peer from costing more than 2 dials a second. */
 export const RECONNECT_MAX_MS = 500;
+/** A frame for a peer this process dials but is not connected to cuts the reconnect backoff
+ *  short: the core sends only to peers it believes are up (a replica the group just added, say;
+ *  PROTOCOL §10.6), so the peer is dialed at once, not up to RECONNECT_MAX_MS later. At most
+ *  one such dial per peer this often, so a dead peer the core still addresses costs little. */
+export const SEND_REDIAL_MIN_MS = 50;
 /** Random spread of ±20% on every delay so peers that lost a common server do not redial in
  *  lockstep. */
 export const RECONNECT_JITTER = 0.2;
@@ -97,7 +102,7 @@ type Conn = {
   unboundTimer: NodeJS.Timeout | null;
 };
 
-type Dialer = { peer: ProcessId; url: string; conn: Conn | null; delayMs: number; timer: NodeJS.Timeout | null };
+type Dialer = { peer: ProcessId; url: string; conn: Conn | null; delayMs: number; timer: NodeJS.Timeout | null; lastDialMs: number };
 
 function toBytes(data: RawData): Uint8Array {
   if (Array.isArray(data)) return Buffer.concat(data);
@@ -131,7 +136,7 @@ export class WsTransport implements Transport {
     const t = new WsTransport(opts);
     if (opts.listen !== undefined) await t.listen(opts.listen);
     for (const [peer, ep] of Object.entries(opts.dial ?? {})) {
-      const d: Dialer = { peer, url: `ws://${ep.host}:${ep.port}/`, conn: null, delayMs: RECONNECT_INITIAL_MS, timer: null };
+      const d: Dialer = { peer, url: `ws://${ep.host}:${ep.port}/`, conn: null, delayMs: RECONNECT_INITIAL_MS, timer: null, lastDialMs: -Infinity };
       t.dialers.set(peer, d);
       t.dialNow(d);
     }
@@ -172,7 +177,19 @@ export class WsTransport implements Transport {
       this.sendOn(current, frame);
       return;
     }
-    this.sendOn(this.routeTo(to), frame);
+    const route = this.routeTo(to);
+    if (route === null || route.ws.readyState !== WebSocket.OPEN) this.redialOnDemand(to);
+    this.sendOn(route, frame);
+  }
+
+  /** See SEND_REDIAL_MIN_MS. */
+  private redialOnDemand(to: ProcessId): void {
+    const d = this.dialers.get(to);
+    if (d === undefined || this.closed || d.conn !== null || d.timer === null) return;
+    if (performance.now() - d.lastDialMs < SEND_REDIAL_MIN_MS) return;
+    clearTimeout(d.timer);
+    d.delayMs = RECONNECT_INITIAL_MS;
+    this.dialNow(d);
   }
 
   async close(): Promise<void> {
@@ -313,6 +330,7 @@ export class WsTransport implements Transport {
     d.timer = null;
     if (this.closed) return;
     this.counters.dials++;
+    d.lastDialMs = performance.now();
     let ws: WebSocket;
     try {
       ws = new WebSocket(d.url, { perMessageDeflate: false, maxPayload: MAX_FRAME_BYTES, handshakeTimeout: CONNECT_TIMEOUT_MS });
