@@ -124,6 +124,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
    *  command (f + 1: one faulty replica cannot reset a node on its own). */
   const resetVotes = new Map<string, Set<ProcessId>>();
   const resets: WatchdogStatus['resets'] = [];
+  /** The (node, RSN) resets ordered since the last cluster reset, to ignore re-sent requests. */
+  const ordered = new Set<string>();
   const knownNodes = new Set(membership.agents.map((a) => a.node));
 
   // Rule 2 state. `consistentPastMs`: the latest moment, up to the last heartbeat, at which the
@@ -171,8 +173,15 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       ignore(replicaIds.has(from) ? 'UNEXPECTED' : 'NOT_A_MEMBER');
       return;
     }
+    // After a cluster reset only the restarted group commands resets: the old group's requests
+    // (an unrestarted replica's, still arriving) name RSNs of a history that is gone.
+    const rec = records.get(from);
+    if (clusterResets.length > 0 && (rec === undefined || !sinceReset(from, rec.inc))) {
+      ignore('UNEXPECTED');
+      return;
+    }
     const key = `${item.node}@${item.rsn}`;
-    if (resets.some((r) => r.node === item.node && r.rsn === item.rsn)) return; // done already; re-sent
+    if (ordered.has(key)) return; // done already; re-sent
     let votes = resetVotes.get(key);
     if (votes === undefined) {
       // Bounded: a faulty replica inventing RSNs can hold one pending vote per node at most.
@@ -182,6 +191,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     votes.add(from);
     if (votes.size < 2) return;
     resetVotes.delete(key);
+    ordered.add(key);
+    if (ordered.size > MAX_RESET_HISTORY) ordered.delete(ordered.values().next().value as string);
     push(resets, { node: item.node, rsn: item.rsn, requestedBy: [...votes].sort(), atMs: nowMs }, MAX_RESET_HISTORY);
     out.push({ type: 'reset.node', node: item.node, rsn: item.rsn });
     out.push({ type: 'log', level: 'warn', event: 'node.reset', fields: { node: item.node, rsn: item.rsn, requestedBy: [...votes] } });
@@ -193,6 +204,10 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     consistentPastMs = null;
     counted.length = 0;
     lastCountedAtMs.clear();
+    // The restarted group numbers its RSNs from 0 again: a node reset it orders at an RSN the
+    // old group used is a new one.
+    resetVotes.clear();
+    ordered.clear();
     for (const [from, r] of records) preResetInc.set(from, Math.max(preResetInc.get(from) ?? 0, r.inc));
     for (const [from, s] of reportSequences) preResetInc.set(from, Math.max(preResetInc.get(from) ?? 0, s.inc));
     push(clusterResets, { atMs: nowMs, rule, reason }, MAX_CLUSTER_RESET_HISTORY);

@@ -3,7 +3,8 @@
 //   npm run sim -- --seed S                 replay one seed, printing its plan and every violation
 //   --agents M (default 4)   --crypto keyed|ed25519 (default keyed: keyed SHA-512)
 //   --tasks                  task seeds instead (src/sim/task-seed.ts, issue 3): tasks, process
-//                            crashes, agent deaths, power-offs, partitions; replay with --tasks --seed S
+//                            crashes, agent deaths, power-offs, partitions, and in one seed of 20
+//                            two replicas at once (A21: a cluster reset); replay with --tasks --seed S
 // Prints one line per failing seed with its replay command and first violation, and ends with
 // exactly `sim: N seeds, V violations`; exits 1 when V > 0, 2 on a usage error.
 import { parseArgs } from 'node:util';
@@ -85,7 +86,7 @@ function main(): void {
         process.stdout.write(`seed ${seed}: ${describeTaskPlan(r.plan)}\n`);
         const st = r.stats;
         process.stdout.write(`  ${r.simulatedMs} ms simulated; ${r.accepted} tasks accepted; ${st.spawns} spawns, ${st.kills} kills, ` +
-          `${st.reports} reports, ${st.resets} node resets, ${st.operatorRequests} operator requests\n`);
+          `${st.reports} reports, ${st.resets} node resets, ${st.clusterResets} cluster resets, ${st.restores} restores, ${st.operatorRequests} operator requests\n`);
         for (const x of r.violations) process.stdout.write(`  [${x.invariant}] at ${x.atMs.toFixed(3)} ms: ${x.message}\n`);
       }
       fail(seed, r.violations);

@@ -40,7 +40,14 @@ export type InvariantName =
   /** Self-diagnosis (PROTOCOL §10): a correct replica is never condemned; after the faults heal
    *  the group is three serving replicas again. */
   | 'g.condemned-correct'
-  | 'g.recovered';
+  | 'g.recovered'
+  /** Cluster reset (spec §1.6 rule 2, §9.2 A21; PROTOCOL §10.8): the watchdog resets the cluster
+   *  only when two replicas of the group have failed, and does when they have. */
+  | 'g.cluster-reset'
+  /** Task restore (PROTOCOL §10.9): every accepted task live at the reset runs again in the fresh
+   *  group with the restarted flag, within RESTORE_BOUND_MS (src/sim/tasks.ts); nothing else is
+   *  restored. */
+  | 't.restored';
 
 export type Violation = { seed: number; atMs: number; invariant: InvariantName; message: string };
 
@@ -119,6 +126,10 @@ export class InvariantChecker {
   /** Replicas the run made faulty beyond the Byzantine ones: crashed, hung, or cut off by a
    *  partition (any of these may rightly be condemned). */
   private readonly faulty = new Set<ProcessId>();
+  /** Spare replica ids: out of the group until an agent starts one (and again after a reset). */
+  private readonly spares = new Set<ProcessId>();
+  /** Cluster resets so far: each starts a fresh group whose RSNs and GSSNs start over. */
+  clusterResets = 0;
   /** The network went beyond the timing bounds of the fault model (heavy loss, long spikes):
    *  timing-based accusations of correct replicas are then possible and not a violation. */
   outOfBounds = false;
@@ -142,6 +153,7 @@ export class InvariantChecker {
   /** `spare`: a replica id that runs only once an agent starts it as a replacement. */
   addProcess(id: ProcessId, kind: ProcessKind, spare = false): void {
     this.kinds.set(id, kind);
+    if (spare) this.spares.add(id);
     if (spare) this.retired.add(id);
     if (kind === 'agent') this.agents.set(id, { incarnation: 1, inc: 0, lastGssn: 0, delivered: new Set() });
     else this.replicas.set(id, { installedAt: 0, lastRsn: 0, lastCsn: new Map(), delivered: new Map(), echoTags: new Set() });
@@ -196,6 +208,48 @@ export class InvariantChecker {
   /** A replica the fault plan crashed, hung or cut off. */
   markFaulty(id: ProcessId): void {
     this.faulty.add(id);
+  }
+
+  /** Replicas of the group that have failed now: crashed, hung, cut off or Byzantine, and not
+   *  (yet) condemned out of it. A cluster reset is owed only when there are two (spec §1.6). */
+  failedReplicas(): ProcessId[] {
+    const out: ProcessId[] = [];
+    for (const [id, kind] of this.kinds) {
+      if (kind === 'replica' && (this.faulty.has(id) || this.byzantine.has(id)) && !this.retired.has(id)) out.push(id);
+    }
+    return out;
+  }
+
+  /** The whole cluster was powered off at once (spec §1.6 rules 2 and 3, PROTOCOL §10.9): every
+   *  process is down, and the group that starts next is a fresh one — its RSNs, GSSNs and CSNs
+   *  start over, so what the old group ordered and sent is no evidence about the new one. Only
+   *  the violations, the frames emitted (admission) and what processes terminated are kept.
+   *  `byzantine`: the replicas that will misbehave in the fresh group too (a wrapper that
+   *  survives a restart); corrupted state and crashes do not survive a reset. */
+  onClusterReset(byzantine: Iterable<ProcessId>): void {
+    this.clusterResets++;
+    this.byzantine.clear();
+    for (const id of byzantine) this.byzantine.add(id);
+    this.faulty.clear();
+    this.doubleFault = false;
+    this.installing.clear();
+    this.retired.clear();
+    for (const id of this.spares) this.retired.add(id);
+    this.sentGC.clear();
+    this.seenGC.clear();
+    this.deliveredContent.clear();
+    this.order.clear();
+    this.orderBy.clear();
+    this.echoRsn.clear();
+    this.joins.clear();
+    this.failures.clear();
+    for (const v of this.replicas.values()) {
+      v.installedAt = 0;
+      v.lastRsn = 0;
+      v.lastCsn = new Map();
+      v.delivered = new Map();
+      v.echoTags = new Set();
+    }
   }
 
   /** A replacement replica started (PROTOCOL §10.6). */

@@ -2,13 +2,15 @@
 // them on a simulated cluster (src/sim/tasks.ts), heal, run until every accepted task has
 // finished (or the hard end), then check the task invariants and the group layer's. Pure
 // function of (seed, options): the same seed replays exactly (`npm run sim -- --tasks --seed S`).
+// A fixed slice of seeds (A21_SEED_EVERY) crashes two replicas at once instead (spec §9.2 A21):
+// the watchdog must reset the cluster and the fresh group run every accepted task again.
 import type { ProcessId } from '../core/ports.ts';
 import type { Violation } from './invariants.ts';
 import { DEFAULT_LINK } from './world.ts';
 import { streamFor, type SeededRandom } from './random.ts';
 import type { CoreFactories } from './world.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../core/signals.ts';
-import { TaskSim, type SimApp } from './tasks.ts';
+import { RESTORE_BOUND_MS, TaskSim, type SimApp } from './tasks.ts';
 import { condemned } from './run-seed.ts';
 
 /** Faults happen in [0, FAULT_END_MS); then the network heals and the run settles. */
@@ -23,6 +25,15 @@ export const MAX_TASK_SIZE = 5;
 export type TaskKind = 'work' | 'exit-3' | 'missing' | 'forever-killed' | 'stubborn-killed' | 'linked-chatter';
 /** Broadcast and group requests each linked process of a seed may send. */
 export const MAX_APP_REQUESTS = 6;
+/** One task seed in this many (those with seed % A21_SEED_EVERY === A21_SEED_OFFSET) crashes two
+ *  replicas at the same moment (spec §9.2 A21) instead of its drawn fault: 50 of the 1000 seeds
+ *  of the fixed slices, each several seconds of simulated time longer than the others. */
+export const A21_SEED_EVERY = 20;
+export const A21_SEED_OFFSET = 7;
+/** Replicas crash in [A21_CRASH_MIN_MS, A21_CRASH_MAX_MS]: while tasks are still submitted
+ *  (20–500 ms), so some are accepted and live, some pending at the crash and some finished. */
+export const A21_CRASH_MIN_MS = 50;
+export const A21_CRASH_MAX_MS = 800;
 export type TaskPlanItem = { atMs: number; kind: TaskKind; size: number; durationMs: number; killAtMs: number };
 export type TaskFault =
   | { type: 'none' }
@@ -30,7 +41,9 @@ export type TaskFault =
   | { type: 'agent-death'; agent: ProcessId; atMs: number; restartAfterMs: number }
   | { type: 'power-off'; agent: ProcessId; atMs: number }
   | { type: 'partition'; agent: ProcessId; fromMs: number; untilMs: number }
-  | { type: 'replica-crash'; replica: ProcessId; atMs: number };
+  | { type: 'replica-crash'; replica: ProcessId; atMs: number }
+  /** Spec §9.2 A21: two replicas at the same moment; only a cluster reset brings the group back. */
+  | { type: 'replicas-crash'; replicas: [ProcessId, ProcessId]; atMs: number };
 
 export type TaskPlan = { seed: number; tasks: TaskPlanItem[]; fault: TaskFault; loss: number };
 
@@ -62,7 +75,16 @@ export function taskPlanFor(seed: number, agents: readonly ProcessId[]): TaskPla
     // gets the task state with the rest (PROTOCOL §10).
     fault = { type: 'replica-crash', replica: pick(rng, ['r1', 'r2', 'r3']), atMs: between(rng, 50, 800) };
   }
-  return { seed, tasks, fault, loss: rng.next() < 0.3 ? rng.next() * 0.02 : 0 };
+  const loss = rng.next() < 0.3 ? rng.next() * 0.02 : 0;
+  if (seed % A21_SEED_EVERY === A21_SEED_OFFSET) {
+    // Drawn from a stream of its own, after the others: the rest of the plan stays as drawn.
+    const a21 = streamFor(seed, 'a21');
+    const replicas = ['r1', 'r2', 'r3'];
+    const spared = Math.floor(a21.next() * replicas.length);
+    const crashed = replicas.filter((_, i) => i !== spared) as [ProcessId, ProcessId];
+    fault = { type: 'replicas-crash', replicas: crashed, atMs: between(a21, A21_CRASH_MIN_MS, A21_CRASH_MAX_MS) };
+  }
+  return { seed, tasks, fault, loss };
 }
 
 export function describeTaskPlan(p: TaskPlan): string {
@@ -106,13 +128,22 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
       sim.appSend(app, GSIG.REQ_SYNC, GSIG_CM, app.epoch % 2);
     }
   };
+  // Tasks the operator means to kill, by nonce, with the cluster resets before its last kill: a
+  // task restored after a reset runs again and is killed again (its old kill may have been
+  // ordered before the restore, or by the old group while the task was still terminating).
+  const toKill = new Map<string, number>();
   plan.tasks.forEach((t, i) => {
     s.at(t.atMs, () => {
       const file = t.kind === 'missing' ? 'sim-missing' : t.kind === 'forever-killed' ? 'sim-forever' : t.kind === 'stubborn-killed' ? 'sim-stubborn'
         : t.kind === 'linked-chatter' ? 'sim-linked' : 'sim-work';
       const args = t.kind === 'work' ? [String(t.durationMs), '0'] : t.kind === 'exit-3' ? [String(t.durationMs), '3'] : [];
-      sim.submit({ name: `${t.kind}-${i}`, size: t.size, file, args }, (ok, text) => {
-        if (ok && (t.kind === 'forever-killed' || t.kind === 'stubborn-killed' || t.kind === 'linked-chatter')) s.at(t.killAtMs, () => sim.kill(text));
+      const nonce = sim.submit({ name: `${t.kind}-${i}`, size: t.size, file, args }, (ok, text) => {
+        if (ok && (t.kind === 'forever-killed' || t.kind === 'stubborn-killed' || t.kind === 'linked-chatter')) {
+          s.at(t.killAtMs, () => {
+            toKill.set(nonce, w.resets);
+            sim.kill(text);
+          });
+        }
         if (ok && t.kind === 'linked-chatter') {
           // Once its processes run, each asks for one broadcast: the chatter starts.
           s.at(t.atMs + 150, () => {
@@ -141,6 +172,21 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
     case 'replica-crash':
       s.at(f.atMs, () => w.crash(f.replica));
       break;
+    case 'replicas-crash': {
+      s.at(f.atMs, () => sim.crashReplicas(f.replicas));
+      const again = (): void => {
+        for (const [nonce, resets] of toKill) {
+          if (resets === w.resets) continue;
+          const id = sim.liveTaskId(nonce);
+          if (id === null) continue;
+          toKill.set(nonce, w.resets);
+          sim.kill(id);
+        }
+        s.after(TASK_POLL_MS, again);
+      };
+      s.after(TASK_POLL_MS, again);
+      break;
+    }
   }
   s.at(TASK_FAULT_END_MS, () => w.network.setFaultWindow(false));
   w.runUntil(TASK_FAULT_END_MS);
@@ -148,11 +194,21 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
   // Settled: every task finished and nothing runs, the group layer owes nothing (every
   // replica executed every RSN the others did), and a crashed replica has been replaced.
   const replaced = (): boolean => f.type !== 'replica-crash' || condemned(w, f.replica);
-  while (t < TASK_HARD_END_MS && w.checker.violations.length === 0 && !(sim.settled() && replaced() && w.checker.missing(1).length === 0)) {
+  // A21: the cluster was reset, the watchdog restored every journalled task, and t.restored's
+  // deadline has passed (its check ran).
+  const restored = (): boolean => {
+    if (f.type !== 'replicas-crash') return true;
+    const last = sim.clusterResets[sim.clusterResets.length - 1];
+    return last !== undefined && w.now > last.atMs + RESTORE_BOUND_MS && sim.watchdogStatus().restoresPending.length === 0;
+  };
+  while (t < TASK_HARD_END_MS && w.checker.violations.length === 0 && !(sim.settled() && replaced() && restored() && w.checker.missing(1).length === 0)) {
     t += TASK_POLL_MS;
     w.runUntil(t);
   }
   if (w.checker.violations.length === 0 && !replaced()) w.checker.fail('g.recovered', `crashed replica ${f.type === 'replica-crash' ? f.replica : ''} is still a member at ${w.now} ms`);
+  if (w.checker.violations.length === 0 && f.type === 'replicas-crash' && sim.clusterResets.length === 0) {
+    w.checker.fail('g.cluster-reset', `${f.replicas.join(' and ')} crashed at ${f.atMs} ms, but the watchdog had not reset the cluster at ${w.now} ms`);
+  }
   sim.finish(true);
   w.checker.finish({ livenessExpected: true, digests: w.digests() });
   opts.inspect?.(sim);

@@ -4,7 +4,11 @@
 // kills tasks and accepts an outcome only from two matching replies (PROTOCOL §8.1).
 //
 // Faults of one seed: task processes crash, an agent dies and its keeper restarts it, a whole
-// node loses power, an agent is partitioned from the group, one replica crashes. The checks:
+// node loses power, an agent is partitioned from the group, one replica crashes, or two replicas
+// crash at once and the watchdog power-resets the whole cluster (spec §1.6 rule 2, §9.2 A21):
+// every replica keeps its last task journal on its node's disk (`persist.tasks`), the watchdog
+// reads them all after the reset (`restore.load`) and has the fresh group restore every task in
+// them (PROTOCOL §10.9). The checks:
 //   t.reported-once   every process's end is applied by a correct replica at most once;
 //   t.commanded       nothing is spawned or killed without a command delivered on 2 matching
 //                     copies (the group layer's own check covers the copies, this one covers
@@ -14,6 +18,14 @@
 //   t.truth           at the end, what correct replicas believe runs is what the OS runs: no
 //                     process both running (to the manager) and dead (on its node), and no live
 //                     process the manager does not know;
+//   g.cluster-reset   the watchdog resets the cluster only while two replicas of the group have
+//                     failed (crashed, hung, cut off, Byzantine; not yet condemned);
+//   t.restored        at a cluster reset, every accepted task live at a correct replica is in
+//                     some journal; within RESTORE_BOUND_MS of the reset, every accepted task the
+//                     journals held is a task of every serving correct replica of the fresh group
+//                     with the restarted flag set (running, or finished after it restarted), the
+//                     watchdog has no restore pending, and the fresh group holds no task that is
+//                     neither restored from the journals nor submitted by the operator;
 //   and the group layer's invariants, digests equal at equal RSN among them (src/sim/invariants.ts).
 import { createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcRecord, type ProcRef } from '../core/agent-procs.ts';
 import type { Timing } from '../core/constants.ts';
@@ -21,15 +33,18 @@ import type { CoreEffect } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { unreachable } from '../core/result.ts';
 import type { ClusterView } from '../core/status.ts';
-import { createWatchdog } from '../core/watchdog.ts';
-import { decodeFrame } from '../core/wire/frame.ts';
+import type { WatchdogStatus } from '../core/watchdog.ts';
 import { GSIG_BROADCAST } from '../core/signals.ts';
 import type { AgentToProc, Mapping } from '../core/wire/app-wire.ts';
-import type { AgentRequest, Frame, GroupCommand, OperatorRequest, ProcMode, ProcReport } from '../core/wire/messages.ts';
+import type { AgentRequest, Frame, GroupCommand, OperatorRequest, ProcMode, ProcReport, TaskSubmit } from '../core/wire/messages.ts';
 import type { SpawnerEvent } from '../io/spawner.ts';
 import type { InvariantName } from './invariants.ts';
 import { streamFor, type SeededRandom } from './random.ts';
 import { SimSpawner, type PidCounter } from './sim-spawner.ts';
+import {
+  checkNotInvented, checkRestored, journalledTasks, servingReplicas, tasksByNonce, type ClusterResetRun, type HeldTask,
+} from './restore-checks.ts';
+import { SimWatchdog } from './sim-watchdog.ts';
 import { World, type NodeHooks, type WorldOptions } from './world.ts';
 
 /** Timing of task seeds: the defaults, with task timeouts short enough for a seed to retry. */
@@ -42,6 +57,18 @@ export const NODE_REBOOT_MS = 40;
 export const APP_CONNECT_MS = 1;
 /** Agent → process socket delivery. */
 export const APP_DELIVERY_MS = 0.1;
+/** After the watchdog's cluster reset, every node reboots as one does after a node reset; then
+ *  the keepers start the initial replicas and the agents (PROTOCOL §10.9). */
+export const CLUSTER_REBOOT_MS = NODE_REBOOT_MS;
+/** t.restored: how long after a cluster reset every accepted task of the journals must be a task
+ *  of the fresh group again. The path: the nodes reboot (CLUSTER_REBOOT_MS, 40 ms); the replicas'
+ *  handshakes (a retry is 50 ms) and two heartbeats of the fresh group at the watchdog
+ *  (sccHeartbeatMs, 75 ms) re-arm it; it sends the restores at once and every RESTORE_RESEND_MS
+ *  (200 ms) until two replicas confirm; ordering one takes a few retransmissions (40 ms) at worst.
+ *  Without loss that is about 45 ms (the worst of the 100 A21 seeds in 1..2000: 43 ms from the
+ *  reset to the second confirmation); 1 s leaves room for several lost restore rounds and
+ *  handshakes, and is still small next to the 2 s of silence that ordered the reset. */
+export const RESTORE_BOUND_MS = 1000;
 
 /** A signal as a simulated linked process received it. */
 export type AppSignal = Extract<AgentToProc, { type: 'signal' }> & { atMs: number };
@@ -57,6 +84,8 @@ export type SimApp = {
   mapping: Mapping | null;
   received: AppSignal[];
   alive: boolean;
+  /** Cluster resets before it started: epochs start over in each fresh group. */
+  era: number;
   /** Called at each delivered signal (a scripted process reacts here). */
   onSignal: ((app: SimApp, s: AppSignal) => void) | null;
 };
@@ -80,17 +109,36 @@ type Node = {
 
 type Pending = { payload: OperatorRequest; replies: Map<ProcessId, string>; done: ((ok: boolean, text: string) => void) | null };
 
+/** A task the operator saw accepted (two matching replies), by its submit's nonce. */
+export type AcceptedTask = {
+  /** The id the accepting group gave it (a restore keeps it only if free in the fresh group). */
+  id: string;
+  payload: TaskSubmit;
+  /** Cluster resets before it was accepted. */
+  era: number;
+  /** It had finished before a cluster reset (no journal held it): the fresh group owes it nothing. */
+  gone: boolean;
+};
+
 export type TaskSimOptions = Omit<WorldOptions, 'hooks'>;
+export type { ClusterResetRun, HeldTask } from './restore-checks.ts';
 
 export class TaskSim implements NodeHooks {
   readonly world: World;
   readonly nodes = new Map<ProcessId, Node>();
-  /** Task ids the operator saw accepted (two matching replies), with what it submitted. */
-  readonly accepted = new Map<string, OperatorRequest>();
+  /** Tasks the operator saw accepted (two matching replies), by their submit's nonce. */
+  readonly accepted = new Map<string, AcceptedTask>();
   readonly refused: { payload: OperatorRequest; text: string }[] = [];
-  readonly stats = { spawns: 0, kills: 0, reports: 0, resets: 0, operatorRequests: 0 };
+  readonly stats = { spawns: 0, kills: 0, reports: 0, resets: 0, clusterResets: 0, restores: 0, operatorRequests: 0 };
+  /** Each replica's node disk: the last task journal it wrote (`persist.tasks`). It survives the
+   *  replica's crash; the watchdog reads and deletes them all at a cluster reset. */
+  readonly disks = new Map<ProcessId, Uint8Array>();
+  /** Cluster resets carried out, oldest first. */
+  readonly clusterResets: ClusterResetRun[] = [];
+  /** Nonces of every task.submit the operator sent. */
+  private readonly submitted = new Set<string>();
   private readonly pending = new Map<string, Pending>();
-  private readonly watchdog;
+  private readonly watchdog: SimWatchdog;
   /** Terminal reports applied per correct replica and pid (t.reported-once). */
   private readonly deaths = new Map<string, number>();
   private readonly pids: PidCounter = { next: 1000 };
@@ -108,19 +156,20 @@ export class TaskSim implements NodeHooks {
         epoch: 0, allowed: new Map(), outbox: [], requests: [],
       });
     }
-    // The watchdog: the real core, fed the frames the replicas send it.
-    this.watchdog = createWatchdog({
-      id: 'scc', membership: this.world.membership, inc: 1, signer: this.world.keyring.signerFor('scc'), verifier: this.world.keyring.verifier,
-    });
-    this.world.network.attach('scc', {
-      receive: (bytes) => {
-        const r = decodeFrame(bytes, { cluster: this.world.membership.cluster, self: 'scc', verifier: this.world.keyring.verifier });
-        if (!r.ok) return;
-        for (const e of this.watchdog.step({ type: 'frame', nowMs: this.world.now, frame: r.value })) {
-          if (e.type === 'reset.node') this.powerReset(e.node);
-        }
-      },
-    });
+    // The watchdog: the real core on its own computer, fed by the replicas (src/sim/sim-watchdog.ts).
+    this.watchdog = new SimWatchdog(this.world, (e) => this.onWatchdogEffect(e));
+  }
+
+  /** What the watchdog reports to an operator's `trine status`. */
+  watchdogStatus(): WatchdogStatus {
+    return this.watchdog.status();
+  }
+
+  private onWatchdogEffect(e: Exclude<CoreEffect, { type: 'send' }>): void {
+    if (e.type === 'reset.node') this.powerReset(e.node);
+    // Not from inside the watchdog's step: the daemon hands the order to its reset hook.
+    if (e.type === 'reset.cluster') this.world.scheduler.after(0, () => this.resetCluster(e.reason));
+    if (e.type === 'log' && e.event === 'restore.done') this.stats.restores++;
   }
 
   get now(): number {
@@ -133,12 +182,13 @@ export class TaskSim implements NodeHooks {
 
   // ---- the operator ------------------------------------------------------------------------
 
-  /** Send a request; `done` gets the outcome two replicas agree on. */
-  operate(make: (nonce: string) => OperatorRequest, done?: (ok: boolean, text: string) => void): void {
+  /** Send a request; `done` gets the outcome two replicas agree on. Returns its nonce. */
+  operate(make: (nonce: string) => OperatorRequest, done?: (ok: boolean, text: string) => void): string {
     const nonce = (++this.nonces).toString(16).padStart(32, '0');
     const payload = make(nonce);
     const p: Pending = { payload, replies: new Map(), done: done ?? null };
     this.pending.set(nonce, p);
+    if (payload.type === 'task.submit') this.submitted.add(nonce);
     this.stats.operatorRequests++;
     const send = (): void => {
       if (!this.pending.has(nonce)) return;
@@ -146,11 +196,13 @@ export class TaskSim implements NodeHooks {
       this.world.scheduler.after(OPERATOR_RESEND_MS, send);
     };
     send();
+    return nonce;
   }
 
-  submit(spec: { name: string; size: number; file: string; args?: string[]; mode?: ProcMode }, done?: (ok: boolean, text: string) => void): void {
+  /** Submit a task; returns the submit's nonce (what identifies the task across a reset). */
+  submit(spec: { name: string; size: number; file: string; args?: string[]; mode?: ProcMode }, done?: (ok: boolean, text: string) => void): string {
     const mode = spec.mode ?? (spec.file === 'sim-linked' ? 'linked' : 'plain');
-    this.operate((nonce) => ({ type: 'task.submit', nonce, name: spec.name, size: spec.size, file: spec.file, args: spec.args ?? [], cwd: '/', env: [], mode }), done);
+    return this.operate((nonce) => ({ type: 'task.submit', nonce, name: spec.name, size: spec.size, file: spec.file, args: spec.args ?? [], cwd: '/', env: [], mode }), done);
   }
 
   // ---- linked processes (PROTOCOL §9) ------------------------------------------------------
@@ -209,7 +261,7 @@ export class TaskSim implements NodeHooks {
       if ((votes.get(`${item.rsn}|${item.ok}|${item.text}`) ?? 0) < 2) continue;
       this.pending.delete(item.nonce);
       if (p.payload.type === 'task.submit') {
-        if (item.ok) this.accepted.set(item.text, p.payload);
+        if (item.ok) this.accepted.set(item.nonce, { id: item.text, payload: p.payload, era: this.world.resets, gone: false });
         else this.refused.push({ payload: p.payload, text: item.text });
       }
       p.done?.(item.ok, item.text);
@@ -229,8 +281,10 @@ export class TaskSim implements NodeHooks {
   /** The agent dies; its keeper starts a new incarnation after `restartAfterMs`. */
   agentDeath(agent: ProcessId, restartAfterMs: number): void {
     this.world.crash(agent);
+    const era = this.world.resets;
     this.world.scheduler.after(restartAfterMs, () => {
-      if (!this.world.isUp(agent)) this.world.restart(agent);
+      // A cluster reset meanwhile restarted it already (and its keeper with it).
+      if (era === this.world.resets && !this.world.isUp(agent)) this.world.restart(agent);
     });
   }
 
@@ -238,6 +292,7 @@ export class TaskSim implements NodeHooks {
   powerOff(agent: ProcessId): void {
     const n = this.node(agent);
     n.os.powerOff();
+    for (const app of this.allApps) if (app.agent === agent) app.alive = false;
     this.world.crash(agent);
   }
 
@@ -247,7 +302,87 @@ export class TaskSim implements NodeHooks {
     if (n === undefined) return;
     this.stats.resets++;
     this.powerOff(n.agent);
-    this.world.scheduler.after(NODE_REBOOT_MS, () => this.world.restart(n.agent));
+    const era = this.world.resets;
+    this.world.scheduler.after(NODE_REBOOT_MS, () => {
+      if (era === this.world.resets) this.world.restart(n.agent);
+    });
+  }
+
+  /** Two replicas crash at the same moment (spec §9.2 A21): the group cannot go on (f = 1), and
+   *  only the watchdog's cluster reset brings it back. */
+  crashReplicas(replicas: readonly ProcessId[]): void {
+    for (const r of replicas) this.world.crash(r);
+  }
+
+  /** The watchdog's cluster reset (spec §1.6 rules 2 and 3; PROTOCOL §10.9), as the local reset
+   *  hook of `trine scc` carries it out: every node loses power at once — every replica (spares
+   *  and replacements too), every agent, every task process — then the watchdog reads every
+   *  replica's task journal from the disks, which are then deleted, and the nodes boot: the
+   *  initial replicas and every agent start with higher incarnations, a fresh group. */
+  private resetCluster(reason: string): void {
+    const checker = this.world.checker;
+    checker.setTime(this.now);
+    const failed = checker.failedReplicas();
+    if (failed.length < 2 && !checker.outOfBounds) {
+      this.fail('g.cluster-reset', `the watchdog reset the cluster with ${failed.length === 0 ? 'no replica' : `only ${failed.join(', ')}`} failed: ${reason}`);
+    }
+    // What the disks hold, in membership order (initial replicas, then spares).
+    const ids = [...this.world.membership.replicas, ...this.world.membership.spareReplicas].filter((id) => this.disks.has(id));
+    const journals = ids.map((id) => ({ source: `${id}.journal`, data: this.disks.get(id) as Uint8Array }));
+    const held = journalledTasks(journals);
+    // t.restored, the journals' part: an accepted task a correct replica of the group still ran
+    // must be on some disk, or the reset loses it.
+    const owed = new Map<string, string>();
+    for (const [nonce, a] of this.accepted) {
+      if (a.gone) continue;
+      if (held.has(nonce)) {
+        owed.set(nonce, a.id);
+        continue;
+      }
+      for (const rid of this.servingReplicas()) {
+        const rec = this.recordsByNonce(rid).get(nonce);
+        if (rec !== undefined && rec.outcome === null) this.fail('t.restored', `task ${rec.id} (accepted as ${a.id}) is live at ${rid} but no journal holds it at the cluster reset`);
+      }
+      a.gone = true;
+    }
+    const run: ClusterResetRun = { atMs: this.now, reason, failed, journals: ids, held, owed };
+    this.clusterResets.push(run);
+    this.stats.clusterResets++;
+    // Power off.
+    for (const n of this.nodes.values()) n.os.powerOff();
+    for (const app of this.allApps) app.alive = false;
+    this.world.clusterPowerOff();
+    this.deaths.clear();
+    // The operator's client reconnects to the fresh group; what the old one answered is void.
+    for (const p of this.pending.values()) p.replies.clear();
+    // The watchdog reads every journal, then the disks are wiped.
+    this.watchdog.input({ type: 'restore.load', nowMs: this.now, journals });
+    this.disks.clear();
+    const era = this.world.resets;
+    this.world.scheduler.after(CLUSTER_REBOOT_MS, () => {
+      if (era === this.world.resets) this.world.clusterPowerOn();
+    });
+    this.world.scheduler.after(RESTORE_BOUND_MS, () => {
+      if (era === this.world.resets) checkRestored(this.world, run, this.watchdog.status(), this.submitted, RESTORE_BOUND_MS);
+    });
+  }
+
+  /** The tasks replica `rid` holds, by their submit's nonce (src/sim/restore-checks.ts). */
+  recordsByNonce(rid: ProcessId): Map<string, HeldTask> {
+    return tasksByNonce(this.world, rid);
+  }
+
+  private servingReplicas(): ProcessId[] {
+    return servingReplicas(this.world);
+  }
+
+  /** The id of the task submitted with `nonce` in the group now, while it is live there. */
+  liveTaskId(nonce: string): string | null {
+    for (const rid of this.servingReplicas()) {
+      const t = this.recordsByNonce(rid).get(nonce);
+      if (t !== undefined && t.outcome === null) return t.id;
+    }
+    return null;
   }
 
   // ---- node hooks (World) --------------------------------------------------------------------
@@ -289,6 +424,7 @@ export class TaskSim implements NodeHooks {
       if (effect.type === 'deliver.command') this.onCommand(n, effect.command);
       return;
     }
+    if (effect.type === 'persist.tasks') this.disks.set(id, effect.journal);
     if (effect.type === 'deliver.request' && effect.request.type === 'proc.report' && this.world.checker.isCorrect(id)) {
       for (const r of effect.request.reports) {
         if (r.pid === 0 || r.kind === 'spawnSucceeded') continue;
@@ -332,7 +468,9 @@ export class TaskSim implements NodeHooks {
             }
             if (n.epoch === epoch && n.procs !== null) this.run(n, n.procs.os(ref, ev));
             if (linked && ev.type === 'os.spawned') {
-              const app: SimApp = { task: ref.task, vpid: ref.vpid, agent: n.agent, pid: ev.pid, epoch: 0, mapping: null, received: [], alive: true, onSignal: null };
+              const app: SimApp = {
+                task: ref.task, vpid: ref.vpid, agent: n.agent, pid: ev.pid, epoch: 0, mapping: null, received: [], alive: true, era: this.world.resets, onSignal: null,
+              };
               const previous = this.apps.get(key);
               if (previous !== undefined) app.onSignal = previous.onSignal;
               this.apps.set(key, app);
@@ -400,7 +538,7 @@ export class TaskSim implements NodeHooks {
         const who = `${app.task}/${app.vpid} (pid ${app.pid})`;
         if (r.epoch <= last) this.fail('t.atomic-broadcast', `${who} received epoch ${r.epoch} after ${last}`);
         last = r.epoch;
-        const key = `${app.task}|${r.epoch}`;
+        const key = `${app.era}|${app.task}|${r.epoch}`;
         const what = `${r.signum}/${r.src}/${r.arg}`;
         const seen = byEpoch.get(key);
         if (seen === undefined) byEpoch.set(key, { what, who });
@@ -427,11 +565,18 @@ export class TaskSim implements NodeHooks {
     return out;
   }
 
+  /** The accepted tasks the group owes now, each with its id at replica `rid` (null: unknown
+   *  there). A task that had finished before a cluster reset is owed nothing after it. */
+  private owedAt(rid: ProcessId): { nonce: string; accepted: AcceptedTask; id: string | null }[] {
+    const held = this.recordsByNonce(rid);
+    return [...this.accepted].filter(([, a]) => !a.gone).map(([nonce, a]) => ({ nonce, accepted: a, id: held.get(nonce)?.id ?? null }));
+  }
+
   /** Every accepted task has finished at every correct replica, and no process runs. */
   settled(): boolean {
-    for (const v of this.views().values()) {
-      for (const id of this.accepted.keys()) {
-        const t = v.tasks.find((x) => x.id === id);
+    for (const [rid, v] of this.views()) {
+      for (const { id } of this.owedAt(rid)) {
+        const t = id === null ? undefined : v.tasks.find((x) => x.id === id);
         if (t === undefined || t.outcome === null) return false;
         // A process's last report may still be in flight after its task gave up (T17).
         if (t.procs.some((p) => p.state === 'spawning' || p.state === 'running' || p.state === 'terminating')) return false;
@@ -443,10 +588,11 @@ export class TaskSim implements NodeHooks {
   /** End-of-run checks; `healed`: the faults are over and the run had time to settle. */
   finish(healed: boolean): void {
     for (const [rid, v] of this.views()) {
-      for (const id of this.accepted.keys()) {
-        const t = v.tasks.find((x) => x.id === id);
+      for (const { accepted: a, id: heldAs } of this.owedAt(rid)) {
+        const id = heldAs ?? a.id;
+        const t = heldAs === null ? undefined : v.tasks.find((x) => x.id === heldAs);
         if (t === undefined) {
-          this.fail('t.accepted', `task ${id} was accepted but ${rid} does not know it`);
+          this.fail('t.accepted', `task ${a.id} was accepted but ${rid} does not know it`);
           continue;
         }
         if (healed && t.outcome === null) this.fail('t.accepted', `task ${id} never finished at ${rid}: ${t.state}${t.waitReason !== null ? ` (${t.waitReason})` : ''}`);
@@ -462,6 +608,8 @@ export class TaskSim implements NodeHooks {
       }
     }
     this.checkAtomicBroadcast();
+    const last = this.clusterResets[this.clusterResets.length - 1];
+    if (last !== undefined) checkNotInvented(this.world, last, this.submitted);
     if (!healed) return;
     for (const n of this.nodes.values()) {
       for (const p of n.os.running()) this.fail('t.truth', `pid ${p.pid} (${p.task}/${p.vpid}) still runs on ${n.node} after every task finished`);

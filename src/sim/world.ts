@@ -164,6 +164,8 @@ export class World {
   /** Bytes a faulty process made up (sendRaw): the admission check does not ask a decoder to
    *  accept them, only never to accept what the sender's shell did not emit. */
   private readonly forged = new WeakSet<Uint8Array>();
+  /** Cluster resets so far: work scheduled by an earlier group (a replacement's start) is void. */
+  private era = 0;
 
   constructor(private readonly opts: WorldOptions) {
     const replicas = ['r1', 'r2', 'r3'];
@@ -259,7 +261,9 @@ export class World {
       return;
     }
     p.joining = joining;
+    const era = this.era;
     this.scheduler.at(this.now + REPLICA_SPAWN_DELAY_MS, () => {
+      if (era !== this.era) return; // the cluster was reset meanwhile: the node lost power
       if (p.up || !this.isUp(agent)) {
         p.joining = null;
         return;
@@ -284,6 +288,39 @@ export class World {
     this.checker.onDown(id);
     this.opts.hooks?.onDown(id);
     this.record({ type: 'crash', atMs: this.now, at: id });
+  }
+
+  /** A power reset of the whole cluster (spec §1.6 rules 2 and 3, §9.2 A21): every replica
+   *  (spares and replacements included) and every agent stops at once, and nothing an earlier
+   *  group scheduled (a replacement's start) happens any more. The checker starts over with the
+   *  fresh group (InvariantChecker.onClusterReset). `clusterPowerOn` starts it. */
+  clusterPowerOff(): void {
+    this.era++;
+    this.checker.setTime(this.now);
+    for (const p of this.procs.values()) {
+      if (p.up) this.crash(p.id);
+      p.joining = null;
+    }
+    // A Byzantine wrapper stays with its process (a compromised binary); corrupted state does not.
+    const byzantine = [...this.procs.values()].filter((p) => p.behaviours.length > 0 && this.opts.bugs?.has(p.id) !== true).map((p) => p.id);
+    this.checker.onClusterReset(byzantine);
+  }
+
+  /** After `clusterPowerOff`: the initial replicas and every agent start with higher
+   *  incarnations, in membership order, as their keepers start them on boot; spares wait. */
+  clusterPowerOn(): void {
+    for (const p of this.procs.values()) if (!p.spare && !p.up) this.restart(p.id);
+  }
+
+  /** Whether the cluster was reset since `era` (a number read from `resets`). */
+  get resets(): number {
+    return this.era;
+  }
+
+  /** Record an effect of a process the world does not run (the watchdog, src/sim/tasks.ts) in
+   *  the trace, so `effects()` shows it beside the cores'. */
+  recordEffect(at: ProcessId, effect: TracedEffect): void {
+    this.record({ type: 'effect', atMs: this.now, at, effect });
   }
 
   /** A fresh core with a higher incarnation, as the agent-keeper would start it. */
@@ -517,7 +554,10 @@ export class World {
     if (e.type === 'deliver.command' && p.kind === 'agent') {
       const c = e.command;
       if (c.type === 'replica.spawn') this.spawnReplica(p.id, c.id, { view: c.view, primary: c.primary, replicas: c.replicas });
-      if (c.type === 'replica.kill') this.scheduler.at(this.now, () => this.crash(c.id));
+      if (c.type === 'replica.kill') {
+        const era = this.era;
+        this.scheduler.at(this.now, () => (era === this.era ? this.crash(c.id) : undefined));
+      }
     }
     if (e.type === 'log' && p.kind === 'replica') {
       if (e.event === 'replica.retired') this.checker.onRetired(p.id);
