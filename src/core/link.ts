@@ -45,6 +45,10 @@ export type Peer = {
   helloAtMs: number | null;
   /** Handshake retry multiplier: doubles per unanswered hello, up to MAX_RETRANSMIT_BACKOFF. */
   helloBackoff: number;
+  /** A peer expected up any moment (a replacement replica starting, PROTOCOL §10.6): its hellos
+   *  keep the plain handshake period, no backoff, so the session opens within one period of
+   *  its start (each hello also makes the transport dial it, src/io/ws-transport.ts). */
+  eager?: boolean;
   lanes: [Lane<PtpPayload>, Lane<GroupBody>];
   /** Lane 0 received in order since our last outgoing lane-0 item: an ack is owed. */
   ackOwed: boolean;
@@ -98,9 +102,12 @@ export function startLinks(links: Links, nowMs: number, out: CoreEffect[]): void
 
 /** A peer that joined (a replica added to the group, PROTOCOL §10.6–10.7): open its session.
  *  Nothing happens for a peer already known. */
-export function linkAddPeer(links: Links, id: ProcessId, nowMs: number, out: CoreEffect[]): void {
-  if (id === links.self || links.peers.has(id)) return;
+export function linkAddPeer(links: Links, id: ProcessId, nowMs: number, out: CoreEffect[], eager = false): void {
+  const known = links.peers.get(id);
+  if (known !== undefined) known.eager = eager;
+  if (id === links.self || known !== undefined) return;
   const peer = newPeer(id);
+  peer.eager = eager;
   links.peers.set(id, peer);
   out.push({ type: 'send', to: id, item: hello(links, peer) });
   peer.helloAtMs = nowMs + links.timing.handshakeRetryMs;
@@ -380,7 +387,7 @@ export function linkTimers(links: Links, nowMs: number, out: CoreEffect[], stead
     if (!peer.established) {
       if (peer.helloAtMs !== null && peer.helloAtMs <= nowMs) {
         out.push({ type: 'send', to: peer.id, item: hello(links, peer) });
-        peer.helloBackoff = Math.min(peer.helloBackoff * 2, MAX_RETRANSMIT_BACKOFF);
+        peer.helloBackoff = peer.eager === true ? 1 : Math.min(peer.helloBackoff * 2, MAX_RETRANSMIT_BACKOFF);
         peer.helloAtMs = nowMs + links.timing.handshakeRetryMs * peer.helloBackoff;
       }
       continue;

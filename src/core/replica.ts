@@ -308,7 +308,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     const want = new Set([...state.replicas, ...agentIds]);
     const joining = state.group.recovery?.id;
     if (joining !== undefined) want.add(joining);
-    for (const p of want) linkAddPeer(links, p, nowMs, out);
+    for (const p of want) linkAddPeer(links, p, nowMs, out, p === joining && !isMember(p));
     for (const p of [...links.peers.keys()]) if (poolIds.has(p) && !want.has(p)) linkRemovePeer(links, p);
   }
 
