@@ -11,7 +11,6 @@
 // reset at a time, a second order coalesced, node resets skipped while it runs, a failure logged
 // with its code. The stand-ins are sleeping processes whose command lines name the cluster dir
 // and their id, as the daemons' do; every one is killed in afterEach, by process group.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +21,7 @@ import {
 } from '../../src/io/cluster-dir.ts';
 import { ResetError, resetLocalCluster, type ClusterResetOptions, type ResetLog, type TaskJournalFiles } from '../../src/io/reset-driver.ts';
 import { procStartTime, writeKeeperChildPid, writeProcsFile, writeTaskJournal } from '../../src/io/run-records.ts';
-import { killAll, NODE, WAIT } from './helpers.ts';
+import { killAll, standIn as standInProcess, WAIT } from './helpers.ts';
 
 let dir: string;
 /** Every pid we learn of: its group is killed afterwards. */
@@ -39,14 +38,7 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** A sleeping process with `args` on its command line, leading its own process group. */
-function standIn(...args: string[]): number {
-  const child = spawn(NODE, ['-e', 'setInterval(() => {}, 1 << 30)', ...args], { detached: true, stdio: 'ignore' });
-  if (child.pid === undefined) throw new Error('stand-in did not start');
-  child.unref();
-  pids.add(child.pid);
-  return child.pid;
-}
+const standIn = (...args: string[]): number => standInProcess(pids, ...args);
 
 /** A running local cluster's processes as stand-ins, with their records: the watchdog, r1–r3, a
  *  spare r4 an agent started, keepers, agents and standbys of a1–a3, a task process of a1 and a

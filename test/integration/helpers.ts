@@ -1,5 +1,6 @@
 // What the real-process integration tests share: the CLI entry, their wait budget, and the
 // cleanup that kills every process group they learned of.
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 export const NODE = process.execPath;
@@ -19,4 +20,15 @@ export function killAll(pids: Iterable<number>): void {
     }
   }
   if (pids instanceof Set) pids.clear();
+}
+
+/** A sleeping process with `args` on its command line (so it passes for a cluster process of a
+ *  dir it names), leading its own process group like every daemon and task process; its pid is
+ *  added to `pids` for killAll. */
+export function standIn(pids: Set<number>, ...args: string[]): number {
+  const child = spawn(NODE, ['-e', 'setInterval(() => {}, 1 << 30)', ...args], { detached: true, stdio: 'ignore' });
+  if (child.pid === undefined) throw new Error('stand-in process did not start');
+  child.unref();
+  pids.add(child.pid);
+  return child.pid;
 }

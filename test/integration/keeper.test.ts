@@ -14,7 +14,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { killAll, NODE, TRINE, WAIT } from './helpers.ts';
+import { killAll, NODE, standIn, TRINE, WAIT } from './helpers.ts';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   allocatePorts, clusterIds, generateClusterKeys, isAlive, loadCluster, paths, planCluster, writeClusterConfig, writePidFile,
@@ -54,13 +54,7 @@ function startKeeper(id = 'a1'): { pid: number; exited: Promise<number | null> }
 
 /** A process that sleeps, with `args` on its command line (so it passes for a cluster process
  *  of `dir`), leading its own process group like every daemon and task process. */
-function fake(...args: string[]): number {
-  const child = spawn(NODE, ['-e', 'setInterval(() => {}, 1 << 30)', ...args], { detached: true, stdio: 'ignore' });
-  if (child.pid === undefined) throw new Error('fake process did not start');
-  child.unref();
-  pids.add(child.pid);
-  return child.pid;
-}
+const fake = (...args: string[]): number => standIn(pids, ...args);
 
 const lines = (id: string): Record<string, unknown>[] =>
   existsSync(logPath(dir, id)) ? readFileSync(logPath(dir, id), 'utf8').split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as Record<string, unknown>) : [];
