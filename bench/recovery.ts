@@ -42,7 +42,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  *  the trial submits a 4-process task right after the injection; its spawn reports come from
  *  the four agents. The submission itself may fail while the group changes: that is fine. */
 type Fault = {
-  name: string; victim: 'backup' | 'primary'; inject: (dir: string, victim: ProcessId) => Promise<void>; traffic?: boolean;
+  name: string; victim: 'backup' | 'primary'; inject: (dir: string, victim: ProcessId) => Promise<void>;
+  /** Submits sent at once right after the injection (none: no traffic). */
+  traffic?: number;
   /** The victim's log event that marks the fault taking effect; none: the moment inject returns. */
   effect?: string;
 };
@@ -61,11 +63,14 @@ const FAULTS: Fault[] = [
   { name: 'killed primary', victim: 'primary', inject: kill },
   { name: 'corrupted backup', victim: 'backup', effect: 'inject.corrupted', inject: (dir, r) => trine(['inject', 'corrupt-replica', r, '--dir', dir]) },
   {
-    name: 'equivocating primary', victim: 'primary', traffic: true, effect: 'inject.byzantine',
+    // The equivocation (rsn.swap) gives one backup the next two orders swapped. The bench's one
+    // operator request has no partner (the next RSN is a task-clock tick), so the primary only
+    // withholds it from that backup, and the backups' progress timeout (500 ms) condemns it.
+    name: 'equivocating primary', victim: 'primary', traffic: 1, effect: 'inject.byzantine',
     inject: (dir, r) => trine(['inject', 'byzantine-replica', r, 'equivocate', '--dir', dir]),
   },
   {
-    name: 'silent-heartbeating primary', victim: 'primary', traffic: true, effect: 'inject.byzantine',
+    name: 'silent-heartbeating primary', victim: 'primary', traffic: 1, effect: 'inject.byzantine',
     inject: (dir, r) => trine(['inject', 'byzantine-replica', r, 'silent-heartbeating', '--dir', dir]),
   },
 ];
@@ -110,18 +115,22 @@ async function trial(dir: string, pool: readonly ProcessId[], fault: Fault, grou
   const effect = fault.effect === undefined ? [] : logEvents(dir, victim, fault.effect, before);
   if (fault.effect !== undefined && effect.length === 0) throw new Error(`${fault.name}: ${victim} did not log ${fault.effect}`);
   const at = effect.length === 0 ? Date.now() : Math.min(...effect.map((e) => e.atMs));
-  if (fault.traffic === true) {
+  for (let i = 0; i < (fault.traffic ?? 0); i++) {
     const submit: TaskSubmit = { type: 'task.submit', nonce: newNonce(), name: 'bench', size: 4, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain' };
     void requestOp(op, submit, 20_000).catch(() => null);
   }
   const deadline = at + RECOVERY_LIMIT_MS;
   let condemned: number | null = null;
+  let reason = '';
   let view: number | null = null;
   for (;;) {
     if (Date.now() > deadline) throw new Error(`${fault.name}: no healthy group ${RECOVERY_LIMIT_MS} ms after injecting into ${victim}`);
     if (condemned === null) {
       const c = survivors.flatMap((r) => logEvents(dir, r, 'replica.condemned', at)).filter((e) => e.line['target'] === victim);
-      if (c.length > 0) condemned = Math.min(...c.map((e) => e.atMs));
+      if (c.length > 0) {
+        condemned = Math.min(...c.map((e) => e.atMs));
+        reason = String(c[0]?.line['reason'] ?? '');
+      }
     }
     if (view === null) {
       const v = survivors.flatMap((r) => logEvents(dir, r, 'group.view', at)).filter((e) => !(e.line['replicas'] as string[]).includes(victim));
@@ -139,7 +148,7 @@ async function trial(dir: string, pool: readonly ProcessId[], fault: Fault, grou
         condemnedMs: condemned - at, viewMs: view - at, healthyMs: first.atMs - at,
         spawnedMs: (spawned[0]?.atMs ?? NaN) - at, startedMs: (started[0]?.atMs ?? NaN) - at, warm,
       };
-      console.error(`bench recovery: ${fault.name} (${victim} → ${id}): ${JSON.stringify(sample)}`);
+      console.error(`bench recovery: ${fault.name} (${victim} → ${id}, condemned for ${reason}): ${JSON.stringify(sample)}`);
       return sample;
     }
     await sleep(POLL_MS);
