@@ -6,11 +6,12 @@
 //   - throughput: signed group messages delivered per second to 4 agents, under a pipelined flood;
 //   - ordering throughput: agent requests ordered per second.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { allocatePorts, clusterIds, generateClusterKeys, planCluster, writeClusterConfig } from '../src/io/cluster-dir.ts';
+import { allocatePorts, clusterIds, generateClusterKeys, paths, planCluster, writeClusterConfig } from '../src/io/cluster-dir.ts';
+import { processesNaming } from './cluster-tools.ts';
 import type { Figure } from './crypto.ts';
 import type { FromProc, ToProc } from './node-proc.ts';
 
@@ -39,6 +40,11 @@ export async function benchGroup(opts: { latencySamples?: number; floodRequests?
   const digestEvery = process.env['TRINE_BENCH_DIGEST_EVERY'];
   const config = planCluster({ nodes: NODES, ports, ...(digestEvery === undefined ? {} : { timing: { digestEveryRsn: Number(digestEvery) } }) }, keys);
   writeClusterConfig(dir, config);
+  // The processes here are the bench's own children, not `trine up`'s: the watchdog must not
+  // "reset" a node or the cluster by starting keepers and replicas of its own in this dir (a
+  // protocol benchmark under load can see a replica condemned or a node declared failed).
+  const configPath = paths.config(dir);
+  writeFileSync(configPath, `${JSON.stringify({ ...JSON.parse(readFileSync(configPath, 'utf8')), resetDriver: 'log' }, null, 2)}\n`);
   const replicas = config.membership.replicas;
   const agents = config.membership.agents.map((a) => a.id);
 
@@ -182,6 +188,8 @@ export async function benchGroup(opts: { latencySamples?: number; floodRequests?
       new Promise((r) => setTimeout(r, 3000)),
     ]);
     for (const c of all) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    // Anything else naming the dir (a replacement replica an agent started, say) goes too.
+    for (const pid of processesNaming(dir)) process.kill(pid, 'SIGKILL');
     if (process.env["TRINE_BENCH_KEEP"] === undefined) rmSync(dir, { recursive: true, force: true });
     else console.error(`bench: cluster dir kept at ${dir}`);
   }
