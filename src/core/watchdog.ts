@@ -19,6 +19,13 @@ import type { AccuseReason, Item, Role, SignedCG, TaskRestore } from './wire/mes
  *  counts towards rule 2 only while its replica is `healthy`. */
 export const WATCHDOG_LATE_PERIODS = 2;
 export const WATCHDOG_SILENT_PERIODS = 4;
+/** The watchdog's own event loop can stall on a loaded host: heartbeats then wait unread in its
+ *  sockets while its clock runs on, and judging the silence before reading them would reset a
+ *  healthy cluster. While armed, the core asks to be woken every heartbeat period, so an input
+ *  that comes more than this many periods after the previous one means the watchdog itself was
+ *  not running. It then reads what is queued before it judges: no reset within
+ *  WATCHDOG_LATE_PERIODS periods of the stall's end. */
+export const WATCHDOG_STALL_PERIODS = 4;
 /** Node resets, self-diagnosis reports and cluster resets remembered for status (and, for node
  *  resets, to ignore re-sent requests): enough to read back a whole incident, bounded. */
 export const MAX_RESET_HISTORY = 256;
@@ -149,6 +156,10 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   const restoring = new Map<string, { restore: TaskRestore; signed: SignedCG; replies: Map<ProcessId, string> }>();
   const restores: RestoreRecord[] = [];
   let restoreAtMs = 0;
+  /** When the last input was taken, and until when a stall of the watchdog's own (see
+   *  WATCHDOG_STALL_PERIODS) holds back rule 2. */
+  let lastInputMs: number | null = null;
+  let stallGraceUntilMs = -Infinity;
 
   const sinceReset = (from: ProcessId, itemInc: number): boolean => itemInc > (preResetInc.get(from) ?? -1);
   const push = <T>(list: T[], value: T, max: number): void => {
@@ -296,7 +307,16 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   function silenceDeadlineMs(): number | null {
     if (!armed) return null;
     const end = Math.max(consistentPastMs ?? -Infinity, consistentUntilMs() ?? -Infinity);
-    return Number.isFinite(end) ? end + watchdogSilenceMs : null;
+    return Number.isFinite(end) ? Math.max(end + watchdogSilenceMs, stallGraceUntilMs) : null;
+  }
+
+  /** See WATCHDOG_STALL_PERIODS. */
+  function noteInput(nowMs: number, out: CoreEffect[]): void {
+    if (armed && lastInputMs !== null && nowMs - lastInputMs > WATCHDOG_STALL_PERIODS * periodMs) {
+      stallGraceUntilMs = nowMs + freshMs;
+      out.push({ type: 'log', level: 'warn', event: 'watchdog.stalled', fields: { forMs: nowMs - lastInputMs, graceMs: freshMs } });
+    }
+    lastInputMs = nowMs;
   }
 
   /** Spec §1.6 rule 2: armed, and for watchdogSilenceMs never two consistent fresh heartbeats. */
@@ -448,6 +468,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     const out: CoreEffect[] = [];
     // Every input carries the time: a silence deadline that has passed acts before the input
     // (a heartbeat arriving after the deadline does not undo the silence before it).
+    noteInput(input.nowMs, out);
     checkSilence(input.nowMs, out);
     switch (input.type) {
       case 'frame': {
@@ -496,8 +517,10 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   function nextWakeMs(): number | null {
     const silence = silenceDeadlineMs();
     const restore = restoring.size > 0 && armed ? restoreAtMs : null;
-    if (silence === null) return restore;
-    return restore === null ? silence : Math.min(silence, restore);
+    // Armed, it wakes every period as well, so that a long gap between inputs is a stall.
+    const beat = armed && lastInputMs !== null ? lastInputMs + periodMs : null;
+    const due = [silence, restore, beat].filter((x): x is number => x !== null);
+    return due.length === 0 ? null : Math.min(...due);
   }
 
   return { id, step, nextWakeMs, status };

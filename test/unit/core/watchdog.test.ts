@@ -123,17 +123,30 @@ function setup(m: Membership = withSpare) {
     return n;
   };
   const effects: CoreEffect[] = [];
+  let lastMs = -Infinity;
   const feed = (input: CoreInput) => {
     const out = w.step(input);
+    lastMs = input.nowMs;
     effects.push(...out);
     return out;
   };
   const beat = (from: string, nowMs: number, view = 0, inc = 10) => feed(frame(from, nowMs, hb(inc, next(`hb ${from} ${inc}`), 1, 'backup', view)));
-  const tick = (nowMs: number) => feed({ type: 'tick', nowMs });
+  /** The watchdog running until `nowMs`: woken every period, as its nextWakeMs asks while armed
+   *  (a longer gap would be a stall of its own, WATCHDOG_STALL_PERIODS). */
+  const tick = (nowMs: number) => {
+    const out: CoreEffect[] = [];
+    for (let t = lastMs + PERIOD; t < nowMs; t += PERIOD) out.push(...feed({ type: 'tick', nowMs: t }));
+    out.push(...feed({ type: 'tick', nowMs }));
+    return out;
+  };
   return {
     w,
     beat,
     tick,
+    /** The watchdog not running until `nowMs` (a stall of its own), then woken once. */
+    stallUntil: (nowMs: number) => feed({ type: 'tick', nowMs }),
+    /** When rule 2 resets the cluster unless two consistent heartbeats come first. */
+    deadline: () => w.status(lastMs).silenceDeadlineMs ?? NaN,
     report: (from: string, nowMs: number, inc = 10) =>
       feed(frame(from, nowMs, { type: 'diag.report', inc, counter: next(`diag ${from} ${inc}`), view: 0, reason: 'silent', target: 'r3' })),
     /** Heartbeats from `ids` (in `view`) every period in [fromMs, toMs), each round followed by a tick. */
@@ -160,7 +173,7 @@ describe('watchdog rule 2: consistent heartbeats from two replicas (spec §1.6)'
     g.beat('r1', 1250);
     expect(g.w.status(1250).armed).toBe(true);
     // r1 (1250) and r2 (1151) stay consistent until r2's heartbeat ages out.
-    expect(g.w.nextWakeMs()).toBe(1000 + FRESH + 1 + FRESH + SILENCE);
+    expect(g.deadline()).toBe(1000 + FRESH + 1 + FRESH + SILENCE);
   });
 
   it('never resets while two replicas heartbeat consistently, even with the third silent', () => {
@@ -180,7 +193,7 @@ describe('watchdog rule 2: consistent heartbeats from two replicas (spec §1.6)'
     g.run(['r1', 'r2', 'r3'], 0, 1000); // last round at 975
     g.run(['r1'], 1050, 1500);
     const deadline = 975 + FRESH + SILENCE; // when r2 and r3's last heartbeats aged out, plus the silence
-    expect(g.w.nextWakeMs()).toBe(deadline);
+    expect(g.deadline()).toBe(deadline);
     g.run(['r1'], 1500, deadline);
     expect(g.clusterResets()).toEqual([]);
     const out = g.tick(deadline);
@@ -205,7 +218,7 @@ describe('watchdog rule 2: consistent heartbeats from two replicas (spec §1.6)'
       g.beat('r2', t, 2);
       g.tick(t);
       // Two replicas last agreed (view 0, fresh) at 1000, just before r2 left view 0.
-      if (t === 1000) expect(g.w.nextWakeMs()).toBe(1000 + SILENCE);
+      if (t === 1000) expect(g.deadline()).toBe(1000 + SILENCE);
     }
     const resets = g.w.status(1000 + 2 * SILENCE).clusterResets;
     expect(resets).toHaveLength(1);
@@ -215,9 +228,27 @@ describe('watchdog rule 2: consistent heartbeats from two replicas (spec §1.6)'
   it('a heartbeat that arrives after the deadline does not undo the silence before it', () => {
     const g = setup();
     g.run(['r1', 'r2'], 0, 1000);
-    const deadline = g.w.nextWakeMs() ?? 0;
-    const out = g.beat('r2', deadline + 5); // no tick came in time; the frame brings the time
+    const deadline = g.deadline();
+    g.tick(deadline - 1); // the watchdog runs, woken every period
+    const out = g.beat('r2', deadline + 5); // the frame brings the time past the deadline
     expect(out.filter((e) => e.type === 'reset.cluster')).toHaveLength(1);
+  });
+
+  it('a stall of the watchdog itself does not reset a group whose heartbeats wait unread; a dead group is still reset after the grace', () => {
+    // Loaded host: the watchdog's event loop does not run for 3 s; the heartbeats sent meanwhile
+    // are read only after. They are judged, not the silence the watchdog could not observe.
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 1000);
+    const stalledAt = g.deadline() + 1000;
+    const first = g.beat('r1', stalledAt);
+    expect(first.some((e) => e.type === 'log' && e.event === 'watchdog.stalled')).toBe(true);
+    g.beat('r2', stalledAt + 1);
+    g.run(['r1', 'r2'], stalledAt + 75, stalledAt + 3000);
+    expect(g.clusterResets()).toEqual([]);
+    // Stalled again, and this time the group is gone: reset once the grace has passed.
+    const again = g.deadline() + 1000;
+    expect(g.stallUntil(again).filter((e) => e.type === 'reset.cluster')).toEqual([]);
+    expect(g.tick(again + FRESH).filter((e) => e.type === 'reset.cluster')).toHaveLength(1);
   });
 
   it('never resets before it is armed', () => {
@@ -239,13 +270,13 @@ describe('watchdog rule 2: consistent heartbeats from two replicas (spec §1.6)'
   it('after a reset, only the restarted group (new incarnations) re-arms it', () => {
     const g = setup();
     g.run(['r1', 'r2'], 0, 500);
-    g.tick(g.w.nextWakeMs() ?? 0);
+    g.tick(g.deadline());
     expect(g.clusterResets()).toHaveLength(1);
     g.run(['r1', 'r2'], 3000, 4000); // the old processes, still up: they do not re-arm
     expect(g.w.status(4000).armed).toBe(false);
     g.run(['r1', 'r3'], 5000, 5200, 0, 11); // restarted: new incarnations
     expect(g.w.status(5200).armed).toBe(true);
-    expect(g.w.nextWakeMs()).toBe(5150 + FRESH + SILENCE);
+    expect(g.deadline()).toBe(5150 + FRESH + SILENCE);
     g.tick(5150 + FRESH + SILENCE);
     expect(g.clusterResets()).toHaveLength(2);
   });
@@ -381,7 +412,7 @@ describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOC
     const g = setup();
     g.run(['r1', 'r2', 'r3'], 0, 500);
     g.run(['r1'], 575, 700); // r2 and r3 fail at once
-    g.tick(g.w.nextWakeMs() ?? 0);
+    g.tick(g.deadline());
     expect(g.clusterResets()).toHaveLength(1);
     const t0 = 5000;
     const loaded = g.w.step({ type: 'restore.load', nowMs: t0, journals: [
@@ -397,7 +428,6 @@ describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOC
     g.beat('r1', t0 + 20, 0, 11);
     const first = g.beat('r2', t0 + 30, 0, 11); // armed: two fresh replicas agree on a view
     expect(restoresSent(first).sort()).toEqual(['r1:t1', 'r1:t3', 'r2:t1', 'r2:t3']);
-    expect(g.w.nextWakeMs()).toBe(t0 + 30 + RESTORE_RESEND_MS);
     g.beat('r1', t0 + 100, 0, 11);
     expect(restoresSent(g.beat('r2', t0 + 110, 0, 11))).toEqual([]); // not yet due
     expect(restoresSent(g.tick(t0 + 30 + RESTORE_RESEND_MS)).length).toBe(4); // resent
@@ -420,7 +450,7 @@ describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOC
   it('ignores replies from the old group and from non-replicas', () => {
     const g = setup();
     g.run(['r1', 'r2'], 0, 500);
-    g.tick(g.w.nextWakeMs() ?? 0);
+    g.tick(g.deadline());
     g.w.step({ type: 'restore.load', nowMs: 4000, journals: [{ source: 'r1.tasks', data: journalOf('r1', [['t1', 1]]) }] });
     const n = (1).toString(16).padStart(32, '0');
     g.w.step(frame('r1', 4001, { type: 'op.reply', nonce: n, rsn: 1, ok: true, text: 't1' })); // old incarnation 10
