@@ -65,8 +65,10 @@ it('N-Queens n=12 survives a corrupted backup and then an equivocating primary: 
 
     const result = await c.line(id, 0, / RESULT n=12 solutions=/, 150_000);
     expect(result).toMatch(/solutions=14200 /);
-    // The application was still computing when the primary was replaced: both faults hit it mid-run.
-    expect(Number(result.split(' ')[0])).toBeGreaterThan(t2 + second.ms);
+    // The application was still computing when the primary turned Byzantine: both faults hit it
+    // mid-run. (Not necessarily when the replacement was done: on a loaded host the CLIs that
+    // inject and submit take seconds, and the last units may finish meanwhile.)
+    expect(Number(result.split(' ')[0])).toBeGreaterThan(t2);
   } finally {
     await c.down();
   }

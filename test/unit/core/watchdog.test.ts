@@ -307,18 +307,19 @@ describe('watchdog rule 3: self-diagnosis initiations (spec §1.6, flaw 11c)', (
         if (g.report(from, t).some((e) => e.type === 'reset.cluster')) resetAtMs = t;
       }
     }
-    // Each replica's share is capped at threshold/2 + 1 = 11: r1's 11th report (r2 has 10) crosses 20.
-    expect(resetAtMs).toBe(1000 + 500 * 10);
+    // Each replica's share is capped at threshold/2 + 1: r1's (T/2 + 1)th report, with r2's T/2,
+    // crosses the threshold T.
+    expect(resetAtMs).toBe(1000 + 500 * (THRESHOLD / 2));
     expect(g.clusterResets()).toHaveLength(1); // the old group's further reports do not count
     const s = g.w.status(30_000);
     expect(s.clusterResets).toHaveLength(1);
-    expect(s.clusterResets[0]).toMatchObject({ atMs: 6000, rule: 'diagnosis' });
+    expect(s.clusterResets[0]).toMatchObject({ atMs: 1000 + 500 * (THRESHOLD / 2), rule: 'diagnosis' });
     expect(s.clusterResets[0]?.reason).toContain('from r1, r2');
     expect(s.diagnosisReports).toHaveLength(80);
     expect(s.diagnosisReports.filter((d) => d.counted)).toHaveLength(THRESHOLD + 1);
     expect(s.diagnosisInWindow).toBe(0); // cleared by the reset
     // The restarted group's initiations count again.
-    for (let k = 0; k < 11; k++) {
+    for (let k = 0; k <= THRESHOLD / 2; k++) {
       g.report('r1', 40_000 + 500 * k, 11);
       g.report('r3', 40_250 + 500 * k, 11);
     }
@@ -370,13 +371,15 @@ describe('watchdog rule 3: self-diagnosis initiations (spec §1.6, flaw 11c)', (
 
   it('counts only the initiations of the last diagnosisWindowMs', () => {
     const g = setup();
-    // Two replicas each initiating every 3 s: 10 + 10 in any 30 s window, never more than 20.
-    for (let t = 0; t < 120_000; t += 3000) {
+    // Two replicas each initiating T/2 times per window, evenly: exactly T in any window, never
+    // more, for four windows.
+    const every = DEFAULT_TIMING.diagnosisWindowMs / (THRESHOLD / 2);
+    for (let t = 0; t < 120_000; t += every) {
       g.report('r1', t);
-      g.report('r2', t + 1500);
+      g.report('r2', t + every / 2);
     }
     expect(g.clusterResets()).toEqual([]);
-    expect(g.w.status(118_500).diagnosisInWindow).toBe(THRESHOLD); // just after r2's last report
+    expect(g.w.status(120_000 - every / 2).diagnosisInWindow).toBe(THRESHOLD); // just after r2's last report
   });
 
   it('keeps a bounded history, and ignores reports from non-replicas', () => {
