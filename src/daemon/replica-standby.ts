@@ -15,9 +15,12 @@
 import type { ChildProcess } from 'node:child_process';
 import type { ProcessId } from '../core/ports.ts';
 
-/** Delay before a standby is loaded: after the agent starts (the cluster is starting, and the
- *  load costs a CPU-second) and after each promotion (the new replica is installing the state). */
+/** Delay before a standby is loaded after each promotion (the new replica is installing the
+ *  state meanwhile), and after the agent starts: longer, so that the four loads of a cluster
+ *  (a CPU-second each) do not compete with the cluster's own start, which on a loaded 2-core
+ *  host already takes 10–15 s. A replacement commanded before then starts cold. */
 export const REPLICA_STANDBY_DELAY_MS = 3_000;
+export const REPLICA_STANDBY_FIRST_DELAY_MS = 10_000;
 /** Time a standby gets to load and say it is ready; then it is killed and loaded again. */
 export const REPLICA_STANDBY_READY_MS = 30_000;
 
@@ -34,6 +37,7 @@ export type ReplicaStandbyOptions = {
   writePid: (id: ProcessId, pid: number) => void;
   log: (level: 'info' | 'warn' | 'error', event: string, fields: Record<string, unknown>) => void;
   delayMs?: number;
+  firstDelayMs?: number;
 };
 
 /** The agent's side: keeps at most one standby, promotes it on demand. */
@@ -43,14 +47,18 @@ export class ReplicaStandby {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private readonly delayMs: number;
+  private readonly firstDelayMs: number;
 
   constructor(private readonly opts: ReplicaStandbyOptions) {
     this.delayMs = opts.delayMs ?? REPLICA_STANDBY_DELAY_MS;
+    this.firstDelayMs = opts.firstDelayMs ?? opts.delayMs ?? REPLICA_STANDBY_FIRST_DELAY_MS;
   }
 
-  /** Load a standby after the delay. */
+  /** Load a standby after the delay. An unused standby dies with this process: killed here on
+   *  a clean exit (so `trine down` leaves none), and on its own when the channel closes. */
   start(): void {
-    this.schedule(this.delayMs);
+    process.once('exit', () => this.stop());
+    this.schedule(this.firstDelayMs);
   }
 
   /** Turn the standby into replica `id` joining `join`; its pid, or null if none is ready (the

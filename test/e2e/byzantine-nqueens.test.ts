@@ -37,7 +37,7 @@ async function replaced(dir: string, victim: string, above: number, fromMs: numb
 it('N-Queens n=12 survives a corrupted backup and then an equivocating primary: each condemned and replaced, the count right', async () => {
   const c = await GmpiCluster.up('trine-byzantine-', ['--allow-inject']);
   try {
-    const id = await c.start('examples/nqueens/nqueens.ts', 4, {}, ['--n', '12', '--pace-ms', '300']);
+    const id = await c.start('examples/nqueens/nqueens.ts', 4, {}, ['--n', '12', '--pace-ms', '600']);
     const before = await status(c.dir);
     expect(before.group.members).toHaveLength(3);
     const view0 = before.group.view ?? 0;

@@ -8,12 +8,13 @@ import { expect, it } from 'vitest';
 const DEMO = fileURLToPath(new URL('../../bin/demo.js', import.meta.url));
 
 it('npm run demo: N-Queens survives a crash and a hang with the right count, and everything stops', async () => {
-  const r = await new Promise<{ code: number; stdout: string }>((resolve) => {
-    execFile(process.execPath, [DEMO], { timeout: 280_000 }, (error, stdout) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout });
+  const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(process.execPath, [DEMO], { timeout: 280_000 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
     });
   });
-  expect(r.stdout).toMatch(/demo OK\n$/);
+  // The demo says why it failed on stderr.
+  expect(r.stdout, r.stderr).toMatch(/demo OK\n$/);
   expect(r.code).toBe(0);
   // The crash: notified, replaced, the communicator rebuilt.
   expect(r.stdout).toMatch(/\[group\]\s+t1 GSIG_NTF_DIED\(2\)/);

@@ -121,7 +121,7 @@ describe('replica recovery: kill -9 a backup, then the primary', () => {
   });
 
   it('the group replaces both with spares; the task runs on and the CLI follows the group', { timeout: 90_000 }, async () => {
-    const submit = await trine(['submit', '-n', '2', '--dir', dir, '--', '/bin/sh', '-c', 'echo started; exec /bin/sleep 60']);
+    const submit = await trine(['submit', '-n', '2', '--dir', dir, '--', '/bin/sh', '-c', 'echo started; exec /bin/sleep 600']);
     expect(submit.stderr).toBe('');
     expect(submit.code).toBe(0);
     const task = submit.stdout.trim();
