@@ -119,19 +119,36 @@ function spawnReplicaStandby(dir: string, agentId: ProcessId, spares: readonly P
  *  that finished after it (PROTOCOL §10.9). */
 function replicaControl(dir: string, agentId: ProcessId): ReplicaControl {
   let standby: ReplicaStandby | null = null;
+  /** Replicas this node runs: its initial one (cluster.json) and the spares this agent started. */
+  const hosted = new Set<ProcessId>();
+  const runsReplica = (clusterDir: string): boolean => {
+    const pids = readPidFiles(clusterDir);
+    return [...hosted].some((id) => {
+      const pid = pids.find((p) => p.id === id)?.pid ?? null;
+      return pid !== null && isClusterProcess(pid, clusterDir, id);
+    });
+  };
   return {
     attach: (log) => {
       const cluster = loadCluster(dir);
-      const spares = cluster.config.membership.spareReplicas;
-      if (spares.length === 0) return;
+      const m = cluster.config.membership;
+      const node = m.agents.find((a) => a.id === agentId)?.node;
+      m.replicas.forEach((r, i) => {
+        if (m.replicaNodes[i] === node) hosted.add(r);
+      });
+      if (m.spareReplicas.length === 0) return;
       standby = new ReplicaStandby({
-        spawn: () => spawnReplicaStandby(cluster.dir, agentId, spares),
+        spawn: () => spawnReplicaStandby(cluster.dir, agentId, m.spareReplicas),
         writePid: (id, pid) => writePidFile(cluster.dir, id, pid),
+        // A replacement goes to a node without a replica (PROTOCOL §10.6): on a 4-node cluster
+        // one standby, not four, until a node loses its replica.
+        needed: () => !runsReplica(cluster.dir),
         log,
       });
       standby.start();
     },
     start: (id, join) => {
+      hosted.add(id);
       const warm = standby?.promote(id, join) ?? null;
       if (warm !== null) return warm;
       const cluster = loadCluster(dir);

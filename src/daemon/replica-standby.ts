@@ -38,7 +38,14 @@ export type ReplicaStandbyOptions = {
   log: (level: 'info' | 'warn' | 'error', event: string, fields: Record<string, unknown>) => void;
   delayMs?: number;
   firstDelayMs?: number;
+  /** Whether a standby is worth its memory and its CPU-second of loading now: the group starts
+   *  a replacement on a node that hosts no replica (PROTOCOL §10.6), so an agent whose node
+   *  runs one only looks again every REPLICA_STANDBY_RECHECK_MS. Absent: always. */
+  needed?: () => boolean;
 };
+
+/** How often an agent whose node runs a replica looks again whether it needs a standby. */
+export const REPLICA_STANDBY_RECHECK_MS = 5_000;
 
 /** The agent's side: keeps at most one standby, promotes it on demand. */
 export class ReplicaStandby {
@@ -106,6 +113,10 @@ export class ReplicaStandby {
 
   private load(): void {
     if (this.stopped || this.child !== null) return;
+    if (this.opts.needed !== undefined && !this.opts.needed()) {
+      this.schedule(REPLICA_STANDBY_RECHECK_MS);
+      return;
+    }
     let child: ChildProcess;
     try {
       child = this.opts.spawn();

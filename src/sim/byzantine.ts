@@ -15,9 +15,11 @@ export type ByzantineBehaviour =
   | { type: 'gc.alter'; fromGssn: number; toGssn: number; agents: readonly ProcessId[] | 'all'; variant: number }
   /** As primary, number wrappers from `atRsn` on one higher: RSN `atRsn` is skipped (A19). */
   | { type: 'rsn.skip'; atRsn: number }
-  /** As primary, tell `backup` a different order than the other backup: the requests at RSN
-   *  `atRsn` and `atRsn + 1` swapped (when they come from different agents, so the backup's
-   *  per-agent CSN checks still pass). Both backups are correct; their states diverge. */
+  /** As primary, tell `backup` a different order than the other backup: the first two requests
+   *  ordered back to back from RSN `atRsn` on, swapped (when they come from different clients,
+   *  or are operators' requests, so the backup's per-agent CSN checks still pass). A request
+   *  whose next RSN is a group input (a tick) has no partner: it goes out as ordered, and the
+   *  swap waits for the next pair. Both backups are correct; their states diverge. */
   | { type: 'rsn.swap'; backup: ProcessId; atRsn: number }
   /** Acknowledge CSNs not yet delivered: every `gack` to an agent claims `by` more. An agent
    *  must not drop a request on one replica's word (PROTOCOL §5.5: f+1 acks). */
@@ -84,8 +86,9 @@ function alterGC(gc: GroupMsgGC, variant: number): GroupMsgGC {
   }
 }
 
-/** What a Byzantine replica remembers between steps: the CG it ordered at each RSN. */
-type Memory = { ordered: Map<number, SignedCG> };
+/** What a Byzantine replica remembers between steps: the CG it ordered at each RSN, the RSNs it
+ *  gave group inputs, and where the swap of `rsn.swap` stands. */
+type Memory = { ordered: Map<number, SignedCG>; inputs: Set<number>; swapAt: number | null };
 
 /** The item as sent, or null to withhold it for now (the core retransmits it later). */
 function rewriteItem(to: ProcessId, item: Item, behaviours: readonly ByzantineBehaviour[], memory: Memory): Item | null {
@@ -93,6 +96,7 @@ function rewriteItem(to: ProcessId, item: Item, behaviours: readonly ByzantineBe
   if (out.type === 'ptp' && out.body !== null && out.body.type === 'wrapper' && out.body.rsn > 0) {
     memory.ordered.set(out.body.rsn, out.body.signed);
   }
+  if (out.type === 'ptp' && out.body !== null && out.body.type === 'wrapper.input') memory.inputs.add(out.body.rsn);
   for (const b of behaviours) {
     if (b.type === 'agents.mute' && b.agents.includes(to)) return null;
     if (b.type === 'gc.alter' && out.type === 'grp' && out.body.type === 'gc') {
@@ -106,13 +110,24 @@ function rewriteItem(to: ProcessId, item: Item, behaviours: readonly ByzantineBe
       if (out.body.rsn >= b.atRsn) out = { ...out, body: { ...out.body, rsn: out.body.rsn + 1 } };
     } else if (b.type === 'rsn.swap' && to === b.backup && out.type === 'ptp' && out.body !== null && out.body.type === 'wrapper') {
       const rsn = out.body.rsn;
-      if (rsn !== b.atRsn && rsn !== b.atRsn + 1) continue;
-      const first = memory.ordered.get(b.atRsn);
-      const second = memory.ordered.get(b.atRsn + 1);
+      // Slide the pair past RSNs that cannot be swapped: group inputs, and one agent's two
+      // requests (a swap would fail the CSN check; an operator's, CSN 0, are ordered by nonce).
+      let at = memory.swapAt ?? b.atRsn;
+      for (;;) {
+        const a = memory.ordered.get(at);
+        const c = memory.ordered.get(at + 1);
+        if (memory.inputs.has(at)) at += 1;
+        else if (memory.inputs.has(at + 1)) at += 2;
+        else if (a !== undefined && c !== undefined && a.cg.client === c.cg.client && a.cg.csn !== 0) at += 1;
+        else break;
+      }
+      memory.swapAt = at;
+      if (rsn !== at && rsn !== at + 1) continue;
+      const first = memory.ordered.get(at);
+      const second = memory.ordered.get(at + 1);
       // Until the second request is ordered, the first one is withheld from this backup.
-      if (first === undefined || second === undefined) return rsn === b.atRsn ? null : out;
-      if (first.cg.client === second.cg.client) continue; // a swap would fail the CSN check
-      out = { ...out, body: { ...out.body, signed: rsn === b.atRsn ? second : first } };
+      if (first === undefined || second === undefined) return rsn === at ? null : out;
+      out = { ...out, body: { ...out.body, signed: rsn === at ? second : first } };
     }
   }
   return out;
@@ -148,7 +163,7 @@ export function byzantineCore<C extends Core>(inner: C, behaviours: readonly Byz
     if (items.length === 0) return null;
     return { ...input, frame: { ...input.frame, items } };
   };
-  const memory: Memory = { ordered: new Map() };
+  const memory: Memory = { ordered: new Map(), inputs: new Set(), swapAt: null };
   return {
     id: inner.id,
     step(input: CoreInput): CoreEffect[] {
