@@ -27,7 +27,10 @@ export class GmpiCluster {
     const root = mkdtempSync(join(tmpdir(), prefix));
     const c = new GmpiCluster(root, join(root, 'cluster'));
     const up = await trine(['up', '--nodes', '4', ...flags, '--dir', c.dir], 90_000);
-    if (up.code !== 0) throw new Error(`trine up failed: ${up.stderr}`);
+    if (up.code !== 0) {
+      await c.down(); // `trine up` stopped what it started; this removes the directory as well
+      throw new Error(`trine up failed: ${up.stderr}`);
+    }
     return c;
   }
 
