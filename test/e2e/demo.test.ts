@@ -28,5 +28,5 @@ it('npm run demo: N-Queens survives a crash and a hang with the right count, and
   expect(r.stdout).toMatch(/\[group\]\s+t1 GSIG_REP_SPAWNED\(5\)/);
   expect(r.stdout).toMatch(/RESULT n=12 solutions=14200/);
   expect(r.stdout).toMatch(/N-Queens n=12: 14200 solutions \(expected 14200\) after a crash and a hang: correct/);
-  expect(r.stdout).toMatch(/stopped 8 processes/);
+  expect(r.stdout).toMatch(/stopped \d+ processes/);
 }, 300_000);
