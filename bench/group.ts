@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { allocatePorts, clusterIds, generateClusterKeys, paths, planCluster, writeClusterConfig } from '../src/io/cluster-dir.ts';
+import { trineCommand } from '../cli/daemons.ts';
 import { processesNaming } from './cluster-tools.ts';
 import type { Figure } from './crypto.ts';
 import type { FromProc, ToProc } from './node-proc.ts';
@@ -50,7 +51,8 @@ export async function benchGroup(opts: { latencySamples?: number; floodRequests?
 
   const listeners = new Set<(m: FromProc) => void>();
   const procs: Proc[] = [];
-  const scc = spawn(process.execPath, ['--import', 'tsx', join(here, '../cli/main.ts'), 'scc', '--dir', dir], { stdio: 'ignore' });
+  const sccCommand = trineCommand(['scc', '--dir', dir]);
+  const scc = spawn(sccCommand.file, sccCommand.args, { stdio: 'ignore' });
   const ready = new Set<string>();
   for (const id of [...replicas, ...agents]) {
     const child = fork(join(here, 'node-proc.ts'), [dir, id, replicas.includes(id) ? 'replica' : 'agent'], {

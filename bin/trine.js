@@ -1,7 +1,17 @@
 #!/usr/bin/env node
-// The `trine` executable: registers tsx so the TypeScript CLI runs without a build step, then
-// hands over to cli/main.ts (which parses argv and exits with the command's code).
-import { register } from 'tsx/esm/api';
+// The `trine` executable: runs the CLI from its prebuilt bundle (bin/cli-bundle.js, rebuilt
+// whenever a source changes), or from the TypeScript sources under the tsx loader when no bundle
+// can be had. cli/main.ts parses argv and exits with the command's code. Daemons are started
+// through this same file (cli/daemons.ts trineCommand), which it names for them here.
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { cliBundle } from './cli-bundle.js';
 
-register();
-await import('../cli/main.ts');
+globalThis.TRINE_BIN = fileURLToPath(import.meta.url);
+const bundle = cliBundle();
+if (bundle !== null) {
+  await import(pathToFileURL(bundle).href);
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('../cli/main.ts');
+}

@@ -22,12 +22,14 @@ import {
 } from '../src/io/reset-driver.ts';
 import { CliError, EXIT_FAILED, EXIT_USAGE } from './errors.ts';
 
-const CLI_MAIN = fileURLToPath(new URL('./main.ts', import.meta.url));
+/** bin/trine.js, which names itself in TRINE_BIN before it loads the CLI (from the bundle or
+ *  the sources); a caller that imported this module directly (a test, a bench) finds it beside. */
+const TRINE_BIN: string =
+  (globalThis as { TRINE_BIN?: string }).TRINE_BIN ?? fileURLToPath(new URL('../bin/trine.js', import.meta.url));
 
-/** The command line that runs `trine <args>` as a new process: node with the tsx loader
- *  (resolved from here, so it works whatever the caller's cwd) on cli/main.ts. */
+/** The command line that runs `trine <args>` as a new process, the way an operator would. */
 export function trineCommand(args: readonly string[]): { file: string; args: string[] } {
-  return { file: process.execPath, args: ['--import', import.meta.resolve('tsx'), CLI_MAIN, ...args] };
+  return { file: process.execPath, args: [TRINE_BIN, ...args] };
 }
 
 /** The `trine` arguments that run a cluster process as a daemon (none for the operator). */

@@ -863,9 +863,9 @@ export function tick(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, timers
 
 /** The tasks a cluster reset must restore (PROTOCOL §10.9): the live ones, by number. */
 export function liveSubmits(cs: ClusterState): { task: string; submit: SignedSubmit }[] {
-  const out: { task: string; submit: SignedSubmit }[] = [];
-  for (const rec of [...cs.tasks.values()].sort(byNumber)) if (isLive(rec) && rec.submit !== null) out.push({ task: rec.id, submit: rec.submit });
-  return out;
+  const live: TaskRecord[] = [];
+  for (const rec of cs.tasks.values()) if (isLive(rec) && rec.submit !== null) live.push(rec);
+  return live.sort(byNumber).map((rec) => ({ task: rec.id, submit: rec.submit as SignedSubmit }));
 }
 
 /** The primary orders ticks only while some timer runs (PROTOCOL §8.3). */

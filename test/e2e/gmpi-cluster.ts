@@ -17,6 +17,8 @@ const POLL_MS = 25;
 const START_POLL_MS = 500;
 /** Submissions start() makes before it gives up. */
 const START_TRIES = 3;
+/** How long task() runs `trine ps` again while no two replicas answer. */
+const VIEW_RETRY_MS = 20_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class GmpiCluster {
@@ -72,9 +74,17 @@ export class GmpiCluster {
     throw new Error(`the task never started:\n${failures.join('\n')}`);
   }
 
+  /** The task as two replicas agree on it. A `trine ps` that finds no two replicas answering
+   *  (the group is replacing one, or the host is loaded past the heartbeat bounds) is run again
+   *  for up to VIEW_RETRY_MS, as an operator would. */
   async task(id: string): Promise<TaskView> {
-    const r = await trine(['ps', '--dir', this.dir, '--json']);
-    if (r.code !== 0) throw new Error(`trine ps failed: ${r.stderr}`);
+    const end = Date.now() + VIEW_RETRY_MS;
+    let r = await trine(['ps', '--dir', this.dir, '--json']);
+    while (r.code !== 0 && Date.now() < end) {
+      await sleep(START_POLL_MS);
+      r = await trine(['ps', '--dir', this.dir, '--json']);
+    }
+    if (r.code !== 0) throw new Error(`trine ps failed for ${VIEW_RETRY_MS} ms: ${r.stderr}`);
     const t = (JSON.parse(r.stdout) as ClusterView).tasks.find((x) => x.id === id);
     if (t === undefined) throw new Error(`no task ${id}`);
     return t;

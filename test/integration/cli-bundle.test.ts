@@ -1,0 +1,77 @@
+// bin/cli-bundle.js: the prebuilt CLI every `trine` process runs from. It must never run stale
+// code: a changed, added-to or removed source makes the next start rebuild it. Exercised on a
+// small tree laid out like the repo (cli/main.ts importing a module), run by a real node.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain JavaScript module without declarations
+import { cliBundle } from '../../bin/cli-bundle.js';
+import { TRINE } from './helpers.ts';
+
+const bundleOf = cliBundle as (repo?: string) => string | null;
+let repo: string;
+
+const write = (rel: string, text: string): void => {
+  mkdirSync(join(repo, rel, '..'), { recursive: true });
+  writeFileSync(join(repo, rel), text);
+};
+const run = (bundle: string): string => execFileSync(process.execPath, [bundle], { encoding: 'utf8' }).trim();
+
+beforeEach(() => {
+  repo = mkdtempSync(join(tmpdir(), 'trine-bundle-'));
+  write('cli/main.ts', "import { word } from '../src/word.ts';\nconst n: number = 1;\nconsole.log(word(), n);\n");
+  write('src/word.ts', "export const word = (): string => 'first';\n");
+});
+afterEach(() => rmSync(repo, { recursive: true, force: true }));
+
+describe('the CLI bundle', () => {
+  it('is built on first use, with the TypeScript compiled, and reused while no source changes', () => {
+    const b = bundleOf(repo);
+    expect(b).toBe(join(repo, 'node_modules/.cache/trine/cli.mjs'));
+    expect(run(b as string)).toBe('first 1');
+    const built = statSync(b as string).mtimeMs;
+    expect(bundleOf(repo)).toBe(b);
+    expect(statSync(b as string).mtimeMs).toBe(built);
+    const manifest = JSON.parse(readFileSync(join(repo, 'node_modules/.cache/trine/cli.json'), 'utf8')) as { inputs: Record<string, string> };
+    expect(Object.keys(manifest.inputs).sort()).toEqual(['cli/main.ts', 'src/word.ts']);
+  });
+
+  it('is rebuilt when an imported source changes, even keeping its size', () => {
+    bundleOf(repo);
+    write('src/word.ts', "export const word = (): string => 'again';\n"); // same length as 'first'
+    expect(run(bundleOf(repo) as string)).toBe('again 1');
+  });
+
+  it('is rebuilt when only a source\'s mtime changes (a checkout), and when a new import appears', () => {
+    bundleOf(repo);
+    const later = new Date(Date.now() + 5_000);
+    utimesSync(join(repo, 'src/word.ts'), later, later);
+    const manifestPath = join(repo, 'node_modules/.cache/trine/cli.json');
+    const before = readFileSync(manifestPath, 'utf8');
+    bundleOf(repo);
+    expect(readFileSync(manifestPath, 'utf8')).not.toBe(before);
+
+    write('src/other.ts', "export const other = 'new';\n");
+    write('cli/main.ts', "import { word } from '../src/word.ts';\nimport { other } from '../src/other.ts';\nconsole.log(word(), other);\n");
+    expect(run(bundleOf(repo) as string)).toBe('first new');
+  });
+
+  it('is rebuilt when a source it was built from is gone, and refused (null) when the sources do not compile', () => {
+    bundleOf(repo);
+    rmSync(join(repo, 'src/word.ts'));
+    // main.ts still imports it: the rebuild fails, and the caller falls back to tsx, which
+    // reports the missing module as it always did.
+    expect(bundleOf(repo)).toBeNull();
+    write('src/word.ts', "export const word = (): string => 'back!';\n");
+    expect(run(bundleOf(repo) as string)).toBe('back! 1');
+  });
+
+  it('TRINE_NO_BUNDLE=1 runs the sources under tsx: the same CLI answers either way', () => {
+    const viaBundle = execFileSync(process.execPath, [TRINE, 'help'], { encoding: 'utf8' });
+    const viaTsx = execFileSync(process.execPath, [TRINE, 'help'], { encoding: 'utf8', env: { ...process.env, TRINE_NO_BUNDLE: '1' } });
+    expect(viaTsx).toBe(viaBundle);
+    expect(viaBundle).toContain('Usage: trine');
+  });
+});
