@@ -16,7 +16,7 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'core', include: ['test/**/*.test.ts'], exclude: ['test/e2e/**'], maxWorkers: 1 },
+        test: { name: 'core', include: ['test/**/*.test.ts'], exclude: ['test/e2e/**'], maxWorkers: 2 },
       },
     ],
   },

@@ -13,6 +13,7 @@ import type { SignalRequest } from '../core/signals.ts';
 import {
   agentToProc, AppFrameDecoder, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent,
 } from '../core/wire/app-wire.ts';
+import { trace, tracing } from '../io/trace.ts';
 
 // ---- Named limits (STYLE.md 9) -----------------------------------------------------------------
 
@@ -196,7 +197,10 @@ export class AppSocketServer {
     }
     this.unidentified.add(conn);
     conn.helloTimer = setTimeout(() => this.destroy(conn, 'HELLO_TIMEOUT', `no hello within ${this.helloTimeoutMs} ms`), this.helloTimeoutMs);
-    socket.on('data', (chunk: Buffer) => this.onData(conn, chunk));
+    socket.on('data', (chunk: Buffer) => {
+      if (tracing()) trace(`app.rx ${chunk.length}`);
+      this.onData(conn, chunk);
+    });
   }
 
   private onData(conn: Conn, chunk: Buffer): void {
@@ -272,6 +276,7 @@ export class AppSocketServer {
   }
 
   private write(conn: Conn, msg: AgentToProc): boolean {
+    if (tracing()) trace(`app.tx ${msg.type}`);
     conn.socket.write(encodeAppFrame(agentToProc, msg));
     if (conn.socket.writableLength > this.maxOutgoingQueueBytes) {
       this.destroy(conn, 'SLOW_READER', `${conn.socket.writableLength} bytes unread > ${this.maxOutgoingQueueBytes}`);

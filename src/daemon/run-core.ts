@@ -7,6 +7,7 @@
 // injection hooks (src/daemon/inject.ts) and puts them between the Shell, the core and the
 // transport; otherwise that code is not even loaded.
 import { createHash } from 'node:crypto';
+import { startTrace, trace, tracing } from '../io/trace.ts';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { Hash, ProcessId, Signer, Verifier } from '../core/ports.ts';
 import { Shell, type Transport } from '../core/shell.ts';
@@ -143,7 +144,9 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   let statsTimer: NodeJS.Timeout | null = null;
 
   /** Straight to the transport, bypassing injected link faults. */
+  startTrace(id);
   const sendRaw = (to: ProcessId, frame: Uint8Array): void => {
+    if (tracing()) trace(`tx ${to} ${frame.length}`);
     if (transport !== null) transport.send(to, frame);
   };
   // Fault injection (docs/OPERATIONS.md §7): only for a cluster started with --allow-inject.
@@ -213,6 +216,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     timer = setTimeout(onTimer, Math.max(0, due - now));
   };
   const onTimer = (): void => {
+    if (tracing()) trace('timer');
     timer = null;
     armedAtMs = Infinity;
     guarded('tick', () => shell.tick(clockMs()), undefined);
@@ -220,11 +224,13 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   };
 
   const receive = (data: Uint8Array, claimedFrom: ProcessId | null): boolean => {
+    if (tracing()) trace(`rx ${String(claimedFrom)} ${data.length}`);
     const verified = guarded('receive', () => {
       const before = totalDrops(shell);
       shell.receive(data, clockMs(), claimedFrom);
       return totalDrops(shell) === before;
     }, false);
+    if (tracing()) trace('rx.done');
     arm();
     return verified;
   };
