@@ -69,18 +69,30 @@ export function openRestoredSubmit(
 
 /** What the journals ask to restore: every entry whose submit an operator signed, once per
  *  nonce, by the number of its old task id (so the fresh group numbers them in the old order);
- *  and every journal or entry refused, with why. */
+ *  and every journal or entry refused, with why.
+ *
+ *  A journal is the live set at the RSN of its last change, so journals of one group compare by
+ *  RSN. An entry absent from two journal files (two replicas: each writes only its own) written at a later RSN than
+ *  the latest journal holding it ended in between: at least one of the two is correct, and a
+ *  correct replica drops an entry only when its task ends. That is the stale journal of a replica
+ *  retired while its node was down (its file outlived it), or an old task a faulty replica keeps
+ *  listing; it is not restored (code FINISHED). One journal alone never cancels an entry: it may
+ *  be the faulty one, and an accepted task must not be lost. */
 export function collectRestores(
   journals: readonly { source: string; data: Uint8Array }[], verifier: Verifier, operators: ReadonlySet<ProcessId>,
 ): { restores: TaskRestore[]; refused: { source: string; task: string | null; code: string; detail: string }[] } {
   const byNonce = new Map<string, TaskRestore>();
+  /** Per nonce, the highest RSN of a journal that holds it (verified entries only). */
+  const newestWith = new Map<string, number>();
   const refused: { source: string; task: string | null; code: string; detail: string }[] = [];
+  const read: { source: string; rsn: number; nonces: Set<string> }[] = [];
   for (const { source, data } of journals) {
     const j = decodeJournal(data);
     if (!j.ok) {
       refused.push({ source, task: null, code: j.code, detail: j.detail });
       continue;
     }
+    read.push({ source, rsn: j.value.rsn, nonces: new Set(j.value.tasks.map((e) => e.nonce)) });
     for (const e of j.value.tasks) {
       const r: TaskRestore = { type: 'task.restore', nonce: e.nonce, task: e.task, submit: e.submit, submitSig: e.submitSig };
       const opened = openRestoredSubmit(r, verifier, operators);
@@ -88,11 +100,21 @@ export function collectRestores(
         refused.push({ source, task: e.task, code: opened.code, detail: opened.detail });
         continue;
       }
+      newestWith.set(e.nonce, Math.max(newestWith.get(e.nonce) ?? -1, j.value.rsn));
       const seen = byNonce.get(e.nonce);
       // Two journals may know one task under different ids only if one is faulty; the lower id
       // is the one a correct replica gave it first.
       if (seen === undefined || taskNumber(e.task) < taskNumber(seen.task)) byNonce.set(e.nonce, r);
     }
+  }
+  for (const [nonce, r] of byNonce) {
+    const rsn = newestWith.get(nonce) ?? -1;
+    const without = new Map<string, number>();
+    for (const j of read) if (j.rsn > rsn && !j.nonces.has(nonce)) without.set(j.source, Math.max(without.get(j.source) ?? -1, j.rsn));
+    if (without.size < 2) continue;
+    byNonce.delete(nonce);
+    const later = [...without].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([source, at]) => `${source} (RSN ${at})`).join(' and ');
+    refused.push({ source: 'journals', task: r.task, code: 'FINISHED', detail: `last journalled at RSN ${rsn}, absent from ${later}: it ended since` });
   }
   const restores = [...byNonce.values()].sort((a, b) => taskNumber(a.task) - taskNumber(b.task) || (a.nonce < b.nonce ? -1 : 1));
   return { restores, refused };

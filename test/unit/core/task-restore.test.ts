@@ -170,3 +170,41 @@ describe('task.restore in the fresh group (PROTOCOL §10.9)', () => {
     }
   });
 });
+
+describe('journals that outlived their task (PROTOCOL §10.9)', () => {
+  const at = (j: TaskJournal, replica: string, rsn: number, keep: (task: string) => boolean): { source: string; data: Uint8Array } => ({
+    source: `run/${replica}.tasks`, data: encodeJournal({ replica, rsn, tasks: j.tasks.filter((e) => keep(e.task)) }),
+  });
+
+  it('a task two later journals no longer hold ended: the stale journal of a retired replica does not bring it back', () => {
+    const { journal } = acceptedCluster(2); // t1 and t2, journalled at some RSN
+    const rsn = journal.rsn;
+    const found = collectRestores([
+      at(journal, 'r5', rsn, () => true), // retired while its node was down: its file outlived it
+      at(journal, 'r1', rsn + 40, (t) => t !== 't1'), // t1 ended at a later RSN
+      at(journal, 'r2', rsn + 40, (t) => t !== 't1'),
+    ], verifier, operators);
+    expect(found.restores.map((r) => r.task)).toEqual(['t2']);
+    expect(found.refused).toEqual([{
+      source: 'journals', task: 't1', code: 'FINISHED',
+      detail: `last journalled at RSN ${rsn}, absent from run/r1.tasks (RSN ${rsn + 40}) and run/r2.tasks (RSN ${rsn + 40}): it ended since`,
+    }]);
+  });
+
+  it('one later journal alone (it may be the faulty one) or journals of an earlier RSN never cancel an accepted task', () => {
+    const { journal } = acceptedCluster(2);
+    const rsn = journal.rsn;
+    // Only r3 claims a later live set without t1: t1 stays.
+    const one = collectRestores([
+      at(journal, 'r1', rsn, () => true), at(journal, 'r2', rsn, () => true), at(journal, 'r3', rsn + 99, () => false),
+    ], verifier, operators);
+    expect(one.restores.map((r) => r.task)).toEqual(['t1', 't2']);
+    expect(one.refused).toEqual([]);
+    // t2 accepted after two replicas last wrote (they crashed, or wrote before it): held by one
+    // journal at the newest RSN, it is restored; older journals without it say nothing.
+    const late = collectRestores([
+      at(journal, 'r1', rsn, () => true), at(journal, 'r2', rsn - 5, (t) => t !== 't2'), at(journal, 'r3', rsn - 5, (t) => t !== 't2'),
+    ], verifier, operators);
+    expect(late.restores.map((r) => r.task)).toEqual(['t1', 't2']);
+  });
+});
