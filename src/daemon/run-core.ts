@@ -7,17 +7,18 @@
 // injection hooks (src/daemon/inject.ts) and puts them between the Shell, the core and the
 // transport; otherwise that code is not even loaded.
 import { createHash } from 'node:crypto';
-import { startTrace, trace, tracing } from '../io/trace.ts';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { Hash, ProcessId, Signer, Verifier } from '../core/ports.ts';
 import { Shell, type Transport } from '../core/shell.ts';
 import { encodeFrame } from '../core/wire/frame.ts';
+import type { Item } from '../core/wire/messages.ts';
 import { loadCluster, nextIncarnation, paths, processEntry, replicaPool, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
 import { readKeyFile } from '../io/keys.ts';
 import { writeTaskJournal } from '../io/run-records.ts';
 import { createProcessLog, type ProcessLog } from '../io/log.ts';
 import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
 import { TransportError, WsTransport, type Endpoint } from '../io/ws-transport.ts';
+import { startTrace, trace, tracing } from '../io/trace.ts';
 
 /** Tick at least this often even when the core asks for a later wake-up: a guard against a
  *  core that under-reports `nextWakeMs`. The cores report exact deadlines, so the timer is
@@ -190,6 +191,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   const link: Transport = { send: injection === null ? sendRaw : (to, frame) => injection.links.send(to, frame, sendRaw) };
   const shell = new Shell({
     core, cluster: cluster.config.cluster, signer, verifier, transport: link, onEffect,
+    ...(tracing() ? { onFrameOut: (to: ProcessId, _frame: Uint8Array, items: readonly Item[]) => trace(`items ${to} ${items.map(itemLabel).join(',')}`) } : {}),
     ...(injection === null ? {} : { intercept: injection.intercept }),
   });
 
@@ -330,4 +332,10 @@ function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, ex
       logger.error({ event: 'effect.unknown', effect: String(never) });
     }
   }
+}
+
+/** An item as the trace names it: its type, with a ptp or grp body's own type. */
+function itemLabel(item: Item): string {
+  if ((item.type === 'ptp' || item.type === 'grp') && item.body !== null) return `${item.type}:${item.body.type}`;
+  return item.type;
 }
