@@ -72,12 +72,12 @@ export function openRestoredSubmit(
  *  and every journal or entry refused, with why.
  *
  *  A journal is the live set at the RSN of its last change, so journals of one group compare by
- *  RSN. An entry absent from two journal files (two replicas: each writes only its own) written at a later RSN than
- *  the latest journal holding it ended in between: at least one of the two is correct, and a
- *  correct replica drops an entry only when its task ends. That is the stale journal of a replica
- *  retired while its node was down (its file outlived it), or an old task a faulty replica keeps
- *  listing; it is not restored (code FINISHED). One journal alone never cancels an entry: it may
- *  be the faulty one, and an accepted task must not be lost. */
+ *  RSN. An entry absent from two journal files (two replicas: each writes only its own) written
+ *  at a later RSN than the latest journal holding it ended in between: at least one of the two
+ *  is correct, and a correct replica drops an entry only when its task ends. That is the stale
+ *  journal of a replica retired while its node was down (its file outlived it), or an old task a
+ *  faulty replica keeps listing; it is not restored (code FINISHED). One journal alone never
+ *  cancels an entry: it may be the faulty one, and an accepted task must not be lost. */
 export function collectRestores(
   journals: readonly { source: string; data: Uint8Array }[], verifier: Verifier, operators: ReadonlySet<ProcessId>,
 ): { restores: TaskRestore[]; refused: { source: string; task: string | null; code: string; detail: string }[] } {
