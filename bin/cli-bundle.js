@@ -4,7 +4,7 @@
 // cluster start launches a dozen processes on a machine that may have two cores, so this is the
 // difference between replicas that heartbeat on time and replicas starved while their peers load.
 //
-// The bundle is built with esbuild (tsx's own compiler, already installed) into
+// The bundle is built with esbuild (a dependency, pinned to the version tsx itself uses) into
 // node_modules/.cache/trine/, beside the packages it imports, on first use and again whenever
 // one of its source files changes: a manifest records each input's size and mtime. Nothing is
 // committed and there is no build step to remember. TRINE_NO_BUNDLE=1 runs the sources under tsx.
