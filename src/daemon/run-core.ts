@@ -68,8 +68,8 @@ export const clockMs = (): number => Math.floor(performance.timeOrigin + perform
 
 /** Peers a process dials (issue 2): agents dial every replica; replica ri dials rj for j > i
  *  and the watchdog; the operator dials the replicas and the watchdog; the watchdog listens.
- *  "Every replica" is the whole pool, spares included (PROTOCOL §10.6): a spare that is not
- *  running costs a refused loopback dial now and then, and is reached the moment it starts. */
+ *  "Every replica" is the whole pool, spares included (PROTOCOL §10.6); a daemon dials the
+ *  spares only on demand (splitSpares). */
 export function dialTargets(cluster: Cluster, id: ProcessId): Record<ProcessId, Endpoint> {
   const c = cluster.config;
   const self = processEntry(cluster, id);
@@ -97,6 +97,18 @@ export function dialTargets(cluster: Cluster, id: ProcessId): Record<ProcessId, 
     case 'watchdog':
       break;
   }
+  return out;
+}
+
+/** The spare replicas among `targets` (the pool beyond cluster.json's initial replicas) are
+ *  dialed only while the core addresses them (ws-transport DIAL_DEMAND_MS): a spare mostly is
+ *  not running, and dialing six of them every 500 ms cost each daemon ~12 refused connects a
+ *  second. The core's hellos to a replacement make the transport dial it at once. */
+export function splitSpares(cluster: Cluster, targets: Record<ProcessId, Endpoint>): { dial: Record<ProcessId, Endpoint>; dialOnDemand: Record<ProcessId, Endpoint> } {
+  const initial = new Set(cluster.config.membership.replicas);
+  const spares = new Set(replicaPool(cluster.config.membership).filter((r) => !initial.has(r)));
+  const out = { dial: {} as Record<ProcessId, Endpoint>, dialOnDemand: {} as Record<ProcessId, Endpoint> };
+  for (const [peer, ep] of Object.entries(targets)) (spares.has(peer) ? out.dialOnDemand : out.dial)[peer] = ep;
   return out;
 }
 
@@ -237,11 +249,13 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     return verified;
   };
 
+  const targets = splitSpares(cluster, dialTargets(cluster, id));
   try {
     transport = await WsTransport.start({
       self: id,
       listen: entry.listen ?? undefined,
-      dial: dialTargets(cluster, id),
+      dial: targets.dial,
+      dialOnDemand: targets.dialOnDemand,
       // An injected fault on frames from a bound peer takes them here: dropped, or received
       // later (the connection is bound already, so what verification says then changes nothing).
       receive: injection === null ? receive : (data, claimedFrom) =>
@@ -260,7 +274,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     }
     throw e;
   }
-  logger.info({ event: 'listening', port: transport.port, dials: Object.keys(dialTargets(cluster, id)) }, 'running');
+  logger.info({ event: 'listening', port: transport.port, dials: Object.keys(targets.dial), dialsOnDemand: Object.keys(targets.dialOnDemand) }, 'running');
   guarded('start', () => shell.tick(clockMs()), undefined);
   arm();
   opts.onReady?.((make) => {

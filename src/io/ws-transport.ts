@@ -24,6 +24,11 @@ export const RECONNECT_MAX_MS = 500;
  *  PROTOCOL §10.6), so the peer is dialed at once, not up to RECONNECT_MAX_MS later. At most
  *  one such dial per peer this often, so a dead peer the core still addresses costs little. */
 export const SEND_REDIAL_MIN_MS = 50;
+/** A peer dialed on demand (dialOnDemand: a spare replica, which mostly is not running) is
+ *  dialed, and redialed with backoff, only while the core has addressed a frame to it this
+ *  recently. The core retries an unanswered hello at least every 400 ms (PROTOCOL §3.2), so a
+ *  peer it still wants stays wanted; one it stopped addressing costs nothing once this passes. */
+export const DIAL_DEMAND_MS = 2_000;
 /** Random spread of ±20% on every delay so peers that lost a common server do not redial in
  *  lockstep. */
 export const RECONNECT_JITTER = 0.2;
@@ -77,6 +82,8 @@ export type WsTransportOptions = {
   listen?: Endpoint | undefined;
   /** Peers this process dials and keeps dialing. */
   dial?: Readonly<Record<ProcessId, Endpoint>> | undefined;
+  /** Peers this process dials only while it sends them frames (DIAL_DEMAND_MS). */
+  dialOnDemand?: Readonly<Record<ProcessId, Endpoint>> | undefined;
   /** Hand bytes to the Shell; return whether the frame decoded and verified. `claimedFrom` is
    *  the bound peer for a bound connection, else null (a header's sender is unverified). */
   receive: (data: Uint8Array, claimedFrom: ProcessId | null) => boolean;
@@ -102,7 +109,17 @@ type Conn = {
   unboundTimer: NodeJS.Timeout | null;
 };
 
-type Dialer = { peer: ProcessId; url: string; conn: Conn | null; delayMs: number; timer: NodeJS.Timeout | null; lastDialMs: number };
+type Dialer = {
+  peer: ProcessId;
+  url: string;
+  conn: Conn | null;
+  delayMs: number;
+  timer: NodeJS.Timeout | null;
+  lastDialMs: number;
+  /** Dialed on demand only, and when the core last addressed it. */
+  lazy: boolean;
+  lastDemandMs: number;
+};
 
 function toBytes(data: RawData): Uint8Array {
   if (Array.isArray(data)) return Buffer.concat(data);
@@ -135,8 +152,12 @@ export class WsTransport implements Transport {
   static async start(opts: WsTransportOptions): Promise<WsTransport> {
     const t = new WsTransport(opts);
     if (opts.listen !== undefined) await t.listen(opts.listen);
+    const dialer = (peer: ProcessId, ep: Endpoint, lazy: boolean): Dialer => ({
+      peer, url: `ws://${ep.host}:${ep.port}/`, conn: null, delayMs: RECONNECT_INITIAL_MS, timer: null, lastDialMs: -Infinity, lazy, lastDemandMs: -Infinity,
+    });
+    for (const [peer, ep] of Object.entries(opts.dialOnDemand ?? {})) t.dialers.set(peer, dialer(peer, ep, true));
     for (const [peer, ep] of Object.entries(opts.dial ?? {})) {
-      const d: Dialer = { peer, url: `ws://${ep.host}:${ep.port}/`, conn: null, delayMs: RECONNECT_INITIAL_MS, timer: null, lastDialMs: -Infinity };
+      const d = dialer(peer, ep, false);
       t.dialers.set(peer, d);
       t.dialNow(d);
     }
@@ -182,12 +203,18 @@ export class WsTransport implements Transport {
     this.sendOn(route, frame);
   }
 
-  /** See SEND_REDIAL_MIN_MS. */
+  /** See SEND_REDIAL_MIN_MS and DIAL_DEMAND_MS. */
   private redialOnDemand(to: ProcessId): void {
     const d = this.dialers.get(to);
-    if (d === undefined || this.closed || d.conn !== null || d.timer === null) return;
-    if (performance.now() - d.lastDialMs < SEND_REDIAL_MIN_MS) return;
-    clearTimeout(d.timer);
+    if (d === undefined || this.closed || d.conn !== null) return;
+    const now = performance.now();
+    d.lastDemandMs = now;
+    if (now - d.lastDialMs < SEND_REDIAL_MIN_MS) {
+      this.scheduleDial(d); // an idle on-demand dialer wanted again just after a failed dial
+      return;
+    }
+    if (d.timer !== null) clearTimeout(d.timer);
+    d.timer = null;
     d.delayMs = RECONNECT_INITIAL_MS;
     this.dialNow(d);
   }
@@ -358,6 +385,8 @@ export class WsTransport implements Transport {
 
   private scheduleDial(d: Dialer): void {
     if (this.closed || d.timer !== null || d.conn !== null) return;
+    // Not wanted lately: stays idle until the next frame for it (DIAL_DEMAND_MS).
+    if (d.lazy && performance.now() - d.lastDemandMs > DIAL_DEMAND_MS) return;
     const spread = 1 + (Math.random() * 2 - 1) * RECONNECT_JITTER;
     const delay = Math.round(d.delayMs * spread);
     d.delayMs = Math.min(d.delayMs * 2, RECONNECT_MAX_MS);

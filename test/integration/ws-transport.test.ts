@@ -11,7 +11,7 @@ import { Shell } from '../../src/core/shell.ts';
 import { encodeFrame } from '../../src/core/wire/frame.ts';
 import { generateKeyPair } from '../../src/io/keys.ts';
 import { createNodeSigner, createNodeVerifier } from '../../src/io/signer-node.ts';
-import { WsTransport, type Endpoint } from '../../src/io/ws-transport.ts';
+import { DIAL_DEMAND_MS, WsTransport, type Endpoint } from '../../src/io/ws-transport.ts';
 
 const CLUSTER = 'test-cluster';
 const ids = ['r1', 'a1', 'a2'] as const;
@@ -49,7 +49,9 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((t) => t.close()));
 });
 
-async function startNode(id: ProcessId, opts: { listen?: Endpoint; dial?: Record<ProcessId, Endpoint> }): Promise<TestNode> {
+async function startNode(
+  id: ProcessId, opts: { listen?: Endpoint; dial?: Record<ProcessId, Endpoint>; dialOnDemand?: Record<ProcessId, Endpoint> },
+): Promise<TestNode> {
   const core = probeCore(id);
   let transport: WsTransport | null = null;
   const shell = new Shell({
@@ -61,6 +63,7 @@ async function startNode(id: ProcessId, opts: { listen?: Endpoint; dial?: Record
     self: id,
     listen: opts.listen,
     dial: opts.dial,
+    dialOnDemand: opts.dialOnDemand,
     receive: (data, claimed) => {
       const before = drops();
       shell.receive(data, Date.now(), claimed);
@@ -121,6 +124,36 @@ describe('ws transport', () => {
     for (let i = 0; i < 200; i++) sendProbe(client, 'r1', 100 + i);
     await until('200 more replies', () => replies(client, 'r1') === 201);
     expect(server.transport.counters.droppedNoRoute).toBe(0);
+  });
+
+  it('a peer dialed on demand (a spare replica) is dialed only once a frame is addressed to it, and left alone once frames stop', async () => {
+    // A port nobody listens on yet: take one, then free it.
+    const probe = await startNode('r1', { listen: LOOPBACK });
+    const port = probe.transport.port ?? 0;
+    await probe.transport.close();
+    open.splice(open.indexOf(probe.transport), 1);
+
+    const client = await startNode('a1', { dialOnDemand: { r1: { host: '127.0.0.1', port } } });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(client.transport.counters.dials).toBe(0); // not wanted: never dialed
+
+    // Wanted while the peer is down: dialed at once, then redialed with backoff.
+    sendProbe(client, 'r1', 1);
+    expect(client.transport.counters.dials).toBe(1);
+    await until('a redial while wanted', () => client.transport.counters.dials >= 3);
+    // No frame for it since: after DIAL_DEMAND_MS the dialer goes idle.
+    await new Promise((r) => setTimeout(r, DIAL_DEMAND_MS + 1_500));
+    const idle = client.transport.counters.dials;
+    await new Promise((r) => setTimeout(r, 1_200));
+    expect(client.transport.counters.dials).toBe(idle);
+
+    // The peer starts; the next frame for it dials, connects and is answered.
+    const server = await startNode('r1', { listen: { host: '127.0.0.1', port } });
+    sendProbe(client, 'r1', 2);
+    await until('a1 link to r1', () => client.transport.isConnected('r1'));
+    sendProbe(client, 'r1', 3);
+    await until('reply at a1', () => replies(client, 'r1') >= 1);
+    expect(server.transport.boundPeers()).toEqual(['a1']);
   });
 
   it('counts a send to a peer with no socket as dropped', async () => {
