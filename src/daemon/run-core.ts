@@ -156,10 +156,9 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   let armedAtMs = Infinity;
   let statsTimer: NodeJS.Timeout | null = null;
 
-  /** Straight to the transport, bypassing injected link faults. */
   startTrace(id);
+  /** Straight to the transport, bypassing injected link faults. */
   const sendRaw = (to: ProcessId, frame: Uint8Array): void => {
-    if (tracing()) trace(`tx ${to} ${frame.length}`);
     if (transport !== null) transport.send(to, frame);
   };
   // Fault injection (docs/OPERATIONS.md §7): only for a cluster started with --allow-inject.
@@ -203,7 +202,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   const link: Transport = { send: injection === null ? sendRaw : (to, frame) => injection.links.send(to, frame, sendRaw) };
   const shell = new Shell({
     core, cluster: cluster.config.cluster, signer, verifier, transport: link, onEffect,
-    ...(tracing() ? { onFrameOut: (to: ProcessId, _frame: Uint8Array, items: readonly Item[]) => trace(`items ${to} ${items.map(itemLabel).join(',')}`) } : {}),
+    ...(tracing() ? { onFrameOut: (to: ProcessId, frame: Uint8Array, items: readonly Item[]) => trace(`tx ${to} ${frame.length} ${items.map(itemLabel).join(',')}`) } : {}),
     ...(injection === null ? {} : { intercept: injection.intercept }),
   });
 
