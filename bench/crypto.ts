@@ -1,7 +1,9 @@
 // Signing and frame-codec throughput (STYLE.md 17): Ed25519 signatures and verifications per
 // second for node:crypto and tweetnacl on a 200-byte message (DESIGN.md §6 quotes ~0.04 ms and
 // ~0.12 ms for node:crypto), and whole frames of 1 and 64 `grp` items encoded+signed and
-// decoded+verified per second. bench/run.ts imports benchCrypto(); run alone with
+// decoded+verified per second, signed (version 1) and MAC'd on a link (version 2, PROTOCOL §2.4:
+// the grp-gc frames a replica sends an agent; a CG keeps its agent's own signature either way).
+// bench/run.ts imports benchCrypto(); run alone with
 //   node --import tsx bench/crypto.ts
 import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
@@ -11,6 +13,7 @@ import type { Signer, Verifier } from '../src/core/ports.ts';
 import { decodeFrame, encodeFrame, signCG } from '../src/core/wire/frame.ts';
 import type { Item } from '../src/core/wire/messages.ts';
 import { generateKeyPair } from '../src/io/keys.ts';
+import { createNodeLinkAuth } from '../src/io/link-auth-node.ts';
 import { createNaclSigner, createNaclVerifier } from '../src/io/signer-nacl.ts';
 import { createNodeSigner, createNodeVerifier } from '../src/io/signer-node.ts';
 
@@ -90,23 +93,28 @@ export async function benchCrypto(options: BenchCryptoOptions = {}): Promise<Fig
   const keys = { r1: generateKeyPair(), a1: generateKeyPair() };
   const r1 = createNodeSigner('r1', keys.r1.seed);
   const a1 = createNodeSigner('a1', keys.a1.seed);
-  const verifier = createNodeVerifier({ r1: keys.r1.publicKey, a1: keys.a1.publicKey });
+  const publicKeys = { r1: keys.r1.publicKey, a1: keys.a1.publicKey };
+  const verifier = createNodeVerifier(publicKeys);
+  const links = { r1: createNodeLinkAuth('r1', keys.r1.seed, publicKeys, CLUSTER), a1: createNodeLinkAuth('a1', keys.a1.seed, publicKeys, CLUSTER) };
   const cases = [
-    { kind: 'grp-cg', signer: a1, to: 'r1', make: (n: number) => cgItems(a1, n) },
-    { kind: 'grp-gc', signer: r1, to: 'a1', make: gcItems },
+    { kind: 'grp-cg', signer: a1, to: 'r1', make: (n: number) => cgItems(a1, n), mac: false },
+    { kind: 'grp-gc', signer: r1, to: 'a1', make: gcItems, mac: false },
+    { kind: 'grp-gc', signer: r1, to: 'a1', make: gcItems, mac: true },
   ];
   for (const c of cases) {
     for (const n of [1, 64]) {
       const frame = { from: c.signer.id, to: c.to, items: c.make(n) };
-      const encodeCtx = { cluster: CLUSTER, signer: c.signer };
-      const decodeCtx = { cluster: CLUSTER, self: c.to, verifier };
+      const encodeCtx = { cluster: CLUSTER, signer: c.signer, ...(c.mac ? { linkAuth: links.r1 } : {}) };
+      const decodeCtx = { cluster: CLUSTER, self: c.to, verifier, ...(c.mac ? { linkAuth: links.a1 } : {}) };
       const data = encodeFrame(frame, encodeCtx);
       const check = decodeFrame(data, decodeCtx);
       if (!check.ok || check.value.items.length !== n) throw new Error(`bench frame does not decode: ${check.ok ? 'item count' : check.code}`);
-      figures.push({ name: `frame.encode-sign.${c.kind}x${n}`, value: rate(() => encodeFrame(frame, encodeCtx), minMs, minOperations), unit: 'frames/s' });
+      if ((data[0] === 2) !== c.mac) throw new Error(`bench frame is version ${data[0]}`);
+      const [enc, dec] = c.mac ? ['encode-mac', 'decode-mac'] : ['encode-sign', 'decode-verify'];
+      figures.push({ name: `frame.${enc}.${c.kind}x${n}`, value: rate(() => encodeFrame(frame, encodeCtx), minMs, minOperations), unit: 'frames/s' });
       await yieldToLoop();
-      figures.push({ name: `frame.decode-verify.${c.kind}x${n}`, value: rate(() => decodeFrame(data, decodeCtx), minMs, minOperations), unit: 'frames/s' });
-      figures.push({ name: `frame.bytes.${c.kind}x${n}`, value: data.length, unit: 'bytes' });
+      figures.push({ name: `frame.${dec}.${c.kind}x${n}`, value: rate(() => decodeFrame(data, decodeCtx), minMs, minOperations), unit: 'frames/s' });
+      figures.push({ name: `frame.bytes${c.mac ? '-mac' : ''}.${c.kind}x${n}`, value: data.length, unit: 'bytes' });
       await yieldToLoop();
     }
   }

@@ -15,6 +15,7 @@ import { decodeFrame, encodeFrame } from '../src/core/wire/frame.ts';
 import type { Item, SignedCG } from '../src/core/wire/messages.ts';
 import { isClusterProcess, paths, readPidFiles, replicaPool, type Cluster } from '../src/io/cluster-dir.ts';
 import { readKeyFile } from '../src/io/keys.ts';
+import { createNodeLinkAuth } from '../src/io/link-auth-node.ts';
 import { createNodeSigner, createNodeVerifier } from '../src/io/signer-node.ts';
 import { WsTransport } from '../src/io/ws-transport.ts';
 import { dialTargets } from '../src/daemon/run-core.ts';
@@ -125,12 +126,13 @@ export class OperatorClient {
     const signer = createNodeSigner(self, key.seed);
     const verifier = createNodeVerifier(cluster.publicKeys);
     const clusterId = cluster.config.cluster;
+    const linkAuth = createNodeLinkAuth(self, key.seed, cluster.publicKeys, clusterId);
     const client = new OperatorClient(
       cluster,
       self,
       signer,
-      (to, items) => encodeFrame({ from: self, to, items }, { cluster: clusterId, signer }),
-      (data) => decodeFrame(data, { cluster: clusterId, self, verifier }),
+      (to, items) => encodeFrame({ from: self, to, items }, { cluster: clusterId, signer, linkAuth }),
+      (data) => decodeFrame(data, { cluster: clusterId, self, verifier, linkAuth }),
     );
     client.transport = await WsTransport.start({
       self,

@@ -1,8 +1,13 @@
 // Every limit, period and count of the core in one place (STYLE.md 9). Each says why it has
 // the value it has; timing defaults cite spec §1.7 where the source paper gives a number.
 
-/** Wire format version carried in every frame; a frame of another version is dropped. */
+/** Wire format version of a frame signed with Ed25519 (docs/PROTOCOL.md §2.1); a frame of
+ *  another version than these two is dropped. */
 export const WIRE_VERSION = 1;
+/** Wire format version of a frame authenticated by its link's MAC instead (PROTOCOL §2.4). */
+export const WIRE_VERSION_MAC = 2;
+/** HMAC-SHA256 tag of a MAC'd frame. */
+export const MAC_BYTES = 32;
 
 /** Largest frame accepted on any transport. Also the `ws` maxPayload, so an oversized frame
  *  never reaches the decoder. 1 MiB holds a coalesced batch of several hundred messages. */
@@ -10,6 +15,8 @@ export const MAX_FRAME_BYTES = 1024 * 1024;
 /** Smallest possible frame: version, id length, a one-char id, a one-byte body, the 4-byte
  *  CRC and the 64-byte signature (docs/PROTOCOL.md §2.1). */
 export const MIN_FRAME_BYTES = 1 + 1 + 1 + 1 + 4 + 64;
+/** The same for a MAC'd frame: a 32-byte tag in place of the signature. */
+export const MIN_MAC_FRAME_BYTES = 1 + 1 + 1 + 1 + 4 + 32;
 /** Ed25519 signature and public-key sizes. */
 export const SIGNATURE_BYTES = 64;
 export const PUBLIC_KEY_BYTES = 32;

@@ -16,6 +16,19 @@ export interface Verifier {
   verify(id: ProcessId, data: Uint8Array, signature: Uint8Array): boolean;
 }
 
+/** Authenticates one process's links (docs/PROTOCOL.md §2.4): a MAC under a key per direction
+ *  that only the two ends can derive. Cheap, but it convinces only the receiver, so frames a
+ *  third party must believe stay signed. */
+export interface LinkAuth {
+  readonly id: ProcessId;
+  /** The tag of bytes this process sends to `to`; null if it has no key for `to`. */
+  tag(to: ProcessId, data: Uint8Array): Uint8Array | null;
+  /** Whether `from` has a link key with this process. */
+  has(from: ProcessId): boolean;
+  /** Whether `tag` is the tag of bytes `from` sent to this process. Never throws. */
+  check(from: ProcessId, data: Uint8Array, tag: Uint8Array): boolean;
+}
+
 /** SHA-256 (state digests). A port so the core never imports node:crypto. */
 export type Hash = (data: Uint8Array) => Uint8Array;
 

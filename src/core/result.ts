@@ -13,6 +13,10 @@ export type DropCode =
   | 'WIRE_MISADDRESSED'
   | 'SIG_UNKNOWN_KEY'
   | 'SIG_INVALID'
+  /** A MAC'd frame whose tag is not the one its link's key gives (PROTOCOL §2.4). */
+  | 'MAC_INVALID'
+  /** A MAC'd frame carrying what must be signed: an order a backup may forward as evidence. */
+  | 'SIG_REQUIRED'
   | 'REPLAYED'
   /** A sequenced item already received in this session: a retransmission, or a replay of a
    *  captured frame (counted, harmless: it is acknowledged again, never delivered twice). */

@@ -1,12 +1,13 @@
-// The node shell: the one place where bytes become core inputs and core effects become signed
-// frames (docs/ARCHITECTURE.md §2). Daemons give it a WebSocket transport and the system clock;
+// The node shell: the one place where bytes become core inputs and core effects become
+// authenticated frames (docs/ARCHITECTURE.md §2). Daemons give it a WebSocket transport and the system clock;
 // the simulator gives it a simulated network and clock. Everything else is identical.
 //
 // Sends produced by one step are coalesced per destination into as few frames as possible, so
-// a burst of group messages costs one signature per peer rather than one per message.
+// a burst of group messages costs one signature or MAC per peer rather than one per message
+// (PROTOCOL §2.4 says which).
 import { MAX_FRAME_BYTES, MAX_ITEMS_PER_FRAME, MAX_SIGNED_ITEMS_PER_FRAME } from './constants.ts';
 import type { Core, CoreEffect, CoreInput } from './node.ts';
-import type { ProcessId, Signer, Verifier } from './ports.ts';
+import type { LinkAuth, ProcessId, Signer, Verifier } from './ports.ts';
 import type { DropCode } from './result.ts';
 import { decodeFrame, encodeFrame } from './wire/frame.ts';
 import { embeddedSignatures, type Frame, type Item } from './wire/messages.ts';
@@ -30,6 +31,9 @@ export type ShellOptions = {
   cluster: string;
   signer: Signer;
   verifier: Verifier;
+  /** Link keys: frames to and from a peer with one are MAC'd (PROTOCOL §2.4) unless an item
+   *  needs a signature; without it every frame is signed. */
+  linkAuth?: LinkAuth;
   transport: Transport;
   /** Every effect that is not a send: deliveries, suspicions, logs, termination. */
   onEffect?: (effect: Exclude<CoreEffect, { type: 'send' }>) => void;
@@ -48,8 +52,9 @@ export class Shell {
   private readonly encodeCtx;
 
   constructor(private readonly opts: ShellOptions) {
-    this.decodeCtx = { cluster: opts.cluster, self: opts.core.id, verifier: opts.verifier };
-    this.encodeCtx = { cluster: opts.cluster, signer: opts.signer };
+    const linkAuth = opts.linkAuth === undefined ? {} : { linkAuth: opts.linkAuth };
+    this.decodeCtx = { cluster: opts.cluster, self: opts.core.id, verifier: opts.verifier, ...linkAuth };
+    this.encodeCtx = { cluster: opts.cluster, signer: opts.signer, ...linkAuth };
   }
 
   get core(): Core {

@@ -8,7 +8,7 @@
 // transport; otherwise that code is not even loaded.
 import { createHash } from 'node:crypto';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
-import type { Hash, ProcessId, Signer, Verifier } from '../core/ports.ts';
+import type { Hash, LinkAuth, ProcessId, Signer, Verifier } from '../core/ports.ts';
 import { Shell, type Transport } from '../core/shell.ts';
 import { encodeFrame } from '../core/wire/frame.ts';
 import type { Item } from '../core/wire/messages.ts';
@@ -16,6 +16,7 @@ import { loadCluster, nextIncarnation, paths, processEntry, replicaPool, type Cl
 import { readKeyFile } from '../io/keys.ts';
 import { writeTaskJournal } from '../io/run-records.ts';
 import { createProcessLog, type ProcessLog } from '../io/log.ts';
+import { createNodeLinkAuth } from '../io/link-auth-node.ts';
 import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
 import { TransportError, WsTransport, type Endpoint } from '../io/ws-transport.ts';
 import { startTrace, trace, tracing } from '../io/trace.ts';
@@ -128,6 +129,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   let cluster: Cluster;
   let entry: ProcessEntry;
   let signer: Signer;
+  let linkAuth: LinkAuth;
   let id: ProcessId;
   try {
     cluster = loadCluster(opts.dir);
@@ -140,6 +142,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
       throw new Error(`${paths.keyFile(cluster.dir, id)} does not hold ${id}'s key in cluster.json: recreate the cluster with \`trine up\``);
     }
     signer = createNodeSigner(id, key.seed);
+    linkAuth = createNodeLinkAuth(id, key.seed, cluster.publicKeys, cluster.config.cluster);
   } catch (e) {
     return startupFailure((e as Error).message);
   }
@@ -201,7 +204,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
 
   const link: Transport = { send: injection === null ? sendRaw : (to, frame) => injection.links.send(to, frame, sendRaw) };
   const shell = new Shell({
-    core, cluster: cluster.config.cluster, signer, verifier, transport: link, onEffect,
+    core, cluster: cluster.config.cluster, signer, verifier, linkAuth, transport: link, onEffect,
     ...(tracing() ? { onFrameOut: (to: ProcessId, frame: Uint8Array, items: readonly Item[]) => trace(`tx ${to} ${frame.length} ${items.map(itemLabel).join(',')}`) } : {}),
     ...(injection === null ? {} : { intercept: injection.intercept }),
   });

@@ -5,10 +5,11 @@ import { unreachable } from '../core/result.ts';
 import { pack } from '../core/wire/frame.ts';
 import { agentRequest, groupCommand, groupMsgGC, type AgentRequest, type GroupCommand, type GroupMsgGC } from '../core/wire/messages.ts';
 
-/** A number naming a frame by 53 bits of its signature: every frame's signature differs (keyed
- *  hash or Ed25519 over distinct bodies), and the full bytes are compared after the lookup. */
+/** A number naming a frame by 53 bits of the end of its authenticator (a signature or a link
+ *  MAC, PROTOCOL §2.1/§2.4): it differs between frames (keyed hash, Ed25519 or HMAC over
+ *  distinct bytes), and the full bytes are compared after the lookup. */
 export function frameKey(frame: Uint8Array): number {
-  const at = frame.length - 64;
+  const at = frame.length - 8;
   if (at < 0) return -1;
   const v = new DataView(frame.buffer, frame.byteOffset + at, 8);
   return v.getUint32(0) * 2097152 + (v.getUint32(4) >>> 11);

@@ -26,6 +26,7 @@ export type SeedOptions = {
   /** Plant a bug in any core or in the verifier (tests of the checker; see WorldOptions). */
   wrapCore?: WorldOptions['wrapCore'];
   wrapVerifier?: WorldOptions['wrapVerifier'];
+  wrapLinkAuth?: WorldOptions['wrapLinkAuth'];
   /** Record the full trace and hand the world over at the end (debugging, tests). */
   trace?: boolean;
   inspect?: (world: World) => void;
@@ -77,6 +78,7 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
     ...(opts.trace === true ? { trace: true } : {}),
     ...(opts.wrapCore !== undefined ? { wrapCore: opts.wrapCore } : {}),
     ...(opts.wrapVerifier !== undefined ? { wrapVerifier: opts.wrapVerifier } : {}),
+    ...(opts.wrapLinkAuth !== undefined ? { wrapLinkAuth: opts.wrapLinkAuth } : {}),
   });
   for (const p of plan.partitions) world.network.addPartition(p);
   // A replica cut off is faulty in the model's terms (it may rightly be condemned), and so is

@@ -7,16 +7,20 @@
 // can sign as anyone. Inside the simulator only each process's own shell signs as it.
 import * as nodeCrypto from 'node:crypto';
 import { SIGNATURE_BYTES } from '../core/constants.ts';
-import type { ProcessId, Signer, Verifier } from '../core/ports.ts';
+import { MAC_BYTES } from '../core/constants.ts';
+import type { LinkAuth, ProcessId, Signer, Verifier } from '../core/ports.ts';
 import { publicKeyFromSeed } from '../io/keys.ts';
+import { createNodeLinkAuth } from '../io/link-auth-node.ts';
 import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
 
 export type SimCrypto = 'keyed' | 'ed25519';
 
-/** The keys of one simulated cluster: a signer per process and one verifier that knows all. */
+/** The keys of one simulated cluster: a signer and link keys per process, and one verifier that
+ *  knows all. */
 export interface SimKeyring {
   readonly crypto: SimCrypto;
   signerFor(id: ProcessId): Signer;
+  linkAuthFor(id: ProcessId): LinkAuth;
   readonly verifier: Verifier;
 }
 
@@ -58,6 +62,15 @@ export function createKeyedHashKeyring(ids: readonly ProcessId[], salt = 'defaul
       return sameBytes(tag(secret, data), signature);
     },
   };
+  // Link keys the same way: a secret per ordered pair, the tag the first MAC_BYTES of the hash.
+  const linkSecrets = new Map<string, Buffer>();
+  const linkSecret = (from: ProcessId, to: ProcessId): Buffer | null => {
+    if (!secrets.has(from) || !secrets.has(to)) return null;
+    const k = `${from} ${to}`;
+    let s = linkSecrets.get(k);
+    if (s === undefined) linkSecrets.set(k, (s = secretFor(salt, `link ${k}`)));
+    return s;
+  };
   return {
     crypto: 'keyed',
     verifier,
@@ -65,6 +78,22 @@ export function createKeyedHashKeyring(ids: readonly ProcessId[], salt = 'defaul
       const secret = secrets.get(id);
       if (secret === undefined) throw new RangeError(`no simulated key for ${id}`);
       return { id, sign: (data) => tag(secret, data) };
+    },
+    linkAuthFor(id) {
+      if (!secrets.has(id)) throw new RangeError(`no simulated key for ${id}`);
+      return {
+        id,
+        has: (peer) => secrets.has(peer),
+        tag: (to, data) => {
+          const s = linkSecret(id, to);
+          return s === null ? null : tag(s, data).slice(0, MAC_BYTES);
+        },
+        check: (from, data, t) => {
+          if (!(t instanceof Uint8Array) || !(data instanceof Uint8Array)) return false;
+          const s = linkSecret(from, id);
+          return s !== null && t.length === MAC_BYTES && sameBytes(tag(s, data).subarray(0, MAC_BYTES), t);
+        },
+      };
     },
   };
 }
@@ -91,6 +120,11 @@ export function createEd25519Keyring(ids: readonly ProcessId[], salt = 'default'
       const seed = seeds.get(id);
       if (seed === undefined) throw new RangeError(`no simulated key for ${id}`);
       return createNodeSigner(id, seed);
+    },
+    linkAuthFor(id) {
+      const seed = seeds.get(id);
+      if (seed === undefined) throw new RangeError(`no simulated key for ${id}`);
+      return createNodeLinkAuth(id, seed, publicKeys, salt);
     },
   };
 }

@@ -32,6 +32,7 @@ export class SimWatchdog {
       cluster: world.membership.cluster,
       signer: world.keyring.signerFor(id),
       verifier: world.keyring.verifier,
+      linkAuth: world.keyring.linkAuthFor(id),
       transport: world.network.transport(id, () => this.items),
       onEffect: (e) => {
         world.recordEffect(id, e);

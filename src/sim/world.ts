@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_TIMING, type Timing } from '../core/constants.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from '../core/node.ts';
-import type { Hash, ProcessId, Signer, Verifier } from '../core/ports.ts';
+import type { Hash, LinkAuth, ProcessId, Signer, Verifier } from '../core/ports.ts';
 import type { ReplicatedState } from '../core/replicated-state.ts';
 import { Shell, type Transport } from '../core/shell.ts';
 import { decodeFrame, encodeFrame, signCG } from '../core/wire/frame.ts';
@@ -86,6 +86,8 @@ export type WorldOptions = {
    *  to plant a bug the invariants must catch. */
   wrapCore?: (id: ProcessId, core: Core) => Core;
   wrapVerifier?: (verifier: Verifier) => Verifier;
+  /** The same for each process's link keys (PROTOCOL §2.4). */
+  wrapLinkAuth?: (linkAuth: LinkAuth) => LinkAuth;
   /** Each process's clock reads simulated time plus its offset (daemons' clocks disagree; a
    *  core must only ever compare its own readings). Default 0. */
   clockOffsetMs?: (id: ProcessId) => number;
@@ -195,7 +197,7 @@ export class World {
     for (const a of agents) this.addProcess(a.id, 'agent');
     this.network.attach('op', {
       receive: (bytes, from) => {
-        const r = decodeFrame(bytes, { cluster: this.membership.cluster, self: 'op', verifier: this.keyring.verifier });
+        const r = decodeFrame(bytes, { cluster: this.membership.cluster, self: 'op', verifier: this.keyring.verifier, linkAuth: this.keyring.linkAuthFor('op') });
         if (r.ok) this.opts.hooks?.onOperatorFrame?.(r.value);
         void from;
       },
@@ -419,7 +421,7 @@ export class World {
     const signed = signCG({ csn: 0, gssnAck: 0, payload, client: 'op', inc: 0 }, signer);
     for (const r of to) {
       const items: Item[] = [{ type: 'op.request', signed }];
-      const frame = encodeFrame({ from: 'op', to: r, items }, { cluster: this.membership.cluster, signer });
+      const frame = encodeFrame({ from: 'op', to: r, items }, { cluster: this.membership.cluster, signer, linkAuth: this.keyring.linkAuthFor('op') });
       this.operatorItems = items;
       this.checker.onFrameOut('op', frame, items);
       this.operatorTransport.send(r, frame);
@@ -517,6 +519,7 @@ export class World {
       cluster: this.membership.cluster,
       signer: this.keyring.signerFor(p.id),
       verifier: this.opts.wrapVerifier?.(this.keyring.verifier) ?? this.keyring.verifier,
+      linkAuth: this.opts.wrapLinkAuth?.(this.keyring.linkAuthFor(p.id)) ?? this.keyring.linkAuthFor(p.id),
       transport: this.network.transport(p.id, () => p.lastItems),
       onEffect: (e) => this.onEffect(p, shell, e),
       onFrameOut: (to, frame, items) => {

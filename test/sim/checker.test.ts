@@ -82,12 +82,12 @@ describe('the invariant checker catches planted bugs', () => {
     expect(r.violations.some((v) => v.invariant === 'g.condemned-correct' && /r1/.test(v.message))).toBe(true);
   });
 
-  it('a verifier that accepts any signature lets a corrupted frame in, and the admission check catches it', () => {
+  it('a verifier and link keys that accept anything let a corrupted frame in, and the admission check catches it', () => {
     const corrupting = (p: FaultPlan): FaultPlan => ({ ...calm(p), network: { ...NO_NETWORK_FAULTS, corrupt: 0.5 } });
     const honest = run({}, corrupting);
     expect(honest.network.corrupted).toBeGreaterThan(20);
     expect(honest.violations.filter((v) => v.invariant === 'c.admission')).toEqual([]);
-    const r = run({ wrapVerifier: (v) => ({ has: v.has, verify: () => true }) }, corrupting);
+    const r = run({ wrapVerifier: (v) => ({ has: v.has, verify: () => true }), wrapLinkAuth: (l) => ({ ...l, check: () => true }) }, corrupting);
     expect(r.violations.some((v) => v.invariant === 'c.admission' && /never emitted/.test(v.message))).toBe(true);
   });
 

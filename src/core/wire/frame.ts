@@ -1,21 +1,24 @@
 // Frame encoding, signing, decoding and verification (docs/PROTOCOL.md §2).
-//   frame  = header ‖ body ‖ crc32(header ‖ body) (4 bytes, big-endian) ‖ Ed25519 signature (64)
+//   frame  = header ‖ body ‖ crc32(header ‖ body) (4 bytes, big-endian) ‖ authenticator
 //   header = version (1 byte) ‖ length of the sender id (1 byte) ‖ sender id (ASCII)
 //   body   = canonical msgpack [cluster, to, items]
-// The signature covers header ‖ body and is checked BEFORE the body is parsed: an
-// unauthenticated peer cannot make a receiver spend more than a CRC and one signature check.
+// The authenticator is an Ed25519 signature (64 bytes, version 1) or, on a link both ends hold
+// a key for, an HMAC-SHA256 tag (32 bytes, version 2, §2.4) unless the frame carries an order a
+// backup may forward as evidence. It covers header ‖ body and is checked BEFORE the body is
+// parsed: an unauthenticated peer cannot make a receiver spend more than a CRC and one check.
 // Bodies are parsed by a strict decoder and must re-encode to the very same bytes, so every
 // replica accepts exactly the same frames (canonical input, not only canonical output).
 // decodeFrame is total.
 import { Packr } from 'msgpackr';
 import {
-  MAX_FRAME_BYTES, MAX_ID_CHARS, MAX_SIGNED_ITEMS_PER_FRAME, MIN_FRAME_BYTES, SIGNATURE_BYTES, WIRE_VERSION,
+  MAC_BYTES, MAX_FRAME_BYTES, MAX_ID_CHARS, MAX_SIGNED_ITEMS_PER_FRAME, MIN_FRAME_BYTES, MIN_MAC_FRAME_BYTES, SIGNATURE_BYTES,
+  WIRE_VERSION, WIRE_VERSION_MAC,
 } from '../constants.ts';
-import type { ProcessId, Signer, Verifier } from '../ports.ts';
+import type { LinkAuth, ProcessId, Signer, Verifier } from '../ports.ts';
 import { assert, err, ok, type Result } from '../result.ts';
 import { crc32 } from './crc32.ts';
 import {
-  accusation as accusationSchema, embeddedSignatures, frameBody, groupMsgCG, PROCESS_ID_PATTERN, type Accusation, type Frame,
+  accusation as accusationSchema, embeddedSignatures, frameBody, groupMsgCG, needsFrameSignature, PROCESS_ID_PATTERN, type Accusation, type Frame,
   type GroupMsgCG, type Item, type ItemWire, type PtpPayload, type PtpPayloadWire, type SignedAccusation, type SignedCG,
 } from './messages.ts';
 import { decodeStrict } from './msgpack-strict.ts';
@@ -42,8 +45,11 @@ export function unpack(data: Uint8Array): Result<unknown> {
   return tree;
 }
 
-export type EncodeContext = { cluster: string; signer: Signer };
-export type DecodeContext = { cluster: string; self: ProcessId; verifier: Verifier };
+/** `linkAuth`: this process's link keys (PROTOCOL §2.4). Without it every frame is signed; with
+ *  it, a frame to a peer it has a key for is MAC'd unless an item needs the signature. */
+export type EncodeContext = { cluster: string; signer: Signer; linkAuth?: LinkAuth };
+/** `linkAuth`: without it a MAC'd frame is refused as from an unknown key. */
+export type DecodeContext = { cluster: string; self: ProcessId; verifier: Verifier; linkAuth?: LinkAuth };
 
 /** Sign a CG as its agent: a replica can relay it but never forge it (spec §1.3). */
 export function signCG(cg: GroupMsgCG, signer: Signer): SignedCG {
@@ -144,32 +150,38 @@ export function encodeFrame(frame: Frame, ctx: EncodeContext): Uint8Array {
   const id = textEncoder.encode(ctx.signer.id);
   assert(id.length >= 1 && id.length <= MAX_ID_CHARS && PROCESS_ID_PATTERN.test(ctx.signer.id), `bad sender id ${ctx.signer.id}`);
   const body = pack(frameBody.enc({ cluster: ctx.cluster, to: frame.to, items: frame.items.map(itemToWire) }));
+  const link = ctx.linkAuth;
+  const mac = link !== undefined && link.id === ctx.signer.id && link.has(frame.to) && !frame.items.some(needsFrameSignature);
   const signedLength = 2 + id.length + body.length;
-  const out = new Uint8Array(signedLength + 4 + SIGNATURE_BYTES);
-  out[0] = WIRE_VERSION;
+  const out = new Uint8Array(signedLength + 4 + (mac ? MAC_BYTES : SIGNATURE_BYTES));
+  out[0] = mac ? WIRE_VERSION_MAC : WIRE_VERSION;
   out[1] = id.length;
   out.set(id, 2);
   out.set(body, 2 + id.length);
   const signed = out.subarray(0, signedLength);
   new DataView(out.buffer).setUint32(signedLength, crc32(signed), false);
-  out.set(ctx.signer.sign(signed), signedLength + 4);
+  const auth = mac ? link.tag(frame.to, signed) : ctx.signer.sign(signed);
+  assert(auth !== null && auth.length === (mac ? MAC_BYTES : SIGNATURE_BYTES), `authenticator for ${frame.to}`);
+  out.set(auth, signedLength + 4);
   return out;
 }
 
-type Header = { from: ProcessId; bodyStart: number; signedEnd: number };
+type Header = { from: ProcessId; bodyStart: number; signedEnd: number; mac: boolean };
 
 /** Read the fixed header: version and sender, without touching the msgpack body. */
 function readHeader(data: Uint8Array): Result<Header> {
-  if (data.length < MIN_FRAME_BYTES) return err('WIRE_TOO_SHORT', `${data.length} bytes`);
+  if (data.length < MIN_MAC_FRAME_BYTES) return err('WIRE_TOO_SHORT', `${data.length} bytes`);
   if (data.length > MAX_FRAME_BYTES) return err('WIRE_TOO_LARGE', `${data.length} bytes > ${MAX_FRAME_BYTES}`);
-  if (data[0] !== WIRE_VERSION) return err('WIRE_VERSION', `version ${data[0]}`);
+  if (data[0] !== WIRE_VERSION && data[0] !== WIRE_VERSION_MAC) return err('WIRE_VERSION', `version ${data[0]}`);
+  const mac = data[0] === WIRE_VERSION_MAC;
+  if (!mac && data.length < MIN_FRAME_BYTES) return err('WIRE_TOO_SHORT', `${data.length} bytes`);
   const n = data[1] as number;
-  const signedEnd = data.length - 4 - SIGNATURE_BYTES;
+  const signedEnd = data.length - 4 - (mac ? MAC_BYTES : SIGNATURE_BYTES);
   if (n === 0 || n > MAX_ID_CHARS || 2 + n >= signedEnd) return err('WIRE_MALFORMED', `sender id of ${n} bytes`);
   let from = '';
   for (let i = 2; i < 2 + n; i++) from += String.fromCharCode(data[i] as number);
   if (!PROCESS_ID_PATTERN.test(from)) return err('WIRE_MALFORMED', 'sender id characters');
-  return ok({ from, bodyStart: 2 + n, signedEnd });
+  return ok({ from, bodyStart: 2 + n, signedEnd, mac });
 }
 
 /** Decode, check and verify one frame. Every failure is a typed drop reason (STYLE.md 5). */
@@ -177,11 +189,16 @@ export function decodeFrame(data: Uint8Array, ctx: DecodeContext): Result<Frame>
   if (!(data instanceof Uint8Array)) return err('WIRE_MALFORMED', 'not bytes');
   const h = readHeader(data);
   if (!h.ok) return h;
-  const { from, bodyStart, signedEnd } = h.value;
+  const { from, bodyStart, signedEnd, mac } = h.value;
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   if (view.getUint32(signedEnd, false) !== crc32(data, signedEnd)) return err('WIRE_CHECKSUM', 'crc32 mismatch');
-  if (!ctx.verifier.has(from)) return err('SIG_UNKNOWN_KEY', `sender ${from}`);
-  if (!ctx.verifier.verify(from, data.subarray(0, signedEnd), data.subarray(signedEnd + 4))) return err('SIG_INVALID', `frame of ${from}`);
+  if (mac) {
+    if (ctx.linkAuth === undefined || !ctx.linkAuth.has(from)) return err('SIG_UNKNOWN_KEY', `no link key for ${from}`);
+    if (!ctx.linkAuth.check(from, data.subarray(0, signedEnd), data.subarray(signedEnd + 4))) return err('MAC_INVALID', `frame of ${from}`);
+  } else {
+    if (!ctx.verifier.has(from)) return err('SIG_UNKNOWN_KEY', `sender ${from}`);
+    if (!ctx.verifier.verify(from, data.subarray(0, signedEnd), data.subarray(signedEnd + 4))) return err('SIG_INVALID', `frame of ${from}`);
+  }
   // Authenticated from here on: what follows is evidence against `from` if it is wrong.
   const tree = unpack(data.subarray(bodyStart, signedEnd));
   if (!tree.ok) return tree;
@@ -193,6 +210,7 @@ export function decodeFrame(data: Uint8Array, ctx: DecodeContext): Result<Frame>
   let signedItems = 0;
   for (const w of b.items) signedItems += embeddedSignatures(w);
   if (signedItems > MAX_SIGNED_ITEMS_PER_FRAME) return err('WIRE_LIMIT', `${signedItems} signed requests > ${MAX_SIGNED_ITEMS_PER_FRAME}`);
+  if (mac && b.items.some(needsFrameSignature)) return err('SIG_REQUIRED', `an order from ${from} in a MAC'd frame`);
   const items: Item[] = [];
   for (const w of b.items) {
     const r = itemFromWire(w, from, ctx.verifier);

@@ -527,6 +527,13 @@ export function embeddedSignatures(item: Item | ItemWire): number {
   return 0;
 }
 
+/** An order of the primary (WRAPPER-MSG or its group-input twin): a backup keeps the frame that
+ *  carried it and may forward it to the other backup as evidence of equivocation (PROTOCOL
+ *  §10.2), so it travels only in a signed frame, never a MAC'd one (§2.4). */
+export function needsFrameSignature(item: Item | ItemWire): boolean {
+  return item.type === 'ptp' && item.body !== null && (item.body.type === 'wrapper' || item.body.type === 'wrapper.input');
+}
+
 /** Process ids as they appear in the frame header: ASCII, checked without parsing msgpack. */
 export const PROCESS_ID_PATTERN = /^[a-z][a-z0-9-]*$/;
 

@@ -3,23 +3,26 @@
 // §2.2, including forged or misrouted CGs inside otherwise valid frames; and the protections of
 // the header-first layout: an unauthenticated body is never parsed (msgpack bombs), a signed
 // body must be the canonical encoding and valid UTF-8, one frame carries at most 64 signed
-// requests, and peekSender reads only the header.
+// requests, and peekSender reads only the header. MAC'd frames (version 2, §2.4): round trips
+// under real link keys, when a frame stays signed, every MAC drop code, reflection and
+// redirection, and the same never-parse guarantee under a wrong tag.
 import { describe, expect, it, vi } from 'vitest';
 import {
-  MAX_FRAME_BYTES, MAX_ID_CHARS, MAX_ITEMS_PER_FRAME, MAX_SIGNED_ITEMS_PER_FRAME, MIN_FRAME_BYTES, SIGNATURE_BYTES, WIRE_VERSION,
+  MAC_BYTES, MAX_FRAME_BYTES, MAX_ID_CHARS, MAX_ITEMS_PER_FRAME, MAX_SIGNED_ITEMS_PER_FRAME, MIN_FRAME_BYTES, MIN_MAC_FRAME_BYTES,
+  SIGNATURE_BYTES, WIRE_VERSION, WIRE_VERSION_MAC,
 } from '../../../../src/core/constants.ts';
-import type { Signer, Verifier } from '../../../../src/core/ports.ts';
+import type { LinkAuth, Signer, Verifier } from '../../../../src/core/ports.ts';
 import type { Result } from '../../../../src/core/result.ts';
 import { crc32 } from '../../../../src/core/wire/crc32.ts';
 import { decodeFrame, encodeFrame, openCG, pack, peekSender, signCG } from '../../../../src/core/wire/frame.ts';
 import {
-  frameBody, groupMsgCG, type AgentRequest, type Frame, type Item, type ItemWire, type SignedCG,
+  frameBody, groupMsgCG, needsFrameSignature, type AgentRequest, type Frame, type GroupInput, type Item, type ItemWire, type SignedCG,
 } from '../../../../src/core/wire/messages.ts';
 import { publicKeyFromSeed } from '../../../../src/io/keys.ts';
 import { createNodeVerifier } from '../../../../src/io/signer-node.ts';
 import {
-  agentRequests, assemble, canonicalChoice, cgOf, CLUSTER, encodeLoose, headerOf, itemsFrom, mp, sealBody, seedOf,
-  signedCGOf, signerOf, splitFrame, toWire, verifier,
+  agentRequests, assemble, canonicalChoice, cgOf, CLUSTER, encodeLoose, headerOf, IDS, itemsFrom, linkAuthOf, mp, sealBody,
+  sealMacBody, seedOf, signedCGOf, signerOf, splitFrame, tagOf, toWire, verifier,
 } from './wire-samples.ts';
 
 // Count the strict decoder's calls (behaviour unchanged) to prove what was never parsed.
@@ -36,8 +39,13 @@ vi.mock('../../../../src/core/wire/msgpack-strict.ts', async (importOriginal) =>
 });
 
 const ctxFor = (self: string, v: Verifier = verifier) => ({ cluster: CLUSTER, self, verifier: v });
+/** A decoder with link keys, as every process has since PROTOCOL §2.4. */
+const macCtx = (self: string, v: Verifier = verifier, link: LinkAuth = linkAuthOf(self)) => ({ ...ctxFor(self, v), linkAuth: link });
 const enc = (from: string, to: string, items: Item[], cluster = CLUSTER): Uint8Array =>
   encodeFrame({ from, to, items }, { cluster, signer: signerOf(from) });
+/** encodeFrame with the sender's link keys: MAC'd when the link and the items allow it. */
+const encMac = (from: string, to: string, items: Item[], link: LinkAuth = linkAuthOf(from)): Uint8Array =>
+  encodeFrame({ from, to, items }, { cluster: CLUSTER, signer: signerOf(from), linkAuth: link });
 const codeOf = (r: Result<unknown>): string => (r.ok ? 'ok' : r.code);
 const detailOf = (r: Result<unknown>): string => (r.ok ? '' : r.detail);
 const frameOf = (r: Result<Frame>): Frame => {
@@ -70,6 +78,21 @@ function countingVerifier(): Verifier & { verifies: number; bytesVerified: numbe
   return v;
 }
 
+/** Link keys that count their MAC checks. */
+function countingLinkAuth(inner: LinkAuth): LinkAuth & { checks: number } {
+  const l = {
+    id: inner.id,
+    checks: 0,
+    has: (peer: string) => inner.has(peer),
+    tag: (to: string, data: Uint8Array) => inner.tag(to, data),
+    check: (from: string, data: Uint8Array, tag: Uint8Array) => {
+      l.checks++;
+      return inner.check(from, data, tag);
+    },
+  };
+  return l;
+}
+
 /** Plain copies of byte arrays so deep equality compares bytes, not classes. */
 function normal(v: unknown): unknown {
   if (v instanceof Uint8Array) return { bytes: hex(v) };
@@ -100,6 +123,7 @@ const grpWire = (bytes: Uint8Array, sig: Uint8Array, seq = 1): ItemWire =>
   ({ type: 'grp', srcInc: 1, destInc: 1, seq, body: { type: 'cg', bytes, sig } });
 const wrapItem = (signed: SignedCG, seq = 1): Item => ({ type: 'ptp', srcInc: 1, destInc: 1, seq, ackSeq: 0, body: { type: 'wrapper', rsn: 2, signed } });
 const grpItem = (signed: SignedCG, seq = 1): Item => ({ type: 'grp', srcInc: 1, destInc: 1, seq, body: { type: 'cg', signed } });
+const inputItem = (input: GroupInput, seq = 1): Item => ({ type: 'ptp', srcInc: 1, destInc: 1, seq, ackSeq: 0, body: { type: 'wrapper.input', rsn: 3, input } });
 
 describe('frame round trips', () => {
   it('carries every item type from an agent to a replica', () => {
@@ -186,9 +210,25 @@ describe('decodeFrame drop codes (PROTOCOL §2.2, in order)', () => {
     expect(codeOf(decodeFrame(null as unknown as Uint8Array, ctxFor('r1')))).toBe('WIRE_MALFORMED');
   });
 
-  it('WIRE_TOO_SHORT below the minimal frame; a frame of exactly MIN_FRAME_BYTES gets through every check before the body', () => {
-    for (const n of [0, 1, 4 + SIGNATURE_BYTES, MIN_FRAME_BYTES - 1]) {
-      expect(codeOf(decodeFrame(new Uint8Array(n), ctxFor('r1')))).toBe('WIRE_TOO_SHORT');
+  it('WIRE_TOO_SHORT below the minimal frame of its version; a frame of exactly MIN_FRAME_BYTES (signed) or MIN_MAC_FRAME_BYTES (MAC\'d) gets through every check before the body', () => {
+    const sized = (n: number, version: number): Uint8Array => {
+      const out = new Uint8Array(n);
+      if (n > 0) out[0] = version;
+      return out;
+    };
+    // below the MAC'd minimum, whatever the version byte
+    for (const n of [0, 1, 4 + MAC_BYTES, MIN_MAC_FRAME_BYTES - 1]) {
+      for (const version of [0, WIRE_VERSION, WIRE_VERSION_MAC, 0xff]) {
+        expect(codeOf(decodeFrame(sized(n, version), ctxFor('r1'))), `${n} bytes, version ${version}`).toBe('WIRE_TOO_SHORT');
+      }
+    }
+    // from there to the signed minimum, only a signed frame is too short; the others reach the
+    // version check (0) or the header (2: a zero-length sender id)
+    for (const n of [MIN_MAC_FRAME_BYTES, 4 + SIGNATURE_BYTES, MIN_FRAME_BYTES - 1]) {
+      expect(codeOf(decodeFrame(sized(n, WIRE_VERSION), ctxFor('r1'))), `${n} bytes`).toBe('WIRE_TOO_SHORT');
+      expect(codeOf(decodeFrame(sized(n, 0), ctxFor('r1'))), `${n} bytes`).toBe('WIRE_VERSION');
+      const r = decodeFrame(sized(n, WIRE_VERSION_MAC), macCtx('r1'));
+      expect(`${codeOf(r)} ${detailOf(r)}`, `${n} bytes`).toMatch(/^WIRE_MALFORMED sender id/);
     }
     // version ‖ 1 ‖ 'q' ‖ a one-byte body ‖ crc ‖ signature: 72 bytes, from a known one-letter sender
     const q = signerOf('q');
@@ -199,6 +239,15 @@ describe('decodeFrame drop codes (PROTOCOL §2.2, in order)', () => {
     const r = decodeFrame(minimal, ctxFor('r1', withQ));
     expect(codeOf(r)).toBe('WIRE_MALFORMED'); // nil is not a frame body: the body was reached
     expect(detailOf(r)).toMatch(/expected struct/);
+    // version ‖ 1 ‖ 'q' ‖ a one-byte body ‖ crc ‖ tag: 40 bytes, q and r1 holding link keys for each other
+    const minimalMac = sealMacBody(mp.nil(), 'q', 'r1', { link: linkAuthOf('q', ['q', 'r1']) });
+    expect(minimalMac).toHaveLength(MIN_MAC_FRAME_BYTES);
+    expect(minimalMac[0]).toBe(WIRE_VERSION_MAC);
+    const qCtx = macCtx('r1', withQ, linkAuthOf('r1', [...IDS, 'q']));
+    expect(codeOf(decodeFrame(minimalMac.subarray(0, MIN_MAC_FRAME_BYTES - 1), qCtx))).toBe('WIRE_TOO_SHORT');
+    const rm = decodeFrame(minimalMac, qCtx);
+    expect(codeOf(rm)).toBe('WIRE_MALFORMED'); // the tag checked, the body reached
+    expect(detailOf(rm)).toMatch(/expected struct/);
   });
 
   it('WIRE_TOO_LARGE above MAX_FRAME_BYTES, checked before anything else', () => {
@@ -211,7 +260,7 @@ describe('decodeFrame drop codes (PROTOCOL §2.2, in order)', () => {
 
   it('WIRE_VERSION for another version byte, before the CRC and told apart from garbage', () => {
     const data = good();
-    for (const version of [0, WIRE_VERSION + 1, 0xff]) {
+    for (const version of [0, WIRE_VERSION_MAC + 1, 0x7f, 0xff]) {
       const other = Uint8Array.from(data);
       other[0] = version;
       expect(codeOf(decodeFrame(other, ctxFor('r1')))).toBe('WIRE_VERSION');
@@ -220,8 +269,18 @@ describe('decodeFrame drop codes (PROTOCOL §2.2, in order)', () => {
     }
     // the version byte is checked before the rest of the header and before the CRC
     const garbage = new Uint8Array(200).fill(0xee);
-    garbage[0] = WIRE_VERSION + 1;
+    garbage[0] = WIRE_VERSION_MAC + 1;
     expect(codeOf(decodeFrame(garbage, ctxFor('r1')))).toBe('WIRE_VERSION');
+    // both known versions pass the version check: the same garbage is refused by the header
+    for (const version of [WIRE_VERSION, WIRE_VERSION_MAC]) {
+      garbage[0] = version;
+      const r = decodeFrame(garbage, macCtx('r1'));
+      expect(`${codeOf(r)} ${detailOf(r)}`).toMatch(/^WIRE_MALFORMED sender id/);
+    }
+    // a signed frame relabelled as MAC'd is read with the MAC'd layout: its CRC is not where it looks
+    const relabelled = Uint8Array.from(data);
+    relabelled[0] = WIRE_VERSION_MAC;
+    expect(codeOf(decodeFrame(relabelled, macCtx('r1')))).toBe('WIRE_CHECKSUM');
   });
 
   it('WIRE_MALFORMED for a header whose sender id is empty, too long, overruns the frame or has bad characters', () => {
@@ -362,27 +421,29 @@ describe('decodeFrame drop codes (PROTOCOL §2.2, in order)', () => {
   });
 });
 
-describe('an unauthenticated body is never parsed (PROTOCOL §2.1)', () => {
-  /** A frame of exactly MAX_FRAME_BYTES from `from`, whose body is `fill` after `prefix`. */
-  function bombFrame(from: string, prefix: number[], fill: readonly number[], sign: (signed: Uint8Array) => Uint8Array): Uint8Array {
-    const header = headerOf(from);
-    const body = new Uint8Array(MAX_FRAME_BYTES - header.length - 4 - SIGNATURE_BYTES);
-    body.set(prefix);
-    for (let i = prefix.length; i + fill.length <= body.length; i += fill.length) body.set(fill, i);
-    const signed = Buffer.concat([header, body]);
-    return assemble(signed, sign(signed));
-  }
-  const count32 = (n: number): number[] => [0xdd, (n >>> 24) & 0xff, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff];
-  /** Body bytes of a bomb frame from a two-character sender id. */
-  const bodyBytes = MAX_FRAME_BYTES - headerOf('a1').length - 4 - SIGNATURE_BYTES;
-  const bombs: Array<[string, number[], number[], RegExp]> = [
-    ['an array of a million empty maps', count32(bodyBytes - 5), [0x80], /0x80 not allowed/],
-    ['an array of 0xd4 extensions', count32(Math.floor((bodyBytes - 5) / 3)), [0xd4, 0x00, 0x00], /0xd4 not allowed/],
-    ['an array header claiming 2^32 − 1 elements', count32(0xffffffff), [0x00], /array longer than input/],
-    ['a million nested arrays', [], [0x91], /too deep/],
-    ['a string header claiming 4 GiB', [0xdb, 0xff, 0xff, 0xff, 0xff], [0x61], /string past end/],
-  ];
+/** A frame of exactly MAX_FRAME_BYTES from `from`, whose body is `fill` after `prefix`: signed
+ *  (version 1) or MAC'd (version 2), `sign` giving the authenticator of header ‖ body. */
+function bombFrame(from: string, prefix: number[], fill: readonly number[], sign: (signed: Uint8Array) => Uint8Array, version = WIRE_VERSION): Uint8Array {
+  const header = headerOf(from, version);
+  const body = new Uint8Array(MAX_FRAME_BYTES - header.length - 4 - (version === WIRE_VERSION_MAC ? MAC_BYTES : SIGNATURE_BYTES));
+  body.set(prefix);
+  for (let i = prefix.length; i + fill.length <= body.length; i += fill.length) body.set(fill, i);
+  const signed = Buffer.concat([header, body]);
+  return assemble(signed, sign(signed));
+}
+const count32 = (n: number): number[] => [0xdd, (n >>> 24) & 0xff, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff];
+/** Body bytes of a signed bomb frame from a two-character sender id (a MAC'd one has 32 more,
+ *  which the strict decoder never reaches: it stops at the first element). */
+const bodyBytes = MAX_FRAME_BYTES - headerOf('a1').length - 4 - SIGNATURE_BYTES;
+const bombs: Array<[string, number[], number[], RegExp]> = [
+  ['an array of a million empty maps', count32(bodyBytes - 5), [0x80], /0x80 not allowed/],
+  ['an array of 0xd4 extensions', count32(Math.floor((bodyBytes - 5) / 3)), [0xd4, 0x00, 0x00], /0xd4 not allowed/],
+  ['an array header claiming 2^32 − 1 elements', count32(0xffffffff), [0x00], /array longer than input/],
+  ['a million nested arrays', [], [0x91], /too deep/],
+  ['a string header claiming 4 GiB', [0xdb, 0xff, 0xff, 0xff, 0xff], [0x61], /string past end/],
+];
 
+describe('an unauthenticated body is never parsed (PROTOCOL §2.1)', () => {
   for (const [name, prefix, fill, whenParsed] of bombs) {
     it(`refuses a 1 MiB frame holding ${name} as a signature failure, parsing nothing`, () => {
       const v = countingVerifier();
@@ -405,6 +466,233 @@ describe('an unauthenticated body is never parsed (PROTOCOL §2.1)', () => {
       const signed = decodeFrame(bombFrame('a1', prefix, fill, (d) => signerOf('a1').sign(d)), ctxFor('r1', v));
       expect(codeOf(signed)).toBe('WIRE_MALFORMED');
       expect(detailOf(signed)).toMatch(whenParsed);
+      expect(strictCalls.n).toBe(1);
+    });
+  }
+});
+
+describe("MAC'd frames (PROTOCOL §2.4)", () => {
+  const probe: Item = { type: 'probe', nonce: 7 };
+  /** Items `from` may send in a MAC'd frame: all of its samples but the primary's orders. */
+  const macItems = (from: string): Item[] => itemsFrom(from).filter((i) => !needsFrameSignature(i));
+  const wrapper = (): Item => wrapItem(signedCGOf('a1', 1, agentRequests[0] as AgentRequest));
+  const cat = (...parts: Uint8Array[]): Uint8Array => Uint8Array.from(Buffer.concat(parts));
+
+  it('round trip between every kind of process with real link keys: version 2, 32 bytes shorter than signed, same body', () => {
+    const pairs = [['a1', 'r1'], ['r1', 'a1'], ['r1', 'r2'], ['r3', 'scc'], ['scc', 'r2'], ['op', 'r3'], ['r2', 'op'], ['a2', 'r3']] as const;
+    for (const [from, to] of pairs) {
+      const items = macItems(from);
+      expect(items.length).toBeGreaterThan(10);
+      const data = encMac(from, to, items);
+      const signedFrame = enc(from, to, items);
+      expect(data[0], `${from} → ${to}`).toBe(WIRE_VERSION_MAC);
+      expect(signedFrame[0]).toBe(WIRE_VERSION);
+      expect(data.length).toBe(signedFrame.length - 32);
+      expect(SIGNATURE_BYTES - MAC_BYTES).toBe(32);
+      const m = splitFrame(data);
+      const s = splitFrame(signedFrame);
+      expect(hex(m.header)).toBe(hex(headerOf(from, WIRE_VERSION_MAC)));
+      expect(hex(m.body)).toBe(hex(s.body));
+      expect(new DataView(data.buffer).getUint32(m.signed.length, false)).toBe(crc32(m.signed));
+      expect(m.sig).toHaveLength(MAC_BYTES);
+      // the tag is the link's, over header ‖ body, checked at the receiving end
+      expect(hex(m.sig)).toBe(hex(tagOf(from, to, m.signed)));
+      expect(linkAuthOf(to).check(from, m.signed, m.sig)).toBe(true);
+      const frame = frameOf(decodeFrame(data, macCtx(to)));
+      expect(frame.from).toBe(from);
+      expect(frame.to).toBe(to);
+      expect(normal(frame.items)).toEqual(normal(items));
+      // deterministic, and decodable from a view at an offset into a larger buffer
+      expect(hex(encMac(from, to, macItems(from)))).toBe(hex(data));
+      const big = new Uint8Array(data.length + 11);
+      big.set(data, 7);
+      expect(normal(frameOf(decodeFrame(big.subarray(7, 7 + data.length), macCtx(to))).items)).toEqual(normal(items));
+    }
+    // an empty frame and a pure ack are MAC'd too
+    expect(encMac('r1', 'r2', [])[0]).toBe(WIRE_VERSION_MAC);
+    expect(frameOf(decodeFrame(encMac('r1', 'r2', []), macCtx('r2'))).items).toEqual([]);
+    const ack: Item = { type: 'ptp', srcInc: 1, destInc: 1, seq: 0, ackSeq: 4, body: null };
+    expect(encMac('a1', 'r2', [ack])[0]).toBe(WIRE_VERSION_MAC);
+  });
+
+  it('signs a frame to a peer the link keys do not cover, or when the link keys are not the signer\'s', () => {
+    const items = [probe];
+    // x9 is outside a1's key table: the very bytes of the signed encoding
+    const toStranger = encMac('a1', 'x9', items);
+    expect(toStranger[0]).toBe(WIRE_VERSION);
+    expect(hex(toStranger)).toBe(hex(enc('a1', 'x9', items)));
+    expect(codeOf(decodeFrame(toStranger, ctxFor('x9')))).toBe('ok');
+    // a key table without r1 (as when r1's key maps to no usable X25519 point)
+    const narrow = linkAuthOf('a1', ['a1', 'r2']);
+    expect(narrow.has('r1')).toBe(false);
+    expect(encMac('a1', 'r1', items, narrow)[0]).toBe(WIRE_VERSION);
+    expect(encMac('a1', 'r2', items, narrow)[0]).toBe(WIRE_VERSION_MAC);
+    // link keys of another process than the signer are never used
+    const foreign = encodeFrame({ from: 'a1', to: 'r1', items }, { cluster: CLUSTER, signer: signerOf('a1'), linkAuth: linkAuthOf('r2') });
+    expect(foreign[0]).toBe(WIRE_VERSION);
+    expect(codeOf(decodeFrame(foreign, macCtx('r1')))).toBe('ok');
+  });
+
+  it('signs a frame carrying a wrapper or wrapper.input (the primary\'s orders, forwarded as evidence), even with link keys', () => {
+    const input = inputItem({ type: 'tick' });
+    const failed = inputItem({ type: 'node.failed', agent: 'a2', inc: 4 }, 2);
+    const notice: Item = { type: 'ptp', srcInc: 1, destInc: 1, seq: 5, ackSeq: 0, body: { type: 'notice', text: 'n' } };
+    for (const items of [[wrapper()], [input], [probe, wrapper()], [notice, failed, probe], [wrapper(), input]]) {
+      const data = encMac('r1', 'r2', items);
+      expect(data[0]).toBe(WIRE_VERSION);
+      expect(hex(data)).toBe(hex(enc('r1', 'r2', items)));
+      expect(verifier.verify('r1', splitFrame(data).signed, splitFrame(data).sig)).toBe(true);
+      expect(normal(frameOf(decodeFrame(data, macCtx('r2'))).items)).toEqual(normal(items));
+    }
+    // the same link without an order is MAC'd: other ptp payloads do not need the signature
+    expect(encMac('r1', 'r2', [probe, notice])[0]).toBe(WIRE_VERSION_MAC);
+  });
+
+  it('still accepts a signed frame at a decoder with link keys, and still checks its signature', () => {
+    const link = countingLinkAuth(linkAuthOf('r1'));
+    const items = itemsFrom('a1');
+    expect(normal(frameOf(decodeFrame(enc('a1', 'r1', items), macCtx('r1', verifier, link))).items)).toEqual(normal(items));
+    const data = enc('a1', 'r1', [probe]);
+    expect(codeOf(decodeFrame(flip(data, data.length - 1), macCtx('r1', verifier, link)))).toBe('SIG_INVALID');
+    expect(codeOf(decodeFrame(enc('x9', 'r1', [probe]), macCtx('r1', verifier, link)))).toBe('SIG_UNKNOWN_KEY');
+    expect(link.checks).toBe(0);
+  });
+
+  it('SIG_UNKNOWN_KEY for a MAC\'d frame at a decoder without link keys, or from a sender they do not cover, with no MAC or signature check', () => {
+    const v = countingVerifier();
+    const data = encMac('a1', 'r1', [probe]);
+    expect(data[0]).toBe(WIRE_VERSION_MAC);
+    expect(codeOf(decodeFrame(data, ctxFor('r1', v)))).toBe('SIG_UNKNOWN_KEY');
+    // r1's key table without a1
+    const narrow = countingLinkAuth(linkAuthOf('r1', ['r1', 'r2']));
+    expect(codeOf(decodeFrame(data, macCtx('r1', v, narrow)))).toBe('SIG_UNKNOWN_KEY');
+    // an outsider holding r1's public key: it can derive a key, r1 has none for it
+    const stranger = encMac('x9', 'r1', [probe], linkAuthOf('x9', ['x9', 'r1']));
+    expect(stranger[0]).toBe(WIRE_VERSION_MAC);
+    const link = countingLinkAuth(linkAuthOf('r1'));
+    expect(codeOf(decodeFrame(stranger, macCtx('r1', v, link)))).toBe('SIG_UNKNOWN_KEY');
+    expect(codeOf(decodeFrame(encMac('constructor', 'r1', [], linkAuthOf('constructor', ['constructor', 'r1'])), macCtx('r1', v, link)))).toBe('SIG_UNKNOWN_KEY');
+    expect(v.verifies + narrow.checks + link.checks).toBe(0);
+    // the CRC still comes first
+    expect(codeOf(decodeFrame(flip(stranger, 6), macCtx('r1', v, link)))).toBe('WIRE_CHECKSUM');
+  });
+
+  it('MAC_INVALID for a flipped tag bit, a tag by the wrong link key or cluster, or a header rewritten to another sender', () => {
+    const data = encMac('a1', 'r1', [probe]);
+    expect(codeOf(decodeFrame(data, macCtx('r1')))).toBe('ok');
+    for (const at of [data.length - MAC_BYTES, data.length - 17, data.length - 1]) {
+      for (const mask of [0x01, 0x80]) expect(codeOf(decodeFrame(flip(data, at, mask), macCtx('r1')))).toBe('MAC_INVALID');
+    }
+    const { signed, body } = splitFrame(data);
+    const wrongTags: Array<[string, Uint8Array]> = [
+      ['zeros', new Uint8Array(MAC_BYTES)],
+      ['a1 → r2', tagOf('a1', 'r2', signed)],
+      ['r1 → a1 (the other direction)', tagOf('r1', 'a1', signed)],
+      ['r2 → r1', tagOf('r2', 'r1', signed)],
+      ['a1 → a1', tagOf('a1', 'a1', signed)],
+      ['a1 → r1 of another cluster', tagOf('a1', 'r1', signed, linkAuthOf('a1', IDS, 'another-cluster'))],
+      ['a signature cut to 32 bytes', signerOf('a1').sign(signed).subarray(0, MAC_BYTES)],
+    ];
+    for (const [name, tag] of wrongTags) expect(`${name}: ${codeOf(decodeFrame(assemble(signed, tag), macCtx('r1')))}`).toBe(`${name}: MAC_INVALID`);
+    // a1's genuine frame with its header rewritten to a2 and the CRC fixed: the tag covers the header
+    const relabelled = assemble(cat(headerOf('a2', WIRE_VERSION_MAC), body), splitFrame(data).sig);
+    expect(codeOf(decodeFrame(relabelled, macCtx('r1')))).toBe('MAC_INVALID');
+    // a decoder whose keys are of another cluster refuses the genuine frame
+    expect(codeOf(decodeFrame(data, macCtx('r1', verifier, linkAuthOf('r1', IDS, 'another-cluster'))))).toBe('MAC_INVALID');
+    // body or CRC changed: the CRC refuses it before any MAC check
+    const link = countingLinkAuth(linkAuthOf('r1'));
+    // (header: 'a1' → 'a3' is still a valid id)
+    for (const [at, mask] of [[3, 0x02], [10, 0x10], [signed.length - 1, 0x10], [signed.length + 2, 0x10]] as const) {
+      expect(codeOf(decodeFrame(flip(data, at, mask), macCtx('r1', verifier, link)))).toBe('WIRE_CHECKSUM');
+    }
+    expect(link.checks).toBe(0);
+  });
+
+  it('binds the version: a MAC\'d frame passed off as signed, or a signed one as MAC\'d, is refused', () => {
+    const m = splitFrame(encMac('a1', 'r1', [probe]));
+    // version 1, the tag padded to a signature's length, CRC fixed
+    const asSigned = assemble(cat(headerOf('a1', WIRE_VERSION), m.body), cat(m.sig, new Uint8Array(SIGNATURE_BYTES - MAC_BYTES)));
+    expect(codeOf(decodeFrame(asSigned, macCtx('r1')))).toBe('SIG_INVALID');
+    // version 2, the first 32 bytes of a genuine signature as the tag
+    const s = splitFrame(enc('a1', 'r1', [probe]));
+    const asMac = assemble(cat(headerOf('a1', WIRE_VERSION_MAC), s.body), s.sig.subarray(0, MAC_BYTES));
+    expect(codeOf(decodeFrame(asMac, macCtx('r1')))).toBe('MAC_INVALID');
+    // the tag covers the version byte: a genuine tag over the version-1 header does not pass
+    const overV1 = assemble(cat(headerOf('a1', WIRE_VERSION_MAC), m.body), tagOf('a1', 'r1', cat(headerOf('a1', WIRE_VERSION), m.body)));
+    expect(codeOf(decodeFrame(overV1, macCtx('r1')))).toBe('MAC_INVALID');
+  });
+
+  it('never accepts a MAC\'d frame reflected to its sender or redirected to another peer', () => {
+    const items = [probe];
+    const wire = items.map(toWire);
+    const data = encMac('a1', 'r1', items);
+    const { body, sig: tag } = splitFrame(data);
+    const refused = ['MAC_INVALID', 'WIRE_MISADDRESSED'];
+    // reflection: a1's frame fed back to a1, as it is or as if r1 had sent it (header rewritten, CRC fixed)
+    expect(refused).toContain(codeOf(decodeFrame(data, macCtx('a1'))));
+    expect(refused).toContain(codeOf(decodeFrame(assemble(cat(headerOf('r1', WIRE_VERSION_MAC), body), tag), macCtx('a1'))));
+    // redirection: a1's frame to r2 delivered to r1, and to r3
+    const toR2 = encMac('a1', 'r2', items);
+    expect(refused).toContain(codeOf(decodeFrame(toR2, macCtx('r1'))));
+    expect(refused).toContain(codeOf(decodeFrame(toR2, macCtx('r3'))));
+    expect(codeOf(decodeFrame(toR2, macCtx('r2')))).toBe('ok');
+    // the keys are per direction: even a body addressed to a1 under an r1 header does not pass
+    // with a1 → r1's tag, only with r1 → a1's
+    const signedAsR1 = cat(headerOf('r1', WIRE_VERSION_MAC), pack(bodyTree('a1', wire)));
+    expect(codeOf(decodeFrame(assemble(signedAsR1, tagOf('a1', 'r1', signedAsR1)), macCtx('a1')))).toBe('MAC_INVALID');
+    expect(codeOf(decodeFrame(assemble(signedAsR1, tagOf('r1', 'a1', signedAsR1)), macCtx('a1')))).toBe('ok');
+    // and per peer: a body addressed to r1 tagged with a1 → r2's key does not pass at r1
+    const signedToR1 = cat(headerOf('a1', WIRE_VERSION_MAC), pack(bodyTree('r1', wire)));
+    expect(codeOf(decodeFrame(assemble(signedToR1, tagOf('a1', 'r2', signedToR1)), macCtx('r1')))).toBe('MAC_INVALID');
+    expect(codeOf(decodeFrame(assemble(signedToR1, tagOf('a1', 'r1', signedToR1)), macCtx('r1')))).toBe('ok');
+  });
+
+  it('SIG_REQUIRED for a validly tagged frame carrying a wrapper or wrapper.input, before any CG signature is checked', () => {
+    const v = countingVerifier();
+    const genuine = toWire(wrapper());
+    const signed = signedCGOf('a2', 2, agentRequests[1] as AgentRequest);
+    const forged = wrapWire(signed.bytes, flip(signed.sig, 0));
+    const input = toWire(inputItem({ type: 'tick' }));
+    const ack: ItemWire = { type: 'ptp', srcInc: 1, destInc: 1, seq: 0, ackSeq: 4, body: null };
+    const bodies: ItemWire[][] = [[genuine], [input], [{ type: 'probe', nonce: 1 }, genuine], [forged], [ack, input], [genuine, input]];
+    for (const items of bodies) {
+      const body = pack(bodyTree('r2', items));
+      const r = decodeFrame(sealMacBody(body, 'r1', 'r2'), macCtx('r2', v));
+      expect(codeOf(r)).toBe('SIG_REQUIRED');
+      expect(detailOf(r)).toMatch(/r1/);
+    }
+    expect(v.verifies).toBe(0);
+    // the same bodies signed are accepted (but the forged CG)
+    expect(codeOf(decodeFrame(sealBody(pack(bodyTree('r2', [genuine, input])), signerOf('r1')), macCtx('r2')))).toBe('ok');
+    expect(codeOf(decodeFrame(sealBody(pack(bodyTree('r2', [forged])), signerOf('r1')), macCtx('r2')))).toBe('SIG_INVALID');
+    // the rest of the frame checks still come first: another addressee is WIRE_MISADDRESSED
+    expect(codeOf(decodeFrame(sealMacBody(pack(bodyTree('r3', [genuine])), 'r1', 'r2'), macCtx('r2')))).toBe('WIRE_MISADDRESSED');
+  });
+
+  for (const [name, prefix, fill, whenParsed] of bombs) {
+    it(`refuses a 1 MiB MAC'd frame holding ${name} under a wrong tag as MAC_INVALID, parsing nothing`, () => {
+      const v = countingVerifier();
+      const link = countingLinkAuth(linkAuthOf('r1'));
+      const ctx = macCtx('r1', v, link);
+      const bomb = (from: string, tag: (signed: Uint8Array) => Uint8Array): Uint8Array => bombFrame(from, prefix, fill, tag, WIRE_VERSION_MAC);
+      strictCalls.n = 0;
+      const results: Array<[string, Result<Frame>]> = [
+        ['no link keys', decodeFrame(bomb('a1', (d) => tagOf('a1', 'r1', d)), ctxFor('r1', v))],
+        ['unknown sender', decodeFrame(bomb('x9', (d) => tagOf('x9', 'r1', d, linkAuthOf('x9', ['x9', 'r1']))), ctx)],
+        ['wrong link', decodeFrame(bomb('a1', (d) => tagOf('a1', 'r2', d)), ctx)],
+        ['garbage tag', decodeFrame(bomb('a1', () => new Uint8Array(MAC_BYTES).fill(0x5a)), ctx)],
+      ];
+      expect(results.map(([label, r]) => `${label}: ${codeOf(r)}`)).toEqual([
+        'no link keys: SIG_UNKNOWN_KEY', 'unknown sender: SIG_UNKNOWN_KEY', 'wrong link: MAC_INVALID', 'garbage tag: MAC_INVALID',
+      ]);
+      // the receiver's whole cost: a CRC and at most one MAC check per frame, no parse
+      expect(link.checks).toBe(2);
+      expect(v.verifies).toBe(0);
+      expect(strictCalls.n).toBe(0);
+      // the same body under the right tag is parsed (once) and refused by the strict decoder
+      const tagged = decodeFrame(bomb('a1', (d) => tagOf('a1', 'r1', d)), ctx);
+      expect(codeOf(tagged)).toBe('WIRE_MALFORMED');
+      expect(detailOf(tagged)).toMatch(whenParsed);
       expect(strictCalls.n).toBe(1);
     });
   }
@@ -594,6 +882,10 @@ describe('peekSender reads the header only', () => {
     expect(peekSender(flip(data, data.length - 1))).toBe('a1'); // signature broken
     expect(peekSender(flip(data, 10))).toBe('a1'); // body and CRC broken
     expect(peekSender(enc('x9', 'r1', []))).toBe('x9'); // unknown key: routing is not trust
+    const macd = encMac('a2', 'r1', itemsFrom('a2').filter((i) => !needsFrameSignature(i)));
+    expect(macd[0]).toBe(WIRE_VERSION_MAC);
+    expect(peekSender(macd)).toBe('a2'); // a MAC'd frame
+    expect(peekSender(flip(macd, macd.length - 1))).toBe('a2'); // its tag broken
     expect(peekSender(sealBody(Uint8Array.of(0xc1, 0x80, 0xd4), signerOf('scc')))).toBe('scc'); // garbage body
     const header = headerOf('r3');
     const bomb = new Uint8Array(MAX_FRAME_BYTES);
@@ -613,13 +905,18 @@ describe('peekSender reads the header only', () => {
     const garbage: Uint8Array[] = [
       new Uint8Array(0),
       new Uint8Array(10),
-      data.subarray(0, MIN_FRAME_BYTES - 1),
+      data.subarray(0, MIN_FRAME_BYTES - 1), // a signed frame cut below the signed minimum
+      data.subarray(0, MIN_MAC_FRAME_BYTES - 1),
+      encMac('a1', 'r1', [{ type: 'probe', nonce: 1 }]).subarray(0, MIN_MAC_FRAME_BYTES - 1),
       new Uint8Array(MAX_FRAME_BYTES + 1).fill(1),
       new Uint8Array(200),
       new Uint8Array(200).fill(0xff),
       Uint8Array.from({ length: 300 }, (_, i) => (i * 97 + 13) & 0xff),
-      withHeader([WIRE_VERSION + 1]),
+      withHeader([WIRE_VERSION_MAC + 1]),
       withHeader([0]),
+      withHeader([0xff]),
+      withHeader([WIRE_VERSION_MAC, 0]),
+      withHeader([WIRE_VERSION_MAC, 2, 0x41, 0x31]), // 'A1'
       withHeader([WIRE_VERSION, 0]),
       withHeader([WIRE_VERSION, MAX_ID_CHARS + 1]),
       withHeader([WIRE_VERSION, 2, 0x41, 0x31]), // 'A1'
@@ -631,8 +928,18 @@ describe('peekSender reads the header only', () => {
         out.set([WIRE_VERSION, 3, 0x61, 0x62, 0x63]); // id runs into the CRC
         return out;
       })(),
+      (() => {
+        const out = new Uint8Array(MIN_MAC_FRAME_BYTES);
+        out.set([WIRE_VERSION_MAC, 2, 0x61, 0x62]); // MAC'd layout: no byte left for a body
+        return out;
+      })(),
     ];
     for (const g of garbage) expect(peekSender(g), hex(g.subarray(0, 6))).toBe(null);
     expect(peekSender(withHeader([WIRE_VERSION, 2, 0x61, 0x39]))).toBe('a9');
+    expect(peekSender(withHeader([WIRE_VERSION_MAC, 2, 0x61, 0x39]))).toBe('a9');
+    // the smallest MAC'd layout with room for a one-byte body
+    const smallest = new Uint8Array(MIN_MAC_FRAME_BYTES);
+    smallest.set([WIRE_VERSION_MAC, 1, 0x62]);
+    expect(peekSender(smallest)).toBe('b');
   });
 });

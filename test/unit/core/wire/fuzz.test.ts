@@ -4,13 +4,19 @@
 // (these must all stop at the header, CRC or signature: an unauthenticated body is never parsed,
 // docs/PROTOCOL.md §2.1); whole-frame mutations; and the signer-cooperating path, where mutated
 // bodies, mutated CGs and non-canonical re-encodings are re-signed with the real keys so they
-// reach the strict msgpack decoder, the canonicality check and the schemas. Every schema's `dec`
-// also gets random and near-valid trees. Nothing may throw; every failure is a decoder drop
-// code. Seeded: a failure prints the seed; replay with TRINE_FUZZ_SEED=<n>.
+// reach the strict msgpack decoder, the canonicality check and the schemas. MAC'd frames
+// (version 2, PROTOCOL §2.4) the same way: random bodies and mutated frames under a wrong or
+// stale tag stop at the header, CRC or tag, and the link-key-cooperating path re-tags mutated
+// bodies with the real link keys so they reach the strict decoder, the schemas and the
+// signed-order check (SIG_REQUIRED). Every decoder has link keys, as in production. Every
+// schema's `dec` also gets random and near-valid trees. Nothing may throw; every failure is a
+// decoder drop code. Seeded: a failure prints the seed; replay with TRINE_FUZZ_SEED=<n>.
 import { describe, expect, it } from 'vitest';
-import { MAX_FRAME_BYTES, MAX_TEXT_CHARS, MIN_FRAME_BYTES, SIGNATURE_BYTES } from '../../../../src/core/constants.ts';
+import {
+  MAC_BYTES, MAX_FRAME_BYTES, MAX_TEXT_CHARS, MIN_FRAME_BYTES, MIN_MAC_FRAME_BYTES, SIGNATURE_BYTES, WIRE_VERSION, WIRE_VERSION_MAC,
+} from '../../../../src/core/constants.ts';
 import type { DropCode } from '../../../../src/core/result.ts';
-import { decodeFrame, encodeFrame, pack, unpack, type DecodeContext } from '../../../../src/core/wire/frame.ts';
+import { decodeFrame, encodeFrame, pack, unpack, type DecodeContext, type EncodeContext } from '../../../../src/core/wire/frame.ts';
 import * as messages from '../../../../src/core/wire/messages.ts';
 import type { AgentRequest, Frame, Item, ItemWire } from '../../../../src/core/wire/messages.ts';
 import {
@@ -18,7 +24,7 @@ import {
 } from '../../../../src/core/wire/schema.ts';
 import {
   agentRequests, assemble, canonicalChoice, cgOf, CLUSTER, encodeLoose, groupCommands, groupMsgsGC, headerOf, heartbeatInfos,
-  itemsFrom, ptpPayloads, signedCGOf, signerOf, splitFrame, toWire, verifier,
+  itemsFrom, linkAuthOf, ptpPayloads, signedCGOf, signerOf, splitFrame, toWire, verifier,
 } from './wire-samples.ts';
 
 const SEED = (Number(process.env.TRINE_FUZZ_SEED ?? 0x7121e) >>> 0) || 1;
@@ -70,12 +76,12 @@ const rngFor = (salt: number): Rng => new Rng((SEED ^ Math.imul(salt, 0x9e3779b1
 const DECODER_CODES: Record<DropCode, boolean> = {
   WIRE_TOO_SHORT: true, WIRE_TOO_LARGE: true, WIRE_CHECKSUM: true, WIRE_MALFORMED: true, WIRE_VERSION: true,
   WIRE_UNKNOWN_TYPE: true, WIRE_LIMIT: true, WIRE_FOREIGN_CLUSTER: true, WIRE_MISADDRESSED: true,
-  SIG_UNKNOWN_KEY: true, SIG_INVALID: true,
+  SIG_UNKNOWN_KEY: true, SIG_INVALID: true, MAC_INVALID: true, SIG_REQUIRED: true,
   REPLAYED: false, DUPLICATE: false, STALE_SESSION: false, OUT_OF_WINDOW: false, NOT_A_MEMBER: false, UNEXPECTED: false,
 };
 /** The checks that come before the signature (PROTOCOL §2.2 steps 1–7): all an unsigned frame
  *  may ever reach. A header WIRE_MALFORMED names the sender id; anything else is the body. */
-const PRE_AUTH_CODES = new Set<string>(['WIRE_TOO_SHORT', 'WIRE_TOO_LARGE', 'WIRE_VERSION', 'WIRE_CHECKSUM', 'SIG_UNKNOWN_KEY', 'SIG_INVALID']);
+const PRE_AUTH_CODES = new Set<string>(['WIRE_TOO_SHORT', 'WIRE_TOO_LARGE', 'WIRE_VERSION', 'WIRE_CHECKSUM', 'SIG_UNKNOWN_KEY', 'SIG_INVALID', 'MAC_INVALID']);
 const preAuth = (code: string, detail: string): boolean => PRE_AUTH_CODES.has(code) || (code === 'WIRE_MALFORMED' && detail.startsWith('sender id'));
 /** A schema alone can only find malformed input, a limit exceeded, or an unknown union code. */
 const SCHEMA_CODES = new Set<string>(['WIRE_MALFORMED', 'WIRE_LIMIT', 'WIRE_UNKNOWN_TYPE']);
@@ -148,13 +154,24 @@ const unauthenticatedTally = (): Tally => {
 
 // ---- frames -------------------------------------------------------------------------------
 
-type Sample = { data: Uint8Array; header: Uint8Array; body: Uint8Array; signed: Uint8Array; sig: Uint8Array; ctx: DecodeContext; from: string };
+type Sample = {
+  data: Uint8Array; header: Uint8Array; body: Uint8Array; signed: Uint8Array; sig: Uint8Array; ctx: DecodeContext; from: string; items: Item[];
+};
 
-const ctxFor = (self: string): DecodeContext => ({ cluster: CLUSTER, self, verifier });
+/** Every decoder holds link keys (as every process does since PROTOCOL §2.4). */
+const ctxFor = (self: string): DecodeContext => ({ cluster: CLUSTER, self, verifier, linkAuth: linkAuthOf(self) });
 
 function sample(from: string, to: string, items: Item[]): Sample {
   const data = encodeFrame({ from, to, items }, { cluster: CLUSTER, signer: signerOf(from) });
-  return { data, ...splitFrame(data), ctx: ctxFor(to), from };
+  return { data, ...splitFrame(data), ctx: ctxFor(to), from, items };
+}
+
+/** The same frame MAC'd with the sender's link keys (its orders, which need the signature, left out). */
+function macSample(s: Sample): Sample {
+  const items = s.items.filter((i) => !messages.needsFrameSignature(i));
+  const data = encodeFrame({ from: s.from, to: s.ctx.self, items }, { cluster: CLUSTER, signer: signerOf(s.from), linkAuth: linkAuthOf(s.from) });
+  if (data[0] !== WIRE_VERSION_MAC) throw new Error(`corpus frame ${s.from} → ${s.ctx.self} was not MAC'd`);
+  return { data, ...splitFrame(data), ctx: s.ctx, from: s.from, items };
 }
 
 const grpCgs = (from: string, n: number): Item[] =>
@@ -178,8 +195,11 @@ const cheapCorpus = corpus.filter((s) => s !== corpus[1]);
 /** Mostly cheap frames: decoding the 64-CG frame costs ~50x more (and ends the same way). */
 const pickSample = (rng: Rng): Sample => (rng.chance(0.01) ? (corpus[1] as Sample) : rng.pick(cheapCorpus));
 
-/** With a stale signature or none, the only frames that may decode are genuine ones. */
-const genuine = new Set(corpus.map((s) => Buffer.from(s.data).toString('hex')));
+/** The cheap corpus MAC'd: the frames of the MAC'd streams. */
+const macCorpus: Sample[] = cheapCorpus.map(macSample);
+
+/** With a stale signature or tag or none, the only frames that may decode are genuine ones. */
+const genuine = new Set([...corpus, ...macCorpus].map((s) => Buffer.from(s.data).toString('hex')));
 const isGenuine = (data: Uint8Array): boolean => genuine.has(Buffer.from(data).toString('hex'));
 
 const trees = new Map<Sample, unknown>();
@@ -191,6 +211,30 @@ function treeOf(s: Sample): unknown {
     trees.set(s, tree.value);
   }
   return trees.get(s);
+}
+
+/** A mutation of a corpus body for the key-cooperating streams (signed or MAC'd alike), by mode:
+ *  0 bytes (the strict decoder and the canonicality check), 1 trees (the schemas, the cluster,
+ *  the addressee, the signed-request limit), 3 the same content in other msgpack widths
+ *  (accepted exactly when it is the canonical bytes). Mode 2 is each stream's own. */
+function cooperatingMutation(rng: Rng, s: Sample, tree: unknown, from: readonly Sample[], mode: number): Uint8Array {
+  if (mode === 0) return mutateBytes(rng, s.body, rng.pick(from).body);
+  if (mode === 1) return tryPack(mutateTree(rng, tree)) ?? s.body;
+  return encodeLoose(tree, (n, v) => (rng.chance(0.1) ? rng.int(n) : canonicalChoice(n, v)));
+}
+
+/** The checks on one re-authenticated mutation's verdict: a re-encoding (mode 3) is accepted
+ *  exactly when canonical, and what is accepted is routed as sent and is exactly what the
+ *  sender's own encoder (`ctx`) would send. True when it was accepted. */
+function judgeCooperating(t: Tally, label: string, value: unknown, c: { mode: number; s: Sample; body: Uint8Array; data: Uint8Array; ctx: EncodeContext }): boolean {
+  if (c.mode === 3 && (value !== undefined) !== Buffer.from(c.body).equals(Buffer.from(c.s.body))) {
+    t.fail(label, `a re-encoding was ${value === undefined ? 'refused though canonical' : 'accepted though not canonical'}`);
+  }
+  if (value === undefined) return false;
+  const f = value as Frame;
+  if (f.from !== c.s.from || f.to !== c.s.ctx.self || !Array.isArray(f.items)) t.fail(label, 'accepted a frame with wrong routing');
+  else if (!Buffer.from(encodeFrame(f, c.ctx)).equals(Buffer.from(c.data))) t.fail(label, 'accepted bytes that do not re-encode to themselves');
+  return true;
 }
 
 /** Sender ids for hand-made headers: known keys, unknown but valid ids, and invalid ones. */
@@ -348,6 +392,19 @@ function tryPack(tree: unknown): Uint8Array | null {
   }
 }
 
+/** A frame body for the unauthenticated streams: a 1 MiB bomb, random bytes, or valid msgpack of
+ *  random trees, half of them shaped like a frame body to r1. */
+function randomBody(rng: Rng, bomb: boolean): Uint8Array {
+  return bomb
+    ? concat(rng.pick(HOSTILE), new Uint8Array(MAX_FRAME_BYTES - 200).fill(rng.pick([0x80, 0x91, 0xd4])))
+    : rng.chance(0.5)
+      ? rng.bytes(1 + rng.int(rng.chance(0.9) ? 200 : 4000))
+      : tryPack(rng.chance(0.5)
+        ? randomTree(rng, 5)
+        : [rng.chance(0.7) ? CLUSTER : rng.pick(ID_LIKE), rng.chance(0.7) ? 'r1' : rng.pick(ID_LIKE), rng.chance(0.5) ? [] : randomTree(rng, 5)])
+      ?? rng.bytes(10);
+}
+
 /** Plain data with byte arrays as hex, for comparing decoded values. */
 const normal = (v: unknown): string =>
   JSON.stringify(v, (_k, x: unknown) => (x instanceof Uint8Array ? `bytes:${Buffer.from(x).toString('hex')}` : x));
@@ -359,18 +416,21 @@ describe(`wire fuzz (seed ${SEED})`, () => {
     const rng = rngFor(1);
     const t = unauthenticatedTally();
     const ctx = ctxFor('r1');
-    const fixed = [0, 1, MIN_FRAME_BYTES - 1, MIN_FRAME_BYTES, MIN_FRAME_BYTES + 1, MAX_FRAME_BYTES, MAX_FRAME_BYTES + 1];
+    const small = [0, 1, MIN_MAC_FRAME_BYTES - 1, MIN_MAC_FRAME_BYTES, MIN_MAC_FRAME_BYTES + 1, MIN_FRAME_BYTES - 1, MIN_FRAME_BYTES, MIN_FRAME_BYTES + 1];
+    const fixed = [...small, MAX_FRAME_BYTES, MAX_FRAME_BYTES + 1];
     for (let i = 0; i < 44_000; i++) {
       let length: number;
       if (i < fixed.length) length = fixed[i] as number;
       else if (i % 3000 === 0) length = 65_536 + rng.int(MAX_FRAME_BYTES - 65_536 + 2);
-      else if (rng.chance(0.15)) length = rng.pick(fixed.slice(0, 5));
+      else if (rng.chance(0.15)) length = rng.pick(small);
       else length = rng.int(rng.chance(0.8) ? 600 : 9000);
       const data = rng.bytes(length);
-      // a third are pure noise; the others start with the right version, half with a whole header
+      // a third are pure noise; the others start with a valid version (signed or MAC'd), half
+      // with a whole header
       const mode = i % 3;
-      if (mode > 0 && data.length > 0) data[0] = 1;
-      if (mode === 2) data.set(headerOf(rng.pick(HEADER_IDS)).subarray(0, data.length));
+      const version = i % 2 === 0 ? WIRE_VERSION : WIRE_VERSION_MAC;
+      if (mode > 0 && data.length > 0) data[0] = version;
+      if (mode === 2) data.set(headerOf(rng.pick(HEADER_IDS), version).subarray(0, data.length));
       t.run(`random #${i} (${length} bytes, mode ${mode})`, () => decodeFrame(data, ctx));
     }
     t.expectClean(44_000, ['WIRE_TOO_SHORT', 'WIRE_TOO_LARGE', 'WIRE_VERSION', 'WIRE_MALFORMED', 'WIRE_CHECKSUM']);
@@ -382,15 +442,7 @@ describe(`wire fuzz (seed ${SEED})`, () => {
     const ctx = ctxFor('r1');
     for (let i = 0; i < 10_000; i++) {
       const from = rng.pick(HEADER_IDS.slice(0, 11));
-      const body = i % 1000 === 0
-        ? concat(rng.pick(HOSTILE), new Uint8Array(MAX_FRAME_BYTES - 200).fill(rng.pick([0x80, 0x91, 0xd4]))) // a bomb
-        : rng.chance(0.5)
-          ? rng.bytes(1 + rng.int(rng.chance(0.9) ? 200 : 4000))
-          : // valid msgpack of random trees, half of them shaped like a frame body
-            tryPack(rng.chance(0.5)
-              ? randomTree(rng, 5)
-              : [rng.chance(0.7) ? CLUSTER : rng.pick(ID_LIKE), rng.chance(0.7) ? 'r1' : rng.pick(ID_LIKE), rng.chance(0.5) ? [] : randomTree(rng, 5)])
-            ?? rng.bytes(10);
+      const body = randomBody(rng, i % 1000 === 0);
       const signed = concat(headerOf(from), body);
       // random bytes, a genuine signature by another key, or the sender's signature of something else
       const sig = rng.chance(0.6)
@@ -443,13 +495,10 @@ describe(`wire fuzz (seed ${SEED})`, () => {
       const tree = treeOf(s);
       let body: Uint8Array;
       const mode = i % 4;
-      if (mode === 0) {
-        // bytes: reach the strict decoder and the canonicality check
-        body = mutateBytes(rng, s.body, rng.pick(cheapCorpus).body);
-      } else if (mode === 1) {
-        // trees: reach the schemas, the cluster, the addressee and the signed-request limit
-        body = tryPack(mutateTree(rng, tree)) ?? s.body;
-      } else if (mode === 2) {
+      if (mode !== 2) {
+        body = cooperatingMutation(rng, s, tree, cheapCorpus, mode);
+        if (mode === 3 && !Buffer.from(body).equals(Buffer.from(s.body))) reEncoded++;
+      } else {
         // a validly signed frame carrying a validly signed but malformed CG, on lane 1 or wrapped
         const client = s.from.startsWith('a') ? s.from : 'a1';
         const cg = messages.groupMsgCG.enc(cgOf(client, 1 + rng.int(5), rng.pick(agentRequests), 1 + rng.int(3)));
@@ -461,10 +510,6 @@ describe(`wire fuzz (seed ${SEED})`, () => {
           ? { type: 'grp', srcInc: 1, destInc: 1, seq: 1, body: { type: 'cg', bytes: cgBytes, sig: cgSig } }
           : { type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body: { type: 'wrapper', rsn: 1, cgBytes, cgSig } };
         body = pack(messages.frameBody.enc({ cluster: CLUSTER, to: s.ctx.self, items: [item] }));
-      } else {
-        // the same content in other msgpack widths: accepted exactly when it is the canonical bytes
-        body = encodeLoose(tree, (n, v) => (rng.chance(0.1) ? rng.int(n) : canonicalChoice(n, v)));
-        if (!Buffer.from(body).equals(Buffer.from(s.body))) reEncoded++;
       }
       const signed = concat(s.header, body);
       const data = assemble(signed, signer.sign(signed));
@@ -475,15 +520,7 @@ describe(`wire fuzz (seed ${SEED})`, () => {
         const again = decodeFrame(data, s.ctx);
         if ((value === undefined) !== !again.ok) t.fail(label, 'a second decode disagrees');
       }
-      if (mode === 3 && (value !== undefined) !== Buffer.from(body).equals(Buffer.from(s.body))) {
-        t.fail(label, `a re-encoding was ${value === undefined ? 'refused though canonical' : 'accepted though not canonical'}`);
-      }
-      if (value === undefined) continue;
-      accepted++;
-      const f = value as Frame;
-      if (f.from !== s.from || f.to !== s.ctx.self || !Array.isArray(f.items)) t.fail(label, 'accepted a frame with wrong routing');
-      // canonical input: what is accepted is exactly what the sender's own encoder would send
-      else if (!Buffer.from(encodeFrame(f, { cluster: CLUSTER, signer })).equals(Buffer.from(data))) t.fail(label, 'accepted bytes that do not re-encode to themselves');
+      if (judgeCooperating(t, label, value, { mode, s, body, data, ctx: { cluster: CLUSTER, signer } })) accepted++;
     }
     t.expectClean(
       30_000,
@@ -492,6 +529,93 @@ describe(`wire fuzz (seed ${SEED})`, () => {
     );
     expect(accepted).toBeGreaterThan(1000);
     expect(reEncoded).toBeGreaterThan(1000);
+  });
+
+  it("random bodies under a valid MAC'd header and CRC but a wrong tag, and MAC'd frames mutated under a stale tag, are never parsed (8,000 frames)", () => {
+    const rng = rngFor(7);
+    const t = unauthenticatedTally();
+    const ctx = ctxFor('r1');
+    for (let i = 0; i < 8_000; i++) {
+      if (i % 2 === 0) {
+        const from = rng.pick(HEADER_IDS.slice(0, 11));
+        const body = randomBody(rng, i % 2000 === 0);
+        const signed = concat(headerOf(from, WIRE_VERSION_MAC), body);
+        // random bytes, a genuine tag of another link (another sender's, or the sender's to
+        // another peer), or a stale tag of a real MAC'd frame
+        const known = linkAuthOf('r1').has(from);
+        const kind = rng.int(4);
+        const tag = kind === 0 || kind === 1
+          ? rng.bytes(MAC_BYTES)
+          : kind === 2
+            ? linkAuthOf(rng.pick(['r2', 'a1', 'scc'].filter((id) => id !== from))).tag('r1', signed) as Uint8Array
+            : known && rng.chance(0.5) ? linkAuthOf(from).tag(rng.pick(['r2', 'r3', 'a2']), signed) as Uint8Array : rng.pick(macCorpus).sig;
+        const data = assemble(signed, tag);
+        t.run(`random MAC'd body #${i} from ${from} (tag ${kind})`, () => decodeFrame(data, ctx));
+      } else {
+        // a real MAC'd frame, header (version, id length, id) or body mutated, CRC recomputed
+        const s = rng.pick(macCorpus);
+        const signed = rng.chance(0.2)
+          ? concat(mutateBytes(rng, s.header, rng.pick(macCorpus).header), s.body)
+          : concat(s.header, mutateBytes(rng, s.body, rng.pick(macCorpus).body));
+        const data = assemble(signed, s.sig);
+        const value = t.run(`stale-tag mutation #${i}`, () => decodeFrame(data, s.ctx));
+        if (value !== undefined && !isGenuine(data)) t.fail(`stale-tag mutation #${i}`, 'accepted a changed frame under a stale tag');
+      }
+    }
+    t.expectClean(8_000, ['SIG_UNKNOWN_KEY', 'MAC_INVALID', 'WIRE_MALFORMED']);
+    expect(t.codes.get('MAC_INVALID') ?? 0).toBeGreaterThan(3_000);
+  });
+
+  it('link-key-cooperating: mutated MAC\'d bodies re-tagged with the real link keys (4,000 frames)', () => {
+    const rng = rngFor(8);
+    const t = frameTally();
+    let accepted = 0;
+    let required = 0;
+    let reEncoded = 0;
+    for (let i = 0; i < 4_000; i++) {
+      const s = rng.pick(macCorpus);
+      const link = linkAuthOf(s.from);
+      const tree = treeOf(s);
+      let body: Uint8Array;
+      const mode = i % 4;
+      if (mode !== 2) {
+        body = cooperatingMutation(rng, s, tree, macCorpus, mode);
+        if (mode === 3 && !Buffer.from(body).equals(Buffer.from(s.body))) reEncoded++;
+      } else {
+        // a valid order of the primary slipped into a valid MAC'd body: it needs the signature
+        const order: Item = rng.chance(0.5)
+          ? { type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body: { type: 'wrapper', rsn: 1 + rng.int(9), signed: signedCGOf('a1', 1 + rng.int(3), rng.pick(agentRequests)) } }
+          : { type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body: { type: 'wrapper.input', rsn: 1 + rng.int(9), input: rng.pick([{ type: 'tick' }, { type: 'replica.add', id: 'r4' }] as const) } };
+        const items = s.items.map(toWire);
+        items.splice(rng.int(items.length + 1), 0, toWire(order));
+        body = pack(messages.frameBody.enc({ cluster: CLUSTER, to: s.ctx.self, items }));
+      }
+      const signed = concat(s.header, body);
+      const tag = link.tag(s.ctx.self, signed);
+      if (tag === null) throw new Error(`no link key ${s.from} → ${s.ctx.self}`);
+      const data = assemble(signed, tag);
+      const label = `re-tagged mutation #${i} (mode ${mode})`;
+      let code = 'ok';
+      const value = t.run(label, () => {
+        const r = decodeFrame(data, s.ctx);
+        if (!r.ok) code = r.code;
+        return r;
+      });
+      if (mode === 2) {
+        if (code !== 'SIG_REQUIRED') t.fail(label, `an order in a MAC'd frame gave ${code}`);
+        else required++;
+      }
+      if (value !== undefined && (value as Frame).items.some(messages.needsFrameSignature)) t.fail(label, "accepted an order in a MAC'd frame");
+      if (judgeCooperating(t, label, value, { mode, s, body, data, ctx: { cluster: CLUSTER, signer: signerOf(s.from), linkAuth: link } })) accepted++;
+    }
+    t.expectClean(
+      4_000,
+      ['ok', 'SIG_REQUIRED', 'WIRE_MALFORMED', 'WIRE_UNKNOWN_TYPE', 'WIRE_LIMIT', 'WIRE_MISADDRESSED'],
+      ['msgpack: not the canonical encoding', 'msgpack: truncated'],
+    );
+    expect(accepted).toBeGreaterThan(200);
+    expect(reEncoded).toBeGreaterThan(200);
+    expect(required).toBe(1_000);
   });
 
   it('fed over 100,000 frames to decodeFrame in all', () => {

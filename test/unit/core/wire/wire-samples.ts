@@ -1,10 +1,10 @@
-// Shared fixtures of the wire tests: fixed keys for a small cluster, a representative value of
-// every payload and item type of src/core/wire/messages.ts, frames assembled by hand
-// (docs/PROTOCOL.md §2.1) and msgpack written by hand in any width, canonical or not.
-// Not a test file itself.
+// Shared fixtures of the wire tests: fixed keys for a small cluster (signing keys and the link
+// keys derived from them), a representative value of every payload and item type of
+// src/core/wire/messages.ts, frames assembled by hand (docs/PROTOCOL.md §2.1, MAC'd ones §2.4)
+// and msgpack written by hand in any width, canonical or not. Not a test file itself.
 import { createHash } from 'node:crypto';
-import { SIGNATURE_BYTES, WIRE_VERSION } from '../../../../src/core/constants.ts';
-import type { Signer, Verifier } from '../../../../src/core/ports.ts';
+import { MAC_BYTES, SIGNATURE_BYTES, WIRE_VERSION, WIRE_VERSION_MAC } from '../../../../src/core/constants.ts';
+import type { LinkAuth, Signer, Verifier } from '../../../../src/core/ports.ts';
 import { crc32 } from '../../../../src/core/wire/crc32.ts';
 import { itemToWire, pack, signCG } from '../../../../src/core/wire/frame.ts';
 import type {
@@ -12,6 +12,7 @@ import type {
   PtpPayloadWire, SignedCG,
 } from '../../../../src/core/wire/messages.ts';
 import { publicKeyFromSeed } from '../../../../src/io/keys.ts';
+import { createNodeLinkAuth } from '../../../../src/io/link-auth-node.ts';
 import { createNodeSigner, createNodeVerifier } from '../../../../src/io/signer-node.ts';
 
 export const CLUSTER = '0f1e2d3c4b5a69788796a5b4c3d2e1f0';
@@ -32,6 +33,28 @@ export function signerOf(id: string): Signer {
 }
 
 export const verifier: Verifier = createNodeVerifier(new Map(IDS.map((id) => [id, publicKeyFromSeed(seedOf(id))] as const)));
+
+const linkCache = new Map<string, LinkAuth>();
+/** Real link keys (createNodeLinkAuth, PROTOCOL §2.4) of `id`, derived from the same seed as
+ *  signerOf(id), with every process of `peers` (default: the cluster's IDS; any id works, a
+ *  peer's public key comes from seedOf too), for `cluster` (the HKDF salt). */
+export function linkAuthOf(id: string, peers: readonly string[] = IDS, cluster = CLUSTER): LinkAuth {
+  const key = `${id}|${peers.join(',')}|${cluster}`;
+  let l = linkCache.get(key);
+  if (l === undefined) {
+    l = createNodeLinkAuth(id, seedOf(id), new Map(peers.map((p) => [p, publicKeyFromSeed(seedOf(p))] as const)), cluster);
+    linkCache.set(key, l);
+  }
+  return l;
+}
+
+/** The tag `link` (default: linkAuthOf(from)) gives bytes `from` sends to `to`; throws when it
+ *  has no key for `to` (a bug in the test). */
+export function tagOf(from: string, to: string, data: Uint8Array, link: LinkAuth = linkAuthOf(from)): Uint8Array {
+  const t = link.tag(to, data);
+  if (t === null) throw new Error(`no link key ${from} → ${to}`);
+  return t;
+}
 
 const bytesOf = (n: number, salt = 0): Uint8Array => Uint8Array.from({ length: n }, (_, i) => (i * 131 + salt) & 0xff);
 
@@ -133,10 +156,19 @@ export function sealBody(body: Uint8Array, signer: Signer, header: { from?: stri
   return assemble(signed, signer.sign(signed));
 }
 
-/** The parts of a frame as encodeFrame lays it out (no checks: our own frames only). */
+/** A MAC'd frame (version 2, PROTOCOL §2.4) around a hand-made body: header ‖ body ‖ crc ‖ the
+ *  tag of header ‖ body with the link key `from` → `to` (of `link`, default linkAuthOf(from)).
+ *  `header` (default: `from`) is the sender id written into the header. */
+export function sealMacBody(body: Uint8Array, from: string, to: string, opts: { header?: string; link?: LinkAuth } = {}): Uint8Array {
+  const signed = Buffer.concat([headerOf(opts.header ?? from, WIRE_VERSION_MAC), body]);
+  return assemble(signed, tagOf(from, to, signed, opts.link));
+}
+
+/** The parts of a frame as encodeFrame lays it out (no checks: our own frames only). `sig` is
+ *  the authenticator: the signature of a version-1 frame, the tag of a version-2 one. */
 export function splitFrame(data: Uint8Array): { header: Uint8Array; body: Uint8Array; signed: Uint8Array; sig: Uint8Array } {
   const bodyStart = 2 + (data[1] as number);
-  const signedEnd = data.length - 4 - SIGNATURE_BYTES;
+  const signedEnd = data.length - 4 - (data[0] === WIRE_VERSION_MAC ? MAC_BYTES : SIGNATURE_BYTES);
   return {
     header: data.slice(0, bodyStart),
     body: data.slice(bodyStart, signedEnd),
