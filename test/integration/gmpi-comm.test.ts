@@ -300,7 +300,7 @@ describe('G-MPI dynamic membership (spec §5.5)', () => {
     await until(() => get(procs, 1).p2p.stats().unexpectedMessages === 1, 'stale queued');
     // Process 2 crashes: survivors see G_MPI_SIG_LOCAL_CONNECTION, then the manager's
     // NTF_DIED (removePeer) and REP_SPAWNED (expect) for the replacement, VPID 5.
-    await get(procs, 2).p2p.close();
+    await get(procs, 2).p2p.close({ bye: false });
     const survivors = [1, 3, 4];
     await until(() => survivors.every((v) => get(procs, v).lost.some((l) => l.id === 2)), 'loss seen');
     const replacement = await open(5);

@@ -7,8 +7,12 @@
 // invalid sends, abort and resume (spec §5.2's alert flag) and connection loss (spec §5.4's
 // G_MPI_SIG_LOCAL_CONNECTION), including a malformed stream from a peer. Membership changes
 // and communicators are in gmpi-comm.test.ts. No wall-clock thresholds: waits are event-driven.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect as dial, type Socket } from 'node:net';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   ANY_SOURCE, ANY_TAG, P2P, P2PError, type LostReason, type P2PLogEvent, type P2POptions,
@@ -24,7 +28,10 @@ const id = (i: number): number => IDS[i] ?? -1;
 const opened: P2P[] = [];
 const rawSockets: Socket[] = [];
 
+const children: ChildProcess[] = [];
+
 afterEach(async () => {
+  for (const c of children.splice(0)) c.kill('SIGKILL');
   for (const s of rawSockets.splice(0)) s.destroy();
   await Promise.all(opened.splice(0).map((p) => p.close()));
 });
@@ -58,6 +65,29 @@ const node = (nodes: Node[], r: number): P2P => {
 
 
 const bytes = (...xs: number[]) => new Uint8Array(xs);
+
+/** A VPID above every in-process one: the child dials them all. */
+const DYING = 40;
+const PEER_APP = fileURLToPath(new URL('../fixtures/gmpi/p2p-peer.ts', import.meta.url));
+type ChildPeer = { proc: ChildProcess; port: number; ask: (cmd: unknown, answer: string) => Promise<void> };
+
+/** A P2P endpoint in its own process (test/fixtures/gmpi/p2p-peer.ts), so it can die as a
+ *  crashed process does: killed, its sockets closed by the kernel without a bye. */
+async function startPeer(self: number): Promise<ChildPeer> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', PEER_APP, TASK, String(self)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  children.push(proc);
+  const lines = createInterface({ input: proc.stdout as Readable });
+  const waiting: ((line: Record<string, unknown>) => void)[] = [];
+  lines.on('line', (l) => waiting.shift()?.(JSON.parse(l) as Record<string, unknown>));
+  const next = (): Promise<Record<string, unknown>> => new Promise((resolve) => waiting.push(resolve));
+  const first = await next();
+  const ask = async (cmd: unknown, answer: string): Promise<void> => {
+    const reply = next();
+    proc.stdin?.write(`${JSON.stringify(cmd)}\n`);
+    expect(await reply).toHaveProperty(answer, true);
+  };
+  return { proc, port: Number(first['port']), ask };
+}
 const text = (s: string) => new TextEncoder().encode(s);
 const str = (b: Uint8Array) => new TextDecoder().decode(b);
 
@@ -289,7 +319,35 @@ describe('G-MPI P2P abort and resume (the alert flag, spec §5.2)', () => {
 });
 
 describe('G-MPI P2P connection loss (G_MPI_SIG_LOCAL_CONNECTION, spec §5.4)', () => {
-  it('a peer closing raises connectionLost once on each survivor and rejects what names it', async () => {
+  it('a peer that dies without a bye (SIGKILL) raises connectionLost once on each survivor and rejects what names it', async () => {
+    const nodes = await Promise.all(IDS.slice(0, 3).map((self) => openNode(self)));
+    const child = await startPeer(DYING);
+    const peers = [...nodes.map((n) => ({ id: n.p2p.self, host: '127.0.0.1', port: n.p2p.port })), { id: DYING, host: '127.0.0.1', port: child.port }];
+    await Promise.all([...nodes.map((n) => n.p2p.connect(peers)), child.ask({ connect: peers }, 'connected')]);
+    const p0 = node(nodes, 0);
+    await child.ask({ send: { dest: id(0), tag: 1, text: 'before' } }, 'sent');
+    await until(() => p0.stats().unexpectedMessages === 1, 'message from the child arrived');
+    const fromChild = track(p0.recv(DYING, 2));
+    const fromAnyone = track(p0.recv(ANY_SOURCE, 2));
+    child.proc.kill('SIGKILL');
+    await until(() => nodes.every((n) => n.lost.length > 0), 'all survivors notified');
+    await expectCode(fromChild.promise, 'PEER_LOST');
+    // A message that arrived before the loss is still delivered; then its source is gone.
+    expect(str((await p0.recv(DYING, 1)).data)).toBe('before');
+    await expectCode(p0.recv(DYING, ANY_TAG), 'PEER_LOST');
+    await expectCode(p0.send(DYING, 1, bytes()), 'PEER_LOST');
+    await turns(100);
+    for (const n of nodes) {
+      expect(n.lost.map((l) => l.id)).toEqual([DYING]);
+      expect(['SOCKET_CLOSED', 'SOCKET_ERROR']).toContain(n.lost[0]?.reason.code);
+    }
+    // Any-source receives wait on: other peers still work.
+    expect(fromAnyone.settled()).toBe(false);
+    await node(nodes, 1).send(id(0), 2, text('still here'));
+    expect(str((await fromAnyone.promise).data)).toBe('still here');
+  });
+
+  it('a peer that finalizes (close) says bye: no connectionLost anywhere; what it sent is still received; then it is PEER_FINISHED', async () => {
     const nodes = await mesh();
     const p0 = node(nodes, 0);
     await node(nodes, 3).send(id(0), 1, text('before'));
@@ -297,18 +355,33 @@ describe('G-MPI P2P connection loss (G_MPI_SIG_LOCAL_CONNECTION, spec §5.4)', (
     const fromThree = track(p0.recv(id(3), 2));
     const fromAnyone = track(p0.recv(ANY_SOURCE, 2));
     await node(nodes, 3).close();
-    await until(() => [0, 1, 2].every((r) => (nodes[r]?.lost.length ?? 0) > 0), 'all survivors notified');
-    await expectCode(fromThree.promise, 'PEER_LOST');
-    // A message that arrived before the loss is still delivered; then its source is gone.
+    await expectCode(fromThree.promise, 'PEER_FINISHED');
+    await until(() => [0, 1, 2].every((r) => nodes[r]?.logs.some((e) => e.id === id(3) && e.reason.code === 'FINISHED')), 'every survivor saw the bye');
     expect(str((await p0.recv(id(3), 1)).data)).toBe('before');
-    await expectCode(p0.recv(id(3), ANY_TAG), 'PEER_LOST');
-    await expectCode(p0.send(id(3), 1, bytes()), 'PEER_LOST');
+    await expectCode(p0.recv(id(3), ANY_TAG), 'PEER_FINISHED');
+    await expectCode(p0.send(id(3), 1, bytes()), 'PEER_FINISHED');
+    await expectCode(p0.whenConnected([id(3)]), 'PEER_FINISHED');
     await turns(100);
-    for (const r of [0, 1, 2]) expect(nodes[r]?.lost.map((l) => l.id)).toEqual([id(3)]);
-    // Any-source receives wait on: other peers still work.
+    for (const r of [0, 1, 2]) {
+      expect(nodes[r]?.lost).toEqual([]);
+      expect(nodes[r]?.p2p.members().find((m) => m.id === id(3))?.state).toBe('finished');
+    }
     expect(fromAnyone.settled()).toBe(false);
-    await node(nodes, 1).send(id(0), 2, text('still here'));
+    await node(nodes, 2).send(id(0), 2, text('still here'));
     expect(str((await fromAnyone.promise).data)).toBe('still here');
+  });
+
+  it('a bye that does not count every message sent before it is a protocol error (a loss), never an ending', async () => {
+    const n1 = await openNode(1);
+    const connected = track(n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]));
+    const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
+    rawSockets.push(raw);
+    raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+    raw.write(encodeFrame({ type: 'data', id: 6, comm: 0, tag: 1, seq: 0, structured: false, payload: bytes(7) }));
+    raw.write(encodeFrame({ type: 'bye', id: 6, seq: 0 }));
+    await connected.promise;
+    await until(() => n1.lost.length === 1, 'loss raised');
+    expect(n1.lost[0]).toMatchObject({ id: 6, reason: { code: 'BAD_SEQUENCE' } });
   });
 
   it('a malformed frame from a connected peer closes that connection with a typed reason', async () => {

@@ -70,7 +70,7 @@ export const MAX_SYNC_POINTS = 4;
  *  what Node's timers accept. */
 export const MAX_TIMER_US = 2_147_483_647 * 1000;
 
-export type GmpiErrorCode = 'ERR_ALERT' | 'BAD_RANK' | 'BAD_TAG' | 'BAD_ARGUMENT' | 'TOO_LARGE' | 'BAD_PAYLOAD' | 'CLOSED' | 'LIMIT' | 'NOT_CONNECTED';
+export type GmpiErrorCode = 'ERR_ALERT' | 'BAD_RANK' | 'BAD_TAG' | 'BAD_ARGUMENT' | 'TOO_LARGE' | 'BAD_PAYLOAD' | 'CLOSED' | 'LIMIT' | 'NOT_CONNECTED' | 'PEER_FINISHED';
 
 export class GmpiError extends Error {
   constructor(readonly code: GmpiErrorCode, message: string, override readonly cause?: unknown) {
@@ -119,6 +119,7 @@ function mapError(e: unknown): GmpiError {
       case 'LIMIT':
       case 'CLOSED':
       case 'NOT_CONNECTED':
+      case 'PEER_FINISHED':
         return new GmpiError(e.code, e.message, e);
       default:
         return new GmpiError('BAD_ARGUMENT', e.message, e);

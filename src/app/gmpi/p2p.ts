@@ -42,6 +42,9 @@ export const MAX_UNATTRIBUTED_CONNECTIONS = MAX_RANKS;
 /** connect()/whenConnected() calls pending at once. Init and each recovery wait once; beyond
  *  this it is a loop bug, refused with LIMIT. */
 export const MAX_CONNECT_WAITERS = 64;
+/** How long close() leaves a connection half-closed after its bye for the peer to close its
+ *  side, before destroying it: a hung or paused peer must not hold finalisation longer. */
+export const BYE_LINGER_MS = 200;
 
 /** MPI_ANY_SOURCE / MPI_ANY_TAG. Negative, so they never collide with a VPID or a sendable tag. */
 export const ANY_SOURCE = -1;
@@ -60,6 +63,8 @@ export type P2PErrorCode =
   | 'PEER_LOST'
   /** removePeer() took that VPID out of the task (spec §5.5 GSIG_NTF_DIED). */
   | 'PEER_REMOVED'
+  /** That peer finalized (its bye arrived): it sends nothing more and receives nothing. */
+  | 'PEER_FINISHED'
   /** A VPID this process neither knows nor expects (or not a u32). */
   | 'UNKNOWN_PEER'
   | 'CLOSED'
@@ -101,7 +106,9 @@ export type LostCode =
   | 'SOCKET_CLOSED'
   | 'SOCKET_ERROR'
   /** removePeer() closed it (logged, never reported as a loss). */
-  | 'REMOVED';
+  | 'REMOVED'
+  /** The peer finalized and said so (a bye frame): an ending, never reported as a loss. */
+  | 'FINISHED';
 export type LostReason = { readonly code: LostCode; readonly detail: string };
 export type P2PLogEvent = { readonly type: 'connection.closed'; readonly id: number | null; readonly reason: LostReason };
 
@@ -161,7 +168,7 @@ type Conn = {
   /** Sends whose bytes are queued in the socket beyond its high-water mark, awaiting 'drain'. */
   drainWaiters: Waiter[];
 };
-type Peer = { readonly id: number; state: 'expected' | 'connected' | 'lost'; conn: Conn | null };
+type Peer = { readonly id: number; state: 'expected' | 'connected' | 'lost' | 'finished'; conn: Conn | null };
 
 const isU32 = (n: number): boolean => Number.isInteger(n) && n >= 0 && n <= MAX_U32;
 /** ANY_TAG matches application tags only: library traffic (negative tags) is never stolen by
@@ -286,6 +293,7 @@ export class P2P {
       const peer = this.peers.get(id);
       if (peer === undefined) return Promise.reject(this.unknown(id));
       if (peer.state === 'lost') return Promise.reject(new P2PError('PEER_LOST', `connection to ${id} is lost`));
+      if (peer.state === 'finished') return Promise.reject(finishedError(id));
       if (peer.state === 'expected') wanted.push(id);
     }
     if (wanted.length === 0) return Promise.resolve();
@@ -395,15 +403,23 @@ export class P2P {
     return this.gate();
   }
 
-  /** End every socket and the server. Unsent bytes are discarded: like MPI_Finalize, callers
-   *  complete their communication first; a paused or hung peer must not hold finalisation. */
-  async close(): Promise<void> {
+  /** End every socket and the server, telling each connected peer with a bye frame that this
+   *  is an ending, not a lost connection (no LOCAL_CONNECTION there). Like MPI_Finalize, callers
+   *  complete their communication first: a connection still open BYE_LINGER_MS after its bye
+   *  (a paused or hung peer) is destroyed, and bytes not yet sent are discarded. With
+   *  `bye: false` the connections just close, as a crashed process's do: peers see them lost. */
+  async close(options: { readonly bye?: boolean } = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.rejectEverything(() => new P2PError('CLOSED', 'P2P closed'));
     for (const c of this.conns()) {
       c.dead = true;
-      c.socket.destroy();
+      if (c.id === null || c.socket.destroyed || options.bye === false) {
+        c.socket.destroy();
+        continue;
+      }
+      c.socket.end(encodeFrame({ type: 'bye', id: this.self, seq: c.nextSendSeq }));
+      setTimeout(() => c.socket.destroy(), BYE_LINGER_MS).unref();
     }
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
@@ -497,6 +513,7 @@ export class P2P {
     const peer = this.peers.get(dest);
     if (peer === undefined) return Promise.reject(this.unknown(dest));
     if (peer.state === 'lost') return Promise.reject(new P2PError('PEER_LOST', `connection to ${dest} is lost`));
+    if (peer.state === 'finished') return Promise.reject(finishedError(dest));
     const conn = peer.conn;
     if (peer.state !== 'connected' || conn === null) return Promise.reject(new P2PError('NOT_CONNECTED', `${dest} not connected yet`));
     const seq = conn.nextSendSeq;
@@ -525,6 +542,7 @@ export class P2P {
     if (source !== ANY_SOURCE && this.peers.get(source)?.state === 'lost') {
       return Promise.reject(new P2PError('PEER_LOST', `connection to ${source} is lost`));
     }
+    if (source !== ANY_SOURCE && this.peers.get(source)?.state === 'finished') return Promise.reject(finishedError(source));
     if (this.pendingRecvs.length >= MAX_PENDING_RECVS) return Promise.reject(new P2PError('LIMIT', `${MAX_PENDING_RECVS} receives already pending`));
     return new Promise<Message>((resolve, reject) => {
       r.resolve = resolve;
@@ -631,8 +649,9 @@ export class P2P {
     if (frame.type === 'hello') return this.fail(conn, { code: 'UNEXPECTED_HELLO', detail: 'second hello' });
     if (frame.id !== conn.id) return this.fail(conn, { code: 'BAD_SENDER', detail: `sender ${frame.id} on ${conn.id}'s connection` });
     // TCP delivers in order, so a gap or repeat means a broken or hostile sender: stop trusting
-    // the stream rather than deliver out of MPI order.
-    if (frame.seq !== conn.expectedSeq) return this.fail(conn, { code: 'BAD_SEQUENCE', detail: `seq ${frame.seq}, expected ${conn.expectedSeq}` });
+    // the stream rather than deliver out of MPI order. A bye counts what came before it.
+    if (frame.seq !== conn.expectedSeq) return this.fail(conn, { code: 'BAD_SEQUENCE', detail: `${frame.type} seq ${frame.seq}, expected ${conn.expectedSeq}` });
+    if (frame.type === 'bye') return this.finished(conn, conn.id);
     conn.expectedSeq = frame.seq === MAX_U32 ? 0 : frame.seq + 1;
     this.arrive({ source: conn.id, tag: frame.tag, comm: frame.comm, structured: frame.structured, data: frame.payload });
   }
@@ -687,6 +706,26 @@ export class P2P {
     this.queuedBytesFrom.set(m.source, this.queuedFrom(m.source) + size);
   }
 
+  /** The peer said bye (it finalized): keep what it sent, which receives may still take; end
+   *  our side; settle the sends, receives and connection waits that need it with PEER_FINISHED.
+   *  An ending, so no connectionLost. */
+  private finished(conn: Conn, id: number): void {
+    conn.dead = true;
+    conn.socket.end();
+    this.log?.({ type: 'connection.closed', id, reason: { code: 'FINISHED', detail: `peer ${id} finalized` } });
+    for (const w of conn.drainWaiters.splice(0)) w.reject(finishedError(id));
+    const peer = this.peers.get(id);
+    if (peer === undefined || peer.conn !== conn) return;
+    peer.state = 'finished';
+    peer.conn = null;
+    this.pendingRecvs = this.pendingRecvs.filter((r) => {
+      if (r.source !== id) return true;
+      r.reject(finishedError(id));
+      return false;
+    });
+    this.rejectWaitersNaming(id, () => finishedError(id));
+  }
+
   /** Close one connection deliberately (removePeer), rejecting its waiting sends. */
   private close1(conn: Conn, reason: LostReason, error: () => P2PError): void {
     if (conn.dead) return;
@@ -728,4 +767,5 @@ export class P2P {
 }
 
 const noop = (): void => {};
+const finishedError = (id: number): P2PError => new P2PError('PEER_FINISHED', `peer ${id} finalized: it sends and receives nothing more`);
 const isLibTag = (tag: number): boolean => Number.isInteger(tag) && tag >= MIN_LIB_TAG && tag <= MAX_LIB_TAG;

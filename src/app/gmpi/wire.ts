@@ -13,6 +13,10 @@
 //   kind 2 = data:  one application MPI message. Tag >= 0.
 //   kind 3 = lib:   one message of the library's own traffic (collectives). Tag < 0: negative
 //            tags are reserved for it, so no application receive can match it.
+//   kind 4 = bye:   the sender finalized: it sends nothing more on this connection, and the close
+//            that follows is an ending, not a lost connection (no LOCAL_CONNECTION). No payload;
+//            flags, communicator and tag are 0; sequence = the message frames it sent, so the
+//            receiver knows it has them all.
 //   Data and lib frames share one sequence: it counts the sender's message frames on this
 //   connection from 0, so a gap or a replay is detectable above TCP. Flags bit 0 (STRUCTURED)
 //   says the payload is a msgpack-encoded value rather than raw bytes (payload.ts); no other
@@ -57,7 +61,7 @@ const unfilled = (n: number): Uint8Array => {
   return new Uint8Array(b.buffer, b.byteOffset, n);
 };
 
-export const FRAME_KIND = { hello: 1, data: 2, lib: 3 } as const;
+export const FRAME_KIND = { hello: 1, data: 2, lib: 3, bye: 4 } as const;
 /** Flags bit 0: the payload is a structured (msgpack) value, not raw bytes. */
 export const FLAG_STRUCTURED = 0x01;
 const KNOWN_FLAGS = FLAG_STRUCTURED;
@@ -75,7 +79,9 @@ export type DataFrame = {
   readonly structured: boolean;
   readonly payload: Uint8Array;
 };
-export type GmpiFrame = HelloFrame | DataFrame;
+/** The sender finalized after `seq` message frames (kind 4). */
+export type ByeFrame = { readonly type: 'bye'; readonly id: number; readonly seq: number };
+export type GmpiFrame = HelloFrame | DataFrame | ByeFrame;
 
 /** Stable reasons a byte stream is not a G-MPI frame sequence; each closes the connection. */
 export type WireCode =
@@ -88,6 +94,8 @@ export type WireCode =
   | 'BAD_TAG'
   /** A hello with non-zero comm/tag/sequence or a payload that is not a task id. */
   | 'BAD_HELLO'
+  /** A bye with non-zero flags, comm or tag, or a payload. */
+  | 'BAD_BYE'
   /** A payload length above the receiver's limit, rejected from the header before buffering. */
   | 'TOO_LARGE';
 export type WireErr = { readonly ok: false; readonly code: WireCode; readonly detail: string };
@@ -130,6 +138,11 @@ export function encodeFrame(frame: GmpiFrame): Uint8Array {
       out.set(id, GMPI_HEADER_BYTES);
       return out;
     }
+    case 'bye': {
+      const out = new Uint8Array(GMPI_HEADER_BYTES);
+      writeHeader(out, { kind: FRAME_KIND.bye, flags: 0, id: frame.id, comm: 0, tag: 0, seq: frame.seq, length: 0 });
+      return out;
+    }
     case 'data':
     case 'lib': {
       const lib = frame.type === 'lib';
@@ -169,11 +182,15 @@ export function parseHeader(bytes: Uint8Array, limits: DecoderLimits): WireResul
     seq: view.getUint32(16, false),
     length: view.getUint32(20, false),
   };
-  if (h.kind !== FRAME_KIND.hello && h.kind !== FRAME_KIND.data && h.kind !== FRAME_KIND.lib) return wireErr('BAD_KIND', `kind ${h.kind}`);
+  if (h.kind !== FRAME_KIND.hello && h.kind !== FRAME_KIND.data && h.kind !== FRAME_KIND.lib && h.kind !== FRAME_KIND.bye) return wireErr('BAD_KIND', `kind ${h.kind}`);
   if ((h.flags & ~KNOWN_FLAGS) !== 0) return wireErr('BAD_HEADER', `flags 0x${h.flags.toString(16)}`);
   if (h.kind === FRAME_KIND.hello) {
     if (h.flags !== 0 || h.comm !== 0 || h.tag !== 0 || h.seq !== 0) return wireErr('BAD_HELLO', 'hello with non-zero flags, comm, tag or sequence');
     if (h.length === 0 || h.length > MAX_HELLO_PAYLOAD_BYTES) return wireErr('BAD_HELLO', `hello payload of ${h.length} bytes`);
+    return ok(h);
+  }
+  if (h.kind === FRAME_KIND.bye) {
+    if (h.flags !== 0 || h.comm !== 0 || h.tag !== 0 || h.length !== 0) return wireErr('BAD_BYE', 'bye with non-zero flags, comm, tag or length');
     return ok(h);
   }
   if (h.kind === FRAME_KIND.data && h.tag < 0) return wireErr('BAD_TAG', `tag ${h.tag} is reserved for the library`);
@@ -183,6 +200,7 @@ export function parseHeader(bytes: Uint8Array, limits: DecoderLimits): WireResul
 }
 
 function buildFrame(h: Header, payload: Uint8Array): WireResult<GmpiFrame> {
+  if (h.kind === FRAME_KIND.bye) return ok({ type: 'bye', id: h.id, seq: h.seq });
   if (h.kind !== FRAME_KIND.hello) {
     const type = h.kind === FRAME_KIND.lib ? 'lib' : 'data';
     return ok({ type, id: h.id, comm: h.comm, tag: h.tag, seq: h.seq, structured: (h.flags & FLAG_STRUCTURED) !== 0, payload });

@@ -69,6 +69,8 @@ describe('G-MPI framing round trips', () => {
     data({ structured: true }),
     data({ type: 'lib', tag: -2 }),
     data({ type: 'lib', tag: MIN_LIB_TAG, structured: true, id: 70000 }),
+    { type: 'bye', id: 8, seq: 0 },
+    { type: 'bye', id: MAX_U32, seq: MAX_U32 },
   ];
 
   it('decodes each frame to what was encoded, whole and byte by byte', () => {
@@ -120,8 +122,21 @@ describe('G-MPI framing errors (every WireCode)', () => {
     expect(codeOf(patched(1, 2))).toBe('BAD_VERSION');
     expect(codeOf(patched(1, 0))).toBe('BAD_VERSION');
   });
-  it('BAD_KIND: kinds other than hello (1), data (2) and lib (3)', () => {
-    for (const k of [0, 4, 255]) expect(codeOf(patched(2, k))).toBe('BAD_KIND');
+  it('BAD_KIND: kinds other than hello (1), data (2), lib (3) and bye (4)', () => {
+    for (const k of [0, 5, 255]) expect(codeOf(patched(2, k))).toBe('BAD_KIND');
+  });
+  it('BAD_BYE: a bye with flags, a communicator, a tag or a payload', () => {
+    const bye = encodeFrame({ type: 'bye', id: 8, seq: 3 });
+    expect(bye.length).toBe(24);
+    expect(codeOf(bye)).toBeNull();
+    const flagged = encodeFrame({ type: 'bye', id: 8, seq: 3 });
+    flagged[3] = FLAG_STRUCTURED;
+    expect(codeOf(flagged)).toBe('BAD_BYE');
+    expect(codeOf(withU32(8, 1, { type: 'bye', id: 8, seq: 3 }))).toBe('BAD_BYE');
+    expect(codeOf(withU32(12, 1, { type: 'bye', id: 8, seq: 3 }))).toBe('BAD_BYE');
+    expect(codeOf(withU32(20, 1, { type: 'bye', id: 8, seq: 3 }))).toBe('BAD_BYE');
+    // a data frame relabelled as a bye carries a tag and a payload
+    expect(codeOf(patched(2, 4))).toBe('BAD_BYE');
   });
   it('BAD_HEADER: a flag bit other than STRUCTURED', () => {
     for (const f of [0x02, 0x80, 0xff]) expect(codeOf(patched(3, f))).toBe('BAD_HEADER');
@@ -202,6 +217,8 @@ describe('G-MPI framing fuzz (never throws, STYLE.md 5)', () => {
     const validFrame = (): GmpiFrame =>
       int(4) === 0
         ? { type: 'hello', id: int(2 ** 32), taskId: `t${1 + int(100000)}` }
+        : int(8) === 0
+          ? { type: 'bye', id: int(2 ** 32), seq: int(1000) }
         : int(3) === 0
           ? data({ type: 'lib', id: int(2 ** 32), comm: int(4), tag: -2 - int(100), seq: int(1000), structured: int(2) === 0, payload: bytesOf(int(64)) })
           : data({ id: int(2 ** 32), comm: int(4), tag: int(100), seq: int(1000), structured: int(2) === 0, payload: bytesOf(int(64)) });
@@ -217,7 +234,7 @@ describe('G-MPI framing fuzz (never throws, STYLE.md 5)', () => {
           stream = bytesOf(GMPI_HEADER_BYTES + int(64));
           stream[0] = 0x47;
           stream[1] = 1;
-          stream[2] = 1 + int(3);
+          stream[2] = 1 + int(4);
           if (int(2) === 0) stream[3] = 0;
           break;
         }
@@ -243,7 +260,7 @@ describe('G-MPI framing fuzz (never throws, STYLE.md 5)', () => {
       }
     }
     expect([...allCodes].sort(), REPLAY).toEqual(
-      ['BAD_HEADER', 'BAD_HELLO', 'BAD_KIND', 'BAD_MAGIC', 'BAD_TAG', 'BAD_VERSION', 'TOO_LARGE', 'none'].sort(),
+      ['BAD_BYE', 'BAD_HEADER', 'BAD_HELLO', 'BAD_KIND', 'BAD_MAGIC', 'BAD_TAG', 'BAD_VERSION', 'TOO_LARGE', 'none'].sort(),
     );
   });
 });
