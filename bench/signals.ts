@@ -572,6 +572,8 @@ function cpuBetween(a: CpuMark, b: CpuMark): { machineBusyPercent: number; bench
   // A process born within the phase counts whole; one that ended within it is missed.
   for (const [pid, t] of b.perPid) ours += t - (a.perPid.get(pid) ?? 0);
   const total = b.totalTicks - a.totalTicks;
+  // A phase that ran no samples took no clock ticks: no figure rather than 0/0.
+  if (total <= 0) return { machineBusyPercent: NaN, benchPercent: NaN, seconds: 0 };
   return { machineBusyPercent: (100 * (b.busyTicks - a.busyTicks)) / total, benchPercent: (100 * ours) / total, seconds: (b.atMs - a.atMs) / 1000 };
 }
 
@@ -628,6 +630,7 @@ function figuresOf(s: SignalSamples): Figure[] {
   add('bare kill of an idle Node process, SIGTERM → exit seen by the parent', s.bareKill.filter((x) => x.signal === 'SIGTERM').map((x) => x.toExitMs));
   add('bare kill of an idle Node process, SIGKILL → exit seen by the parent', s.bareKill.filter((x) => x.signal === 'SIGKILL').map((x) => x.toExitMs));
   for (const [phase, c] of Object.entries(s.cpu)) {
+    if (c.seconds === 0) continue;
     f.push({ name: `CPU during ${phase}: whole machine busy`, value: c.machineBusyPercent, unit: '% of all vCPUs' });
     f.push({ name: `CPU during ${phase}: this bench (cluster, tasks, itself)`, value: c.benchPercent, unit: '% of all vCPUs' });
   }
