@@ -9,7 +9,7 @@
 // and communicators are in gmpi-comm.test.ts. No wall-clock thresholds: waits are event-driven.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { connect as dial, type Socket } from 'node:net';
+import { createServer, connect as dial, type AddressInfo, type Socket } from 'node:net';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -443,6 +443,53 @@ describe('G-MPI P2P connection loss (G_MPI_SIG_LOCAL_CONNECTION, spec §5.4)', (
     await until(() => n1.lost.length === 1, 'loss raised');
     expect(n1.lost[0]).toMatchObject({ id: 6, reason: { code: 'BAD_SEQUENCE' } });
     expect(n1.p2p.stats().unexpectedMessages).toBe(0);
+  });
+
+  it('revive: a member whose connection broke is connected again, whichever side dials, even when its hello comes first', async () => {
+    // We accept (the peer, VPID 6, is higher): a raw peer breaks the stream, then dials again.
+    const n1 = await openNode(1);
+    const first = track(n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]));
+    const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
+    rawSockets.push(raw);
+    raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+    await first.promise;
+    raw.write(text('not a frame at all, 24+ bytes'));
+    await until(() => n1.lost.length === 1, 'loss raised');
+    await expectCode(n1.p2p.whenConnected([6]), 'PEER_LOST');
+    // The peer dials again before we revive it: its hello is held, not refused.
+    const again = dial({ host: '127.0.0.1', port: n1.p2p.port });
+    rawSockets.push(again);
+    const answered = new Promise<void>((resolve) => again.once('data', () => resolve()));
+    again.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+    await until(() => n1.p2p.stats().heldConnections === 1, 'hello held');
+    n1.p2p.revive([{ id: 6, host: '127.0.0.1', port: 1 }]);
+    await n1.p2p.whenConnected([6]);
+    await answered;
+    again.write(encodeFrame({ type: 'data', id: 6, comm: 0, tag: 4, seq: 0, structured: false, payload: text('anew') }));
+    expect(str((await n1.p2p.recv(6, 4)).data)).toBe('anew');
+    expect(n1.lost.map((l) => l.id)).toEqual([6]);
+
+    // We dial (the peer, VPID 2, is lower): it drops the connection, we revive, and dial again.
+    const n8 = await openNode(8);
+    const hellos: Socket[] = [];
+    const server = createServer((s) => {
+      hellos.push(s);
+      rawSockets.push(s);
+      s.once('data', () => s.write(encodeFrame({ type: 'hello', id: 2, taskId: TASK })));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    await n8.p2p.connect([{ id: 2, host: '127.0.0.1', port }]);
+    hellos[0]?.destroy();
+    await until(() => n8.lost.length === 1, 'loss raised at the dialler');
+    n8.p2p.revive([{ id: 2, host: '127.0.0.1', port }]);
+    await n8.p2p.whenConnected([2]);
+    expect(hellos.length).toBe(2);
+    await n8.p2p.send(2, 1, text('x'));
+    // A peer that is not lost is left alone; a removed one stays removed.
+    n8.p2p.revive([{ id: 2, host: '127.0.0.1', port }]);
+    expect(hellos.length).toBe(2);
+    server.close();
   });
 
   it('a hello from another task, from our own id or from a lower id (which we must dial) is refused', async () => {

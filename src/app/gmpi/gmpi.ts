@@ -608,6 +608,13 @@ export class Gmpi {
     if (this.alertSeq <= point.seq) this.link.alertClear();
     this.syncFlags();
     if (this.flagsRaised()) return 'ERR_ALERT';
+    // A member whose connection broke but who lives on is connected again (P2P.revive).
+    const lost = new Set(this.p2p.members().filter((m) => m.state === 'lost').map((m) => m.id));
+    const again = this.link.memberList.flatMap((m) => {
+      const ep = members.includes(m.vpid) && lost.has(m.vpid) ? parseEndpoint(m) : null;
+      return ep === null ? [] : [{ id: m.vpid, ...ep }];
+    });
+    if (again.length > 0) this.p2p.revive(again);
     try {
       await this.p2p.whenConnected(members);
     } catch {

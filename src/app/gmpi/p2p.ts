@@ -282,6 +282,27 @@ export class P2P {
     for (const id of ids) if (!this.peers.has(id)) this.addExpected(id);
   }
 
+  /** Connect again to these peers whose connection was lost though they live on (recovery keeps
+   *  every member the manager did not announce dead, spec §5.5): each is expected anew; we dial
+   *  the lower VPIDs again, the higher ones dial us, and a hello of theirs that came first (held
+   *  meanwhile) is attributed now. The new connection's sequences start from 0; whatever was in
+   *  flight on the broken one is gone, as the old communicator's messages are. Peers not lost
+   *  are left alone. */
+  revive(peers: readonly PeerAddress[]): void {
+    if (this.closed) throw new P2PError('CLOSED', 'P2P closed');
+    for (const p of peers) {
+      const peer = this.peers.get(p.id);
+      if (peer === undefined || peer.state !== 'lost') continue;
+      if (p.id < this.self) {
+        peer.state = 'expected';
+        this.adopt(dial({ host: p.host, port: p.port }), p.id);
+      } else {
+        this.peers.delete(p.id);
+        this.addExpected(p.id);
+      }
+    }
+  }
+
   /** Resolves when every listed peer is connected; rejects if one is lost or removed, or on
    *  abort/close (connection set-up blocks like any MPI call, so the alert flag unblocks it). */
   whenConnected(ids: readonly number[]): Promise<void> {
@@ -666,7 +687,8 @@ export class P2P {
     if (id <= this.self) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from ${id}: only higher ids dial ${this.self}` });
     if (this.removed.has(id)) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from removed peer ${id}` });
     const peer = this.peers.get(id);
-    if (peer === undefined) {
+    // Unknown yet, or lost and maybe about to be revived (recovery): held until expected.
+    if (peer === undefined || peer.state === 'lost') {
       if (this.held.has(id)) return this.fail(conn, { code: 'DUPLICATE_PEER', detail: `a hello from ${id} is already held` });
       conn.heldId = id; // pump() pauses the socket until expect(id) attributes it
       this.held.set(id, conn);
@@ -738,7 +760,7 @@ export class P2P {
   }
 
   /** Close a connection for `reason`; if it belongs to a peer, that peer is lost for good
-   *  (until removePeer, spec §5.5): raise connectionLost once, reject its sends, the receives
+   *  (until removePeer, spec §5.5, or revive): raise connectionLost once, reject its sends, the receives
    *  and connection waits that name it. */
   private fail(conn: Conn, reason: LostReason): void {
     if (conn.dead) return;
