@@ -246,6 +246,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
     const primaryChanged = c.primary !== primary;
     primary = c.primary;
     out.push({ type: 'log', level: 'warn', event: 'agent.group', fields: { view, replicas, primary } });
+    out.push({ type: 'replicas', replicas: [...replicas] });
     // Entries that waited only for a removed member's copy have every copy they are owed now:
     // settled, without timing out three times and reporting nobody (PROTOCOL §5.3). The entry
     // being delivered is finished by deliverReady.

@@ -66,6 +66,10 @@ export type CoreEffect =
   /** Replica: write this task journal (src/core/task-journal.ts) to the node's disk, replacing
    *  the last; what a cluster reset restores (PROTOCOL §10.9). */
   | { type: 'persist.tasks'; journal: Uint8Array }
+  /** Agent, replica: the replica group this process works with is now `replicas` (a new view,
+   *  PROTOCOL §10). A driver keeps connections to them and dials the rest of the pool only on
+   *  demand, so a retired replica is not dialed forever (PROTOCOL §10.6). */
+  | { type: 'replicas'; replicas: ProcessId[] }
   | { type: 'log'; level: LogLevel; event: string; fields: Record<string, unknown> };
 
 export type SuspectReason =

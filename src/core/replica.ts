@@ -322,6 +322,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     earlySync.clear();
     syncLinks(nowMs, out);
     out.push({ type: 'log', level: 'warn', event: 'group.view', fields: { view: state.group.view, replicas: state.replicas, primary: state.primary, rsn: state.rsn } });
+    out.push({ type: 'replicas', replicas: [...state.replicas] });
     // Forwarded requests the old view never ordered go to the primary of this one (or are
     // ordered here): the agent has handed them over and will not send them again.
     const forwarded = [...progressTimers.values()].map((x) => x.signed);
@@ -438,6 +439,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       type: 'log', level: 'warn', event: 'state.installed',
       fields: { rsn: state.rsn, view: state.group.view, replicas: state.replicas, bytes: got.bytes.length, csnReceived: [...state.csnReceived] },
     });
+    out.push({ type: 'replicas', replicas: [...state.replicas] });
     syncLinks(nowMs, out);
     diagnosis.newView(nowMs, out);
     diagnosis.ownDigest(state.rsn, digest(), nowMs, out);

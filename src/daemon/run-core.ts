@@ -199,6 +199,8 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   const onEffect = (e: Exclude<CoreEffect, { type: 'send' }>): void => {
     logEffect(log, e, exit);
     if (e.type === 'persist.tasks') persistTasks(cluster.dir, id, e.journal, log);
+    // Keep the group's replicas dialed, the rest of the pool (retired, spare) only on demand.
+    if (e.type === 'replicas') for (const r of replicaPool(cluster.config.membership)) transport?.setOnDemand(r, !e.replicas.includes(r));
     observe?.(e, clockMs());
   };
 
@@ -342,6 +344,9 @@ function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, ex
       break;
     case 'persist.tasks':
       // Written by onEffect (it knows the cluster dir); a failure is logged there.
+      break;
+    case 'replicas':
+      // Applied to the transport by onEffect; the core logged the view it came with.
       break;
     default: {
       const never: never = e;

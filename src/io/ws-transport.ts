@@ -203,6 +203,15 @@ export class WsTransport implements Transport {
     this.sendOn(route, frame);
   }
 
+  /** Dial `peer` only while frames for it come (DIAL_DEMAND_MS), or keep a connection to it up.
+   *  Made eager with no connection, it is dialed now. No effect on a peer we do not dial. */
+  setOnDemand(peer: ProcessId, onDemand: boolean): void {
+    const d = this.dialers.get(peer);
+    if (d === undefined || d.lazy === onDemand) return;
+    d.lazy = onDemand;
+    if (!onDemand && !this.closed && d.conn === null && d.timer === null) this.dialNow(d);
+  }
+
   /** See SEND_REDIAL_MIN_MS and DIAL_DEMAND_MS. */
   private redialOnDemand(to: ProcessId): void {
     const d = this.dialers.get(to);

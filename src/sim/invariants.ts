@@ -493,6 +493,7 @@ export class InvariantChecker {
       case 'reset.node':
       case 'reset.cluster':
       case 'persist.tasks':
+      case 'replicas':
         return;
       default:
         return unreachable(effect);

@@ -80,6 +80,12 @@ function groupOf(w: World, agent: ProcessId): { view: number; primary: ProcessId
   return last?.type === 'deliver.command' && last.command.type === 'replicas' ? { view: last.command.view, primary: last.command.primary, replicas: last.command.replicas } : null;
 }
 
+/** The last replica group a process's core handed its driver (the `replicas` effect). */
+function driverGroupOf(w: World, id: ProcessId): ProcessId[] | null {
+  const last = w.effects((e, at) => at === id && e.type === 'replicas').at(-1)?.effect;
+  return last?.type === 'replicas' ? [...last.replicas].sort() : null;
+}
+
 /** Where each replacement was commanded to start: the node of the agent that delivered the
  *  `replica.spawn` (two matching copies), in order. */
 function spawns(w: World): { id: ProcessId; node: string; atMs: number }[] {
@@ -193,6 +199,9 @@ describe('self-diagnosis and replica recovery in the simulator (PROTOCOL §10)',
     const r4 = installed(w, 'r4');
     expect(r4).toMatchObject({ view: 2 });
     for (const a of survivors) expect(groupOf(w, a)).toEqual({ view: 2, primary: 'r1', replicas: ['r1', 'r2', 'r4'] });
+    // Each survivor and each member tells its driver the group it now works with, so the
+    // transport keeps dialing r4 and dials the retired r3 only on demand (PROTOCOL §10.6).
+    for (const p of [...survivors, 'r1', 'r2', 'r4']) expect(driverGroupOf(w, p), p).toEqual(['r1', 'r2', 'r4']);
     // The dead node's agent cannot carry out the kill; nobody else is told to.
     expect(kills(w).filter(([, id]) => id === 'r3').every(([a]) => a === agent)).toBe(true);
     expectOwnReplies(w, 'b', 6, survivors);
