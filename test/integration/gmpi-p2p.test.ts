@@ -66,6 +66,16 @@ const node = (nodes: Node[], r: number): P2P => {
 
 const bytes = (...xs: number[]) => new Uint8Array(xs);
 
+/** Process 1 expecting VPID 6, and a raw socket that dials it as 6 and says hello. */
+async function rawPeerSix(): Promise<{ n1: Node; raw: Socket; connected: ReturnType<typeof track<void>> }> {
+  const n1 = await openNode(1);
+  const connected = track(n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]));
+  const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
+  rawSockets.push(raw);
+  raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+  return { n1, raw, connected };
+}
+
 /** A VPID above every in-process one: the child dials them all. */
 const DYING = 40;
 const PEER_APP = fileURLToPath(new URL('../fixtures/gmpi/p2p-peer.ts', import.meta.url));
@@ -372,11 +382,7 @@ describe('G-MPI P2P connection loss (G_MPI_SIG_LOCAL_CONNECTION, spec §5.4)', (
   });
 
   it('a bye that does not count every message sent before it is a protocol error (a loss), never an ending', async () => {
-    const n1 = await openNode(1);
-    const connected = track(n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]));
-    const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
-    rawSockets.push(raw);
-    raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+    const { n1, raw, connected } = await rawPeerSix();
     raw.write(encodeFrame({ type: 'data', id: 6, comm: 0, tag: 1, seq: 0, structured: false, payload: bytes(7) }));
     raw.write(encodeFrame({ type: 'bye', id: 6, seq: 0 }));
     await connected.promise;
@@ -447,11 +453,7 @@ describe('G-MPI P2P connection loss (G_MPI_SIG_LOCAL_CONNECTION, spec §5.4)', (
 
   it('revive: a member whose connection broke is connected again, whichever side dials, even when its hello comes first', async () => {
     // We accept (the peer, VPID 6, is higher): a raw peer breaks the stream, then dials again.
-    const n1 = await openNode(1);
-    const first = track(n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]));
-    const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
-    rawSockets.push(raw);
-    raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+    const { n1, raw, connected: first } = await rawPeerSix();
     await first.promise;
     raw.write(text('not a frame at all, 24+ bytes'));
     await until(() => n1.lost.length === 1, 'loss raised');

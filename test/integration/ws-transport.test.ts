@@ -105,6 +105,15 @@ async function rawSocket(port: number): Promise<WebSocket> {
 
 const LOOPBACK = { host: '127.0.0.1', port: 0 };
 
+/** A port nobody listens on yet: take one, then free it. */
+async function freePort(): Promise<number> {
+  const probe = await startNode('r1', { listen: LOOPBACK });
+  const port = probe.transport.port ?? 0;
+  await probe.transport.close();
+  open.splice(open.indexOf(probe.transport), 1);
+  return port;
+}
+
 describe('ws transport', () => {
   it('carries signed frames both ways and binds the inbound connection only after a verified frame', async () => {
     const server = await startNode('r1', { listen: LOOPBACK });
@@ -126,11 +135,7 @@ describe('ws transport', () => {
   });
 
   it('a peer dialed on demand (a spare replica) is dialed only once a frame is addressed to it, and left alone once frames stop', async () => {
-    // A port nobody listens on yet: take one, then free it.
-    const probe = await startNode('r1', { listen: LOOPBACK });
-    const port = probe.transport.port ?? 0;
-    await probe.transport.close();
-    open.splice(open.indexOf(probe.transport), 1);
+    const port = await freePort();
 
     const client = await startNode('a1', { dialOnDemand: { r1: { host: '127.0.0.1', port } } });
     await new Promise((r) => setTimeout(r, 300));
@@ -156,10 +161,7 @@ describe('ws transport', () => {
   });
 
   it('setOnDemand: a peer dialed eagerly and made on-demand (a retired replica) stops being redialed; made eager again, it is dialed at once', async () => {
-    const probe = await startNode('r1', { listen: LOOPBACK });
-    const port = probe.transport.port ?? 0;
-    await probe.transport.close();
-    open.splice(open.indexOf(probe.transport), 1);
+    const port = await freePort();
 
     const client = await startNode('a1', { dial: { r1: { host: '127.0.0.1', port } } });
     await until('redials of a dead eager peer', () => client.transport.counters.dials >= 3);
