@@ -18,7 +18,7 @@ import type { ReplicaControl } from '../src/daemon/agent.ts';
 import { ReplicaStandby } from '../src/daemon/replica-standby.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
-  LocalResetDriver, LogResetDriver, resetLocalCluster, type NodeResetDriver, type ResetDriverKind, type ResetLog,
+  CommandResetDriver, LocalResetDriver, LogResetDriver, resetLocalCluster, type NodeResetDriver, type ResetDriverKind, type ResetLog,
 } from '../src/io/reset-driver.ts';
 import { CliError, EXIT_FAILED, EXIT_USAGE } from './errors.ts';
 
@@ -78,6 +78,8 @@ function makeResetDriver(kind: ResetDriverKind, cluster: Cluster, log: ResetLog,
   switch (kind) {
     case 'log':
       return new LogResetDriver(log);
+    case 'command':
+      return new CommandResetDriver({ command: cluster.config.resetCommand ?? [], addresses: cluster.config.nodeAddresses ?? {}, log });
     case 'local':
       return new LocalResetDriver(cluster.dir, {
         config: cluster.config, log, stopping, startKeeper: (id) => spawnDaemon(cluster.dir, processEntry(cluster, id)),
@@ -88,6 +90,14 @@ function makeResetDriver(kind: ResetDriverKind, cluster: Cluster, log: ResetLog,
 /** The watchdog's cluster reset on a local cluster (src/io/reset-driver.ts resetLocalCluster):
  *  replicas and keepers start as `trine up` starts them. */
 function resetCluster(_reason: string, { cluster, log, stopping, restore }: ClusterResetContext): Promise<unknown> {
+  if (cluster.config.resetDriver === 'command') {
+    // Several hosts: power-cycle every node with the operator's command; each boots its
+    // `trine node run` again, which starts the node's initial replica and agent. The replicas'
+    // task journals are on their hosts, so no task is restored yet (docs/FAULT-MODEL.md).
+    const driver = new CommandResetDriver({ command: cluster.config.resetCommand ?? [], addresses: cluster.config.nodeAddresses ?? {}, log });
+    log('warn', 'reset.cluster.no-restore', { why: 'task journals stay on the replicas\' hosts on a cluster of several hosts' });
+    return Promise.all(cluster.config.membership.agents.map((a) => driver.reset(a.node)));
+  }
   const start = (id: string) => spawnDaemon(cluster.dir, processEntry(cluster, id));
   return resetLocalCluster(cluster.dir, { config: cluster.config, log, stopping, restore, startKeeper: start, startReplica: start });
 }

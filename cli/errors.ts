@@ -1,6 +1,8 @@
 // CLI errors and exit codes (STYLE.md 7, docs/OPERATIONS.md §1): every failure is one line on
 // stderr that says what went wrong and what to do, and a non-zero exit code.
 import { ClusterDirError } from '../src/io/cluster-dir.ts';
+import { HostsFileError } from '../src/io/hosts-file.ts';
+import { BundleError } from '../src/io/deploy.ts';
 import { KeyFileError } from '../src/io/keys.ts';
 
 /** Exit codes: 0 success; 1 the command ran but the cluster is not as asked (not healthy, a
@@ -21,6 +23,7 @@ export function reportError(e: unknown): number {
   if (e instanceof CliError) return printLine(e.message, e.exitCode);
   if (e instanceof ClusterDirError) return printLine(e.message, e.code === 'CLUSTER_RUNNING' ? EXIT_FAILED : EXIT_USAGE);
   if (e instanceof KeyFileError) return printLine(e.message, EXIT_USAGE);
+  if (e instanceof HostsFileError || e instanceof BundleError) return printLine(e.message, EXIT_USAGE);
   const msg = e instanceof Error ? e.message : String(e);
   return printLine(`internal error: ${msg.split('\n')[0] ?? ''} (please report it with the command you ran)`, EXIT_FAILED);
 }

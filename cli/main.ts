@@ -176,9 +176,33 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
       setOutcome(import('./daemons.ts').then((d) => d.startKeeper(o)).then(() => null)));
 
   program.command('scc')
-    .description('run the watchdog in the foreground')
+    .description('run the watchdog in the foreground (`trine scc run --bundle DIR` on the watchdog host of a cluster of several hosts)')
+    .argument('[action]', '`run` with --bundle')
     .option('--dir <dir>', DIR_HELP)
-    .action((o: { dir?: string }) => setOutcome(startWatchdog(o).then(() => null)));
+    .option('--bundle <dir>', 'the watchdog host\'s bundle, from `trine init`')
+    .action((action: string | undefined, o: { dir?: string; bundle?: string }) => {
+      if (action === undefined && o.bundle === undefined) return setOutcome(startWatchdog(o).then(() => null));
+      if (action !== 'run' || o.bundle === undefined) {
+        return setOutcome(Promise.reject(new CliError('trine scc: use `trine scc run --bundle DIR` (a host of several) or `trine scc --dir DIR` (one host)', EXIT_USAGE)));
+      }
+      return setOutcome(import('./node-run.ts').then((n) => n.sccRun({ bundle: o.bundle as string })));
+    });
+
+  // ---- several hosts (docs/OPERATIONS.md §9): init, node run ----
+  program.command('init')
+    .description('write one bundle per host (cluster document, that host\'s keys, systemd unit) from a hosts file')
+    .requiredOption('--hosts <file>', 'the hosts file (YAML; see examples/hosts.yaml)')
+    .requiredOption('--out <dir>', 'where to write the bundles (a new or empty directory)')
+    .action((o: { hosts: string; out: string }) => setOutcome(import('./node-run.ts').then((n) => n.init(o))));
+
+  program.command('node')
+    .description('run this host\'s part of a cluster of several hosts: `trine node run --bundle DIR`')
+    .argument('<action>', '`run`')
+    .requiredOption('--bundle <dir>', 'this host\'s bundle, from `trine init`')
+    .action((action: string, o: { bundle: string }) => {
+      if (action !== 'run') return setOutcome(Promise.reject(new CliError(`trine node: unknown action "${action}": use \`trine node run --bundle DIR\``, EXIT_USAGE)));
+      return setOutcome(import('./node-run.ts').then((n) => n.nodeRun(o)));
+    });
 
   return program;
 }

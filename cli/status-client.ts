@@ -167,11 +167,13 @@ export class OperatorClient {
 
   /** The replicas operator requests and view queries go to: every running pool id, whatever
    *  the group is now (a retired one stays silent; a spare the group started answers). With no
-   *  pid file to go by (daemons not started by `trine up`), the initial three. Read afresh for
+   *  pid file to go by (a cluster of several hosts, or daemons not started by `trine up`), the
+   *  whole pool: whichever ids the group runs now answer, the others are not reachable, and the
+   *  callers settle on two matching answers of the group's current members. Read afresh for
    *  each exchange: `submit --wait` and `logs --follow` may outlive a replacement. */
   replicaTargets(): ProcessId[] {
     const running = this.runningReplicas();
-    return running.length > 0 ? running : [...this.cluster.config.membership.replicas];
+    return running.length > 0 ? running : replicaPool(this.cluster.config.membership);
   }
 
   /** Ask the replicas and the watchdog; wait until every one answered, the answers settle the
@@ -183,7 +185,9 @@ export class OperatorClient {
     const processes = this.replicaProcesses();
     const running = new Set(processes.running);
     const dead = new Set(processes.dead);
-    const asked = replicaPool(m).filter((id) => m.replicas.includes(id) || running.has(id));
+    // No pid file at all: the daemons run on other hosts, so ask the whole pool (see replicaTargets).
+    const remote = running.size === 0 && dead.size === 0;
+    const asked = replicaPool(m).filter((id) => remote || m.replicas.includes(id) || running.has(id));
     const parsed = new Map<ProcessId, ReplicaStatus>();
     let watchdogAnswered = false;
     const r = await this.collectStatus([...asked, m.scc], timeoutMs, (from, json, pending) => {
@@ -217,7 +221,10 @@ export class OperatorClient {
     const r = await this.collectStatus(replicas, timeoutMs, (from, json, pending) => {
       const s = parseReplicaStatus(json, from);
       if (s !== null) parsed.set(from, s);
-      return settled(parsed, pending.length);
+      // Only an id some answer names as a member can still change the picture: a spare id the
+      // group never started (asked when the pool is all there is to go by) will not answer.
+      const members = new Set([...parsed.values()].flatMap((p) => p.members));
+      return settled(parsed, pending.filter((id) => members.has(id)).length);
     });
     return new Map(replicas.map((id) => [id, r.answer(id, parseReplicaStatus)]));
   }

@@ -63,6 +63,8 @@ export type GroupContext = {
   liveAgents: { id: ProcessId; node: string }[];
   /** The replica id pool: initial ids, then spares (membership). */
   pool: readonly ProcessId[];
+  /** Spares bound to a node: only that node's agent can start them (membership.spareNodes). */
+  spareNodes: ReadonlyMap<ProcessId, string>;
   tick: number;
   replicaStartTimeoutTicks: number;
 };
@@ -99,9 +101,13 @@ function announce(ctx: GroupContext, g: GroupView, replicas: ProcessId[], primar
   for (const a of ctx.liveAgents) out.push({ agent: a.id, command: { type: 'replicas', view: g.view, primary, replicas: [...replicas] } });
 }
 
+/** A spare id that may start on `node`: unused, not retired, and bound to `node` or to none. */
+const spareFor = (ctx: GroupContext, g: GroupView, replicas: readonly ProcessId[], node: string | null): ProcessId | undefined =>
+  ctx.pool.find((p) => !replicas.includes(p) && !g.retired.includes(p) && (node === null || (ctx.spareNodes.get(p) ?? node) === node));
+
 /** Choose the next spare id and a node for it, and command the spawn (PROTOCOL §10.6). */
 function startRecovery(ctx: GroupContext, g: GroupView, replicas: ProcessId[], primary: ProcessId, tried: string[], out: ViewChange): void {
-  const id = ctx.pool.find((p) => !replicas.includes(p) && !g.retired.includes(p));
+  const id = spareFor(ctx, g, replicas, null);
   if (id === undefined) {
     g.recovery = null;
     out.events.push('no spare replica id is left: the group runs with two replicas');
@@ -111,19 +117,22 @@ function startRecovery(ctx: GroupContext, g: GroupView, replicas: ProcessId[], p
   placeRecovery(ctx, g, replicas, primary, out);
 }
 
-/** Give the waiting replacement a node, if one is eligible: a live node that hosts no member
- *  and was not tried in this replacement, the first by agent id. */
+/** Give the waiting replacement a node, if one is eligible: a live node that hosts no member,
+ *  has a spare id it can start, and was not tried in this replacement, the first by agent id.
+ *  The id is fixed here: with spares bound to nodes it is the chosen node's first free one. */
 function placeRecovery(ctx: GroupContext, g: GroupView, replicas: ProcessId[], primary: ProcessId, out: ViewChange): void {
   const r = g.recovery;
   if (r === null || r.node !== null) return;
   const hosting = new Set(replicas.map((x) => g.replicaNodes.get(x)));
-  let pick = ctx.liveAgents.find((a) => !hosting.has(a.node) && !r.tried.includes(a.node));
-  // Every eligible node was tried once: start over from the least recently tried.
+  const eligible = ctx.liveAgents.filter((a) => !hosting.has(a.node) && spareFor(ctx, g, replicas, a.node) !== undefined);
+  let pick = eligible.find((a) => !r.tried.includes(a.node));
+  // Every eligible node was tried once: start over, from the first by agent id.
   if (pick === undefined && r.tried.length > 0) {
-    pick = ctx.liveAgents.find((a) => !hosting.has(a.node));
+    pick = eligible[0];
     if (pick !== undefined) r.tried = [];
   }
   if (pick === undefined) return;
+  r.id = spareFor(ctx, g, replicas, pick.node) as ProcessId;
   r.node = pick.node;
   r.sinceTick = ctx.tick;
   r.tried.push(pick.node);

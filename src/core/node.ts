@@ -16,6 +16,10 @@ export type Membership = {
   replicaNodes: readonly string[];
   /** Replica ids held in reserve for replacements, used in this order (PROTOCOL §10.6). */
   spareReplicas: readonly ProcessId[];
+  /** The node a spare is bound to, where one is (a cluster of several hosts: the spare's key and
+   *  listen address live on that node's host, so only its agent can start it; PROTOCOL §10.6).
+   *  A spare without an entry may start on any node (a one-host `trine up` cluster). */
+  spareNodes?: Readonly<Record<ProcessId, string>>;
   /** Agent ids, one per node, with the node each runs on. */
   agents: readonly { id: ProcessId; node: string }[];
   /** The watchdog's id. */

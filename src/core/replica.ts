@@ -426,7 +426,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   function onStatePart(from: ProcessId, p: PtpPayload, nowMs: number, out: CoreEffect[]): void {
     const got = transfer.receive(from, p);
     if (got === null) return;
-    const decoded = decodeState(got.bytes, { timers: state.timers, pool: state.pool });
+    const decoded = decodeState(got.bytes, { timers: state.timers, pool: state.pool, spareNodes: state.spareNodes });
     if (!decoded.ok) {
       transfer.discard(got.rsn);
       out.push({ type: 'log', level: 'error', event: 'state.refused', fields: { rsn: got.rsn, code: decoded.code, detail: decoded.detail } });

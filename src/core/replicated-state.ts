@@ -52,12 +52,15 @@ export type ReplicatedState = {
   timers: TaskTimers;
   /** The replica id pool, initial ids then spares (membership); not part of the digest. */
   pool: readonly ProcessId[];
+  /** Spares bound to a node (membership.spareNodes); not part of the digest. */
+  spareNodes: ReadonlyMap<ProcessId, string>;
 };
 
 export type StateMembership = {
   replicas: readonly ProcessId[];
   replicaNodes: readonly string[];
   spareReplicas: readonly ProcessId[];
+  spareNodes?: Readonly<Record<ProcessId, string>>;
   agents: readonly { id: ProcessId; node: string }[];
 };
 
@@ -70,7 +73,7 @@ export function initialState(m: StateMembership, timing: Timing = DEFAULT_TIMING
   return {
     rsn: 0, gssn: 0, replicas: [...replicas], primary, clientInc: new Map(), csnReceived: new Map(), lastGssnTo: new Map(), nodes,
     cluster: createClusterState(), outcomes: new Map(), outcomeOrder: [], group: initialGroupView(replicas, m.replicaNodes),
-    timers: taskTimers(timing), pool: [...replicas, ...m.spareReplicas],
+    timers: taskTimers(timing), pool: [...replicas, ...m.spareReplicas], spareNodes: new Map(Object.entries(m.spareNodes ?? {})),
   };
 }
 
@@ -120,7 +123,7 @@ function groupContext(s: ReplicatedState): GroupContext {
   const liveAgents = [...s.nodes.entries()].filter(([, n]) => n.joined && !n.failed).map(([id, n]) => ({ id, node: n.node }))
     .sort((a, b) => (a.id < b.id ? -1 : 1));
   return {
-    replicas: s.replicas, primary: s.primary, liveAgents, pool: s.pool, tick: s.cluster.tick,
+    replicas: s.replicas, primary: s.primary, liveAgents, pool: s.pool, spareNodes: s.spareNodes, tick: s.cluster.tick,
     replicaStartTimeoutTicks: s.timers.replicaStartTimeoutTicks,
   };
 }

@@ -25,7 +25,7 @@ import { unpack } from './wire/frame.ts';
 import type { EnvEntry, ProcMode } from './wire/messages.ts';
 
 /** What the caller knows without the bytes: configuration, the same on every replica. */
-export type StateConfig = { timers: TaskTimers; pool: readonly ProcessId[] };
+export type StateConfig = { timers: TaskTimers; pool: readonly ProcessId[]; spareNodes?: ReadonlyMap<ProcessId, string> };
 
 /** The most a transfer can carry: MAX_STATE_CHUNKS chunks of MAX_STATE_CHUNK_BYTES. */
 export const MAX_STATE_BYTES = MAX_STATE_CHUNK_BYTES * MAX_STATE_CHUNKS;
@@ -125,6 +125,7 @@ function readState(t: unknown, config: StateConfig): ReplicatedState {
     group: readGroup(f[10], 'group'),
     timers: { ...config.timers },
     pool: [...config.pool],
+    spareNodes: new Map(config.spareNodes ?? []),
   };
 }
 

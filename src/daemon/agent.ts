@@ -22,7 +22,7 @@ import { MAX_REPORTS_PER_REQUEST, type Timing } from '../core/constants.ts';
 import type { CoreInput, LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { AgentRequest, GroupCommand, ProcReport } from '../core/wire/messages.ts';
-import { DEFAULT_AGENT_SLOTS, paths } from '../io/cluster-dir.ts';
+import { DEFAULT_AGENT_SLOTS, paths, type ClusterConfig } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
 import { isSameProcess, procStartTime, readProcsFile, writeProcsFile } from '../io/run-records.ts';
 import { ChildProcessSpawner, type Spawner, type SpawnerEvent } from '../io/spawner.ts';
@@ -47,6 +47,10 @@ export type ProcDriverOptions = {
   /** The Unix socket linked processes connect to (PROTOCOL §9.4); none: linked spawns cannot
    *  connect and fail their connect timeout. */
   appSocketPath?: string;
+  /** The node's network address on a cluster of several hosts (cluster.json `nodeAddresses`):
+   *  handed to linked processes as TRINE_NODE_HOST, the address G-MPI binds and advertises.
+   *  None on a one-host cluster, where G-MPI binds loopback. */
+  nodeHost?: string;
   /** Hands a report to the agent core as a request; called from a fresh event-loop turn, never
    *  while the core is mid-step. */
   send: (request: AgentRequest) => void;
@@ -168,7 +172,10 @@ export class ProcDriver {
           if (e.linked) {
             const token = randomBytes(16).toString('hex');
             this.tokens.set(`${e.ref.task}/${e.ref.vpid}`, token);
-            spec.env = { ...spec.env, TRINE_AGENT_SOCKET: this.opts.appSocketPath ?? '', TRINE_TOKEN: token };
+            spec.env = {
+              ...spec.env, TRINE_AGENT_SOCKET: this.opts.appSocketPath ?? '', TRINE_TOKEN: token,
+              ...(this.opts.nodeHost === undefined ? {} : { TRINE_NODE_HOST: this.opts.nodeHost }),
+            };
           }
           const pid = this.spawner.spawnProcess(spec, (event) => this.onSpawner(e.ref, event));
           if (pid !== null) {
@@ -336,6 +343,13 @@ export type ReplicaControl = {
   attach?(log: (level: 'info' | 'warn' | 'error', event: string, fields: Record<string, unknown>) => void): void;
 };
 
+/** The address a node's task processes bind (ProcDriverOptions.nodeHost), if the cluster has
+ *  several hosts. */
+const nodeHostOf = (config: ClusterConfig, node: string | null): { nodeHost?: string } => {
+  const address = node === null ? undefined : config.nodeAddresses?.[node];
+  return address === undefined ? {} : { nodeHost: address };
+};
+
 export async function runAgent(dir: string | undefined, id: ProcessId, hooks: RunHooks = {}, replicas?: ReplicaControl): Promise<void> {
   if (process.env[AGENT_STANDBY_ENV] === '1') await waitForGo();
   heartbeatKeeper();
@@ -379,6 +393,7 @@ export async function runAgent(dir: string | undefined, id: ProcessId, hooks: Ru
         timing: cluster.config.membership.timing,
         send,
         appSocketPath: paths.appSocket(cluster.dir, id),
+        ...nodeHostOf(cluster.config, entry.node),
         // Every line already carries the agent's own `pid`: a task process's goes as `procPid`.
         log: (level, event, { pid, ...fields }) => logger[level]({ event, ...fields, ...(pid === undefined ? {} : { procPid: pid }) }),
       });

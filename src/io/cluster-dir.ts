@@ -4,7 +4,7 @@
 // `trine up`. Every failure is a ClusterDirError whose message says what is wrong and what to do.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { DEFAULT_TIMING, MAX_LIST_ENTRIES, PUBLIC_KEY_BYTES, type Timing } from '../core/constants.ts';
 import type { Membership } from '../core/node.ts';
@@ -62,6 +62,14 @@ export type ClusterConfig = {
    *  `trine inject` may act on the cluster (docs/OPERATIONS.md §7). Absent means false, so files
    *  written before the field existed stay valid; `trine up` writes it only when true. */
   allowInject?: boolean;
+  /** A cluster of several hosts (`trine init`, docs/OPERATIONS.md §9): each node's network
+   *  address, which its agent hands to its task processes (G-MPI binds it) and the `command`
+   *  reset driver passes to the reset command. Absent on a one-host `trine up` cluster. */
+  nodeAddresses?: Record<string, string>;
+  /** How the watchdog resets a node (src/io/reset-driver.ts): absent means `local`. */
+  resetDriver?: 'local' | 'log' | 'command';
+  /** The `command` driver's command line, `{node}` and `{address}` replaced in each argument. */
+  resetCommand?: string[];
 };
 
 /** A loaded cluster: the config, its absolute dir and the decoded public keys. */
@@ -275,8 +283,14 @@ function checkConfig(json: unknown, path: string): ClusterConfig {
   if (!isObject(json) || json['format'] !== CLUSTER_FORMAT) {
     throw new ClusterDirError('FOREIGN_DIR', `${path} is not a ${CLUSTER_FORMAT} file (written by another program or Trine version): pass the right --dir, or recreate the cluster`);
   }
-  const { cluster, createdAt, membership: m, processes, publicKeys, allowInject } = json;
+  const { cluster, createdAt, membership: m, processes, publicKeys, allowInject, nodeAddresses, resetDriver, resetCommand } = json;
   if (allowInject !== undefined && typeof allowInject !== 'boolean') throw invalid(path, '"allowInject" must be true or false (or absent: false)');
+  if (nodeAddresses !== undefined && !(isObject(nodeAddresses) && Object.entries(nodeAddresses).every(([k, v]) => isId(k) && typeof v === 'string' && isHostAddress(v)))) {
+    throw invalid(path, '"nodeAddresses" must map node names to addresses');
+  }
+  if (resetDriver !== undefined && resetDriver !== 'local' && resetDriver !== 'log' && resetDriver !== 'command') throw invalid(path, '"resetDriver" must be "local", "log" or "command"');
+  if (resetCommand !== undefined && !isCommandLine(resetCommand)) throw invalid(path, `"resetCommand" must be a list of 1 to ${MAX_COMMAND_ARGS} strings, the first a program`);
+  if (resetDriver === 'command' && resetCommand === undefined) throw invalid(path, '"resetDriver": "command" needs a "resetCommand"');
   if (typeof cluster !== 'string' || !/^[a-z0-9-]{1,64}$/.test(cluster)) throw invalid(path, '"cluster" must be a cluster id');
   if (typeof createdAt !== 'string') throw invalid(path, '"createdAt" must be a string');
   if (!Array.isArray(processes) || processes.length === 0 || processes.length > MAX_LIST_ENTRIES) throw invalid(path, '"processes" must be a list');
@@ -329,6 +343,8 @@ function checkConfig(json: unknown, path: string): ClusterConfig {
   if (!Array.isArray(operators) || !operators.every((o) => byKind('operator').some((e) => e.id === o))) {
     throw invalid(path, 'membership.operators must list operator processes');
   }
+  // A spare with a node is bound to it: only that node's agent holds its key (`trine init`).
+  const boundSpares = entries.filter((e) => spareReplicas.includes(e.id) && e.node !== null);
   const timingJson = m['timing'];
   if (!isObject(timingJson)) throw invalid(path, 'membership.timing must be an object');
   const timing: { -readonly [K in keyof Timing]: number } = { ...DEFAULT_TIMING };
@@ -351,11 +367,26 @@ function checkConfig(json: unknown, path: string): ClusterConfig {
       scc,
       operators: operators as ProcessId[],
       timing,
+      ...(boundSpares.length > 0 ? { spareNodes: Object.fromEntries(boundSpares.map((e) => [e.id, e.node as string])) } : {}),
     },
     processes: entries,
     publicKeys: keys,
     ...(allowInject === true ? { allowInject: true } : {}),
+    ...(nodeAddresses !== undefined ? { nodeAddresses: { ...(nodeAddresses as Record<string, string>) } } : {}),
+    ...(resetDriver !== undefined ? { resetDriver } : {}),
+    ...(resetCommand !== undefined ? { resetCommand: [...(resetCommand as string[])] } : {}),
   };
+}
+
+/** Most arguments a reset command may have: a program and a few options. */
+const MAX_COMMAND_ARGS = 64;
+const isCommandLine = (v: unknown): v is string[] =>
+  Array.isArray(v) && v.length >= 1 && v.length <= MAX_COMMAND_ARGS && v.every((a) => typeof a === 'string' && a.length <= 4096) && (v[0] as string).length > 0;
+
+/** An IPv4 or IPv6 address, or a DNS name: what a host's `address` may be. */
+export function isHostAddress(v: string): boolean {
+  if (isIP(v) !== 0) return true;
+  return v.length <= 253 && /^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$/.test(v);
 }
 
 // ---- pid files ----------------------------------------------------------------------------------

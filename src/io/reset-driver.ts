@@ -10,7 +10,11 @@
 //   - `log`: only logs the request (the paper's test rig logged resets). For a cluster whose
 //     nodes this host cannot reset (not started by `trine up`): an operator or an outside
 //     power controller acts on the log line.
-// `cluster.json` may choose one with a top-level `"resetDriver": "local" | "log"`.
+//   - `command` (a cluster of several hosts, `trine init`): runs the operator's command from
+//     cluster.json `resetCommand` — an IPMI or hypervisor call on a real cluster, a namespace
+//     power-cycle in the test bed — with `{node}` and `{address}` replaced, and the same two in
+//     TRINE_RESET_NODE and TRINE_RESET_ADDRESS. The reset succeeded when the command exits 0.
+// `cluster.json` may choose one with a top-level `"resetDriver": "local" | "log" | "command"`.
 //
 // Limits of `local`: it finds task processes through the procs file, which the agent writes in
 // the same event-loop turn as its forks (src/daemon/agent.ts), so only a process whose fork and
@@ -23,6 +27,7 @@
 // and the initial group and every node's keeper start again as `trine up` started them. It finds
 // a spare replica through its pid file, which the agent writes right after the fork (cli/daemons.ts
 // spawnDaemon): a spare whose agent died between the two would be missed, like a task above.
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { ProcessId } from '../core/ports.ts';
 import { isAlive, isClusterProcess, paths, readPidFiles, removePidFile, replicaPool, type ClusterConfig } from './cluster-dir.ts';
@@ -37,7 +42,7 @@ export interface NodeResetDriver {
   reset(node: string): Promise<void>;
 }
 
-export const RESET_DRIVER_KINDS = ['local', 'log'] as const;
+export const RESET_DRIVER_KINDS = ['local', 'log', 'command'] as const;
 export type ResetDriverKind = (typeof RESET_DRIVER_KINDS)[number];
 /** `trine up` clusters run on this host, so the local driver can reset their nodes. */
 export const DEFAULT_RESET_DRIVER: ResetDriverKind = 'local';
@@ -48,7 +53,7 @@ export const RESET_KILL_WAIT_MS = 2_000;
 
 export type ResetLog = (level: 'info' | 'warn' | 'error', event: string, fields: Record<string, unknown>) => void;
 
-export type ResetErrorCode = 'RESET_UNKNOWN_NODE' | 'RESET_KILL_FAILED' | 'RESET_START_FAILED' | 'RESET_INTERNAL';
+export type ResetErrorCode = 'RESET_UNKNOWN_NODE' | 'RESET_KILL_FAILED' | 'RESET_START_FAILED' | 'RESET_COMMAND_FAILED' | 'RESET_INTERNAL';
 
 export class ResetError extends Error {
   override readonly name = 'ResetError';
@@ -71,6 +76,46 @@ export function readResetDriverKind(configPath: string): { ok: true; value: Rese
   if (v === undefined) return { ok: true, value: DEFAULT_RESET_DRIVER };
   if ((RESET_DRIVER_KINDS as readonly unknown[]).includes(v)) return { ok: true, value: v as ResetDriverKind };
   return { ok: false, detail: `${configPath}: "resetDriver" must be one of ${RESET_DRIVER_KINDS.map((k) => `"${k}"`).join(', ')}, got ${JSON.stringify(v)}` };
+}
+
+/** How long a reset command may run: a power controller answers in seconds; one that hangs
+ *  must not hold the node's reset chain for ever (the next reset of the node waits behind it). */
+export const RESET_COMMAND_TIMEOUT_MS = 60_000;
+/** Characters of a failed command's stderr kept in the log line. */
+const RESET_COMMAND_OUTPUT_CHARS = 500;
+
+export type CommandResetOptions = {
+  /** The program and its arguments; `{node}` and `{address}` are replaced in each. */
+  command: readonly string[];
+  /** Node name → address (cluster.json `nodeAddresses`). */
+  addresses: Readonly<Record<string, string>>;
+  log: ResetLog;
+  timeoutMs?: number;
+};
+
+/** Runs the configured command for each reset (see the header). No shell: the arguments are
+ *  passed as they are, so a node name cannot inject anything. */
+export class CommandResetDriver implements NodeResetDriver {
+  constructor(private readonly opts: CommandResetOptions) {}
+
+  reset(node: string): Promise<void> {
+    const address = this.opts.addresses[node];
+    if (address === undefined) return Promise.reject(new ResetError('RESET_UNKNOWN_NODE', `no address for node ${node} in cluster.json nodeAddresses`));
+    const argv = this.opts.command.map((a) => a.replaceAll('{node}', node).replaceAll('{address}', address));
+    const [file, ...args] = argv as [string, ...string[]];
+    this.opts.log('warn', 'reset.command', { node, address, command: argv });
+    return new Promise((resolvePromise, reject) => {
+      execFile(file, args, {
+        timeout: this.opts.timeoutMs ?? RESET_COMMAND_TIMEOUT_MS, killSignal: 'SIGKILL', maxBuffer: 1024 * 1024,
+        env: { ...process.env, TRINE_RESET_NODE: node, TRINE_RESET_ADDRESS: address },
+      }, (error, _stdout, stderr) => {
+        if (error === null) return resolvePromise();
+        const how = error.killed ? `was killed after ${this.opts.timeoutMs ?? RESET_COMMAND_TIMEOUT_MS} ms` : typeof error.code === 'number' ? `exited with code ${error.code}` : `could not run (${error.message})`;
+        const tail = String(stderr).trim().slice(-RESET_COMMAND_OUTPUT_CHARS);
+        reject(new ResetError('RESET_COMMAND_FAILED', `reset command for ${node} ${how}${tail.length > 0 ? `: ${tail}` : ''}`));
+      });
+    });
+  }
 }
 
 /** Logs the reset and does nothing else. */

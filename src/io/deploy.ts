@@ -1,0 +1,222 @@
+// Deployment bundles for a cluster of several hosts (`trine init`, docs/OPERATIONS.md §9). From a
+// checked hosts file it plans the cluster document — the same `cluster.json` a one-host cluster
+// has, with every listen address on its host's own address, spares bound to the agent hosts that
+// hold their keys, the nodes' addresses and the reset driver — and writes one bundle per host:
+// that document, the host's own private keys (mode 0600) and nothing of any other host, a
+// `bundle.json` that says whose bundle it is, and the host's systemd unit. A bundle is a cluster
+// directory: daemons started from it find their key where `trine up`'s find theirs, and write
+// their logs and records inside it.
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { DEFAULT_TIMING, PUBLIC_KEY_BYTES } from '../core/constants.ts';
+import type { ProcessId } from '../core/ports.ts';
+import {
+  CLUSTER_FORMAT, ClusterDirError, loadCluster, OPERATOR_ID, paths, REPLICA_COUNT, WATCHDOG_ID, writeClusterConfig,
+  type Cluster, type ClusterConfig, type ProcessEntry,
+} from './cluster-dir.ts';
+import { HOST_ROLES, type HostEntry, type HostRole, type HostsFile } from './hosts-file.ts';
+import { processId } from '../core/wire/messages.ts';
+import { generateKeyPair, KeyFileError, readKeyFile, writeKeyFile, type KeyPair } from './keys.ts';
+
+export const BUNDLE_FORMAT = 'trine-bundle/1';
+/** bundle.json names three short lists; a larger file is not one. */
+const MAX_BUNDLE_FILE_BYTES = 64 * 1024;
+
+export const NODE_UNIT = 'trine-node.service';
+export const SCC_UNIT = 'trine-scc.service';
+
+/** What `bundle.json` records: which host this bundle is for and which keys it holds. */
+export type BundleInfo = {
+  format: typeof BUNDLE_FORMAT;
+  cluster: string;
+  host: string;
+  address: string;
+  roles: HostRole[];
+  /** The processes whose private keys are in `keys/`: this host's and no other's. */
+  ids: ProcessId[];
+  install: HostsFile['install'];
+};
+
+export type Plan = { config: ClusterConfig; bundles: BundleInfo[] };
+
+/** The process ids and listen addresses of a hosts file's cluster; keys are filled in by the
+ *  caller (planDeployment with generated keys, tests with fixed ones). */
+export function planDeployment(file: HostsFile, keyOf: (id: ProcessId) => Uint8Array): Plan {
+  const cluster = `${file.name}-${randomBytes(6).toString('hex')}`;
+  const agentHosts = file.hosts.filter((h) => h.roles.includes('agent'));
+  const replicaHosts = file.hosts.filter((h) => h.roles.includes('replica'));
+  const watchdogHost = file.hosts.find((h) => h.roles.includes('watchdog')) as HostEntry;
+  const operatorHost = file.hosts.find((h) => h.roles.includes('operator')) as HostEntry;
+  const at = (h: HostEntry, offset: number) => ({ host: h.address, port: file.basePort + offset });
+  const owner = new Map<ProcessId, string>();
+  const processes: ProcessEntry[] = [];
+  const add = (e: ProcessEntry, host: HostEntry) => {
+    processes.push(e);
+    owner.set(e.id, host.id);
+  };
+  replicaHosts.forEach((h, i) => add({ id: `r${i + 1}`, kind: 'replica', node: h.id, listen: at(h, 0), slots: null }, h));
+  add({ id: WATCHDOG_ID, kind: 'watchdog', node: null, listen: at(watchdogHost, 0), slots: null }, watchdogHost);
+  // Spares: `sparesPerHost` per agent host, on the ports after the host's replica port.
+  const spares: ProcessId[] = [];
+  for (let k = 1; k <= file.sparesPerHost; k++) {
+    for (const h of agentHosts) {
+      const id = `r${REPLICA_COUNT + spares.length + 1}`;
+      spares.push(id);
+      add({ id, kind: 'replica', node: h.id, listen: at(h, k), slots: null }, h);
+    }
+  }
+  agentHosts.forEach((h, i) => add({ id: `a${i + 1}`, kind: 'agent', node: h.id, listen: null, slots: h.slots }, h));
+  add({ id: OPERATOR_ID, kind: 'operator', node: null, listen: null, slots: null }, operatorHost);
+
+  const publicKeys: Record<ProcessId, string> = {};
+  for (const p of processes) {
+    const key = keyOf(p.id);
+    if (key.length !== PUBLIC_KEY_BYTES) throw new TypeError(`public key of ${p.id} is ${key.length} bytes`);
+    publicKeys[p.id] = Buffer.from(key).toString('base64');
+  }
+  const replicaIds = processes.filter((p) => p.kind === 'replica' && !spares.includes(p.id));
+  const config: ClusterConfig = {
+    format: CLUSTER_FORMAT,
+    cluster,
+    createdAt: new Date().toISOString(),
+    membership: {
+      cluster,
+      replicas: replicaIds.map((p) => p.id),
+      replicaNodes: replicaIds.map((p) => p.node as string),
+      spareReplicas: spares,
+      spareNodes: Object.fromEntries(spares.map((id) => [id, owner.get(id) as string])),
+      agents: processes.filter((p) => p.kind === 'agent').map((p) => ({ id: p.id, node: p.node as string })),
+      scc: WATCHDOG_ID,
+      operators: [OPERATOR_ID],
+      timing: { ...DEFAULT_TIMING, ...file.timing },
+    },
+    processes,
+    publicKeys,
+    nodeAddresses: Object.fromEntries(agentHosts.map((h) => [h.id, h.address])),
+    resetDriver: file.reset.driver,
+    ...(file.reset.driver === 'command' ? { resetCommand: [...file.reset.command] } : {}),
+  };
+  const bundles: BundleInfo[] = file.hosts.map((h) => ({
+    format: BUNDLE_FORMAT,
+    cluster,
+    host: h.id,
+    address: h.address,
+    roles: [...h.roles],
+    ids: processes.filter((p) => owner.get(p.id) === h.id).map((p) => p.id),
+    install: { ...file.install },
+  }));
+  return { config, bundles };
+}
+
+/** Writes every bundle under `out/<host>/`, and the public cluster document as
+ *  `out/cluster.json`. Fresh keys for every process; each private key is written into its own
+ *  host's bundle only, then forgotten. `out` must not exist or be empty. */
+export function writeDeployment(file: HostsFile, outArg: string): Plan {
+  const out = resolve(outArg);
+  if (existsSync(out) && (!statSync(out).isDirectory() || readdirSync(out).length > 0)) {
+    throw new ClusterDirError('BAD_ARGUMENT', `${out} exists and is not empty: pass a new --out (init makes fresh keys; mixing them with an earlier cluster's would break both)`);
+  }
+  const pairs = new Map<ProcessId, KeyPair>();
+  const plan = planDeployment(file, (id) => {
+    const pair = generateKeyPair();
+    pairs.set(id, pair);
+    return pair.publicKey;
+  });
+  mkdirSync(out, { recursive: true, mode: 0o755 });
+  writeFileSync(join(out, 'cluster.json'), `${JSON.stringify(plan.config, null, 2)}\n`);
+  for (const b of plan.bundles) {
+    const dir = join(out, b.host);
+    mkdirSync(dir, { mode: 0o700 });
+    chmodSync(dir, 0o700);
+    writeClusterConfig(dir, plan.config);
+    mkdirSync(paths.keys(dir), { mode: 0o700 });
+    for (const id of b.ids) writeKeyFile(paths.keyFile(dir, id), id, pairs.get(id) as KeyPair);
+    writeFileSync(join(dir, 'bundle.json'), `${JSON.stringify(b, null, 2)}\n`);
+    const unit = systemdUnit(b);
+    if (unit !== null) writeFileSync(join(dir, unit.name), unit.text);
+  }
+  pairs.clear();
+  return plan;
+}
+
+/** The systemd unit a host runs (none for an operator-only host). `KillMode=control-group`: a
+ *  stop ends every process of the node, task processes included, as a power-off would. */
+export function systemdUnit(b: BundleInfo): { name: string; text: string } | null {
+  const scc = b.roles.includes('watchdog');
+  if (!scc && !b.roles.includes('agent')) return null;
+  const what = scc ? 'watchdog' : `node ${b.host} (${b.roles.filter((r) => r !== 'operator').join(', ')})`;
+  const text = [
+    '[Unit]',
+    `Description=Trine ${what} of cluster ${b.cluster}`,
+    'After=network-online.target',
+    'Wants=network-online.target',
+    '',
+    '[Service]',
+    'Type=simple',
+    `User=${b.install.user}`,
+    `ExecStart=${b.install.trine} ${scc ? 'scc' : 'node'} run --bundle ${b.install.dir}`,
+    'Restart=always',
+    'RestartSec=2',
+    'KillMode=control-group',
+    'TimeoutStopSec=15',
+    'LimitNOFILE=65536',
+    '',
+    '[Install]',
+    'WantedBy=multi-user.target',
+    '',
+  ].join('\n');
+  return { name: scc ? SCC_UNIT : NODE_UNIT, text };
+}
+
+export class BundleError extends Error {
+  override readonly name = 'BundleError';
+  constructor(readonly code: 'BUNDLE_INVALID' | 'BUNDLE_KEY_MISSING', message: string) {
+    super(message);
+  }
+}
+
+/** A bundle directory, checked: bundle.json, the cluster document, and a key for each id it
+ *  lists that matches the document's public key. */
+export function loadBundle(dirArg: string): { bundle: BundleInfo; cluster: Cluster } {
+  const dir = resolve(dirArg);
+  const infoPath = join(dir, 'bundle.json');
+  if (!existsSync(infoPath)) {
+    throw new BundleError('BUNDLE_INVALID', `${dir} is not a Trine bundle (no bundle.json): pass the directory \`trine init\` wrote for this host`);
+  }
+  let json: unknown;
+  try {
+    if (statSync(infoPath).size > MAX_BUNDLE_FILE_BYTES) throw new Error('too large');
+    json = JSON.parse(readFileSync(infoPath, 'utf8'));
+  } catch (e) {
+    throw new BundleError('BUNDLE_INVALID', `${infoPath} is not a bundle file (${(e as Error).message}): copy this host's bundle from \`trine init\`'s output again`);
+  }
+  const b = json as Partial<BundleInfo>;
+  const isId = (v: unknown) => processId.dec(v, 'id').ok;
+  if (
+    typeof json !== 'object' || json === null || b.format !== BUNDLE_FORMAT || !isId(b.host) || typeof b.address !== 'string' ||
+    !Array.isArray(b.ids) || b.ids.length === 0 || !b.ids.every(isId) || !Array.isArray(b.roles) || b.roles.length === 0 ||
+    !b.roles.every((r) => (HOST_ROLES as readonly unknown[]).includes(r))
+  ) {
+    throw new BundleError('BUNDLE_INVALID', `${infoPath} is not a ${BUNDLE_FORMAT} file: copy this host's bundle from \`trine init\`'s output again`);
+  }
+  const cluster = loadCluster(dir);
+  if (b.cluster !== cluster.config.cluster) {
+    throw new BundleError('BUNDLE_INVALID', `${infoPath} is for cluster ${String(b.cluster)} but cluster.json is for ${cluster.config.cluster}: the bundle mixes two clusters; copy it again from one \`trine init\` output`);
+  }
+  for (const id of b.ids) {
+    const path = paths.keyFile(dir, id);
+    let key;
+    try {
+      key = readKeyFile(path);
+    } catch (e) {
+      const missing = e instanceof KeyFileError && e.code === 'KEY_FILE_MISSING';
+      throw new BundleError('BUNDLE_KEY_MISSING', `bundle of host ${b.host} ${missing ? `has no key for ${id} (${path})` : `has a bad key for ${id}: ${(e as Error).message}`}: copy the host's keys/ from \`trine init\`'s output again`);
+    }
+    const expected = cluster.publicKeys.get(id);
+    if (expected === undefined || !Buffer.from(expected).equals(Buffer.from(key.publicKey))) {
+      throw new BundleError('BUNDLE_KEY_MISSING', `${path} is not ${id}'s key in this cluster's cluster.json: the bundle mixes two clusters; copy it again from one \`trine init\` output`);
+    }
+  }
+  return { bundle: b as BundleInfo, cluster };
+}
