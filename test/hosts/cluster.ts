@@ -1,0 +1,163 @@
+// A Trine cluster of several hosts on the namespace test bed (test/hosts/testbed.ts), built the
+// way an operator builds one on real machines (docs/OPERATIONS.md §9): a hosts file with the
+// hosts' addresses, `trine init` into bundles, then on each host `trine node run --bundle` (or
+// `trine scc run --bundle` on the watchdog host) from that host's own bundle directory, and the
+// operator's commands run inside the operator's namespace with the operator bundle alone. The
+// watchdog resets a node with the `command` driver, through test/hosts/power-cycle.mjs.
+// Nothing here reaches a host's processes except through its namespace and the network.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createTestBed, removeStaleTestBeds, type TestBed } from './testbed.ts';
+
+export const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url));
+export const POWER_CYCLE = fileURLToPath(new URL('./power-cycle.mjs', import.meta.url));
+export const REPO = fileURLToPath(new URL('../..', import.meta.url));
+
+export type Run = { code: number; stdout: string; stderr: string };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** How long start() waits for the operator to see a healthy cluster. */
+export const HEALTHY_TIMEOUT_MS = 90_000;
+
+export type HostsClusterOptions = {
+  /** Agent hosts n1…nN (the first three host the replicas); default 4. */
+  agents?: number;
+  /** Extra hosts file lines under `timing:`. */
+  timing?: Record<string, number>;
+};
+
+export class HostsCluster {
+  private constructor(readonly bed: TestBed, readonly root: string, readonly out: string, readonly nodes: string[]) {}
+
+  /** The operator's bundle: the only directory the operator's commands are given. */
+  get opBundle(): string {
+    return join(this.out, 'ops');
+  }
+
+  bundle(host: string): string {
+    return join(this.out, host);
+  }
+
+  static async start(opts: HostsClusterOptions = {}): Promise<HostsCluster> {
+    await removeStaleTestBeds();
+    const nodes = Array.from({ length: opts.agents ?? 4 }, (_, i) => `n${i + 1}`);
+    const bed = await createTestBed([...nodes, 'wd', 'ops'].map((name) => ({ name })));
+    const root = mkdtempSync(join(tmpdir(), 'trine-hosts-'));
+    const c = new HostsCluster(bed, root, join(root, 'bundles'), nodes);
+    try {
+      const timing = Object.entries(opts.timing ?? {}).map(([k, v]) => `  ${k}: ${v}\n`).join('');
+      const hosts = [
+        ...nodes.map((n, i) => `  - { id: ${n}, address: ${bed.host(n).address}, roles: [${i < 3 ? 'replica, agent' : 'agent'}], slots: 4 }`),
+        `  - { id: wd, address: ${bed.host('wd').address}, roles: [watchdog] }`,
+        `  - { id: ops, address: ${bed.host('ops').address}, roles: [operator] }`,
+      ];
+      writeFileSync(join(root, 'hosts.yaml'), [
+        'cluster: testbed',
+        'reset:',
+        `  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(POWER_CYCLE)}, "{node}", "{address}"]`,
+        ...(timing.length > 0 ? ['timing:', timing.trimEnd()] : []),
+        'hosts:',
+        ...hosts,
+        '',
+      ].join('\n'));
+      const init = await runLocal([TRINE, 'init', '--hosts', join(root, 'hosts.yaml'), '--out', c.out]);
+      if (init.code !== 0) throw new Error(`trine init failed: ${init.stderr}`);
+      // The power controller's map: node → namespace, bundle, boot log (test/hosts/power-cycle.mjs).
+      const map = { trine: TRINE, nodes: Object.fromEntries(nodes.map((n) => [n, { ns: bed.host(n).ns, address: bed.host(n).address, bundle: c.bundle(n), log: c.bootLog(n) }])) };
+      writeFileSync(join(root, 'testbed-map.json'), JSON.stringify(map));
+      bed.spawn('wd', process.execPath, [TRINE, 'scc', 'run', '--bundle', c.bundle('wd')], {
+        logFile: c.bootLog('wd'), env: { ...process.env, TRINE_TESTBED_MAP: join(root, 'testbed-map.json') },
+      });
+      for (const n of nodes) c.boot(n);
+      await c.waitHealthy(HEALTHY_TIMEOUT_MS);
+      return c;
+    } catch (e) {
+      await c.destroy();
+      throw e;
+    }
+  }
+
+  /** What `trine node run` of `host` printed (every boot appends). */
+  bootLog(host: string): string {
+    return join(this.root, `${host}.boot.log`);
+  }
+
+  /** Starts `trine node run` on `host`, as its systemd unit would. */
+  boot(host: string): void {
+    this.bed.spawn(host, process.execPath, [TRINE, 'node', 'run', '--bundle', this.bundle(host)], { logFile: this.bootLog(host) });
+  }
+
+  /** `trine COMMAND --dir <operator bundle> ARGS…` inside the operator's namespace. */
+  op(args: readonly string[], timeoutMs = 60_000): Promise<Run> {
+    const [command, ...rest] = args;
+    return this.bed.run('ops', process.execPath, [TRINE, command as string, '--dir', this.opBundle, ...rest], { timeoutMs });
+  }
+
+  async status(): Promise<{ healthy: boolean; converged: boolean; primary: string | null; problems: string[]; replicas: { id: string; role?: string }[] } | null> {
+    const r = await this.op(['status', '--json', '--timeout', '2000']);
+    try {
+      return JSON.parse(r.stdout) as never;
+    } catch {
+      return null;
+    }
+  }
+
+  async waitHealthy(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    let last: unknown = null;
+    while (Date.now() < deadline) {
+      const s = await this.status();
+      last = s;
+      if (s !== null && s.healthy && s.converged) return;
+      await sleep(500);
+    }
+    throw new Error(`namespace cluster not healthy within ${timeoutMs} ms: ${JSON.stringify(last)?.slice(0, 2000)}\n${this.tails()}`);
+  }
+
+  /** The last lines of every boot log, for a failure message. */
+  tails(): string {
+    return [...this.nodes, 'wd'].map((h) => {
+      try {
+        return `${h}: ${readFileSync(this.bootLog(h), 'utf8').trim().split('\n').slice(-3).join(' | ')}`;
+      } catch {
+        return `${h}: no boot log`;
+      }
+    }).join('\n');
+  }
+
+  /** JSON log events of process `id` on `host` (in its bundle's logs/). */
+  logEvents(host: string, id: string): Record<string, unknown>[] {
+    let text = '';
+    try {
+      text = readFileSync(join(this.bundle(host), 'logs', `${id}.log`), 'utf8');
+    } catch {
+      return [];
+    }
+    return text.split('\n').flatMap((l) => {
+      try {
+        return l.length === 0 ? [] : [JSON.parse(l) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
+  }
+
+  async destroy(): Promise<void> {
+    await this.bed.destroy();
+    if (process.env['TRINE_KEEP_HOSTS'] !== undefined) console.log(`kept ${this.root}`);
+    else rmSync(this.root, { recursive: true, force: true });
+  }
+}
+
+function runLocal(args: readonly string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [...args], { timeout: 60_000 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
+    });
+  });
+}
+
+export { REPO as REPO_ROOT };
