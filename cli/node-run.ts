@@ -1,13 +1,14 @@
 // `trine init`, `trine node run --bundle DIR` and `trine scc run --bundle DIR`: a cluster of
 // several hosts (docs/OPERATIONS.md §9). `init` turns a hosts file into one bundle per host;
 // `node run` starts, in the foreground, what one host runs from its bundle alone — its agent
-// under its keeper, and its initial replica if it hosts one (the agent starts spares when the
-// group commands it) — and stops all of it, task processes included, on SIGTERM; systemd's
-// `trine-node.service` runs it. `scc run` runs the watchdog from the watchdog host's bundle.
-import { existsSync } from 'node:fs';
+// under its keeper, and its initial replica if it hosts one and the group has not gone on
+// without it (decideReplica; the agent starts spares when the group commands it) — and stops
+// all of it, task processes included, on SIGTERM; systemd's `trine-node.service` runs it. `scc run` runs the watchdog from the watchdog host's bundle.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import type { ProcessId } from '../src/core/ports.ts';
-import { isAlive, paths, processEntry, runningProcesses } from '../src/io/cluster-dir.ts';
+import { isAlive, paths, processEntry, runningProcesses, type Cluster } from '../src/io/cluster-dir.ts';
+import { StatusClient } from './status-client.ts';
 import { BundleError, loadBundle, NODE_UNIT, SCC_UNIT, writeDeployment } from '../src/io/deploy.ts';
 import { readHostsFile } from '../src/io/hosts-file.ts';
 import { spawnDaemon, startWatchdog } from './daemons.ts';
@@ -62,14 +63,23 @@ export async function nodeRun(opts: { bundle: string }): Promise<number> {
   const replica = m.replicas.find((r) => bundle.ids.includes(r));
   const agent = m.agents.find((a) => bundle.ids.includes(a.id));
   if (agent === undefined) throw new CliError(`the bundle of ${bundle.host} holds no agent key: copy it again from \`trine init\`'s output`, EXIT_USAGE);
-  const started: { id: ProcessId; pid: number }[] = [];
-  if (replica !== undefined) started.push({ id: replica, pid: spawnDaemon(dir, processEntry(cluster, replica)) });
   const keeper = { id: agent.id, pid: spawnDaemon(dir, processEntry(cluster, agent.id)) };
-  started.push(keeper);
-  process.stdout.write(`node ${bundle.host} (${bundle.address}) of cluster ${cluster.config.cluster}: ${started.map((s) => `${s.id} pid ${s.pid}`).join(', ')}; logs in ${paths.logs(dir)}\n`);
+  process.stdout.write(`node ${bundle.host} (${bundle.address}) of cluster ${cluster.config.cluster}: ${agent.id} keeper pid ${keeper.pid}; logs in ${paths.logs(dir)}\n`);
 
   return new Promise<number>((resolveRun) => {
     let stopping = false;
+    if (replica !== undefined) {
+      void decideReplica(cluster, agent.id, replica, () => stopping).then((d) => {
+        if (stopping) return;
+        if (d.start) {
+          const pid = spawnDaemon(dir, processEntry(cluster, replica));
+          if (d.record !== null) writeBootRecord(dir, replica, d.record);
+          process.stdout.write(`node ${bundle.host}: ${replica} pid ${pid} (${d.why})\n`);
+        } else {
+          process.stdout.write(`node ${bundle.host}: ${replica} not started: ${d.why}\n`);
+        }
+      }, (e: Error) => process.stdout.write(`node ${bundle.host}: ${replica} not started: ${e.message}\n`));
+    }
     const stop = (code: number, why: string) => {
       if (stopping) return;
       stopping = true;
@@ -83,6 +93,62 @@ export async function nodeRun(opts: { bundle: string }): Promise<number> {
     process.once('SIGTERM', () => stop(EXIT_OK, 'SIGTERM'));
     process.once('SIGINT', () => stop(EXIT_OK, 'SIGINT'));
   });
+}
+
+/** How long a node's first boot waits for the watchdog before it starts its replica anyway (a
+ *  new cluster: the watchdog may come up after the nodes). */
+export const FIRST_BOOT_QUERY_MS = 3_000;
+/** A later boot asks the watchdog this often until it answers: starting the replica without
+ *  knowing whether the group went on without it could put a second, stale primary on the net. */
+export const BOOT_QUERY_RETRY_MS = 1_000;
+
+/** What the watchdog said when this node last started its initial replica. */
+type BootRecord = { watchdogInc: number; clusterResetCount: number };
+
+const bootRecordPath = (dir: string, replica: ProcessId) => join(paths.run(dir), `${replica}.boot.json`);
+
+function readBootRecord(dir: string, replica: ProcessId): BootRecord | null {
+  try {
+    const v = JSON.parse(readFileSync(bootRecordPath(dir, replica), 'utf8')) as Partial<BootRecord>;
+    return Number.isSafeInteger(v.watchdogInc) && Number.isSafeInteger(v.clusterResetCount) ? (v as BootRecord) : null;
+  } catch {
+    return null;
+  }
+}
+
+function writeBootRecord(dir: string, replica: ProcessId, r: BootRecord): void {
+  writeFileSync(bootRecordPath(dir, replica), `${JSON.stringify(r)}\n`);
+}
+
+/** Whether a booting node starts its initial replica (PROTOCOL §10.10). A replica starts from
+ *  the initial state, so it may start only where no group went on without it: on a new
+ *  cluster, and after a cluster reset (every replica starts afresh). After a reset of this node
+ *  alone the group has condemned its replica and replaces it with a spare; a fresh copy of the
+ *  old id would be a second primary at view 0. The watchdog tells which: its cluster-reset count
+ *  against the one recorded at the last start, and whether it hears two replicas (armed). */
+async function decideReplica(
+  cluster: Cluster, agent: ProcessId, replica: ProcessId, stopping: () => boolean,
+): Promise<{ start: boolean; why: string; record: BootRecord | null }> {
+  const record = readBootRecord(cluster.dir, replica);
+  const client = await StatusClient.open(cluster, agent);
+  try {
+    const firstDeadline = Date.now() + FIRST_BOOT_QUERY_MS;
+    for (;;) {
+      if (stopping()) return { start: false, why: 'stopping', record: null };
+      const a = await client.queryWatchdog(BOOT_QUERY_RETRY_MS);
+      if (a.ok) {
+        const now: BootRecord = { watchdogInc: a.status.inc, clusterResetCount: a.status.clusterResetCount ?? 0 };
+        if (record !== null && record.watchdogInc === now.watchdogInc && now.clusterResetCount > record.clusterResetCount) {
+          return { start: true, why: `the watchdog reset the cluster since it last ran (resets ${record.clusterResetCount} → ${now.clusterResetCount})`, record: now };
+        }
+        if (a.status.armed) return { start: false, why: 'the watchdog hears a group of two or more replicas without it: the group replaces it with a spare', record: null };
+        return { start: true, why: record === null ? 'first start' : 'the watchdog hears no group', record: now };
+      }
+      if (record === null && Date.now() >= firstDeadline) return { start: true, why: 'first start; the watchdog does not answer yet', record: null };
+    }
+  } finally {
+    await client.close();
+  }
 }
 
 /** Runs the watchdog from the watchdog host's bundle, in the foreground. */

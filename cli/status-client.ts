@@ -3,21 +3,25 @@
 // resends until the answers are in. Two exchanges run on it: `status.query` → `status.reply`
 // (docs/PROTOCOL.md §7; `trine status`, `trine up`'s health wait, and the cluster view of
 // `trine ps` / `trine nodes`), `op.request` → `op.reply` (PROTOCOL §8.1; `trine submit`,
-// `trine kill`) and `inject` → `inject.reply` to one daemon (`trine inject`, docs/OPERATIONS.md §7). Which answers to believe is decided by the callers (cli/op-client.ts).
+// `trine kill`), `inject` → `inject.reply` to one daemon (`trine inject`, docs/OPERATIONS.md §7)
+// and, on a cluster of several hosts, `logs.read` → `logs.data` to the agents that hold a task's
+// output (PROTOCOL §7.1; `trine logs`), which it dials only then. Which answers to believe is
+// decided by the callers (cli/op-client.ts).
 // The replicas asked are not a fixed three: the group replaces a condemned replica with a spare
 // id (PROTOCOL §10.6), so every pool id whose daemon runs in the cluster dir is asked.
 import { isOperatorRequest } from '../src/core/replicated-state.ts';
 import { randomInt } from 'node:crypto';
+import { LOGS_CHUNK_BYTES, MAX_LOGS_READS_PER_FRAME } from '../src/core/constants.ts';
 import type { ProcessId, Signer } from '../src/core/ports.ts';
 import type { ReplicaStatus } from '../src/core/status.ts';
 import type { WatchdogStatus } from '../src/core/watchdog.ts';
 import { decodeFrame, encodeFrame } from '../src/core/wire/frame.ts';
-import type { Item, SignedCG } from '../src/core/wire/messages.ts';
+import type { Item, LogStream, SignedCG } from '../src/core/wire/messages.ts';
 import { isClusterProcess, paths, readPidFiles, replicaPool, type Cluster } from '../src/io/cluster-dir.ts';
 import { readKeyFile } from '../src/io/keys.ts';
 import { createNodeLinkAuth } from '../src/io/link-auth-node.ts';
 import { createNodeSigner, createNodeVerifier } from '../src/io/signer-node.ts';
-import { WsTransport } from '../src/io/ws-transport.ts';
+import { WsTransport, type Endpoint } from '../src/io/ws-transport.ts';
 import { dialTargets } from '../src/daemon/run-core.ts';
 import { statusSettled } from './replica-group.ts';
 
@@ -45,6 +49,23 @@ export type OpReply = { rsn: number; ok: boolean; text: string };
 /** Unanswered injections are resent this often (the same nonce: the daemon answers a resend
  *  from its record, never injecting twice). */
 export const INJECT_RESEND_MS = 250;
+/** Unanswered reads of task output are resent this often. An agent answers in a millisecond
+ *  or two once connected (the first send also waits for the dial), and each resend costs it
+ *  another read of up to LOGS_BYTES_PER_FRAME, so resends are rare. */
+export const LOGS_RESEND_MS = 500;
+
+/** One read of a task process's output from the agent that holds it (PROTOCOL §7.1). */
+export type LogRead = { agent: ProcessId; task: string; vpid: number; stream: LogStream; offset: number; maxBytes: number };
+/** An agent's answer to a LogRead (the `logs.data` item without its type and nonce). */
+export type LogChunk = { ok: boolean; error: string; offset: number; bytes: Uint8Array; size: number; missing: boolean };
+
+/** The agents of a cluster of several hosts, where they listen (src/io/deploy.ts). None on a
+ *  one-host cluster: its agents do not listen, and the operator reads task output from disk. */
+export function agentListeners(cluster: Cluster): Record<ProcessId, Endpoint> {
+  const out: Record<ProcessId, Endpoint> = {};
+  for (const p of cluster.config.processes) if (p.kind === 'agent' && p.listen !== null) out[p.id] = p.listen;
+  return out;
+}
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -99,7 +120,8 @@ type Round = {
 
 type Exchange = {
   targets: readonly ProcessId[];
-  items: Item[];
+  /** The same items for every target, or each target's own. */
+  items: Item[] | ((target: ProcessId) => Item[]);
   resendMs: number;
   timeoutMs: number;
   accept: (from: ProcessId, item: Item) => boolean;
@@ -109,6 +131,8 @@ type Exchange = {
 export class OperatorClient {
   private round: Round | null = null;
   private transport: WsTransport | null = null;
+  /** Agents dialed only when a frame is sent to them (agentListeners). */
+  private onDemand = new Set<ProcessId>();
 
   private constructor(
     private readonly cluster: Cluster,
@@ -119,9 +143,14 @@ export class OperatorClient {
     private readonly decode: (data: Uint8Array) => ReturnType<typeof decodeFrame>,
   ) {}
 
-  static async open(cluster: Cluster): Promise<OperatorClient> {
-    const self = cluster.config.membership.operators[0];
+  /** `as`: another identity whose key the cluster dir holds; an agent's asks the watchdog
+   *  only (a booting node, cli/node-run.ts). Default: the operator. */
+  static async open(cluster: Cluster, as?: ProcessId): Promise<OperatorClient> {
+    const self = as ?? cluster.config.membership.operators[0];
     if (self === undefined) throw new Error('cluster.json lists no operator');
+    const scc = cluster.config.membership.scc;
+    const sccListen = cluster.config.processes.find((p) => p.id === scc)?.listen ?? null;
+    const dial = as === undefined || sccListen === null ? dialTargets(cluster, self) : { [scc]: sccListen };
     const key = readKeyFile(paths.keyFile(cluster.dir, self));
     const signer = createNodeSigner(self, key.seed);
     const verifier = createNodeVerifier(cluster.publicKeys);
@@ -134,9 +163,13 @@ export class OperatorClient {
       (to, items) => encodeFrame({ from: self, to, items }, { cluster: clusterId, signer, linkAuth }),
       (data) => decodeFrame(data, { cluster: clusterId, self, verifier, linkAuth }),
     );
+    // The operator dials agents only while it reads task output from them (PROTOCOL §7.1).
+    const agents = as === undefined ? agentListeners(cluster) : {};
+    client.onDemand = new Set(Object.keys(agents));
     client.transport = await WsTransport.start({
       self,
-      dial: dialTargets(cluster, self),
+      dial,
+      dialOnDemand: agents,
       receive: (data) => client.onFrame(data),
       onLink: (peer, up) => {
         if (up) client.resend(peer);
@@ -210,6 +243,13 @@ export class OperatorClient {
     };
   }
 
+  /** Ask the watchdog alone. */
+  async queryWatchdog(timeoutMs: number): Promise<Answer<WatchdogStatus>> {
+    const scc = this.cluster.config.membership.scc;
+    const r = await this.collectStatus([scc], timeoutMs, () => true);
+    return r.answer(scc, parseWatchdogStatus);
+  }
+
   /** Ask the replicas (replicaTargets) only; stop early once `settled` says the answers so far
    *  are enough. */
   async queryReplicas(
@@ -275,6 +315,46 @@ export class OperatorClient {
     return answer;
   }
 
+  /** Reads task output from the agents that hold it (PROTOCOL §7.1), all at once: one frame per
+   *  agent with its reads, resent until it answered every one of them or `timeoutMs` passed.
+   *  Returns the answers in the order of `reads`; null for a read its agent did not answer. At
+   *  most MAX_LOGS_READS_PER_FRAME reads per agent, each of at most LOGS_CHUNK_BYTES. */
+  async readLogs(reads: readonly LogRead[], timeoutMs: number): Promise<(LogChunk | null)[]> {
+    const answers: (LogChunk | null)[] = reads.map(() => null);
+    /** By agent: its items, and its reads still unanswered by nonce (→ index into `reads`). */
+    const byAgent = new Map<ProcessId, { items: Item[]; open: Map<number, number> }>();
+    const used = new Set<number>();
+    for (const [i, r] of reads.entries()) {
+      if (r.maxBytes > LOGS_CHUNK_BYTES || r.maxBytes < 0) throw new RangeError(`a read of ${r.maxBytes} bytes (at most ${LOGS_CHUNK_BYTES})`);
+      let a = byAgent.get(r.agent);
+      if (a === undefined) byAgent.set(r.agent, (a = { items: [], open: new Map() }));
+      if (a.items.length >= MAX_LOGS_READS_PER_FRAME) throw new RangeError(`more than ${MAX_LOGS_READS_PER_FRAME} reads for ${r.agent} at once`);
+      let nonce = randomInt(1, 2 ** 31);
+      while (used.has(nonce)) nonce = randomInt(1, 2 ** 31);
+      used.add(nonce);
+      a.items.push({ type: 'logs.read', nonce, task: r.task, vpid: r.vpid, stream: r.stream, offset: r.offset, maxBytes: r.maxBytes });
+      a.open.set(nonce, i);
+    }
+    if (byAgent.size === 0) return answers;
+    await this.exchange({
+      targets: [...byAgent.keys()],
+      items: (target) => byAgent.get(target)?.items ?? [],
+      resendMs: LOGS_RESEND_MS,
+      timeoutMs,
+      accept: (from, item) => {
+        const a = byAgent.get(from);
+        if (item.type !== 'logs.data' || a === undefined) return false;
+        const i = a.open.get(item.nonce);
+        // Only the agent asked answers for its reads, and only at the offset asked for.
+        if (i === undefined || reads[i]?.offset !== item.offset) return false;
+        a.open.delete(item.nonce);
+        answers[i] = { ok: item.ok, error: item.error, offset: item.offset, bytes: item.bytes, size: item.size, missing: item.missing };
+        return a.open.size === 0;
+      },
+    });
+    return answers;
+  }
+
   /** Whether the transport has a verified link to `peer` (for "not reachable" messages). */
   isConnected(peer: ProcessId): boolean {
     return this.transport?.isConnected(peer) === true;
@@ -323,8 +403,9 @@ export class OperatorClient {
   /** Run one exchange to completion. One at a time: the CLI's commands are sequential. */
   private async exchange(x: Exchange): Promise<void> {
     if (this.round !== null) throw new Error('OperatorClient: one exchange at a time');
+    const itemsFor = x.items;
     const round: Round = {
-      frames: new Map(x.targets.map((p) => [p, this.encode(p, x.items)])),
+      frames: new Map(x.targets.map((p) => [p, this.encode(p, typeof itemsFor === 'function' ? itemsFor(p) : itemsFor)])),
       pending: new Set(x.targets),
       accept: x.accept,
       settled: x.settled ?? (() => false),
@@ -354,7 +435,10 @@ export class OperatorClient {
     const round = this.round;
     const t = this.transport;
     const frame = round?.frames.get(peer);
-    if (round === null || t === null || frame === undefined || !round.pending.has(peer) || !t.isConnected(peer)) return;
+    if (round === null || t === null || frame === undefined || !round.pending.has(peer)) return;
+    // A peer dialed on demand is dialed by the send itself (the frame is lost; it goes again
+    // once the link is up, onLink); any other is dialed all along.
+    if (!t.isConnected(peer) && !this.onDemand.has(peer)) return;
     t.send(peer, frame);
   }
 

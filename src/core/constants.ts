@@ -53,6 +53,20 @@ export const MAX_BURST_COUNT = 1000;
 /** Processes in one task: the endpoints list of a mapping message (spec §7) must fit in one
  *  group message with room to spare (~40 B per endpoint). */
 export const MAX_TASK_PROCS = 1024;
+
+/** Bytes of task output one `logs.data` reply carries (PROTOCOL §7.1): a quarter of a frame, so a
+ *  reply with its header, fields and authenticator always fits MAX_FRAME_BYTES, and the operator
+ *  reads a large file in a few round trips. */
+export const LOGS_CHUNK_BYTES = 256 * 1024;
+/** `logs.read` items an agent serves from one frame (PROTOCOL §7.1): every output file of a
+ *  well-filled node (32 processes, stdout and stderr) in one round trip. The operator's reads
+ *  beyond it are answered with an error, never read. */
+export const MAX_LOGS_READS_PER_FRAME = 64;
+/** Bytes of task output an agent sends back for one frame of reads, in all: reads beyond it are
+ *  answered with no bytes (the operator asks again). A quarter of the transport's per-socket
+ *  buffer (ws-transport MAX_BUFFERED_BYTES, 8 MiB), so the answers to a read and to two resends
+ *  of it never overflow the socket and get dropped. */
+export const LOGS_BYTES_PER_FRAME = 2 * 1024 * 1024;
 /** Process reports one agent request carries: a node's burst of spawns or exits in one request
  *  (one signature, one RSN); 64 × the 4 KiB reason limit stays within MAX_CG_BYTES. */
 export const MAX_REPORTS_PER_REQUEST = 64;

@@ -89,6 +89,11 @@ export type WatchdogStatus = {
   diagnosisReports: DiagnosisRecord[];
   /** Cluster resets ordered (rules 2 and 3), oldest first, bounded. */
   clusterResets: ClusterResetRecord[];
+  /** Cluster resets ordered by this incarnation, unbounded: a booting node of a cluster of
+   *  several hosts compares it with the count it saw when it last started its initial replica
+   *  (cli/node-run.ts): a replica is started again after a cluster reset, never after a reset
+   *  of its node alone, when the group has gone on without it (PROTOCOL §10.10). */
+  clusterResetCount: number;
   /** Tasks being restored after a cluster reset (PROTOCOL §10.9), by their old id. */
   restoresPending: { task: string; nonce: string }[];
   /** Restores two replicas confirmed (`text`: the restored task's id, or why it was refused),
@@ -121,6 +126,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   // node still speaks for one replica only.
   const replicaIds = new Set([...membership.replicas, ...membership.spareReplicas]);
   const operatorIds = new Set(membership.operators);
+  /** Agents may ask for the status too: a booting node reads clusterResetCount (see above). */
+  const statusClients = new Set([...membership.operators, ...membership.agents.map((a) => a.id)]);
   const freshMs = WATCHDOG_LATE_PERIODS * periodMs;
   const records = new Map<ProcessId, ReplicaRecord>();
   const replays = new Map<ProcessId, number>();
@@ -152,6 +159,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   const preResetInc = new Map<ProcessId, number>();
   const diagnoses: DiagnosisRecord[] = [];
   const clusterResets: ClusterResetRecord[] = [];
+  let clusterResetCount = 0;
   /** Restores not yet confirmed, by nonce, with each replica's reply so far; and when to send. */
   const restoring = new Map<string, { restore: TaskRestore; signed: SignedCG; replies: Map<ProcessId, string> }>();
   const restores: RestoreRecord[] = [];
@@ -222,6 +230,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     for (const [from, r] of records) preResetInc.set(from, Math.max(preResetInc.get(from) ?? 0, r.inc));
     for (const [from, s] of reportSequences) preResetInc.set(from, Math.max(preResetInc.get(from) ?? 0, s.inc));
     push(clusterResets, { atMs: nowMs, rule, reason }, MAX_CLUSTER_RESET_HISTORY);
+    clusterResetCount++;
     out.push({ type: 'reset.cluster', reason });
     out.push({ type: 'log', level: 'warn', event: 'cluster.reset', fields: { rule, reason } });
   }
@@ -459,6 +468,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       diagnosisInWindow: tally(nowMs).total,
       diagnosisReports: diagnoses.map((d) => ({ ...d })),
       clusterResets: clusterResets.map((c) => ({ ...c })),
+      clusterResetCount,
       restoresPending: [...restoring.values()].map((p) => ({ task: p.restore.task, nonce: p.restore.nonce })),
       restores: restores.map((r) => ({ ...r })),
     };
@@ -483,7 +493,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
           } else if (item.type === 'op.reply' && replicaIds.has(from)) {
             onRestoreReply(from, input.nowMs, item, out);
           } else if (item.type === 'status.query') {
-            if (!operatorIds.has(from)) {
+            if (!statusClients.has(from)) {
               ignore('NOT_A_MEMBER');
               continue;
             }

@@ -4,7 +4,9 @@
 // file executes with the real Spawner (src/io/spawner.ts), and whose reports go back to the group
 // as `proc.report` requests. It also keeps the procs file (src/io/run-records.ts), the record a
 // later incarnation reads to adopt survivors and kill orphans (PROTOCOL §8.6), and heartbeats its
-// keeper over the IPC channel when it has one (src/daemon/keeper.ts).
+// keeper over the IPC channel when it has one (src/daemon/keeper.ts). On a cluster of several
+// hosts it listens, and answers the operator's reads of its node's task output
+// (src/daemon/logs-server.ts, PROTOCOL §7.1).
 //
 // Standby mode (AGENT_STANDBY_ENV=1, only under a keeper): the process loads all its code — the
 // costly part of a start, TypeScript through tsx — then waits on its IPC channel for `go`. Only
@@ -27,6 +29,7 @@ import { createProcessLog } from '../io/log.ts';
 import { isSameProcess, procStartTime, readProcsFile, writeProcsFile } from '../io/run-records.ts';
 import { ChildProcessSpawner, type Spawner, type SpawnerEvent } from '../io/spawner.ts';
 import { AppSocketServer } from './app-socket.ts';
+import { createLogsServer, type LogsServer } from './logs-server.ts';
 import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, type AgentToKeeper, type KeeperToAgent } from './keeper.ts';
 import { EXIT_CONFIG, runCore, type RunHooks } from './run-core.ts';
 
@@ -362,6 +365,8 @@ export async function runAgent(dir: string | undefined, id: ProcessId, hooks: Ru
     else feed((nowMs) => ({ type: 'request', nowMs, request }));
   };
   let log: ReturnType<typeof createProcessLog>['logger'] | null = null;
+  /** Serves the operator's `logs.read` items from this node's task output (PROTOCOL §7.1). */
+  let logsServer: LogsServer | null = null;
   /** The group's commands about replicas on this node, carried out once each. */
   const onReplicaCommand = (command: GroupCommand): void => {
     if (command.type !== 'replica.spawn' && command.type !== 'replica.kill') return;
@@ -397,12 +402,18 @@ export async function runAgent(dir: string | undefined, id: ProcessId, hooks: Ru
         // Every line already carries the agent's own `pid`: a task process's goes as `procPid`.
         log: (level, event, { pid, ...fields }) => logger[level]({ event, ...fields, ...(pid === undefined ? {} : { procPid: pid }) }),
       });
+      logsServer = createLogsServer({
+        logDir: paths.taskLogs(cluster.dir),
+        operators: cluster.config.membership.operators,
+        log: (level, event, fields) => logger[level]({ event, ...fields }),
+      });
       driver.start();
       void driver.listen().catch((e: Error) => logger.error({ event: 'app.socket.failed', error: e.message }));
       // A predecessor left processes on record: ask the group which are still ours (PROTOCOL §8.6).
       const resync = driver.procs.recovered().length > 0;
       return createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });
     },
+    intercept: (frame, nowMs, reply) => (logsServer === null ? frame : logsServer.intercept(frame, nowMs, reply)),
     onEffect: (effect, nowMs) => {
       if (effect.type === 'deliver.command') {
         driver?.onCommand(effect.command);

@@ -11,7 +11,7 @@ import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { Hash, LinkAuth, ProcessId, Signer, Verifier } from '../core/ports.ts';
 import { Shell, type Transport } from '../core/shell.ts';
 import { encodeFrame } from '../core/wire/frame.ts';
-import type { Item } from '../core/wire/messages.ts';
+import type { Frame, Item } from '../core/wire/messages.ts';
 import { loadCluster, nextIncarnation, paths, processEntry, replicaPool, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
 import { readKeyFile } from '../io/keys.ts';
 import { writeTaskJournal } from '../io/run-records.ts';
@@ -62,6 +62,12 @@ export type RunCoreOptions = RunHooks & {
   id: ProcessId | ((cluster: Cluster) => ProcessId);
   kind: Exclude<ProcessKind, 'operator'>;
   makeCore: (ctx: CoreFactoryContext) => Core;
+  /** The daemon's own look at every verified frame before the core (and before fault
+   *  injection's): returns what goes on (the frame, or a copy with items taken out), or null.
+   *  `reply` sends one item straight back, in a frame of its own authenticated like every frame.
+   *  The agent serves the operator's `logs.read` here (src/daemon/logs-server.ts). It must not
+   *  throw. */
+  intercept?: (frame: Frame, nowMs: number, reply: (to: ProcessId, item: Item) => void) => Frame | null;
 };
 
 /** Monotonic milliseconds on the Date scale: the wall clock may step, the core's must not. */
@@ -70,7 +76,9 @@ export const clockMs = (): number => Math.floor(performance.timeOrigin + perform
 /** Peers a process dials (issue 2): agents dial every replica; replica ri dials rj for j > i
  *  and the watchdog; the operator dials the replicas and the watchdog; the watchdog listens.
  *  "Every replica" is the whole pool, spares included (PROTOCOL §10.6); a daemon dials the
- *  spares only on demand (splitSpares). */
+ *  spares only on demand (splitSpares). Nobody dials an agent here, even one that listens (a
+ *  cluster of several hosts): only the operator does, on demand, when it reads task output
+ *  from it (PROTOCOL §7.1, cli/status-client.ts). */
 export function dialTargets(cluster: Cluster, id: ProcessId): Record<ProcessId, Endpoint> {
   const c = cluster.config;
   const self = processEntry(cluster, id);
@@ -205,10 +213,16 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   };
 
   const link: Transport = { send: injection === null ? sendRaw : (to, frame) => injection.links.send(to, frame, sendRaw) };
+  // The daemon's own answers to what it intercepts: one item per frame, signed or MAC'd as the
+  // Shell would, straight to the transport.
+  const replyCtx = { cluster: cluster.config.cluster, signer, linkAuth };
+  const reply = (to: ProcessId, item: Item): void => sendRaw(to, encodeFrame({ from: id, to, items: [item] }, replyCtx));
+  const own = opts.intercept;
+  const intercept = composeIntercepts(own === undefined ? null : (frame, nowMs) => own(frame, nowMs, reply), injection?.intercept ?? null);
   const shell = new Shell({
     core, cluster: cluster.config.cluster, signer, verifier, linkAuth, transport: link, onEffect,
     ...(tracing() ? { onFrameOut: (to: ProcessId, frame: Uint8Array, items: readonly Item[]) => trace(`tx ${to} ${frame.length} ${items.map(itemLabel).join(',')}`) } : {}),
-    ...(injection === null ? {} : { intercept: injection.intercept }),
+    ...(intercept === null ? {} : { intercept }),
   });
 
   /** A core that throws has broken its own invariants: stop rather than act on bad state. */
@@ -300,6 +314,16 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   process.on('SIGINT', onSignal);
   process.on('uncaughtException', (e) => exit(EXIT_CRASH, 'uncaught exception', { error: String(e), stack: e.stack ?? null }));
   process.on('unhandledRejection', (e) => exit(EXIT_CRASH, 'unhandled rejection', { error: String(e) }));
+}
+
+type Intercept = (frame: Frame, nowMs: number) => Frame | null;
+/** The daemon's own intercept, then fault injection's; null when there is neither. */
+function composeIntercepts(first: Intercept | null, second: Intercept | null): Intercept | null {
+  if (first === null || second === null) return first ?? second;
+  return (frame, nowMs) => {
+    const rest = first(frame, nowMs);
+    return rest === null ? null : second(rest, nowMs);
+  };
 }
 
 /** The replica's task journal to disk (PROTOCOL §10.9). A replica that cannot write it keeps

@@ -66,7 +66,11 @@ export function planDeployment(file: HostsFile, keyOf: (id: ProcessId) => Uint8A
       add({ id, kind: 'replica', node: h.id, listen: at(h, k), slots: null }, h);
     }
   }
-  agentHosts.forEach((h, i) => add({ id: `a${i + 1}`, kind: 'agent', node: h.id, listen: null, slots: h.slots }, h));
+  // Agents listen too, on the port after the host's spares (the replica has the base port, the
+  // spares the next sparesPerHost): the operator reads a task's output from the agent of the
+  // node that ran it, since it lives on that host only (PROTOCOL §7.1). Nobody else dials an
+  // agent; agents of a one-host `trine up` cluster keep `listen: null`.
+  agentHosts.forEach((h, i) => add({ id: `a${i + 1}`, kind: 'agent', node: h.id, listen: at(h, file.sparesPerHost + 1), slots: h.slots }, h));
   add({ id: OPERATOR_ID, kind: 'operator', node: null, listen: null, slots: null }, operatorHost);
 
   const publicKeys: Record<ProcessId, string> = {};

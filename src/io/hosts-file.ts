@@ -87,8 +87,10 @@ export function parseHostsFile(text: string, path: string): HostsFile {
   if (!Number.isInteger(sparesPerHost) || (sparesPerHost as number) < 0 || (sparesPerHost as number) > MAX_SPARES_PER_HOST) {
     fail(`"spares-per-host" must be an integer from 0 to ${MAX_SPARES_PER_HOST}`);
   }
-  if (!Number.isInteger(basePort) || (basePort as number) < 1024 || (basePort as number) + (sparesPerHost as number) > 65535) {
-    fail(`"port" must be an integer from 1024 to ${65535 - (sparesPerHost as number)} (a host listens on it and the next ${sparesPerHost as number})`);
+  // A host listens on the base port (its replica), the next sparesPerHost (its spares) and the
+  // one after (its agent, src/io/deploy.ts).
+  if (!Number.isInteger(basePort) || (basePort as number) < 1024 || (basePort as number) + (sparesPerHost as number) + 1 > 65535) {
+    fail(`"port" must be an integer from 1024 to ${65534 - (sparesPerHost as number)} (a host listens on it and the next ${(sparesPerHost as number) + 1})`);
   }
   const install = parseInstall(json['install'], fail);
   const reset = parseReset(json['reset'], fail);

@@ -5,7 +5,7 @@ import {
   MAX_ARG_CHARS, MAX_ARGS, MAX_BURST_COUNT, MAX_CG_BYTES, MAX_CLUSTER_ID_CHARS, MAX_ENV_ENTRIES, MAX_ID_CHARS,
   MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES, MAX_PATH_CHARS, MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS,
   MAX_REPORTS_PER_REQUEST, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES, MAX_REPLICAS, MAX_ACCUSATION_BYTES,
-  MAX_EVIDENCE_FRAME_BYTES, MAX_STATE_CHUNK_BYTES, MAX_SUBMIT_CG_BYTES,
+  MAX_EVIDENCE_FRAME_BYTES, MAX_STATE_CHUNK_BYTES, MAX_SUBMIT_CG_BYTES, LOGS_CHUNK_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { err, ok } from '../result.ts';
@@ -430,6 +430,28 @@ export const heartbeatInfo: Schema<HeartbeatInfo> = union<HeartbeatInfo>({
   agent: { code: 2, order: ['gssnDelivered', 'csnSent'], fields: { gssnDelivered: uint, csnSent: uint } },
 });
 
+// ---- Task output from the agents (PROTOCOL §7.1) ---------------------------------------------
+
+/** A task process's output file: its stdout (`out`) or its stderr (`err`). */
+export type LogStream = 'out' | 'err';
+export const LOG_STREAMS = ['out', 'err'] as const;
+
+/** A non-negative safe integer no larger than `max`: a larger one is WIRE_LIMIT. */
+function uintUpTo(max: number): Schema<number> {
+  return {
+    enc: (v) => v,
+    dec: (t, p) => {
+      if (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0) return err('WIRE_MALFORMED', `${p}: expected uint`);
+      return t <= max ? ok(t) : err('WIRE_LIMIT', `${p}: ${t} > ${max}`);
+    },
+  };
+}
+/** A VPID that names an output file: below MAX_TASK_PROCS, as every task's VPIDs are. With the
+ *  task id's token (`t` and digits) it leaves no way out of `logs/tasks/` on the agent's disk. */
+const fileVpid = uintUpTo(MAX_TASK_PROCS - 1);
+/** What an operator may ask for in one read, and what one reply carries: LOGS_CHUNK_BYTES. */
+const chunkSize = uintUpTo(LOGS_CHUNK_BYTES);
+
 // ---- Frame items (PROTOCOL §3) -----------------------------------------------------------------
 
 /** The lane-1 sequenced body: a signed CG (agent → replica) or a GC (replica → agent). */
@@ -469,7 +491,18 @@ export type Item =
    *  a daemon started without the flag drops it (NOT_A_MEMBER). */
   | { type: 'inject'; nonce: number; mode: string; args: string[] }
   /** Daemon → operator: what the injection did, or why it was refused. */
-  | { type: 'inject.reply'; nonce: number; ok: boolean; text: string };
+  | { type: 'inject.reply'; nonce: number; ok: boolean; text: string }
+  /** Operator → agent: at most `maxBytes` (≤ LOGS_CHUNK_BYTES) of process `vpid` of `task`'s
+   *  stdout or stderr file on the agent's node, from byte `offset` (PROTOCOL §7.1). Served by the
+   *  agent's driver (src/daemon/logs-server.ts), never by a core; from anyone but an operator of
+   *  the membership it is dropped (NOT_A_MEMBER). */
+  | { type: 'logs.read'; nonce: number; task: string; vpid: number; stream: LogStream; offset: number; maxBytes: number }
+  /** Agent → operator: the answer to read `nonce`. `bytes` were read at `offset`; `size` is the
+   *  file's size as the agent read it; `missing`: there is no such file (yet). `ok: false` with
+   *  `error` when the file could not be read (`bytes` empty). */
+  | {
+    type: 'logs.data'; nonce: number; ok: boolean; error: string; offset: number; bytes: Uint8Array; size: number; missing: boolean;
+  };
 
 /** The wire form of a lane-1 body: the CG travels as the agent's own bytes and signature. */
 type GroupBodyWire = { type: 'cg'; bytes: Uint8Array; sig: Uint8Array } | { type: 'gc'; gc: GroupMsgGC };
@@ -508,6 +541,16 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
   },
   inject: { code: 14, order: ['nonce', 'mode', 'args'], fields: { nonce: uint, mode: text(MAX_ID_CHARS), args: list(arg, 8) } },
   'inject.reply': { code: 15, order: ['nonce', 'ok', 'text'], fields: { nonce: uint, ok: bool, text: reason } },
+  'logs.read': {
+    code: 16,
+    order: ['nonce', 'task', 'vpid', 'stream', 'offset', 'maxBytes'],
+    fields: { nonce: uint, task: taskId, vpid: fileVpid, stream: oneOf(LOG_STREAMS), offset: uint, maxBytes: chunkSize },
+  },
+  'logs.data': {
+    code: 17,
+    order: ['nonce', 'ok', 'error', 'offset', 'bytes', 'size', 'missing'],
+    fields: { nonce: uint, ok: bool, error: reason, offset: uint, bytes: bytes(LOGS_CHUNK_BYTES), size: uint, missing: bool },
+  },
 });
 
 /** The msgpack body of a frame; version and sender travel in its fixed header (PROTOCOL §2.1). */
