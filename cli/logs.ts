@@ -1,21 +1,25 @@
 // `trine logs TASK [--vpid V] [--out | --err] [--follow]`: prints what a task's processes wrote,
-// read from `<dir>/logs/tasks/<task>/<vpid>.out` and `.err` (the spawner's files, shared by every
-// node of a local cluster), each line prefixed `[t3/0] ` (stdout) or `[t3/0 err] ` (stderr).
-// --follow keeps printing what is appended until the task has finished and the files are
-// drained (docs/OPERATIONS.md §1.1).
+// each line prefixed `[t3/0] ` (stdout) or `[t3/0 err] ` (stderr). On a one-host cluster it reads
+// `<dir>/logs/tasks/<task>/<vpid>.out` and `.err` (the spawner's files, shared by every node). On a
+// cluster of several hosts (cluster.json's agents listen, src/io/deploy.ts) each process's output
+// is on the host that ran it, and is read from that node's agent (PROTOCOL §7.1,
+// cli/logs-remote.ts). Both sources feed the same line reader (cli/log-lines.ts). --follow keeps
+// printing what is appended until the task has finished and the files are drained
+// (docs/OPERATIONS.md §1.1).
 import { closeSync, existsSync, fstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TaskView } from '../src/core/status.ts';
-import { loadCluster, paths } from '../src/io/cluster-dir.ts';
+import { loadCluster, paths, type Cluster } from '../src/io/cluster-dir.ts';
 import { processLogPaths } from '../src/io/spawner.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
+import { LineReader, LOG_READ_BYTES, type Stream } from './log-lines.ts';
+import { RemoteLogSet } from './logs-remote.ts';
 import { readClusterView, VIEW_TIMEOUT_MS, ViewPoller } from './op-client.ts';
-import { OperatorClient } from './status-client.ts';
+import { agentListeners, OperatorClient } from './status-client.ts';
 import { parseTaskId } from './task-args.ts';
 import { isFinished } from './task-report.ts';
 
-/** Bytes read from one file per read: bounds memory whatever a process writes. */
-export const LOG_READ_BYTES = 1024 * 1024;
+export { LOG_READ_BYTES };
 /** --follow looks for appended output this often. */
 export const FOLLOW_POLL_MS = 100;
 /** --follow asks the replicas whether the task has finished this often. */
@@ -31,14 +35,9 @@ export type LogsOptions = {
   timeoutMs?: number | undefined;
 };
 
-type Stream = 'out' | 'err';
-
-/** One output file, read from where the last read stopped; a partial last line waits for its end. */
+/** One output file on this host's disk, read from where the last read stopped. */
 class LogFile {
-  private offset = 0;
-  private partial: Buffer = Buffer.alloc(0);
-
-  private readonly prefix: string;
+  private readonly reader: LineReader;
 
   constructor(
     readonly path: string,
@@ -46,7 +45,7 @@ class LogFile {
     readonly vpid: number,
     readonly stream: Stream,
   ) {
-    this.prefix = `[${task}/${vpid}${stream === 'err' ? ' err' : ''}] `;
+    this.reader = new LineReader(task, vpid, stream);
   }
 
   /** Complete lines appended since the last call (all of them up to EOF), prefixed. */
@@ -56,25 +55,12 @@ class LogFile {
     const fd = openSync(this.path, 'r');
     try {
       const size = fstatSync(fd).size;
-      if (size < this.offset) this.offset = 0; // replaced: start over
-      while (this.offset < size) {
-        const chunk = Buffer.alloc(Math.min(LOG_READ_BYTES, size - this.offset));
-        const n = readSync(fd, chunk, 0, chunk.length, this.offset);
+      this.reader.resize(size);
+      while (this.reader.offset < size) {
+        const chunk = Buffer.alloc(Math.min(LOG_READ_BYTES, size - this.reader.offset));
+        const n = readSync(fd, chunk, 0, chunk.length, this.reader.offset);
         if (n === 0) break;
-        this.offset += n;
-        let data = Buffer.concat([this.partial, chunk.subarray(0, n)]);
-        let nl = data.indexOf(0x0a);
-        while (nl >= 0) {
-          out.push(`${this.prefix}${data.subarray(0, nl).toString('utf8')}`);
-          data = data.subarray(nl + 1);
-          nl = data.indexOf(0x0a);
-        }
-        // A line longer than the read size is printed in pieces rather than held forever.
-        if (data.length >= LOG_READ_BYTES) {
-          out.push(`${this.prefix}${data.toString('utf8')}`);
-          data = Buffer.alloc(0);
-        }
-        this.partial = data;
+        out.push(...this.reader.take(chunk.subarray(0, n)));
       }
     } finally {
       closeSync(fd);
@@ -84,10 +70,7 @@ class LogFile {
 
   /** A last line without a newline, once the file is complete. */
   flush(): string[] {
-    if (this.partial.length === 0) return [];
-    const line = `${this.prefix}${this.partial.toString('utf8')}`;
-    this.partial = Buffer.alloc(0);
-    return [line];
+    return this.reader.flush();
   }
 }
 
@@ -158,10 +141,13 @@ export async function logs(opts: LogsOptions): Promise<number> {
   const task = parseTaskId(opts.task);
   const streams: Stream[] = opts.out === true || opts.err === true ? [...(opts.out === true ? ['out' as const] : []), ...(opts.err === true ? ['err' as const] : [])] : ['out', 'err'];
   const cluster = loadCluster(opts.dir);
+  const timeoutMs = opts.timeoutMs ?? VIEW_TIMEOUT_MS;
+  // Several hosts: this dir holds at most the output of the processes of its own host (an
+  // operator host may run an agent too), so every process's output comes from its agent.
+  if (Object.keys(agentListeners(cluster)).length > 0) return logsFromAgents(opts, cluster, task, streams, timeoutMs);
   const logDir = paths.taskLogs(cluster.dir);
   const taskDir = join(logDir, task);
   const set = new LogSet(logDir, task, streams, opts.vpid);
-  const timeoutMs = opts.timeoutMs ?? VIEW_TIMEOUT_MS;
 
   if (opts.follow !== true) {
     const onDisk = vpidsOnDisk(taskDir).filter((v) => opts.vpid === undefined || v === opts.vpid);
@@ -219,4 +205,69 @@ export async function logs(opts: LogsOptions): Promise<number> {
   } finally {
     await client.close();
   }
+}
+
+/** A cluster of several hosts: each process's output from the agent of the node the cluster view
+ *  says it ran on (PROTOCOL §7.1), printed as the local files are. Exits non-zero, saying what to
+ *  do, when some of it could not be read. */
+async function logsFromAgents(opts: LogsOptions, cluster: Cluster, task: string, streams: Stream[], timeoutMs: number): Promise<number> {
+  const client = await OperatorClient.open(cluster);
+  try {
+    const set = new RemoteLogSet({
+      client, cluster, task, streams, onlyVpid: opts.vpid, timeoutMs, write, warn: (line) => process.stderr.write(`trine: ${line}\n`),
+    });
+    if (opts.follow !== true) {
+      const pick = await readClusterView(client, timeoutMs).catch((e: unknown) => {
+        if (!(e instanceof CliError)) throw e;
+        throw new CliError(`the replicas could not say where the processes of ${task} ran, so its output cannot be read (${e.message})`, EXIT_FAILED);
+      });
+      const known = pick.view.tasks.find((t) => t.id === task);
+      if (known === undefined) throw new CliError(`no task ${task}: see \`trine ps\``, EXIT_FAILED);
+      checkVpid(known, opts.vpid);
+      set.add(known.procs);
+      await set.printAll();
+      if (!set.foundOutput && set.unreadable().length === 0) {
+        process.stderr.write(`trine: ${task}${opts.vpid === undefined ? '' : `/${opts.vpid}`} has no output yet (${known.state})\n`);
+      }
+      return remoteOutcome(set, task, opts.vpid);
+    }
+    const poller = new ViewPoller(client, timeoutMs, (w) => process.stderr.write(`trine: ${w}\n`), task);
+    let nextViewMs = 0;
+    let seen = false;
+    for (;;) {
+      if (Date.now() >= nextViewMs) {
+        nextViewMs = Date.now() + FOLLOW_VIEW_POLL_MS;
+        const pick = await poller.next();
+        if (pick !== null) {
+          const t = pick.view.tasks.find((x) => x.id === task);
+          if (t === undefined && !seen) throw new CliError(`no task ${task}: see \`trine ps\``, EXIT_FAILED);
+          if (t !== undefined) {
+            seen = true;
+            checkVpid(t, opts.vpid);
+            set.add(t.procs);
+          }
+          // Finished (or forgotten after finishing): what the agents hold now is all there will be.
+          if (t === undefined || isFinished(t)) {
+            await set.print(true);
+            return remoteOutcome(set, task, opts.vpid);
+          }
+        }
+      }
+      await set.print(false);
+      await sleep(FOLLOW_POLL_MS);
+    }
+  } finally {
+    await client.close();
+  }
+}
+
+/** EXIT_OK, or EXIT_FAILED with what could not be read and what to do. */
+function remoteOutcome(set: RemoteLogSet, task: string, vpid: number | undefined): number {
+  const missed = set.unreadable();
+  if (missed.length === 0) return EXIT_OK;
+  process.stderr.write(
+    `trine: the output of ${missed.join(', ')} could not be read: check the nodes (\`trine nodes\`), and once they answer run ` +
+      `\`trine logs ${task}${vpid === undefined ? '' : ` --vpid ${vpid}`}\` again\n`,
+  );
+  return EXIT_FAILED;
 }

@@ -73,7 +73,7 @@ describe('watchdog core', () => {
     expect(s.ignored).toBe(3);
   });
 
-  it('answers status queries from operators only', () => {
+  it('answers status queries from operators and agents only (a booting node asks, PROTOCOL §10.10)', () => {
     const w = createWatchdog({ id: 'scc', membership, inc: 7, ...keys });
     w.step(frame('r2', 1000, hb(3, 1)));
     const out = sends(w.step(frame('op', 1050, { type: 'status.query', nonce: 42 })));
@@ -87,7 +87,9 @@ describe('watchdog core', () => {
     expect(status.inc).toBe(7);
     expect(status.replicas[1]?.lastHeartbeatAgeMs).toBe(50);
     expect(sends(w.step(frame('r1', 1100, { type: 'status.query', nonce: 1 })))).toEqual([]);
-    expect(sends(w.step(frame('a1', 1100, { type: 'status.query', nonce: 1 })))).toEqual([]);
+    const toAgent = sends(w.step(frame('a1', 1100, { type: 'status.query', nonce: 2 })));
+    expect(toAgent.map((e) => (e.type === 'send' ? [e.to, e.item.type] : null))).toEqual([['a1', 'status.reply']]);
+    expect(status.clusterResetCount).toBe(0);
   });
 
   it('never sends on ticks, link changes or drops, and never needs a wake-up', () => {
@@ -201,6 +203,8 @@ describe('watchdog rule 2: consistent heartbeats from two replicas (spec §1.6)'
     expect(out.some((e) => e.type === 'log' && e.level === 'warn' && e.event === 'cluster.reset')).toBe(true);
     g.run(['r1'], deadline, deadline + 10 * SILENCE);
     expect(g.clusterResets()).toHaveLength(1);
+    // What a booting node reads to start its initial replica again (PROTOCOL §10.10).
+    expect(g.w.status(deadline + 10 * SILENCE).clusterResetCount).toBe(1);
     expect(g.w.nextWakeMs()).toBeNull();
     const s = g.w.status(deadline);
     expect(s.armed).toBe(false);

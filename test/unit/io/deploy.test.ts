@@ -177,6 +177,15 @@ describe('writeDeployment on examples/hosts.yaml', () => {
     expect(config.membership.timing.replicaHeartbeatMs).toBe(75);
   });
 
+  it('every agent listens on its host, on the port after the spares: the operator reads task output from it (PROTOCOL §7.1)', () => {
+    const config = readJson<ClusterConfig>(join(out, 'cluster.json'));
+    const agents = config.processes.filter((p) => p.kind === 'agent');
+    expect(agents).toHaveLength(file.hosts.filter((h) => h.roles.includes('agent')).length);
+    for (const a of agents) {
+      expect(a.listen, a.id).toEqual({ host: file.hosts.find((h) => h.id === a.node)?.address, port: file.basePort + file.sparesPerHost + 1 });
+    }
+  });
+
   it('loadCluster accepts each bundle dir', () => {
     for (const h of file.hosts) {
       const c = loadCluster(join(out, h.id));

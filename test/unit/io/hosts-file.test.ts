@@ -227,7 +227,7 @@ describe('cluster-wide settings', () => {
   for (const port of ['80', '65535', '"7400"', '7400.5']) {
     it(`bad port (${port}): says the range`, () => {
       const e = rejection(fileWith({ head: ['cluster: lab', `port: ${port}`] }));
-      expect(e.message).toContain('"port" must be an integer from 1024 to 65533');
+      expect(e.message).toContain('"port" must be an integer from 1024 to 65532');
     });
   }
 
