@@ -20,6 +20,7 @@ import { parseTaskId } from './task-args.ts';
 import { isFinished } from './task-report.ts';
 
 export { LOG_READ_BYTES };
+
 /** --follow looks for appended output this often. */
 export const FOLLOW_POLL_MS = 100;
 /** --follow asks the replicas whether the task has finished this often. */

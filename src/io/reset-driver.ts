@@ -3,8 +3,8 @@
 // replicas asked for the same (node, RSN)); src/daemon/scc.ts runs the chosen driver, one reset
 // at a time per node. Drivers:
 //   - `local` (default; a cluster started by `trine up`, every node a process set on this host):
-//     SIGKILL the node's keeper, its agent and standby, and every task process its agent
-//     recorded, then start a fresh keeper the way `trine up` does. That is what a power cycle
+//     SIGKILL the node's initial replica, its keeper, its agent and standby, and every task
+//     process its agent recorded, then start a fresh keeper the way `trine up` does. That is what a power cycle
 //     does to a node's Trine processes: they all end at once, without a chance to clean up, and
 //     the node boots its keeper again.
 //   - `log`: only logs the request (the paper's test rig logged resets). For a cluster whose
@@ -239,10 +239,11 @@ export class LocalResetDriver implements NodeResetDriver {
 
   async reset(node: string): Promise<void> {
     const { config, log } = this.opts;
-    // A node hosting a replica keeps it: a real power reset would take the replica down too, and
-    // recovering a replica (rejoining the group, state transfer) is issue 5. Until then the
-    // reset covers the node's agent side only.
-    const { killed, kept } = await powerOffNode(this.dir, config, node, { replicas: false });
+    // The whole node goes down, its replica included, as a power reset takes it: the group
+    // condemns the silent replica and replaces it with a spare on another node (PROTOCOL §10.6);
+    // the node boots its keeper only, never its old replica, which the group has gone on
+    // without (§10.10).
+    const { killed, kept } = await powerOffNode(this.dir, config, node, { replicas: true });
     const agents = config.membership.agents.filter((a) => a.node === node).map((a) => a.id);
     log('info', 'reset.powered-off', { node, killed, kept });
 

@@ -268,7 +268,7 @@ describe('failures on a 4-node cluster (PROTOCOL §8.4–§8.6)', () => {
     await killTask(task);
   });
 
-  it('A22: the agent and keeper of a node that hosts the primary replica die; the replica runs on, the node is declared failed and reset', { timeout: 120_000 }, async () => {
+  it('A22: the agent and keeper of a node that hosts the primary replica die; the node is declared failed and reset, its replica with it, and the group replaces the primary', { timeout: 120_000 }, async () => {
     const before = await nodeOf('n1');
     await standbyReady('a1');
     const replica = recordedPid('r1.pid');
@@ -283,16 +283,16 @@ describe('failures on a 4-node cluster (PROTOCOL §8.4–§8.6)', () => {
       const n = await nodeOf('n1');
       return n.state === 'up' && n.inc > before.inc ? n : undefined;
     });
-    // The replica on the reset node was not touched (replica recovery is issue 5) and the group,
-    // its primary included, is healthy and converged.
-    expect(alive(replica as number)).toBe(true);
-    const status = await waitFor('a healthy, converged group', SOON_MS, async () => {
+    // A reset takes the whole node down, as a power cycle does: the replica on it too. The
+    // group condemns it and a spare takes its place; r1 is not started again (PROTOCOL §10.10).
+    expect(alive(replica as number)).toBe(false);
+    const status = await waitFor('a healthy, converged group without r1', REJOIN_MS, async () => {
       const r = await trine(['status', '--json', '--dir', dir]);
-      const doc = JSON.parse(r.stdout) as { healthy: boolean; converged: boolean; replicas: { id: string; role: string }[] };
-      return doc.healthy && doc.converged ? doc : undefined;
+      const doc = JSON.parse(r.stdout) as { healthy: boolean; converged: boolean; primary: string | null; group: { members: string[] } };
+      return doc.healthy && doc.converged && !doc.group.members.includes('r1') && doc.group.members.length === 3 ? doc : undefined;
     });
-    expect(status.replicas.find((r) => r.id === 'r1')?.role).toBe('primary');
-    console.log(`A22: kill → node n1 declared failed ${lost.atMs - killedAtMs} ms`);
+    expect(status.primary).toBe('r2');
+    console.log(`A22: kill → node n1 declared failed ${lost.atMs - killedAtMs} ms; group ${status.group.members.join(',')}`);
   });
 
   it('trine down stops everything — keepers (one started by the watchdog), agents, standbys — leaving no process that mentions the cluster dir', async () => {

@@ -4,10 +4,10 @@
 // encoding unpack() accepts (docs/PROTOCOL.md §2, DESIGN.md §3).
 import { describe, expect, it } from 'vitest';
 import {
-  MAX_ID_CHARS, MAX_ITEMS_PER_FRAME, MAX_PAYLOAD_BYTES, MAX_TEXT_CHARS, SIGNATURE_BYTES,
+  LOGS_CHUNK_BYTES, MAX_FRAME_BYTES, MAX_ID_CHARS, MAX_ITEMS_PER_FRAME, MAX_PAYLOAD_BYTES, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES,
 } from '../../../../src/core/constants.ts';
 import type { Result } from '../../../../src/core/result.ts';
-import { pack, unpack } from '../../../../src/core/wire/frame.ts';
+import { decodeFrame, encodeFrame, pack, unpack } from '../../../../src/core/wire/frame.ts';
 import {
   agentRequest, frameBody, groupBodyWire, groupCommand, groupMsgCG, groupMsgGC, heartbeatInfo, itemWire, processId,
   ptpPayloadWire, type FrameBody, type ItemWire,
@@ -16,8 +16,8 @@ import {
   bool, bytes, list, nullable, oneOf, struct, text, token, uint, union, type Schema,
 } from '../../../../src/core/wire/schema.ts';
 import {
-  agentRequests, canonicalChoice, cgOf, CLUSTER, encodeLoose, groupCommands, groupMsgsGC, heartbeatInfos, itemsFrom,
-  ptpPayloads, reverseKeys, toWire,
+  agentRequests, canonicalChoice, cgOf, CLUSTER, encodeLoose, groupCommands, groupMsgsGC, heartbeatInfos, itemsFrom, linkAuthOf,
+  logsItems, ptpPayloads, reverseKeys, signerOf, toWire, verifier,
 } from './wire-samples.ts';
 
 const code = (r: Result<unknown>): string => (r.ok ? 'ok' : r.code);
@@ -186,7 +186,7 @@ describe('message schemas', () => {
     expect(new Set(heartbeatInfos.map((r) => r.type))).toEqual(new Set(['replica', 'agent']));
     expect(new Set(groupBodies.map((r) => r.type))).toEqual(new Set(['cg', 'gc']));
     expect(new Set(items.map((r) => r.type))).toEqual(
-      new Set(['hello', 'ptp', 'grp', 'gack', 'hb', 'probe', 'probe.reply', 'status.query', 'status.reply']),
+      new Set(['hello', 'ptp', 'grp', 'gack', 'hb', 'probe', 'probe.reply', 'status.query', 'status.reply', 'logs.read', 'logs.data']),
     );
   });
 
@@ -271,6 +271,76 @@ describe('message schemas', () => {
     expect(code(groupMsgCG.dec(value(unpack(pack(oldCg))), 'cg'))).toBe('WIRE_MALFORMED');
     const oldGc = [gcTree[0], gcTree[1], gcTree[2], gcTree[4], gcTree[5]];
     expect(code(groupMsgGC.dec(value(unpack(pack(oldGc))), 'gc'))).toBe('WIRE_MALFORMED');
+  });
+});
+
+describe('reads of task output: logs.read and logs.data (PROTOCOL §7.1)', () => {
+  type Read = Extract<ItemWire, { type: 'logs.read' }>;
+  type Data = Extract<ItemWire, { type: 'logs.data' }>;
+  const read: Read = { type: 'logs.read', nonce: 3, task: 't12', vpid: 5, stream: 'out', offset: 4096, maxBytes: 1024 };
+  const data: Data = { type: 'logs.data', nonce: 3, ok: true, error: '', offset: 4096, bytes: new Uint8Array(10), size: 5000, missing: false };
+  const rt = (v: ItemWire): Result<ItemWire> => itemWire.dec(value(unpack(pack(itemWire.enc(v)))), 'x');
+
+  it('round-trip through the real wire, at their limits too', () => {
+    expectRoundTrips(itemWire, logsItems.map(toWire));
+    expectRoundTrips(itemWire, [
+      read, { ...read, stream: 'err', vpid: MAX_TASK_PROCS - 1, maxBytes: LOGS_CHUNK_BYTES, offset: Number.MAX_SAFE_INTEGER },
+      data, { ...data, bytes: new Uint8Array(LOGS_CHUNK_BYTES).fill(0x0a), error: 'x'.repeat(MAX_TEXT_CHARS) },
+      { ...data, ok: false, error: 'cannot read tasks/t12/5.out: EIO', bytes: new Uint8Array(0), size: 0 },
+    ]);
+  });
+
+  it('encode as [code, ...fields] in their fixed order', () => {
+    expect(itemWire.enc(read)).toEqual([16, 3, 't12', 5, 0, 4096, 1024]);
+    expect(itemWire.enc({ ...read, stream: 'err' })).toEqual([16, 3, 't12', 5, 1, 4096, 1024]);
+    expect(itemWire.enc(data)).toEqual([17, 3, true, '', 4096, data.bytes, 5000, false]);
+  });
+
+  it('a task id or VPID that could name a path outside logs/tasks/ never decodes (WIRE_MALFORMED)', () => {
+    for (const task of ['../../keys', '..', 't1/../../keys', '/etc/passwd', 't1/', 't0', 'T1', 't01', 't1\0', 't1 ', '', 'keys/op.json']) {
+      expect(code(rt({ ...read, task })), task).toBe('WIRE_MALFORMED');
+    }
+    for (const vpid of [-1, 1.5, Number.NaN, Infinity]) expect(code(rt({ ...read, vpid })), String(vpid)).toBe('WIRE_MALFORMED');
+    expect(code(rt({ ...read, task: 't'.repeat(MAX_ID_CHARS + 1) }))).toBe('WIRE_LIMIT');
+    // Trees a peer could send that no encoder of ours writes.
+    const tree = itemWire.enc(read) as unknown[];
+    for (const [i, bad] of [[2, 7], [2, null], [3, '5'], [3, [5]], [4, 2], [4, 'out'], [5, -1], [6, true]] as const) {
+      const t = [...tree];
+      t[i] = bad;
+      expect(code(itemWire.dec(t, 'x')), `field ${i} = ${JSON.stringify(bad)}`).toBe('WIRE_MALFORMED');
+    }
+    expect(code(itemWire.dec(tree.slice(0, 6), 'x'))).toBe('WIRE_MALFORMED');
+    expect(code(itemWire.dec([...tree, 0], 'x'))).toBe('WIRE_MALFORMED');
+  });
+
+  it('enforce their named limits: VPID below MAX_TASK_PROCS, at most LOGS_CHUNK_BYTES asked or carried, text', () => {
+    expect(code(rt({ ...read, vpid: MAX_TASK_PROCS }))).toBe('WIRE_LIMIT');
+    expect(code(rt({ ...read, maxBytes: LOGS_CHUNK_BYTES + 1 }))).toBe('WIRE_LIMIT');
+    expect(code(rt({ ...data, bytes: new Uint8Array(LOGS_CHUNK_BYTES + 1) }))).toBe('WIRE_LIMIT');
+    expect(code(rt({ ...data, error: 'x'.repeat(MAX_TEXT_CHARS + 1) }))).toBe('WIRE_LIMIT');
+    const tree = itemWire.enc(data) as unknown[];
+    for (const [i, bad] of [[2, 1], [3, 7], [4, -1], [5, 'bytes'], [5, [1, 2]], [6, 1.5], [7, null]] as const) {
+      const t = [...tree];
+      t[i] = bad;
+      expect(code(itemWire.dec(t, 'x')), `field ${i} = ${JSON.stringify(bad)}`).toBe('WIRE_MALFORMED');
+    }
+  });
+
+  it('a full reply fits in one frame, signed or MAC\'d', () => {
+    const full: Data = { ...data, bytes: new Uint8Array(LOGS_CHUNK_BYTES).fill(0xff), error: 'x'.repeat(MAX_TEXT_CHARS) };
+    for (const linkAuth of [undefined, linkAuthOf('a1')]) {
+      const frame = encodeFrame({ from: 'a1', to: 'op', items: [full] }, { cluster: CLUSTER, signer: signerOf('a1'), ...(linkAuth === undefined ? {} : { linkAuth }) });
+      expect(frame.length).toBeLessThan(MAX_FRAME_BYTES);
+      const r = decodeFrame(frame, { cluster: CLUSTER, self: 'op', verifier, linkAuth: linkAuthOf('op') });
+      expect(r.ok && r.value.items[0]?.type).toBe('logs.data');
+    }
+  });
+
+  it("a frame asking for '../../keys' is dropped whole by the frame decoder, authenticated or not", () => {
+    const frame = encodeFrame({ from: 'op', to: 'a1', items: [{ ...read, task: '../../keys' }] }, { cluster: CLUSTER, signer: signerOf('op'), linkAuth: linkAuthOf('op') });
+    const r = decodeFrame(frame, { cluster: CLUSTER, self: 'a1', verifier, linkAuth: linkAuthOf('a1') });
+    expect(r.ok ? 'ok' : r.code).toBe('WIRE_MALFORMED');
+    expect(detail(r)).toContain('task');
   });
 });
 

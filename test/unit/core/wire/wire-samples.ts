@@ -3,7 +3,7 @@
 // src/core/wire/messages.ts, frames assembled by hand (docs/PROTOCOL.md §2.1, MAC'd ones §2.4)
 // and msgpack written by hand in any width, canonical or not. Not a test file itself.
 import { createHash } from 'node:crypto';
-import { MAC_BYTES, SIGNATURE_BYTES, WIRE_VERSION, WIRE_VERSION_MAC } from '../../../../src/core/constants.ts';
+import { LOGS_CHUNK_BYTES, MAC_BYTES, SIGNATURE_BYTES, WIRE_VERSION, WIRE_VERSION_MAC } from '../../../../src/core/constants.ts';
 import type { LinkAuth, Signer, Verifier } from '../../../../src/core/ports.ts';
 import { crc32 } from '../../../../src/core/wire/crc32.ts';
 import { itemToWire, pack, signCG } from '../../../../src/core/wire/frame.ts';
@@ -120,8 +120,18 @@ export function itemsFrom(from: string): Item[] {
     { type: 'probe.reply', nonce: 0xdeadbeef },
     { type: 'status.query', nonce: 1 },
     { type: 'status.reply', nonce: 1, json: JSON.stringify({ role: 'primary', rsn: 12, nodes: ['n1', 'n2'] }) },
+    ...logsItems,
   ];
 }
+
+/** Reads of task output and their answers (PROTOCOL §7.1), at and inside their limits. */
+export const logsItems: Item[] = [
+  { type: 'logs.read', nonce: 7, task: 't3', vpid: 2, stream: 'err', offset: 2 ** 40, maxBytes: LOGS_CHUNK_BYTES },
+  { type: 'logs.read', nonce: 0, task: 't1024', vpid: 1023, stream: 'out', offset: 0, maxBytes: 0 },
+  { type: 'logs.data', nonce: 7, ok: true, error: '', offset: 0, bytes: bytesOf(300, 6), size: 300, missing: false },
+  { type: 'logs.data', nonce: 8, ok: true, error: '', offset: 0, bytes: bytesOf(0), size: 0, missing: true },
+  { type: 'logs.data', nonce: 9, ok: false, error: 'cannot open tasks/t3/2.err: EACCES', offset: 5, bytes: bytesOf(0), size: 0, missing: false },
+];
 
 /** The wire form of an item, as the frame codec sends it. */
 export const toWire = (item: Item): ItemWire => itemToWire(item);
