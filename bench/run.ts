@@ -10,7 +10,8 @@ import { benchGmpi } from './gmpi.ts';
 import { benchGroup } from './group.ts';
 import { benchHops } from './hops.ts';
 import { benchRecovery } from './recovery.ts';
-import { benchSignals } from './signals.ts';
+import { benchSignals, benchSignalsSideBySide } from './signals.ts';
+import { testBedSupported } from '../test/hosts/testbed.ts';
 import { benchTasks } from './tasks.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -36,8 +37,11 @@ results['gmpi'] = await benchGmpi();
 print('G-MPI point-to-point between two processes on loopback (ping-pong; bandwidth = size / half the p50 round trip)', results['gmpi']);
 results['tasks'] = await benchTasks();
 print('tasks and processes on a local cluster (trine up --nodes 4; raw samples in bench/results/tasks.json)', results['tasks']);
-results['signals'] = await benchSignals({ printTables: false });
-print('signals and group requests of a linked task on a local cluster (Tables 5.3/5.4; raw samples in bench/results/signals.json)', results['signals']);
+// Loopback and namespace hosts side by side where this machine can make namespaces (root).
+const hostsBed = testBedSupported();
+results['signals'] = hostsBed.ok ? await benchSignalsSideBySide() : await benchSignals({ printTables: false });
+if (!hostsBed.ok) console.log(`(signals on namespace hosts skipped: ${hostsBed.why})`);
+print('signals and group requests of a linked task on a local cluster, then (hosts:) on namespace hosts (Tables 5.3/5.4; raw samples in bench/results/signals.json, signals-hosts.json)', results['signals']);
 results['recovery'] = await benchRecovery();
 print('replica faults on a local cluster: injection → condemned, new group, three replicas again (PROTOCOL §10)', results['recovery']);
 

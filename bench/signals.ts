@@ -19,6 +19,10 @@
 // bench/run.ts imports benchSignals(); run alone with `node --import tsx bench/signals.ts`
 // (sample counts: TRINE_BENCH_BROADCASTS, _SYNCS, _KILLS, _CRASHES, _NODE_FAILURES, _BARE_KILLS;
 // TRINE_BENCH_KEEP keeps the cluster dir). Raw samples go to bench/results/signals.json.
+// `--hosts` runs the same on a cluster of network-namespace hosts built from `trine init`
+// bundles (test/hosts; root only), where a node failure is its link cut, not a kill, and writes
+// signals-hosts.json; `--side-by-side` runs both, one after the other, and prints the headline
+// figures beside each other (docs/PERFORMANCE.md §6).
 // Everything started is stopped at the end (trine down's machinery, then a sweep of the dir).
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
@@ -33,6 +37,7 @@ import type { ProcessId } from '../src/core/ports.ts';
 import { GSIG } from '../src/core/signals.ts';
 import { loadCluster, type Cluster } from '../src/io/cluster-dir.ts';
 import { procStartTime } from '../src/io/run-records.ts';
+import { HostsCluster } from '../test/hosts/cluster.ts';
 import { killQuietly, logEvents, processesNaming, startKeeper, tearDown } from './cluster-tools.ts';
 import type { Figure } from './crypto.ts';
 
@@ -92,17 +97,26 @@ type AppLine = { kind: string; f: Record<string, string>; mono: number };
 class AppLogs {
   private readonly offsets = new Map<number, number>();
   private readonly lines = new Map<number, AppLine[]>();
-  constructor(private readonly dir: string, private readonly task: string) {}
+  /** The dir whose logs/tasks holds each VPID's file, once found. */
+  private readonly dirOf = new Map<number, string>();
+  /** `dirs`: the cluster dir, or every host's bundle on a cluster of several hosts (a process's
+   *  output is on the host that ran it). */
+  constructor(private readonly dirs: readonly string[], private readonly task: string) {}
 
   private refresh(vpid: number): AppLine[] {
     const have = this.lines.get(vpid) ?? [];
     this.lines.set(vpid, have);
-    let text: string;
-    try {
-      text = readFileSync(join(this.dir, 'logs', 'tasks', this.task, `${vpid}.out`), 'utf8');
-    } catch {
-      return have;
+    let text: string | null = null;
+    for (const dir of this.dirOf.has(vpid) ? [this.dirOf.get(vpid) as string] : this.dirs) {
+      try {
+        text = readFileSync(join(dir, 'logs', 'tasks', this.task, `${vpid}.out`), 'utf8');
+        this.dirOf.set(vpid, dir);
+        break;
+      } catch {
+        // not on this host
+      }
     }
+    if (text === null) return have;
     const from = this.offsets.get(vpid) ?? 0;
     const end = text.lastIndexOf('\n') + 1;
     if (end <= from) return have;
@@ -192,7 +206,43 @@ class SignalCluster {
   /** The largest VPID adopted so far: a SPAWN's new VPID is larger. */
   highestVpid = -1;
 
-  private constructor(readonly root: string, readonly dir: string, readonly ctl: string, readonly cluster: Cluster, private client: OperatorClient | null) {}
+  private constructor(
+    readonly root: string, readonly dir: string, readonly ctl: string, readonly cluster: Cluster, private client: OperatorClient | null,
+    /** A cluster of namespace hosts (--hosts), or null for `trine up` on loopback. */
+    readonly hosts: HostsCluster | null = null,
+  ) {}
+
+  /** The dir holding process `id`'s log: the cluster dir, or its host's bundle. */
+  logDirOf(id: ProcessId): string {
+    if (this.hosts === null) return this.dir;
+    const m = this.cluster.config.membership;
+    if (id === m.scc) return this.hosts.bundle('wd');
+    const p = this.cluster.config.processes.find((e) => e.id === id);
+    return this.hosts.bundle(p?.node ?? m.spareNodes?.[id] ?? 'ops');
+  }
+
+  get appLogDirs(): string[] {
+    return this.hosts === null ? [this.dir] : this.hosts.nodes.map((n) => (this.hosts as HostsCluster).bundle(n));
+  }
+
+  /** The same task on a cluster of namespace hosts built from `trine init` bundles (test/hosts),
+   *  driven from the root namespace through a port of its own on the bed. */
+  static async startHosts(notes: string[]): Promise<SignalCluster> {
+    const hosts = await HostsCluster.start({ rootPort: true });
+    const ctl = join(hosts.root, 'ctl');
+    mkdirSync(ctl);
+    let sc: SignalCluster | null = null;
+    try {
+      const cluster = loadCluster(hosts.opBundle);
+      sc = new SignalCluster(hosts.root, hosts.out, ctl, cluster, await OperatorClient.open(cluster), hosts);
+      await sc.findPrimary();
+      await sc.submit(notes);
+      return sc;
+    } catch (e) {
+      await (sc === null ? hosts.destroy() : sc.stop());
+      throw e;
+    }
+  }
 
   static async start(notes: string[]): Promise<SignalCluster> {
     const root = mkdtempSync(join(tmpdir(), 'trine-bench-signals-'));
@@ -242,7 +292,7 @@ class SignalCluster {
       const outcome = await requestOp(this.op, request, OP_TIMEOUT_MS);
       if (!outcome.ok) throw new Error(`bench: submit refused: ${outcome.text}`);
       this.task = outcome.text;
-      this.logs = new AppLogs(this.dir, this.task);
+      this.logs = new AppLogs(this.appLogDirs, this.task);
       try {
         for (let v = 0; v < SIZE; v++) await this.adopt(v, START_TIMEOUT_MS);
         return;
@@ -299,13 +349,13 @@ class SignalCluster {
 
   /** The primary's journal line (task.event) whose text starts with `prefix`, as mono time. */
   journal(prefix: string, afterWallMs: number, offMs: number): number | null {
-    const hit = logEvents(this.dir, this.primaryId, 'task.event', afterWallMs).find((l) => String(l.line['text']).startsWith(prefix));
+    const hit = logEvents(this.logDirOf(this.primaryId), this.primaryId, 'task.event', afterWallMs).find((l) => String(l.line['text']).startsWith(prefix));
     return hit === undefined ? null : hit.atMs - offMs;
   }
 
   /** An agent's log event about this task's `vpid`, as mono time. */
   agentEvent(node: string, event: string, vpid: number, afterWallMs: number, offMs: number, match: Record<string, string> = {}): number | null {
-    const hit = logEvents(this.dir, this.agentOf(node), event, afterWallMs)
+    const hit = logEvents(this.logDirOf(this.agentOf(node)), this.agentOf(node), event, afterWallMs)
       .find((l) => l.line['task'] === this.task && l.line['vpid'] === vpid && Object.entries(match).every(([k, v]) => l.line[k] === v));
     return hit === undefined ? null : hit.atMs - offMs;
   }
@@ -323,13 +373,14 @@ class SignalCluster {
 
   /** This bench's processes now: its daemons, its task processes, itself. */
   ourPids(): number[] {
-    return [...processesNaming(this.dir), ...[...this.members.values()].map((m) => m.pid), process.pid];
+    return [...processesNaming(this.hosts === null ? this.dir : this.hosts.root), ...[...this.members.values()].map((m) => m.pid), process.pid];
   }
 
   async stop(): Promise<void> {
     await this.client?.close().catch(() => {});
     this.client = null;
-    await tearDown(this.root, this.dir, this.seen);
+    if (this.hosts !== null) await this.hosts.destroy();
+    else await tearDown(this.root, this.dir, this.seen);
   }
 }
 
@@ -461,12 +512,14 @@ async function measureNode(sc: SignalCluster, i: number, notes: string[]): Promi
   const vpids = sc.live.filter((v) => sc.members.get(v)?.node === node);
   const survivors = sc.live.filter((v) => !vpids.includes(v));
   await sleep(SETTLE_MS);
-  const daemons = processesNaming(sc.dir, agent);
+  const daemons = sc.hosts === null ? processesNaming(sc.dir, agent) : [];
   const pids = vpids.map((v) => sc.members.get(v)?.pid as number);
   const off = wallMinusMono();
   const wall = Date.now();
   const killedAt = monoNow();
-  for (const pid of [...daemons, ...pids]) killQuietly(pid);
+  // On namespace hosts the node is lost the way a real one is: its link goes down.
+  if (sc.hosts !== null) await sc.hosts.bed.cut(node);
+  else for (const pid of [...daemons, ...pids]) killQuietly(pid);
   const at = await until(`node ${node}: NTF_DIED(${vpids.join(',')})`, () => {
     const all: number[] = [];
     for (const v of vpids) {
@@ -479,7 +532,7 @@ async function measureNode(sc: SignalCluster, i: number, notes: string[]): Promi
   for (const v of vpids) sc.members.delete(v);
   const firstBackup = (event: string): number | null => {
     const times = sc.cluster.config.membership.replicas.filter((r) => r !== sc.primaryId)
-      .flatMap((r) => logEvents(sc.dir, r, event, wall).filter((l) => l.line['agent'] === agent).map((l) => l.atMs - off));
+      .flatMap((r) => logEvents(sc.logDirOf(r), r, event, wall).filter((l) => l.line['agent'] === agent).map((l) => l.atMs - off));
     return times.length === 0 ? null : Math.min(...times) - killedAt;
   };
   const declared = sc.journal(`node ${node} lost`, wall, off);
@@ -488,7 +541,15 @@ async function measureNode(sc: SignalCluster, i: number, notes: string[]): Promi
   // not in RESET_GRACE_MS, the bench does what it would.
   let back: SignalSamples['node'][number]['back'] = 'watchdog';
   const resetBy = Date.now() + RESET_GRACE_MS;
-  while (logEvents(sc.dir, sc.cluster.config.membership.scc, 'reset.keeper-started', wall).every((l) => l.line['node'] !== node)) {
+  const scc = sc.cluster.config.membership.scc;
+  // The command driver (namespace hosts) logs `reset.done` once the power controller booted it.
+  const resetEvent = sc.hosts === null ? 'reset.keeper-started' : 'reset.done';
+  while (logEvents(sc.logDirOf(scc), scc, resetEvent, wall).every((l) => l.line['node'] !== node)) {
+    if (sc.hosts !== null && Date.now() > resetBy) {
+      back = 'no';
+      notes.push(`node ${node}: the watchdog did not reset it within ${RESET_GRACE_MS} ms`);
+      break;
+    }
     if (Date.now() > resetBy) {
       back = 'bench';
       startKeeper(sc.dir, agent);
@@ -496,6 +557,7 @@ async function measureNode(sc: SignalCluster, i: number, notes: string[]): Promi
     }
     await sleep(200);
   }
+  if (sc.hosts !== null) await sc.hosts.bed.restore(node);
   if (!(await sc.nodesUp(NODE_BACK_MS))) {
     back = 'no';
     notes.push(`node ${node} did not come back within ${NODE_BACK_MS / 1000} s`);
@@ -598,7 +660,7 @@ function figuresOf(s: SignalSamples): Figure[] {
   add('  crash: kill -9 → primary records the death (its log)', values(s.crash, (x) => x.killToRecordedMs));
   add('  crash: primary orders NTF_DIED → last survivor handles it', values(s.crash, (x) => x.notifiedToLastMs));
   f.push({ name: 'crash samples', value: s.crash.length, unit: 'kills' });
-  add('node failure: SIGKILL of a node → NTF_DIED handled at the last survivor', s.node.map((x) => x.killToLastMs));
+  add('node failure (loopback: SIGKILL of its processes; hosts: its link cut) → NTF_DIED handled at the last survivor', s.node.map((x) => x.killToLastMs));
   add('  node failure: kill → first backup finds the agent silent', values(s.node, (x) => x.killToSilentMs));
   add('  node failure: kill → primary declares the node lost', values(s.node, (x) => x.killToDeclaredMs));
   add('  node failure: primary orders NTF_DIED → last survivor handles it', values(s.node, (x) => x.notifiedToLastMs));
@@ -665,6 +727,10 @@ export type BenchSignalsOptions = {
   broadcasts?: number; syncs?: number; kills?: number; crashes?: number; nodeFailures?: number; bareKills?: number;
   /** Print the paper-shaped tables to stdout (default true). */
   printTables?: boolean;
+  /** Run on namespace hosts (test/hosts) instead of `trine up` on loopback; needs root. */
+  hosts?: boolean;
+  /** Samples are also handed back here (benchSignalsSideBySide). */
+  samples?: (s: SignalSamples) => void;
 };
 
 /** Runs a phase of `n` samples, tolerating up to MAX_FAILURES_IN_A_ROW failures in a row, and
@@ -702,7 +768,7 @@ export async function benchSignals(opts: BenchSignalsOptions = {}): Promise<Figu
   };
   const s: SignalSamples = { loadavg: {}, cpu: {}, broadcast: [], sync: [], kill: [], spawn: [], crash: [], node: [], bareKill: [], notes: [] };
   const startedAt = Date.now();
-  const sc = await SignalCluster.start(s.notes);
+  const sc = await (opts.hosts === true ? SignalCluster.startHosts(s.notes) : SignalCluster.start(s.notes));
   const onSignal = () => void sc.stop().then(() => process.exit(130));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
@@ -742,19 +808,52 @@ export async function benchSignals(opts: BenchSignalsOptions = {}): Promise<Figu
   const tables = signalTables(s);
   for (const note of s.notes) console.error(`bench: ${note}`);
   if (opts.printTables ?? true) console.log(`\n${tables}\n`);
+  opts.samples?.(s);
   mkdirSync(join(here, 'results'), { recursive: true });
-  writeFileSync(join(here, 'results', 'signals.json'), JSON.stringify({
+  writeFileSync(join(here, 'results', opts.hosts === true ? 'signals-hosts.json' : 'signals.json'), JSON.stringify({
+    mode: opts.hosts === true ? 'namespace hosts' : 'loopback',
     at: new Date().toISOString(), runSeconds: (Date.now() - startedAt) / 1000, node: process.version, cpus: cpus().length,
     cpuModel: cpus()[0]?.model ?? '?', command: APP_COMMAND, figures, tables, samples: s,
   }, null, 2));
   return figures;
 }
 
+/** The headline figures on loopback and on namespace hosts, from one run, one after the other
+ *  (docs/PERFORMANCE.md §6). Returns the figures of both, the namespace ones prefixed `hosts:`. */
+export async function benchSignalsSideBySide(opts: Omit<BenchSignalsOptions, 'hosts' | 'samples'> = {}): Promise<Figure[]> {
+  let loop: SignalSamples | null = null;
+  let ns: SignalSamples | null = null;
+  const a = await benchSignals({ ...opts, printTables: false, samples: (x) => (loop = x) });
+  const b = await benchSignals({ ...opts, printTables: false, hosts: true, samples: (x) => (ns = x) });
+  const l = loop as unknown as SignalSamples;
+  const h = ns as unknown as SignalSamples;
+  const row = (what: string, f: (x: SignalSamples) => number[]) => `| ${what} | ${ms(f(l))} (${f(l).length}) | ${ms(f(h))} (${f(h).length}) |`;
+  console.log([
+    '',
+    'Loopback (`trine up`, one host) and namespace hosts (`trine init` bundles, a bridge), one run; ms p50 (p99) (samples)',
+    '| figure | loopback | namespace hosts |',
+    '|---|---|---|',
+    row('crash: kill -9 → NTF_DIED handled at the last survivor', (x) => x.crash.map((y) => y.killToLastMs)),
+    row('broadcast: send → handled at the last process', (x) => x.broadcast.map((y) => y.sendToLastMs)),
+    row('SYNC: last request → REP_SYNC handled at every process', (x) => x.sync.map((y) => y.lastRequestToLastMs)),
+    row('node failure → NTF_DIED at the last survivor (loopback: SIGKILL of the node; hosts: its link cut)', (x) => x.node.map((y) => y.killToLastMs)),
+    row('  of which: fault → primary declares the node lost', (x) => values(x.node, (y) => y.killToDeclaredMs)),
+    row('KILL: last request → NTF_DIED handled at every survivor', (x) => x.kill.map((y) => y.lastRequestToLastMs)),
+    '',
+  ].join('\n'));
+  return [...a, ...b.map((f) => ({ ...f, name: `hosts: ${f.name}` }))];
+}
+
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  if (process.argv.includes('--side-by-side')) {
+    const figures = await benchSignalsSideBySide();
+    console.log(`${figures.length} figures; raw samples in ${join(here, 'results', 'signals.json')} and signals-hosts.json`);
+    process.exit(0);
+  }
   console.log(`trine bench signals: node ${process.version}, ${cpus().length} cpus, load ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   const t0 = Date.now();
-  const figures = await benchSignals();
+  const figures = await benchSignals({ hosts: process.argv.includes('--hosts') });
   for (const f of figures) console.log(`${f.name}: ${Number.isInteger(f.value) ? f.value : f.value.toFixed(3)} ${f.unit}`);
-  console.log(`written ${join(here, 'results', 'signals.json')} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  console.log(`written ${join(here, 'results', process.argv.includes('--hosts') ? 'signals-hosts.json' : 'signals.json')} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   process.exit(0);
 }

@@ -27,6 +27,8 @@ export type HostsClusterOptions = {
   agents?: number;
   /** Extra hosts file lines under `timing:`. */
   timing?: Record<string, number>;
+  /** Give the root namespace a port on the bed (a benchmark driving the cluster from outside). */
+  rootPort?: boolean;
 };
 
 export class HostsCluster {
@@ -44,7 +46,7 @@ export class HostsCluster {
   static async start(opts: HostsClusterOptions = {}): Promise<HostsCluster> {
     await removeStaleTestBeds();
     const nodes = Array.from({ length: opts.agents ?? 4 }, (_, i) => `n${i + 1}`);
-    const bed = await createTestBed([...nodes, 'wd', 'ops'].map((name) => ({ name })));
+    const bed = await createTestBed([...nodes, 'wd', 'ops'].map((name) => ({ name })), { rootPort: opts.rootPort === true });
     const root = mkdtempSync(join(tmpdir(), 'trine-hosts-'));
     const c = new HostsCluster(bed, root, join(root, 'bundles'), nodes);
     try {

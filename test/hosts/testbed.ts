@@ -52,6 +52,8 @@ export type RunOptions = { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: nu
 /** One bed: the hosts a test talks to and the faults it can inject. Every method refers to a host by
  *  its spec name. */
 export type TestBed = {
+  /** The root namespace's own address on the bed (created with `rootPort`), else null. */
+  rootAddress: string | null;
   /** Unique per bed; every namespace name contains it, so a listing shows what belongs to whom. */
   tag: string;
   hosts: ReadonlyMap<string, TestHost>;
@@ -151,7 +153,7 @@ function probeSupport(): { ok: true } | { ok: false; why: string } {
  *  `ip` command; if a later step fails it removes what it made and throws TESTBED_IP_FAILED. */
 export async function createTestBed(
   specs: readonly HostSpec[],
-  opts: { subnet?: number; tag?: string } = {},
+  opts: { subnet?: number; tag?: string; rootPort?: boolean } = {},
 ): Promise<TestBed> {
   validateSpecs(specs);
   const subnet = chooseSubnet(opts.subnet);
@@ -170,11 +172,12 @@ export async function createTestBed(
     for (const [index, spec] of specs.entries()) {
       records.set(spec.name, await buildHost(state, spec.name, index));
     }
+    if (opts.rootPort === true) await buildRootPort(state);
   } catch (error) {
     await destroyBed(state);
     throw error;
   }
-  return makeBed(state, records);
+  return makeBed(state, records, opts.rootPort === true ? rootAddressOf(state) : null);
 }
 
 function validateSpecs(specs: readonly HostSpec[]): void {
@@ -236,7 +239,23 @@ async function buildHost(state: BedState, name: string, index: number): Promise<
   return { host: { name, ns, address }, switchPort };
 }
 
-function makeBed(state: BedState, records: ReadonlyMap<string, HostRecord>): TestBed {
+/** The root namespace's address on a bed made with `rootPort`: the last of the /24. */
+const rootAddressOf = (state: BedState): string => `${NETWORK_PREFIX}.${state.subnet}.254`;
+
+/** `rootPort`: a port on the switch for the root namespace itself, for a benchmark that drives a
+ *  bed's cluster from outside it (bench/signals.ts --hosts). Its veth pair lives in the switch
+ *  namespace, so deleting that namespace removes both ends. The root namespace then reaches the
+ *  bed's addresses, and only those (one /24 route on this link). */
+async function buildRootPort(state: BedState): Promise<void> {
+  const rootEnd = `t${state.tag.slice(2)}`;
+  const switchEnd = `r${state.tag.slice(2)}`;
+  await ipOrThrow(['-n', state.switchNs, 'link', 'add', switchEnd, 'type', 'veth', 'peer', 'name', rootEnd, 'netns', '1']);
+  await ipOrThrow(['-n', state.switchNs, 'link', 'set', switchEnd, 'master', 'br0', 'up']);
+  await ipOrThrow(['addr', 'add', `${rootAddressOf(state)}/24`, 'dev', rootEnd]);
+  await ipOrThrow(['link', 'set', rootEnd, 'up']);
+}
+
+function makeBed(state: BedState, records: ReadonlyMap<string, HostRecord>, rootAddress: string | null = null): TestBed {
   const record = (name: string): HostRecord => {
     if (state.destroying !== undefined) throw new TestBedError('TESTBED_DESTROYED', `bed ${state.tag} was destroyed`);
     const found = records.get(name);
@@ -252,6 +271,7 @@ function makeBed(state: BedState, records: ReadonlyMap<string, HostRecord>): Tes
   };
   return {
     tag: state.tag,
+    rootAddress,
     hosts: new Map([...records].map(([name, { host }]) => [name, host])),
     host: (name) => record(name).host,
     spawn: (name, file, args, opts = {}) => spawnIn(state, record(name).host.ns, file, args, opts),
