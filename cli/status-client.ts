@@ -24,6 +24,7 @@ import { createNodeSigner, createNodeVerifier } from '../src/io/signer-node.ts';
 import { WsTransport, type Endpoint } from '../src/io/ws-transport.ts';
 import { dialTargets } from '../src/daemon/run-core.ts';
 import { statusSettled } from './replica-group.ts';
+import { CliError, EXIT_USAGE } from './errors.ts';
 
 /** Unanswered queries are resent this often: a query sent before the link was up is lost. */
 export const QUERY_RESEND_MS = 100;
@@ -168,6 +169,7 @@ export class OperatorClient {
     client.onDemand = new Set(Object.keys(agents));
     client.transport = await WsTransport.start({
       self,
+      cluster: cluster.config.cluster,
       dial,
       dialOnDemand: agents,
       receive: (data) => client.onFrame(data),
@@ -421,14 +423,40 @@ export class OperatorClient {
         };
         round.done = finish;
         const resend = setInterval(() => {
+          // Those still owed refused us as another cluster's, or are not reachable at all (spare
+          // ids not running): no answer will come.
+          const t = this.transport;
+          const pending = [...round.pending];
+          if (t !== null && pending.some((p) => t.foreignCluster(p) !== null) && pending.every((p) => t.foreignCluster(p) !== null || !t.isConnected(p))) {
+            return finish();
+          }
           for (const p of round.pending) this.resend(p);
         }, x.resendMs);
         const timeout = setTimeout(finish, x.timeoutMs);
         for (const p of x.targets) this.resend(p);
       });
+      if (round.pending.size === x.targets.length) this.refuseForeign(x.targets);
     } finally {
       this.round = null;
     }
+  }
+
+  /** Nobody answered and the daemons we reached said they belong to another cluster: the
+   *  operator passed another cluster's bundle (or this one's addresses now run another). */
+  private refuseForeign(targets: readonly ProcessId[]): void {
+    const seen = targets.flatMap((p) => {
+      const other = this.transport?.foreignCluster(p) ?? null;
+      return other === null ? [] : [{ p, other }];
+    });
+    if (seen.length === 0) return;
+    const first = seen[0] as { p: ProcessId; other: string };
+    const at = this.cluster.config.processes.find((e) => e.id === first.p)?.listen;
+    const where = at === null || at === undefined ? first.p : `${first.p} at ${at.host}:${at.port}`;
+    throw new CliError(
+      `${where} belongs to cluster ${first.other}, but ${this.cluster.dir} is the bundle of cluster ${this.cluster.config.cluster}: ` +
+        'pass the operator bundle of the cluster you mean (--dir)',
+      EXIT_USAGE,
+    );
   }
 
   private resend(peer: ProcessId): void {

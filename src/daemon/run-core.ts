@@ -271,6 +271,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   try {
     transport = await WsTransport.start({
       self: id,
+      cluster: cluster.config.cluster,
       listen: entry.listen ?? undefined,
       dial: targets.dial,
       dialOnDemand: targets.dialOnDemand,

@@ -51,6 +51,12 @@ export const MAX_INBOUND_CONNECTIONS = 256;
 
 export type Endpoint = { host: string; port: number };
 
+/** A dial's URL path when it names its cluster (WsTransportOptions.cluster). */
+const CLUSTER_PATH = /^\/trine\/([a-z0-9-]{1,64})$/;
+const CLUSTER_ID = /^[a-z0-9-]{1,64}$/;
+/** The header of a refused dial's 409 that names the server's cluster. */
+const CLUSTER_HEADER = 'x-trine-cluster';
+
 export type TransportCounters = {
   framesSent: number;
   framesReceived: number;
@@ -78,6 +84,11 @@ export type TransportEventLevel = 'debug' | 'info' | 'warn' | 'error';
 
 export type WsTransportOptions = {
   self: ProcessId;
+  /** The cluster id: dials name it in the URL path (`/trine/<cluster>`) and the server refuses
+   *  the upgrade of a dial that names another (HTTP 409), before any frame. A peer with the
+   *  bundle of another cluster learns why it gets nothing (foreignCluster). Frames are still
+   *  checked for the cluster id after authentication (PROTOCOL §2.2); this only explains. */
+  cluster?: string | undefined;
   /** Run a server here (replicas, watchdog). */
   listen?: Endpoint | undefined;
   /** Peers this process dials and keeps dialing. */
@@ -137,6 +148,8 @@ export class WsTransport implements Transport {
   private readonly routes = new Map<ProcessId, Conn>();
   private readonly linked = new Set<ProcessId>();
   private readonly dialers = new Map<ProcessId, Dialer>();
+  /** Peers whose server refused our dial as another cluster's, with what it said it is. */
+  private readonly foreign = new Map<ProcessId, string>();
   private server: WebSocketServer | null = null;
   private closed = false;
   private inbound = 0;
@@ -148,12 +161,18 @@ export class WsTransport implements Transport {
 
   private constructor(private readonly opts: WsTransportOptions) {}
 
+  /** The cluster id `peer`'s server said it belongs to when it refused our dial as another
+   *  cluster's; null if it did not. */
+  foreignCluster(peer: ProcessId): string | null {
+    return this.foreign.get(peer) ?? null;
+  }
+
   /** Listen (if asked) and start dialing. Rejects with TransportError if the port is taken. */
   static async start(opts: WsTransportOptions): Promise<WsTransport> {
     const t = new WsTransport(opts);
     if (opts.listen !== undefined) await t.listen(opts.listen);
     const dialer = (peer: ProcessId, ep: Endpoint, lazy: boolean): Dialer => ({
-      peer, url: `ws://${ep.host}:${ep.port}/`, conn: null, delayMs: RECONNECT_INITIAL_MS, timer: null, lastDialMs: -Infinity, lazy, lastDemandMs: -Infinity,
+      peer, url: `ws://${ep.host}:${ep.port}/${opts.cluster === undefined ? '' : `trine/${opts.cluster}`}`, conn: null, delayMs: RECONNECT_INITIAL_MS, timer: null, lastDialMs: -Infinity, lazy, lastDemandMs: -Infinity,
     });
     for (const [peer, ep] of Object.entries(opts.dialOnDemand ?? {})) t.dialers.set(peer, dialer(peer, ep, true));
     for (const [peer, ep] of Object.entries(opts.dial ?? {})) {
@@ -319,6 +338,13 @@ export class WsTransport implements Transport {
     return new Promise((resolve, reject) => {
       const server = new WebSocketServer({
         host: ep.host, port: ep.port, perMessageDeflate: false, maxPayload: MAX_FRAME_BYTES, clientTracking: false,
+        verifyClient: (info, done) => {
+          const named = CLUSTER_PATH.exec(info.req.url ?? '/')?.[1];
+          if (this.opts.cluster === undefined || named === undefined || named === this.opts.cluster) return done(true);
+          this.counters.connectionsRefused++;
+          this.event('warn', 'transport.foreign-cluster', { named, remote: info.req.socket.remoteAddress ?? null });
+          done(false, 409, 'another Trine cluster', { [CLUSTER_HEADER]: this.opts.cluster });
+        },
       });
       const onError = (e: NodeJS.ErrnoException) => {
         server.close();
@@ -377,6 +403,12 @@ export class WsTransport implements Transport {
       return;
     }
     ws.on('upgrade', (res) => this.safely('upgrade', () => res.socket.setNoDelay(true)));
+    ws.on('unexpected-response', (_req, res) => this.safely('unexpected-response', () => {
+      const said = res.headers[CLUSTER_HEADER];
+      if (res.statusCode === 409 && typeof said === 'string' && CLUSTER_ID.test(said)) this.foreign.set(d.peer, said);
+      ws.terminate();
+    }));
+    ws.on('open', () => this.safely('open-foreign', () => this.foreign.delete(d.peer)));
     const conn: Conn = { ws, direction: 'out', peer: d.peer, bound: false, failures: 0, unboundTimer: null };
     d.conn = conn;
     ws.on('open', () =>

@@ -9,7 +9,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
-import { HostsCluster, REPO } from '../hosts/cluster.ts';
+import { HostsCluster, REPO, TRINE } from '../hosts/cluster.ts';
 import { testBedSupported } from '../hosts/testbed.ts';
 
 const supported = testBedSupported();
@@ -98,6 +98,20 @@ describe.skipIf(!supported.ok)('a cluster of four hosts, a watchdog host and an 
     const bundle = JSON.parse(readFileSync(join(c.bundle('n4'), 'bundle.json'), 'utf8')) as { ids: string[] };
     expect(bundle.ids.sort()).toEqual(['a4', 'r11', 'r7']);
   });
+
+  it('bad input: the operator bundle of another cluster at the same addresses is one clear line and exit 2', async () => {
+    const other = join(c.root, 'other');
+    const init = await c.bed.run('ops', process.execPath, [TRINE, 'init', '--hosts', join(c.root, 'hosts.yaml'), '--out', other]);
+    expect(init.code, init.stderr).toBe(0);
+    for (const command of [['status'], ['ps'], ['submit', '--', '/bin/true']]) {
+      const [name, ...rest] = command as [string, ...string[]];
+      const r = await c.bed.run('ops', process.execPath, [TRINE, name, '--dir', join(other, 'ops'), '--timeout', '5000', ...rest]);
+      expect(r.code, `${name}: ${r.stderr}`).toBe(2);
+      const lines = r.stderr.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(new RegExp(`^trine: r\\d+ at [0-9.]+:7400 belongs to cluster testbed-[0-9a-f]+, but .* is the bundle of cluster testbed-[0-9a-f]+: pass the operator bundle of the cluster you mean`));
+    }
+  }, 60_000);
 
   it('submit, ps and kill work from the operator\'s namespace, with one process on every host', async () => {
     const submit = await c.op(['submit', '-n', '4', '--name', 'sleepers', '--', '/bin/sleep', '300']);

@@ -50,7 +50,7 @@ afterEach(async () => {
 });
 
 async function startNode(
-  id: ProcessId, opts: { listen?: Endpoint; dial?: Record<ProcessId, Endpoint>; dialOnDemand?: Record<ProcessId, Endpoint> },
+  id: ProcessId, opts: { listen?: Endpoint; dial?: Record<ProcessId, Endpoint>; dialOnDemand?: Record<ProcessId, Endpoint>; cluster?: string },
 ): Promise<TestNode> {
   const core = probeCore(id);
   let transport: WsTransport | null = null;
@@ -61,6 +61,7 @@ async function startNode(
   const drops = () => Object.values(shell.counters.drops).reduce((a, b) => a + (b ?? 0), 0);
   transport = await WsTransport.start({
     self: id,
+    cluster: opts.cluster,
     listen: opts.listen,
     dial: opts.dial,
     dialOnDemand: opts.dialOnDemand,
@@ -299,5 +300,20 @@ describe('ws transport', () => {
     first.send(query(3)); // the older connection still gets its own answer
     await until('first answered again', () => got.first === 2);
     expect(got.second).toBe(1);
+  });
+
+  it('refuses the dial of a peer that names another cluster (HTTP 409, before any frame) and tells the dialer which cluster it reached', async () => {
+    const port = await freePort();
+    await startNode('r1', { listen: { host: '127.0.0.1', port }, cluster: 'cluster-a' });
+    const stranger = await startNode('a1', { dial: { r1: { host: '127.0.0.1', port } }, cluster: 'cluster-b' });
+    await until('the refusal', () => stranger.transport.foreignCluster('r1') !== null);
+    expect(stranger.transport.foreignCluster('r1')).toBe('cluster-a');
+    expect(stranger.transport.isConnected('r1')).toBe(false);
+    // A member of the cluster, and a dialer that names none (an older peer), are let in.
+    const member = await startNode('a2', { dial: { r1: { host: '127.0.0.1', port } }, cluster: 'cluster-a' });
+    await until('the member connected', () => member.transport.isConnected('r1'));
+    expect(member.transport.foreignCluster('r1')).toBeNull();
+    const unnamed = await startNode('a2', { dial: { r1: { host: '127.0.0.1', port } } });
+    await until('the unnamed dialer connected', () => unnamed.transport.isConnected('r1'));
   });
 });
