@@ -126,11 +126,12 @@ export class RemoteLogSet {
           this.lose([s], `${s.agent ?? '?'} (node ${s.node}) could not read ${this.opts.task}/${s.vpid}'s ${s.stream === 'out' ? 'stdout' : 'stderr'}: ${a.error}`);
           continue;
         }
+        const before = s.reader.offset;
         lines.push(...this.take(s, a));
         if (!upTo.has(s)) upTo.set(s, a.size);
-        // An answer that moves nothing ends this drain of the file (a faulty or confused agent
-        // must not keep the command asking forever).
-        if (a.bytes.length === 0) stalled.add(s);
+        // An answer that moves the reader nowhere (no bytes, no rewind of a replaced file) ends
+        // this drain of the file: a confused agent must not keep the command asking forever.
+        if (s.reader.offset === before) stalled.add(s);
       }
       for (const [agent, lostHere] of unanswered) this.silence(agent, lostHere);
       if (lines.length > 0) await this.opts.write(`${lines.join('\n')}\n`);

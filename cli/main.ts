@@ -188,7 +188,7 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
       return setOutcome(import('./node-run.ts').then((n) => n.sccRun({ bundle: o.bundle as string })));
     });
 
-  // ---- several hosts (docs/OPERATIONS.md §9): init, node run ----
+  // ---- several hosts (docs/OPERATIONS.md §8): init, node run ----
   program.command('init')
     .description('write one bundle per host (cluster document, that host\'s keys, systemd unit) from a hosts file')
     .requiredOption('--hosts <file>', 'the hosts file (YAML; see examples/hosts.yaml)')

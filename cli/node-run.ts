@@ -1,5 +1,5 @@
 // `trine init`, `trine node run --bundle DIR` and `trine scc run --bundle DIR`: a cluster of
-// several hosts (docs/OPERATIONS.md §9). `init` turns a hosts file into one bundle per host;
+// several hosts (docs/OPERATIONS.md §8). `init` turns a hosts file into one bundle per host;
 // `node run` starts, in the foreground, what one host runs from its bundle alone — its agent
 // under its keeper, and its initial replica if it hosts one and the group has not gone on
 // without it (decideReplica; the agent starts spares when the group commands it) — and stops
@@ -29,7 +29,7 @@ export function init(opts: { hosts: string; out: string }): number {
   });
   process.stdout.write(
     `cluster ${plan.config.cluster}: ${plan.bundles.length} bundles in ${out}\n${lines.join('\n')}\n` +
-      `copy each host's bundle to ${file.install.dir} on that host (docs/OPERATIONS.md §9); every bundle holds that host's keys only\n`,
+      `copy each host's bundle to ${file.install.dir} on that host (docs/OPERATIONS.md §8); every bundle holds that host's keys only\n`,
   );
   return EXIT_OK;
 }

@@ -62,7 +62,7 @@ export type ClusterConfig = {
    *  `trine inject` may act on the cluster (docs/OPERATIONS.md §7). Absent means false, so files
    *  written before the field existed stay valid; `trine up` writes it only when true. */
   allowInject?: boolean;
-  /** A cluster of several hosts (`trine init`, docs/OPERATIONS.md §9): each node's network
+  /** A cluster of several hosts (`trine init`, docs/OPERATIONS.md §8): each node's network
    *  address, which its agent hands to its task processes (G-MPI binds it) and the `command`
    *  reset driver passes to the reset command. Absent on a one-host `trine up` cluster. */
   nodeAddresses?: Record<string, string>;

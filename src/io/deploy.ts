@@ -1,4 +1,4 @@
-// Deployment bundles for a cluster of several hosts (`trine init`, docs/OPERATIONS.md §9). From a
+// Deployment bundles for a cluster of several hosts (`trine init`, docs/OPERATIONS.md §8). From a
 // checked hosts file it plans the cluster document — the same `cluster.json` a one-host cluster
 // has, with every listen address on its host's own address, spares bound to the agent hosts that
 // hold their keys, the nodes' addresses and the reset driver — and writes one bundle per host:

@@ -29,7 +29,10 @@ export const MAX_SLOTS = 1024;
 /** Host ids become node names and bundle directory names; agent ids derive from them. */
 const MAX_HOST_ID_CHARS = 24;
 
-export const DEFAULT_INSTALL = { dir: '/var/lib/trine', trine: '/usr/local/bin/trine', user: 'trine' } as const;
+/** The daemons run as root by default: an agent starts task processes as the unprivileged task
+ *  user, which takes root (as slurmd does); a capability set for a non-root agent would pass to
+ *  the tasks through execve. */
+export const DEFAULT_INSTALL = { dir: '/var/lib/trine', trine: '/usr/local/bin/trine', user: 'root' } as const;
 
 export type HostEntry = { id: string; address: string; roles: HostRole[]; slots: number };
 

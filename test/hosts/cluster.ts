@@ -1,5 +1,5 @@
 // A Trine cluster of several hosts on the namespace test bed (test/hosts/testbed.ts), built the
-// way an operator builds one on real machines (docs/OPERATIONS.md §9): a hosts file with the
+// way an operator builds one on real machines (docs/OPERATIONS.md §8): a hosts file with the
 // hosts' addresses, `trine init` into bundles, then on each host `trine node run --bundle` (or
 // `trine scc run --bundle` on the watchdog host) from that host's own bundle directory, and the
 // operator's commands run inside the operator's namespace with the operator bundle alone. The

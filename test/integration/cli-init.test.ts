@@ -1,5 +1,5 @@
 // `trine init`, `trine node run --bundle` and `trine scc run --bundle` (cli/node-run.ts,
-// docs/OPERATIONS.md §9) as an operator runs them: the real CLI as a process. Success prints one
+// docs/OPERATIONS.md §8) as an operator runs them: the real CLI as a process. Success prints one
 // line per bundle; every mistake is exactly one line on stderr, `trine: …`, naming the problem,
 // and exit code 2, before anything is written or started. A child that unexpectedly keeps
 // running is killed after 20 s, and so is anything it started (found by the test's dir).

@@ -1,4 +1,4 @@
-// Deployment bundles (src/io/deploy.ts, docs/OPERATIONS.md §9), written from examples/hosts.yaml
+// Deployment bundles (src/io/deploy.ts, docs/OPERATIONS.md §8), written from examples/hosts.yaml
 // into a fresh temp dir: one bundle per host, each holding the public cluster document and that
 // host's private keys only; every listen address on its host's own address; spares bound to the
 // agent hosts that hold their keys (PROTOCOL §10.6); and loadBundle refusing a bundle that lost a
@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dialTargets } from '../../../src/daemon/run-core.ts';
 import { ClusterDirError, loadCluster, type ClusterConfig } from '../../../src/io/cluster-dir.ts';
 import { BundleError, loadBundle, NODE_UNIT, SCC_UNIT, systemdUnit, writeDeployment, type BundleInfo, type Plan } from '../../../src/io/deploy.ts';
 import { readHostsFile, type HostsFile } from '../../../src/io/hosts-file.ts';
@@ -183,6 +184,12 @@ describe('writeDeployment on examples/hosts.yaml', () => {
     expect(agents).toHaveLength(file.hosts.filter((h) => h.roles.includes('agent')).length);
     for (const a of agents) {
       expect(a.listen, a.id).toEqual({ host: file.hosts.find((h) => h.id === a.node)?.address, port: file.basePort + file.sparesPerHost + 1 });
+    }
+    // Listening is for the operator's reads only: no daemon, and not the operator's standing
+    // connections, dials an agent (the operator dials one on demand, cli/status-client.ts).
+    const cluster = loadCluster(join(out, 'n1'));
+    for (const p of config.processes) {
+      expect(Object.keys(dialTargets(cluster, p.id)).filter((id) => agents.some((a) => a.id === id)), p.id).toEqual([]);
     }
   });
 

@@ -1,4 +1,4 @@
-// The hosts file of a cluster of several machines (src/io/hosts-file.ts, docs/OPERATIONS.md §9):
+// The hosts file of a cluster of several machines (src/io/hosts-file.ts, docs/OPERATIONS.md §8):
 // the shipped example parses as written, and every mistake an operator can make is one
 // HostsFileError whose message names the file, the entry at fault and what to do, so that
 // `trine init` prints it as one line.
@@ -67,7 +67,7 @@ describe('examples/hosts.yaml', () => {
     expect(f.timing).toEqual({ replicaHeartbeatMs: 75 });
     // The example spells out the defaults, so it documents them.
     expect(f.install).toEqual(DEFAULT_INSTALL);
-    expect(f.install).toEqual({ dir: '/var/lib/trine', trine: '/usr/local/bin/trine', user: 'trine' });
+    expect(f.install).toEqual({ dir: '/var/lib/trine', trine: '/usr/local/bin/trine', user: 'root' });
   });
 
   it('a file with only hosts gets the defaults: port, spares, install, log reset driver, no timing', () => {
