@@ -28,6 +28,8 @@ const STOP_TAG = 999;
 /** Tag of the CommLayer (structured payload) echo. */
 const STRUCTURED_TAG = 7;
 const MAX_MESSAGE_BYTES = 8 << 20;
+/** The task key both ends hold (PROTOCOL §9.5): what the agents would hand them. */
+const BENCH_TASK_KEY = new Uint8Array(32).fill(0x42);
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 
@@ -44,7 +46,7 @@ function label(size: number): string {
 
 /** The child: echo until STOP_TAG, then echo structured values via CommLayer, then allreduce. */
 async function runChild(parentPort: number): Promise<void> {
-  const p2p = await P2P.open({ taskId: TASK, self: CHILD, maxMessageBytes: MAX_MESSAGE_BYTES });
+  const p2p = await P2P.open({ taskId: TASK, self: CHILD, maxMessageBytes: MAX_MESSAGE_BYTES, taskKey: BENCH_TASK_KEY });
   await p2p.connect([{ id: PARENT, host: '127.0.0.1', port: parentPort }]);
   for (;;) {
     const m = await p2p.recv(PARENT, ANY_TAG);
@@ -66,7 +68,7 @@ async function runChild(parentPort: number): Promise<void> {
 }
 
 export async function benchGmpi(): Promise<Figure[]> {
-  const p2p = await P2P.open({ taskId: TASK, self: PARENT, maxMessageBytes: MAX_MESSAGE_BYTES });
+  const p2p = await P2P.open({ taskId: TASK, self: PARENT, maxMessageBytes: MAX_MESSAGE_BYTES, taskKey: BENCH_TASK_KEY });
   const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--child', String(p2p.port)], {
     cwd: resolve(here, '..'), stdio: ['ignore', 'inherit', 'inherit'],
   });

@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { newNonce, OP_TIMEOUT_MS, readClusterView, requestOp, VIEW_TIMEOUT_MS } from '../cli/op-client.ts';
 import { OperatorClient } from '../cli/status-client.ts';
-import { buildSubmit } from '../cli/task-args.ts';
+import { buildSubmit, newTaskKey } from '../cli/task-args.ts';
 import { up } from '../cli/up.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import { GSIG } from '../src/core/signals.ts';
@@ -288,7 +288,7 @@ class SignalCluster {
    *  machine a process can miss its connect timeout) is killed and submitted again. */
   private async submit(notes: string[]): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      const request = buildSubmit({ command: APP_COMMAND, size: SIZE, name: 'bench-app', env: [`BENCH_CTL=${this.ctl}`], cwd: REPO, baseCwd: REPO, nonce: newNonce(), linked: true });
+      const request = buildSubmit({ command: APP_COMMAND, size: SIZE, name: 'bench-app', env: [`BENCH_CTL=${this.ctl}`], cwd: REPO, baseCwd: REPO, nonce: newNonce(), taskKey: newTaskKey(), linked: true });
       const outcome = await requestOp(this.op, request, OP_TIMEOUT_MS);
       if (!outcome.ok) throw new Error(`bench: submit refused: ${outcome.text}`);
       this.task = outcome.text;

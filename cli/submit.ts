@@ -6,7 +6,7 @@ import { loadCluster } from '../src/io/cluster-dir.ts';
 import { CliError, EXIT_FAILED } from './errors.ts';
 import { newNonce, OP_TIMEOUT_MS, requestOp, VIEW_TIMEOUT_MS, ViewPoller } from './op-client.ts';
 import { OperatorClient } from './status-client.ts';
-import { buildSubmit, requireCommand, TASK_ID_PATTERN } from './task-args.ts';
+import { buildSubmit, newTaskKey, requireCommand, TASK_ID_PATTERN } from './task-args.ts';
 import { isFinished, TaskWatch } from './task-report.ts';
 
 /** `--wait` polls the replicas' views this often: quick enough to show a short task's steps. */
@@ -38,6 +38,9 @@ export async function submit(opts: SubmitOptions): Promise<number> {
     cwd: opts.cwd,
     baseCwd: process.cwd(),
     nonce: newNonce(),
+    // The task's G-MPI key (PROTOCOL §9.5): only the operator draws it; the replicas keep it
+    // and the agents hand it to the task's processes, so no process outside the task has it.
+    taskKey: newTaskKey(),
     linked: opts.linked,
   });
   const client = await OperatorClient.open(loadCluster(opts.dir));

@@ -3,8 +3,9 @@
 // Pure (no I/O): every problem is a CliError with exit code 2 whose one line says what to type
 // instead, and a request that passes is one every correct replica accepts (the same schema and
 // limits the replicas decode with, src/core/wire/messages.ts).
+import { randomBytes } from 'node:crypto';
 import { basename, isAbsolute, resolve } from 'node:path';
-import { MAX_ARG_CHARS, MAX_ARGS, MAX_ENV_ENTRIES, MAX_ID_CHARS, MAX_PATH_CHARS, MAX_TASK_PROCS } from '../src/core/constants.ts';
+import { MAX_ARG_CHARS, MAX_ARGS, MAX_ENV_ENTRIES, MAX_ID_CHARS, MAX_PATH_CHARS, MAX_TASK_PROCS, TASK_KEY_BYTES } from '../src/core/constants.ts';
 import { agentRequest, type EnvEntry, type TaskSubmit } from '../src/core/wire/messages.ts';
 import { CliError, EXIT_USAGE } from './errors.ts';
 
@@ -60,9 +61,16 @@ export type SubmitInput = {
   /** The CLI's own working directory. */
   baseCwd: string;
   nonce: string;
+  /** The task's G-MPI key, drawn at random by the caller like the nonce (PROTOCOL §9.5). */
+  taskKey: Uint8Array;
   /** `--linked`: the processes link the application library (PROTOCOL §9). */
   linked?: boolean | undefined;
 };
+
+/** A fresh task key (PROTOCOL §9.5): 256 random bits only the submitting operator draws. */
+export function newTaskKey(): Uint8Array {
+  return new Uint8Array(randomBytes(TASK_KEY_BYTES));
+}
 
 /** The `task.submit` request: `cwd` absolute; a relative executable path with a '/' made
  *  absolute against it; a bare name passed as given (the agent resolves it on PATH, and a
@@ -85,7 +93,7 @@ export function buildSubmit(input: SubmitInput): TaskSubmit {
   }
   const name = input.name ?? basename(file).slice(0, MAX_TASK_NAME_CHARS);
   const request: TaskSubmit = { type: 'task.submit', nonce: input.nonce, name, size: input.size, file, args, cwd, env: parseEnv(input.env),
-    mode: input.linked === true ? 'linked' : 'plain',
+    mode: input.linked === true ? 'linked' : 'plain', taskKey: input.taskKey,
   };
   // Safety net: the replicas' own decoder, so nothing they would refuse leaves the CLI.
   const texts = [name, file, cwd, ...args, ...request.env.flat()];

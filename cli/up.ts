@@ -9,7 +9,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
   allocatePorts, clusterIds, ClusterDirError, DEFAULT_NODES, generateClusterKeys, isAlive, isForeignDir, loadCluster, MAX_NODES, MIN_NODES,
-  paths, planCluster, readPidFiles, removePidFile, resolveClusterDir, runningProcesses, writeClusterConfig,
+  isUserName, paths, planCluster, readPidFiles, removePidFile, resolveClusterDir, runningProcesses, writeClusterConfig,
   type ClusterConfig,
 } from '../src/io/cluster-dir.ts';
 import { logPath } from '../src/io/log.ts';
@@ -75,8 +75,16 @@ export async function up(opts: UpOptions): Promise<number> {
   // processes) belongs to no one once new keys are made: stop it and forget its records.
   await stopCluster(dir, []);
   for (const { id } of readPidFiles(dir)) removePidFile(dir, id);
+  // TRINE_TASK_USER: tasks run as that user (the daemons must then run as root); by default a
+  // one-host cluster runs them as the daemons' own user (FAULT-MODEL "Tasks and Trine's secrets").
+  const taskUser = process.env['TRINE_TASK_USER'];
+  if (taskUser !== undefined && taskUser !== '' && !isUserName(taskUser)) {
+    throw new ClusterDirError('BAD_ARGUMENT', `TRINE_TASK_USER=${JSON.stringify(taskUser)} is not a user name: unset it, or name the user tasks should run as`);
+  }
   const keys = generateClusterKeys(dir, ids.all);
-  const config: ClusterConfig = planCluster({ nodes, ports, allowInject: opts.allowInject === true }, keys);
+  const config: ClusterConfig = planCluster({
+    nodes, ports, allowInject: opts.allowInject === true, ...(taskUser === undefined || taskUser === '' ? {} : { taskUser }),
+  }, keys);
   writeClusterConfig(dir, config);
   const cluster = loadCluster(dir);
 

@@ -98,8 +98,10 @@ export type ProcOsEvent = Extract<
 >;
 
 export type AgentProcsEffect =
-  /** Start a process: FsmAgentProc's spawnProcess with the mapping in its environment. */
-  | { type: 'spawn'; ref: ProcRef; spec: SpawnProcessParams; linked: boolean }
+  /** Start a process: FsmAgentProc's spawnProcess with the mapping in its environment.
+   *  `taskKey`: the task's G-MPI key, which the driver hands a linked process in its socket's
+   *  welcome (PROTOCOL §9.5) — not part of `spec`, so never in the environment or a log line. */
+  | { type: 'spawn'; ref: ProcRef; spec: SpawnProcessParams; linked: boolean; taskKey: Uint8Array }
   /** Signal the process group of `pid`. `child` is false for a process this incarnation did not
    *  start (adopted, orphan): its pid could have been reused, so the driver re-checks the start
    *  time before signalling; a child's pid cannot be reused before we reap it. */
@@ -121,6 +123,8 @@ type ChildEntry = {
   /** A kill the machine asked for before the pid was known (A7/A8 before os.spawned). */
   pendingKill: KillProcessParams['signal'] | null;
   linked: boolean;
+  /** The task's key (ProcSpawn.taskKey), for the spawn effect. */
+  taskKey: Uint8Array;
   /** What the linked process announced at connect ("host:port"); empty before, or plain. */
   endpoint: string;
   /** Its connection said finalize (Process-disconnect). */
@@ -271,7 +275,7 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
     for (const action of actions) {
       switch (action.type) {
         case 'spawnProcess':
-          out.push({ type: 'spawn', ref: { ...entry.ref }, spec: action.params as SpawnProcessParams, linked: entry.linked });
+          out.push({ type: 'spawn', ref: { ...entry.ref }, spec: action.params as SpawnProcessParams, linked: entry.linked, taskKey: entry.taskKey });
           break;
         case 'killProcess': {
           const p = action.params as KillProcessParams;
@@ -320,7 +324,7 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
     const init = initialStep(fsmAgentProc, { vpid: cmd.vpid, connectTimeoutTicks: opts.connectTimeoutTicks });
     const entry: ChildEntry = {
       kind: 'child', ref: { task: cmd.task, vpid: cmd.vpid, serial }, data: init.data, pendingKill: null,
-      linked: cmd.mode === 'linked', endpoint: '', finalized: false, terminatingTicks: 0,
+      linked: cmd.mode === 'linked', taskKey: cmd.taskKey, endpoint: '', finalized: false, terminatingTicks: 0,
     };
     entries.set(key, entry);
     runActions(entry, init.actions, out);

@@ -15,6 +15,7 @@ import { fsmTask, type FsmTaskContext, type FsmTaskEvent, type Service } from '.
 import { encodeData, initialStep, step, type MachineAction, type MachineData } from '../../fsm/plain-data.ts';
 import { MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_TASK_CHARS, type Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
+import { toHex } from './hex.ts';
 import { assert } from './result.ts';
 import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM, isAppSignal, isGroupRequest } from './signals.ts';
@@ -359,6 +360,7 @@ function spawnCommand(rec: TaskRecord, vpid: number): GroupCommand {
   return {
     type: 'proc.spawn', task: rec.id, vpid, mode: rec.mode, file: rec.file, args: [...rec.args], cwd: rec.cwd,
     env: rec.env.map(([k, v]): EnvEntry => [k, v]), size: c.vpids.length, restarted: c.restarted, endpoints,
+    taskKey: rec.taskKey,
   };
 }
 
@@ -731,6 +733,7 @@ export function submitTask(
     env: req.env.map(([k, v]): EnvEntry => [k, v]), submittedRsn: rsn, fsm: init.data, procs: new Map(),
     reserved: new Map(), waitReason: null, outcome: null, reason: null, mode: req.mode,
     signals: createTaskSignals(req.size), endpoints: new Map(), sigStats: { broadcasts: 0, pointToPoint: 0, groupRequests: 0, dropped: 0 },
+    taskKey: new Uint8Array(req.taskKey),
   };
   cs.nextTask = Math.max(cs.nextTask, number + 1);
   cs.tasks.set(id, rec);
@@ -895,6 +898,9 @@ export function encodeCluster(cs: ClusterState): unknown {
       r.mode, encodeTaskSignals(r.signals), [...r.endpoints].sort((a, b) => a[0] - b[0]),
       [r.sigStats.broadcasts, r.sigStats.pointToPoint, r.sigStats.groupRequests, r.sigStats.dropped],
       r.submit === null ? null : [r.submit.nonce, r.submit.bytes, r.submit.sig],
+      // Part of the digest like the rest of the request (hex: the tree stays plain data); never
+      // in clusterView (PROTOCOL §9.5).
+      toHex(r.taskKey),
     ]),
     cs.finished,
     cs.allocations.map((a) => [a.task, a.vpids]),

@@ -14,7 +14,7 @@ import { decodeData, type MachineData } from '../../fsm/plain-data.ts';
 import type { AllocationRequest, ClusterState, NodeRecord, ServiceTurn, SignedSubmit, TaskRecord, TaskTimers } from './cluster-state.ts';
 import {
   MAX_ARGS, MAX_ENV_ENTRIES, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_OPERATOR_OUTCOMES, MAX_REPLICAS, MAX_STATE_CHUNK_BYTES,
-  MAX_STATE_CHUNKS,
+  MAX_STATE_CHUNKS, TASK_KEY_BYTES,
 } from './constants.ts';
 import type { GroupView, Recovery } from './group-view.ts';
 import type { ProcessId } from './ports.ts';
@@ -219,8 +219,15 @@ const signedSubmit: Reader<SignedSubmit> = (t, p) => {
   return { nonce: str(nonce, `${p}.nonce`), bytes: bin(bytes, `${p}.bytes`), sig: bin(sig, `${p}.sig`) };
 };
 
+/** A task key (PROTOCOL §9.5): TASK_KEY_BYTES in lowercase hex, as encodeCluster writes it. */
+const taskKey: Reader<Uint8Array> = (t, p) => {
+  const text = str(t, p);
+  if (text.length !== 2 * TASK_KEY_BYTES || !/^[0-9a-f]*$/.test(text)) fail(p, `expected ${TASK_KEY_BYTES} bytes in lowercase hex`);
+  return Uint8Array.from({ length: TASK_KEY_BYTES }, (_, i) => parseInt(text.slice(2 * i, 2 * i + 2), 16));
+};
+
 function readTask(t: unknown, p: string): TaskRecord {
-  const f = tuple(t, 19, p);
+  const f = tuple(t, 20, p);
   const id = str(f[0], `${p}.id`);
   const number = Number(id.slice(1));
   if (!TASK_ID.test(id) || String(number) !== id.slice(1)) fail(`${p}.id`, `${id} is not a task id`);
@@ -246,6 +253,7 @@ function readTask(t: unknown, p: string): TaskRecord {
     signals: readSignals(f[15], `${p}.signals`),
     endpoints: entries(uint, str)(f[16], `${p}.endpoints`),
     sigStats: readSigStats(f[17], `${p}.sigStats`),
+    taskKey: taskKey(f[19], `${p}.taskKey`),
   };
 }
 

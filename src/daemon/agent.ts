@@ -24,11 +24,11 @@ import { MAX_REPORTS_PER_REQUEST, type Timing } from '../core/constants.ts';
 import type { CoreInput, LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { AgentRequest, GroupCommand, ProcReport } from '../core/wire/messages.ts';
-import { DEFAULT_AGENT_SLOTS, paths, type ClusterConfig } from '../io/cluster-dir.ts';
+import { DEFAULT_AGENT_SLOTS, paths, restrictClusterDir, type ClusterConfig } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
 import { isSameProcess, procStartTime, readProcsFile, writeProcsFile } from '../io/run-records.ts';
 import { ChildProcessSpawner, type Spawner, type SpawnerEvent } from '../io/spawner.ts';
-import { AppSocketServer } from './app-socket.ts';
+import { agentSocketName, AppSocketServer } from './app-socket.ts';
 import { createLogsServer, type LogsServer } from './logs-server.ts';
 import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, type AgentToKeeper, type KeeperToAgent } from './keeper.ts';
 import { EXIT_CONFIG, runCore, type RunHooks } from './run-core.ts';
@@ -48,8 +48,11 @@ export type ProcDriverOptions = {
   timing: Pick<Timing, 'taskTickMs' | 'connectTimeoutMs'>;
   spawner?: Spawner;
   /** The Unix socket linked processes connect to (PROTOCOL §9.4); none: linked spawns cannot
-   *  connect and fail their connect timeout. */
+   *  connect and fail their connect timeout. `@name` is an abstract socket (app-socket.ts). */
   appSocketPath?: string;
+  /** cluster.json `taskUser`: every task runs as this user (src/io/spawner.ts). Absent: as the
+   *  agent's own user. Ignored when `spawner` is given. */
+  taskUser?: string;
   /** The node's network address on a cluster of several hosts (cluster.json `nodeAddresses`):
    *  handed to linked processes as TRINE_NODE_HOST, the address G-MPI binds and advertises.
    *  None on a one-host cluster, where G-MPI binds loopback. */
@@ -80,14 +83,21 @@ export class ProcDriver {
   private readonly requests: AgentRequest[] = [];
   /** Per linked process (task/vpid): the secret it must show on the socket. */
   private readonly tokens = new Map<string, string>();
+  /** Per linked process (task/vpid): its task's key, handed over in the welcome (PROTOCOL §9.5). */
+  private readonly taskKeys = new Map<string, Uint8Array>();
   private app: AppSocketServer | null = null;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
 
   constructor(private readonly opts: ProcDriverOptions) {
-    this.spawner = opts.spawner ?? new ChildProcessSpawner();
+    this.spawner = opts.spawner ?? new ChildProcessSpawner(opts.taskUser === undefined ? {} : { taskUser: opts.taskUser });
     this.file = paths.procsFile(opts.dir, opts.id);
     mkdirSync(paths.run(opts.dir), { recursive: true });
+    // Tasks run as another user: none of the cluster dir may be open to it (a dir made before
+    // this rule, or copied without its modes).
+    if (opts.taskUser !== undefined) {
+      for (const path of restrictClusterDir(opts.dir)) opts.log('warn', 'cluster.dir.restricted', { path, mode: '0700' });
+    }
     const read = readProcsFile(this.file);
     if (read.problem !== null) opts.log('warn', 'procs.file.unreadable', { problem: read.problem });
     for (const p of read.procs) this.startTimes.set(recordKey(p), p.startTime);
@@ -107,6 +117,8 @@ export class ProcDriver {
         const want = this.tokens.get(`${task}/${vpid}`);
         return want !== undefined && want === token ? null : `no linked process ${task}/${vpid} with that token on this node`;
       },
+      // Set with the token at spawn, so present whenever authenticate accepted.
+      taskKey: (task, vpid) => this.taskKeys.get(`${task}/${vpid}`) ?? null,
       onConnected: (task, vpid, endpoint) => {
         const r = this.procs.appConnected(task, vpid, endpoint);
         if (!r.ok) this.app?.disconnect(task, vpid, `${task}/${vpid} is not starting on this node`);
@@ -175,6 +187,7 @@ export class ProcDriver {
           if (e.linked) {
             const token = randomBytes(16).toString('hex');
             this.tokens.set(`${e.ref.task}/${e.ref.vpid}`, token);
+            this.taskKeys.set(`${e.ref.task}/${e.ref.vpid}`, e.taskKey);
             spec.env = {
               ...spec.env, TRINE_AGENT_SOCKET: this.opts.appSocketPath ?? '', TRINE_TOKEN: token,
               ...(this.opts.nodeHost === undefined ? {} : { TRINE_NODE_HOST: this.opts.nodeHost }),
@@ -195,7 +208,10 @@ export class ProcDriver {
         case 'report':
           this.opts.log(e.report.kind === 'terminatedAbnormally' || e.report.kind === 'spawnFailed' ? 'warn' : 'info', 'proc.report', { ...e.report });
           this.outbox.push(e.report);
-          if (e.report.kind !== 'spawnSucceeded') this.tokens.delete(`${e.report.task}/${e.report.vpid}`);
+          if (e.report.kind !== 'spawnSucceeded') {
+            this.tokens.delete(`${e.report.task}/${e.report.vpid}`);
+            this.taskKeys.delete(`${e.report.task}/${e.report.vpid}`);
+          }
           this.scheduleFlush();
           break;
         case 'request':
@@ -397,7 +413,8 @@ export async function runAgent(dir: string | undefined, id: ProcessId, hooks: Ru
         id,
         timing: cluster.config.membership.timing,
         send,
-        appSocketPath: paths.appSocket(cluster.dir, id),
+        appSocketPath: agentSocketName(cluster.config.cluster, id),
+        ...(cluster.config.taskUser === undefined ? {} : { taskUser: cluster.config.taskUser }),
         ...nodeHostOf(cluster.config, entry.node),
         // Every line already carries the agent's own `pid`: a task process's goes as `procPid`.
         log: (level, event, { pid, ...fields }) => logger[level]({ event, ...fields, ...(pid === undefined ? {} : { procPid: pid }) }),

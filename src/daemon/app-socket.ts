@@ -6,6 +6,23 @@
 // close without one is a crash (spec §6.3, §7 item 7). It forwards signals and keeps no signal
 // state of its own: the library enforces one outstanding request per process (spec §4.4).
 // A bad frame from a process closes that connection with a typed reason; it never throws.
+//
+// Where the socket lives (issue 13 item 6). Task processes run as an unprivileged task user
+// (cluster.json `taskUser`, src/io/spawner.ts) that must reach this socket and nothing else of
+// the agent's. The agent listens on a Linux abstract socket, `@trine/<cluster>/<agent>`
+// (agentSocketName; `@` stands for the leading NUL byte, which an environment variable cannot
+// hold): it has no file, so it needs no directory the task user could list or traverse, and
+// the cluster directory with its keys, records and logs stays 0700, unreachable to tasks. A
+// file under the cluster dir (run/app/ 0711 with the socket 0666) was the alternative: it
+// makes every ancestor of the cluster dir searchable by the task user — a bundle dir is 0700,
+// a `trine up` dir may sit under a 0700 home or mkdtemp dir — and a file socket 0666 admits
+// every local user anyway. Abstract sockets belong to the network namespace, as the task
+// processes do (they share their agent's). Access control is the per-process token: every
+// connection must show, within HELLO_TIMEOUT_MS, the 128-bit token the agent put in that
+// process's environment, readable only by its own uid and root; strangers are bounded by
+// MAX_UNIDENTIFIED_CONNECTIONS. The welcome then hands the process its task key (PROTOCOL
+// §9.5), on this socket only. A path without `@` is an ordinary socket file (tests, one user):
+// stale files are replaced, and the file is 0600.
 import { lstat, unlink, chmod } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { unreachable, type DropCode } from '../core/result.ts';
@@ -63,9 +80,23 @@ export type AppSocketLogEvent =
       readonly clean: boolean;
     };
 
+/** The agent's socket: abstract (see the header). `cluster` is cluster.json's id, so two
+ *  clusters on one host (or one network namespace) never share a name. */
+export function agentSocketName(cluster: string, agent: string): string {
+  return `@trine/${cluster}/${agent}`;
+}
+
+/** The address node:net takes for a socket name: `@…` is the abstract namespace. */
+export function socketAddress(path: string): string {
+  return path.startsWith('@') ? `\0${path.slice(1)}` : path;
+}
+
 export type AppSocketServerOptions = {
   /** null accepts the hello; a string refuses it with that reason. */
   readonly authenticate: (task: string, vpid: number, token: string) => string | null;
+  /** The task key the welcome hands an accepted process (PROTOCOL §9.5; 32 bytes); null
+   *  refuses the process (no key known for it). */
+  readonly taskKey: (task: string, vpid: number) => Uint8Array | null;
   readonly onConnected?: (task: string, vpid: number, endpoint: string) => void;
   readonly onSignal?: (task: string, vpid: number, req: SignalRequest) => void;
   readonly onFinalized?: (task: string, vpid: number) => void;
@@ -128,17 +159,21 @@ export class AppSocketServer {
       ['maxOutgoingQueueBytes', opts.maxOutgoingQueueBytes], ['maxFrameBytes', opts.maxFrameBytes]] as const) {
       if (v !== undefined && (!Number.isSafeInteger(v) || v < 1)) throw new AppSocketError('BAD_OPTION', `${name} must be a positive integer, got ${v}`);
     }
-    await removeStaleSocket(path);
+    const abstract = path.startsWith('@');
+    if (!abstract) await removeStaleSocket(path);
     const server = createServer({ allowHalfOpen: false });
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(path, () => {
-        server.off('error', reject);
+      const onError = (e: NodeJS.ErrnoException): void => {
+        reject(abstract && e.code === 'EADDRINUSE' ? new AppSocketError('ALREADY_LISTENING', `a server is already listening at ${path}: is another agent running?`) : e);
+      };
+      server.once('error', onError);
+      server.listen(socketAddress(path), () => {
+        server.off('error', onError);
         resolve();
       });
     });
-    // Only the agent's user may connect; the token is the second line of defence.
-    await chmod(path, 0o600);
+    // A socket file: only the agent's user may connect; the token is the second line of defence.
+    if (!abstract) await chmod(path, 0o600);
     return new AppSocketServer(path, server, opts);
   }
 
@@ -176,7 +211,7 @@ export class AppSocketServer {
       this.destroy(conn, 'SERVER_CLOSED', 'server closed');
     }
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
-    await unlink(this.path).catch(() => undefined);
+    if (!this.path.startsWith('@')) await unlink(this.path).catch(() => undefined);
   }
 
   // ---- Connections -----------------------------------------------------------------------------
@@ -260,6 +295,13 @@ export class AppSocketServer {
       this.refuseAndEnd(conn, 'AUTH_REFUSED', refusal);
       return;
     }
+    const taskKey = this.opts.taskKey(task, vpid);
+    if (taskKey === null) {
+      const reason = `no task key for ${task}/${vpid} on this node`;
+      this.opts.log?.({ type: 'app.refused', code: 'AUTH_REFUSED', task, vpid, reason });
+      this.refuseAndEnd(conn, 'AUTH_REFUSED', reason);
+      return;
+    }
     const key = keyOf(task, vpid);
     if (this.byKey.has(key)) {
       const reason = `process ${key} is already connected`;
@@ -271,7 +313,7 @@ export class AppSocketServer {
     conn.id = { task, vpid };
     this.byKey.set(key, conn);
     this.opts.log?.({ type: 'app.connected', task, vpid });
-    if (!this.write(conn, { type: 'welcome' })) return;
+    if (!this.write(conn, { type: 'welcome', taskKey })) return;
     this.opts.onConnected?.(task, vpid, endpoint);
   }
 

@@ -3,7 +3,7 @@
 // public keys), key generation for every process, pid files, and port allocation for
 // `trine up`. Every failure is a ClusterDirError whose message says what is wrong and what to do.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { DEFAULT_TIMING, MAX_LIST_ENTRIES, PUBLIC_KEY_BYTES, type Timing } from '../core/constants.ts';
@@ -70,6 +70,11 @@ export type ClusterConfig = {
   resetDriver?: 'local' | 'log' | 'command';
   /** The `command` driver's command line, `{node}` and `{address}` replaced in each argument. */
   resetCommand?: string[];
+  /** The unprivileged user every task process runs as (src/io/spawner.ts; FAULT-MODEL "Tasks and
+   *  Trine's secrets"). `trine init` writes it (hosts file `task-user:`, default `nobody`);
+   *  absent on a `trine up` cluster unless TRINE_TASK_USER was set: tasks then run as the
+   *  daemons' own user. */
+  taskUser?: string;
 };
 
 /** A loaded cluster: the config, its absolute dir and the decoded public keys. */
@@ -105,8 +110,8 @@ export const paths = {
    *  survivors and kill orphans (PROTOCOL §8.6). */
   procsFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.procs.json`),
   run: (dir: string) => join(dir, 'run'),
-  /** The agent's socket for linked task processes (PROTOCOL §9.4). */
-  appSocket: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.sock`),
+  // The agent's socket for linked task processes is abstract, not in this dir (PROTOCOL §9.4,
+  // src/daemon/app-socket.ts agentSocketName).
   pidFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.pid`),
   incFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.inc`),
   /** A replica's task journal: the accepted, unfinished tasks a cluster reset restores
@@ -117,7 +122,7 @@ export const TASK_JOURNAL_SUFFIX = '.tasks';
 
 // ---- planning a local cluster -------------------------------------------------------------------
 
-export type ClusterPlan = { nodes: number; ports: readonly number[]; timing?: Partial<Timing>; allowInject?: boolean };
+export type ClusterPlan = { nodes: number; ports: readonly number[]; timing?: Partial<Timing>; allowInject?: boolean; taskUser?: string };
 
 /** The process ids of a local cluster of `nodes` nodes, listeners first (they get the ports). */
 export function clusterIds(nodes: number): { listeners: ProcessId[]; agents: ProcessId[]; spares: ProcessId[]; all: ProcessId[] } {
@@ -175,6 +180,7 @@ export function planCluster(plan: ClusterPlan, publicKeys: ReadonlyMap<ProcessId
     processes,
     publicKeys: keys,
     ...(plan.allowInject === true ? { allowInject: true } : {}),
+    ...(plan.taskUser === undefined ? {} : { taskUser: plan.taskUser }),
   };
 }
 
@@ -201,10 +207,31 @@ export function generateClusterKeys(dir: string, ids: readonly ProcessId[], merg
 export function writeClusterConfig(dir: string, config: ClusterConfig): void {
   mkdirSync(dir, { recursive: true });
   for (const sub of [paths.logs(dir), paths.run(dir)]) mkdirSync(sub, { recursive: true });
+  restrictClusterDir(dir);
   const path = paths.config(dir);
   const tmp = `${path}.${process.pid}.tmp`;
   writeFileSync(tmp, `${JSON.stringify(config, null, 2)}\n`);
   renameSync(tmp, path);
+}
+
+/** Makes the cluster dir and its logs/ and run/ 0700 (keys/ already is): nothing in them is a
+ *  task's business — keys, task journals (which hold task keys, PROTOCOL §9.5), records, the
+ *  daemons' logs and other tasks' output. Task processes reach their agent through its abstract
+ *  socket (src/daemon/app-socket.ts), not through this dir. Returns the paths it changed. */
+export function restrictClusterDir(dir: string): string[] {
+  const changed: string[] = [];
+  for (const path of [dir, paths.logs(dir), paths.run(dir), paths.keys(dir)]) {
+    let mode: number;
+    try {
+      mode = statSync(path).mode & 0o7777;
+    } catch {
+      continue; // not made yet: made 0700 by whoever makes it, or not needed
+    }
+    if ((mode & 0o077) === 0) continue;
+    chmodSync(path, mode & 0o700);
+    changed.push(path);
+  }
+  return changed;
 }
 
 // ---- loading ------------------------------------------------------------------------------------
@@ -283,7 +310,8 @@ function checkConfig(json: unknown, path: string): ClusterConfig {
   if (!isObject(json) || json['format'] !== CLUSTER_FORMAT) {
     throw new ClusterDirError('FOREIGN_DIR', `${path} is not a ${CLUSTER_FORMAT} file (written by another program or Trine version): pass the right --dir, or recreate the cluster`);
   }
-  const { cluster, createdAt, membership: m, processes, publicKeys, allowInject, nodeAddresses, resetDriver, resetCommand } = json;
+  const { cluster, createdAt, membership: m, processes, publicKeys, allowInject, nodeAddresses, resetDriver, resetCommand, taskUser } = json;
+  if (taskUser !== undefined && !(typeof taskUser === 'string' && isUserName(taskUser))) throw invalid(path, '"taskUser" must be a user name (or absent: tasks run as the daemons\' user)');
   if (allowInject !== undefined && typeof allowInject !== 'boolean') throw invalid(path, '"allowInject" must be true or false (or absent: false)');
   if (nodeAddresses !== undefined && !(isObject(nodeAddresses) && Object.entries(nodeAddresses).every(([k, v]) => isId(k) && typeof v === 'string' && isHostAddress(v)))) {
     throw invalid(path, '"nodeAddresses" must map node names to addresses');
@@ -375,7 +403,13 @@ function checkConfig(json: unknown, path: string): ClusterConfig {
     ...(nodeAddresses !== undefined ? { nodeAddresses: { ...(nodeAddresses as Record<string, string>) } } : {}),
     ...(resetDriver !== undefined ? { resetDriver } : {}),
     ...(resetCommand !== undefined ? { resetCommand: [...(resetCommand as string[])] } : {}),
+    ...(taskUser !== undefined ? { taskUser: taskUser as string } : {}),
   };
+}
+
+/** A user name as useradd accepts it: cluster.json `taskUser`, hosts file `task-user:`. */
+export function isUserName(v: string): boolean {
+  return /^[a-z_][a-z0-9_-]{0,31}\$?$/.test(v);
 }
 
 /** Most arguments a reset command may have: a program and a few options. */

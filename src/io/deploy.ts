@@ -100,6 +100,7 @@ export function planDeployment(file: HostsFile, keyOf: (id: ProcessId) => Uint8A
     nodeAddresses: Object.fromEntries(agentHosts.map((h) => [h.id, h.address])),
     resetDriver: file.reset.driver,
     ...(file.reset.driver === 'command' ? { resetCommand: [...file.reset.command] } : {}),
+    taskUser: file.taskUser,
   };
   const bundles: BundleInfo[] = file.hosts.map((h) => ({
     format: BUNDLE_FORMAT,

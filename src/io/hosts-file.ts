@@ -8,7 +8,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { parseDocument } from 'yaml';
 import { DEFAULT_TIMING, type Timing } from '../core/constants.ts';
 import { processId } from '../core/wire/messages.ts';
-import { DEFAULT_AGENT_SLOTS, isHostAddress, MAX_NODES, MIN_NODES, REPLICA_COUNT } from './cluster-dir.ts';
+import { DEFAULT_AGENT_SLOTS, isHostAddress, isUserName, MAX_NODES, MIN_NODES, REPLICA_COUNT } from './cluster-dir.ts';
 
 export const HOST_ROLES = ['replica', 'agent', 'watchdog', 'operator'] as const;
 export type HostRole = (typeof HOST_ROLES)[number];
@@ -34,6 +34,10 @@ const MAX_HOST_ID_CHARS = 24;
  *  the tasks through execve. */
 export const DEFAULT_INSTALL = { dir: '/var/lib/trine', trine: '/usr/local/bin/trine', user: 'root' } as const;
 
+/** The user task processes run as unless the file says `task-user:` (FAULT-MODEL "Tasks and
+ *  Trine's secrets"): every Linux system has it, and it owns nothing. */
+export const DEFAULT_TASK_USER = 'nobody';
+
 export type HostEntry = { id: string; address: string; roles: HostRole[]; slots: number };
 
 export type HostsFile = {
@@ -42,6 +46,8 @@ export type HostsFile = {
   basePort: number;
   sparesPerHost: number;
   install: { dir: string; trine: string; user: string };
+  /** The unprivileged user every task process runs as (cluster.json `taskUser`). */
+  taskUser: string;
   reset: { driver: 'log' } | { driver: 'command'; command: string[] };
   timing: Partial<Timing>;
   hosts: HostEntry[];
@@ -80,7 +86,7 @@ export function parseHostsFile(text: string, path: string): HostsFile {
   if (first !== undefined) fail(`not valid YAML (${first.message.split('\n')[0] ?? ''}); see examples/hosts.yaml`);
   const json: unknown = doc.toJS({ maxAliasCount: 16 });
   if (!isObject(json)) return fail('must be a mapping with a "hosts" list; see examples/hosts.yaml');
-  const known = ['cluster', 'port', 'spares-per-host', 'install', 'reset', 'timing', 'hosts'];
+  const known = ['cluster', 'port', 'spares-per-host', 'install', 'task-user', 'reset', 'timing', 'hosts'];
   for (const k of Object.keys(json)) if (!known.includes(k)) fail(`unknown setting "${k}": use ${known.join(', ')}`);
 
   const name = json['cluster'] ?? 'trine';
@@ -96,10 +102,16 @@ export function parseHostsFile(text: string, path: string): HostsFile {
     fail(`"port" must be an integer from 1024 to ${65534 - (sparesPerHost as number)} (a host listens on it and the next ${(sparesPerHost as number) + 1})`);
   }
   const install = parseInstall(json['install'], fail);
+  const taskUser = json['task-user'] ?? DEFAULT_TASK_USER;
+  if (typeof taskUser !== 'string' || !isUserName(taskUser)) fail('"task-user" must be a user name (the unprivileged user tasks run as; default nobody)');
+  // Only root can start a process as another user; a non-root agent would fail every spawn.
+  if (install.user !== 'root' && install.user !== taskUser) {
+    fail(`install.user ${install.user} cannot start tasks as task-user ${taskUser as string}: run the node daemons as root (install.user: root), or set task-user: ${install.user} (tasks then run as the daemons' user)`);
+  }
   const reset = parseReset(json['reset'], fail);
   const timing = parseTiming(json['timing'], fail);
   const hosts = parseHosts(json['hosts'], fail);
-  return { name: name as string, basePort: basePort as number, sparesPerHost: sparesPerHost as number, install, reset, timing, hosts };
+  return { name: name as string, basePort: basePort as number, sparesPerHost: sparesPerHost as number, install, taskUser: taskUser as string, reset, timing, hosts };
 }
 
 function parseInstall(v: unknown, fail: (what: string) => never): HostsFile['install'] {

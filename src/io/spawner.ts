@@ -33,12 +33,28 @@
 // Output: stdin is /dev/null; stdout and stderr are appended to `<logDir>/<taskId>/<vpid>.out`
 // and `.err`. The files are opened synchronously before spawn and handed to the child as its
 // fds 1 and 2, so nothing passes through the Agent and nothing is lost if the Agent dies; a
-// restarted VPID appends to the same files.
-import { spawn, type ChildProcess } from 'node:child_process';
+// restarted VPID appends to the same files. The Agent opens them, so a task user needs no
+// access to the log directory.
+//
+// The task user (issue 13 item 6; cluster.json `taskUser`): tasks must not touch Trine's
+// secrets, so they run as an unprivileged user, not as the daemons' (root on a real node). The
+// name is resolved once to a uid and gid with `id` (so NSS users work, not only /etc/passwd);
+// an Agent running as root passes them to spawn(), which drops every supplementary group,
+// then sets the gid and the uid before exec, so the child holds no capability and no group of
+// ours: it cannot read the 0700/0600 keys and records, nor signal the daemons (EPERM). An Agent
+// that is not root cannot switch users; a taskUser other than its own fails every spawn with
+// TASK_USER_DENIED rather than running tasks with the daemons' rights. A name with no such user
+// is TASK_USER_UNKNOWN. The working directory: Node changes into it before it drops privileges,
+// so a directory the task user may not enter would be entered all the same and then be
+// unreadable; the search (x) permission of the task user on `cwd` is checked first instead
+// (EACCES), from the mode bits (ACLs are not consulted). The executable must be executable by
+// the task user (else EACCES at exec).
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { FsmAgentProcEvent, KillProcessParams, SpawnProcessParams } from '../../fsm/fsm-agent-proc.ts';
 import { assert } from '../core/result.ts';
+import { isUserName } from './cluster-dir.ts';
 
 /** How to start one process: FsmAgentProc's `spawnProcess` params plus where its logs go. */
 export type SpawnSpec = SpawnProcessParams & { logDir: string };
@@ -63,15 +79,47 @@ export function processLogPaths(logDir: string, taskId: string, vpid: number): {
   return { out: join(dir, `${vpid}.out`), err: join(dir, `${vpid}.err`) };
 }
 
-/** A spec problem found before spawning: a stable code and the operator-facing text. */
-class SpawnError extends Error {
+/** Stable codes of the spawn failures this file finds itself (besides errno codes). */
+export type SpawnErrorCode = 'EINVAL' | 'ENOTDIR' | 'EACCES' | 'TASK_USER_UNKNOWN' | 'TASK_USER_DENIED' | (string & {});
+
+/** A spec problem found before spawning: a stable code and the operator-facing text, reported
+ *  as the `os.forkFailed` "spawn failed: <CODE> …". */
+export class SpawnError extends Error {
+  override readonly name = 'SpawnError';
   constructor(
-    readonly code: string,
+    readonly code: SpawnErrorCode,
     detail: string,
   ) {
     super(`spawn failed: ${code} ${detail}`);
   }
 }
+
+export type UserIds = { uid: number; gid: number };
+
+/** The uid and primary gid of user `name`, or null when there is no such user. Runs `id`, so
+ *  users from any NSS source resolve. Throws only when `id` itself cannot run. */
+export function lookupUser(name: string): UserIds | null {
+  if (!isUserName(name)) return null;
+  const ask = (flag: '-u' | '-g'): number | null => {
+    try {
+      const out = execFileSync('id', [flag, name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+      return /^[0-9]+$/.test(out) ? Number(out) : null;
+    } catch (error) {
+      if (typeof (error as { status?: unknown }).status === 'number') return null; // id ran: no such user
+      throw error;
+    }
+  };
+  const uid = ask('-u');
+  const gid = uid === null ? null : ask('-g');
+  return uid === null || gid === null ? null : { uid, gid };
+}
+
+export type SpawnerOptions = {
+  /** Run every task as this user (cluster.json `taskUser`); absent: as the Agent's own user. */
+  readonly taskUser?: string;
+  /** How a user name resolves (tests); lookupUser by default. */
+  readonly lookup?: (name: string) => UserIds | null;
+};
 
 const errnoCode = (error: unknown): string =>
   typeof error === 'object' && error !== null && typeof (error as { code?: unknown }).code === 'string'
@@ -127,10 +175,53 @@ function openLogs(spec: SpawnSpec): { outFd: number; errFd: number } {
   }
 }
 
+/** The task user's search permission on `cwd` (see the header), from the mode bits alone: the
+ *  child has no supplementary group (spawn drops them), so owner, then group, then other. */
+function checkCwdFor(user: UserIds & { name: string }, cwd: string): void {
+  const st = statSync(cwd);
+  const bits = st.uid === user.uid ? (st.mode >> 6) & 7 : st.gid === user.gid ? (st.mode >> 3) & 7 : st.mode & 7;
+  if ((bits & 1) === 0) {
+    throw new SpawnError('EACCES', `cwd ${cwd} (the task user ${user.name} may not enter it: choose a --cwd it can read, or chmod o+x it)`);
+  }
+}
+
 /** Spawner over node:child_process. One instance per Agent. */
 export class ChildProcessSpawner implements Spawner {
   /** Children whose terminal event has not been reported yet. */
   private readonly live = new Set<ChildProcess>();
+  private readonly taskUser: string | null;
+  private readonly lookup: (name: string) => UserIds | null;
+  /** The task user's ids, once resolved (a failed lookup is tried again at the next spawn). */
+  private resolved: UserIds | null = null;
+
+  constructor(opts: SpawnerOptions = {}) {
+    this.taskUser = opts.taskUser ?? null;
+    this.lookup = opts.lookup ?? lookupUser;
+  }
+
+  /** The uid and gid to start tasks with, or null to start them as the Agent's own user. */
+  private identity(): (UserIds & { name: string }) | null {
+    const name = this.taskUser;
+    if (name === null) return null;
+    if (this.resolved === null) {
+      let ids: UserIds | null;
+      try {
+        ids = this.lookup(name);
+      } catch (error) {
+        throw new SpawnError('TASK_USER_UNKNOWN', `cannot look up the task user ${name}: ${errorText(error)}`);
+      }
+      if (ids === null) {
+        throw new SpawnError('TASK_USER_UNKNOWN', `the task user ${name} does not exist on this node: create it (e.g. useradd --system ${name}) or change taskUser in cluster.json`);
+      }
+      this.resolved = ids;
+    }
+    const me = typeof process.getuid === 'function' ? process.getuid() : null;
+    if (me === this.resolved.uid) return null; // already that user: nothing to switch
+    if (me !== 0) {
+      throw new SpawnError('TASK_USER_DENIED', `the agent runs as uid ${String(me)}, not root, so it cannot start tasks as ${name} (uid ${this.resolved.uid}): run the node daemons as root, or make taskUser the agent's own user`);
+    }
+    return { name, ...this.resolved };
+  }
 
   /** Processes started and not yet reported terminal (0 once all have ended: no leaks). */
   get trackedCount(): number {
@@ -142,12 +233,15 @@ export class ChildProcessSpawner implements Spawner {
     let child: ChildProcess;
     try {
       checkSpec(spec);
+      const user = this.identity();
+      if (user !== null) checkCwdFor(user, spec.cwd);
       fds = openLogs(spec);
       child = spawn(spec.file, spec.args, {
         cwd: spec.cwd,
         env: childEnv(spec.env),
         detached: true,
         stdio: ['ignore', fds.outFd, fds.errFd],
+        ...(user === null ? {} : { uid: user.uid, gid: user.gid }),
       });
     } catch (error) {
       // Sync failures: our spec checks, log files, or what Node throws instead of emitting.

@@ -202,7 +202,11 @@ export class TaskSim implements NodeHooks {
   /** Submit a task; returns the submit's nonce (what identifies the task across a reset). */
   submit(spec: { name: string; size: number; file: string; args?: string[]; mode?: ProcMode }, done?: (ok: boolean, text: string) => void): string {
     const mode = spec.mode ?? (spec.file === 'sim-linked' ? 'linked' : 'plain');
-    return this.operate((nonce) => ({ type: 'task.submit', nonce, name: spec.name, size: spec.size, file: spec.file, args: spec.args ?? [], cwd: '/', env: [], mode }), done);
+    // The task key (PROTOCOL §9.5) from the nonce, which the seeded generator drew: reproducible.
+    const taskKey = (nonce: string): Uint8Array => Uint8Array.from({ length: 32 }, (_, i) => parseInt(nonce.slice((i % 16) * 2, (i % 16) * 2 + 2), 16));
+    return this.operate((nonce) => ({
+      type: 'task.submit', nonce, name: spec.name, size: spec.size, file: spec.file, args: spec.args ?? [], cwd: '/', env: [], mode, taskKey: taskKey(nonce),
+    }), done);
   }
 
   // ---- linked processes (PROTOCOL §9) ------------------------------------------------------

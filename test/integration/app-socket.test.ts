@@ -2,8 +2,9 @@
 // over a real Unix socket in a temporary directory: the hello handshake (welcome, refusals for a
 // bad token, an unknown VPID and a duplicate), the hello timeout, frames before hello, malformed
 // and oversized frames, clean finalize versus a crash (a linked child killed with SIGKILL), the
-// bound on a slow reader's queue, the bound on unidentified connections, and the socket file's
-// life (stale file replaced, live server and foreign file refused, unlinked on close).
+// bound on a slow reader's queue, the bound on unidentified connections, the socket file's
+// life (stale file replaced, live server and foreign file refused, unlinked on close), and the
+// agent's abstract socket and the task key its welcome hands over (PROTOCOL §9.5).
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { lstatSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,12 +17,14 @@ import {
   agentToProc, AppFrameDecoder, encodeAppFrame, procToAgent, type AgentToProc, type ProcToAgent,
 } from '../../src/core/wire/app-wire.ts';
 import {
-  AppSocketError, AppSocketServer, type AppSocketLogEvent, type AppSocketServerOptions,
+  agentSocketName, AppSocketError, AppSocketServer, socketAddress, type AppSocketLogEvent, type AppSocketServerOptions,
 } from '../../src/daemon/app-socket.ts';
 import { FakeAgent, waitUntil } from '../fixtures/link/harness.ts';
 
 const TASK = 't1';
 const TOKEN = randomBytes(16).toString('hex');
+/** The task key the welcome hands over (PROTOCOL §9.5). */
+const KEY = new Uint8Array(randomBytes(32));
 const dirs: string[] = [];
 const servers: AppSocketServer[] = [];
 const sockets: Socket[] = [];
@@ -59,6 +62,7 @@ async function listen(extra: Partial<AppSocketServerOptions> = {}): Promise<Reco
       if (task !== TASK || vpid > 3) return `unknown process ${task}/${vpid}`;
       return token === TOKEN ? null : 'bad token';
     },
+    taskKey: () => KEY,
     onConnected: (task, vpid, endpoint) => r.connected.push({ task, vpid, endpoint }),
     onSignal: (_task, vpid, req) => r.signals.push({ vpid, signum: req.signum, arg: req.arg }),
     onFinalized: (_task, vpid) => r.finalized.push(vpid),
@@ -114,7 +118,7 @@ describe('hello', () => {
     const c = await client(r.path);
     c.write(hello(2));
     await waitUntil(() => c.frames.length > 0, 'welcome');
-    expect(c.frames[0]).toEqual({ type: 'welcome' });
+    expect(c.frames[0]).toEqual({ type: 'welcome', taskKey: KEY });
     expect(r.connected).toEqual([{ task: TASK, vpid: 2, endpoint: '127.0.0.1:5002' }]);
     expect(r.server.isConnected(TASK, 2)).toBe(true);
     expect(r.server.send(TASK, 2, { type: 'signal', signum: 100, src: 1, dest: 2, arg: -5, epoch: 3, node: '', data: '' })).toBe(true);
@@ -152,7 +156,7 @@ describe('hello', () => {
     expect(second.frames[0]).toMatchObject({ type: 'refused' });
     expect(r.logs.find((e) => e.type === 'app.refused')).toMatchObject({ code: 'DUPLICATE' });
     expect(first.closed).toBe(false);
-    expect(r.server.send(TASK, 0, { type: 'welcome' })).toBe(true);
+    expect(r.server.send(TASK, 0, { type: 'welcome', taskKey: KEY })).toBe(true);
     expect(r.connected).toHaveLength(1);
   });
 
@@ -211,7 +215,7 @@ describe('bad frames', () => {
     const again = await client(r.path);
     again.write(hello(1));
     await waitUntil(() => again.frames.length > 0, 'welcome after reconnect');
-    expect(again.frames[0]).toEqual({ type: 'welcome' });
+    expect(again.frames[0]).toEqual({ type: 'welcome', taskKey: KEY });
   });
 
   it('an oversized frame is refused from its length prefix alone (WIRE_LIMIT)', async () => {
@@ -250,7 +254,7 @@ describe('disconnects', () => {
     expect(r.finalized).toEqual([3]);
     expect(r.closed).toEqual([{ vpid: 3, clean: true }]);
     expect(r.server.isConnected(TASK, 3)).toBe(false);
-    expect(r.server.send(TASK, 3, { type: 'welcome' })).toBe(false);
+    expect(r.server.send(TASK, 3, { type: 'welcome', taskKey: KEY })).toBe(false);
   });
 
   it('a linked child killed with SIGKILL is a crash (clean = false); one that finalizes is clean', async () => {
@@ -277,7 +281,7 @@ describe('disconnects', () => {
     await waitUntil(() => r.connected.length > 0, 'connected');
     r.server.disconnect(TASK, 2, 'task killed');
     await waitUntil(() => c.closed, 'close');
-    expect(c.frames).toEqual([{ type: 'welcome' }, { type: 'refused', reason: 'task killed' }]);
+    expect(c.frames).toEqual([{ type: 'welcome', taskKey: KEY }, { type: 'refused', reason: 'task killed' }]);
     await waitUntil(() => r.closed.length > 0, 'onClosed');
     expect(r.closed).toEqual([{ vpid: 2, clean: false }]);
     await closedLog(r, 'DISCONNECTED');
@@ -299,7 +303,7 @@ describe('disconnects', () => {
       if (sent % 8 === 7) await new Promise((res) => setImmediate(res));
     }
     expect(sent).toBeLessThan(10_000);
-    expect(r.server.send(TASK, 1, { type: 'welcome' })).toBe(false);
+    expect(r.server.send(TASK, 1, { type: 'welcome', taskKey: KEY })).toBe(false);
     await closedLog(r, 'SLOW_READER');
     await waitUntil(() => r.closed.length > 0, 'onClosed');
     expect(r.closed).toEqual([{ vpid: 1, clean: false }]);
@@ -323,7 +327,7 @@ describe('socket file', () => {
     const res = spawnSync(process.execPath, ['-e', script], { stdio: 'ignore' });
     expect(res.signal).toBe('SIGKILL');
     expect(lstatSync(path).isSocket()).toBe(true);
-    const server = await AppSocketServer.listen(path, { authenticate: () => null });
+    const server = await AppSocketServer.listen(path, { authenticate: () => null, taskKey: () => KEY });
     servers.push(server);
     const c = await client(path);
     c.write(hello(0));
@@ -332,12 +336,46 @@ describe('socket file', () => {
 
   it('refuses a path where a server is live, or that is not a socket', async () => {
     const r = await listen();
-    await expect(AppSocketServer.listen(r.path, { authenticate: () => null })).rejects.toMatchObject({ code: 'ALREADY_LISTENING' });
+    await expect(AppSocketServer.listen(r.path, { authenticate: () => null, taskKey: () => KEY })).rejects.toMatchObject({ code: 'ALREADY_LISTENING' });
     const file = join(dirs[0] as string, 'not-a-socket');
     writeFileSync(file, 'data');
-    const e = await AppSocketServer.listen(file, { authenticate: () => null }).catch((x: unknown) => x);
+    const e = await AppSocketServer.listen(file, { authenticate: () => null, taskKey: () => KEY }).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(AppSocketError);
     expect(e).toMatchObject({ code: 'PATH_IN_USE' });
     expect(existsSync(file)).toBe(true);
+  });
+});
+
+describe('the agent\'s abstract socket and the task key (issue 13 item 6, PROTOCOL §9.5)', () => {
+  it('listens on @trine/<cluster>/<agent> with no file: reachable by name, a second agent refused, the name free again after close', async () => {
+    const name = agentSocketName(`test-${randomBytes(6).toString('hex')}`, 'a1');
+    expect(name).toMatch(/^@trine\/test-[0-9a-f]{12}\/a1$/);
+    const server = await AppSocketServer.listen(name, { authenticate: (task, _vpid, token) => (task === TASK && token === TOKEN ? null : 'no'), taskKey: () => KEY });
+    servers.push(server);
+    await expect(AppSocketServer.listen(name, { authenticate: () => null, taskKey: () => KEY })).rejects.toMatchObject({ code: 'ALREADY_LISTENING' });
+    const c = await client(socketAddress(name));
+    c.write(hello(1));
+    await waitUntil(() => c.frames.length > 0, 'welcome');
+    expect(c.frames[0]).toEqual({ type: 'welcome', taskKey: KEY });
+    await server.close();
+    servers.splice(servers.indexOf(server), 1);
+    const again = await AppSocketServer.listen(name, { authenticate: () => null, taskKey: () => KEY });
+    servers.push(again);
+  });
+
+  it('the welcome carries the task key of that process; no key known refuses the hello', async () => {
+    const keys = new Map([[1, new Uint8Array(32).fill(1)], [2, new Uint8Array(32).fill(2)]]);
+    const r = await listen({ taskKey: (_task, vpid) => keys.get(vpid) ?? null });
+    for (const vpid of [1, 2]) {
+      const c = await client(r.path);
+      c.write(hello(vpid));
+      await waitUntil(() => c.frames.length > 0, 'welcome');
+      expect(c.frames[0]).toEqual({ type: 'welcome', taskKey: keys.get(vpid) });
+    }
+    const keyless = await client(r.path);
+    keyless.write(hello(3));
+    await waitUntil(() => keyless.closed, 'refused');
+    expect(keyless.frames).toEqual([{ type: 'refused', reason: `no task key for ${TASK}/3 on this node` }]);
+    expect(r.connected.map((x) => x.vpid)).toEqual([1, 2]);
   });
 });

@@ -15,7 +15,7 @@ import {
 } from '../../src/app/gmpi/collectives.ts';
 import { CommLayer, type Comm } from '../../src/app/gmpi/comm.ts';
 import { P2P, P2PError, type P2POptions } from '../../src/app/gmpi/p2p.ts';
-import { expectCode, track, turns, until } from './gmpi-test-tools.ts';
+import { expectCode, TEST_TASK_KEY, track, turns, until } from './gmpi-test-tools.ts';
 
 const TASK = 't9';
 const opened: P2P[] = [];
@@ -32,7 +32,7 @@ type Rank = { p2p: P2P; layer: CommLayer; comm: Comm };
  *  100 + 7·i, and ranks run in reverse VPID order, so no code can confuse the two. */
 async function world(size: number, extra: Partial<P2POptions> = {}): Promise<Rank[]> {
   const vpids = Array.from({ length: size }, (_, i) => 100 + 7 * i);
-  const p2ps = await Promise.all(vpids.map((self) => P2P.open({ taskId: TASK, self, ...extra })));
+  const p2ps = await Promise.all(vpids.map((self) => P2P.open({ taskId: TASK, self, taskKey: TEST_TASK_KEY, ...extra })));
   opened.push(...p2ps);
   const peers = p2ps.map((p) => ({ id: p.self, host: '127.0.0.1', port: p.port }));
   await Promise.all(p2ps.map((p) => p.connect(peers)));
@@ -258,7 +258,7 @@ import { P2P } from '${SRC}p2p.ts';
 import { CommLayer } from '${SRC}comm.ts';
 import { allgather, allreduce, barrier, bcast, gather, reduce, scatter } from '${SRC}collectives.ts';
 const self = Number(process.argv[1]);
-const p2p = await P2P.open({ taskId: '${TASK}', self });
+const p2p = await P2P.open({ taskId: '${TASK}', self, taskKey: new Uint8Array(32).fill(0x5a) });
 process.send({ port: p2p.port });
 const peers = await new Promise((resolve) => process.once('message', resolve));
 await p2p.connect(peers);

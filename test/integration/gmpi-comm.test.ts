@@ -5,13 +5,13 @@
 // existing mesh (its hello before or after the survivors expect it), removePeer, discardComm
 // dropping the old communicator's messages, and a whole crash → replace → new communicator
 // cycle. No wall-clock thresholds: waits are event-driven.
-import { connect as dial, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { allreduce, barrier } from '../../src/app/gmpi/collectives.ts';
 import { CommLayer, type Comm } from '../../src/app/gmpi/comm.ts';
 import { ANY_SOURCE, ANY_TAG, P2P, P2PError, type LostReason, type P2POptions, type PeerAddress } from '../../src/app/gmpi/p2p.ts';
 import { encodeFrame, FLAG_STRUCTURED } from '../../src/app/gmpi/wire.ts';
-import { expectCode, track, turns, until } from './gmpi-test-tools.ts';
+import { expectCode, RawPeer, TEST_TASK_KEY, track, turns, until } from './gmpi-test-tools.ts';
 
 const TASK = 't12';
 const opened: P2P[] = [];
@@ -26,7 +26,7 @@ type Proc = { p2p: P2P; layer: CommLayer; lost: { id: number; reason: LostReason
 
 async function open(self: number, extra: Partial<P2POptions> = {}): Promise<Proc> {
   const lost: Proc['lost'] = [];
-  const p2p = await P2P.open({ taskId: TASK, self, onConnectionLost: (id, reason) => lost.push({ id, reason }), ...extra });
+  const p2p = await P2P.open({ taskId: TASK, self, taskKey: TEST_TASK_KEY, onConnectionLost: (id, reason) => lost.push({ id, reason }), ...extra });
   opened.push(p2p);
   return { p2p, layer: new CommLayer(p2p), lost, address: { id: self, host: '127.0.0.1', port: p2p.port } };
 }
@@ -153,10 +153,9 @@ describe('G-MPI communicators: ranks and VPIDs', () => {
   it('a malformed structured payload from a peer is BAD_PAYLOAD for the receiving call only', async () => {
     const me = await open(1);
     const connected = me.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]);
-    const raw = dial({ host: '127.0.0.1', port: me.p2p.port });
-    rawSockets.push(raw);
-    raw.resume();
-    raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+    const raw = RawPeer.dial(me.p2p.port);
+    rawSockets.push(raw.socket);
+    await raw.hello(6, { taskId: TASK });
     await connected;
     const comm = me.layer.create(3, [1, 6]);
     let seq = 0;
@@ -254,13 +253,11 @@ describe('G-MPI dynamic membership (spec §5.5)', () => {
     expect(one.lost).toEqual([]);
     expect(one.p2p.members().map((m) => m.id)).toEqual([2]);
     // Its old id can never say hello again.
-    const ghost = dial({ host: '127.0.0.1', port: get(procs, 2).p2p.port });
-    rawSockets.push(ghost);
+    const ghost = RawPeer.dial(get(procs, 2).p2p.port);
+    rawSockets.push(ghost.socket);
     get(procs, 2).p2p.removePeer(3);
-    let ghostClosed = false;
-    ghost.on('close', () => (ghostClosed = true)).resume();
-    ghost.write(encodeFrame({ type: 'hello', id: 3, taskId: TASK }));
-    await until(() => ghostClosed, 'stale hello refused');
+    await ghost.hello(3, { taskId: TASK });
+    await until(() => ghost.closed, 'stale hello refused');
     expect(get(procs, 2).p2p.members().map((m) => m.id)).toEqual([1]);
     // Any-source receives go on with the remaining peers.
     expect(fromAnyone.settled()).toBe(false);

@@ -9,7 +9,7 @@
 // and communicators are in gmpi-comm.test.ts. No wall-clock thresholds: waits are event-driven.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer, connect as dial, type AddressInfo, type Socket } from 'node:net';
+import type { Server, Socket } from 'node:net';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +18,7 @@ import {
   ANY_SOURCE, ANY_TAG, P2P, P2PError, type LostReason, type P2PLogEvent, type P2POptions,
 } from '../../src/app/gmpi/p2p.ts';
 import { encodeFrame } from '../../src/app/gmpi/wire.ts';
-import { expectCode, track, turns, until } from './gmpi-test-tools.ts';
+import { expectCode, RawPeer, rawAcceptor, TEST_TASK_KEY, track, turns, until } from './gmpi-test-tools.ts';
 
 const TASK = 't7';
 /** The mesh's VPIDs: node index i has VPID IDS[i]. */
@@ -27,22 +27,27 @@ const SIZE = IDS.length;
 const id = (i: number): number => IDS[i] ?? -1;
 const opened: P2P[] = [];
 const rawSockets: Socket[] = [];
+const servers: Server[] = [];
 
 const children: ChildProcess[] = [];
 
 afterEach(async () => {
   for (const c of children.splice(0)) c.kill('SIGKILL');
   for (const s of rawSockets.splice(0)) s.destroy();
+  for (const s of servers.splice(0)) s.close();
   await Promise.all(opened.splice(0).map((p) => p.close()));
 });
 
 type Node = { p2p: P2P; lost: { id: number; reason: LostReason }[]; logs: P2PLogEvent[] };
 
-async function openNode(self: number, extra: Partial<P2POptions> = {}): Promise<Node> {
+/** A P2P endpoint holding the tests' task key (none with `keyless`: the agent has not handed
+ *  it over yet). */
+async function openNode(self: number, extra: Partial<P2POptions> = {}, keyless = false): Promise<Node> {
   const lost: Node['lost'] = [];
   const logs: P2PLogEvent[] = [];
   const p2p = await P2P.open({
-    taskId: TASK, self, onConnectionLost: (r, reason) => lost.push({ id: r, reason }), log: (e) => logs.push(e), ...extra,
+    taskId: TASK, self, ...(keyless ? {} : { taskKey: TEST_TASK_KEY }), onConnectionLost: (r, reason) => lost.push({ id: r, reason }),
+    log: (e) => logs.push(e), ...extra,
   });
   opened.push(p2p);
   return { p2p, lost, logs };
@@ -66,13 +71,20 @@ const node = (nodes: Node[], r: number): P2P => {
 
 const bytes = (...xs: number[]) => new Uint8Array(xs);
 
-/** Process 1 expecting VPID 6, and a raw socket that dials it as 6 and says hello. */
-async function rawPeerSix(): Promise<{ n1: Node; raw: Socket; connected: ReturnType<typeof track<void>> }> {
-  const n1 = await openNode(1);
+/** A raw peer dialling `port`, cleaned up after the test. */
+function rawDial(port: number, localAddress?: string): RawPeer {
+  const raw = RawPeer.dial(port, localAddress);
+  rawSockets.push(raw.socket);
+  return raw;
+}
+
+/** Process 1 expecting VPID 6, and a raw socket that dials it as 6 and says an authenticated
+ *  hello (PROTOCOL §9.5). */
+async function rawPeerSix(opts: Partial<P2POptions> = {}): Promise<{ n1: Node; raw: RawPeer; connected: ReturnType<typeof track<void>> }> {
+  const n1 = await openNode(1, opts);
   const connected = track(n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]));
-  const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
-  rawSockets.push(raw);
-  raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+  const raw = rawDial(n1.p2p.port);
+  await raw.hello(6, { taskId: TASK });
   return { n1, raw, connected };
 }
 
@@ -84,7 +96,7 @@ type ChildPeer = { proc: ChildProcess; port: number; ask: (cmd: unknown, answer:
 /** A P2P endpoint in its own process (test/fixtures/gmpi/p2p-peer.ts), so it can die as a
  *  crashed process does: killed, its sockets closed by the kernel without a bye. */
 async function startPeer(self: number): Promise<ChildPeer> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', PEER_APP, TASK, String(self)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, ['--import', 'tsx', PEER_APP, TASK, String(self), Buffer.from(TEST_TASK_KEY).toString('hex')], { stdio: ['pipe', 'pipe', 'inherit'] });
   children.push(proc);
   const lines = createInterface({ input: proc.stdout as Readable });
   const waiting: ((line: Record<string, unknown>) => void)[] = [];
@@ -392,38 +404,27 @@ describe('G-MPI P2P connection loss (G_MPI_SIG_LOCAL_CONNECTION, spec §5.4)', (
 
   it('a malformed frame from a connected peer closes that connection with a typed reason', async () => {
     // VPID 1 accepts from the higher VPID 6, which a raw socket plays.
-    const n1 = await openNode(1);
-    const connected = n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]);
-    const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
-    rawSockets.push(raw);
-    let rawClosed = false;
-    const answers: Buffer[] = [];
-    raw.on('close', () => (rawClosed = true)).on('data', (b: Buffer) => answers.push(b));
-    raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
-    await connected;
+    const { n1, raw, connected } = await rawPeerSix();
+    await connected.promise;
     const pending = track(n1.p2p.recv(6, ANY_TAG));
     raw.write(encodeFrame({ type: 'data', id: 6, comm: 0, tag: 1, seq: 0, structured: false, payload: bytes(1) }));
     expect((await pending.promise).data).toEqual(bytes(1));
-    // The acceptor answered the hello with its own.
-    const helloBack = Buffer.from(encodeFrame({ type: 'hello', id: 1, taskId: TASK }));
-    await until(() => Buffer.concat(answers).length >= helloBack.length, 'hello answered');
-    expect(Buffer.concat(answers)).toEqual(helloBack);
+    // The acceptor challenged, then answered the hello with its own, over the same nonce.
+    await until(() => raw.frames.length >= 2, 'hello answered');
+    const [challenge, helloBack] = raw.frames;
+    expect(challenge).toMatchObject({ type: 'challenge', id: 1 });
+    expect(helloBack).toMatchObject({ type: 'hello', id: 1, taskId: TASK, nonce: challenge?.type === 'challenge' ? challenge.nonce : null });
     const next = track(n1.p2p.recv(6, ANY_TAG));
     raw.write(bytes(0x00, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23));
     await expectCode(next.promise, 'PEER_LOST');
     expect(n1.lost.map((l) => [l.id, l.reason.code])).toEqual([[6, 'BAD_MAGIC']]);
     expect(n1.logs.map((e) => [e.id, e.reason.code])).toEqual([[6, 'BAD_MAGIC']]);
-    await until(() => rawClosed, 'raw socket closed by the receiver');
+    await until(() => raw.closed, 'raw socket closed by the receiver');
   });
 
   it('a frame header announcing more than maxMessageBytes closes the connection with TOO_LARGE', async () => {
-    const n1 = await openNode(1, { maxMessageBytes: 1000 });
-    const connected = n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]);
-    const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
-    rawSockets.push(raw);
-    raw.resume();
-    raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
-    await connected;
+    const { n1, raw, connected } = await rawPeerSix({ maxMessageBytes: 1000 });
+    await connected.promise;
     const pending = track(n1.p2p.recv(6, ANY_TAG));
     // Only the header of a 1001-byte message: refused before any payload is buffered.
     raw.write(encodeFrame({ type: 'data', id: 6, comm: 0, tag: 1, seq: 0, structured: false, payload: new Uint8Array(1001) }).subarray(0, 24));
@@ -434,16 +435,14 @@ describe('G-MPI P2P connection loss (G_MPI_SIG_LOCAL_CONNECTION, spec §5.4)', (
   it('a sequence gap is a protocol error, and a stray connection is dropped without an id', async () => {
     const n1 = await openNode(1);
     const connected = track(n1.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]));
-    const stray = dial({ host: '127.0.0.1', port: n1.p2p.port });
-    rawSockets.push(stray);
+    const stray = rawDial(n1.p2p.port);
     stray.write(text('GET / HTTP/1.1\r\n\r\n          '));
     await until(() => n1.logs.length === 1, 'stray logged');
     expect(n1.logs[0]).toMatchObject({ id: null, reason: { code: 'BAD_VERSION' } });
     expect(n1.lost).toEqual([]);
     expect(connected.settled()).toBe(false);
-    const raw = dial({ host: '127.0.0.1', port: n1.p2p.port });
-    rawSockets.push(raw);
-    raw.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+    const raw = rawDial(n1.p2p.port);
+    await raw.hello(6, { taskId: TASK });
     raw.write(encodeFrame({ type: 'data', id: 6, comm: 0, tag: 1, seq: 1, structured: false, payload: bytes() }));
     await connected.promise;
     await until(() => n1.lost.length === 1, 'loss raised');
@@ -459,28 +458,21 @@ describe('G-MPI P2P connection loss (G_MPI_SIG_LOCAL_CONNECTION, spec §5.4)', (
     await until(() => n1.lost.length === 1, 'loss raised');
     await expectCode(n1.p2p.whenConnected([6]), 'PEER_LOST');
     // The peer dials again before we revive it: its hello is held, not refused.
-    const again = dial({ host: '127.0.0.1', port: n1.p2p.port });
-    rawSockets.push(again);
-    const answered = new Promise<void>((resolve) => again.once('data', () => resolve()));
-    again.write(encodeFrame({ type: 'hello', id: 6, taskId: TASK }));
+    const again = rawDial(n1.p2p.port);
+    await again.hello(6, { taskId: TASK });
     await until(() => n1.p2p.stats().heldConnections === 1, 'hello held');
+    expect(again.frames.map((f) => f.type)).toEqual(['challenge']);
     n1.p2p.revive([{ id: 6, host: '127.0.0.1', port: 1 }]);
     await n1.p2p.whenConnected([6]);
-    await answered;
+    await until(() => again.frames.length === 2, 'hello answered');
     again.write(encodeFrame({ type: 'data', id: 6, comm: 0, tag: 4, seq: 0, structured: false, payload: text('anew') }));
     expect(str((await n1.p2p.recv(6, 4)).data)).toBe('anew');
     expect(n1.lost.map((l) => l.id)).toEqual([6]);
 
     // We dial (the peer, VPID 2, is lower): it drops the connection, we revive, and dial again.
     const n8 = await openNode(8);
-    const hellos: Socket[] = [];
-    const server = createServer((s) => {
-      hellos.push(s);
-      rawSockets.push(s);
-      s.once('data', () => s.write(encodeFrame({ type: 'hello', id: 2, taskId: TASK })));
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
+    const { server, port, sockets: hellos } = await rawAcceptor(2, TASK);
+    servers.push(server);
     await n8.p2p.connect([{ id: 2, host: '127.0.0.1', port }]);
     hellos[0]?.destroy();
     await until(() => n8.lost.length === 1, 'loss raised at the dialler');
@@ -491,22 +483,164 @@ describe('G-MPI P2P connection loss (G_MPI_SIG_LOCAL_CONNECTION, spec §5.4)', (
     // A peer that is not lost is left alone; a removed one stays removed.
     n8.p2p.revive([{ id: 2, host: '127.0.0.1', port }]);
     expect(hellos.length).toBe(2);
-    server.close();
+    for (const h of hellos) rawSockets.push(h);
   });
 
   it('a hello from another task, from our own id or from a lower id (which we must dial) is refused', async () => {
     const n2 = await openNode(2);
     void n2.p2p.connect([{ id: 5, host: '127.0.0.1', port: 1 }, { id: 6, host: '127.0.0.1', port: 1 }]).catch(() => {});
-    for (const [hello, code] of [
-      [{ type: 'hello', id: 5, taskId: 't8' }, 'WRONG_TASK'],
-      [{ type: 'hello', id: 2, taskId: TASK }, 'WRONG_ID'],
-      [{ type: 'hello', id: 1, taskId: TASK }, 'WRONG_ID'],
-    ] as const) {
-      const raw = dial({ host: '127.0.0.1', port: n2.p2p.port });
-      rawSockets.push(raw);
-      raw.write(encodeFrame(hello));
+    for (const [id, taskId, code] of [[5, 't8', 'WRONG_TASK'], [2, TASK, 'WRONG_ID'], [1, TASK, 'WRONG_ID']] as const) {
+      const raw = rawDial(n2.p2p.port);
+      await raw.hello(id, { taskId });
       await until(() => n2.logs.some((e) => e.reason.code === code), code);
     }
     expect(n2.lost).toEqual([]);
+  });
+});
+
+describe('G-MPI hello authentication (PROTOCOL §9.5: a MAC under the task key over both sides\' nonces)', () => {
+  /** A key the task's processes do not hold: what a stranger, or another task's process, has. */
+  const OTHER_KEY = new Uint8Array(32).fill(0x99);
+  const dataFrame = (id: number, seq: number, s: string) => encodeFrame({ type: 'data', id, comm: 0, tag: 1, seq, structured: false, payload: text(s) });
+
+  it('a forged hello (right task and VPID, wrong or missing MAC) is refused with BAD_MAC and none of its messages reach the process', async () => {
+    const n0 = await openNode(0);
+    const connected = track(n0.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]));
+    const waiting = track(n0.p2p.recv(ANY_SOURCE, ANY_TAG));
+    for (const forge of [{ key: OTHER_KEY }, { mac: new Uint8Array(32) }]) {
+      const raw = rawDial(n0.p2p.port);
+      await raw.hello(6, { taskId: TASK, ...forge });
+      // Pipelined behind the hello, as a forger would: never delivered.
+      raw.write(dataFrame(6, 0, 'forged'));
+      await until(() => raw.closed, 'forger cut off');
+      expect(raw.frames.map((f) => f.type)).toEqual(['challenge']); // no hello back
+    }
+    expect(n0.logs.map((e) => [e.id, e.reason.code])).toEqual([[null, 'BAD_MAC'], [null, 'BAD_MAC']]);
+    await turns(50);
+    expect(waiting.settled()).toBe(false);
+    expect(connected.settled()).toBe(false);
+    expect(n0.p2p.stats()).toMatchObject({ unexpectedMessages: 0, heldConnections: 0, unauthenticatedConnections: 0 });
+    expect(n0.lost).toEqual([]);
+    // The genuine VPID 6 still gets in afterwards.
+    const genuine = rawDial(n0.p2p.port);
+    await genuine.hello(6, { taskId: TASK });
+    genuine.write(dataFrame(6, 0, 'genuine'));
+    await connected.promise;
+    expect(str((await waiting.promise).data)).toBe('genuine');
+  });
+
+  it('a hello recorded on a real connection and replayed on a new one is refused: the acceptor\'s nonce is fresh', async () => {
+    const [n0, n1] = [await openNode(0), await openNode(1)];
+    // A recording relay between them: what an eavesdropper on the network captures.
+    const captured: Buffer[] = [];
+    const { createServer: listen, connect } = await import('node:net');
+    const relay = listen((client) => {
+      const upstream = connect({ host: '127.0.0.1', port: n0.p2p.port });
+      rawSockets.push(client, upstream);
+      client.on('data', (b: Buffer) => {
+        captured.push(b);
+        upstream.write(b);
+      });
+      upstream.on('data', (b: Buffer) => client.write(b));
+      client.on('error', () => {}).on('close', () => upstream.destroy());
+      upstream.on('error', () => {}).on('close', () => client.destroy());
+    });
+    servers.push(relay);
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    const relayPort = (relay.address() as { port: number }).port;
+    await Promise.all([
+      n0.p2p.connect([{ id: 0, host: '127.0.0.1', port: n0.p2p.port }, { id: 1, host: '127.0.0.1', port: 1 }]),
+      n1.p2p.connect([{ id: 0, host: '127.0.0.1', port: relayPort }, { id: 1, host: '127.0.0.1', port: n1.p2p.port }]),
+    ]);
+    await n1.p2p.send(0, 1, text('real'));
+    expect(str((await n0.p2p.recv(1, 1)).data)).toBe('real');
+    const recorded = Buffer.concat(captured); // VPID 1's hello, then its data frame
+    expect(recorded[2]).toBe(1); // kind: hello
+    // The eavesdropper replays it all on a connection of its own, as VPID 1 whose link broke.
+    await n1.p2p.close({ bye: false });
+    await until(() => n0.lost.length === 1, 'link to 1 lost');
+    const replay = rawDial(n0.p2p.port);
+    await replay.challenge();
+    replay.write(recorded);
+    await until(() => replay.closed, 'replay cut off');
+    expect(n0.logs.at(-1)?.reason.code).toBe('BAD_MAC');
+    expect(n0.p2p.stats()).toMatchObject({ unexpectedMessages: 0, heldConnections: 0 });
+  });
+
+  it('a dialler refuses an impostor at its peer\'s address that cannot prove the key (BAD_MAC): the peer is lost, nothing is sent to it', async () => {
+    const n8 = await openNode(8);
+    const sockets: Socket[] = [];
+    const { createServer: listen } = await import('node:net');
+    const impostor = listen((s) => {
+      sockets.push(s);
+      rawSockets.push(s);
+      const peer = new RawPeer(s);
+      s.write(encodeFrame({ type: 'challenge', id: 2, nonce: new Uint8Array(32).fill(1) }));
+      void until(() => peer.frames.length > 0, 'dialler hello').then(() =>
+        s.write(encodeFrame({ type: 'hello', id: 2, taskId: TASK, nonce: new Uint8Array(32).fill(1), mac: new Uint8Array(32).fill(7) })));
+    });
+    servers.push(impostor);
+    await new Promise<void>((resolve) => impostor.listen(0, '127.0.0.1', resolve));
+    const port = (impostor.address() as { port: number }).port;
+    await expectCode(n8.p2p.connect([{ id: 2, host: '127.0.0.1', port }]), 'PEER_LOST');
+    expect(n8.lost.map((l) => [l.id, l.reason.code])).toEqual([[2, 'BAD_MAC']]);
+    expect(sockets.length).toBe(1);
+  });
+
+  it('200 idle sockets from one address: 16 are kept (the rest closed before any challenge), all time out, then a peer connects', async () => {
+    const n0 = await openNode(0, { authTimeoutMs: 400 });
+    const connected = track(n0.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]));
+    const idle = Array.from({ length: 200 }, () => rawDial(n0.p2p.port));
+    await until(() => idle.filter((r) => r.closed).length >= 200 - 16, 'over-cap sockets closed');
+    expect(n0.p2p.stats().unauthenticatedConnections).toBe(16);
+    const refused = idle.filter((r) => r.closed);
+    expect(refused.every((r) => r.frames.length === 0)).toBe(true);
+    expect(n0.logs.filter((e) => e.reason.code === 'TOO_MANY_CONNECTIONS').length).toBe(200 - 16);
+    // The 16 kept were challenged, said nothing, and are closed when their time is up.
+    await until(() => idle.every((r) => r.closed), 'idle sockets timed out');
+    expect(n0.logs.filter((e) => e.reason.code === 'AUTH_TIMEOUT').length).toBe(16);
+    expect(idle.filter((r) => r.frames.length === 1).length).toBe(16);
+    expect(n0.p2p.stats().unauthenticatedConnections).toBe(0);
+    const genuine = rawDial(n0.p2p.port);
+    await genuine.hello(6, { taskId: TASK });
+    await connected.promise;
+  });
+
+  it('the cap over all addresses is 128: sockets from ten loopback addresses, 16 kept from each until 128', async () => {
+    const n0 = await openNode(0, { listenHost: '0.0.0.0' });
+    const idle: RawPeer[] = [];
+    for (let a = 2; a < 12; a++) for (let i = 0; i < 16; i++) idle.push(rawDial(n0.p2p.port, `127.0.0.${a}`));
+    await until(() => idle.filter((r) => r.closed).length >= 160 - 128, 'over-cap sockets closed');
+    await turns(50);
+    expect(n0.p2p.stats().unauthenticatedConnections).toBe(128);
+    expect(idle.filter((r) => r.closed).length).toBe(160 - 128);
+  });
+
+  it('a genuine peer refused by a full acceptor retries: it connects once the strangers\' slots free up', async () => {
+    const n0 = await openNode(0, { authTimeoutMs: 300 });
+    const idle = Array.from({ length: 16 }, () => rawDial(n0.p2p.port));
+    await until(() => n0.p2p.stats().unauthenticatedConnections === 16, 'slots of 127.0.0.1 full');
+    const n5 = await openNode(5);
+    const peers = [{ id: 0, host: '127.0.0.1', port: n0.p2p.port }, { id: 5, host: '127.0.0.1', port: n5.p2p.port }];
+    await Promise.all([n0.p2p.connect(peers), n5.p2p.connect(peers)]);
+    expect(idle.every((r) => r.closed)).toBe(true);
+    expect(n5.logs.some((e) => e.id === 0 && e.reason.detail.includes('dial again'))).toBe(true);
+    expect(n5.lost).toEqual([]);
+    await n5.p2p.send(0, 1, text('through'));
+    expect(str((await n0.p2p.recv(5, 1)).data)).toBe('through');
+  });
+
+  it('a hello that arrives before this process has its task key waits for it; connect() needs the key', async () => {
+    const n0 = await openNode(0, {}, true);
+    await expectCode(n0.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]), 'BAD_ARGUMENT');
+    const raw = rawDial(n0.p2p.port);
+    await raw.hello(6, { taskId: TASK });
+    raw.write(dataFrame(6, 0, 'early'));
+    await turns(50);
+    expect(n0.p2p.stats()).toMatchObject({ unauthenticatedConnections: 1, unexpectedMessages: 0 });
+    n0.p2p.setTaskKey(TEST_TASK_KEY);
+    expect(() => n0.p2p.setTaskKey(OTHER_KEY)).toThrow(P2PError);
+    await n0.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]);
+    expect(str((await n0.p2p.recv(6, 1)).data)).toBe('early');
   });
 });

@@ -2,14 +2,17 @@
 // os.* events FsmAgentProc consumes — os.spawned then exactly one os.exited with the exit code
 // or signal, or exactly one os.forkFailed for a spawn that never ran — applies cwd, the explicit
 // environment and args, appends stdout/stderr to per-process log files, and kills a whole process
-// group. Every test kills every process group it started (afterEach). No wall-clock threshold:
+// group; as root, it starts tasks as the unprivileged task user, who can read no 0600 file of
+// root's and signal no root process (issue 13 item 6). Every test kills every process group it
+// started (afterEach). No wall-clock threshold:
 // tests wait for events, with the file's generous timeout.
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { classifyExit } from '../../fsm/fsm-agent-proc.ts';
-import { ChildProcessSpawner, processLogPaths, type SpawnSpec, type SpawnerEvent } from '../../src/io/spawner.ts';
+import { ChildProcessSpawner, lookupUser, processLogPaths, type SpawnSpec, type SpawnerEvent } from '../../src/io/spawner.ts';
 
 const NODE = process.execPath;
 const WAIT = { timeout: 30_000, interval: 10 };
@@ -274,5 +277,98 @@ describe('Spawner: many at once', () => {
       }
     });
     expect(spawner.trackedCount).toBe(0);
+  });
+});
+
+// ---- the task user (issue 13 item 6; FAULT-MODEL "Tasks and Trine's secrets") ---------------------
+
+const IS_ROOT = typeof process.getuid === 'function' && process.getuid() === 0;
+const NOBODY = IS_ROOT ? lookupUser('nobody') : null;
+if (!IS_ROOT) process.stdout.write('spawner.test.ts: the task-user tests are skipped: they need root (to start a task as another user)\n');
+else if (NOBODY === null) process.stdout.write('spawner.test.ts: the task-user tests are skipped: this host has no user "nobody"\n');
+
+describe.skipIf(!IS_ROOT || NOBODY === null)('Spawner: tasks run as the unprivileged task user', () => {
+  /** Starts `s` with a spawner of its own for task user `user`; resolves on the terminal event. */
+  function startAs(user: string, s: SpawnSpec): Promise<{ events: SpawnerEvent[]; end: SpawnerEvent }> {
+    const own = new ChildProcessSpawner({ taskUser: user });
+    const events: SpawnerEvent[] = [];
+    return new Promise((resolve) => {
+      own.spawnProcess(s, (event) => {
+        events.push(event);
+        if (event.type === 'os.spawned') started.push(event.pid);
+        else resolve({ events, end: event });
+      });
+    });
+  }
+
+  it('runs as nobody: its uid, no group of ours; it cannot read a 0600 root file nor signal a root process; its output lands in .out', async () => {
+    const work = mkdtempSync(join(dir, 'work-'));
+    chmodSync(work, 0o755); // the task user must be able to enter its cwd
+    const secret = join(work, 'op.json');
+    writeFileSync(secret, '{"seed":"a fake private key"}\n', { mode: 0o600 });
+    const script = `
+      const fs = require('node:fs');
+      const status = fs.readFileSync('/proc/self/status', 'utf8');
+      const line = (k) => (status.split('\\n').find((l) => l.startsWith(k + ':')) ?? '').split(/\\s+/).slice(1).filter(Boolean);
+      const attempt = (f) => { try { f(); return 'allowed'; } catch (e) { return e.code; } };
+      console.log(JSON.stringify({
+        uid: line('Uid'), gid: line('Gid'), groups: line('Groups'), capEff: line('CapEff')[0],
+        read: attempt(() => fs.readFileSync(${JSON.stringify(secret)})),
+        kill: attempt(() => process.kill(${process.pid}, 0)),
+        cwd: process.cwd(),
+      }));`;
+    const s = nodeScript(script, { cwd: work });
+    const { events, end } = await startAs('nobody', s);
+    expect(events[0]?.type).toBe('os.spawned');
+    expect(end).toMatchObject({ type: 'os.exited', code: 0 });
+    const seen = JSON.parse(readFileSync(processLogPaths(s.logDir, 't1', 0).out, 'utf8')) as Record<string, unknown>;
+    const uid = String(NOBODY?.uid);
+    const gid = String(NOBODY?.gid);
+    expect(seen).toEqual({
+      uid: [uid, uid, uid, uid], gid: [gid, gid, gid, gid], groups: [], capEff: '0000000000000000',
+      read: 'EACCES', kill: 'EPERM', cwd: work,
+    });
+    // The agent (root) made the log files; the task only wrote to the fds it was handed.
+    expect(statSync(processLogPaths(s.logDir, 't1', 0).out).uid).toBe(0);
+  });
+
+  it('an unknown task user fails the spawn with TASK_USER_UNKNOWN; nothing runs', async () => {
+    const { events, end } = await startAs('no-such-user-trine', nodeScript('process.exit(0)'));
+    expect(events).toEqual([end]);
+    expect(end.type === 'os.forkFailed' ? end.error : '').toMatch(/^spawn failed: TASK_USER_UNKNOWN the task user no-such-user-trine does not exist/);
+  });
+
+  it('a cwd the task user may not enter fails with EACCES naming the user (the spawn would enter it as root)', async () => {
+    const closed = mkdtempSync(join(dir, 'closed-'));
+    chmodSync(closed, 0o700);
+    const { end } = await startAs('nobody', nodeScript('process.exit(0)', { cwd: closed }));
+    expect(end.type === 'os.forkFailed' ? end.error : '').toMatch(/^spawn failed: EACCES cwd .*closed-.* task user nobody may not enter it/);
+  });
+
+  it('a task user that is the agent\'s own runs without switching', async () => {
+    const s = nodeScript('console.log(process.getuid())');
+    expect((await startAs('root', s)).end).toMatchObject({ type: 'os.exited', code: 0 });
+    expect(readFileSync(processLogPaths(s.logDir, 't1', 0).out, 'utf8')).toBe('0\n');
+  });
+
+  it('an agent that is not root cannot start tasks as another user: TASK_USER_DENIED, nothing runs', async () => {
+    // A spawner in a process of its own running as nobody, asked to start a task as root.
+    const probe = join(dir, 'probe');
+    mkdirSync(probe, { mode: 0o755 });
+    const script = `
+      import { ChildProcessSpawner } from ${JSON.stringify(new URL('../../src/io/spawner.ts', import.meta.url).href)};
+      new ChildProcessSpawner({ taskUser: 'root' }).spawnProcess(
+        { taskId: 't1', vpid: 0, file: '/bin/true', args: [], cwd: '/', env: {}, logDir: ${JSON.stringify(join(probe, 'logs'))} },
+        (e) => console.log(JSON.stringify(e)));`;
+    writeFileSync(join(probe, 'denied.mts'), script);
+    chmodSync(dir, 0o755); // so nobody can read the probe script
+    const repo = fileURLToPath(new URL('../..', import.meta.url)); // tsx resolves from here
+    const s = spec({ file: NODE, args: ['--import', 'tsx', join(probe, 'denied.mts')], cwd: repo });
+    const { end } = await startAs('nobody', s);
+    const out = readFileSync(processLogPaths(s.logDir, 't1', 0).out, 'utf8');
+    expect(end, readFileSync(processLogPaths(s.logDir, 't1', 0).err, 'utf8')).toMatchObject({ type: 'os.exited', code: 0 });
+    const event = JSON.parse(out.trim()) as SpawnerEvent;
+    expect(event.type).toBe('os.forkFailed');
+    expect(event.type === 'os.forkFailed' ? event.error : '').toMatch(/^spawn failed: TASK_USER_DENIED the agent runs as uid \d+, not root, so it cannot start tasks as root/);
   });
 });

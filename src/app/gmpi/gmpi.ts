@@ -250,6 +250,9 @@ export class Gmpi {
       await p2p.close();
       throw e;
     });
+    // The agent handed the task key over the socket (its welcome): hellos are authenticated
+    // under it from now on, including any that arrived meanwhile (PROTOCOL §9.5).
+    p2p.setTaskKey(link.taskKey);
     const layer = new CommLayer(p2p);
     const members = link.mapping.members;
     const world = layer.create(0, members.map((m) => m.vpid));

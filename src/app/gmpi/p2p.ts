@@ -8,16 +8,28 @@
 // (spec §5.4 Table 4.3). Ranks and communicators are comm.ts's; payload encoding is payload.ts's.
 //
 // Connections: one per pair; the higher VPID dials the lower, so a spawned replacement dials
-// every survivor named in its mapping message and survivors only accept. The dialler sends its
-// hello first; the acceptor answers with its own hello only once it expects that VPID (it
-// learns of a new member from the manager's broadcast, possibly after the hello arrived: such a
-// hello is held, its socket paused, until expect()). Both sides count the pair as connected
-// when they have the other's hello, so no message can arrive on an unattributed connection.
+// every survivor named in its mapping message and survivors only accept. The handshake is
+// authenticated under the task key (docs/PROTOCOL.md §9.5, hello-auth.ts): the acceptor sends
+// a challenge (a fresh nonce) as it accepts; the dialler answers with its hello, whose MAC
+// covers both nonces; the acceptor checks it, then answers with its own hello only once it
+// expects that VPID (it learns of a new member from the manager's broadcast, possibly after the
+// hello arrived: such a hello is held, authenticated, its socket paused, until expect()); the
+// dialler checks that one in turn. Both sides count the pair as connected when they have the
+// other's verified hello, so no message can arrive on an unattributed connection, and a hello
+// that fails its MAC closes the connection (BAD_MAC) before anything it says is acted on. After
+// the hello, the frames of that TCP connection are trusted as the peer's (no per-frame MAC).
+//
+// Strangers: an accepted connection that has not authenticated within UNAUTHENTICATED_TIMEOUT_MS
+// is closed, and at most MAX_UNAUTHENTICATED_PER_ADDRESS of them per remote address and
+// MAX_UNAUTHENTICATED_CONNECTIONS in all are kept; beyond, a new one is closed at once, before
+// its challenge. A dialler whose connection closes before the challenge retries (DIAL_RETRY_*),
+// so a burst of genuine peers from one address is delayed by the cap, never refused.
 import { createServer, connect as dial, type Server, type Socket } from 'node:net';
 import { assert } from '../../core/result.ts';
+import { helloMac, helloMacValid, helloNonce, isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
 import {
   DEFAULT_MAX_MESSAGE_BYTES, encodeFrame, FrameDecoder, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_RANKS, MAX_TAG, MAX_U32,
-  MIN_LIB_TAG, type GmpiFrame, type WireCode,
+  MIN_LIB_TAG, type GmpiFrame, type HelloFrame, type WireCode,
 } from './wire.ts';
 
 // ---- Named limits (STYLE.md 9) -----------------------------------------------------------------
@@ -35,10 +47,30 @@ export const UNEXPECTED_ENTRY_OVERHEAD_BYTES = 64;
  *  but each is a closure held until a message or an abort: beyond this it is a bug (a loop
  *  posting receives), refused with LIMIT rather than growing without bound. */
 export const MAX_PENDING_RECVS = 4096;
-/** Accepted sockets not attributed to an expected peer: no hello yet, or a hello from a VPID not
- *  (yet) expected, held until expect(). Only task peers (at most MAX_RANKS) dial us; more than
- *  that are strays and are refused. */
+/** Authenticated accepted sockets whose VPID is not (yet) expected, held until expect(). One per
+ *  VPID, and only task peers (at most MAX_RANKS) dial us; more than that are refused. */
 export const MAX_UNATTRIBUTED_CONNECTIONS = MAX_RANKS;
+/** How long an accepted connection has to authenticate (its hello's MAC checked, PROTOCOL §9.5).
+ *  A genuine peer answers the challenge within a round trip; 5 s covers a loaded host, and a
+ *  process whose own task key is still on its way from its agent. A silent or forging socket
+ *  holds a slot no longer (before issue 13, idle sockets held theirs for ever). */
+export const UNAUTHENTICATED_TIMEOUT_MS = 5000;
+/** Accepted, unauthenticated connections kept per remote address. A node's processes dial us in
+ *  one burst and each authenticates within a round trip, so 16 pending at once is already a
+ *  busy node; those beyond wait and retry (DIAL_RETRY_*). One host — maybe not a task's — cannot
+ *  take every slot. */
+export const MAX_UNAUTHENTICATED_PER_ADDRESS = 16;
+/** The same over every address: eight addresses' worth. Bounds the sockets and buffers that
+ *  strangers can make a task process hold (each costs an fd and a timer). */
+export const MAX_UNAUTHENTICATED_CONNECTIONS = 128;
+/** Dial attempts to one peer whose connection closed before its challenge arrived: the
+ *  acceptor was full of unauthenticated connections from our address (above), which clear
+ *  within a round trip each. Backoff doubles from DIAL_RETRY_FIRST_MS to DIAL_RETRY_MAX_MS: 8
+ *  attempts span about 3.6 s, then the peer is lost (LOCAL_CONNECTION) like any failed
+ *  connection. A refused dial (nobody listens: the peer is gone) is not retried. */
+export const DIAL_RETRY_LIMIT = 8;
+export const DIAL_RETRY_FIRST_MS = 25;
+export const DIAL_RETRY_MAX_MS = 1000;
 /** connect()/whenConnected() calls pending at once. Init and each recovery wait once; beyond
  *  this it is a loop bug, refused with LIMIT. */
 export const MAX_CONNECT_WAITERS = 64;
@@ -95,6 +127,15 @@ export type LostCode =
   | WireCode
   | 'HELLO_EXPECTED'
   | 'UNEXPECTED_HELLO'
+  /** The dialler's first frame from the acceptor was not its challenge. */
+  | 'CHALLENGE_EXPECTED'
+  /** A challenge where none belongs: to an acceptor, or a second one. */
+  | 'UNEXPECTED_CHALLENGE'
+  /** A hello whose MAC does not verify under the task key for this connection's nonces: a
+   *  forger, a replay from another connection, or another task's process (PROTOCOL §9.5). */
+  | 'BAD_MAC'
+  /** No authenticated hello within UNAUTHENTICATED_TIMEOUT_MS of the accept. */
+  | 'AUTH_TIMEOUT'
   | 'WRONG_TASK'
   /** A hello from a VPID that may not use this connection: not the one dialled, not higher
    *  than ours on an accepted one, or removed. */
@@ -102,6 +143,7 @@ export type LostCode =
   | 'DUPLICATE_PEER'
   | 'BAD_SENDER'
   | 'BAD_SEQUENCE'
+  /** Over MAX_UNAUTHENTICATED_* (closed before its challenge) or MAX_UNATTRIBUTED_CONNECTIONS. */
   | 'TOO_MANY_CONNECTIONS'
   | 'SOCKET_CLOSED'
   | 'SOCKET_ERROR'
@@ -127,6 +169,11 @@ export type P2POptions = {
   readonly taskId: string;
   /** This process's VPID. */
   readonly self: number;
+  /** The task key (TASK_KEY_BYTES, PROTOCOL §9.5). Gmpi sets it after open (setTaskKey), once
+   *  the agent has handed it over; connect() needs it. */
+  readonly taskKey?: Uint8Array;
+  /** UNAUTHENTICATED_TIMEOUT_MS unless given (tests). */
+  readonly authTimeoutMs?: number;
   readonly listenHost?: string;
   readonly maxMessageBytes?: number;
   /** Per peer (DEFAULT_MAX_UNEXPECTED_BYTES). */
@@ -145,6 +192,8 @@ export type P2PStats = {
   readonly pausedConnections: number;
   /** Accepted connections whose hello names a VPID not yet expected. */
   readonly heldConnections: number;
+  /** Accepted connections not authenticated yet (PROTOCOL §9.5). */
+  readonly unauthenticatedConnections: number;
   /** Messages dropped because their communicator was discarded or their sender removed. */
   readonly discardedMessages: number;
 };
@@ -155,12 +204,25 @@ type PendingRecv = { source: number; tag: number; comm: number; resolve: (m: Mes
 type Conn = {
   socket: Socket;
   decoder: FrameDecoder;
-  /** Set once the connection is attributed to a peer (hello exchanged). */
+  /** Set once the connection is attributed to a peer (hellos exchanged and verified). */
   id: number | null;
   /** The VPID we dialled (null: accepted). */
   dialledId: number | null;
+  /** Dialled: where, which attempt, and whether TCP connected (only then is a close before the
+   *  challenge a refusal worth retrying). */
+  dial: { host: string; port: number; attempt: number; connected: boolean } | null;
   /** An accepted connection whose hello named this VPID before we expected it. */
   heldId: number | null;
+  /** The remote address an accepted connection counts against (MAX_UNAUTHENTICATED_PER_ADDRESS). */
+  address: string;
+  /** Handshake nonces (PROTOCOL §9.5): the acceptor's goes in its challenge at accept, the
+   *  dialler's in its hello once the challenge came. Null until then. */
+  ourNonce: Uint8Array | null;
+  theirNonce: Uint8Array | null;
+  /** Accepted, not yet authenticated: closed with AUTH_TIMEOUT when this fires. */
+  authTimer: NodeJS.Timeout | null;
+  /** A hello that arrived before this process had its task key: checked when it comes. */
+  awaitingKey: HelloFrame | null;
   nextSendSeq: number;
   expectedSeq: number;
   paused: boolean;
@@ -187,8 +249,14 @@ export class P2P {
   private readonly peers = new Map<number, Peer>();
   /** VPIDs taken out by removePeer: never reused (spec §7 item 2), so a later hello is stale. */
   private readonly removed = new Set<number>();
-  private readonly unattributed = new Set<Conn>();
+  /** Accepted connections whose hello is not verified yet, and their count by remote address. */
+  private readonly unauthenticated = new Set<Conn>();
+  private readonly unauthenticatedFrom = new Map<string, number>();
+  /** Dial retries waiting for their backoff (cleared by close()). */
+  private readonly retryTimers = new Set<NodeJS.Timeout>();
   private readonly held = new Map<number, Conn>();
+  private taskKey: Uint8Array | null = null;
+  private readonly authTimeoutMs: number;
   private readonly discarded = new Set<number>();
   /** Arrived, unmatched messages in arrival order: scanning from the front gives MPI's
    *  "earliest matching" rule, and non-overtaking per sender follows from TCP order. */
@@ -210,6 +278,8 @@ export class P2P {
     this.server = server;
     this.onLost = opts.onConnectionLost;
     this.log = opts.log;
+    this.authTimeoutMs = opts.authTimeoutMs ?? UNAUTHENTICATED_TIMEOUT_MS;
+    if (opts.taskKey !== undefined) this.setTaskKey(opts.taskKey);
     server.on('connection', (socket) => this.adopt(socket, null));
   }
 
@@ -222,6 +292,10 @@ export class P2P {
     }
     const maxUnexpectedBytes = opts.maxUnexpectedBytes ?? DEFAULT_MAX_UNEXPECTED_BYTES;
     if (!Number.isInteger(maxUnexpectedBytes) || maxUnexpectedBytes < 1) throw new P2PError('BAD_ARGUMENT', `maxUnexpectedBytes ${maxUnexpectedBytes}`);
+    if (opts.taskKey !== undefined && !isTaskKey(opts.taskKey)) throw new P2PError('BAD_ARGUMENT', `taskKey must be ${TASK_KEY_BYTES} bytes`);
+    if (opts.authTimeoutMs !== undefined && (!Number.isSafeInteger(opts.authTimeoutMs) || opts.authTimeoutMs < 1)) {
+      throw new P2PError('BAD_ARGUMENT', `authTimeoutMs ${opts.authTimeoutMs}`);
+    }
     const server = createServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -239,6 +313,24 @@ export class P2P {
     return a.port;
   }
 
+  /** The task key (PROTOCOL §9.5), once the agent has handed it over: hellos that arrived
+   *  before it are checked now. Set once; the same key again is a no-op. */
+  setTaskKey(key: Uint8Array): void {
+    if (!isTaskKey(key)) throw new P2PError('BAD_ARGUMENT', `a task key is ${TASK_KEY_BYTES} bytes`);
+    if (this.taskKey !== null) {
+      if (!Buffer.from(this.taskKey).equals(key)) throw new P2PError('BAD_ARGUMENT', 'the task key is already set to another key');
+      return;
+    }
+    this.taskKey = new Uint8Array(key);
+    for (const conn of [...this.unauthenticated]) {
+      const hello = conn.awaitingKey;
+      if (hello === null || conn.dead) continue;
+      conn.awaitingKey = null;
+      this.onHello(conn, hello);
+      this.pump(conn);
+    }
+  }
+
   // ---- membership ------------------------------------------------------------------------------
 
   /** Add the listed peers (this process's own entry is ignored): dial each lower VPID, expect
@@ -247,6 +339,7 @@ export class P2P {
   connect(peers: readonly PeerAddress[]): Promise<void> {
     const gate = this.gate();
     if (gate !== null) return Promise.reject(gate);
+    if (this.taskKey === null) return Promise.reject(new P2PError('BAD_ARGUMENT', 'no task key yet: setTaskKey() before connect() (PROTOCOL §9.5)'));
     const seen = new Set<number>();
     for (const p of peers) {
       if (!isU32(p.id) || seen.has(p.id)) return Promise.reject(new P2PError('BAD_ARGUMENT', `peer list: id ${p.id} not a u32 or repeated`));
@@ -264,7 +357,7 @@ export class P2P {
         continue;
       }
       this.peers.set(p.id, { id: p.id, state: 'expected', conn: null });
-      this.adopt(dial({ host: p.host, port: p.port }), p.id);
+      this.dialPeer(p.id, p.host, p.port, 1);
     }
     return this.whenConnected(ids);
   }
@@ -295,7 +388,7 @@ export class P2P {
       if (peer === undefined || peer.state !== 'lost') continue;
       if (p.id < this.self) {
         peer.state = 'expected';
-        this.adopt(dial({ host: p.host, port: p.port }), p.id);
+        this.dialPeer(p.id, p.host, p.port, 1);
       } else {
         this.peers.delete(p.id);
         this.addExpected(p.id);
@@ -433,8 +526,11 @@ export class P2P {
     if (this.closed) return;
     this.closed = true;
     this.rejectEverything(() => new P2PError('CLOSED', 'P2P closed'));
+    for (const t of this.retryTimers) clearTimeout(t);
+    this.retryTimers.clear();
     for (const c of this.conns()) {
       c.dead = true;
+      if (c.authTimer !== null) clearTimeout(c.authTimer);
       if (c.id === null || c.socket.destroyed || options.bye === false) {
         c.socket.destroy();
         continue;
@@ -451,8 +547,9 @@ export class P2P {
       unexpectedMessages: this.unexpected.length,
       unexpectedBytes: this.unexpectedBytes,
       pendingRecvs: this.pendingRecvs.length,
-      pausedConnections: conns.filter((c) => c.paused && c.heldId === null && !c.dead).length,
+      pausedConnections: conns.filter((c) => c.paused && c.heldId === null && c.awaitingKey === null && !c.dead).length,
       heldConnections: this.held.size,
+      unauthenticatedConnections: this.unauthenticated.size,
       discardedMessages: this.discardedMessages,
     };
   }
@@ -460,7 +557,7 @@ export class P2P {
   // ---- internals -------------------------------------------------------------------------------
 
   private conns(): Conn[] {
-    const out = [...this.unattributed];
+    const out = [...this.unauthenticated, ...this.held.values()];
     for (const p of this.peers.values()) if (p.conn !== null) out.push(p.conn);
     return out;
   }
@@ -581,9 +678,16 @@ export class P2P {
     this.pump(heldConn);
   }
 
-  private adopt(socket: Socket, dialledId: number | null): void {
+  /** Dial peer `id` (attempt n: DIAL_RETRY_LIMIT). */
+  private dialPeer(id: number, host: string, port: number, attempt: number): void {
+    const socket = dial({ host, port });
+    this.adopt(socket, id, { host, port, attempt, connected: false });
+  }
+
+  private adopt(socket: Socket, dialledId: number | null, dialInfo: Conn['dial'] = null): void {
     const conn: Conn = {
-      socket, decoder: new FrameDecoder({ maxMessageBytes: this.maxMessageBytes }), id: null, dialledId, heldId: null,
+      socket, decoder: new FrameDecoder({ maxMessageBytes: this.maxMessageBytes }), id: null, dialledId, dial: dialInfo, heldId: null,
+      address: socket.remoteAddress ?? 'unknown', ourNonce: null, theirNonce: null, authTimer: null, awaitingKey: null,
       nextSendSeq: 0, expectedSeq: 0, paused: false, dead: false, drainWaiters: [],
     };
     if (this.closed) {
@@ -591,19 +695,32 @@ export class P2P {
       return;
     }
     if (dialledId === null) {
-      if (this.unattributed.size >= MAX_UNATTRIBUTED_CONNECTIONS) {
-        this.fail(conn, { code: 'TOO_MANY_CONNECTIONS', detail: `${this.unattributed.size} unattributed connections` });
+      // A stranger until its hello verifies: bounded in number, per address and in time, and
+      // refused before we spend a challenge on it (see the header).
+      const fromAddress = this.unauthenticatedFrom.get(conn.address) ?? 0;
+      if (this.unauthenticated.size >= MAX_UNAUTHENTICATED_CONNECTIONS || fromAddress >= MAX_UNAUTHENTICATED_PER_ADDRESS) {
+        this.fail(conn, {
+          code: 'TOO_MANY_CONNECTIONS',
+          detail: `${fromAddress} unauthenticated connections from ${conn.address}, ${this.unauthenticated.size} in all`,
+        });
         return;
       }
-      this.unattributed.add(conn);
+      this.unauthenticated.add(conn);
+      this.unauthenticatedFrom.set(conn.address, fromAddress + 1);
+      conn.authTimer = setTimeout(() => this.fail(conn, { code: 'AUTH_TIMEOUT', detail: `no authenticated hello within ${this.authTimeoutMs} ms` }), this.authTimeoutMs);
+      conn.authTimer.unref();
+      conn.ourNonce = helloNonce();
+      socket.write(encodeFrame({ type: 'challenge', id: this.self, nonce: conn.ourNonce }));
     } else {
       const peer = this.peers.get(dialledId);
       assert(peer !== undefined && peer.conn === null, `dialling ${dialledId} twice`);
       peer.conn = conn;
+      socket.once('connect', () => {
+        if (conn.dial !== null) conn.dial.connected = true;
+      });
     }
     socket.setNoDelay(true);
-    // The dialler speaks first; the acceptor answers once it expects the dialler (attribute()).
-    if (dialledId !== null) socket.once('connect', () => socket.write(encodeFrame({ type: 'hello', id: this.self, taskId: this.taskId })));
+    // The acceptor speaks first (its challenge); the dialler answers it (onDiallerHandshake).
     socket.on('data', (chunk: Buffer) => {
       conn.decoder.feed(chunk);
       this.pump(conn);
@@ -611,8 +728,43 @@ export class P2P {
     socket.on('drain', () => {
       for (const w of conn.drainWaiters.splice(0)) w.resolve();
     });
-    socket.on('error', (e) => this.fail(conn, { code: 'SOCKET_ERROR', detail: e.message }));
-    socket.on('close', () => this.fail(conn, { code: 'SOCKET_CLOSED', detail: 'peer closed the connection' }));
+    socket.on('error', (e) => this.lostSocket(conn, { code: 'SOCKET_ERROR', detail: e.message }));
+    socket.on('close', () => this.lostSocket(conn, { code: 'SOCKET_CLOSED', detail: 'peer closed the connection' }));
+  }
+
+  /** The socket closed or failed. A dialled connection that TCP connected but that closed
+   *  before its challenge was refused by a full acceptor (MAX_UNAUTHENTICATED_*): dial again
+   *  after a backoff. Anything else is a failure (fail). */
+  private lostSocket(conn: Conn, reason: LostReason): void {
+    const d = conn.dial;
+    const id = conn.dialledId;
+    const peer = id === null ? undefined : this.peers.get(id);
+    if (conn.dead || this.closed || d === null || id === null || !d.connected || conn.theirNonce !== null || d.attempt >= DIAL_RETRY_LIMIT || peer?.conn !== conn) {
+      this.fail(conn, reason);
+      return;
+    }
+    conn.dead = true;
+    conn.socket.destroy();
+    peer.conn = null;
+    const delayMs = Math.min(DIAL_RETRY_MAX_MS, DIAL_RETRY_FIRST_MS * 2 ** (d.attempt - 1));
+    this.log?.({ type: 'connection.closed', id, reason: { code: reason.code, detail: `${reason.detail} before the challenge: dial again in ${delayMs} ms (attempt ${d.attempt + 1} of ${DIAL_RETRY_LIMIT})` } });
+    const timer = setTimeout(() => {
+      this.retryTimers.delete(timer);
+      const now = this.peers.get(id);
+      if (this.closed || now === undefined || now.state !== 'expected' || now.conn !== null) return;
+      this.dialPeer(id, d.host, d.port, d.attempt + 1);
+    }, delayMs);
+    this.retryTimers.add(timer);
+  }
+
+  /** An accepted connection is no longer a stranger (authenticated or closed). */
+  private leaveUnauthenticated(conn: Conn): void {
+    if (conn.authTimer !== null) clearTimeout(conn.authTimer);
+    conn.authTimer = null;
+    if (!this.unauthenticated.delete(conn)) return;
+    const left = (this.unauthenticatedFrom.get(conn.address) ?? 1) - 1;
+    if (left > 0) this.unauthenticatedFrom.set(conn.address, left);
+    else this.unauthenticatedFrom.delete(conn.address);
   }
 
   /** Pull decoded frames while the peer's share of the unexpected queue has room; pause the
@@ -624,7 +776,7 @@ export class P2P {
    *  unblocks it. */
   private pump(conn: Conn): void {
     while (!conn.dead) {
-      if (conn.heldId !== null || this.queuedFrom(conn.id) >= this.maxUnexpectedBytes) {
+      if (conn.heldId !== null || conn.awaitingKey !== null || this.queuedFrom(conn.id) >= this.maxUnexpectedBytes) {
         if (!conn.paused) {
           conn.paused = true;
           conn.socket.pause();
@@ -646,7 +798,7 @@ export class P2P {
   }
 
   private resumeReading(): void {
-    for (const c of this.conns()) if (c.paused && c.heldId === null && this.queuedFrom(c.id) < this.maxUnexpectedBytes) this.pump(c);
+    for (const c of this.conns()) if (c.paused && c.heldId === null && c.awaitingKey === null && this.queuedFrom(c.id) < this.maxUnexpectedBytes) this.pump(c);
   }
 
   private queuedFrom(id: number | null): number {
@@ -664,10 +816,13 @@ export class P2P {
 
   private onFrame(conn: Conn, frame: GmpiFrame): void {
     if (conn.id === null) {
+      if (conn.dialledId !== null) return this.onDiallerHandshake(conn, conn.dialledId, frame);
+      if (frame.type === 'challenge') return this.fail(conn, { code: 'UNEXPECTED_CHALLENGE', detail: 'a challenge to the acceptor' });
       if (frame.type !== 'hello') return this.fail(conn, { code: 'HELLO_EXPECTED', detail: 'message before hello' });
-      return this.onHello(conn, frame.id, frame.taskId);
+      return this.onHello(conn, frame);
     }
     if (frame.type === 'hello') return this.fail(conn, { code: 'UNEXPECTED_HELLO', detail: 'second hello' });
+    if (frame.type === 'challenge') return this.fail(conn, { code: 'UNEXPECTED_CHALLENGE', detail: 'challenge after the handshake' });
     if (frame.id !== conn.id) return this.fail(conn, { code: 'BAD_SENDER', detail: `sender ${frame.id} on ${conn.id}'s connection` });
     // TCP delivers in order, so a gap or repeat means a broken or hostile sender: stop trusting
     // the stream rather than deliver out of MPI order. A bye counts what came before it.
@@ -677,12 +832,55 @@ export class P2P {
     this.arrive({ source: conn.id, tag: frame.tag, comm: frame.comm, structured: frame.structured, data: frame.payload });
   }
 
-  private onHello(conn: Conn, id: number, taskId: string): void {
-    if (taskId !== this.taskId) return this.fail(conn, { code: 'WRONG_TASK', detail: `hello from task ${taskId}` });
-    if (conn.dialledId !== null) {
-      if (id !== conn.dialledId) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from ${id}, dialled ${conn.dialledId}` });
-      return this.attribute(conn, id);
+  /** The dialler's side of the handshake (PROTOCOL §9.5): the acceptor's challenge, answered
+   *  with our hello; then the acceptor's hello, checked. */
+  private onDiallerHandshake(conn: Conn, dialled: number, frame: GmpiFrame): void {
+    const key = this.taskKey;
+    assert(key !== null, 'dialling without a task key'); // connect() refuses without one
+    if (conn.theirNonce === null) {
+      if (frame.type !== 'challenge') return this.fail(conn, { code: 'CHALLENGE_EXPECTED', detail: `${frame.type} before the challenge` });
+      if (frame.id !== dialled) return this.fail(conn, { code: 'WRONG_ID', detail: `challenge from ${frame.id}, dialled ${dialled}` });
+      conn.theirNonce = new Uint8Array(frame.nonce);
+      conn.ourNonce = helloNonce();
+      const mac = helloMac(key, {
+        role: 'dialler', taskId: this.taskId, sender: this.self, receiver: dialled, diallerNonce: conn.ourNonce, acceptorNonce: conn.theirNonce,
+      });
+      conn.socket.write(encodeFrame({ type: 'hello', id: this.self, taskId: this.taskId, nonce: conn.ourNonce, mac }));
+      return;
     }
+    if (frame.type === 'challenge') return this.fail(conn, { code: 'UNEXPECTED_CHALLENGE', detail: 'second challenge' });
+    if (frame.type !== 'hello') return this.fail(conn, { code: 'HELLO_EXPECTED', detail: 'message before hello' });
+    if (frame.taskId !== this.taskId) return this.fail(conn, { code: 'WRONG_TASK', detail: `hello from task ${frame.taskId}` });
+    if (frame.id !== dialled) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from ${frame.id}, dialled ${dialled}` });
+    const ourNonce = conn.ourNonce;
+    assert(ourNonce !== null, 'our nonce is drawn with the challenge');
+    const transcript = { role: 'acceptor', taskId: this.taskId, sender: dialled, receiver: this.self, diallerNonce: ourNonce, acceptorNonce: conn.theirNonce } as const;
+    if (!sameBytes(frame.nonce, conn.theirNonce) || !helloMacValid(key, transcript, frame.mac)) {
+      return this.fail(conn, { code: 'BAD_MAC', detail: `hello from ${frame.id} does not verify under the task key` });
+    }
+    this.attribute(conn, dialled);
+  }
+
+  /** The acceptor's side: the dialler's hello. Its MAC is checked first, against the nonce of
+   *  our challenge on this very connection, so nothing a stranger says is acted on; then the
+   *  rules of who may dial us. Without our task key yet (the agent has not handed it over), the
+   *  hello waits for it, its socket paused and its AUTH_TIMEOUT running. */
+  private onHello(conn: Conn, hello: HelloFrame): void {
+    const { id, taskId } = hello;
+    if (taskId !== this.taskId) return this.fail(conn, { code: 'WRONG_TASK', detail: `hello from task ${taskId}` });
+    const key = this.taskKey;
+    if (key === null) {
+      conn.awaitingKey = hello;
+      return;
+    }
+    const ourNonce = conn.ourNonce;
+    assert(ourNonce !== null, 'an accepted connection has sent its challenge');
+    const transcript = { role: 'dialler', taskId, sender: id, receiver: this.self, diallerNonce: hello.nonce, acceptorNonce: ourNonce } as const;
+    if (!helloMacValid(key, transcript, hello.mac)) {
+      return this.fail(conn, { code: 'BAD_MAC', detail: `hello claiming ${id} does not verify under the task key` });
+    }
+    conn.theirNonce = new Uint8Array(hello.nonce);
+    this.leaveUnauthenticated(conn);
     // The higher VPID dials the lower: one connection per pair, no tie to break.
     if (id <= this.self) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from ${id}: only higher ids dial ${this.self}` });
     if (this.removed.has(id)) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from removed peer ${id}` });
@@ -690,6 +888,7 @@ export class P2P {
     // Unknown yet, or lost and maybe about to be revived (recovery): held until expected.
     if (peer === undefined || peer.state === 'lost') {
       if (this.held.has(id)) return this.fail(conn, { code: 'DUPLICATE_PEER', detail: `a hello from ${id} is already held` });
+      if (this.held.size >= MAX_UNATTRIBUTED_CONNECTIONS) return this.fail(conn, { code: 'TOO_MANY_CONNECTIONS', detail: `${this.held.size} held connections` });
       conn.heldId = id; // pump() pauses the socket until expect(id) attributes it
       this.held.set(id, conn);
       return;
@@ -703,10 +902,17 @@ export class P2P {
     assert(peer !== undefined && peer.state === 'expected', `attributing ${id}, which is not expected`);
     conn.id = id;
     conn.heldId = null;
-    this.unattributed.delete(conn);
     peer.conn = conn;
     peer.state = 'connected';
-    if (conn.dialledId === null) conn.socket.write(encodeFrame({ type: 'hello', id: this.self, taskId: this.taskId }));
+    if (conn.dialledId === null) {
+      // Our reply: proves to the dialler that it reached a process of the task.
+      const key = this.taskKey;
+      assert(key !== null && conn.ourNonce !== null && conn.theirNonce !== null, 'attributing an unauthenticated connection');
+      const mac = helloMac(key, {
+        role: 'acceptor', taskId: this.taskId, sender: this.self, receiver: id, diallerNonce: conn.theirNonce, acceptorNonce: conn.ourNonce,
+      });
+      conn.socket.write(encodeFrame({ type: 'hello', id: this.self, taskId: this.taskId, nonce: conn.ourNonce, mac }));
+    }
     this.checkWaiters();
   }
 
@@ -753,7 +959,7 @@ export class P2P {
     if (conn.dead) return;
     conn.dead = true;
     conn.socket.destroy();
-    this.unattributed.delete(conn);
+    this.leaveUnauthenticated(conn);
     if (conn.heldId !== null && this.held.get(conn.heldId) === conn) this.held.delete(conn.heldId);
     for (const w of conn.drainWaiters.splice(0)) w.reject(error());
     this.log?.({ type: 'connection.closed', id: conn.id ?? conn.dialledId ?? conn.heldId, reason });
@@ -766,7 +972,7 @@ export class P2P {
     if (conn.dead) return;
     conn.dead = true;
     conn.socket.destroy();
-    this.unattributed.delete(conn);
+    this.leaveUnauthenticated(conn);
     if (conn.heldId !== null && this.held.get(conn.heldId) === conn) this.held.delete(conn.heldId);
     const id = conn.id ?? conn.dialledId;
     if (this.closed) return;
@@ -789,5 +995,6 @@ export class P2P {
 }
 
 const noop = (): void => {};
+const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.length).equals(b);
 const finishedError = (id: number): P2PError => new P2PError('PEER_FINISHED', `peer ${id} finalized: it sends and receives nothing more`);
 const isLibTag = (tag: number): boolean => Number.isInteger(tag) && tag >= MIN_LIB_TAG && tag <= MAX_LIB_TAG;

@@ -8,8 +8,14 @@
 //          ‖ sender id u32 ‖ communicator id u32 ‖ tag i32 ‖ sequence u32 ‖ length u32
 //   The sender id is the sender's VPID: the task-wide process id the manager assigns (spec §7
 //   item 2), stable across recoveries, unlike an MPI rank, which is per communicator.
-//   kind 1 = hello: the first frame each side sends. Payload = the sender's task id (ASCII);
-//            flags, communicator, tag and sequence are 0. It attributes the connection to a VPID.
+//   kind 5 = challenge: the acceptor's first frame, sent as it accepts (docs/PROTOCOL.md §9.5).
+//            Payload = a fresh random nonce (HELLO_NONCE_BYTES); flags, communicator, tag and
+//            sequence are 0; the sender id is the acceptor's VPID.
+//   kind 1 = hello: the dialler's answer to the challenge, and the acceptor's reply. Payload =
+//            MAC (HELLO_MAC_BYTES) ‖ the sender's nonce (HELLO_NONCE_BYTES) ‖ the sender's task
+//            id (ASCII); flags, communicator, tag and sequence are 0. The MAC, HMAC-SHA256 under
+//            the task key over both nonces (hello-auth.ts), is what attributes the connection to
+//            a VPID: checked in p2p.ts, not here (this file only frames).
 //   kind 2 = data:  one application MPI message. Tag >= 0.
 //   kind 3 = lib:   one message of the library's own traffic (collectives). Tag < 0: negative
 //            tags are reserved for it, so no application receive can match it.
@@ -17,6 +23,8 @@
 //            that follows is an ending, not a lost connection (no LOCAL_CONNECTION). No payload;
 //            flags, communicator and tag are 0; sequence = the message frames it sent, so the
 //            receiver knows it has them all.
+//   Version 2 added the challenge and the hello's MAC and nonce (version 1's hello carried the
+//   task id alone and was accepted from anyone who could name the task).
 //   Data and lib frames share one sequence: it counts the sender's message frames on this
 //   connection from 0, so a gap or a replay is detectable above TCP. Flags bit 0 (STRUCTURED)
 //   says the payload is a msgpack-encoded value rather than raw bytes (payload.ts); no other
@@ -31,7 +39,7 @@ import { taskId as taskIdSchema } from '../../core/wire/messages.ts';
  *  stray client or a desynchronised stream fails on the first byte). */
 export const GMPI_MAGIC = 0x47;
 /** Version of this framing; a frame of another version closes the connection. */
-export const GMPI_WIRE_VERSION = 1;
+export const GMPI_WIRE_VERSION = 2;
 /** Fixed header size: 4 single bytes and 5 four-byte fields. */
 export const GMPI_HEADER_BYTES = 24;
 /** Default largest MPI message payload. 64 MiB holds the largest halo or matrix block the spec's
@@ -41,8 +49,15 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 /** Ceiling for a configured maxMessageBytes: the length field is a u32, and 1 GiB keeps one
  *  frame's single allocation well inside what a Node process can hold. */
 export const MAX_CONFIGURABLE_MESSAGE_BYTES = 1024 * 1024 * 1024;
-/** A hello payload is a task id, at most MAX_ID_CHARS like every process id (PROTOCOL §8.2). */
-export const MAX_HELLO_PAYLOAD_BYTES = MAX_ID_CHARS;
+/** The hello's HMAC-SHA256 tag (PROTOCOL §9.5). */
+export const HELLO_MAC_BYTES = 32;
+/** A handshake nonce: 256 random bits, so a nonce never repeats and a recorded hello, whose MAC
+ *  covers the acceptor's nonce of its own connection, verifies on no other. */
+export const HELLO_NONCE_BYTES = 32;
+/** A hello payload is the MAC, the nonce and a task id of at most MAX_ID_CHARS like every
+ *  process id (PROTOCOL §8.2). */
+export const MAX_HELLO_PAYLOAD_BYTES = HELLO_MAC_BYTES + HELLO_NONCE_BYTES + MAX_ID_CHARS;
+const MIN_HELLO_PAYLOAD_BYTES = HELLO_MAC_BYTES + HELLO_NONCE_BYTES + 1;
 /** Ranks index a communicator's members; a task has at most MAX_TASK_PROCS processes, so no
  *  communicator has more members. (Sender ids on the wire are VPIDs: any u32, never reused.) */
 export const MAX_RANKS = MAX_TASK_PROCS;
@@ -61,14 +76,20 @@ const unfilled = (n: number): Uint8Array => {
   return new Uint8Array(b.buffer, b.byteOffset, n);
 };
 
-export const FRAME_KIND = { hello: 1, data: 2, lib: 3, bye: 4 } as const;
+export const FRAME_KIND = { hello: 1, data: 2, lib: 3, bye: 4, challenge: 5 } as const;
 /** Flags bit 0: the payload is a structured (msgpack) value, not raw bytes. */
 export const FLAG_STRUCTURED = 0x01;
 const KNOWN_FLAGS = FLAG_STRUCTURED;
+const KNOWN_KINDS: ReadonlySet<number> = new Set(Object.values(FRAME_KIND));
 
 // ---- Frames and errors -------------------------------------------------------------------------
 
-export type HelloFrame = { readonly type: 'hello'; readonly id: number; readonly taskId: string };
+/** `mac` and `nonce`: PROTOCOL §9.5 (hello-auth.ts computes and checks the MAC). */
+export type HelloFrame = {
+  readonly type: 'hello'; readonly id: number; readonly taskId: string; readonly nonce: Uint8Array; readonly mac: Uint8Array;
+};
+/** The acceptor's nonce for this connection (kind 5). */
+export type ChallengeFrame = { readonly type: 'challenge'; readonly id: number; readonly nonce: Uint8Array };
 /** An application message ('data', tag >= 0) or a library message ('lib', tag < 0). */
 export type DataFrame = {
   readonly type: 'data' | 'lib';
@@ -81,7 +102,7 @@ export type DataFrame = {
 };
 /** The sender finalized after `seq` message frames (kind 4). */
 export type ByeFrame = { readonly type: 'bye'; readonly id: number; readonly seq: number };
-export type GmpiFrame = HelloFrame | DataFrame | ByeFrame;
+export type GmpiFrame = HelloFrame | ChallengeFrame | DataFrame | ByeFrame;
 
 /** Stable reasons a byte stream is not a G-MPI frame sequence; each closes the connection. */
 export type WireCode =
@@ -92,8 +113,10 @@ export type WireCode =
   | 'BAD_HEADER'
   /** A data frame with a negative (reserved) tag, or a lib frame with a non-negative one. */
   | 'BAD_TAG'
-  /** A hello with non-zero comm/tag/sequence or a payload that is not a task id. */
+  /** A hello with non-zero comm/tag/sequence or a payload that is not MAC ‖ nonce ‖ task id. */
   | 'BAD_HELLO'
+  /** A challenge with non-zero flags/comm/tag/sequence or a payload that is not one nonce. */
+  | 'BAD_CHALLENGE'
   /** A bye with non-zero flags, comm or tag, or a payload. */
   | 'BAD_BYE'
   /** A payload length above the receiver's limit, rejected from the header before buffering. */
@@ -132,10 +155,21 @@ export function encodeFrame(frame: GmpiFrame): Uint8Array {
   switch (frame.type) {
     case 'hello': {
       const id = new TextEncoder().encode(frame.taskId);
-      assert(taskIdSchema.dec(frame.taskId, 'taskId').ok && id.length <= MAX_HELLO_PAYLOAD_BYTES, `task id ${frame.taskId}`);
-      const out = new Uint8Array(GMPI_HEADER_BYTES + id.length);
-      writeHeader(out, { kind: FRAME_KIND.hello, flags: 0, id: frame.id, comm: 0, tag: 0, seq: 0, length: id.length });
-      out.set(id, GMPI_HEADER_BYTES);
+      const length = HELLO_MAC_BYTES + HELLO_NONCE_BYTES + id.length;
+      assert(taskIdSchema.dec(frame.taskId, 'taskId').ok && length <= MAX_HELLO_PAYLOAD_BYTES, `task id ${frame.taskId}`);
+      assert(frame.mac.length === HELLO_MAC_BYTES && frame.nonce.length === HELLO_NONCE_BYTES, 'hello MAC or nonce size');
+      const out = new Uint8Array(GMPI_HEADER_BYTES + length);
+      writeHeader(out, { kind: FRAME_KIND.hello, flags: 0, id: frame.id, comm: 0, tag: 0, seq: 0, length });
+      out.set(frame.mac, GMPI_HEADER_BYTES);
+      out.set(frame.nonce, GMPI_HEADER_BYTES + HELLO_MAC_BYTES);
+      out.set(id, GMPI_HEADER_BYTES + HELLO_MAC_BYTES + HELLO_NONCE_BYTES);
+      return out;
+    }
+    case 'challenge': {
+      assert(frame.nonce.length === HELLO_NONCE_BYTES, 'challenge nonce size');
+      const out = new Uint8Array(GMPI_HEADER_BYTES + HELLO_NONCE_BYTES);
+      writeHeader(out, { kind: FRAME_KIND.challenge, flags: 0, id: frame.id, comm: 0, tag: 0, seq: 0, length: HELLO_NONCE_BYTES });
+      out.set(frame.nonce, GMPI_HEADER_BYTES);
       return out;
     }
     case 'bye': {
@@ -182,11 +216,16 @@ export function parseHeader(bytes: Uint8Array, limits: DecoderLimits): WireResul
     seq: view.getUint32(16, false),
     length: view.getUint32(20, false),
   };
-  if (h.kind !== FRAME_KIND.hello && h.kind !== FRAME_KIND.data && h.kind !== FRAME_KIND.lib && h.kind !== FRAME_KIND.bye) return wireErr('BAD_KIND', `kind ${h.kind}`);
+  if (!KNOWN_KINDS.has(h.kind)) return wireErr('BAD_KIND', `kind ${h.kind}`);
   if ((h.flags & ~KNOWN_FLAGS) !== 0) return wireErr('BAD_HEADER', `flags 0x${h.flags.toString(16)}`);
   if (h.kind === FRAME_KIND.hello) {
     if (h.flags !== 0 || h.comm !== 0 || h.tag !== 0 || h.seq !== 0) return wireErr('BAD_HELLO', 'hello with non-zero flags, comm, tag or sequence');
-    if (h.length === 0 || h.length > MAX_HELLO_PAYLOAD_BYTES) return wireErr('BAD_HELLO', `hello payload of ${h.length} bytes`);
+    if (h.length < MIN_HELLO_PAYLOAD_BYTES || h.length > MAX_HELLO_PAYLOAD_BYTES) return wireErr('BAD_HELLO', `hello payload of ${h.length} bytes`);
+    return ok(h);
+  }
+  if (h.kind === FRAME_KIND.challenge) {
+    if (h.flags !== 0 || h.comm !== 0 || h.tag !== 0 || h.seq !== 0) return wireErr('BAD_CHALLENGE', 'challenge with non-zero flags, comm, tag or sequence');
+    if (h.length !== HELLO_NONCE_BYTES) return wireErr('BAD_CHALLENGE', `challenge payload of ${h.length} bytes, not ${HELLO_NONCE_BYTES}`);
     return ok(h);
   }
   if (h.kind === FRAME_KIND.bye) {
@@ -201,18 +240,22 @@ export function parseHeader(bytes: Uint8Array, limits: DecoderLimits): WireResul
 
 function buildFrame(h: Header, payload: Uint8Array): WireResult<GmpiFrame> {
   if (h.kind === FRAME_KIND.bye) return ok({ type: 'bye', id: h.id, seq: h.seq });
+  if (h.kind === FRAME_KIND.challenge) return ok({ type: 'challenge', id: h.id, nonce: payload });
   if (h.kind !== FRAME_KIND.hello) {
     const type = h.kind === FRAME_KIND.lib ? 'lib' : 'data';
     return ok({ type, id: h.id, comm: h.comm, tag: h.tag, seq: h.seq, structured: (h.flags & FLAG_STRUCTURED) !== 0, payload });
   }
-  // Hello: only printable ASCII may become a string; then the task-id grammar (PROTOCOL §8.2).
+  // Hello: MAC ‖ nonce ‖ task id (lengths checked from the header). Only printable ASCII may
+  // become a string; then the task-id grammar (PROTOCOL §8.2).
+  const mac = payload.slice(0, HELLO_MAC_BYTES);
+  const nonce = payload.slice(HELLO_MAC_BYTES, HELLO_MAC_BYTES + HELLO_NONCE_BYTES);
   let id = '';
-  for (const b of payload) {
+  for (const b of payload.subarray(HELLO_MAC_BYTES + HELLO_NONCE_BYTES)) {
     if (b < 0x21 || b > 0x7e) return wireErr('BAD_HELLO', 'task id is not printable ASCII');
     id += String.fromCharCode(b);
   }
   if (!taskIdSchema.dec(id, 'hello.taskId').ok) return wireErr('BAD_HELLO', `task id ${JSON.stringify(id)}`);
-  return ok({ type: 'hello', id: h.id, taskId: id });
+  return ok({ type: 'hello', id: h.id, taskId: id, nonce, mac });
 }
 
 /**

@@ -29,7 +29,8 @@ export class AgentConnection {
   static open(env: LinkEnv, endpoint: string, flags: SharedFlagBuffers, events: ConnectionEvents): AgentConnection {
     const { port1, port2 } = new MessageChannel();
     const workerData: WorkerData = {
-      socketPath: env.socketPath,
+      // `@name`: the agent's abstract socket (src/daemon/app-socket.ts); node:net wants the NUL.
+      socketPath: env.socketPath.startsWith('@') ? `\0${env.socketPath.slice(1)}` : env.socketPath,
       helloFrame: encodeAppFrame(procToAgent, { type: 'hello', task: env.task, vpid: env.vpid, token: env.token, endpoint }),
       maxFrameBytes: MAX_APP_FRAME_BYTES,
       flags,

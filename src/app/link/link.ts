@@ -55,6 +55,8 @@ export class Link {
   private readonly waiters = new Waiters<DeliveredSignal>();
   private deliveredCount = 0;
   private welcomed = false;
+  /** From the welcome (PROTOCOL §9.5): kept in this process's memory only. */
+  private taskKeyNow: Uint8Array | null = null;
   private selfDiagnosisHook: ((signal: DeliveredSignal) => void) | null = null;
   private handlerErrorHook: ((error: unknown, signal: DeliveredSignal) => void) | null = null;
   private lostHook: ((error: LinkError) => void) | null = null;
@@ -114,6 +116,14 @@ export class Link {
 
   get state(): LinkState {
     return this.stateNow;
+  }
+
+  /** The task's G-MPI key, which the agent handed over in its welcome (PROTOCOL §9.5): every
+   *  process of this task, and no other process, holds it. G-MPI authenticates its hellos with
+   *  it; keep it in this process (do not log it, put it in a file or pass it to a child). */
+  get taskKey(): Uint8Array {
+    if (this.taskKeyNow === null) throw new LinkError('PROTOCOL', 'no task key: the link is not welcomed yet');
+    return new Uint8Array(this.taskKeyNow);
   }
 
   /** The mapping as received at init. */
@@ -380,6 +390,7 @@ export class Link {
       case 'welcome':
         if (this.stateNow !== 'connecting' || this.welcomed) return this.fail('PROTOCOL', 'unexpected welcome');
         this.welcomed = true;
+        this.taskKeyNow = msg.taskKey;
         return;
       case 'refused':
         return this.fail('REFUSED', `the agent refused this process: ${msg.reason}`);

@@ -7,14 +7,17 @@
 // Process → agent: `hello` first (the agent gave the process its task, VPID and a secret token
 // in its environment at spawn; a connection that cannot show them is refused), then `signal`
 // requests, then `finalize` before a clean exit (Process-disconnect, spec §6.3).
-// Agent → process: `welcome` or `refused` answers the hello; `mapping` (spec §7 item 2) comes
+// Agent → process: `welcome` or `refused` answers the hello — the welcome carries the task key
+// the processes of one task authenticate their G-MPI hellos with (PROTOCOL §9.5): handed over
+// here, on a socket only the authenticated process reads, never in the environment or the
+// command line, which other users' processes can read in /proc; `mapping` (spec §7 item 2) comes
 // once every member of the task has connected, or at once for a process spawned into a running
 // task (`recovered`); then `signal`s in the order the manager sent them.
-import { MAX_ID_CHARS, MAX_TASK_PROCS, MAX_TEXT_CHARS } from '../constants.ts';
+import { MAX_ID_CHARS, MAX_TASK_PROCS, MAX_TEXT_CHARS, TASK_KEY_BYTES } from '../constants.ts';
 import { err, ok, type Result } from '../result.ts';
 import { pack, unpack } from './frame.ts';
 import { endpointText, int32, member, taskId, u32, type Member } from './messages.ts';
-import { bool, list, struct, text, token, uint, union, type Schema } from './schema.ts';
+import { bool, bytes, list, struct, text, token, uint, union, type Schema } from './schema.ts';
 
 export { int32, MAX_ENDPOINT_CHARS, type Member } from './messages.ts';
 
@@ -51,7 +54,7 @@ export type ProcToAgent =
   | { type: 'finalize' };
 
 export type AgentToProc =
-  | { type: 'welcome' }
+  | { type: 'welcome'; taskKey: Uint8Array }
   | { type: 'refused'; reason: string }
   | ({ type: 'mapping' } & Omit<Mapping, never>)
   /** `data`: the new member's "host:port" for GSIG_REP_SPAWNED (spec §4.3: the reply carries
@@ -65,7 +68,7 @@ export const procToAgent: Schema<ProcToAgent> = union<ProcToAgent>({
 });
 
 export const agentToProc: Schema<AgentToProc> = union<AgentToProc>({
-  welcome: { code: 1, order: [], fields: {} },
+  welcome: { code: 1, order: ['taskKey'], fields: { taskKey: bytes(TASK_KEY_BYTES, TASK_KEY_BYTES) } },
   refused: { code: 2, order: ['reason'], fields: { reason: text(MAX_TEXT_CHARS) } },
   mapping: {
     code: 3,

@@ -1,13 +1,14 @@
 // The G-MPI framing (src/app/gmpi/wire.ts; spec §7 item 3's PTP channels): frames round-trip
-// whole and fed byte by byte (hello, application data with tags >= 0, library frames with
+// whole and fed byte by byte (challenge and hello with its MAC and nonce, PROTOCOL §9.5;
+// application data with tags >= 0, library frames with
 // tags < 0, raw and structured payloads, any u32 VPID as sender), every WireCode is produced by
 // the input that should produce it (length limits judged from the header alone), errors are
 // sticky, and a seeded fuzz of random and mutated streams never throws (STYLE.md 5). Replay a fuzz failure with
 // TRINE_FUZZ_SEED=<n> npx vitest run test/unit/app/gmpi-wire.test.ts
 import { describe, expect, it } from 'vitest';
 import {
-  encodeFrame, FLAG_STRUCTURED, FrameDecoder, GMPI_HEADER_BYTES, MAX_HELLO_PAYLOAD_BYTES, MAX_TAG, MAX_U32, MIN_LIB_TAG,
-  type DataFrame, type GmpiFrame, type WireCode, type WireResult,
+  encodeFrame, FLAG_STRUCTURED, FrameDecoder, GMPI_HEADER_BYTES, GMPI_WIRE_VERSION, HELLO_MAC_BYTES, HELLO_NONCE_BYTES,
+  MAX_HELLO_PAYLOAD_BYTES, MAX_TAG, MAX_U32, MIN_LIB_TAG, type DataFrame, type GmpiFrame, type WireCode, type WireResult,
 } from '../../../src/app/gmpi/wire.ts';
 
 const LIMIT = 1024;
@@ -40,7 +41,11 @@ const concat = (parts: Uint8Array[]): Uint8Array => {
 const data = (over: Partial<DataFrame> = {}): DataFrame => ({
   type: 'data', id: 3, comm: 7, tag: 42, seq: 9, structured: false, payload: new Uint8Array([1, 2, 3, 250]), ...over,
 });
-const hello: GmpiFrame = { type: 'hello', id: 2, taskId: 't17' };
+const filled = (n: number, v: number): Uint8Array => new Uint8Array(n).fill(v);
+const hello: GmpiFrame = { type: 'hello', id: 2, taskId: 't17', nonce: filled(HELLO_NONCE_BYTES, 0x11), mac: filled(HELLO_MAC_BYTES, 0x22) };
+const challenge: GmpiFrame = { type: 'challenge', id: 2, nonce: filled(HELLO_NONCE_BYTES, 0x33) };
+/** Where the task id starts in a hello frame. */
+const HELLO_ID_OFFSET = GMPI_HEADER_BYTES + HELLO_MAC_BYTES + HELLO_NONCE_BYTES;
 
 /** A data frame's bytes with one header byte overwritten. */
 function patched(offset: number, value: number, frame: DataFrame = data()): Uint8Array {
@@ -62,7 +67,12 @@ const codeOf = (bytes: Uint8Array, maxMessageBytes = LIMIT): WireCode | null => 
 describe('G-MPI framing round trips', () => {
   const samples: GmpiFrame[] = [
     hello,
-    { type: 'hello', id: MAX_U32, taskId: `t${'9'.repeat(MAX_HELLO_PAYLOAD_BYTES - 1)}` },
+    {
+      type: 'hello', id: MAX_U32, taskId: `t${'9'.repeat(MAX_HELLO_PAYLOAD_BYTES - HELLO_MAC_BYTES - HELLO_NONCE_BYTES - 1)}`,
+      nonce: filled(HELLO_NONCE_BYTES, 0xff), mac: filled(HELLO_MAC_BYTES, 0),
+    },
+    challenge,
+    { type: 'challenge', id: MAX_U32, nonce: filled(HELLO_NONCE_BYTES, 0) },
     data(),
     data({ payload: new Uint8Array(0), tag: 0, comm: 0, seq: 0, id: 0 }),
     data({ payload: new Uint8Array(LIMIT).fill(0xab), tag: MAX_TAG, comm: MAX_U32, seq: MAX_U32, id: MAX_U32 }),
@@ -119,11 +129,21 @@ describe('G-MPI framing errors (every WireCode)', () => {
     expect(codeOf(new TextEncoder().encode('GET / HTTP/1.1\r\nHost: x\r\n\r\n'.replace('G', 'P')))).toBe('BAD_MAGIC');
   });
   it('BAD_VERSION: another framing version', () => {
-    expect(codeOf(patched(1, 2))).toBe('BAD_VERSION');
+    expect(codeOf(patched(1, GMPI_WIRE_VERSION + 1))).toBe('BAD_VERSION');
     expect(codeOf(patched(1, 0))).toBe('BAD_VERSION');
+    // Version 1's hello (the task id alone, no MAC) is not spoken any more (PROTOCOL §9.5).
+    expect(codeOf(patched(1, 1))).toBe('BAD_VERSION');
   });
-  it('BAD_KIND: kinds other than hello (1), data (2), lib (3) and bye (4)', () => {
-    for (const k of [0, 5, 255]) expect(codeOf(patched(2, k))).toBe('BAD_KIND');
+  it('BAD_KIND: kinds other than hello (1), data (2), lib (3), bye (4) and challenge (5)', () => {
+    for (const k of [0, 6, 255]) expect(codeOf(patched(2, k))).toBe('BAD_KIND');
+  });
+  it('BAD_CHALLENGE: flags, a communicator, a tag, a sequence, or a payload that is not one nonce', () => {
+    expect(codeOf(encodeFrame(challenge))).toBeNull();
+    const flagged = encodeFrame(challenge);
+    flagged[3] = FLAG_STRUCTURED;
+    expect(codeOf(flagged)).toBe('BAD_CHALLENGE');
+    for (const offset of [8, 12, 16]) expect(codeOf(withU32(offset, 1, challenge))).toBe('BAD_CHALLENGE');
+    for (const length of [0, HELLO_NONCE_BYTES - 1, HELLO_NONCE_BYTES + 1]) expect(codeOf(withU32(20, length, challenge))).toBe('BAD_CHALLENGE');
   });
   it('BAD_BYE: a bye with flags, a communicator, a tag or a payload', () => {
     const bye = encodeFrame({ type: 'bye', id: 8, seq: 3 });
@@ -150,7 +170,7 @@ describe('G-MPI framing errors (every WireCode)', () => {
     expect(codeOf(withU32(12, 0, lib))).toBe('BAD_TAG');
     expect(codeOf(withU32(12, MAX_TAG, lib))).toBe('BAD_TAG');
   });
-  it('BAD_HELLO: non-zero flags/comm/tag/seq, empty or oversized payload, not a task id', () => {
+  it('BAD_HELLO: non-zero flags/comm/tag/seq, a payload too short for MAC ‖ nonce ‖ id or oversized, not a task id', () => {
     const flagged = encodeFrame(hello);
     flagged[3] = FLAG_STRUCTURED;
     expect(codeOf(flagged)).toBe('BAD_HELLO');
@@ -158,11 +178,12 @@ describe('G-MPI framing errors (every WireCode)', () => {
     expect(codeOf(withU32(12, 1, hello))).toBe('BAD_HELLO');
     expect(codeOf(withU32(16, 1, hello))).toBe('BAD_HELLO');
     expect(codeOf(withU32(20, 0, hello))).toBe('BAD_HELLO');
+    expect(codeOf(withU32(20, HELLO_MAC_BYTES + HELLO_NONCE_BYTES, hello))).toBe('BAD_HELLO'); // no task id
     expect(codeOf(withU32(20, MAX_HELLO_PAYLOAD_BYTES + 1, hello))).toBe('BAD_HELLO');
     const notId = encodeFrame(hello);
-    notId[GMPI_HEADER_BYTES] = 0x00; // "\0" + "17": not printable
+    notId[HELLO_ID_OFFSET] = 0x00; // "\0" + "17": not printable
     expect(codeOf(notId)).toBe('BAD_HELLO');
-    notId[GMPI_HEADER_BYTES] = 'x'.charCodeAt(0); // "x17": printable, not the t<n> grammar
+    notId[HELLO_ID_OFFSET] = 'x'.charCodeAt(0); // "x17": printable, not the t<n> grammar
     expect(codeOf(notId)).toBe('BAD_HELLO');
   });
   it('TOO_LARGE: judged from the header alone, before any payload byte is buffered', () => {
@@ -216,7 +237,9 @@ describe('G-MPI framing fuzz (never throws, STYLE.md 5)', () => {
     const bytesOf = (n: number) => Uint8Array.from({ length: n }, () => int(256));
     const validFrame = (): GmpiFrame =>
       int(4) === 0
-        ? { type: 'hello', id: int(2 ** 32), taskId: `t${1 + int(100000)}` }
+        ? { type: 'hello', id: int(2 ** 32), taskId: `t${1 + int(100000)}`, nonce: bytesOf(HELLO_NONCE_BYTES), mac: bytesOf(HELLO_MAC_BYTES) }
+        : int(8) === 0
+          ? { type: 'challenge', id: int(2 ** 32), nonce: bytesOf(HELLO_NONCE_BYTES) }
         : int(8) === 0
           ? { type: 'bye', id: int(2 ** 32), seq: int(1000) }
         : int(3) === 0
@@ -233,8 +256,8 @@ describe('G-MPI framing fuzz (never throws, STYLE.md 5)', () => {
         case 1: { // a valid magic and version, the rest random: reaches the field checks
           stream = bytesOf(GMPI_HEADER_BYTES + int(64));
           stream[0] = 0x47;
-          stream[1] = 1;
-          stream[2] = 1 + int(4);
+          stream[1] = GMPI_WIRE_VERSION;
+          stream[2] = 1 + int(5);
           if (int(2) === 0) stream[3] = 0;
           break;
         }
@@ -260,7 +283,7 @@ describe('G-MPI framing fuzz (never throws, STYLE.md 5)', () => {
       }
     }
     expect([...allCodes].sort(), REPLAY).toEqual(
-      ['BAD_BYE', 'BAD_HEADER', 'BAD_HELLO', 'BAD_KIND', 'BAD_MAGIC', 'BAD_TAG', 'BAD_VERSION', 'TOO_LARGE', 'none'].sort(),
+      ['BAD_BYE', 'BAD_CHALLENGE', 'BAD_HEADER', 'BAD_HELLO', 'BAD_KIND', 'BAD_MAGIC', 'BAD_TAG', 'BAD_VERSION', 'TOO_LARGE', 'none'].sort(),
     );
   });
 });

@@ -2,12 +2,13 @@
 // with exit code 2 that says what to type instead; what passes is a request replicas accept.
 import { describe, expect, it } from 'vitest';
 import { CliError, EXIT_USAGE } from '../../../cli/errors.ts';
-import { buildSubmit, parseEnv, parseTaskId, requireCommand, type SubmitInput } from '../../../cli/task-args.ts';
+import { buildSubmit, newTaskKey, parseEnv, parseTaskId, requireCommand, type SubmitInput } from '../../../cli/task-args.ts';
 import { MAX_ARG_CHARS, MAX_ARGS, MAX_ENV_ENTRIES, MAX_TASK_PROCS } from '../../../src/core/constants.ts';
 
 const NONCE = '0123456789abcdef0123456789abcdef';
+const KEY = new Uint8Array(32).fill(3);
 const input = (over: Partial<SubmitInput> = {}): SubmitInput => ({
-  command: ['sleep', '10'], size: 1, name: undefined, env: [], cwd: undefined, baseCwd: '/home/op', nonce: NONCE, ...over,
+  command: ['sleep', '10'], size: 1, name: undefined, env: [], cwd: undefined, baseCwd: '/home/op', nonce: NONCE, taskKey: KEY, ...over,
 });
 
 /** The CliError `f` throws: exit code 2 and a one-line message. */
@@ -70,9 +71,18 @@ describe('buildSubmit', () => {
   it('builds the task.submit request; a bare command name is passed as given', () => {
     expect(buildSubmit(input({ env: ['Z=1', 'A=2'], size: 3 }))).toEqual({
       type: 'task.submit', nonce: NONCE, name: 'sleep', size: 3, file: 'sleep', args: ['10'], cwd: '/home/op', env: [['A', '2'], ['Z', '1']],
-      mode: 'plain',
+      mode: 'plain', taskKey: KEY,
     });
     expect(buildSubmit(input({ linked: true })).mode).toBe('linked');
+  });
+
+  it('carries the task key the caller drew; newTaskKey draws 32 fresh random bytes (PROTOCOL §9.5)', () => {
+    const a = newTaskKey();
+    const b = newTaskKey();
+    expect(a).toHaveLength(32);
+    expect(Buffer.from(a).equals(Buffer.from(b))).toBe(false);
+    expect(buildSubmit(input({ taskKey: a })).taskKey).toEqual(a);
+    expect(usageError(() => buildSubmit(input({ taskKey: new Uint8Array(31) })))).toContain('would be refused');
   });
 
   it('a relative path with a / is made absolute against --cwd, itself relative to the CLI cwd', () => {

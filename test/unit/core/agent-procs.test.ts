@@ -27,6 +27,7 @@ const SPAWN: ProcSpawn = {
   size: 2,
   restarted: false,
   endpoints: [{ vpid: 0, node: 'n1' }, { vpid: 1, node: 'n2' }],
+  taskKey: new Uint8Array(32).fill(7),
 };
 
 const spawnCmd = (over: Partial<ProcSpawn> = {}): ProcSpawn => ({ ...SPAWN, ...over });
@@ -78,6 +79,15 @@ describe('spawn (plain mode)', () => {
     });
     expect(reports(all)).toEqual([]);
     expect(started(undefined, spawnCmd({ restarted: true })).spawn.spec.env['TRINE_RESTARTED']).toBe('1');
+  });
+
+  it('the task key travels beside the spec, for the socket\'s welcome: never in the environment or arguments (PROTOCOL §9.5)', () => {
+    const { spawn, all } = started(undefined, spawnCmd({ mode: 'linked' }));
+    expect(spawn.taskKey).toEqual(SPAWN.taskKey);
+    const hex = Buffer.from(SPAWN.taskKey).toString('hex');
+    const text = JSON.stringify({ spec: spawn.spec, logs: of(all, 'log') });
+    expect(text).not.toContain(hex);
+    expect(text).not.toContain('7,7,7,7');
   });
 
   it('a successful exec is the connect: spawnSucceeded with the pid at once, and the pid is recorded', () => {

@@ -29,7 +29,7 @@ class Cluster {
   submit(size: number, extra: Partial<TaskSubmit> = {}): { ok: boolean; text: string } {
     const req: TaskSubmit = {
       type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size, file: '/bin/sleep', args: ['1'], cwd: '/tmp',
-      env: [['A', '1'], ['B', '2']], mode: 'plain', ...extra,
+      env: [['A', '1'], ['B', '2']], mode: 'plain', taskKey: new Uint8Array(32).fill(7), ...extra,
     };
     const r = submitTask(this.cs, this.nodes, TIMERS, req, ++this.rsn);
     this.effects = r.effects;
@@ -112,6 +112,32 @@ class Cluster {
 }
 
 describe('cluster state: tasks and processes (spec §6)', () => {
+  it('the task key reaches every spawn command, a replacement\'s too, and nothing people see (PROTOCOL §9.5)', () => {
+    const c = new Cluster(4);
+    const key = new Uint8Array(32).fill(0xab);
+    c.submit(2, { taskKey: key, mode: 'linked' });
+    const events = [...c.events()];
+    const spawns = c.spawns();
+    expect(spawns).toHaveLength(2);
+    for (const s of spawns) expect(s.taskKey).toEqual(key);
+    c.start('t1');
+    c.report('t1', 1, 'terminatedAbnormally', { signal: 'SIGKILL' });
+    events.push(...c.events());
+    const shown = [JSON.stringify(c.view()), ...events].join('\n');
+    expect(shown).not.toContain('abab');
+    expect(shown).not.toContain('171,171');
+    expect(shown).not.toMatch(/taskKey/i);
+    // Replicas that applied the same submit agree on it: it is part of the digest.
+    const other = new Cluster(4);
+    other.submit(2, { taskKey: new Uint8Array(32).fill(0xcd), mode: 'linked' });
+    const same = new Cluster(4);
+    same.submit(2, { taskKey: key, mode: 'linked' });
+    const fresh = new Cluster(4);
+    fresh.submit(2, { taskKey: key, mode: 'linked' });
+    expect(same.digest()).toBe(fresh.digest());
+    expect(same.digest()).not.toBe(other.digest());
+  });
+
   it('taskTimers converts ms to ticks of taskTickMs, at least 1', () => {
     expect(taskTimers(DEFAULT_TIMING)).toEqual({ groupRequestTimeoutTicks: 20, startTimeoutTicks: 400, terminateTimeoutTicks: 40, maxStartAttempts: 3, maxTerminateAttempts: 3, replicaStartTimeoutTicks: 300 });
     expect(taskTimers({ ...DEFAULT_TIMING, startTimeoutMs: 1, terminateTimeoutMs: 0 }).startTimeoutTicks).toBe(1);

@@ -131,6 +131,15 @@ describe('writeDeployment on examples/hosts.yaml', () => {
     for (const [id, k] of keys) expect(top.includes(k.seed), `cluster.json holds ${id}'s seed`).toBe(false);
   });
 
+  it('the cluster document names the task user, and loadCluster reads it back (default nobody)', () => {
+    expect(readJson<ClusterConfig>(join(out, 'cluster.json')).taskUser).toBe(file.taskUser);
+    expect(loadCluster(join(out, 'n1')).config.taskUser).toBe('nobody');
+  });
+
+  it('a bundle\'s logs/ and run/ are 0700 like the bundle: nothing in it is open to the task user', () => {
+    for (const h of file.hosts) for (const sub of ['logs', 'run']) expect(modeOf(join(out, h.id, sub)), `${h.id}/${sub}`).toBe(0o700);
+  });
+
   it('key files are mode 0600, bundle dirs and their keys/ 0700', () => {
     for (const h of file.hosts) {
       expect(modeOf(join(out, h.id)), h.id).toBe(0o700);

@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
 import { DEFAULT_AGENT_SLOTS } from '../../../src/io/cluster-dir.ts';
 import {
-  DEFAULT_BASE_PORT, DEFAULT_INSTALL, DEFAULT_SPARES_PER_HOST, HostsFileError, MAX_HOSTS_FILE_BYTES, parseHostsFile, readHostsFile,
+  DEFAULT_BASE_PORT, DEFAULT_INSTALL, DEFAULT_SPARES_PER_HOST, DEFAULT_TASK_USER, HostsFileError, MAX_HOSTS_FILE_BYTES, parseHostsFile,
+  readHostsFile,
 } from '../../../src/io/hosts-file.ts';
 
 const EXAMPLE = fileURLToPath(new URL('../../../examples/hosts.yaml', import.meta.url));
@@ -82,8 +83,23 @@ describe('examples/hosts.yaml', () => {
   });
 
   it('a partial install mapping keeps the defaults of the settings it leaves out', () => {
-    const f = parseHostsFile(fileWith({ head: ['install: { user: svc-trine }'] }), PATH);
+    const f = parseHostsFile(fileWith({ head: ['install: { user: svc-trine }', 'task-user: svc-trine'] }), PATH);
     expect(f.install).toEqual({ ...DEFAULT_INSTALL, user: 'svc-trine' });
+  });
+
+  it('task-user: tasks run as nobody unless the file names another user (FAULT-MODEL "Tasks and Trine\'s secrets")', () => {
+    expect(DEFAULT_TASK_USER).toBe('nobody');
+    expect(parseHostsFile(fileWith(), PATH).taskUser).toBe('nobody');
+    expect(parseHostsFile(fileWith({ head: ['task-user: trine-jobs'] }), PATH).taskUser).toBe('trine-jobs');
+    expect(rejection(fileWith({ head: ['task-user: "Bad User"'] })).message).toContain('"task-user" must be a user name');
+    expect(rejection(fileWith({ head: ['task-user: 12'] })).message).toContain('"task-user" must be a user name');
+  });
+
+  it('daemons that are not root cannot start tasks as another user: init says so, naming both ways out', () => {
+    const e = rejection(fileWith({ head: ['install: { user: trine }'] }));
+    expect(e.message).toContain('install.user trine cannot start tasks as task-user nobody');
+    expect(e.message).toContain('install.user: root');
+    expect(e.message).toContain('task-user: trine');
   });
 });
 
@@ -221,7 +237,7 @@ describe('cluster-wide settings', () => {
   it('unknown top-level key (a misspelt `hsots:`): names it and lists the keys to use', () => {
     const e = rejection(fileWith().replace('hosts:', 'hsots:'));
     expect(e.message).toContain('unknown setting "hsots"');
-    expect(e.message).toContain('use cluster, port, spares-per-host, install, reset, timing, hosts');
+    expect(e.message).toContain('use cluster, port, spares-per-host, install, task-user, reset, timing, hosts');
   });
 
   for (const port of ['80', '65535', '"7400"', '7400.5']) {

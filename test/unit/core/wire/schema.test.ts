@@ -8,9 +8,10 @@ import {
 } from '../../../../src/core/constants.ts';
 import type { Result } from '../../../../src/core/result.ts';
 import { decodeFrame, encodeFrame, pack, unpack } from '../../../../src/core/wire/frame.ts';
+import { agentToProc, type AgentToProc } from '../../../../src/core/wire/app-wire.ts';
 import {
   agentRequest, frameBody, groupBodyWire, groupCommand, groupMsgCG, groupMsgGC, heartbeatInfo, itemWire, processId,
-  ptpPayloadWire, type FrameBody, type ItemWire,
+  ptpPayloadWire, type AgentRequest, type FrameBody, type GroupCommand, type ItemWire,
 } from '../../../../src/core/wire/messages.ts';
 import {
   bool, bytes, list, nullable, oneOf, struct, text, token, uint, union, type Schema,
@@ -271,6 +272,41 @@ describe('message schemas', () => {
     expect(code(groupMsgCG.dec(value(unpack(pack(oldCg))), 'cg'))).toBe('WIRE_MALFORMED');
     const oldGc = [gcTree[0], gcTree[1], gcTree[2], gcTree[4], gcTree[5]];
     expect(code(groupMsgGC.dec(value(unpack(pack(oldGc))), 'gc'))).toBe('WIRE_MALFORMED');
+  });
+});
+
+describe('the task key: task.submit, proc.spawn and the socket\'s welcome (PROTOCOL §9.5)', () => {
+  const key = Uint8Array.from({ length: 32 }, (_, i) => i);
+  const submit: AgentRequest = {
+    type: 'task.submit', nonce: 'ab'.repeat(16), name: 'job', size: 4, file: '/bin/app', args: ['-n'], cwd: '/srv', env: [['A', '1']],
+    mode: 'linked', taskKey: key,
+  };
+  const spawn: GroupCommand = {
+    type: 'proc.spawn', task: 't3', vpid: 2, mode: 'linked', file: '/bin/app', args: [], cwd: '/srv', env: [], size: 4, restarted: false,
+    endpoints: [{ vpid: 0, node: 'n1' }], taskKey: key,
+  };
+  const welcome: AgentToProc = { type: 'welcome', taskKey: key };
+  /** The encoded tree with its last field (the key) replaced. */
+  const withKey = (tree: unknown, k: unknown): unknown => [...(tree as unknown[]).slice(0, -1), k];
+
+  it('round-trips, the key last in each field order', () => {
+    expectRoundTrips(agentRequest, [submit]);
+    expectRoundTrips(groupCommand, [spawn]);
+    expectRoundTrips(agentToProc, [welcome]);
+    for (const tree of [agentRequest.enc(submit), groupCommand.enc(spawn), agentToProc.enc(welcome)]) expect((tree as unknown[]).at(-1)).toBe(key);
+  });
+
+  it('a key of any other size, or none, never decodes', () => {
+    const cases: [Schema<unknown>, unknown][] = [
+      [agentRequest as Schema<unknown>, agentRequest.enc(submit)], [groupCommand as Schema<unknown>, groupCommand.enc(spawn)],
+      [agentToProc as Schema<unknown>, agentToProc.enc(welcome)],
+    ];
+    for (const [schema, tree] of cases) {
+      for (const bad of [new Uint8Array(31), new Uint8Array(33), new Uint8Array(0), 'k'.repeat(32), null]) {
+        expect(code(schema.dec(withKey(tree, bad), 'x'))).not.toBe('ok');
+      }
+      expect(code(schema.dec((tree as unknown[]).slice(0, -1), 'x'))).not.toBe('ok');
+    }
   });
 });
 
