@@ -37,6 +37,10 @@ results['gmpi'] = await benchGmpi();
 print('G-MPI point-to-point between two processes on loopback (ping-pong; bandwidth = size / half the p50 round trip)', results['gmpi']);
 results['tasks'] = await benchTasks();
 print('tasks and processes on a local cluster (trine up --nodes 4; raw samples in bench/results/tasks.json)', results['tasks']);
+if (testBedSupported().ok) {
+  results['tasks-hosts'] = await benchTasks({ hosts: true });
+  print('the same on namespace hosts from trine init bundles, a node failure being its link cut (raw samples in bench/results/tasks-hosts.json)', results['tasks-hosts']);
+}
 // Loopback and namespace hosts side by side where this machine can make namespaces (root).
 const hostsBed = testBedSupported();
 results['signals'] = hostsBed.ok ? await benchSignalsSideBySide() : await benchSignals({ printTables: false });

@@ -9,7 +9,9 @@
 //     declares the node lost (PROTOCOL §8.4).
 // Manager times are the primary's journal (ClusterView `events[].atMs`, its clock: src/daemon/
 // run-core.ts clockMs); agent- and backup-side steps come from their logs (wall clock, ms).
-// bench/run.ts imports benchTasks(); run alone with `node --import tsx bench/tasks.ts`.
+// bench/run.ts imports benchTasks(); run alone with `node --import tsx bench/tasks.ts`; with
+// `--hosts` (root only) the same runs on namespace hosts built from `trine init` bundles
+// (test/hosts), where a node failure is its link cut, not a kill (tasks-hosts.json).
 // Everything started is stopped at the end (trine down's machinery, then a sweep of the dir).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
@@ -18,12 +20,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { newNonce, OP_TIMEOUT_MS, readClusterView, requestOp, toViewAnswer, VIEW_TIMEOUT_MS } from '../cli/op-client.ts';
 import { OperatorClient } from '../cli/status-client.ts';
-import { buildSubmit } from '../cli/task-args.ts';
+import { buildSubmit, newTaskKey } from '../cli/task-args.ts';
 import { up } from '../cli/up.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import type { ClusterEvent, ClusterView } from '../src/core/status.ts';
 import { procStartTime, readProcsFile } from '../src/daemon/agent.ts';
 import { loadCluster, paths, type Cluster } from '../src/io/cluster-dir.ts';
+import { HostsCluster } from '../test/hosts/cluster.ts';
 import { killQuietly, logEvents, processesNaming, startKeeper, tearDown } from './cluster-tools.ts';
 import type { Figure } from './crypto.ts';
 
@@ -123,7 +126,38 @@ class TaskCluster {
     readonly now: () => number,
     readonly cluster: Cluster,
     private client: OperatorClient | null,
+    /** A cluster of namespace hosts (--hosts), or null for `trine up` on loopback. */
+    readonly hosts: HostsCluster | null = null,
   ) {}
+
+  /** The dir holding process `id`'s log: the cluster dir, or its host's bundle. */
+  logDirOf(id: ProcessId): string {
+    if (this.hosts === null) return this.dir;
+    const m = this.cluster.config.membership;
+    if (id === m.scc) return this.hosts.bundle('wd');
+    const p = this.cluster.config.processes.find((e) => e.id === id);
+    return this.hosts.bundle(p?.node ?? m.spareNodes?.[id] ?? 'ops');
+  }
+
+  /** The same on namespace hosts built from `trine init` bundles (test/hosts), driven from the
+   *  root namespace through a port of its own on the bed; root only. */
+  static async startHosts(): Promise<TaskCluster> {
+    const now = clusterClock();
+    const hosts = await HostsCluster.start({ rootPort: true });
+    const scratch = join(hosts.root, 'scratch');
+    mkdirSync(scratch);
+    let tc: TaskCluster | null = null;
+    try {
+      const cluster = loadCluster(hosts.opBundle);
+      tc = new TaskCluster(hosts.root, hosts.out, scratch, now, cluster, await OperatorClient.open(cluster), hosts);
+      await tc.primary();
+      await tc.idle('after start');
+      return tc;
+    } catch (e) {
+      await (tc === null ? hosts.destroy() : tc.stop());
+      throw e;
+    }
+  }
 
   /** Starts the cluster; on failure stops whatever was started. */
   static async start(): Promise<TaskCluster> {
@@ -149,7 +183,8 @@ class TaskCluster {
   async stop(): Promise<void> {
     await this.client?.close().catch(() => {});
     this.client = null;
-    await tearDown(this.root, this.dir, this.seen);
+    if (this.hosts !== null) await this.hosts.destroy();
+    else await tearDown(this.root, this.dir, this.seen);
   }
 
   private get op(): OperatorClient {
@@ -190,7 +225,7 @@ class TaskCluster {
 
   /** Submits `size` sleepers; the send time on the replicas' clock and on the wall clock (logs). */
   async submit(size: number): Promise<{ task: string; sentAtMs: number; sentWallMs: number }> {
-    const request = buildSubmit({ command: [SLEEPER, ...SLEEP_ARGS], size, name: 'bench', env: [], cwd: this.scratch, baseCwd: this.scratch, nonce: newNonce() });
+    const request = buildSubmit({ command: [SLEEPER, ...SLEEP_ARGS], size, name: 'bench', env: [], cwd: this.scratch, baseCwd: this.scratch, nonce: newNonce(), taskKey: newTaskKey() });
     const sentWallMs = Date.now();
     const sentAtMs = this.now();
     const outcome = await requestOp(this.op, request, OP_TIMEOUT_MS);
@@ -264,7 +299,7 @@ async function measureSpawn(tc: TaskCluster, size: number, trials: number): Prom
       s.submitToOrderedMs.push(times.ordered - sentAtMs);
       s.orderedToRunningMs.push(times.allRunning - times.ordered);
       const reported = tc.cluster.config.membership.agents.flatMap((a) =>
-        logEvents(tc.dir, a.id, 'proc.report', sentWallMs).filter((l) => l.line['task'] === task && l.line['kind'] === 'spawnSucceeded').map((l) => l.atMs));
+        logEvents(tc.logDirOf(a.id), a.id, 'proc.report', sentWallMs).filter((l) => l.line['task'] === task && l.line['kind'] === 'spawnSucceeded').map((l) => l.atMs));
       if (reported.length === size) s.submitToAgentsReportedMs.push(Math.max(...reported) - sentWallMs);
     }
     await tc.kill(task);
@@ -290,7 +325,7 @@ async function measureCrash(tc: TaskCluster, rounds: number): Promise<CrashSampl
       process.kill(proc.pid, 'SIGKILL');
       const recordedAtMs = await tc.until(`${task} recorded dead`, (p) =>
         journal(p, (e) => e.task === task && e.vpid === proc.vpid && e.text.startsWith(`${task}/${proc.vpid} terminated abnormally`))?.atMs ?? null);
-      const report = logEvents(tc.dir, tc.agentOf(proc.node), 'proc.report', wallAtMs).find((l) => l.line['task'] === task && l.line['kind'] === 'terminatedAbnormally');
+      const report = logEvents(tc.logDirOf(tc.agentOf(proc.node)), tc.agentOf(proc.node), 'proc.report', wallAtMs).find((l) => l.line['task'] === task && l.line['kind'] === 'terminatedAbnormally');
       out.push({ task, node: proc.node, killToRecordedMs: recordedAtMs - killedAtMs, killToAgentReportMs: report === undefined ? null : report.atMs - wallAtMs });
     }
     await tc.idle(`after crash round ${round + 1}`);
@@ -311,17 +346,19 @@ async function measureNodeFailure(tc: TaskCluster, trials: number, notes: string
     const procs = await tc.until(`${task} running`, tc.running(task));
     const before = (await tc.until('node inc', (p) => p.view.nodes.find((n) => n.node === node) ?? null, 0)).inc;
     await sleep(SETTLE_MS);
-    const daemons = processesNaming(dir, agent);
+    const daemons = tc.hosts === null ? processesNaming(dir, agent) : [];
     const taskPids = new Set(procs.filter((x) => x.node === node).map((x) => x.pid));
-    for (const r of readProcsFile(paths.procsFile(dir, agent)).procs) taskPids.add(r.pid);
+    if (tc.hosts === null) for (const r of readProcsFile(paths.procsFile(dir, agent)).procs) taskPids.add(r.pid);
     const wallAtMs = Date.now();
     const killedAtMs = tc.now();
-    for (const pid of [...daemons, ...taskPids]) killQuietly(pid);
+    // On namespace hosts the node is lost the way a real one is: its link goes down.
+    if (tc.hosts !== null) await tc.hosts.bed.cut(node);
+    else for (const pid of [...daemons, ...taskPids]) killQuietly(pid);
     const declaredAtMs = await tc.until(`node ${node} declared lost`, (p) =>
       journal(p, (e) => e.atMs >= killedAtMs && e.text.startsWith(`node ${node} lost`))?.atMs ?? null, 1_000);
     const primaryId = (await tc.primary())?.id ?? replicas[0];
     const firstOf = (event: string) => {
-      const at = replicas.filter((r) => r !== primaryId).flatMap((id) => logEvents(dir, id, event, wallAtMs).filter((l) => l.line['agent'] === agent).map((l) => l.atMs));
+      const at = replicas.filter((r) => r !== primaryId).flatMap((id) => logEvents(tc.logDirOf(id), id, event, wallAtMs).filter((l) => l.line['agent'] === agent).map((l) => l.atMs));
       return at.length === 0 ? null : Math.min(...at) - wallAtMs;
     };
     // The node comes back when a new incarnation of its agent joins: the watchdog's reset
@@ -329,7 +366,13 @@ async function measureNodeFailure(tc: TaskCluster, trials: number, notes: string
     // bench does what it would, and says so.
     const resetBy = Date.now() + RESET_GRACE_MS;
     let back: NodeFailureSample['back'] = 'watchdog';
-    while (logEvents(dir, scc, 'reset.keeper-started', wallAtMs).every((l) => l.line['node'] !== node)) {
+    // The command driver (namespace hosts) logs `reset.done` once the power controller booted it.
+    const resetEvent = tc.hosts === null ? 'reset.keeper-started' : 'reset.done';
+    while (logEvents(tc.logDirOf(scc), scc, resetEvent, wallAtMs).every((l) => l.line['node'] !== node)) {
+      if (tc.hosts !== null && Date.now() > resetBy) {
+        back = 'no';
+        break;
+      }
       if (Date.now() > resetBy) {
         back = 'bench';
         startKeeper(dir, agent);
@@ -337,6 +380,7 @@ async function measureNodeFailure(tc: TaskCluster, trials: number, notes: string
       }
       await sleep(POLL_MS);
     }
+    if (tc.hosts !== null) await tc.hosts.bed.restore(node);
     const rejoinedAtMs = await tc.until(`node ${node} back`, (p) =>
       p.view.nodes.some((n) => n.node === node && n.state === 'up' && n.inc !== before)
         ? (journal(p, (e) => e.atMs > declaredAtMs && e.text.startsWith(`node ${node} joined`))?.atMs ?? null)
@@ -406,7 +450,11 @@ function figuresOf(samples: TaskSamples): Figure[] {
   return figures;
 }
 
-export type BenchTasksOptions = { spawnTrials?: number; crashRounds?: number; nodeTrials?: number };
+export type BenchTasksOptions = {
+  spawnTrials?: number; crashRounds?: number; nodeTrials?: number;
+  /** Run on namespace hosts (test/hosts) instead of `trine up` on loopback; needs root. */
+  hosts?: boolean;
+};
 
 /** Runs the three measurements on one cluster, writes bench/results/tasks.json (figures and
  *  every sample) and returns the figures. */
@@ -415,7 +463,7 @@ export async function benchTasks(opts: BenchTasksOptions = {}): Promise<Figure[]
   const crashRounds = opts.crashRounds ?? Number(process.env['TRINE_BENCH_CRASH_ROUNDS'] ?? 10);
   const nodeTrials = opts.nodeTrials ?? Number(process.env['TRINE_BENCH_NODE_TRIALS'] ?? 10);
   const samples: TaskSamples = { clockSlewMs: 0, loadavg: {}, spawn: [], crash: [], nodeFailure: [], notes: [] };
-  const tc = await TaskCluster.start();
+  const tc = await (opts.hosts === true ? TaskCluster.startHosts() : TaskCluster.start());
   // Interrupted: stop the cluster first (its daemons are detached and would outlive us).
   const onSignal = () => void tc.stop().then(() => process.exit(130));
   process.once('SIGINT', onSignal);
@@ -436,7 +484,8 @@ export async function benchTasks(opts: BenchTasksOptions = {}): Promise<Figure[]
   const figures = figuresOf(samples);
   for (const n of samples.notes) console.error(`bench: ${n}`);
   mkdirSync(join(here, 'results'), { recursive: true });
-  writeFileSync(join(here, 'results', 'tasks.json'), JSON.stringify({
+  writeFileSync(join(here, 'results', opts.hosts === true ? 'tasks-hosts.json' : 'tasks.json'), JSON.stringify({
+    mode: opts.hosts === true ? 'namespace hosts' : 'loopback',
     at: new Date().toISOString(), node: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '?',
     executable: [SLEEPER, ...SLEEP_ARGS], benchRssBytes: process.memoryUsage().rss, figures, samples,
   }, null, 2));
@@ -445,8 +494,9 @@ export async function benchTasks(opts: BenchTasksOptions = {}): Promise<Figure[]
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   console.log(`trine bench tasks: node ${process.version}, ${cpus().length} cpus, load ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
-  const figures = await benchTasks();
+  const hosts = process.argv.includes('--hosts');
+  const figures = await benchTasks({ hosts });
   for (const f of figures) console.log(`${f.name}: ${Number.isInteger(f.value) ? f.value : f.value.toFixed(3)} ${f.unit}`);
-  console.log(`written ${join(here, 'results', 'tasks.json')}`);
+  console.log(`written ${join(here, 'results', hosts ? 'tasks-hosts.json' : 'tasks.json')}`);
   process.exit(0);
 }

@@ -18,7 +18,7 @@ import type { ReplicaControl } from '../src/daemon/agent.ts';
 import { ReplicaStandby } from '../src/daemon/replica-standby.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
-  CommandResetDriver, LocalResetDriver, LogResetDriver, resetLocalCluster, type NodeResetDriver, type ResetDriverKind, type ResetLog,
+  CommandResetDriver, LocalResetDriver, LogResetDriver, ResetError, resetLocalCluster, type NodeResetDriver, type ResetDriverKind, type ResetLog,
 } from '../src/io/reset-driver.ts';
 import { CliError, EXIT_FAILED, EXIT_USAGE } from './errors.ts';
 
@@ -89,14 +89,20 @@ function makeResetDriver(kind: ResetDriverKind, cluster: Cluster, log: ResetLog,
 
 /** The watchdog's cluster reset on a local cluster (src/io/reset-driver.ts resetLocalCluster):
  *  replicas and keepers start as `trine up` starts them. */
-function resetCluster(_reason: string, { cluster, log, stopping, restore }: ClusterResetContext): Promise<unknown> {
+async function resetCluster(_reason: string, { cluster, log, stopping, restore, kept }: ClusterResetContext): Promise<unknown> {
   if (cluster.config.resetDriver === 'command') {
     // Several hosts: power-cycle every node with the operator's command; each boots its
-    // `trine node run` again, which starts the node's initial replica and agent. The replicas'
-    // task journals are on their hosts, so no task is restored yet (docs/FAULT-MODEL.md).
+    // `trine node run` again, which starts the node's initial replica (PROTOCOL §10.10) and
+    // agent. The replicas' journals are on their hosts' disks, so the tasks are restored from
+    // the copies the watchdog kept (PROTOCOL §10.9).
     const driver = new CommandResetDriver({ command: cluster.config.resetCommand ?? [], addresses: cluster.config.nodeAddresses ?? {}, log });
-    log('warn', 'reset.cluster.no-restore', { why: 'task journals stay on the replicas\' hosts on a cluster of several hosts' });
-    return Promise.all(cluster.config.membership.agents.map((a) => driver.reset(a.node)));
+    const results = await Promise.allSettled(cluster.config.membership.agents.map((a) => driver.reset(a.node)));
+    if (stopping.aborted) return results;
+    log('warn', 'reset.cluster.journals-kept', { journals: kept.map((j) => j.source) });
+    restore(kept);
+    const failed = results.flatMap((r) => (r.status === 'rejected' ? [(r.reason as Error).message] : []));
+    if (failed.length > 0) throw new ResetError('RESET_COMMAND_FAILED', failed.join('; '));
+    return results;
   }
   const start = (id: string) => spawnDaemon(cluster.dir, processEntry(cluster, id));
   return resetLocalCluster(cluster.dir, { config: cluster.config, log, stopping, restore, startKeeper: start, startReplica: start });

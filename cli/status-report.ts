@@ -89,6 +89,8 @@ export type WatchdogRow = {
   /** Restores two replicas confirmed (`text`: the restored task's id, or why the group refused
    *  it) and task journals or journal entries the watchdog refused, oldest first. */
   restores: RestoreRecord[];
+  /** The replicas' task journals the watchdog keeps for a cluster reset (PROTOCOL §10.9). */
+  journalsKept: WatchdogStatus['journalsKept'];
 };
 
 export type StatusDocument = {
@@ -245,10 +247,11 @@ export function buildStatusDocument(config: ClusterConfig, dir: string, answers:
         clusterResets: Array.isArray(w.status.clusterResets) ? w.status.clusterResets : [],
         restoresPending: Array.isArray(w.status.restoresPending) ? w.status.restoresPending : [],
         restores: Array.isArray(w.status.restores) ? w.status.restores : [],
+        journalsKept: Array.isArray(w.status.journalsKept) ? w.status.journalsKept : [],
       }
     : {
         id: m.scc, answered: false, error: w.error, replicas: [], resets: [], armed: null, diagnosisReports: [], clusterResets: [],
-        restoresPending: [], restores: [],
+        restoresPending: [], restores: [], journalsKept: [],
       };
   if (!w.ok) problems.push(`watchdog ${m.scc} did not answer (${w.error})`);
   else {

@@ -40,6 +40,9 @@ export const MAX_SUSPECTS = 3;
 /** An agent's or operator's signed CG's canonical bytes: its payload plus the fixed fields and
  *  their msgpack framing, which take well under 4 KiB. */
 export const MAX_SUBMIT_CG_BYTES = MAX_PAYLOAD_BYTES + 4096;
+/** A task's G-MPI key (PROTOCOL §9.5): 256 random bits the operator draws at submit, carried in
+ *  `task.submit` and `proc.spawn` and handed to each process over its agent's socket. */
+export const TASK_KEY_BYTES = 32;
 /** Any signed CG: the above, or the watchdog's `task.restore`, which carries one such submit
  *  whole (PROTOCOL §10.9) plus its own few hundred bytes. */
 export const MAX_CG_BYTES = MAX_SUBMIT_CG_BYTES + 4096;
@@ -58,6 +61,14 @@ export const MAX_TASK_PROCS = 1024;
  *  reply with its header, fields and authenticator always fits MAX_FRAME_BYTES, and the operator
  *  reads a large file in a few round trips. */
 export const LOGS_CHUNK_BYTES = 256 * 1024;
+/** A task journal a replica sends the watchdog (PROTOCOL §10.9) fits one frame with room for
+ *  the header and a heartbeat beside it. A journal is ~1 KiB per live task, so this holds
+ *  hundreds; a larger one is not sent (the replica logs `tasks.journal.too-large`) and the
+ *  watchdog keeps the last one that fit. */
+export const MAX_JOURNAL_ITEM_BYTES = 768 * 1024;
+/** A replica sends its task journal to the watchdog again this often: the send is one frame
+ *  with no retransmission, and a lost one must not leave the watchdog a stale journal for long. */
+export const JOURNAL_RESEND_MS = 2_000;
 /** `logs.read` items an agent serves from one frame (PROTOCOL §7.1): every output file of a
  *  well-filled node (32 processes, stdout and stderr) in one round trip. The operator's reads
  *  beyond it are answered with an error, never read. */

@@ -66,7 +66,9 @@ export type CoreEffect =
   /** Watchdog: power-reset this node, as two replicas commanded (spec §1.6 rule 1). */
   | { type: 'reset.node'; node: string; rsn: number }
   /** Watchdog: power-reset every node of the cluster (spec §1.6 rules 2 and 3). */
-  | { type: 'reset.cluster'; reason: string }
+  /** `journals`: the replicas' task journals the watchdog kept (PROTOCOL §10.9), for a cluster
+   *  whose replicas' disks it cannot read. */
+  | { type: 'reset.cluster'; reason: string; journals: { source: string; data: Uint8Array }[] }
   /** Replica: write this task journal (src/core/task-journal.ts) to the node's disk, replacing
    *  the last; what a cluster reset restores (PROTOCOL §10.9). */
   | { type: 'persist.tasks'; journal: Uint8Array }

@@ -7,6 +7,7 @@ import { countDrop, type DropCode } from './result.ts';
 import { toHex } from './hex.ts';
 import {
   MAX_DELIVERED_LOG, MAX_EVIDENCE_FRAME_BYTES, MAX_HOLDBACK_PER_AGENT, MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD, TICK_RATE_SLACK, TICK_RATE_WINDOW_MS,
+  JOURNAL_RESEND_MS, MAX_JOURNAL_ITEM_BYTES,
 } from './constants.ts';
 import { createDiagnosis } from './diagnosis.ts';
 import { successor } from './group-view.ts';
@@ -1095,24 +1096,39 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
     timers(nowMs, out);
     flushAcks(links, out, csnMark, nowMs);
-    persistJournal(out);
+    persistJournal(out, nowMs);
     return out;
   }
 
   /** The task journal (PROTOCOL §10.9), written again whenever the live tasks change; only by a
    *  replica that serves (a replacement has no state before it installs one). */
   let journalKey: string | null = null;
-  function persistJournal(out: CoreEffect[]): void {
-    if (phase !== 'serving' || journalRsn === state.rsn) return;
-    journalRsn = state.rsn;
-    const live = liveSubmits(state.cluster);
-    const key = live.map((l) => `${l.task}\u0000${l.submit.nonce}`).join('\u0001');
-    if (key === journalKey) return;
-    journalKey = key;
-    const tasks = live.map((l) => ({ task: l.task, nonce: l.submit.nonce, submit: l.submit.bytes, submitSig: l.submit.sig }));
-    out.push({ type: 'persist.tasks', journal: encodeJournal({ replica: id, rsn: state.rsn, tasks }) });
+  function persistJournal(out: CoreEffect[], nowMs: number): void {
+    if (phase === 'serving' && journalRsn !== state.rsn) {
+      journalRsn = state.rsn;
+      const live = liveSubmits(state.cluster);
+      const key = live.map((l) => `${l.task}\u0000${l.submit.nonce}`).join('\u0001');
+      if (key !== journalKey) {
+        journalKey = key;
+        const tasks = live.map((l) => ({ task: l.task, nonce: l.submit.nonce, submit: l.submit.bytes, submitSig: l.submit.sig }));
+        taskJournal = encodeJournal({ replica: id, rsn: state.rsn, tasks });
+        out.push({ type: 'persist.tasks', journal: taskJournal });
+        journalSentAtMs = -Infinity;
+      }
+    }
+    // The watchdog keeps a copy too (PROTOCOL §10.9): a cluster of several hosts shares no disk.
+    if (phase !== 'serving' || taskJournal === null || nowMs - journalSentAtMs < JOURNAL_RESEND_MS) return;
+    journalSentAtMs = nowMs;
+    if (taskJournal.length > MAX_JOURNAL_ITEM_BYTES) {
+      out.push({ type: 'log', level: 'error', event: 'tasks.journal.too-large', fields: { bytes: taskJournal.length, max: MAX_JOURNAL_ITEM_BYTES } });
+      return;
+    }
+    out.push({ type: 'send', to: m.scc, item: { type: 'tasks.journal', inc: links.inc, journal: taskJournal } });
   }
   let journalRsn = -1;
+  /** The latest journal, and when it last went to the watchdog. */
+  let taskJournal: Uint8Array | null = null;
+  let journalSentAtMs = -Infinity;
 
   function nextWakeMs(): number | null {
     if (phase === 'retired') return null;

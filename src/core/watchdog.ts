@@ -9,7 +9,7 @@ import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
 import type { ProcessId, Signer, Verifier } from './ports.ts';
 import { unreachable, type DropCode } from './result.ts';
 import type { PeerHealth } from './status.ts';
-import { collectRestores } from './task-journal.ts';
+import { collectRestores, decodeJournal } from './task-journal.ts';
 import { signCG } from './wire/frame.ts';
 import type { AccuseReason, Item, Role, SignedCG, TaskRestore } from './wire/messages.ts';
 
@@ -94,6 +94,9 @@ export type WatchdogStatus = {
    *  (cli/node-run.ts): a replica is started again after a cluster reset, never after a reset
    *  of its node alone, when the group has gone on without it (PROTOCOL §10.10). */
   clusterResetCount: number;
+  /** The replicas' task journals the watchdog keeps for a cluster reset (PROTOCOL §10.9): the
+   *  latest of each replica since the last reset, by incarnation then RSN. */
+  journalsKept: { replica: ProcessId; inc: number; rsn: number; tasks: number }[];
   /** Tasks being restored after a cluster reset (PROTOCOL §10.9), by their old id. */
   restoresPending: { task: string; nonce: string }[];
   /** Restores two replicas confirmed (`text`: the restored task's id, or why it was refused),
@@ -160,6 +163,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   const diagnoses: DiagnosisRecord[] = [];
   const clusterResets: ClusterResetRecord[] = [];
   let clusterResetCount = 0;
+  /** The latest task journal of each replica since the last cluster reset (onJournal). */
+  const journalsKept = new Map<ProcessId, { inc: number; rsn: number; tasks: number; data: Uint8Array }>();
   /** Restores not yet confirmed, by nonce, with each replica's reply so far; and when to send. */
   const restoring = new Map<string, { restore: TaskRestore; signed: SignedCG; replies: Map<ProcessId, string> }>();
   const restores: RestoreRecord[] = [];
@@ -231,11 +236,29 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     for (const [from, s] of reportSequences) preResetInc.set(from, Math.max(preResetInc.get(from) ?? 0, s.inc));
     push(clusterResets, { atMs: nowMs, rule, reason }, MAX_CLUSTER_RESET_HISTORY);
     clusterResetCount++;
-    out.push({ type: 'reset.cluster', reason });
+    // What the old group's replicas last told us; the restarted group starts a new set.
+    const journals = [...journalsKept].map(([r, j]) => ({ source: `${r}'s journal kept by the watchdog (inc ${j.inc}, rsn ${j.rsn})`, data: j.data }));
+    journalsKept.clear();
+    out.push({ type: 'reset.cluster', reason, journals });
     out.push({ type: 'log', level: 'warn', event: 'cluster.reset', fields: { rule, reason } });
   }
 
   // ---- restoring tasks after a cluster reset (PROTOCOL §10.9) -------------------------------
+
+  /** A replica's task journal: kept, the latest per replica, for the next cluster reset. Only
+   *  from a pool replica, about itself, and after a reset only from the restarted group. */
+  function onJournal(from: ProcessId, item: Extract<Item, { type: 'tasks.journal' }>, out: CoreEffect[]): void {
+    if (!replicaIds.has(from)) return ignore('NOT_A_MEMBER');
+    if (clusterResets.length > 0 && !sinceReset(from, item.inc)) return ignore('UNEXPECTED');
+    const j = decodeJournal(item.journal);
+    if (!j.ok || j.value.replica !== from) {
+      out.push({ type: 'log', level: 'warn', event: 'tasks.journal.refused', fields: { from, why: j.ok ? `a journal of ${j.value.replica}` : j.detail } });
+      return ignore('WIRE_MALFORMED');
+    }
+    const had = journalsKept.get(from);
+    if (had !== undefined && (item.inc < had.inc || (item.inc === had.inc && j.value.rsn < had.rsn))) return ignore('REPLAYED');
+    journalsKept.set(from, { inc: item.inc, rsn: j.value.rsn, tasks: j.value.tasks.length, data: item.journal });
+  }
 
   /** The journals read from the nodes after a reset: every verified entry is restored, once. */
   function onRestoreLoad(nowMs: number, journals: { source: string; data: Uint8Array }[], out: CoreEffect[]): void {
@@ -469,6 +492,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       diagnosisReports: diagnoses.map((d) => ({ ...d })),
       clusterResets: clusterResets.map((c) => ({ ...c })),
       clusterResetCount,
+      journalsKept: [...journalsKept].map(([replica, j]) => ({ replica, inc: j.inc, rsn: j.rsn, tasks: j.tasks })),
       restoresPending: [...restoring.values()].map((p) => ({ task: p.restore.task, nonce: p.restore.nonce })),
       restores: restores.map((r) => ({ ...r })),
     };
@@ -490,6 +514,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
             onDiagReport(from, input.nowMs, item, out);
           } else if (item.type === 'reset.node') {
             onResetRequest(from, input.nowMs, item, out);
+          } else if (item.type === 'tasks.journal') {
+            onJournal(from, item, out);
           } else if (item.type === 'op.reply' && replicaIds.has(from)) {
             onRestoreReply(from, input.nowMs, item, out);
           } else if (item.type === 'status.query') {

@@ -30,6 +30,9 @@ export type ClusterResetContext = {
   stopping: AbortSignal;
   /** Feeds the task journals read from the nodes to the watchdog core (`restore.load`). */
   restore: (journals: TaskJournalFiles) => void;
+  /** The replicas' journals the watchdog core kept (PROTOCOL §10.9), as of the reset's order:
+   *  what a cluster of several hosts restores from, since it shares no disk. */
+  kept: TaskJournalFiles;
 };
 
 export type WatchdogHooks = RunHooks & {
@@ -56,6 +59,8 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
   // The core's input feed, once the runtime is ready; journals found before that wait for it.
   let feed: Feed | null = null;
   const early: TaskJournalFiles[] = [];
+  /** The journals the core handed over with its latest cluster reset order. */
+  let kept: TaskJournalFiles = [];
   const restore = (journals: TaskJournalFiles): void => {
     if (feed === null) early.push(journals);
     else feed((nowMs) => ({ type: 'restore.load', nowMs, journals }));
@@ -71,7 +76,7 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
       const hook = hooks.resetCluster;
       const clusterReset: ClusterReset = hook === undefined || kind.value === 'log'
         ? { runs: false, why: hook === undefined ? 'no cluster reset hook' : 'cluster.json resetDriver is "log"' }
-        : { runs: true, reset: (reason) => hook(reason, { cluster, log, stopping: stopping.signal, restore }) };
+        : { runs: true, reset: (reason) => hook(reason, { cluster, log, stopping: stopping.signal, restore, kept }) };
       logger.info({
         event: 'reset.driver', driver: hooks.makeResetDriver === undefined ? 'log' : kind.value, clusterReset: clusterReset.runs ? kind.value : 'log',
       });
@@ -80,7 +85,10 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
     },
     onEffect: (effect, nowMs) => {
       if (effect.type === 'reset.node') resets?.node(effect.node, effect.rsn);
-      if (effect.type === 'reset.cluster') resets?.cluster(effect.reason);
+      if (effect.type === 'reset.cluster') {
+        kept = effect.journals;
+        resets?.cluster(effect.reason);
+      }
       hooks.onEffect?.(effect, nowMs);
     },
     onReady: (ready) => {

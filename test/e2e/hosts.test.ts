@@ -225,3 +225,52 @@ describe.skipIf(!supported.ok)('the primary\'s host cut off (network namespaces)
     expect(done.state).toBe('terminatedNormally');
   }, 240_000);
 });
+
+describe.skipIf(!supported.ok)('a cluster reset on several hosts (network namespaces)', () => {
+  let c: HostsCluster;
+  beforeAll(async () => {
+    c = await HostsCluster.start();
+  }, 150_000);
+  afterAll(async () => {
+    await c?.destroy();
+  }, 60_000);
+
+  it('two replica hosts cut off: the watchdog power-cycles every node, the nodes start their initial replicas again, and the accepted task runs again, restarted, from the journals the watchdog kept (PROTOCOL §10.9, §10.10)', async () => {
+    const submit = await c.op(['submit', '-n', '2', '--', '/bin/sh', '-c', 'echo restarted=$TRINE_RESTARTED; exec sleep 600']);
+    expect(submit.code, submit.stderr).toBe(0);
+    const id = submit.stdout.trim();
+    await until('a running task', 30_000, async () => ((await task(c, id)).state === 'running' ? true : undefined));
+    // The replicas send their journals to the watchdog on every change and every 2 s.
+    await until('the watchdog keeping the journals', 30_000, async () =>
+      (c.logEvents('wd', 'scc').length > 0 && (await watchdogJournals(c)) >= 2 ? true : undefined));
+    await c.bed.cut('n1');
+    await c.bed.cut('n2');
+    await until('a cluster reset', 60_000, async () => (c.logEvents('wd', 'scc').some((e) => e['event'] === 'reset.cluster.journals-kept') ? true : undefined));
+    await c.bed.restore('n1');
+    await c.bed.restore('n2');
+    for (const host of ['n1', 'n2', 'n3']) {
+      await until(`${host} to start its replica again`, 60_000, async () =>
+        (/r\d pid \d+ \(the watchdog reset the cluster since it last ran/.test(readFileSync(c.bootLog(host), 'utf8')) ? true : undefined));
+    }
+    const restored = await until('the task restored and running', 90_000, async () => {
+      const v = await view(c).catch(() => null);
+      const t = v?.tasks.find((x) => x.id === id);
+      return t !== undefined && t.state === 'running' ? t : undefined;
+    });
+    expect(restored.procs).toHaveLength(2);
+    const hosts = restored.procs.map((p) => p.node as string);
+    await until('the restarted flag in the processes\' output', 30_000, async () =>
+      (restored.procs.every((p, i) => lines(c, hosts[i] as string, id, p.vpid).includes('restarted=1')) ? true : undefined));
+  }, 300_000);
+});
+
+/** How many replicas' journals the watchdog keeps (its status, asked from the operator's host). */
+async function watchdogJournals(c: HostsCluster): Promise<number> {
+  const r = await c.op(['status', '--json', '--timeout', '2000']);
+  try {
+    const doc = JSON.parse(r.stdout) as { watchdog?: { journalsKept?: unknown[] } };
+    return doc.watchdog?.journalsKept?.length ?? 0;
+  } catch {
+    return 0;
+  }
+}

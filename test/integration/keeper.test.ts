@@ -4,9 +4,9 @@
 //     socket of its own) and becomes the agent the moment the active one dies;
 //   - a standby whose keeper is SIGKILLed exits by itself; a new keeper kills the agent left
 //     behind; SIGTERM to a keeper leaves neither agent nor standby;
-//   - LocalResetDriver kills a node's keeper, agent, standby and recorded task processes (a
-//     recorded pid whose start time differs is someone else's: spared), never its replica, and
-//     starts a keeper again; the `log` driver and cluster.json's `resetDriver`.
+//   - LocalResetDriver kills a node's replica, keeper, agent, standby and recorded task processes
+//     (a recorded pid whose start time differs is someone else's: spared) and starts a keeper
+//     again; the `log` and `command` drivers and cluster.json's `resetDriver`.
 // No cluster runs (the agent dials replicas that are not there, which a keeper test does not
 // need). Every process started is killed in afterEach, by process group. No wall-clock
 // threshold: tests wait for events, with generous timeouts.
@@ -20,7 +20,7 @@ import {
   allocatePorts, clusterIds, generateClusterKeys, isAlive, loadCluster, paths, planCluster, writeClusterConfig, writePidFile,
 } from '../../src/io/cluster-dir.ts';
 import { logPath } from '../../src/io/log.ts';
-import { LocalResetDriver, LogResetDriver, readResetDriverKind, ResetError, type ResetLog } from '../../src/io/reset-driver.ts';
+import { CommandResetDriver, LocalResetDriver, LogResetDriver, readResetDriverKind, ResetError, type ResetLog } from '../../src/io/reset-driver.ts';
 import {
   keeperChildPidFile, procStartTime, readKeeperChildPid, writeKeeperChildPid, writeProcsFile,
 } from '../../src/io/run-records.ts';
@@ -151,7 +151,7 @@ describe('node reset drivers (PROTOCOL §8.4 step 5)', () => {
     return { events, log: (_level, event, fields) => events.push({ event, fields }) };
   };
 
-  it('local: kills the keeper, agent, standby and recorded task processes of the node, spares its replica, starts a keeper', async () => {
+  it('local: kills the replica, keeper, agent, standby and recorded task processes of the node (a power cycle takes the whole node), starts a keeper only', async () => {
     const keeper = fake('keeper', '--dir', dir, '--id', 'a1');
     const agent = fake('agent', '--dir', dir, '--id', 'a1');
     const standby = fake('agent', '--dir', dir, '--id', 'a1');
@@ -178,17 +178,15 @@ describe('node reset drivers (PROTOCOL §8.4 step 5)', () => {
     });
 
     await driver.reset('n1');
-    for (const pid of [keeper, agent, standby, task]) expect(isAlive(pid)).toBe(false);
-    expect(isAlive(replica)).toBe(true);
+    for (const pid of [keeper, agent, standby, task, replica]) expect(isAlive(pid)).toBe(false);
     expect(isAlive(stranger)).toBe(true);
     expect(started).toEqual(['a1']);
     for (const path of [paths.pidFile(dir, 'a1'), keeperChildPidFile(dir, 'a1', 'agent'), keeperChildPidFile(dir, 'a1', 'standby'), paths.procsFile(dir, 'a1')]) {
       expect(existsSync(path)).toBe(false);
     }
-    expect(existsSync(paths.pidFile(dir, 'r1'))).toBe(true);
     const off = events.find((e) => e.event === 'reset.powered-off');
-    expect(off?.fields['kept']).toEqual(['r1']);
-    expect(off?.fields['killed']).toHaveLength(4);
+    expect(off?.fields['kept']).toEqual([]);
+    expect(off?.fields['killed']).toHaveLength(5);
     expect(events.map((e) => e.event)).toEqual(['reset.powered-off', 'reset.keeper-started']);
   });
 
@@ -224,8 +222,26 @@ describe('node reset drivers (PROTOCOL §8.4 step 5)', () => {
     writeFileSync(config, JSON.stringify({ ...json, resetDriver: 'reboot' }));
     const bad = readResetDriverKind(config);
     expect(bad.ok).toBe(false);
-    expect(bad.ok ? '' : bad.detail).toMatch(/"resetDriver" must be one of "local", "log", got "reboot"/);
-    // A cluster.json with an extra field still loads for every other daemon.
-    expect(loadCluster(dir).config.cluster).toBe(json['cluster']);
+    expect(bad.ok ? '' : bad.detail).toMatch(/"resetDriver" must be one of "local", "log", "command", got "reboot"/);
+    // Every daemon refuses it too: the cluster document is checked whole.
+    expect(() => loadCluster(dir)).toThrow(/"resetDriver" must be "local", "log" or "command"/);
+    writeFileSync(config, JSON.stringify({ ...json, resetDriver: 'command' }));
+    expect(() => loadCluster(dir)).toThrow(/"resetDriver": "command" needs a "resetCommand"/);
+  });
+
+  it('command: runs the configured command without a shell, {node} and {address} replaced and in the environment; a failure is RESET_COMMAND_FAILED with its stderr', async () => {
+    const { log, events } = collect();
+    const out = join(dir, 'reset-command.out');
+    const script = 'require("fs").writeFileSync(process.argv[1], JSON.stringify([process.argv.slice(2), process.env.TRINE_RESET_NODE, process.env.TRINE_RESET_ADDRESS]))';
+    const driver = new CommandResetDriver({ command: [process.execPath, '-e', script, out, '{node}', 'at={address}', '$(id)'], addresses: { n2: '10.0.0.12' }, log });
+    await driver.reset('n2');
+    expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual([['n2', 'at=10.0.0.12', '$(id)'], 'n2', '10.0.0.12']);
+    expect(events.map((e) => e.event)).toEqual(['reset.command']);
+    await expect(driver.reset('n9')).rejects.toSatisfy((e: unknown) => e instanceof ResetError && e.code === 'RESET_UNKNOWN_NODE');
+    const failing = new CommandResetDriver({ command: [process.execPath, '-e', 'console.error("ipmi: no route"); process.exit(3)'], addresses: { n2: '10.0.0.12' }, log });
+    await expect(failing.reset('n2')).rejects.toSatisfy((e: unknown) =>
+      e instanceof ResetError && e.code === 'RESET_COMMAND_FAILED' && /exited with code 3: ipmi: no route/.test(e.message));
+    const hanging = new CommandResetDriver({ command: [process.execPath, '-e', 'setTimeout(() => {}, 60000)'], addresses: { n2: '10.0.0.12' }, log, timeoutMs: 300 });
+    await expect(hanging.reset('n2')).rejects.toSatisfy((e: unknown) => e instanceof ResetError && /was killed after 300 ms/.test(e.message));
   });
 });

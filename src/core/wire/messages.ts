@@ -5,7 +5,8 @@ import {
   MAX_ARG_CHARS, MAX_ARGS, MAX_BURST_COUNT, MAX_CG_BYTES, MAX_CLUSTER_ID_CHARS, MAX_ENV_ENTRIES, MAX_ID_CHARS,
   MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES, MAX_PATH_CHARS, MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS,
   MAX_REPORTS_PER_REQUEST, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES, MAX_REPLICAS, MAX_ACCUSATION_BYTES,
-  MAX_EVIDENCE_FRAME_BYTES, MAX_STATE_CHUNK_BYTES, MAX_SUBMIT_CG_BYTES, LOGS_CHUNK_BYTES,
+  MAX_EVIDENCE_FRAME_BYTES, MAX_STATE_CHUNK_BYTES, MAX_SUBMIT_CG_BYTES, LOGS_CHUNK_BYTES, MAX_JOURNAL_ITEM_BYTES,
+  TASK_KEY_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { err, ok } from '../result.ts';
@@ -40,6 +41,8 @@ const envEntry: Schema<EnvEntry> = {
   },
 };
 const env = list(envEntry, MAX_ENV_ENTRIES);
+/** A task's G-MPI key (PROTOCOL §9.5): exactly TASK_KEY_BYTES. */
+const taskKey = bytes(TASK_KEY_BYTES, TASK_KEY_BYTES);
 export type Endpoint = { vpid: number; node: string };
 const endpoint: Schema<Endpoint> = struct<Endpoint>(['vpid', 'node'], { vpid: uint, node: nodeName });
 /** "host:port" of a linked process's G-MPI listener, as it told its agent; empty for none. */
@@ -111,6 +114,9 @@ export type TaskSubmit = {
   env: EnvEntry[];
   /** `linked`: the processes use the application library (PROTOCOL §9). */
   mode: ProcMode;
+  /** The task's G-MPI key (TASK_KEY_BYTES), drawn at random by the operator: its processes, and
+   *  only they, get it (PROTOCOL §9.5). Never shown in a view, a log line or an event. */
+  taskKey: Uint8Array;
 };
 export type TaskKill = { type: 'task.kill'; nonce: string; task: string };
 /** Terminate every process of a running task and start it again with the mapping's restarted
@@ -155,10 +161,10 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'proc.report': { code: 4, order: ['reports'], fields: { reports: list(procReport, MAX_REPORTS_PER_REQUEST) } },
   'task.submit': {
     code: 5,
-    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env', 'mode'],
+    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env', 'mode', 'taskKey'],
     fields: {
       nonce, name: text(MAX_ID_CHARS * 2), size: uint, file: path, args: list(arg, MAX_ARGS), cwd: path, env,
-      mode: oneOf(['plain', 'linked'] as const),
+      mode: oneOf(['plain', 'linked'] as const), taskKey,
     },
   },
   'task.kill': { code: 6, order: ['nonce', 'task'], fields: { nonce, task: taskId } },
@@ -191,6 +197,9 @@ export type ProcSpawn = {
   size: number;
   restarted: boolean;
   endpoints: Endpoint[];
+  /** The task's key (TaskSubmit.taskKey): the agent hands it to a linked process over its
+   *  socket (PROTOCOL §9.5), never in its environment. */
+  taskKey: Uint8Array;
 };
 /** `linked`: the process uses the application library; it cannot reconnect to a new agent
  *  incarnation (its token died with the old one), so the new agent kills it (PROTOCOL §9.4). */
@@ -237,10 +246,10 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   },
   'proc.spawn': {
     code: 2,
-    order: ['task', 'vpid', 'mode', 'file', 'args', 'cwd', 'env', 'size', 'restarted', 'endpoints'],
+    order: ['task', 'vpid', 'mode', 'file', 'args', 'cwd', 'env', 'size', 'restarted', 'endpoints', 'taskKey'],
     fields: {
       task: taskId, vpid: uint, mode: oneOf(['plain', 'linked'] as const), file: path, args: list(arg, MAX_ARGS), cwd: path, env,
-      size: uint, restarted: bool, endpoints: list(endpoint, MAX_TASK_PROCS),
+      size: uint, restarted: bool, endpoints: list(endpoint, MAX_TASK_PROCS), taskKey,
     },
   },
   'proc.terminate': { code: 3, order: ['task', 'vpid'], fields: { task: taskId, vpid: uint } },
@@ -502,7 +511,11 @@ export type Item =
    *  `error` when the file could not be read (`bytes` empty). */
   | {
     type: 'logs.data'; nonce: number; ok: boolean; error: string; offset: number; bytes: Uint8Array; size: number; missing: boolean;
-  };
+  }
+  /** Replica → watchdog: its task journal (PROTOCOL §10.9), whenever the live tasks change and
+   *  again every JOURNAL_RESEND_MS, so that a cluster reset of several hosts, where no disk is
+   *  shared, finds every replica's journal at the watchdog. `inc`: the replica's incarnation. */
+  | { type: 'tasks.journal'; inc: number; journal: Uint8Array };
 
 /** The wire form of a lane-1 body: the CG travels as the agent's own bytes and signature. */
 type GroupBodyWire = { type: 'cg'; bytes: Uint8Array; sig: Uint8Array } | { type: 'gc'; gc: GroupMsgGC };
@@ -551,6 +564,7 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
     order: ['nonce', 'ok', 'error', 'offset', 'bytes', 'size', 'missing'],
     fields: { nonce: uint, ok: bool, error: reason, offset: uint, bytes: bytes(LOGS_CHUNK_BYTES), size: uint, missing: bool },
   },
+  'tasks.journal': { code: 18, order: ['inc', 'journal'], fields: { inc: uint, journal: bytes(MAX_JOURNAL_ITEM_BYTES) } },
 });
 
 /** The msgpack body of a frame; version and sender travel in its fixed header (PROTOCOL §2.1). */

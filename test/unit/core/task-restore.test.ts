@@ -4,6 +4,7 @@
 // what the replicas journal, what the fresh group makes of the watchdog's `task.restore`, and
 // what either refuses. The daemon side (files, the reset itself) is test/e2e/cluster-reset.
 import { describe, expect, it } from 'vitest';
+import { JOURNAL_RESEND_MS } from '../../../src/core/constants.ts';
 import { collectRestores, decodeJournal, encodeJournal, type TaskJournal } from '../../../src/core/task-journal.ts';
 import { signCG } from '../../../src/core/wire/frame.ts';
 import type { OperatorRequest, TaskRestore } from '../../../src/core/wire/messages.ts';
@@ -11,7 +12,7 @@ import { hmacSigner, hmacVerifier, makeCluster } from './harness.ts';
 
 const nonce = (n: number) => n.toString(16).padStart(32, '0');
 const submit = (n: number, size: number): Extract<OperatorRequest, { type: 'task.submit' }> => ({
-  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain',
+  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', taskKey: new Uint8Array(32).fill(n & 0xff),
 });
 const verifier = hmacVerifier(['r1', 'r2', 'r3', 'a1', 'a2', 'scc', 'op']);
 const operators = new Set(['op']);
@@ -47,6 +48,31 @@ function acceptedCluster(n: number): { journal: TaskJournal; all: Map<string, Ta
 }
 
 describe('the task journal (PROTOCOL §10.9)', () => {
+  it('every serving replica also sends its journal to the watchdog, at once and again every JOURNAL_RESEND_MS (several hosts share no disk)', () => {
+    const c = makeCluster(2);
+    const sent: { from: string; atMs: number; inc: number; tasks: string[]; rsn: number }[] = [];
+    c.filters.push((from, to, item) => {
+      if (to === 'scc' && item.type === 'tasks.journal') {
+        const j = decodeJournal(item.journal);
+        if (!j.ok || j.value.replica !== from) throw new Error(`${from} sent an unreadable or foreign journal`);
+        sent.push({ from, atMs: c.now(), inc: item.inc, tasks: j.value.tasks.map((t) => t.task), rsn: j.value.rsn });
+      }
+      return item;
+    });
+    c.run(100);
+    c.operate(submit(1, 2));
+    c.run(200);
+    const last = (r: string) => sent.filter((x) => x.from === r).at(-1);
+    for (const r of ['r1', 'r2', 'r3']) expect(last(r)?.tasks).toEqual(['t1']);
+    const changedAt = Math.max(...['r1', 'r2', 'r3'].map((r) => last(r)?.atMs ?? NaN));
+    c.run(JOURNAL_RESEND_MS + 200);
+    for (const r of ['r1', 'r2', 'r3']) {
+      const again = sent.filter((x) => x.from === r && x.atMs > changedAt);
+      expect(again.length, `${r} resends its journal`).toBeGreaterThanOrEqual(1);
+      expect(again.every((x) => x.tasks.join() === 't1' && x.rsn === last(r)?.rsn)).toBe(true);
+    }
+  });
+
   it('every replica journals each accepted task with the operator\'s signed submit, and drops it once the task ends', () => {
     const c = makeCluster(2);
     c.run(100);

@@ -406,7 +406,7 @@ describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOC
     replica, rsn: 9, tasks: tasks.map(([task, n]) => {
       const nonce = n.toString(16).padStart(32, '0');
       const s = signCG({ csn: 0, gssnAck: 0, inc: 0, client: 'op', payload: {
-        type: 'task.submit', nonce, name: task, size: 1, file: '/bin/sleep', args: ['9'], cwd: '/', env: [], mode: 'plain',
+        type: 'task.submit', nonce, name: task, size: 1, file: '/bin/sleep', args: ['9'], cwd: '/', env: [], mode: 'plain', taskKey: new Uint8Array(32),
       } }, opSigner);
       return { task, nonce, submit: s.bytes, submitSig: s.sig };
     }),
@@ -414,6 +414,38 @@ describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOC
   const restoresSent = (effects: CoreEffect[]) => effects.flatMap((e) =>
     e.type === 'send' && e.item.type === 'op.request' && e.item.signed.cg.payload.type === 'task.restore'
       ? [`${e.to}:${e.item.signed.cg.payload.task}`] : []);
+
+  it('keeps the latest journal of each replica (by incarnation, then RSN) and hands them over with its cluster reset order, then starts a new set', () => {
+    const g = setup();
+    const journal = (replica: string, rsn: number, tasks: [string, number][] = []) => {
+      const j = journalOf(replica, tasks);
+      return rsn === 9 ? j : encodeJournal({ replica, rsn, tasks: [] });
+    };
+    const send = (from: string, nowMs: number, inc: number, data: Uint8Array) => g.w.step(frame(from, nowMs, { type: 'tasks.journal', inc, journal: data }));
+    send('r1', 10, 10, journal('r1', 9, [['t1', 1]]));
+    send('r1', 20, 10, journal('r1', 5)); // an older one (a replay) does not replace it
+    send('r2', 30, 10, journal('r2', 9, [['t1', 1]]));
+    send('a1', 40, 1, journal('a1', 12)); // not a replica
+    send('r3', 50, 10, journal('r2', 12)); // r3 cannot send r2's journal
+    send('r3', 60, 10, new Uint8Array([0xc1])); // not a journal
+    expect(g.w.status(100).journalsKept).toEqual([
+      { replica: 'r1', inc: 10, rsn: 9, tasks: 1 },
+      { replica: 'r2', inc: 10, rsn: 9, tasks: 1 },
+    ]);
+    expect(g.w.status(100).drops).toMatchObject({ REPLAYED: 1, NOT_A_MEMBER: 1, WIRE_MALFORMED: 2 });
+    g.run(['r1', 'r2', 'r3'], 0, 500);
+    g.run(['r1'], 575, 700); // r2 and r3 fail at once
+    const order = g.tick(g.deadline()).find((e) => e.type === 'reset.cluster');
+    if (order?.type !== 'reset.cluster') throw new Error('expected a cluster reset order');
+    expect(order.journals.map((j) => j.source)).toEqual([
+      "r1's journal kept by the watchdog (inc 10, rsn 9)", "r2's journal kept by the watchdog (inc 10, rsn 9)",
+    ]);
+    expect(g.w.status(5000).journalsKept).toEqual([]);
+    // After the reset only the restarted group's journals are kept: the old r1's is refused.
+    send('r1', 5010, 10, journal('r1', 10));
+    send('r1', 5020, 11, journal('r1', 1));
+    expect(g.w.status(5100).journalsKept).toEqual([{ replica: 'r1', inc: 11, rsn: 1, tasks: 0 }]);
+  });
 
   it('sends each restore to the restarted group once it serves, resends until two replicas agree, then stops', () => {
     const g = setup();
