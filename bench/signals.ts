@@ -214,11 +214,7 @@ class SignalCluster {
 
   /** The dir holding process `id`'s log: the cluster dir, or its host's bundle. */
   logDirOf(id: ProcessId): string {
-    if (this.hosts === null) return this.dir;
-    const m = this.cluster.config.membership;
-    if (id === m.scc) return this.hosts.bundle('wd');
-    const p = this.cluster.config.processes.find((e) => e.id === id);
-    return this.hosts.bundle(p?.node ?? m.spareNodes?.[id] ?? 'ops');
+    return this.hosts === null ? this.dir : this.hosts.logDirOf(id);
   }
 
   get appLogDirs(): string[] {

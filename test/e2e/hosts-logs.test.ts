@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { HostsCluster, REPO } from '../hosts/cluster.ts';
 import { testBedSupported } from '../hosts/testbed.ts';
+import { waitFor } from './helpers.ts';
 
 const supported = testBedSupported();
 if (!supported.ok) console.warn(`hosts logs e2e skipped: ${supported.why}`);
@@ -26,15 +27,8 @@ async function view(c: HostsCluster): Promise<ClusterView> {
   }
 }
 
-async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>, pollMs = 500): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`no ${what} within ${ms} ms`);
-    await sleep(pollMs);
-  }
-}
+/** waitFor (test/e2e/helpers.ts), polling every half second by default: each probe runs a CLI. */
+const until = <T>(what: string, ms: number, probe: () => Promise<T | undefined>, pollMs = 500): Promise<T> => waitFor(what, ms, probe, pollMs);
 
 async function finished(c: HostsCluster, id: string): Promise<TaskView> {
   return until(`${id} finished`, 60_000, async () => {

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { HostsCluster, REPO, TRINE } from '../hosts/cluster.ts';
 import { testBedSupported } from '../hosts/testbed.ts';
+import { waitFor } from './helpers.ts';
 
 const supported = testBedSupported();
 if (!supported.ok) console.warn(`hosts e2e skipped: ${supported.why}`);
@@ -54,15 +55,8 @@ async function task(c: HostsCluster, id: string): Promise<TaskView> {
   return t;
 }
 
-async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>, pollMs = 500): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`no ${what} within ${ms} ms`);
-    await sleep(pollMs);
-  }
-}
+/** waitFor (test/e2e/helpers.ts), polling every half second by default: each probe runs a CLI. */
+const until = <T>(what: string, ms: number, probe: () => Promise<T | undefined>, pollMs = 500): Promise<T> => waitFor(what, ms, probe, pollMs);
 
 /** A task process's stdout lines, from the bundle of the host that ran it (the test reads the
  *  host's disk; the operator would use `trine logs`). */

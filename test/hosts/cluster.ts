@@ -130,6 +130,17 @@ export class HostsCluster {
     }).join('\n');
   }
 
+  /** The bundle whose logs/ holds process `id`'s log: its host's (spares: the host they are
+   *  bound to; the watchdog: wd). */
+  logDirOf(id: string): string {
+    const config = JSON.parse(readFileSync(join(this.opBundle, 'cluster.json'), 'utf8')) as {
+      membership: { scc: string; spareNodes?: Record<string, string> }; processes: { id: string; node: string | null }[];
+    };
+    if (id === config.membership.scc) return this.bundle('wd');
+    const node = config.processes.find((e) => e.id === id)?.node ?? config.membership.spareNodes?.[id] ?? null;
+    return node === null ? this.opBundle : this.bundle(node);
+  }
+
   /** JSON log events of process `id` on `host` (in its bundle's logs/). */
   logEvents(host: string, id: string): Record<string, unknown>[] {
     let text = '';

@@ -588,15 +588,20 @@ describe('G-MPI hello authentication (PROTOCOL §9.5: a MAC under the task key o
   });
 
   it('200 idle sockets from one address: 16 are kept (the rest closed before any challenge), all time out, then a peer connects', async () => {
-    const n0 = await openNode(0, { authTimeoutMs: 400 });
+    // Long enough that none of the 16 times out while the 200 dials land on a loaded host (a
+    // timed-out socket would free a slot for one that should have been refused).
+    const authTimeoutMs = 2_000;
+    const n0 = await openNode(0, { authTimeoutMs });
     const connected = track(n0.p2p.connect([{ id: 6, host: '127.0.0.1', port: 1 }]));
     const idle = Array.from({ length: 200 }, () => rawDial(n0.p2p.port));
     await until(() => idle.filter((r) => r.closed).length >= 200 - 16, 'over-cap sockets closed');
+    await turns(50);
     expect(n0.p2p.stats().unauthenticatedConnections).toBe(16);
     const refused = idle.filter((r) => r.closed);
     expect(refused.every((r) => r.frames.length === 0)).toBe(true);
     expect(n0.logs.filter((e) => e.reason.code === 'TOO_MANY_CONNECTIONS').length).toBe(200 - 16);
     // The 16 kept were challenged, said nothing, and are closed when their time is up.
+    await new Promise((r) => setTimeout(r, authTimeoutMs));
     await until(() => idle.every((r) => r.closed), 'idle sockets timed out');
     expect(n0.logs.filter((e) => e.reason.code === 'AUTH_TIMEOUT').length).toBe(16);
     expect(idle.filter((r) => r.frames.length === 1).length).toBe(16);
