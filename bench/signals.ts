@@ -25,7 +25,7 @@
 // figures beside each other (docs/PERFORMANCE.md §6).
 // Everything started is stopped at the end (trine down's machinery, then a sweep of the dir).
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -225,8 +225,10 @@ class SignalCluster {
    *  driven from the root namespace through a port of its own on the bed. */
   static async startHosts(notes: string[]): Promise<SignalCluster> {
     const hosts = await HostsCluster.start({ rootPort: true });
-    const ctl = join(hosts.root, 'ctl');
-    mkdirSync(ctl);
+    // The task processes run as the cluster's task user (nobody): the control file goes where
+    // they can read it, outside the bed's root-only directory.
+    const ctl = mkdtempSync(join(tmpdir(), 'trine-bench-ctl-'));
+    chmodSync(ctl, 0o755);
     let sc: SignalCluster | null = null;
     try {
       const cluster = loadCluster(hosts.opBundle);
@@ -375,8 +377,10 @@ class SignalCluster {
   async stop(): Promise<void> {
     await this.client?.close().catch(() => {});
     this.client = null;
-    if (this.hosts !== null) await this.hosts.destroy();
-    else await tearDown(this.root, this.dir, this.seen);
+    if (this.hosts !== null) {
+      await this.hosts.destroy();
+      rmSync(this.ctl, { recursive: true, force: true });
+    } else await tearDown(this.root, this.dir, this.seen);
   }
 }
 

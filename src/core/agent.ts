@@ -29,6 +29,10 @@ export type AgentOptions = {
   resync?: boolean;
   /** Signs this agent's requests so a replica can relay but never forge them (spec §1.3). */
   signer: Signer;
+  /** The group as two replicas reported it when this incarnation started (PROTOCOL §10.7): a
+   *  new incarnation begins from it, not from cluster.json's initial three, since after two
+   *  replacements no two of those are members and no command could ever reach two matching. */
+  group?: { view: number; primary: ProcessId; replicas: readonly ProcessId[] };
 };
 
 /** The copies of one GSSN the agent has admitted (spec §3.5 GMB). */
@@ -73,9 +77,10 @@ export function createAgent(opts: AgentOptions): AgentCore {
   const t = m.timing;
   /** The group as this agent knows it: changed only by a `replicas` command delivered on two
    *  matching copies (PROTOCOL §10.7). */
-  let replicas = [...m.replicas];
-  let primary = replicas[0] as ProcessId;
-  let view = 0;
+  const known = opts.group !== undefined && opts.group.replicas.includes(opts.group.primary) ? opts.group : null;
+  let replicas = [...(known?.replicas ?? m.replicas)];
+  let primary = known?.primary ?? (replicas[0] as ProcessId);
+  let view = known?.view ?? 0;
   const deliverQuorum = 2; // f + 1 (f = 1, DESIGN.md §2)
   const maxMismatches = 1; // with |R| = 3: more than this and 2 matching copies are impossible
   const links: Links = createLinks(id, opts.inc, t, replicas);

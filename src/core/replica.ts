@@ -1051,7 +1051,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
               if (!onHeartbeat(from, item, nowMs, out)) countDrop(drops, 'REPLAYED');
               break;
             case 'status.query':
-              if (operators.has(from)) out.push({ type: 'send', to: from, item: { type: 'status.reply', nonce: item.nonce, json: JSON.stringify(status(nowMs)) } });
+              // Operators, and agents: a starting agent learns the group from it (PROTOCOL §10.7).
+              if (operators.has(from) || agentIds.has(from)) out.push({ type: 'send', to: from, item: { type: 'status.reply', nonce: item.nonce, json: JSON.stringify(status(nowMs)) } });
               else countDrop(drops, 'NOT_A_MEMBER');
               break;
             case 'probe':

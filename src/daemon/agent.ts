@@ -16,7 +16,7 @@
 // standby whose keeper goes away (the channel closes) exits: nobody can promote it.
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { createAgent } from '../core/agent.ts';
+import { createAgent, type AgentOptions } from '../core/agent.ts';
 import {
   createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcOsEvent, type ProcRecord, type ProcRef,
 } from '../core/agent-procs.ts';
@@ -369,9 +369,16 @@ const nodeHostOf = (config: ClusterConfig, node: string | null): { nodeHost?: st
   return address === undefined ? {} : { nodeHost: address };
 };
 
-export async function runAgent(dir: string | undefined, id: ProcessId, hooks: RunHooks = {}, replicas?: ReplicaControl): Promise<void> {
+/** How a starting agent learns the group as it is now (PROTOCOL §10.7): two replicas' matching
+ *  report, or undefined (then it starts from cluster.json's initial group). */
+export type LearnGroup = () => Promise<AgentOptions['group']>;
+
+export async function runAgent(
+  dir: string | undefined, id: ProcessId, hooks: RunHooks = {}, replicas?: ReplicaControl, learnGroup?: LearnGroup,
+): Promise<void> {
   if (process.env[AGENT_STANDBY_ENV] === '1') await waitForGo();
   heartbeatKeeper();
+  const group = await learnGroup?.().catch(() => undefined);
   let driver: ProcDriver | null = null;
   let feed: ((make: (nowMs: number) => CoreInput) => void) | null = null;
   /** Reports produced before the transport ran (the core takes inputs only after). */
@@ -428,7 +435,10 @@ export async function runAgent(dir: string | undefined, id: ProcessId, hooks: Ru
       void driver.listen().catch((e: Error) => logger.error({ event: 'app.socket.failed', error: e.message }));
       // A predecessor left processes on record: ask the group which are still ours (PROTOCOL §8.6).
       const resync = driver.procs.recovered().length > 0;
-      return createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });
+      if (group !== undefined) logger.info({ event: 'agent.group.learnt', ...group });
+      return createAgent({
+        id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync, ...(group === undefined ? {} : { group }),
+      });
     },
     intercept: (frame, nowMs, reply) => (logsServer === null ? frame : logsServer.intercept(frame, nowMs, reply)),
     onEffect: (effect, nowMs) => {
