@@ -197,10 +197,10 @@ function replicaControl(dir: string, agentId: ProcessId): ReplicaControl {
 /** One round of a starting agent's question to the replicas: two answers on a LAN take
  *  milliseconds, so the keeper's standby is promoted well inside the ~400 ms a node has. */
 export const AGENT_GROUP_QUERY_MS = 300;
-/** How long a starting agent keeps asking before it starts from cluster.json's group. An agent
- *  that boots cut off from the replicas (a node reset while its link is down) can do nothing
- *  before they answer anyway, and starting from a stale group could leave it unable ever to see
- *  two matching copies; a new cluster's replicas answer within seconds. */
+/** How long a new agent incarnation keeps asking (while it runs from cluster.json's group). An
+ *  agent that boots cut off from the replicas (a node reset while its link is down) learns the
+ *  group once its link is back; a stale group could leave it unable ever to see two matching
+ *  copies. */
 export const AGENT_GROUP_WAIT_MS = 60_000;
 
 /** The group two replicas report alike (view, primary, members), the highest such; undefined if

@@ -433,6 +433,9 @@ export function createAgent(opts: AgentOptions): AgentCore {
       case 'restore.load':
         countDrop(drops, 'UNEXPECTED'); // the watchdog's input (PROTOCOL §10.9)
         break;
+      case 'group':
+        onReplicas({ type: 'replicas', view: input.view, primary: input.primary, replicas: input.replicas }, nowMs, out);
+        break;
       case 'notice':
         linkSend(links, input.to, 0, { type: 'notice', text: input.text }, nowMs, out);
         break;

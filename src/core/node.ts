@@ -45,7 +45,10 @@ export type CoreInput =
   | { type: 'notice'; nowMs: number; to: ProcessId; text: string }
   /** Watchdog only, after a cluster reset: the task journals found on the nodes' disks, raw
    *  (src/core/task-journal.ts), each with where it was read from (PROTOCOL §10.9). */
-  | { type: 'restore.load'; nowMs: number; journals: { source: string; data: Uint8Array }[] };
+  | { type: 'restore.load'; nowMs: number; journals: { source: string; data: Uint8Array }[] }
+  /** Agents: the group as two replicas reported it alike in their status (PROTOCOL §10.7), which
+   *  a new incarnation asks for while it runs; taken like a delivered `replicas` command. */
+  | { type: 'group'; nowMs: number; view: number; primary: ProcessId; replicas: ProcessId[] };
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 

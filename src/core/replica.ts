@@ -1038,7 +1038,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         out.push({ type: 'log', level: 'warn', event: 'request.ignored', fields: { why: 'replicas do not send agent requests' } });
         break;
       case 'restore.load':
-        countDrop(drops, 'UNEXPECTED'); // the watchdog's input (PROTOCOL §10.9)
+      case 'group':
+        countDrop(drops, 'UNEXPECTED'); // the watchdog's and the agents' inputs (PROTOCOL §10.9, §10.7)
         break;
       case 'notice':
         linkSend(links, input.to, 0, { type: 'notice', text: input.text }, nowMs, out);

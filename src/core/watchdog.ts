@@ -539,6 +539,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       case 'transport.down':
       case 'request':
       case 'notice':
+      case 'group':
         break;
       case 'restore.load':
         onRestoreLoad(input.nowMs, input.journals, out);

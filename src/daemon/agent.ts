@@ -378,7 +378,6 @@ export async function runAgent(
 ): Promise<void> {
   if (process.env[AGENT_STANDBY_ENV] === '1') await waitForGo();
   heartbeatKeeper();
-  const group = await learnGroup?.().catch(() => undefined);
   let driver: ProcDriver | null = null;
   let feed: ((make: (nowMs: number) => CoreInput) => void) | null = null;
   /** Reports produced before the transport ran (the core takes inputs only after). */
@@ -435,10 +434,7 @@ export async function runAgent(
       void driver.listen().catch((e: Error) => logger.error({ event: 'app.socket.failed', error: e.message }));
       // A predecessor left processes on record: ask the group which are still ours (PROTOCOL §8.6).
       const resync = driver.procs.recovered().length > 0;
-      if (group !== undefined) logger.info({ event: 'agent.group.learnt', ...group });
-      return createAgent({
-        id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync, ...(group === undefined ? {} : { group }),
-      });
+      return createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });
     },
     intercept: (frame, nowMs, reply) => (logsServer === null ? frame : logsServer.intercept(frame, nowMs, reply)),
     onEffect: (effect, nowMs) => {
@@ -451,6 +447,13 @@ export async function runAgent(
     onReady: (f) => {
       feed = f;
       for (const request of backlog.splice(0)) send(request);
+      // Meanwhile learn the group as it is now (PROTOCOL §10.7): this incarnation started from
+      // cluster.json's, which after two replacements holds only one member.
+      void learnGroup?.().then((group) => {
+        if (group === undefined) return;
+        log?.info({ event: 'agent.group.learnt', ...group });
+        f((nowMs) => ({ type: 'group', nowMs, view: group.view, primary: group.primary, replicas: [...group.replicas] }));
+      }, (e: Error) => log?.warn({ event: 'agent.group.unknown', error: e.message }));
       hooks.onReady?.(f);
     },
   });
