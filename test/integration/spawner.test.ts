@@ -130,6 +130,9 @@ describe('Spawner: killProcess', () => {
       const { spawn } = require('node:child_process');
       const gc = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e9)'], { stdio: 'ignore' });
       const done = () => process.exit(7);
+      // Keeps the loop alive: when the grandchild dies of the group's SIGTERM first, the leader
+      // would otherwise run out of handles and exit 0 before its own SIGTERM handler runs.
+      setInterval(() => {}, 1e9);
       process.on('SIGTERM', () => { if (gc.exitCode !== null || gc.signalCode !== null) done(); else gc.on('exit', done); });
       gc.on('spawn', () => console.log(gc.pid));
     `;
