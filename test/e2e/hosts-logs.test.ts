@@ -15,17 +15,9 @@ import { waitFor } from './helpers.ts';
 
 const supported = testBedSupported();
 if (!supported.ok) console.warn(`hosts logs e2e skipped: ${supported.why}`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const READER = join(REPO, 'test/fixtures/logs-reader.ts');
 
-async function view(c: HostsCluster): Promise<ClusterView> {
-  for (let i = 0; ; i++) {
-    const r = await c.op(['ps', '--json']);
-    if (r.code === 0) return JSON.parse(r.stdout) as ClusterView;
-    if (i >= 20) throw new Error(`trine ps failed: ${r.stderr}`);
-    await sleep(500);
-  }
-}
+const view = (c: HostsCluster): Promise<ClusterView> => c.view();
 
 /** waitFor (test/e2e/helpers.ts), polling every half second by default: each probe runs a CLI. */
 const until = <T>(what: string, ms: number, probe: () => Promise<T | undefined>, pollMs = 500): Promise<T> => waitFor(what, ms, probe, pollMs);

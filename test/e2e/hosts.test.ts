@@ -40,13 +40,12 @@ async function status(c: HostsCluster): Promise<StatusJson | null> {
   }
 }
 
-async function view(c: HostsCluster): Promise<ClusterView> {
-  for (let i = 0; ; i++) {
-    const r = await c.op(['ps', '--json']);
-    if (r.code === 0) return JSON.parse(r.stdout) as ClusterView;
-    if (i >= 20) throw new Error(`trine ps failed: ${r.stderr}`);
-    await sleep(500);
-  }
+const view = (c: HostsCluster): Promise<ClusterView> => c.view();
+
+/** A fresh namespace cluster for the describe block it is called in, destroyed after it. */
+function withHostsCluster(set: (c: HostsCluster) => void, get: () => HostsCluster | undefined): void {
+  beforeAll(async () => set(await HostsCluster.start()), 150_000);
+  afterAll(async () => get()?.destroy(), 60_000);
 }
 
 async function task(c: HostsCluster, id: string): Promise<TaskView> {
@@ -67,12 +66,7 @@ function lines(c: HostsCluster, host: string, id: string, vpid: number): string[
 
 describe.skipIf(!supported.ok)('a cluster of four hosts, a watchdog host and an operator host (network namespaces)', () => {
   let c: HostsCluster;
-  beforeAll(async () => {
-    c = await HostsCluster.start();
-  }, 150_000);
-  afterAll(async () => {
-    await c?.destroy();
-  }, 60_000);
+  withHostsCluster((started) => (c = started), () => c);
 
   it('forms from the bundles alone: one primary, two backups, four agents, the watchdog hearing all three; every daemon listens on its host\'s address', async () => {
     const s = await status(c);
@@ -174,12 +168,7 @@ describe.skipIf(!supported.ok)('a cluster of four hosts, a watchdog host and an 
 
 describe.skipIf(!supported.ok)('the primary\'s host cut off (network namespaces)', () => {
   let c: HostsCluster;
-  beforeAll(async () => {
-    c = await HostsCluster.start();
-  }, 150_000);
-  afterAll(async () => {
-    await c?.destroy();
-  }, 60_000);
+  withHostsCluster((started) => (c = started), () => c);
 
   it('is replaced by a spare on a host that holds its key; when the link is back the old replica does not disturb the group', async () => {
     const cutAt = Date.now();
@@ -222,12 +211,7 @@ describe.skipIf(!supported.ok)('the primary\'s host cut off (network namespaces)
 
 describe.skipIf(!supported.ok)('a cluster reset on several hosts (network namespaces)', () => {
   let c: HostsCluster;
-  beforeAll(async () => {
-    c = await HostsCluster.start();
-  }, 150_000);
-  afterAll(async () => {
-    await c?.destroy();
-  }, 60_000);
+  withHostsCluster((started) => (c = started), () => c);
 
   it('two replica hosts cut off: the watchdog power-cycles every node, the nodes start their initial replicas again, and the accepted task runs again, restarted, from the journals the watchdog kept (PROTOCOL §10.9, §10.10)', async () => {
     const submit = await c.op(['submit', '-n', '2', '--', '/bin/sh', '-c', 'echo restarted=$TRINE_RESTARTED; exec sleep 600']);

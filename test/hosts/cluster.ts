@@ -10,6 +10,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { ClusterView } from '../../src/core/status.ts';
 import { createTestBed, removeStaleTestBeds, type TestBed } from './testbed.ts';
 
 export const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url));
@@ -96,6 +97,17 @@ export class HostsCluster {
   op(args: readonly string[], timeoutMs = 60_000): Promise<Run> {
     const [command, ...rest] = args;
     return this.bed.run('ops', process.execPath, [TRINE, command as string, '--dir', this.opBundle, ...rest], { timeoutMs });
+  }
+
+  /** The cluster view two replicas agree on (`trine ps --json` from the operator's namespace),
+   *  asked again for up to ~10 s while no two answer (a replacement under way). */
+  async view(): Promise<ClusterView> {
+    for (let i = 0; ; i++) {
+      const r = await this.op(['ps', '--json']);
+      if (r.code === 0) return JSON.parse(r.stdout) as ClusterView;
+      if (i >= 20) throw new Error(`trine ps failed: ${r.stderr}`);
+      await sleep(500);
+    }
   }
 
   async status(): Promise<{ healthy: boolean; converged: boolean; primary: string | null; problems: string[]; replicas: { id: string; role?: string }[] } | null> {
