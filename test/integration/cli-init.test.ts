@@ -13,6 +13,7 @@ import { writeDeployment } from '../../src/io/deploy.ts';
 import { readHostsFile } from '../../src/io/hosts-file.ts';
 import { processesMentioning } from '../e2e/helpers.ts';
 import { killAll, NODE, TRINE } from './helpers.ts';
+import { HOST_LINES as HOSTS } from '../fixtures/hosts/host-lines.ts';
 
 const EXAMPLE = fileURLToPath(new URL('../../examples/hosts.yaml', import.meta.url));
 /** Every command here ends on its own within a second or two; past this it is stuck. */
@@ -44,14 +45,6 @@ function expectUsageError(run: Run, ...says: string[]): void {
   expect(run.code, line).toBe(EXIT_USAGE);
 }
 
-const HOSTS = [
-  '  - { id: n1, address: 10.0.0.11, roles: [replica, agent] }',
-  '  - { id: n2, address: 10.0.0.12, roles: [replica, agent] }',
-  '  - { id: n3, address: 10.0.0.13, roles: [replica, agent] }',
-  '  - { id: n4, address: 10.0.0.14, roles: [agent] }',
-  '  - { id: watchdog, address: 10.0.0.2, roles: [watchdog] }',
-  '  - { id: ops, address: 10.0.0.3, roles: [operator] }',
-];
 
 let root: string;
 /** Bundles of examples/hosts.yaml, for the `run` commands. */

@@ -13,19 +13,11 @@ import {
   DEFAULT_BASE_PORT, DEFAULT_INSTALL, DEFAULT_SPARES_PER_HOST, DEFAULT_TASK_USER, HostsFileError, MAX_HOSTS_FILE_BYTES, parseHostsFile,
   readHostsFile,
 } from '../../../src/io/hosts-file.ts';
+import { HOST_LINES as HOSTS } from '../../fixtures/hosts/host-lines.ts';
 
 const EXAMPLE = fileURLToPath(new URL('../../../examples/hosts.yaml', import.meta.url));
 const PATH = 'hosts.yaml';
 
-/** A valid file's host lines: three replica+agent hosts, one more agent, watchdog, operator. */
-const HOSTS = [
-  '  - { id: n1, address: 10.0.0.11, roles: [replica, agent] }',
-  '  - { id: n2, address: 10.0.0.12, roles: [replica, agent] }',
-  '  - { id: n3, address: 10.0.0.13, roles: [replica, agent] }',
-  '  - { id: n4, address: 10.0.0.14, roles: [agent] }',
-  '  - { id: watchdog, address: 10.0.0.2, roles: [watchdog] }',
-  '  - { id: ops, address: 10.0.0.3, roles: [operator] }',
-];
 
 /** A hosts file: `head` settings, then `hosts` (HOSTS unless given). */
 const fileWith = (opts: { head?: string[]; hosts?: string[] } = {}): string =>
