@@ -14,9 +14,7 @@ import { runWatchdog, type ClusterResetContext } from '../src/daemon/scc.ts';
 import {
   isClusterProcess, loadCluster, paths, processEntry, readPidFiles, resolveClusterDir, writePidFile, type Cluster, type ProcessEntry,
 } from '../src/io/cluster-dir.ts';
-import type { LearnGroup, ReplicaControl } from '../src/daemon/agent.ts';
-import type { ReplicaStatus } from '../src/core/status.ts';
-import { StatusClient } from './status-client.ts';
+import type { ReplicaControl } from '../src/daemon/agent.ts';
 import { ReplicaStandby } from '../src/daemon/replica-standby.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
@@ -194,46 +192,9 @@ function replicaControl(dir: string, agentId: ProcessId): ReplicaControl {
   };
 }
 
-/** One round of a starting agent's question to the replicas: two answers on a LAN take
- *  milliseconds, so the keeper's standby is promoted well inside the ~400 ms a node has. */
-export const AGENT_GROUP_QUERY_MS = 300;
-/** How long a new agent incarnation keeps asking (while it runs from cluster.json's group). An
- *  agent that boots cut off from the replicas (a node reset while its link is down) learns the
- *  group once its link is back; a stale group could leave it unable ever to see two matching
- *  copies. */
-export const AGENT_GROUP_WAIT_MS = 60_000;
-
-/** The group two replicas report alike (view, primary, members), the highest such; undefined if
- *  no two agree within AGENT_GROUP_WAIT_MS (PROTOCOL §10.7). One faulty replica cannot choose it. */
-async function learnGroup(dir: string, agentId: ProcessId): ReturnType<LearnGroup> {
-  const cluster = loadCluster(dir);
-  const client = await StatusClient.open(cluster, agentId, 'replicas');
-  try {
-    const agreed = (answers: Iterable<ReplicaStatus>) => {
-      const count = new Map<string, { n: number; s: ReplicaStatus }>();
-      for (const s of answers) {
-        const key = `${s.view}|${s.primary}|${s.members.join(',')}`;
-        const c = count.get(key);
-        count.set(key, { n: (c?.n ?? 0) + 1, s });
-      }
-      const best = [...count.values()].filter((c) => c.n >= 2).sort((a, b) => b.s.view - a.s.view)[0];
-      return best === undefined ? undefined : { view: best.s.view, primary: best.s.primary, replicas: [...best.s.members] };
-    };
-    const deadline = Date.now() + AGENT_GROUP_WAIT_MS;
-    for (;;) {
-      const answers = await client.queryReplicas(AGENT_GROUP_QUERY_MS, (got) => agreed(got.values()) !== undefined);
-      const group = agreed([...answers.values()].flatMap((a) => (a.ok ? [a.status] : [])));
-      if (group !== undefined || Date.now() >= deadline) return group;
-      await new Promise((r) => setTimeout(r, AGENT_GROUP_QUERY_MS));
-    }
-  } finally {
-    await client.close();
-  }
-}
-
 export const startAgent = (opts: { dir?: string | undefined; id: string }) => {
   const dir = resolveClusterDir(opts.dir);
-  return runAgent(opts.dir, opts.id, {}, replicaControl(dir, opts.id), () => learnGroup(dir, opts.id));
+  return runAgent(opts.dir, opts.id, {}, replicaControl(dir, opts.id));
 };
 export const startWatchdog = (opts: { dir?: string | undefined }) => runWatchdog(opts.dir, { makeResetDriver, resetCluster });
 export const startKeeper = (opts: { dir?: string | undefined; id: string }) =>

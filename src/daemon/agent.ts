@@ -16,19 +16,20 @@
 // standby whose keeper goes away (the channel closes) exits: nobody can promote it.
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { createAgent, type AgentOptions } from '../core/agent.ts';
+import { createAgent } from '../core/agent.ts';
 import {
   createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcOsEvent, type ProcRecord, type ProcRef,
 } from '../core/agent-procs.ts';
 import { MAX_REPORTS_PER_REQUEST, type Timing } from '../core/constants.ts';
 import type { CoreInput, LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
-import type { AgentRequest, GroupCommand, ProcReport } from '../core/wire/messages.ts';
-import { DEFAULT_AGENT_SLOTS, paths, restrictClusterDir, type ClusterConfig } from '../io/cluster-dir.ts';
+import type { AgentRequest, GroupCommand, Item, ProcReport } from '../core/wire/messages.ts';
+import { DEFAULT_AGENT_SLOTS, paths, replicaPool, restrictClusterDir, type ClusterConfig } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
 import { isSameProcess, procStartTime, readProcsFile, writeProcsFile } from '../io/run-records.ts';
 import { ChildProcessSpawner, type Spawner, type SpawnerEvent } from '../io/spawner.ts';
 import { agentSocketName, AppSocketServer } from './app-socket.ts';
+import { startGroupLearner, type GroupLearner } from './group-learner.ts';
 import { createLogsServer, type LogsServer } from './logs-server.ts';
 import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, type AgentToKeeper, type KeeperToAgent } from './keeper.ts';
 import { EXIT_CONFIG, runCore, type RunHooks } from './run-core.ts';
@@ -369,12 +370,8 @@ const nodeHostOf = (config: ClusterConfig, node: string | null): { nodeHost?: st
   return address === undefined ? {} : { nodeHost: address };
 };
 
-/** How a starting agent learns the group as it is now (PROTOCOL §10.7): two replicas' matching
- *  report, or undefined (then it starts from cluster.json's initial group). */
-export type LearnGroup = () => Promise<AgentOptions['group']>;
-
 export async function runAgent(
-  dir: string | undefined, id: ProcessId, hooks: RunHooks = {}, replicas?: ReplicaControl, learnGroup?: LearnGroup,
+  dir: string | undefined, id: ProcessId, hooks: RunHooks = {}, replicas?: ReplicaControl,
 ): Promise<void> {
   if (process.env[AGENT_STANDBY_ENV] === '1') await waitForGo();
   heartbeatKeeper();
@@ -389,6 +386,10 @@ export async function runAgent(
   let log: ReturnType<typeof createProcessLog>['logger'] | null = null;
   /** Serves the operator's `logs.read` items from this node's task output (PROTOCOL §7.1). */
   let logsServer: LogsServer | null = null;
+  /** Asks the replicas for the group as it is now, on this agent's transport (PROTOCOL §10.7). */
+  let learner: GroupLearner | null = null;
+  let sendItem: ((to: ProcessId, item: Item) => void) | null = null;
+  let pool: ProcessId[] = [];
   /** The group's commands about replicas on this node, carried out once each. */
   const onReplicaCommand = (command: GroupCommand): void => {
     if (command.type !== 'replica.spawn' && command.type !== 'replica.kill') return;
@@ -434,9 +435,16 @@ export async function runAgent(
       void driver.listen().catch((e: Error) => logger.error({ event: 'app.socket.failed', error: e.message }));
       // A predecessor left processes on record: ask the group which are still ours (PROTOCOL §8.6).
       const resync = driver.procs.recovered().length > 0;
+      pool = replicaPool(cluster.config.membership);
       return createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });
     },
-    intercept: (frame, nowMs, reply) => (logsServer === null ? frame : logsServer.intercept(frame, nowMs, reply)),
+    intercept: (frame, nowMs, reply) => {
+      const rest = learner === null ? frame : learner.intercept(frame);
+      return rest === null || logsServer === null ? rest : logsServer.intercept(rest, nowMs, reply);
+    },
+    onTransport: (send) => {
+      sendItem = send;
+    },
     onEffect: (effect, nowMs) => {
       if (effect.type === 'deliver.command') {
         driver?.onCommand(effect.command);
@@ -449,11 +457,18 @@ export async function runAgent(
       for (const request of backlog.splice(0)) send(request);
       // Meanwhile learn the group as it is now (PROTOCOL §10.7): this incarnation started from
       // cluster.json's, which after two replacements holds only one member.
-      void learnGroup?.().then((group) => {
-        if (group === undefined) return;
-        log?.info({ event: 'agent.group.learnt', ...group });
-        f((nowMs) => ({ type: 'group', nowMs, view: group.view, primary: group.primary, replicas: [...group.replicas] }));
-      }, (e: Error) => log?.warn({ event: 'agent.group.unknown', error: e.message }));
+      if (sendItem !== null) {
+        learner = startGroupLearner({
+          pool,
+          send: sendItem,
+          nonce: () => randomBytes(4).readUInt32BE(0) >>> 1,
+          log: (level, event, fields) => log?.[level]({ event, ...fields }),
+          onLearnt: (group) => {
+            log?.info({ event: 'agent.group.learnt', ...group });
+            f((nowMs) => ({ type: 'group', nowMs, view: group.view, primary: group.primary, replicas: [...group.replicas] }));
+          },
+        });
+      }
       hooks.onReady?.(f);
     },
   });

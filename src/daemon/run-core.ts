@@ -68,6 +68,9 @@ export type RunCoreOptions = RunHooks & {
    *  The agent serves the operator's `logs.read` here (src/daemon/logs-server.ts). It must not
    *  throw. */
   intercept?: (frame: Frame, nowMs: number, reply: (to: ProcessId, item: Item) => void) => Frame | null;
+  /** Once the transport runs (before onReady): the daemon's way to send an item of its own, the
+   *  way `reply` does. The agent asks the replicas for the group with it (group-learner.ts). */
+  onTransport?: (send: (to: ProcessId, item: Item) => void) => void;
 };
 
 /** Monotonic milliseconds on the Date scale: the wall clock may step, the core's must not. */
@@ -296,6 +299,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   logger.info({ event: 'listening', port: transport.port, dials: Object.keys(targets.dial), dialsOnDemand: Object.keys(targets.dialOnDemand) }, 'running');
   guarded('start', () => shell.tick(clockMs()), undefined);
   arm();
+  opts.onTransport?.(reply);
   opts.onReady?.((make) => {
     guarded('input', () => shell.input(make(clockMs())), undefined);
     arm();

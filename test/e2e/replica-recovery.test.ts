@@ -6,7 +6,9 @@
 //   - the primary's daemon killed with SIGKILL: the same, with a new primary;
 //   - the task runs on throughout, `trine ps`, `logs`, `submit` and `kill` keep working (they ask
 //     whichever replica daemons run, spares included), the agents' logs record `replica.started`,
-//     and `trine status` exits 0 with a healthy group.
+//     and `trine status` exits 0 with a healthy group;
+//   - every agent then killed with SIGKILL: each new incarnation learns the group from two
+//     replicas (PROTOCOL §10.7), and a task that fills every slot runs.
 // The time from each kill to the first healthy three-replica status is printed, with the
 // replicas' own journal times (STYLE.md 17: timing is printed, the bound is a liveness deadline).
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -39,9 +41,10 @@ async function view(): Promise<ClusterView & { rsn: number; agreedBy: string[] }
   return JSON.parse(r.stdout) as ClusterView & { rsn: number; agreedBy: string[] };
 }
 
-function pidOf(id: string): number {
-  const pid = Number(readFileSync(join(dir, 'run', `${id}.pid`), 'utf8').trim());
-  if (!Number.isSafeInteger(pid) || pid <= 1 || !alive(pid)) throw new Error(`no live process in run/${id}.pid`);
+/** The live process in run/<id>.<file> (`pid`; an agent under its keeper: `agent-pid`). */
+function pidOf(id: string, file = 'pid'): number {
+  const pid = Number(readFileSync(join(dir, 'run', `${id}.${file}`), 'utf8').trim());
+  if (!Number.isSafeInteger(pid) || pid <= 1 || !alive(pid)) throw new Error(`no live process in run/${id}.${file}`);
   return pid;
 }
 
@@ -58,6 +61,15 @@ function replicaStarts(): { agent: string; replica: string }[] {
     }
   }
   return out;
+}
+
+/** The groups agent `agent`'s incarnations learnt from the replicas (`agent.group.learnt`). */
+function learnt(agent: string): { view: number; primary: string; replicas: string[] }[] {
+  return readFileSync(join(dir, 'logs', `${agent}.log`), 'utf8').split('\n').flatMap((line) => {
+    if (!line.includes('"event":"agent.group.learnt"')) return [];
+    const e = JSON.parse(line) as { view: number; primary: string; replicas: string[] };
+    return [{ view: e.view, primary: e.primary, replicas: e.replicas }];
+  });
 }
 
 /** A healthy group of three serving replicas in a view above `above`, without `killed`, which
@@ -120,7 +132,7 @@ describe('replica recovery: kill -9 a backup, then the primary', () => {
     }
   });
 
-  it('the group replaces both with spares; the task runs on and the CLI follows the group', { timeout: 90_000 }, async () => {
+  it('the group replaces both with spares; the task runs on, the CLI follows the group, and restarted agents learn it', { timeout: 120_000 }, async () => {
     const submit = await trine(['submit', '-n', '2', '--dir', dir, '--', '/bin/sh', '-c', 'echo started; exec /bin/sleep 600']);
     expect(submit.stderr).toBe('');
     expect(submit.code).toBe(0);
@@ -185,5 +197,24 @@ describe('replica recovery: kill -9 a backup, then the primary', () => {
     const kill = await trine(['kill', task, '--dir', dir]);
     expect(kill.stderr).toBe('');
     expect(kill.stdout).toBe(`${task} killed\n`);
+
+    // Every agent process killed now (not its keeper): the keeper starts a new incarnation, which begins from cluster.json's
+    // group, of which only one replica is still a member, so on its own it could never see two
+    // matching copies. It asks the replicas for the group on its own connections (PROTOCOL §10.7)
+    // and acts on the group's commands again: a task that fills every slot of every node runs.
+    const agents = ['a1', 'a2', 'a3', 'a4'];
+    const before = new Map(agents.map((a) => [a, pidOf(a, 'agent-pid')]));
+    for (const pid of before.values()) process.kill(pid, 'SIGKILL');
+    await waitFor('four new agent incarnations that learnt the group', SOON_MS, async () =>
+      (agents.every((a) => {
+        try {
+          return pidOf(a, 'agent-pid') !== before.get(a) && learnt(a).some((g) => g.view === second.doc.group.view && g.primary === second.doc.group.primary);
+        } catch {
+          return false;
+        }
+      }) ? true : undefined));
+    const full = await trine(['submit', '--wait', '-n', '16', '--dir', dir, '--', '/bin/true']);
+    expect(full.stderr).toBe('');
+    expect(full.code).toBe(0);
   });
 });

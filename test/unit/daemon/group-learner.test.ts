@@ -1,0 +1,119 @@
+// How a new agent incarnation learns the group (docs/PROTOCOL.md §10.7, src/daemon/group-learner.ts):
+// it asks the pool on its own transport, takes only its own replies out of verified frames, and
+// takes a group only when two replicas report it alike. One faulty replica cannot choose it.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Frame, Item } from '../../../src/core/wire/messages.ts';
+import { agreedGroup, parseGroupOf, startGroupLearner, type LearntGroup } from '../../../src/daemon/group-learner.ts';
+
+const POOL = ['r1', 'r2', 'r3', 'r4', 'r5'];
+const NONCE = 77;
+
+const statusJson = (id: string, view: number, primary: string, members: string[]) =>
+  JSON.stringify({ id, role: id === primary ? 'primary' : 'backup', view, primary, members, phase: 'serving', rsn: 3 });
+const reply = (from: string, json: string, nonce = NONCE): Frame => ({ from, to: 'a1', items: [{ type: 'status.reply', nonce, json }] });
+
+function learner(waitMs = 60_000) {
+  const sent: { to: string; item: Item }[] = [];
+  const learnt: LearntGroup[] = [];
+  const logs: string[] = [];
+  const l = startGroupLearner({
+    pool: POOL, send: (to, item) => sent.push({ to, item }), onLearnt: (g) => learnt.push(g),
+    log: (_level, event) => logs.push(event), nonce: () => NONCE, queryMs: 300, waitMs,
+  });
+  return { l, sent, learnt, logs };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('parseGroupOf: what the agent takes from a replica\'s status reply', () => {
+  it('takes view, primary and members of a reply that names its sender', () => {
+    expect(parseGroupOf(statusJson('r2', 2, 'r2', ['r2', 'r3', 'r7']), 'r2')).toEqual({ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'] });
+  });
+
+  it('is total: not JSON, another sender, a bad view, a primary outside the members, members not strings → null', () => {
+    for (const json of [
+      'not json', '[]', 'null', '{}',
+      statusJson('r3', 2, 'r2', ['r2', 'r3']),
+      JSON.stringify({ id: 'r2', view: -1, primary: 'r2', members: ['r2'] }),
+      JSON.stringify({ id: 'r2', view: 1.5, primary: 'r2', members: ['r2'] }),
+      JSON.stringify({ id: 'r2', view: 1, primary: 'r9', members: ['r2', 'r3'] }),
+      JSON.stringify({ id: 'r2', view: 1, primary: 'r2', members: ['r2', 3] }),
+      JSON.stringify({ id: 'r2', view: 1, primary: 'r2', members: 'r2' }),
+    ]) expect(parseGroupOf(json, 'r2'), json).toBeNull();
+  });
+});
+
+describe('agreedGroup: two replicas alike, the highest such', () => {
+  const g = (view: number, primary: string, replicas: string[]): LearntGroup => ({ view, primary, replicas });
+
+  it('one report alone, or two that differ in anything, choose nothing', () => {
+    expect(agreedGroup([g(3, 'r2', ['r2', 'r3', 'r7'])])).toBeUndefined();
+    expect(agreedGroup([g(3, 'r2', ['r2', 'r3', 'r7']), g(3, 'r3', ['r2', 'r3', 'r7'])])).toBeUndefined();
+    expect(agreedGroup([g(3, 'r2', ['r2', 'r3', 'r7']), g(3, 'r2', ['r2', 'r3', 'r8'])])).toBeUndefined();
+    expect(agreedGroup([g(3, 'r2', ['r2', 'r3', 'r7']), g(4, 'r2', ['r2', 'r3', 'r7'])])).toBeUndefined();
+  });
+
+  it('a lying replica\'s higher view does not win over two that agree', () => {
+    expect(agreedGroup([g(2, 'r2', ['r2', 'r3', 'r7']), g(9, 'r1', ['r1', 'r8', 'r9']), g(2, 'r2', ['r2', 'r3', 'r7'])]))
+      .toEqual(g(2, 'r2', ['r2', 'r3', 'r7']));
+  });
+});
+
+describe('startGroupLearner: the agent\'s question on its own transport', () => {
+  it('asks the whole pool at once and again every 300 ms until two agree, then stops asking', () => {
+    vi.useFakeTimers();
+    const { l, sent, learnt } = learner();
+    expect(sent.map((s) => s.to)).toEqual(POOL);
+    expect(sent.every((s) => s.item.type === 'status.query' && s.item.nonce === NONCE)).toBe(true);
+    vi.advanceTimersByTime(300);
+    expect(sent).toHaveLength(2 * POOL.length);
+    l.intercept(reply('r2', statusJson('r2', 2, 'r2', ['r2', 'r3', 'r7'])));
+    expect(learnt).toEqual([]);
+    l.intercept(reply('r3', statusJson('r3', 2, 'r2', ['r2', 'r3', 'r7'])));
+    expect(learnt).toEqual([{ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'] }]);
+    vi.advanceTimersByTime(3_000);
+    expect(sent).toHaveLength(2 * POOL.length);
+    // A late third reply changes nothing.
+    l.intercept(reply('r7', statusJson('r7', 2, 'r2', ['r2', 'r3', 'r7'])));
+    expect(learnt).toHaveLength(1);
+  });
+
+  it('takes its own replies out of the frame, leaves everything else for the core', () => {
+    vi.useFakeTimers();
+    const { l } = learner();
+    expect(l.intercept(reply('r2', statusJson('r2', 0, 'r1', ['r1', 'r2', 'r3'])))).toBeNull();
+    const mixed: Frame = { from: 'r3', to: 'a1', items: [{ type: 'status.reply', nonce: NONCE, json: '{}' }, { type: 'hb', inc: 1, counter: 2, info: { type: 'agent', gssnDelivered: 0, csnSent: 0 } } as Item] };
+    expect(l.intercept(mixed)?.items.map((i) => i.type)).toEqual(['hb']);
+    // Another nonce, or a sender outside the pool: not ours, passed on whole.
+    const other = reply('r2', statusJson('r2', 0, 'r1', ['r1', 'r2', 'r3']), NONCE + 1);
+    expect(l.intercept(other)).toBe(other);
+    const stranger = reply('scc', statusJson('scc', 0, 'r1', ['r1', 'r2', 'r3']));
+    expect(l.intercept(stranger)).toBe(stranger);
+    l.stop();
+  });
+
+  it('a faulty replica\'s bad or lone reply chooses nothing; a later agreeing pair does', () => {
+    vi.useFakeTimers();
+    const { l, learnt, logs } = learner();
+    l.intercept(reply('r1', 'garbage'));
+    l.intercept(reply('r1', statusJson('r1', 9, 'r1', ['r1', 'r4', 'r5'])));
+    l.intercept(reply('r2', statusJson('r2', 1, 'r2', ['r2', 'r3'])));
+    expect(learnt).toEqual([]);
+    expect(logs).toContain('agent.group.bad-reply');
+    l.intercept(reply('r3', statusJson('r3', 1, 'r2', ['r2', 'r3'])));
+    expect(learnt).toEqual([{ view: 1, primary: 'r2', replicas: ['r2', 'r3'] }]);
+  });
+
+  it('gives up after waitMs, says so once, and stops asking', () => {
+    vi.useFakeTimers();
+    const { sent, learnt, logs } = learner(1_000);
+    vi.advanceTimersByTime(5_000);
+    expect(learnt).toEqual([]);
+    expect(logs.filter((e) => e === 'agent.group.unknown')).toHaveLength(1);
+    const asked = sent.length;
+    vi.advanceTimersByTime(5_000);
+    expect(sent).toHaveLength(asked);
+  });
+});
