@@ -13,6 +13,7 @@ import { CliError, EXIT_OK, EXIT_USAGE, reportError } from './errors.ts';
 import { inject, INJECT_TIMEOUT_MS } from './inject.ts';
 import { keygen } from './keygen.ts';
 import { kill, restart } from './kill.ts';
+import { shutdown } from './shutdown.ts';
 import { logs } from './logs.ts';
 import { nodes } from './nodes.ts';
 import { OP_TIMEOUT_MS, VIEW_TIMEOUT_MS } from './op-client.ts';
@@ -136,6 +137,13 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     })
     .action((mode: string, args: string[], o: { dir?: string; timeout?: number }) =>
       setOutcome(inject({ mode, args, dir: o.dir, timeoutMs: o.timeout })));
+
+  program.command('shutdown')
+    .description('stop the whole cluster, on every host: the group kills every task, every node and the watchdog exit, and nothing restarts them')
+    .option('--dir <dir>', DIR_HELP)
+    .option('--no-wait', 'return once the group has ordered the shutdown, without waiting for the daemons to exit')
+    .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
+    .action((o: { dir?: string; wait?: boolean; timeout?: number }) => setOutcome(shutdown({ dir: o.dir, wait: o.wait, timeoutMs: o.timeout })));
 
   program.command('down')
     .description('stop every process `trine up` started in the cluster dir')

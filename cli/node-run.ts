@@ -4,8 +4,9 @@
 // under its keeper, and its initial replica if it hosts one and the group has not gone on
 // without it (decideReplica; the agent starts spares when the group commands it) — and stops
 // all of it, task processes included, on SIGTERM; systemd's `trine-node.service` runs it. `scc run` runs the watchdog from the watchdog host's bundle.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
+import { EXIT_SHUTDOWN, SHUTDOWN_LINGER_MAX_MS } from '../src/core/constants.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import { isAlive, paths, processEntry, runningProcesses, type Cluster } from '../src/io/cluster-dir.ts';
 import { StatusClient } from './status-client.ts';
@@ -17,6 +18,10 @@ import { CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './errors.ts';
 
 /** How often `node run` checks that its keeper still runs. */
 export const NODE_WATCH_MS = 500;
+/** After a shutdown (PROTOCOL §10.11) `node run` lets its replicas finish on their own (they
+ *  wait for the watchdog and the agents, at most SHUTDOWN_LINGER_MAX_MS) before it stops what
+ *  is left. */
+export const NODE_SHUTDOWN_WAIT_MS = SHUTDOWN_LINGER_MAX_MS + 2_000;
 
 export function init(opts: { hosts: string; out: string }): number {
   const file = readHostsFile(opts.hosts);
@@ -63,6 +68,8 @@ export async function nodeRun(opts: { bundle: string }): Promise<number> {
   const replica = m.replicas.find((r) => bundle.ids.includes(r));
   const agent = m.agents.find((a) => bundle.ids.includes(a.id));
   if (agent === undefined) throw new CliError(`the bundle of ${bundle.host} holds no agent key: copy it again from \`trine init\`'s output`, EXIT_USAGE);
+  // A shutdown that ended the last run is over: this run starts the node again.
+  rmSync(paths.shutdownFile(dir, agent.id), { force: true });
   const keeper = { id: agent.id, pid: spawnDaemon(dir, processEntry(cluster, agent.id)) };
   process.stdout.write(`node ${bundle.host} (${bundle.address}) of cluster ${cluster.config.cluster}: ${agent.id} keeper pid ${keeper.pid}; logs in ${paths.logs(dir)}\n`);
 
@@ -87,8 +94,20 @@ export async function nodeRun(opts: { bundle: string }): Promise<number> {
       process.stdout.write(`node ${bundle.host}: ${why}; stopping its processes\n`);
       void stopCluster(dir, []).then(() => resolveRun(code), () => resolveRun(EXIT_FAILED));
     };
+    const shutDown = async (): Promise<void> => {
+      stopping = true;
+      clearInterval(watch);
+      process.stdout.write(`node ${bundle.host}: the operator shut the cluster down; waiting for its replicas to finish\n`);
+      const until = Date.now() + NODE_SHUTDOWN_WAIT_MS;
+      while (runningProcesses(dir).length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, NODE_WATCH_MS));
+      await stopCluster(dir, []);
+      process.stdout.write(`node ${bundle.host}: stopped for the shutdown (exit ${EXIT_SHUTDOWN}: systemd does not restart it)\n`);
+      resolveRun(EXIT_SHUTDOWN);
+    };
     const watch = setInterval(() => {
-      if (!isAlive(keeper.pid)) stop(EXIT_FAILED, `keeper of ${agent.id} (pid ${keeper.pid}) exited`);
+      if (isAlive(keeper.pid)) return;
+      if (existsSync(paths.shutdownFile(dir, agent.id))) void shutDown().catch(() => resolveRun(EXIT_FAILED));
+      else stop(EXIT_FAILED, `keeper of ${agent.id} (pid ${keeper.pid}) exited`);
     }, NODE_WATCH_MS);
     process.once('SIGTERM', () => stop(EXIT_OK, 'SIGTERM'));
     process.once('SIGINT', () => stop(EXIT_OK, 'SIGINT'));

@@ -144,15 +144,16 @@ export class OperatorClient {
     private readonly decode: (data: Uint8Array) => ReturnType<typeof decodeFrame>,
   ) {}
 
-  /** `as`: another identity whose key the cluster dir holds, an agent's, that asks `ask`: the
-   *  watchdog (a booting node, cli/node-run.ts) or the replicas (a starting agent learning the
-   *  group, cli/daemons.ts). Default: the operator, who asks both. */
-  static async open(cluster: Cluster, as?: ProcessId, ask: 'watchdog' | 'replicas' = 'watchdog'): Promise<OperatorClient> {
+  /** `as`: another identity whose key the cluster dir holds, an agent's, that asks the watchdog
+   *  only (a booting node, cli/node-run.ts). Never the replicas: a replica routes a peer's frames
+   *  to the connection it bound last, so a second connection under a running agent's id would
+   *  take that agent's copies (src/daemon/group-learner.ts). Default: the operator, who asks both. */
+  static async open(cluster: Cluster, as?: ProcessId): Promise<OperatorClient> {
     const self = as ?? cluster.config.membership.operators[0];
     if (self === undefined) throw new Error('cluster.json lists no operator');
     const scc = cluster.config.membership.scc;
     const sccListen = cluster.config.processes.find((p) => p.id === scc)?.listen ?? null;
-    const dial = as === undefined || ask === 'replicas' || sccListen === null ? dialTargets(cluster, self) : { [scc]: sccListen };
+    const dial = as === undefined || sccListen === null ? dialTargets(cluster, self) : { [scc]: sccListen };
     const key = readKeyFile(paths.keyFile(cluster.dir, self));
     const signer = createNodeSigner(self, key.seed);
     const verifier = createNodeVerifier(cluster.publicKeys);

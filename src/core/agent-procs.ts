@@ -531,6 +531,11 @@ export function createAgentProcs(opts: AgentProcsOptions): AgentProcs {
         case 'proc.mapping':
           onMapping(command, out);
           break;
+        case 'node.shutdown':
+          // PROTOCOL §10.11: every process on this node ends. The driver repeats the command
+          // after a grace, and a repeated terminate is a SIGKILL.
+          for (const e of [...entries.values()]) onTerminate(e.ref.task, e.ref.vpid, out);
+          break;
         case 'echo.reply':
         case 'replicas':
         case 'replica.spawn':

@@ -120,6 +120,9 @@ const isFinal = (d: MachineData) => FSM_PROC_FINAL_STATES.includes(procState(d))
 const HOLDING: readonly FsmProcState[] = ['allocated', 'spawning', 'running', 'terminating'];
 const holds = (d: MachineData) => HOLDING.includes(procState(d));
 const isLive = (r: TaskRecord) => r.outcome === null;
+/** The tasks not yet finished, in id order (a cluster shutdown kills them, PROTOCOL §10.11). */
+export const liveTasks = (cs: ClusterState): string[] =>
+  [...cs.tasks.entries()].filter(([, r]) => isLive(r)).map(([id]) => id).sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
 const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
 
 // ---- the work queue --------------------------------------------------------------------------

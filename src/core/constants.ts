@@ -69,6 +69,17 @@ export const MAX_JOURNAL_ITEM_BYTES = 768 * 1024;
 /** A replica sends its task journal to the watchdog again this often: the send is one frame
  *  with no retransmission, and a lost one must not leave the watchdog a stale journal for long. */
 export const JOURNAL_RESEND_MS = 2_000;
+/** A replica shutting down (PROTOCOL §10.11) sends the watchdog its notice again this often until
+ *  the watchdog acknowledges: a notice is one frame with no retransmission. */
+export const SHUTDOWN_NOTICE_MS = 250;
+/** A daemon's exit code when the operator shut the cluster down (PROTOCOL §10.11): nothing
+ *  restarts a daemon that exits with it (the keeper gives up, `trine node run` exits with it,
+ *  and the systemd units name it in RestartPreventExitStatus). */
+export const EXIT_SHUTDOWN = 4;
+/** The longest a replica shutting down waits before it exits: for the watchdog's acknowledgement
+ *  and for every agent to acknowledge its copies (a node needs two to stop). An agent or a
+ *  watchdog that is unreachable then does not keep the group up forever. */
+export const SHUTDOWN_LINGER_MAX_MS = 5_000;
 /** `logs.read` items an agent serves from one frame (PROTOCOL §7.1): every output file of a
  *  well-filled node (32 processes, stdout and stderr) in one round trip. The operator's reads
  *  beyond it are answered with an error, never read. */

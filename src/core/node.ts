@@ -79,6 +79,9 @@ export type CoreEffect =
    *  PROTOCOL §10). A driver keeps connections to them and dials the rest of the pool only on
    *  demand, so a retired replica is not dialed forever (PROTOCOL §10.6). */
   | { type: 'replicas'; replicas: ProcessId[] }
+  /** Replica, watchdog: the operator shut the cluster down and this process is done
+   *  (PROTOCOL §10.11); the driver exits with EXIT_SHUTDOWN, which nothing restarts. */
+  | { type: 'shutdown'; reason: string }
   | { type: 'log'; level: LogLevel; event: string; fields: Record<string, unknown> };
 
 export type SuspectReason =

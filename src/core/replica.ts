@@ -7,7 +7,7 @@ import { countDrop, type DropCode } from './result.ts';
 import { toHex } from './hex.ts';
 import {
   MAX_DELIVERED_LOG, MAX_EVIDENCE_FRAME_BYTES, MAX_HOLDBACK_PER_AGENT, MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD, TICK_RATE_SLACK, TICK_RATE_WINDOW_MS,
-  JOURNAL_RESEND_MS, MAX_JOURNAL_ITEM_BYTES,
+  JOURNAL_RESEND_MS, MAX_JOURNAL_ITEM_BYTES, SHUTDOWN_LINGER_MAX_MS, SHUTDOWN_NOTICE_MS,
 } from './constants.ts';
 import { createDiagnosis } from './diagnosis.ts';
 import { successor } from './group-view.ts';
@@ -180,6 +180,10 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   /** view.sync messages that arrived before we condemned the primary ourselves. */
   const earlySync = new Map<ProcessId, { view: number; rsn: number }>();
   let lastNowMs = 0;
+  /** The cluster shutdown this replica carries out, once ordered (PROTOCOL §10.11). */
+  let stopping: { rsn: number; sinceMs: number; noticeAtMs: number; acked: boolean; done: boolean } | null = null;
+  /** Peers whose every connection is down now, as the driver reports it (transport.down). */
+  const disconnected = new Set<ProcessId>();
 
   function digest(): Uint8Array {
     if (digestCache === null || digestCache.rsn !== state.rsn || digestCache.gssn !== state.gssn) {
@@ -189,6 +193,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   }
 
   function suspect(out: CoreEffect[], target: ProcessId | null, reason: SuspectReason, detail: string): void {
+    // Shutting down, the group stops on purpose: nobody is suspected of it (PROTOCOL §10.11).
+    if (stopping !== null) return;
     suspicions++;
     out.push({ type: 'suspect', target, reason, detail });
     out.push({ type: 'log', level: 'warn', event: 'replica.suspect', fields: { target, reason, detail, rsn: state.rsn } });
@@ -237,6 +243,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     for (const target of result.accuse) diagnosis.accuse(target, 'agent.reports', 'error reports from two agents', nowMs, out);
     if (result.viewChanged) onViewChanged(nowMs, out);
     else syncLinks(nowMs, out); // a replacement may have been commanded or abandoned
+    if (result.shutdown !== null && stopping === null) {
+      stopping = { rsn: result.shutdown.rsn, sinceMs: nowMs, noticeAtMs: nowMs, acked: false, done: false };
+      out.push({ type: 'send', to: m.scc, item: { type: 'shutdown.notice', rsn: stopping.rsn } });
+      out.push({ type: 'log', level: 'warn', event: 'shutdown.ordered', fields: { rsn: stopping.rsn } });
+    }
     if (result.reset !== null) {
       resets.set(result.reset.node, result.reset.rsn);
       out.push({ type: 'send', to: m.scc, item: { type: 'reset.node', node: result.reset.node, rsn: result.reset.rsn } });
@@ -908,8 +919,28 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     return { ...clusterView(state.cluster, state.nodes), events: [...journal] };
   }
 
+  /** PROTOCOL §10.11: once the watchdog has taken the shutdown and every node's agent has
+   *  acknowledged its copies (or SHUTDOWN_LINGER_MAX_MS passed), this replica exits. */
+  function shutdownTimers(nowMs: number, out: CoreEffect[]): void {
+    if (stopping === null || stopping.done) return;
+    if (!stopping.acked && stopping.noticeAtMs + SHUTDOWN_NOTICE_MS <= nowMs) {
+      stopping.noticeAtMs = nowMs;
+      out.push({ type: 'send', to: m.scc, item: { type: 'shutdown.notice', rsn: stopping.rsn } });
+    }
+    // An agent that has gone (it stopped its node on two copies) owes nothing more.
+    const owed = [...state.nodes.entries()]
+      .filter(([a, n]) => n.joined && !n.failed && !disconnected.has(a) && (linkView(links, a)?.unacked ?? 0) > 0).map(([a]) => a);
+    const late = nowMs - stopping.sinceMs >= SHUTDOWN_LINGER_MAX_MS;
+    if (!late && (!stopping.acked || owed.length > 0)) return;
+    stopping.done = true;
+    const reason = late ? `shutdown at RSN ${stopping.rsn}; stopped waiting after ${SHUTDOWN_LINGER_MAX_MS} ms (${stopping.acked ? '' : 'the watchdog never acknowledged; '}${owed.length === 0 ? 'every agent acknowledged' : `copies unacknowledged by ${owed.join(', ')}`})`
+      : `shutdown at RSN ${stopping.rsn}: the watchdog and every agent acknowledged`;
+    out.push({ type: 'shutdown', reason });
+  }
+
   function timers(nowMs: number, out: CoreEffect[]): void {
     linkTimers(links, nowMs, out);
+    shutdownTimers(nowMs, out);
     if (replicaHeartbeatAtMs <= nowMs) {
       heartbeatCounter++;
       if (phase === 'serving') diagnosis.ownDigest(state.rsn, digest(), nowMs, out);
@@ -924,6 +955,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       out.push({ type: 'send', to: m.scc, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
       for (const [node, rsn] of resets) out.push({ type: 'send', to: m.scc, item: { type: 'reset.node', node, rsn } });
       replicaHeartbeatAtMs = nowMs + t.replicaHeartbeatMs;
+    }
+    if (stopping !== null) {
+      // Shutting down, nobody's silence is a fault (PROTOCOL §10.11): no replica or agent checks.
+      replicaCheckAtMs = Math.max(replicaCheckAtMs, nowMs + t.replicaCheckMs);
+      agentCheckAtMs = Math.max(agentCheckAtMs, nowMs + t.agentCheckMs);
     }
     if (replicaCheckAtMs <= nowMs) {
       // spec §1.3: one missing replica heartbeat in a 150 ms check initiates self-diagnosis.
@@ -1028,8 +1064,12 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
     switch (input.type) {
       case 'tick':
+        break;
       case 'transport.up':
+        disconnected.delete(input.peer);
+        break;
       case 'transport.down':
+        disconnected.add(input.peer);
         break;
       case 'dropped':
         countDrop(drops, input.code);
@@ -1068,6 +1108,13 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
               break;
             case 'op.request':
               onOperatorRequest(from, item.signed, nowMs, out);
+              break;
+            case 'shutdown.ack':
+              if (from === m.scc && stopping !== null && item.rsn === stopping.rsn) stopping.acked = true;
+              else countDrop(drops, 'UNEXPECTED');
+              break;
+            case 'shutdown.notice':
+              countDrop(drops, 'UNEXPECTED');
               break;
             case 'status.reply':
             case 'op.reply':
@@ -1138,6 +1185,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     let next = Math.min(replicaHeartbeatAtMs, replicaCheckAtMs, agentCheckAtMs);
     const l = linkNextWakeMs(links);
     if (l !== null) next = Math.min(next, l);
+    if (stopping !== null && !stopping.done) next = Math.min(next, stopping.acked ? stopping.sinceMs + SHUTDOWN_LINGER_MAX_MS : stopping.noticeAtMs + SHUTDOWN_NOTICE_MS);
     for (const timer of progressTimers.values()) next = Math.min(next, timer.atMs);
     const d = diagnosis.nextWakeMs();
     if (d !== null) next = Math.min(next, d);

@@ -6,7 +6,7 @@
 // Kept small on purpose (spec §1.3): unacknowledged group messages are not here — they live in
 // each replica's own link state.
 import {
-  createClusterState, encodeCluster, nodeFailed, operateTask, nodeJoined, procReports, signalRequest, submitTask, taskTimers, tick,
+  createClusterState, encodeCluster, liveTasks, nodeFailed, operateTask, nodeJoined, procReports, signalRequest, submitTask, taskTimers, tick,
   type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from './cluster-state.ts';
 import {
@@ -48,6 +48,9 @@ export type ReplicatedState = {
   outcomeOrder: string[];
   /** The group's own membership: view, replica nodes, replacement (PROTOCOL §10). */
   group: GroupView;
+  /** The RSN at which an operator shut the cluster down, or null (PROTOCOL §10.11). From then on
+   *  no task is accepted, no node declared failed, no replica replaced. */
+  shutdownAt: number | null;
   /** Configuration, the same on every replica (cluster.json); not part of the digest. */
   timers: TaskTimers;
   /** The replica id pool, initial ids then spares (membership); not part of the digest. */
@@ -72,7 +75,7 @@ export function initialState(m: StateMembership, timing: Timing = DEFAULT_TIMING
   for (const a of [...agents].sort((x, y) => (x.id < y.id ? -1 : 1))) nodes.set(a.id, { node: a.node, joined: false, slots: 0, failed: false, inc: 0 });
   return {
     rsn: 0, gssn: 0, replicas: [...replicas], primary, clientInc: new Map(), csnReceived: new Map(), lastGssnTo: new Map(), nodes,
-    cluster: createClusterState(), outcomes: new Map(), outcomeOrder: [], group: initialGroupView(replicas, m.replicaNodes),
+    cluster: createClusterState(), outcomes: new Map(), outcomeOrder: [], group: initialGroupView(replicas, m.replicaNodes), shutdownAt: null,
     timers: taskTimers(timing), pool: [...replicas, ...m.spareReplicas], spareNodes: new Map(Object.entries(m.spareNodes ?? {})),
   };
 }
@@ -93,6 +96,7 @@ export function encodeState(s: ReplicatedState): Uint8Array {
       return [o.nonce, o.rsn, o.ok, o.text];
     }),
     encodeGroupView(s.group),
+    s.shutdownAt,
   ]);
 }
 
@@ -115,9 +119,12 @@ export type ApplyResult = {
   accuse: ProcessId[];
   /** The replica set or primary changed at this RSN (PROTOCOL §10.5–10.7). */
   viewChanged: boolean;
+  /** The operator shut the cluster down at this RSN (PROTOCOL §10.11): the replica tells the
+   *  watchdog, then exits. */
+  shutdown: { rsn: number } | null;
 };
 
-const noResult = (): ApplyResult => ({ messages: [], report: null, reply: null, events: [], reset: null, accuse: [], viewChanged: false });
+const noResult = (): ApplyResult => ({ messages: [], report: null, reply: null, events: [], reset: null, accuse: [], viewChanged: false, shutdown: null });
 
 function groupContext(s: ReplicatedState): GroupContext {
   const liveAgents = [...s.nodes.entries()].filter(([, n]) => n.joined && !n.failed).map(([id, n]) => ({ id, node: n.node }))
@@ -177,7 +184,7 @@ export function adoptIncarnation(s: ReplicatedState, client: ProcessId, inc: num
 /** Is this request one an operator sends (PROTOCOL §8.1)? Agents may not send them, operators
  *  may send nothing else. */
 export const isOperatorRequest = (r: AgentRequest): r is OperatorRequest =>
-  r.type === 'task.submit' || r.type === 'task.kill' || r.type === 'task.restart' || r.type === 'task.restore';
+  r.type === 'task.submit' || r.type === 'task.kill' || r.type === 'task.restart' || r.type === 'task.restore' || r.type === 'cluster.shutdown';
 
 /** Who may send which nonce-identified request (PROTOCOL §8.1, §10.9): operators their task
  *  requests; the watchdog only `task.restore`. */
@@ -208,11 +215,16 @@ export function applyOperatorRequest(s: ReplicatedState, request: OperatorReques
     if (submit === null) return { outcome: { ok: false, text: `restore of ${q.task}: not an operator's task.submit` }, effects: [] };
     return submitTask(s.cluster, s.nodes, s.timers, submit, s.rsn, { nonce: q.nonce, bytes: q.submit, sig: q.submitSig }, q.task);
   };
-  const done = request.type === 'task.submit'
-    ? submitTask(s.cluster, s.nodes, s.timers, request, s.rsn, signed === null ? null : { nonce: request.nonce, ...signed })
-    : request.type === 'task.restore'
-      ? restore(request)
-      : operateTask(s.cluster, s.nodes, s.timers, request.task, request.type === 'task.kill' ? 'kill' : 'restart');
+  const stopped = { outcome: { ok: false, text: `the cluster is shutting down (ordered at RSN ${s.shutdownAt ?? 0}): nothing new is accepted` }, effects: [] };
+  const done = request.type === 'cluster.shutdown'
+    ? shutdown(s, r)
+    : s.shutdownAt !== null && (request.type === 'task.submit' || request.type === 'task.restore')
+      ? stopped
+      : request.type === 'task.submit'
+        ? submitTask(s.cluster, s.nodes, s.timers, request, s.rsn, signed === null ? null : { nonce: request.nonce, ...signed })
+        : request.type === 'task.restore'
+          ? restore(request)
+          : operateTask(s.cluster, s.nodes, s.timers, request.task, request.type === 'task.kill' ? 'kill' : 'restart');
   absorb(s, done.effects, r);
   const outcome: OperatorOutcome = { nonce: request.nonce, rsn: s.rsn, ok: done.outcome.ok, text: done.outcome.text };
   s.outcomes.set(request.nonce, outcome);
@@ -222,13 +234,35 @@ export function applyOperatorRequest(s: ReplicatedState, request: OperatorReques
   return r;
 }
 
+/** PROTOCOL §10.11: every live task is killed (its processes get their terminate), every joined
+ *  agent is told to stop its node, and the replicas learn (ApplyResult.shutdown) that they are to
+ *  tell the watchdog and exit. A second shutdown changes nothing. */
+function shutdown(s: ReplicatedState, r: ApplyResult): { outcome: { ok: boolean; text: string }; effects: TaskEffect[] } {
+  if (s.shutdownAt !== null) return { outcome: { ok: true, text: `the cluster is already shutting down (ordered at RSN ${s.shutdownAt})` }, effects: [] };
+  s.shutdownAt = s.rsn;
+  const effects: TaskEffect[] = [];
+  const killed: string[] = [];
+  for (const task of liveTasks(s.cluster)) {
+    const k = operateTask(s.cluster, s.nodes, s.timers, task, 'kill');
+    if (k.outcome.ok) killed.push(task);
+    effects.push(...k.effects);
+  }
+  absorb(s, effects, r);
+  const nodes = [...s.nodes.entries()].filter(([, n]) => n.joined && !n.failed).sort((a, b) => (a[0] < b[0] ? -1 : 1));
+  for (const [agent] of nodes) emit(s, agent, { type: 'node.shutdown', rsn: s.rsn }, r.messages);
+  r.events.push({ type: 'event', task: null, vpid: null, text: `cluster shutdown ordered by the operator: ${nodes.length} node${nodes.length === 1 ? '' : 's'} told to stop, ${killed.length} task${killed.length === 1 ? '' : 's'} killed` });
+  r.shutdown = { rsn: s.rsn };
+  const text = `cluster shutting down: ${nodes.map(([, n]) => n.node).join(', ') || 'no nodes'} told to stop; ${killed.length === 0 ? 'no task was running' : `killed ${killed.join(', ')}`}`;
+  return { outcome: { ok: true, text }, effects: [] };
+}
+
 /** Apply an input of the group's own (PROTOCOL §8.3, §8.4) at RSN `s.rsn`. */
 export function applyGroupInput(s: ReplicatedState, input: GroupInput): ApplyResult {
   const r = noResult();
   switch (input.type) {
     case 'tick':
       absorb(s, tick(s.cluster, s.nodes, s.timers), r);
-      absorbView(s, recoveryStep(groupContext(s), s.group), r);
+      if (s.shutdownAt === null) absorbView(s, recoveryStep(groupContext(s), s.group), r);
       return r;
     case 'replica.condemn': {
       // The primary checked the evidence before ordering it; a correct primary never orders a
@@ -247,8 +281,9 @@ export function applyGroupInput(s: ReplicatedState, input: GroupInput): ApplyRes
       return r;
     case 'node.failed': {
       const rec = s.nodes.get(input.agent);
-      // A newer incarnation joined since the suspicion began, or it was already declared.
-      if (rec === undefined || rec.failed || !rec.joined || rec.inc !== input.inc) return r;
+      // A newer incarnation joined since the suspicion began, or it was already declared; or the
+      // cluster is shutting down, and its nodes stop on purpose (PROTOCOL §10.11).
+      if (rec === undefined || rec.failed || !rec.joined || rec.inc !== input.inc || s.shutdownAt !== null) return r;
       s.nodes.set(input.agent, { ...rec, failed: true });
       absorb(s, nodeFailed(s.cluster, s.nodes, s.timers, input.agent), r);
       r.reset = { node: rec.node, rsn: s.rsn };
@@ -279,7 +314,9 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       absorb(s, joined.effects, r);
       // A (re)joined agent learns the group as it is now, and may host a replacement.
       if (s.group.view > 0) emit(s, client, { type: 'replicas', view: s.group.view, primary: s.primary, replicas: [...s.replicas] }, messages);
-      absorbView(s, recoveryStep(groupContext(s), s.group), r);
+      // One that joins while the cluster shuts down stops too (PROTOCOL §10.11).
+      if (s.shutdownAt !== null) emit(s, client, { type: 'node.shutdown', rsn: s.shutdownAt }, messages);
+      else absorbView(s, recoveryStep(groupContext(s), s.group), r);
       return r;
     }
     case 'echo': {
@@ -318,6 +355,7 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
     case 'task.kill':
     case 'task.restart':
     case 'task.restore':
+    case 'cluster.shutdown':
       // Replicas refuse these from agents before ordering; a primary that ordered one anyway
       // changes nothing.
       return result();

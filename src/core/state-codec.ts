@@ -105,7 +105,7 @@ const ids = list(str);
 // ---- the replicated state (field order of encodeState) --------------------------------------
 
 function readState(t: unknown, config: StateConfig): ReplicatedState {
-  const f = tuple(t, 11, 'state');
+  const f = tuple(t, 12, 'state');
   const replicas = distinct(list(str, MAX_REPLICAS))(f[2], 'replicas');
   const primary = str(f[3], 'primary');
   if (!replicas.includes(primary)) fail('primary', `${primary} is not a replica`);
@@ -123,6 +123,7 @@ function readState(t: unknown, config: StateConfig): ReplicatedState {
     outcomes,
     outcomeOrder,
     group: readGroup(f[10], 'group'),
+    shutdownAt: f[11] === null ? null : uint(f[11], 'shutdownAt'),
     timers: { ...config.timers },
     pool: [...config.pool],
     spareNodes: new Map(config.spareNodes ?? []),

@@ -39,6 +39,9 @@ export const MAX_COUNTED_INITIATIONS = 1024;
 export const RESTORE_RESEND_MS = 200;
 /** Restores and refused journal entries remembered for status. */
 export const MAX_RESTORE_HISTORY = 1024;
+/** After it takes a shutdown (PROTOCOL §10.11) the watchdog stays this long, acknowledging the
+ *  notices of replicas slower than the first two, before it exits. */
+export const SCC_SHUTDOWN_LINGER_MS = 1_000;
 
 /** What the watchdog knows of one replica. */
 export type WatchdogReplicaView = {
@@ -94,6 +97,8 @@ export type WatchdogStatus = {
    *  (cli/node-run.ts): a replica is started again after a cluster reset, never after a reset
    *  of its node alone, when the group has gone on without it (PROTOCOL §10.10). */
   clusterResetCount: number;
+  /** The operator's shutdown the watchdog took (PROTOCOL §10.11), or null. */
+  shutdown: { rsn: number; by: ProcessId[]; atMs: number } | null;
   /** The replicas' task journals the watchdog keeps for a cluster reset (PROTOCOL §10.9): the
    *  latest of each replica since the last reset, by incarnation then RSN. */
   journalsKept: { replica: ProcessId; inc: number; rsn: number; tasks: number }[];
@@ -163,6 +168,10 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   const diagnoses: DiagnosisRecord[] = [];
   const clusterResets: ClusterResetRecord[] = [];
   let clusterResetCount = 0;
+  /** PROTOCOL §10.11: the shutdown two replicas noticed, and the replicas voting for one. After
+   *  it the watchdog resets nothing, acknowledges notices for SCC_SHUTDOWN_LINGER_MS, and exits. */
+  let shutDown: { rsn: number; by: ProcessId[]; atMs: number; exited: boolean } | null = null;
+  const shutdownVotes = new Map<ProcessId, number>();
   /** The latest task journal of each replica since the last cluster reset (onJournal). */
   const journalsKept = new Map<ProcessId, { inc: number; rsn: number; tasks: number; data: Uint8Array }>();
   /** Restores not yet confirmed, by nonce, with each replica's reply so far; and when to send. */
@@ -204,6 +213,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       ignore('UNEXPECTED');
       return;
     }
+    if (shutDown !== null) return ignore('UNEXPECTED'); // its nodes stop on purpose (PROTOCOL §10.11)
     const key = `${item.node}@${item.rsn}`;
     if (ordered.has(key)) return; // done already; re-sent
     let votes = resetVotes.get(key);
@@ -222,8 +232,29 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     out.push({ type: 'log', level: 'warn', event: 'node.reset', fields: { node: item.node, rsn: item.rsn, requestedBy: [...votes] } });
   }
 
+  /** PROTOCOL §10.11: a replica's notice that the operator shut the cluster down at `rsn`. Two
+   *  matching ones from the current group stand the watchdog down; one faulty replica cannot. */
+  function onShutdownNotice(from: ProcessId, nowMs: number, item: Extract<Item, { type: 'shutdown.notice' }>, out: CoreEffect[]): void {
+    if (!replicaIds.has(from)) return ignore('NOT_A_MEMBER');
+    const rec = records.get(from);
+    if (clusterResets.length > 0 && (rec === undefined || !sinceReset(from, rec.inc))) return ignore('UNEXPECTED');
+    if (shutDown !== null) {
+      if (item.rsn === shutDown.rsn) out.push({ type: 'send', to: from, item: { type: 'shutdown.ack', rsn: item.rsn } });
+      return;
+    }
+    shutdownVotes.set(from, item.rsn);
+    const by = [...shutdownVotes].filter(([, rsn]) => rsn === item.rsn).map(([r]) => r).sort();
+    if (by.length < 2) return;
+    shutDown = { rsn: item.rsn, by, atMs: nowMs, exited: false };
+    armed = false;
+    consistentPastMs = null;
+    for (const r of by) out.push({ type: 'send', to: r, item: { type: 'shutdown.ack', rsn: item.rsn } });
+    out.push({ type: 'log', level: 'warn', event: 'shutdown', fields: { rsn: item.rsn, by } });
+  }
+
   /** Rules 2 and 3: power-reset every node. The restarted group re-arms rule 2. */
   function resetCluster(nowMs: number, rule: ClusterResetRecord['rule'], reason: string, out: CoreEffect[]): void {
+    if (shutDown !== null) return; // the operator stopped the cluster: nothing comes back
     armed = false;
     consistentPastMs = null;
     counted.length = 0;
@@ -492,6 +523,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       diagnosisReports: diagnoses.map((d) => ({ ...d })),
       clusterResets: clusterResets.map((c) => ({ ...c })),
       clusterResetCount,
+      shutdown: shutDown === null ? null : { rsn: shutDown.rsn, by: [...shutDown.by], atMs: shutDown.atMs },
       journalsKept: [...journalsKept].map(([replica, j]) => ({ replica, inc: j.inc, rsn: j.rsn, tasks: j.tasks })),
       restoresPending: [...restoring.values()].map((p) => ({ task: p.restore.task, nonce: p.restore.nonce })),
       restores: restores.map((r) => ({ ...r })),
@@ -514,6 +546,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
             onDiagReport(from, input.nowMs, item, out);
           } else if (item.type === 'reset.node') {
             onResetRequest(from, input.nowMs, item, out);
+          } else if (item.type === 'shutdown.notice') {
+            onShutdownNotice(from, input.nowMs, item, out);
           } else if (item.type === 'tasks.journal') {
             onJournal(from, item, out);
           } else if (item.type === 'op.reply' && replicaIds.has(from)) {
@@ -548,6 +582,10 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
         return unreachable(input);
     }
     sendRestores(input.nowMs, out);
+    if (shutDown !== null && !shutDown.exited && input.nowMs >= shutDown.atMs + SCC_SHUTDOWN_LINGER_MS) {
+      shutDown.exited = true;
+      out.push({ type: 'shutdown', reason: `shutdown at RSN ${shutDown.rsn}, noticed by ${shutDown.by.join(', ')}` });
+    }
     return out;
   }
 
@@ -556,7 +594,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     const restore = restoring.size > 0 && armed ? restoreAtMs : null;
     // Armed, it wakes every period as well, so that a long gap between inputs is a stall.
     const beat = armed && lastInputMs !== null ? lastInputMs + periodMs : null;
-    const due = [silence, restore, beat].filter((x): x is number => x !== null);
+    const stop = shutDown !== null && !shutDown.exited ? shutDown.atMs + SCC_SHUTDOWN_LINGER_MS : null;
+    const due = [silence, restore, beat, stop].filter((x): x is number => x !== null);
     return due.length === 0 ? null : Math.min(...due);
   }
 

@@ -15,7 +15,7 @@
 // log as the agent or touch the run dir, so a standby that is never used leaves no trace. A
 // standby whose keeper goes away (the channel closes) exits: nobody can promote it.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createAgent } from '../core/agent.ts';
 import {
   createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcOsEvent, type ProcRecord, type ProcRef,
@@ -32,7 +32,7 @@ import { agentSocketName, AppSocketServer } from './app-socket.ts';
 import { startGroupLearner, type GroupLearner } from './group-learner.ts';
 import { createLogsServer, type LogsServer } from './logs-server.ts';
 import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, type AgentToKeeper, type KeeperToAgent } from './keeper.ts';
-import { EXIT_CONFIG, runCore, type RunHooks } from './run-core.ts';
+import { EXIT_CONFIG, EXIT_SHUTDOWN, runCore, type RunHooks } from './run-core.ts';
 
 // The procs file and start-time helpers moved to src/io/run-records.ts (the keeper, `trine
 // down` and the reset driver read them too); re-exported for existing importers.
@@ -42,6 +42,11 @@ export {
 } from '../io/run-records.ts';
 
 // ---- the process driver -------------------------------------------------------------------------
+
+/** How long a node stopping for a shutdown gives its task processes after SIGTERM before it
+ *  SIGKILLs them (PROTOCOL §10.11): the `trine kill` grace. */
+export const NODE_SHUTDOWN_GRACE_MS = 2_000;
+const NODE_SHUTDOWN_POLL_MS = 50;
 
 export type ProcDriverOptions = {
   dir: string;
@@ -147,6 +152,25 @@ export class ProcDriver {
     this.timer = null;
     void this.app?.close();
     this.app = null;
+  }
+
+  /** PROTOCOL §10.11, after the table took `node.shutdown` (SIGTERM to every process): waits up
+   *  to NODE_SHUTDOWN_GRACE_MS for them to end, SIGKILLs what is left (and any predecessor's
+   *  process still on record), then stops acting. Resolves with how many are still alive. */
+  async shutdown(rsn: number): Promise<number> {
+    const alive = (): ProcRecord[] => this.procs.records().filter((r) => isSameProcess(r.pid, this.startTimes.get(recordKey(r)) ?? null));
+    const until = Date.now() + NODE_SHUTDOWN_GRACE_MS;
+    while (alive().length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, NODE_SHUTDOWN_POLL_MS));
+    if (alive().length > 0) {
+      this.run(this.procs.command({ type: 'node.shutdown', rsn }));
+      for (const r of alive()) this.spawner.killProcess(r.pid, 'SIGKILL');
+      const killUntil = Date.now() + NODE_SHUTDOWN_POLL_MS * 10;
+      while (alive().length > 0 && Date.now() < killUntil) await new Promise((r) => setTimeout(r, NODE_SHUTDOWN_POLL_MS));
+    }
+    const left = alive().length;
+    this.writeRecords(this.procs.records().filter((r) => isSameProcess(r.pid, this.startTimes.get(recordKey(r)) ?? null)));
+    this.stop();
+    return left;
   }
 
   onCommand(command: GroupCommand): void {
@@ -389,6 +413,8 @@ export async function runAgent(
   /** Asks the replicas for the group as it is now, on this agent's transport (PROTOCOL §10.7). */
   let learner: GroupLearner | null = null;
   let sendItem: ((to: ProcessId, item: Item) => void) | null = null;
+  let exitAgent: ((code: number, why: string) => void) | null = null;
+  let clusterDir: string | null = null;
   let pool: ProcessId[] = [];
   /** The group's commands about replicas on this node, carried out once each. */
   const onReplicaCommand = (command: GroupCommand): void => {
@@ -413,6 +439,7 @@ export async function runAgent(
     kind: 'agent',
     makeCore: ({ cluster, entry, inc, signer }) => {
       const logger = createProcessLog(cluster.dir, id).logger;
+      clusterDir = cluster.dir;
       log = logger;
       replicas?.attach?.((level, event, fields) => logger[level]({ event, ...fields }));
       driver = new ProcDriver({
@@ -442,13 +469,27 @@ export async function runAgent(
       const rest = learner === null ? frame : learner.intercept(frame);
       return rest === null || logsServer === null ? rest : logsServer.intercept(rest, nowMs, reply);
     },
-    onTransport: (send) => {
-      sendItem = send;
+    onTransport: (ctl) => {
+      sendItem = ctl.send;
+      exitAgent = ctl.exit;
     },
     onEffect: (effect, nowMs) => {
       if (effect.type === 'deliver.command') {
         driver?.onCommand(effect.command);
         onReplicaCommand(effect.command);
+        if (effect.command.type === 'node.shutdown' && driver !== null && clusterDir !== null) {
+          const { rsn } = effect.command;
+          log?.warn({ event: 'node.shutdown', rsn }, 'the operator shut the cluster down: stopping this node');
+          const dir = clusterDir;
+          void driver.shutdown(rsn).then((left) => {
+            try {
+              writeFileSync(paths.shutdownFile(dir, id), `${JSON.stringify({ rsn, atMs: Date.now() })}\n`);
+            } catch (e) {
+              log?.error({ event: 'node.shutdown.record-failed', error: (e as Error).message });
+            }
+            exitAgent?.(EXIT_SHUTDOWN, `the operator shut the cluster down (RSN ${rsn})${left === 0 ? '' : `; ${left} processes would not die`}`);
+          });
+        }
       }
       hooks.onEffect?.(effect, nowMs);
     },

@@ -23,7 +23,9 @@
 //     has been up and heartbeating for 10 s;
 //   - an agent that exits with EXIT_CONFIG (2) cannot start as configured (bad cluster dir, key,
 //     id): replacing it cannot help, so the keeper gives up with the same code and `trine up`
-//     reports it.
+//     reports it;
+//   - an agent that exits with EXIT_SHUTDOWN (4) stopped its node for `trine shutdown`
+//     (PROTOCOL §10.11): the keeper kills the standby and exits with the same code.
 // On SIGTERM/SIGINT it kills the standby, stops the agent (SIGTERM, SIGKILL after 1 s) and exits
 // once both are gone; task processes are not the keeper's business (`trine down` stops them from
 // the procs files). A standby outlives a keeper killed with SIGKILL only until it notices its
@@ -42,7 +44,7 @@ import {
   keeperChildPidFile, listKeeperChildPids, readKeeperChildPid, removeKeeperChildPid, signalGroup, waitGone, writeKeeperChildPid,
   type KeeperChildRole,
 } from '../io/run-records.ts';
-import { EXIT_CONFIG, EXIT_CRASH } from './run-core.ts';
+import { EXIT_CONFIG, EXIT_CRASH, EXIT_SHUTDOWN } from './run-core.ts';
 
 /** The agent's heartbeat period to its keeper. */
 export const KEEPER_HEARTBEAT_MS = 100;
@@ -191,6 +193,11 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
     if (code === EXIT_CONFIG) {
       logger.error({ event: 'agent.config', code }, 'the agent cannot start as configured; not restarting');
       return finish(EXIT_CONFIG, 'agent exited with a configuration error');
+    }
+    if (code === EXIT_SHUTDOWN) {
+      // PROTOCOL §10.11: the operator stopped the cluster; the standby goes with this keeper.
+      if (standby !== null) standby.proc.kill('SIGKILL');
+      return finish(EXIT_SHUTDOWN, 'the agent stopped for a cluster shutdown');
     }
     diedAtMs = now();
     wantAgent = true;

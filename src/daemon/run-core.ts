@@ -7,6 +7,7 @@
 // injection hooks (src/daemon/inject.ts) and puts them between the Shell, the core and the
 // transport; otherwise that code is not even loaded.
 import { createHash } from 'node:crypto';
+import { EXIT_SHUTDOWN } from '../core/constants.ts';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { Hash, LinkAuth, ProcessId, Signer, Verifier } from '../core/ports.ts';
 import { Shell, type Transport } from '../core/shell.ts';
@@ -35,6 +36,11 @@ export const SHUTDOWN_GRACE_MS = 1_000;
 export const EXIT_CONFIG = 2;
 export const EXIT_TERMINATED = 3;
 export const EXIT_CRASH = 70;
+/** PROTOCOL §10.11: see src/core/constants.ts. */
+export { EXIT_SHUTDOWN };
+/** A daemon shutting down exits this long after its last step: the frames of that step (the
+ *  watchdog's acknowledgements) leave first. */
+export const SHUTDOWN_FLUSH_MS = 100;
 
 /** SHA-256 for state digests, given to the core as its Hash port. */
 export const sha256: Hash = (data) => new Uint8Array(createHash('sha256').update(data).digest());
@@ -69,8 +75,9 @@ export type RunCoreOptions = RunHooks & {
    *  throw. */
   intercept?: (frame: Frame, nowMs: number, reply: (to: ProcessId, item: Item) => void) => Frame | null;
   /** Once the transport runs (before onReady): the daemon's way to send an item of its own, the
-   *  way `reply` does. The agent asks the replicas for the group with it (group-learner.ts). */
-  onTransport?: (send: (to: ProcessId, item: Item) => void) => void;
+   *  way `reply` does (the agent asks the replicas for the group with it, group-learner.ts), and
+   *  to exit (the agent, once it has stopped its node for a shutdown, PROTOCOL §10.11). */
+  onTransport?: (ctl: { send: (to: ProcessId, item: Item) => void; exit: (code: number, why: string) => void }) => void;
 };
 
 /** Monotonic milliseconds on the Date scale: the wall clock may step, the core's must not. */
@@ -299,7 +306,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   logger.info({ event: 'listening', port: transport.port, dials: Object.keys(targets.dial), dialsOnDemand: Object.keys(targets.dialOnDemand) }, 'running');
   guarded('start', () => shell.tick(clockMs()), undefined);
   arm();
-  opts.onTransport?.(reply);
+  opts.onTransport?.({ send: reply, exit: (code, why) => exit(code, why) });
   opts.onReady?.((make) => {
     guarded('input', () => shell.input(make(clockMs())), undefined);
     arm();
@@ -364,6 +371,10 @@ function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, ex
       break;
     case 'terminate':
       exit(EXIT_TERMINATED, `core terminated: ${e.reason}`);
+      break;
+    case 'shutdown':
+      // After the effects of this step went out (their sends are queued already).
+      setTimeout(() => exit(EXIT_SHUTDOWN, e.reason), SHUTDOWN_FLUSH_MS).unref();
       break;
     case 'reset.node':
       logger.warn({ event: 'reset.node', node: e.node, rsn: e.rsn });

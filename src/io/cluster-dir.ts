@@ -117,6 +117,9 @@ export const paths = {
   /** A replica's task journal: the accepted, unfinished tasks a cluster reset restores
    *  (src/core/task-journal.ts, PROTOCOL §10.9). */
   taskJournal: (dir: string, id: ProcessId) => join(dir, 'run', `${id}${TASK_JOURNAL_SUFFIX}`),
+  /** Written by an agent that stops because the operator shut the cluster down (PROTOCOL
+   *  §10.11): `trine node run` then exits with EXIT_SHUTDOWN instead of asking to be restarted. */
+  shutdownFile: (dir: string, id: ProcessId) => join(dir, 'run', `${id}.shutdown`),
 };
 export const TASK_JOURNAL_SUFFIX = '.tasks';
 

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { DEFAULT_TIMING, PUBLIC_KEY_BYTES } from '../core/constants.ts';
+import { DEFAULT_TIMING, EXIT_SHUTDOWN, PUBLIC_KEY_BYTES } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
 import {
   CLUSTER_FORMAT, ClusterDirError, loadCluster, OPERATOR_ID, paths, REPLICA_COUNT, WATCHDOG_ID, writeClusterConfig,
@@ -162,6 +162,8 @@ export function systemdUnit(b: BundleInfo): { name: string; text: string } | nul
     `User=${b.install.user}`,
     `ExecStart=${b.install.trine} ${scc ? 'scc' : 'node'} run --bundle ${b.install.dir}`,
     'Restart=always',
+    // `trine shutdown` (PROTOCOL §10.11): the node stops for good, until started again.
+    `RestartPreventExitStatus=${EXIT_SHUTDOWN}`,
     'RestartSec=2',
     'KillMode=control-group',
     'TimeoutStopSec=15',

@@ -81,6 +81,8 @@ function alterGC(gc: GroupMsgGC, variant: number): GroupMsgGC {
       return { ...gc, payload: { ...p, view: p.view + 1 + (variant & 0xff) } };
     case 'replica.kill':
       return { ...gc, payload: { ...p, id: `${p.id}x` } };
+    case 'node.shutdown':
+      return { ...gc, payload: { ...p, rsn: p.rsn + 1 + (variant & 0xff) } };
     default:
       return unreachable(p);
   }

@@ -5,7 +5,7 @@
 // operator's commands run inside the operator's namespace with the operator bundle alone. The
 // watchdog resets a node with the `command` driver, through test/hosts/power-cycle.mjs.
 // Nothing here reaches a host's processes except through its namespace and the network.
-import { execFile } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +34,18 @@ export type HostsClusterOptions = {
 
 export class HostsCluster {
   private constructor(readonly bed: TestBed, readonly root: string, readonly out: string, readonly nodes: string[]) {}
+
+  /** Every `trine node run` / `trine scc run` this harness started, by host, oldest first (not
+   *  the power controller's boots): their exit codes are what systemd would see. */
+  private readonly daemons = new Map<string, ChildProcess[]>();
+
+  daemonsOf(host: string): readonly ChildProcess[] {
+    return this.daemons.get(host) ?? [];
+  }
+
+  private track(host: string, child: ChildProcess): void {
+    this.daemons.set(host, [...this.daemonsOf(host), child]);
+  }
 
   /** The operator's bundle: the only directory the operator's commands are given. */
   get opBundle(): string {
@@ -71,9 +83,9 @@ export class HostsCluster {
       // The power controller's map: node → namespace, bundle, boot log (test/hosts/power-cycle.mjs).
       const map = { trine: TRINE, nodes: Object.fromEntries(nodes.map((n) => [n, { ns: bed.host(n).ns, address: bed.host(n).address, bundle: c.bundle(n), log: c.bootLog(n) }])) };
       writeFileSync(join(root, 'testbed-map.json'), JSON.stringify(map));
-      bed.spawn('wd', process.execPath, [TRINE, 'scc', 'run', '--bundle', c.bundle('wd')], {
+      c.track('wd', bed.spawn('wd', process.execPath, [TRINE, 'scc', 'run', '--bundle', c.bundle('wd')], {
         logFile: c.bootLog('wd'), env: { ...process.env, TRINE_TESTBED_MAP: join(root, 'testbed-map.json') },
-      });
+      }));
       for (const n of nodes) c.boot(n);
       await c.waitHealthy(HEALTHY_TIMEOUT_MS);
       return c;
@@ -90,7 +102,7 @@ export class HostsCluster {
 
   /** Starts `trine node run` on `host`, as its systemd unit would. */
   boot(host: string): void {
-    this.bed.spawn(host, process.execPath, [TRINE, 'node', 'run', '--bundle', this.bundle(host)], { logFile: this.bootLog(host) });
+    this.track(host, this.bed.spawn(host, process.execPath, [TRINE, 'node', 'run', '--bundle', this.bundle(host)], { logFile: this.bootLog(host) }));
   }
 
   /** `trine COMMAND --dir <operator bundle> ARGS…` inside the operator's namespace. */

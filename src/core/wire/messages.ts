@@ -127,7 +127,10 @@ export type TaskRestart = { type: 'task.restart'; nonce: string; task: string };
  *  `task.submit` CG, so the watchdog can restore only what an operator really submitted; the
  *  nonce is that submit's, so one task is restored once per group. `task`: its id before. */
 export type TaskRestore = { type: 'task.restore'; nonce: string; task: string; submit: Uint8Array; submitSig: Uint8Array };
-export type OperatorRequest = TaskSubmit | TaskKill | TaskRestart | TaskRestore;
+/** Stop the whole cluster (PROTOCOL §10.11): every task is killed, every agent told to stop
+ *  its node, the watchdog told to stand down, and the replicas exit. Nothing restarts them. */
+export type ClusterShutdown = { type: 'cluster.shutdown'; nonce: string };
+export type OperatorRequest = TaskSubmit | TaskKill | TaskRestart | TaskRestore | ClusterShutdown;
 
 export type AgentRequest =
   /** The agent announces its node to the group (first message after start). `resync`: it found
@@ -174,6 +177,7 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
     order: ['nonce', 'task', 'submit', 'submitSig'],
     fields: { nonce, task: taskId, submit: bytes(MAX_SUBMIT_CG_BYTES), submitSig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) },
   },
+  'cluster.shutdown': { code: 10, order: ['nonce'], fields: { nonce } },
   'sig.request': {
     code: 8,
     order: ['task', 'vpid', 'signum', 'dest', 'arg', 'epoch'],
@@ -227,7 +231,10 @@ export type GroupCommand =
   /** Start manager replica `id` on this node; it joins the group of `view` (PROTOCOL §10.6). */
   | { type: 'replica.spawn'; id: ProcessId; view: number; primary: ProcessId; replicas: ProcessId[] }
   /** Stop manager replica `id` on this node: it was condemned or its start was abandoned. */
-  | { type: 'replica.kill'; id: ProcessId };
+  | { type: 'replica.kill'; id: ProcessId }
+  /** The operator shut the cluster down at `rsn` (PROTOCOL §10.11): kill every task process on
+   *  this node, then exit so that nothing restarts the agent. */
+  | { type: 'node.shutdown'; rsn: number };
 
 export type ProcSignal = {
   type: 'proc.signal'; task: string; vpids: number[]; signum: number; src: number; dest: number; arg: number; epoch: number;
@@ -285,6 +292,7 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
     fields: { id: processId, view: uint, primary: processId, replicas: list(processId, MAX_REPLICAS) },
   },
   'replica.kill': { code: 9, order: ['id'], fields: { id: processId } },
+  'node.shutdown': { code: 10, order: ['rsn'], fields: { rsn: uint } },
 });
 
 // ---- Group messages (spec §3.2) --------------------------------------------------------------
@@ -515,7 +523,12 @@ export type Item =
   /** Replica → watchdog: its task journal (PROTOCOL §10.9), whenever the live tasks change and
    *  again every JOURNAL_RESEND_MS, so that a cluster reset of several hosts, where no disk is
    *  shared, finds every replica's journal at the watchdog. `inc`: the replica's incarnation. */
-  | { type: 'tasks.journal'; inc: number; journal: Uint8Array };
+  | { type: 'tasks.journal'; inc: number; journal: Uint8Array }
+  /** Replica → watchdog: the operator shut the cluster down at `rsn` (PROTOCOL §10.11). On two
+   *  matching notices the watchdog stands down for good (no reset of any kind) and exits. */
+  | { type: 'shutdown.notice'; rsn: number }
+  /** Watchdog → replica: it took the shutdown of `rsn`; the replica may exit. */
+  | { type: 'shutdown.ack'; rsn: number };
 
 /** The wire form of a lane-1 body: the CG travels as the agent's own bytes and signature. */
 type GroupBodyWire = { type: 'cg'; bytes: Uint8Array; sig: Uint8Array } | { type: 'gc'; gc: GroupMsgGC };
@@ -565,6 +578,8 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
     fields: { nonce: uint, ok: bool, error: reason, offset: uint, bytes: bytes(LOGS_CHUNK_BYTES), size: uint, missing: bool },
   },
   'tasks.journal': { code: 18, order: ['inc', 'journal'], fields: { inc: uint, journal: bytes(MAX_JOURNAL_ITEM_BYTES) } },
+  'shutdown.notice': { code: 19, order: ['rsn'], fields: { rsn: uint } },
+  'shutdown.ack': { code: 20, order: ['rsn'], fields: { rsn: uint } },
 });
 
 /** The msgpack body of a frame; version and sender travel in its fixed header (PROTOCOL §2.1). */

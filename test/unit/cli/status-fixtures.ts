@@ -43,7 +43,7 @@ export function watchdog(replicas: WatchdogReplicaView[]): Answer<WatchdogStatus
     ok: true, latencyMs: 3,
     status: {
       id: 'scc', role: 'watchdog', inc: 1, replicas, ignored: 0, resets: [], drops: {}, armed: true, silenceDeadlineMs: null,
-      diagnosisInWindow: 0, diagnosisReports: [], clusterResets: [], clusterResetCount: 0, journalsKept: [], restoresPending: [], restores: [],
+      diagnosisInWindow: 0, diagnosisReports: [], clusterResets: [], clusterResetCount: 0, shutdown: null, journalsKept: [], restoresPending: [], restores: [],
     },
   };
 }

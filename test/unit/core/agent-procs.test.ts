@@ -155,6 +155,18 @@ describe('terminate', () => {
     expect(reports(end)).toEqual([{ task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 300, exitCode: null, signal: 'SIGKILL', reason: 'killed by SIGKILL', endpoint: '' }]);
   });
 
+  it('node.shutdown (PROTOCOL §10.11) terminates every process of the node: SIGTERM, and SIGKILL when the driver repeats it', () => {
+    const s = running(310);
+    const second = s.procs.command(spawnCmd({ vpid: 1 }));
+    const ref1 = of(second, 'spawn')[0]?.ref;
+    if (ref1 === undefined) throw new Error('no second spawn');
+    s.feed(s.procs.os(ref1, { type: 'os.spawned', pid: 311 }));
+    const shutdown: GroupCommand = { type: 'node.shutdown', rsn: 12 };
+    expect(kills(s.feed(s.procs.command(shutdown)))).toEqual([{ pid: 310, signal: 'SIGTERM', child: true }, { pid: 311, signal: 'SIGTERM', child: true }]);
+    s.feed(s.procs.os(ref1, { type: 'os.exited', code: 0, signal: null }));
+    expect(kills(s.feed(s.procs.command(shutdown)))).toEqual([{ pid: 310, signal: 'SIGKILL', child: true }]);
+  });
+
   it('a plain process that exits 0 on SIGTERM ended normally', () => {
     const s = running(301);
     s.feed(s.procs.command(terminate()));

@@ -107,6 +107,12 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
     }
   }
 
+  /** A frame from `from` (the watchdog, the operator) to `to`, as its own shell would sign it. */
+  function sendAs(from: ProcessId, to: ProcessId, items: Item[]): void {
+    const bytes = encodeFrame({ from, to, items }, { cluster: 'test', signer: hmacSigner(from) });
+    queue.push({ at: now + latency, seq: seq++, to, bytes, from });
+  }
+
   function runUntil(endMs: number): void {
     while (now <= endMs) {
       queue.sort((a, b) => a.at - b.at || a.seq - b.seq);
@@ -124,7 +130,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
   }
 
   return {
-    membership, replicas, agents: agentCores, shells, observed, filters, down, restartAgent, operate, opReplies,
+    membership, replicas, agents: agentCores, shells, observed, filters, down, restartAgent, operate, opReplies, sendAs,
     now: () => now,
     runUntil,
     run: (ms: number) => runUntil(now + ms),
