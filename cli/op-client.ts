@@ -70,7 +70,11 @@ export async function requestOp(client: OperatorClient, payload: OperatorRequest
   const { asked, replies } = await client.request(signed, timeoutMs, (r) => pickOutcome(r) !== null);
   const outcome = pickOutcome(replies);
   if (outcome !== null) return outcome;
-  const what = payload.type === 'task.submit' ? 'the submit' : payload.type === 'cluster.shutdown' ? 'the shutdown' : `the ${payload.type === 'task.restart' ? 'restart' : 'kill'} of ${payload.task}`;
+  const what = payload.type === 'task.submit' ? 'the submit'
+    : payload.type === 'cluster.shutdown' ? 'the shutdown'
+      : payload.type === 'node.add' ? `the addition of ${payload.node}`
+        : payload.type === 'node.remove' ? `the removal of ${payload.node}`
+          : `the ${payload.type === 'task.restart' ? 'restart' : 'kill'} of ${payload.task}`;
   throw new CliError(
     `no two replicas agreed on the outcome of ${what} within ${timeoutMs} ms (${describeReplies(asked, replies, (id) => !client.isConnected(id))}): ` +
       'it may still take effect; check `trine ps` and `trine status`',

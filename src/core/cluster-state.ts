@@ -25,7 +25,9 @@ import {
 } from './task-signals.ts';
 import type { AdoptEntry, EnvEntry, GroupCommand, Member, ProcReport, TaskSubmit } from './wire/messages.ts';
 
-export type NodeRecord = { node: string; joined: boolean; slots: number; failed: boolean; inc: number };
+/** `draining`: an operator removes the node (PROTOCOL §10.12): nothing new is placed on it, and
+ *  it leaves once no live task holds a slot there. */
+export type NodeRecord = { node: string; joined: boolean; slots: number; failed: boolean; inc: number; draining: boolean };
 export type TaskTimers = {
   startTimeoutTicks: number; terminateTimeoutTicks: number; maxStartAttempts: number; maxTerminateAttempts: number;
   /** Spec §4.5 (b), in ticks (not part of FsmTask's input). */
@@ -120,6 +122,20 @@ const isFinal = (d: MachineData) => FSM_PROC_FINAL_STATES.includes(procState(d))
 const HOLDING: readonly FsmProcState[] = ['allocated', 'spawning', 'running', 'terminating'];
 const holds = (d: MachineData) => HOLDING.includes(procState(d));
 const isLive = (r: TaskRecord) => r.outcome === null;
+/** Slots live tasks hold on `node` (a draining node leaves at 0, PROTOCOL §10.12). */
+export const slotsHeldOn = (cs: ClusterState, node: string): number => usedSlots(cs).get(node) ?? 0;
+
+/** The live tasks holding a slot on `node`, in id order. */
+export function tasksOn(cs: ClusterState, node: string): string[] {
+  const out: string[] = [];
+  for (const [id, rec] of cs.tasks) {
+    if (!isLive(rec)) continue;
+    const there = [...rec.procs.values()].some((d) => holds(d) && procCtx(d).node === node) || [...rec.reserved.values()].includes(node);
+    if (there) out.push(id);
+  }
+  return out;
+}
+
 /** The tasks not yet finished, in id order (a cluster shutdown kills them, PROTOCOL §10.11). */
 export const liveTasks = (cs: ClusterState): string[] =>
   [...cs.tasks.entries()].filter(([, r]) => isLive(r)).map(([id]) => id).sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
@@ -460,7 +476,7 @@ function usedSlots(cs: ClusterState): Map<string, number> {
 /** Free slots on every healthy node (joined, not failed), ascending by node name. */
 function freeSlots(run: Run): Map<string, number> {
   const used = usedSlots(run.cs);
-  const healthy = [...run.nodes.values()].filter((n) => n.joined && !n.failed).sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+  const healthy = [...run.nodes.values()].filter((n) => n.joined && !n.failed && !n.draining).sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
   return new Map(healthy.map((n) => [n.node, Math.max(0, n.slots - (used.get(n.node) ?? 0))]));
 }
 
@@ -916,7 +932,7 @@ export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>)
   const used = usedSlots(cs);
   const nodeViews: NodeView[] = [...nodes].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([agent, n]) => ({
     agent, node: n.node, slots: n.slots, used: used.get(n.node) ?? 0,
-    state: n.failed ? 'failed' : n.joined ? 'up' : 'joining', inc: n.inc,
+    state: n.failed ? 'failed' : n.draining ? 'draining' : n.joined ? 'up' : 'joining', inc: n.inc,
   }));
   const all = [...cs.tasks.values()].sort(byNumber);
   const toView = (r: TaskRecord): TaskView => {

@@ -67,7 +67,7 @@ export type CoreEffect =
   /** Agent: two matching copies have become impossible; the agent must stop (spec §3.5 G2 3e). */
   | { type: 'terminate'; reason: string }
   /** Watchdog: power-reset this node, as two replicas commanded (spec §1.6 rule 1). */
-  | { type: 'reset.node'; node: string; rsn: number }
+  | { type: 'reset.node'; node: string; rsn: number; address: string }
   /** Watchdog: power-reset every node of the cluster (spec §1.6 rules 2 and 3). */
   /** `journals`: the replicas' task journals the watchdog kept (PROTOCOL §10.9), for a cluster
    *  whose replicas' disks it cannot read. */
@@ -79,6 +79,9 @@ export type CoreEffect =
    *  PROTOCOL §10). A driver keeps connections to them and dials the rest of the pool only on
    *  demand, so a retired replica is not dialed forever (PROTOCOL §10.6). */
   | { type: 'replicas'; replicas: ProcessId[] }
+  /** Replica: agents added at run time (PROTOCOL §10.12) and their Ed25519 keys: the driver
+   *  verifies and authenticates their frames from now on. Only ever new ids. */
+  | { type: 'keys'; keys: { id: ProcessId; publicKey: Uint8Array }[] }
   /** Replica, watchdog: the operator shut the cluster down and this process is done
    *  (PROTOCOL §10.11); the driver exits with EXIT_SHUTDOWN, which nothing restarts. */
   | { type: 'shutdown'; reason: string }

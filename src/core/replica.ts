@@ -108,7 +108,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   let ticking = false;
   /** Nodes declared failed that the watchdog is asked to reset, re-sent with every heartbeat to
    *  it until the node rejoins (a lost request would leave the node dead). */
-  const resets = new Map<string, number>();
+  const resets = new Map<string, { rsn: number; address: string }>();
   /** Log L of delivered requests (spec §3.3), bounded: [rsn, signed CG]. */
   const deliveredLog: [number, Ordered][] = [];
   const logDelivered = (o: Ordered): void => {
@@ -241,6 +241,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
     if (journal.length > MAX_JOURNAL_EVENTS) journal.splice(0, journal.length - MAX_JOURNAL_EVENTS);
     for (const target of result.accuse) diagnosis.accuse(target, 'agent.reports', 'error reports from two agents', nowMs, out);
+    syncAgents(nowMs, out);
     if (result.viewChanged) onViewChanged(nowMs, out);
     else syncLinks(nowMs, out); // a replacement may have been commanded or abandoned
     if (result.shutdown !== null && stopping === null) {
@@ -249,8 +250,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       out.push({ type: 'log', level: 'warn', event: 'shutdown.ordered', fields: { rsn: stopping.rsn } });
     }
     if (result.reset !== null) {
-      resets.set(result.reset.node, result.reset.rsn);
-      out.push({ type: 'send', to: m.scc, item: { type: 'reset.node', node: result.reset.node, rsn: result.reset.rsn } });
+      resets.set(result.reset.node, { rsn: result.reset.rsn, address: result.reset.address });
+      out.push({ type: 'send', to: m.scc, item: { type: 'reset.node', ...result.reset } });
       out.push({ type: 'log', level: 'warn', event: 'node.reset.requested', fields: result.reset });
     }
   }
@@ -311,6 +312,27 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       }
     }
     if (state.rsn % t.digestEveryRsn === 0) diagnosis.ownDigest(state.rsn, digest(), nowMs, out);
+  }
+
+  // ---- nodes added at run time (PROTOCOL §10.12) ---------------------------------------------
+
+  /** Keys of added agents already handed to the driver (the `keys` effect). */
+  const announcedKeys = new Set<ProcessId>();
+  /** The state added an agent (applied, or installed by a transfer): the driver learns its key,
+   *  and the agent gets a session and heartbeat checks like the others. A removed agent keeps
+   *  its session (its last command may still be in flight); its requests change nothing. */
+  function syncAgents(nowMs: number, out: CoreEffect[]): void {
+    const fresh = [...state.added].filter(([a]) => !announcedKeys.has(a));
+    if (fresh.length > 0) {
+      for (const [a] of fresh) announcedKeys.add(a);
+      out.push({ type: 'keys', keys: fresh.map(([a, n]) => ({ id: a, publicKey: n.publicKey })) });
+    }
+    for (const a of state.nodes.keys()) {
+      if (agentIds.has(a)) continue;
+      agentIds.add(a);
+      heard.set(a, { inc: 0, counter: 0, atMs: null, sinceCheck: false, missedChecks: 0 });
+      linkAddPeer(links, a, nowMs, out);
+    }
   }
 
   // ---- group changes (PROTOCOL §10.5–10.7) ---------------------------------------------------
@@ -452,6 +474,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       fields: { rsn: state.rsn, view: state.group.view, replicas: state.replicas, bytes: got.bytes.length, csnReceived: [...state.csnReceived] },
     });
     out.push({ type: 'replicas', replicas: [...state.replicas] });
+    syncAgents(nowMs, out);
     syncLinks(nowMs, out);
     diagnosis.newView(nowMs, out);
     diagnosis.ownDigest(state.rsn, digest(), nowMs, out);
@@ -901,7 +924,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       replicas: [...new Set([...state.replicas, ...(state.group.recovery === null ? [] : [state.group.recovery.id])])].filter((r) => r !== id).map((r) => ({
         id: r, connected: linkView(links, r)?.established ?? false, lastHeartbeatAgeMs: age(heard.get(r)), health: health(heard.get(r)),
       })),
-      agents: m.agents.map((a) => ({
+      // The nodes the group has now: cluster.json's, less the removed, plus the added (§10.12).
+      agents: [...state.nodes].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([agent, n]) => ({ id: agent, node: n.node })).map((a) => ({
         id: a.id, node: a.node, connected: linkView(links, a.id)?.established ?? false,
         joined: state.nodes.get(a.id)?.joined ?? false,
         lastHeartbeatAgeMs: age(heard.get(a.id)),
@@ -953,7 +977,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         if (r !== id) out.push({ type: 'send', to: r, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
       }
       out.push({ type: 'send', to: m.scc, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
-      for (const [node, rsn] of resets) out.push({ type: 'send', to: m.scc, item: { type: 'reset.node', node, rsn } });
+      for (const [node, r] of resets) out.push({ type: 'send', to: m.scc, item: { type: 'reset.node', node, ...r } });
       replicaHeartbeatAtMs = nowMs + t.replicaHeartbeatMs;
     }
     if (stopping !== null) {

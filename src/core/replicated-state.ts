@@ -6,7 +6,7 @@
 // Kept small on purpose (spec §1.3): unacknowledged group messages are not here — they live in
 // each replica's own link state.
 import {
-  createClusterState, encodeCluster, liveTasks, nodeFailed, operateTask, nodeJoined, procReports, signalRequest, submitTask, taskTimers, tick,
+  createClusterState, encodeCluster, liveTasks, nodeFailed, slotsHeldOn, tasksOn, operateTask, nodeJoined, procReports, signalRequest, submitTask, taskTimers, tick,
   type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from './cluster-state.ts';
 import {
@@ -17,7 +17,7 @@ import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES, type Timing } f
 import type { Hash, ProcessId } from './ports.ts';
 import { unreachable } from './result.ts';
 import { pack, unpack } from './wire/frame.ts';
-import { groupMsgCG, type AgentRequest, type GroupInput, type GroupMsgGC, type GroupCommand, type OperatorRequest, type TaskRestore, type TaskSubmit } from './wire/messages.ts';
+import { groupMsgCG, type AgentRequest, type GroupInput, type GroupMsgGC, type GroupCommand, type NodeAdd, type NodeRemove, type OperatorRequest, type TaskRestore, type TaskSubmit } from './wire/messages.ts';
 
 export type { NodeRecord } from './cluster-state.ts';
 
@@ -51,6 +51,9 @@ export type ReplicatedState = {
   /** The RSN at which an operator shut the cluster down, or null (PROTOCOL §10.11). From then on
    *  no task is accepted, no node declared failed, no replica replaced. */
   shutdownAt: number | null;
+  /** Nodes an operator added at run time, by agent (PROTOCOL §10.12): the agent's key, which
+   *  replicas verify its frames with, and where its host is. Kept after the node is removed. */
+  added: Map<ProcessId, AddedNode>;
   /** Configuration, the same on every replica (cluster.json); not part of the digest. */
   timers: TaskTimers;
   /** The replica id pool, initial ids then spares (membership); not part of the digest. */
@@ -58,6 +61,8 @@ export type ReplicatedState = {
   /** Spares bound to a node (membership.spareNodes); not part of the digest. */
   spareNodes: ReadonlyMap<ProcessId, string>;
 };
+
+export type AddedNode = { node: string; address: string; port: number; publicKey: Uint8Array };
 
 export type StateMembership = {
   replicas: readonly ProcessId[];
@@ -72,10 +77,10 @@ export function initialState(m: StateMembership, timing: Timing = DEFAULT_TIMING
   const primary = replicas[0];
   if (primary === undefined) throw new Error('a manager group needs replicas');
   const nodes = new Map<ProcessId, NodeRecord>();
-  for (const a of [...agents].sort((x, y) => (x.id < y.id ? -1 : 1))) nodes.set(a.id, { node: a.node, joined: false, slots: 0, failed: false, inc: 0 });
+  for (const a of [...agents].sort((x, y) => (x.id < y.id ? -1 : 1))) nodes.set(a.id, { node: a.node, joined: false, slots: 0, failed: false, inc: 0, draining: false });
   return {
     rsn: 0, gssn: 0, replicas: [...replicas], primary, clientInc: new Map(), csnReceived: new Map(), lastGssnTo: new Map(), nodes,
-    cluster: createClusterState(), outcomes: new Map(), outcomeOrder: [], group: initialGroupView(replicas, m.replicaNodes), shutdownAt: null,
+    cluster: createClusterState(), outcomes: new Map(), outcomeOrder: [], group: initialGroupView(replicas, m.replicaNodes), shutdownAt: null, added: new Map(),
     timers: taskTimers(timing), pool: [...replicas, ...m.spareReplicas], spareNodes: new Map(Object.entries(m.spareNodes ?? {})),
   };
 }
@@ -89,7 +94,7 @@ export function encodeState(s: ReplicatedState): Uint8Array {
     sortedEntries(s.clientInc),
     sortedEntries(s.csnReceived),
     sortedEntries(s.lastGssnTo),
-    sortedEntries(s.nodes).map(([id, n]) => [id, n.node, n.joined, n.slots, n.failed, n.inc]),
+    sortedEntries(s.nodes).map(([id, n]) => [id, n.node, n.joined, n.slots, n.failed, n.inc, n.draining]),
     encodeCluster(s.cluster),
     s.outcomeOrder.map((nonce) => {
       const o = s.outcomes.get(nonce) as OperatorOutcome;
@@ -97,6 +102,7 @@ export function encodeState(s: ReplicatedState): Uint8Array {
     }),
     encodeGroupView(s.group),
     s.shutdownAt,
+    sortedEntries(s.added).map(([id, a]) => [id, a.node, a.address, a.port, a.publicKey]),
   ]);
 }
 
@@ -113,8 +119,10 @@ export type ApplyResult = {
   reply: OperatorOutcome | null;
   /** What happened to tasks and processes, for the replica's journal. */
   events: Extract<TaskEffect, { type: 'event' }>[];
-  /** A node declared failed at this RSN: the watchdog is asked to reset it (spec §1.6 rule 1). */
-  reset: { node: string; rsn: number } | null;
+  /** A node declared failed at this RSN: the watchdog is asked to reset it (spec §1.6 rule 1).
+   *  `address`: a node added at run time's (PROTOCOL §10.12), which the watchdog's cluster.json
+   *  does not list; empty for the others. */
+  reset: { node: string; rsn: number; address: string } | null;
   /** Replicas every correct replica now accuses, from the agents' reports (PROTOCOL §10.2). */
   accuse: ProcessId[];
   /** The replica set or primary changed at this RSN (PROTOCOL §10.5–10.7). */
@@ -127,7 +135,8 @@ export type ApplyResult = {
 const noResult = (): ApplyResult => ({ messages: [], report: null, reply: null, events: [], reset: null, accuse: [], viewChanged: false, shutdown: null });
 
 function groupContext(s: ReplicatedState): GroupContext {
-  const liveAgents = [...s.nodes.entries()].filter(([, n]) => n.joined && !n.failed).map(([id, n]) => ({ id, node: n.node }))
+  // A draining node hosts no replacement: it is about to leave (PROTOCOL §10.12).
+  const liveAgents = [...s.nodes.entries()].filter(([, n]) => n.joined && !n.failed && !n.draining).map(([id, n]) => ({ id, node: n.node }))
     .sort((a, b) => (a.id < b.id ? -1 : 1));
   return {
     replicas: s.replicas, primary: s.primary, liveAgents, pool: s.pool, spareNodes: s.spareNodes, tick: s.cluster.tick,
@@ -184,7 +193,8 @@ export function adoptIncarnation(s: ReplicatedState, client: ProcessId, inc: num
 /** Is this request one an operator sends (PROTOCOL §8.1)? Agents may not send them, operators
  *  may send nothing else. */
 export const isOperatorRequest = (r: AgentRequest): r is OperatorRequest =>
-  r.type === 'task.submit' || r.type === 'task.kill' || r.type === 'task.restart' || r.type === 'task.restore' || r.type === 'cluster.shutdown';
+  r.type === 'task.submit' || r.type === 'task.kill' || r.type === 'task.restart' || r.type === 'task.restore' || r.type === 'cluster.shutdown' ||
+  r.type === 'node.add' || r.type === 'node.remove';
 
 /** Who may send which nonce-identified request (PROTOCOL §8.1, §10.9): operators their task
  *  requests; the watchdog only `task.restore`. */
@@ -218,6 +228,10 @@ export function applyOperatorRequest(s: ReplicatedState, request: OperatorReques
   const stopped = { outcome: { ok: false, text: `the cluster is shutting down (ordered at RSN ${s.shutdownAt ?? 0}): nothing new is accepted` }, effects: [] };
   const done = request.type === 'cluster.shutdown'
     ? shutdown(s, r)
+    : request.type === 'node.add'
+      ? addNode(s, request)
+      : request.type === 'node.remove'
+        ? removeNode(s, request, r)
     : s.shutdownAt !== null && (request.type === 'task.submit' || request.type === 'task.restore')
       ? stopped
       : request.type === 'task.submit'
@@ -226,6 +240,7 @@ export function applyOperatorRequest(s: ReplicatedState, request: OperatorReques
           ? restore(request)
           : operateTask(s.cluster, s.nodes, s.timers, request.task, request.type === 'task.kill' ? 'kill' : 'restart');
   absorb(s, done.effects, r);
+  finishDrains(s, r);
   const outcome: OperatorOutcome = { nonce: request.nonce, rsn: s.rsn, ok: done.outcome.ok, text: done.outcome.text };
   s.outcomes.set(request.nonce, outcome);
   s.outcomeOrder.push(request.nonce);
@@ -256,12 +271,59 @@ function shutdown(s: ReplicatedState, r: ApplyResult): { outcome: { ok: boolean;
   return { outcome: { ok: true, text }, effects: [] };
 }
 
+/** PROTOCOL §10.12: a node added at run time. Its agent id and node name must be new to the
+ *  cluster: a replica or operator id, a known agent or node, even a removed one, is refused. */
+function addNode(s: ReplicatedState, q: NodeAdd): { outcome: { ok: boolean; text: string }; effects: TaskEffect[] } {
+  const refuse = (why: string) => ({ outcome: { ok: false, text: `cannot add ${q.node}: ${why}` }, effects: [] });
+  if (s.shutdownAt !== null) return refuse('the cluster is shutting down');
+  const nodesInUse = new Set([...s.nodes.values()].map((n) => n.node));
+  for (const a of s.added.values()) nodesInUse.add(a.node);
+  for (const n of s.group.replicaNodes.values()) nodesInUse.add(n);
+  for (const n of s.spareNodes.values()) nodesInUse.add(n);
+  if (s.nodes.has(q.agent) || s.added.has(q.agent) || s.pool.includes(q.agent) || s.clientInc.has(q.agent)) return refuse(`${q.agent} is already a process of this cluster`);
+  if (nodesInUse.has(q.node)) return refuse(`a node ${q.node} is already in this cluster`);
+  if ([...s.added.values()].some((a) => a.address === q.address)) return refuse(`address ${q.address} is already an added node's`);
+  s.added.set(q.agent, { node: q.node, address: q.address, port: q.port, publicKey: new Uint8Array(q.publicKey) });
+  s.nodes.set(q.agent, { node: q.node, joined: false, slots: 0, failed: false, inc: 0, draining: false });
+  return { outcome: { ok: true, text: `node ${q.node} added (agent ${q.agent} at ${q.address}); it joins when its agent starts` }, effects: [] };
+}
+
+/** PROTOCOL §10.12: drain a node; it leaves once no live task holds a slot there (finishDrains).
+ *  A node hosting a member of the group stays: the group would lose a replica with it. */
+function removeNode(s: ReplicatedState, q: NodeRemove, r: ApplyResult): { outcome: { ok: boolean; text: string }; effects: TaskEffect[] } {
+  const refuse = (why: string) => ({ outcome: { ok: false, text: `cannot remove ${q.node}: ${why}` }, effects: [] });
+  const entry = [...s.nodes.entries()].find(([, n]) => n.node === q.node);
+  if (entry === undefined) return refuse('no such node in the cluster (see `trine nodes`)');
+  const hosting = s.replicas.filter((x) => s.group.replicaNodes.get(x) === q.node);
+  if (hosting.length > 0) return refuse(`it hosts replica ${hosting.join(', ')} of the manager group`);
+  const [agent, rec] = entry;
+  s.nodes.set(agent, { ...rec, draining: true });
+  const effects: TaskEffect[] = [];
+  const there = tasksOn(s.cluster, q.node);
+  if (q.kill) for (const task of there) effects.push(...operateTask(s.cluster, s.nodes, s.timers, task, 'kill').effects);
+  r.events.push({ type: 'event', task: null, vpid: null, text: `node ${q.node} draining: removed by the operator${there.length === 0 ? '' : `; ${q.kill ? 'killing' : 'waiting for'} ${there.join(', ')}`}` });
+  const text = there.length === 0 ? `${q.node} removed` : q.kill ? `${q.node} draining: killing ${there.join(', ')}` : `${q.node} draining: waiting for ${there.join(', ')} to finish`;
+  return { outcome: { ok: true, text }, effects };
+}
+
+/** A draining node that no live task holds a slot on leaves the cluster: its agent is told to
+ *  stop (like a shutdown of that node alone), and the group forgets it (PROTOCOL §10.12). */
+function finishDrains(s: ReplicatedState, r: ApplyResult): void {
+  for (const [agent, rec] of [...s.nodes]) {
+    if (!rec.draining || slotsHeldOn(s.cluster, rec.node) > 0) continue;
+    if (rec.joined && !rec.failed) emit(s, agent, { type: 'node.shutdown', rsn: s.rsn }, r.messages);
+    s.nodes.delete(agent);
+    r.events.push({ type: 'event', task: null, vpid: null, text: `node ${rec.node} removed (agent ${agent})` });
+  }
+}
+
 /** Apply an input of the group's own (PROTOCOL §8.3, §8.4) at RSN `s.rsn`. */
 export function applyGroupInput(s: ReplicatedState, input: GroupInput): ApplyResult {
   const r = noResult();
   switch (input.type) {
     case 'tick':
       absorb(s, tick(s.cluster, s.nodes, s.timers), r);
+      finishDrains(s, r);
       if (s.shutdownAt === null) absorbView(s, recoveryStep(groupContext(s), s.group), r);
       return r;
     case 'replica.condemn': {
@@ -286,7 +348,8 @@ export function applyGroupInput(s: ReplicatedState, input: GroupInput): ApplyRes
       if (rec === undefined || rec.failed || !rec.joined || rec.inc !== input.inc || s.shutdownAt !== null) return r;
       s.nodes.set(input.agent, { ...rec, failed: true });
       absorb(s, nodeFailed(s.cluster, s.nodes, s.timers, input.agent), r);
-      r.reset = { node: rec.node, rsn: s.rsn };
+      finishDrains(s, r);
+      r.reset = { node: rec.node, rsn: s.rsn, address: s.added.get(input.agent)?.address ?? '' };
       absorbView(s, recoveryStep(groupContext(s), s.group), r);
       return r;
     }
@@ -320,6 +383,7 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       return r;
     }
     case 'echo': {
+      if (!s.nodes.has(client)) return result(); // a removed node's (PROTOCOL §10.12)
       // Only agents that joined: their incarnation is adopted, so their chain is well defined
       // (PROTOCOL §5.7). The sender itself has joined by now: its request was just ordered.
       const joined = [...s.nodes.entries()].filter(([, n]) => n.joined && !n.failed).map(([id]) => id).sort();
@@ -340,14 +404,16 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       };
     case 'proc.report': {
       const r = result();
-      // A failed node's reports are stale: its processes were declared dead (PROTOCOL §8.4).
-      if (s.nodes.get(client)?.failed === true) return r;
+      // A failed node's reports are stale: its processes were declared dead (PROTOCOL §8.4); a
+      // removed node has none left (§10.12).
+      if (s.nodes.get(client)?.failed !== false) return r;
       absorb(s, procReports(s.cluster, s.nodes, s.timers, client, request.reports), r);
+      finishDrains(s, r);
       return r;
     }
     case 'sig.request': {
       const r = result();
-      if (s.nodes.get(client)?.failed === true) return r;
+      if (s.nodes.get(client)?.failed !== false) return r;
       absorb(s, signalRequest(s.cluster, s.nodes, s.timers, client, request), r);
       return r;
     }
@@ -356,6 +422,8 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
     case 'task.restart':
     case 'task.restore':
     case 'cluster.shutdown':
+    case 'node.add':
+    case 'node.remove':
       // Replicas refuse these from agents before ordering; a primary that ordered one anyway
       // changes nothing.
       return result();

@@ -14,11 +14,11 @@ import { decodeData, type MachineData } from '../../fsm/plain-data.ts';
 import type { AllocationRequest, ClusterState, NodeRecord, ServiceTurn, SignedSubmit, TaskRecord, TaskTimers } from './cluster-state.ts';
 import {
   MAX_ARGS, MAX_ENV_ENTRIES, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_OPERATOR_OUTCOMES, MAX_REPLICAS, MAX_STATE_CHUNK_BYTES,
-  MAX_STATE_CHUNKS, TASK_KEY_BYTES,
+  MAX_STATE_CHUNKS, PUBLIC_KEY_BYTES, TASK_KEY_BYTES,
 } from './constants.ts';
 import type { GroupView, Recovery } from './group-view.ts';
 import type { ProcessId } from './ports.ts';
-import { encodeState, type OperatorOutcome, type ReplicatedState } from './replicated-state.ts';
+import { encodeState, type AddedNode, type OperatorOutcome, type ReplicatedState } from './replicated-state.ts';
 import { err, ok, type Result } from './result.ts';
 import type { PendingGroup, TaskSignals } from './task-signals.ts';
 import { unpack } from './wire/frame.ts';
@@ -105,7 +105,7 @@ const ids = list(str);
 // ---- the replicated state (field order of encodeState) --------------------------------------
 
 function readState(t: unknown, config: StateConfig): ReplicatedState {
-  const f = tuple(t, 12, 'state');
+  const f = tuple(t, 13, 'state');
   const replicas = distinct(list(str, MAX_REPLICAS))(f[2], 'replicas');
   const primary = str(f[3], 'primary');
   if (!replicas.includes(primary)) fail('primary', `${primary} is not a replica`);
@@ -124,6 +124,7 @@ function readState(t: unknown, config: StateConfig): ReplicatedState {
     outcomeOrder,
     group: readGroup(f[10], 'group'),
     shutdownAt: f[11] === null ? null : uint(f[11], 'shutdownAt'),
+    added: readAdded(f[12], 'added'),
     timers: { ...config.timers },
     pool: [...config.pool],
     spareNodes: new Map(config.spareNodes ?? []),
@@ -135,10 +136,28 @@ function readNodes(t: unknown, p: string): Map<ProcessId, NodeRecord> {
   const out = new Map<ProcessId, NodeRecord>();
   let previous: string | null = null;
   list((e, q) => {
-    const [agent, node, joined, slots, failed, inc] = tuple(e, 6, q);
+    const [agent, node, joined, slots, failed, inc, draining] = tuple(e, 7, q);
     const id = str(agent, `${q}.agent`);
     if (previous !== null && !(previous < id)) fail(q, `agent ${id} out of order`);
-    out.set(id, { node: str(node, `${q}.node`), joined: bool(joined, `${q}.joined`), slots: uint(slots, `${q}.slots`), failed: bool(failed, `${q}.failed`), inc: uint(inc, `${q}.inc`) });
+    out.set(id, {
+      node: str(node, `${q}.node`), joined: bool(joined, `${q}.joined`), slots: uint(slots, `${q}.slots`), failed: bool(failed, `${q}.failed`), inc: uint(inc, `${q}.inc`),
+      draining: bool(draining, `${q}.draining`),
+    });
+    previous = id;
+  })(t, p);
+  return out;
+}
+
+/** Nodes added at run time (PROTOCOL §10.12), by agent: [agent, node, address, port, publicKey]. */
+function readAdded(t: unknown, p: string): Map<ProcessId, AddedNode> {
+  const out = new Map<ProcessId, AddedNode>();
+  let previous: string | null = null;
+  list((e, q) => {
+    const [agent, node, address, port, publicKey] = tuple(e, 5, q);
+    const id = str(agent, `${q}.agent`);
+    if (previous !== null && !(previous < id)) fail(q, `agent ${id} out of order`);
+    const key = publicKey instanceof Uint8Array && publicKey.length === PUBLIC_KEY_BYTES ? publicKey : fail(`${q}.publicKey`, `expected ${PUBLIC_KEY_BYTES} bytes`);
+    out.set(id, { node: str(node, `${q}.node`), address: str(address, `${q}.address`), port: uint(port, `${q}.port`), publicKey: new Uint8Array(key) });
     previous = id;
   })(t, p);
   return out;

@@ -68,7 +68,7 @@ export type NodeView = {
   used: number;
   /** `joining`: its agent has not joined yet; `failed`: declared failed (PROTOCOL §8.4) and not
    *  rejoined by a new agent incarnation since. */
-  state: 'joining' | 'up' | 'failed';
+  state: 'joining' | 'up' | 'failed' | 'draining';
   /** The agent incarnation the group knows (0 before the first join). */
   inc: number;
 };

@@ -39,6 +39,10 @@ export const MAX_COUNTED_INITIATIONS = 1024;
 export const RESTORE_RESEND_MS = 200;
 /** Restores and refused journal entries remembered for status. */
 export const MAX_RESTORE_HISTORY = 1024;
+/** Pending reset votes one replica may hold for nodes cluster.json does not list (added at run
+ *  time, PROTOCOL §10.12): more than a run of simultaneous node failures, few enough that a
+ *  faulty replica inventing nodes cannot grow the table. */
+export const MAX_ADDED_NODE_VOTES = 16;
 /** After it takes a shutdown (PROTOCOL §10.11) the watchdog stays this long, acknowledging the
  *  notices of replicas slower than the first two, before it exits. */
 export const SCC_SHUTDOWN_LINGER_MS = 1_000;
@@ -202,9 +206,13 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
 
   /** Spec §1.6 rule 1: the group commands a node's power reset. */
   function onResetRequest(from: ProcessId, nowMs: number, item: Extract<Item, { type: 'reset.node' }>, out: CoreEffect[]): void {
-    if (!replicaIds.has(from) || !knownNodes.has(item.node)) {
-      ignore(replicaIds.has(from) ? 'UNEXPECTED' : 'NOT_A_MEMBER');
-      return;
+    if (!replicaIds.has(from)) return ignore('NOT_A_MEMBER');
+    // A node cluster.json does not list was added at run time (PROTOCOL §10.12): its address
+    // comes with the request, and two replicas must give the same one. A faulty replica's
+    // invented nodes hold at most MAX_ADDED_NODE_VOTES pending votes.
+    const added = !knownNodes.has(item.node);
+    if (added && (item.address === '' || [...resetVotes].filter(([k, v]) => !knownNodes.has(k.split('@')[0] as string) && v.has(from)).length >= MAX_ADDED_NODE_VOTES)) {
+      return ignore('UNEXPECTED');
     }
     // After a cluster reset only the restarted group commands resets: the old group's requests
     // (an unrestarted replica's, still arriving) name RSNs of a history that is gone.
@@ -214,7 +222,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       return;
     }
     if (shutDown !== null) return ignore('UNEXPECTED'); // its nodes stop on purpose (PROTOCOL §10.11)
-    const key = `${item.node}@${item.rsn}`;
+    const key = `${item.node}@${item.rsn}@${added ? item.address : ''}`;
     if (ordered.has(key)) return; // done already; re-sent
     let votes = resetVotes.get(key);
     if (votes === undefined) {
@@ -228,7 +236,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     ordered.add(key);
     if (ordered.size > MAX_RESET_HISTORY) ordered.delete(ordered.values().next().value as string);
     push(resets, { node: item.node, rsn: item.rsn, requestedBy: [...votes].sort(), atMs: nowMs }, MAX_RESET_HISTORY);
-    out.push({ type: 'reset.node', node: item.node, rsn: item.rsn });
+    out.push({ type: 'reset.node', node: item.node, rsn: item.rsn, address: added ? item.address : '' });
     out.push({ type: 'log', level: 'warn', event: 'node.reset', fields: { node: item.node, rsn: item.rsn, requestedBy: [...votes] } });
   }
 

@@ -17,7 +17,7 @@ import { loadCluster, nextIncarnation, paths, processEntry, replicaPool, type Cl
 import { readKeyFile } from '../io/keys.ts';
 import { writeTaskJournal } from '../io/run-records.ts';
 import { createProcessLog, type ProcessLog } from '../io/log.ts';
-import { createNodeLinkAuth } from '../io/link-auth-node.ts';
+import { createNodeLinkAuth, type LearningLinkAuth } from '../io/link-auth-node.ts';
 import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
 import { TransportError, WsTransport, type Endpoint } from '../io/ws-transport.ts';
 import { startTrace, trace, tracing } from '../io/trace.ts';
@@ -147,7 +147,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   let cluster: Cluster;
   let entry: ProcessEntry;
   let signer: Signer;
-  let linkAuth: LinkAuth;
+  let linkAuth: LearningLinkAuth;
   let id: ProcessId;
   try {
     cluster = loadCluster(opts.dir);
@@ -216,6 +216,8 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   const observe = opts.onEffect;
   const onEffect = (e: Exclude<CoreEffect, { type: 'send' }>): void => {
     logEffect(log, e, exit);
+    // Agents added at run time (PROTOCOL §10.12): their frames verify from now on.
+    if (e.type === 'keys') for (const k of e.keys) if (verifier.add(k.id, k.publicKey) && linkAuth.add(k.id, k.publicKey)) logger.info({ event: 'key.added', id: k.id });
     if (e.type === 'persist.tasks') persistTasks(cluster.dir, id, e.journal, log);
     // Keep the group's replicas dialed, the rest of the pool (retired, spare) only on demand.
     if (e.type === 'replicas') for (const r of replicaPool(cluster.config.membership)) transport?.setOnDemand(r, !e.replicas.includes(r));
@@ -371,6 +373,9 @@ function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, ex
       break;
     case 'terminate':
       exit(EXIT_TERMINATED, `core terminated: ${e.reason}`);
+      break;
+    case 'keys':
+      // Taken by onEffect (it holds the verifier and the link keys).
       break;
     case 'shutdown':
       // After the effects of this step went out (their sends are queued already).

@@ -84,7 +84,7 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
       return createWatchdog({ id: entry.id, membership: cluster.config.membership, inc, signer, verifier });
     },
     onEffect: (effect, nowMs) => {
-      if (effect.type === 'reset.node') resets?.node(effect.node, effect.rsn);
+      if (effect.type === 'reset.node') resets?.node(effect.node, effect.rsn, effect.address);
       if (effect.type === 'reset.cluster') {
         kept = effect.journals;
         resets?.cluster(effect.reason);
@@ -103,7 +103,9 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
 }
 
 export type ClusterReset = { runs: false; why: string } | { runs: true; reset: (reason: string) => Promise<unknown> };
-export type Resets = { node: (node: string, rsn: number) => void; cluster: (reason: string) => void };
+/** `address`: a node added at run time's, as two replicas gave it (PROTOCOL §10.12); empty for
+ *  the nodes of cluster.json. */
+export type Resets = { node: (node: string, rsn: number, address?: string) => void; cluster: (reason: string) => void };
 
 const errorFields = (e: unknown): { code: string; error: string } =>
   ({ code: e instanceof ResetError ? e.code : 'RESET_INTERNAL', error: e instanceof Error ? e.message : String(e) });
@@ -118,7 +120,7 @@ export function serializeResets(driver: NodeResetDriver, clusterReset: ClusterRe
   const chains = new Map<string, { tail: Promise<void>; pending: number }>();
   let clusterRunning: Promise<void> | null = null;
 
-  const runNode = async (node: string, rsn: number, requestedAtMs: number): Promise<void> => {
+  const runNode = async (node: string, rsn: number, address: string, requestedAtMs: number): Promise<void> => {
     const startMs = performance.now();
     const waitedMs = Math.round(startMs - requestedAtMs);
     if (stopping.aborted || clusterRunning !== null) {
@@ -127,7 +129,7 @@ export function serializeResets(driver: NodeResetDriver, clusterReset: ClusterRe
     }
     log('warn', 'reset.start', { node, rsn, waitedMs });
     try {
-      await driver.reset(node);
+      await driver.reset(node, address);
       log('warn', 'reset.done', { node, rsn, durationMs: Math.round(performance.now() - startMs) });
     } catch (e) {
       log('error', 'reset.failed', { node, rsn, durationMs: Math.round(performance.now() - startMs), ...errorFields(e) });
@@ -153,7 +155,7 @@ export function serializeResets(driver: NodeResetDriver, clusterReset: ClusterRe
   };
 
   return {
-    node: (node, rsn) => {
+    node: (node, rsn, address = '') => {
       if (clusterRunning !== null) {
         log('info', 'reset.skipped', { node, rsn, why: 'a cluster reset is under way' });
         return;
@@ -166,7 +168,7 @@ export function serializeResets(driver: NodeResetDriver, clusterReset: ClusterRe
       chain.pending++;
       chains.set(node, chain);
       const requestedAtMs = performance.now();
-      chain.tail = chain.tail.then(() => runNode(node, rsn, requestedAtMs)).finally(() => {
+      chain.tail = chain.tail.then(() => runNode(node, rsn, address, requestedAtMs)).finally(() => {
         chain.pending--;
         if (chain.pending === 0) chains.delete(node);
       });

@@ -74,7 +74,11 @@ type PairKeys = { send: KeyObject; receive: KeyObject };
 /** This process's link keys with every process of the key table. A peer whose public key maps to
  *  no usable X25519 key (a low-order or invalid point: the exchange fails or yields zeros) has
  *  none, so frames with it stay signed. */
-export function createNodeLinkAuth(id: ProcessId, seed: Uint8Array, publicKeys: PublicKeyTable, cluster: string): LinkAuth {
+/** Link keys that can learn a peer: `add` takes the key of an id it does not know yet (a node
+ *  added at run time, PROTOCOL §10.12) and never replaces one it knows. */
+export type LearningLinkAuth = LinkAuth & { add(peer: ProcessId, publicKey: Uint8Array): boolean };
+
+export function createNodeLinkAuth(id: ProcessId, seed: Uint8Array, publicKeys: PublicKeyTable, cluster: string): LearningLinkAuth {
   const mine = x25519PrivateKey(x25519SecretFromEd25519Seed(seed));
   const peers = new Map<ProcessId, Uint8Array>(publicKeyEntries(publicKeys));
   const keys = new Map<ProcessId, PairKeys | null>();
@@ -104,6 +108,12 @@ export function createNodeLinkAuth(id: ProcessId, seed: Uint8Array, publicKeys: 
   const mac = (key: KeyObject, data: Uint8Array): Buffer => createHmac('sha256', key).update(data).digest();
   return {
     id,
+    add: (peer, publicKey) => {
+      if (peers.has(peer) || !(publicKey instanceof Uint8Array) || publicKey.length !== PUBLIC_KEY_BYTES) return false;
+      peers.set(peer, new Uint8Array(publicKey));
+      keys.delete(peer);
+      return true;
+    },
     has: (peer) => keysFor(peer) !== null,
     tag: (to, data) => {
       const k = keysFor(to);

@@ -39,7 +39,9 @@ import {
 /** Resets one node. Resolves once the node has been reset (its processes are started again,
  *  not necessarily joined); rejects with a ResetError if it could not be. */
 export interface NodeResetDriver {
-  reset(node: string): Promise<void>;
+  /** `address`: where a node added at run time is (PROTOCOL §10.12), when cluster.json does not
+   *  list it; empty otherwise. */
+  reset(node: string, address?: string): Promise<void>;
 }
 
 export const RESET_DRIVER_KINDS = ['local', 'log', 'command'] as const;
@@ -98,8 +100,9 @@ export type CommandResetOptions = {
 export class CommandResetDriver implements NodeResetDriver {
   constructor(private readonly opts: CommandResetOptions) {}
 
-  reset(node: string): Promise<void> {
-    const address = this.opts.addresses[node];
+  reset(node: string, added = ''): Promise<void> {
+    // cluster.json's address wins: the group cannot send a known node's reset elsewhere.
+    const address = this.opts.addresses[node] ?? (added === '' ? undefined : added);
     if (address === undefined) return Promise.reject(new ResetError('RESET_UNKNOWN_NODE', `no address for node ${node} in cluster.json nodeAddresses`));
     const argv = this.opts.command.map((a) => a.replaceAll('{node}', node).replaceAll('{address}', address));
     const [file, ...args] = argv as [string, ...string[]];

@@ -72,9 +72,22 @@ export function verifierOver<K>(keys: ReadonlyMap<ProcessId, K>, check: (data: U
   };
 }
 
-export function createNodeVerifier(publicKeys: PublicKeyTable): Verifier {
+/** A verifier that can learn keys: `add` takes the key of an id it does not know yet (a node
+ *  added at run time, PROTOCOL §10.12) and never replaces one it knows. */
+export type LearningVerifier = Verifier & { add(id: ProcessId, publicKey: Uint8Array): boolean };
+
+export function createNodeVerifier(publicKeys: PublicKeyTable): LearningVerifier {
   // A Map, never an object lookup: ids such as 'constructor' must not find a prototype member.
   const keys = new Map<ProcessId, KeyObject>();
   for (const [id, raw] of publicKeyEntries(publicKeys)) keys.set(id, publicKeyFromRaw(raw));
-  return verifierOver(keys, (data, signature, key) => verify(null, data, key, signature));
+  const add = (id: ProcessId, publicKey: Uint8Array): boolean => {
+    if (keys.has(id) || !(publicKey instanceof Uint8Array) || publicKey.length !== PUBLIC_KEY_BYTES) return false;
+    try {
+      keys.set(id, publicKeyFromRaw(publicKey));
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  return { ...verifierOver(keys, (data, signature, key) => verify(null, data, key, signature)), add };
 }

@@ -490,6 +490,7 @@ export class InvariantChecker {
         this.counts.suspects++;
         return;
       case 'log':
+      case 'keys':
       case 'shutdown':
       case 'reset.node':
       case 'reset.cluster':

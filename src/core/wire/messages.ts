@@ -6,7 +6,7 @@ import {
   MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES, MAX_PATH_CHARS, MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS,
   MAX_REPORTS_PER_REQUEST, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES, MAX_REPLICAS, MAX_ACCUSATION_BYTES,
   MAX_EVIDENCE_FRAME_BYTES, MAX_STATE_CHUNK_BYTES, MAX_SUBMIT_CG_BYTES, LOGS_CHUNK_BYTES, MAX_JOURNAL_ITEM_BYTES,
-  TASK_KEY_BYTES,
+  TASK_KEY_BYTES, PUBLIC_KEY_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { err, ok } from '../result.ts';
@@ -25,6 +25,8 @@ export const taskId = token(MAX_ID_CHARS, /^t[1-9][0-9]*$/);
 /** An operator request's nonce: 32 hex digits the operator draws at random (PROTOCOL §8.1). */
 export const nonce = token(32, /^[0-9a-f]{32}$/);
 const nodeName = token(MAX_ID_CHARS, /^[a-z0-9][a-z0-9-]*$/);
+/** A host's network address as the hosts file gives it: an IPv4 or IPv6 address or a DNS name. */
+export const hostAddress = token(64, /^[A-Za-z0-9][A-Za-z0-9.:-]*$/);
 const arg = text(MAX_ARG_CHARS);
 const path = text(MAX_PATH_CHARS);
 /** Environment entries, sorted by name and unique (canonical; checked by the group on submit). */
@@ -130,7 +132,16 @@ export type TaskRestore = { type: 'task.restore'; nonce: string; task: string; s
 /** Stop the whole cluster (PROTOCOL §10.11): every task is killed, every agent told to stop
  *  its node, the watchdog told to stand down, and the replicas exit. Nothing restarts them. */
 export type ClusterShutdown = { type: 'cluster.shutdown'; nonce: string };
-export type OperatorRequest = TaskSubmit | TaskKill | TaskRestart | TaskRestore | ClusterShutdown;
+/** Add a node at run time (PROTOCOL §10.12): its agent `agent` on node `node`, whose host has the
+ *  network address `address` and whose agent listens on `port` (for the operator's log reads);
+ *  `publicKey` is the agent's Ed25519 key, drawn by `trine node add`. The group verifies the
+ *  agent's frames with it from then on; the agent joins when it starts. */
+export type NodeAdd = { type: 'node.add'; nonce: string; agent: ProcessId; node: string; address: string; port: number; publicKey: Uint8Array };
+/** Drain node `node` and remove it (PROTOCOL §10.12): nothing new is placed on it; once no live
+ *  task has a process there (with `kill`, the tasks that have are killed) its agent is told to
+ *  stop and the node leaves the cluster. */
+export type NodeRemove = { type: 'node.remove'; nonce: string; node: string; kill: boolean };
+export type OperatorRequest = TaskSubmit | TaskKill | TaskRestart | TaskRestore | ClusterShutdown | NodeAdd | NodeRemove;
 
 export type AgentRequest =
   /** The agent announces its node to the group (first message after start). `resync`: it found
@@ -178,6 +189,12 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
     fields: { nonce, task: taskId, submit: bytes(MAX_SUBMIT_CG_BYTES), submitSig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) },
   },
   'cluster.shutdown': { code: 10, order: ['nonce'], fields: { nonce } },
+  'node.add': {
+    code: 11,
+    order: ['nonce', 'agent', 'node', 'address', 'port', 'publicKey'],
+    fields: { nonce, agent: processId, node: nodeName, address: hostAddress, port: uint, publicKey: bytes(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES) },
+  },
+  'node.remove': { code: 12, order: ['nonce', 'node', 'kill'], fields: { nonce, node: nodeName, kill: bool } },
   'sig.request': {
     code: 8,
     order: ['task', 'vpid', 'signum', 'dest', 'arg', 'epoch'],
@@ -498,7 +515,7 @@ export type Item =
   | { type: 'op.reply'; nonce: string; rsn: number; ok: boolean; text: string }
   /** Replica → watchdog: power-reset `node`, declared failed at `rsn` (spec §1.6 rule 1,
    *  PROTOCOL §8.4). The watchdog acts on two matching requests. */
-  | { type: 'reset.node'; node: string; rsn: number }
+  | { type: 'reset.node'; node: string; rsn: number; address: string }
   /** Replica → watchdog: I initiated self-diagnosis (spec §1.6 rule 3, PROTOCOL §10.8).
    *  (`inc`, `counter`) increase per sender, so a replayed report counts once. `target` is
    *  empty when the initiation names nobody yet. */
@@ -559,7 +576,7 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
   'status.reply': { code: 9, order: ['nonce', 'json'], fields: { nonce: uint, json: text(MAX_STATUS_CHARS) } },
   'op.request': { code: 10, order: ['bytes', 'sig'], fields: { bytes: bytes(MAX_CG_BYTES), sig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) } },
   'op.reply': { code: 11, order: ['nonce', 'rsn', 'ok', 'text'], fields: { nonce, rsn: uint, ok: bool, text: reason } },
-  'reset.node': { code: 12, order: ['node', 'rsn'], fields: { node: nodeName, rsn: uint } },
+  'reset.node': { code: 12, order: ['node', 'rsn', 'address'], fields: { node: nodeName, rsn: uint, address: text(64) } },
   'diag.report': {
     code: 13,
     order: ['inc', 'counter', 'view', 'reason', 'target'],

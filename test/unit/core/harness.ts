@@ -20,9 +20,10 @@ export const hmacSigner = (id: ProcessId): Signer => ({
     return new Uint8Array(Buffer.concat([a, a]));
   },
 });
-export const hmacVerifier = (ids: Iterable<ProcessId>): Verifier => {
+export const hmacVerifier = (ids: Iterable<ProcessId>): Verifier & { add(id: ProcessId): void } => {
   const known = new Set(ids);
   return {
+    add: (id) => known.add(id),
     has: (id) => known.has(id),
     verify: (id, data, sig) => known.has(id) && sig.length === 64 && Buffer.compare(Buffer.from(hmacSigner(id).sign(data)), Buffer.from(sig)) === 0,
   };
@@ -55,7 +56,11 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
     const shell = new Shell({
       core, cluster: 'test', signer: hmacSigner(core.id), verifier,
       transport: { send: (to, bytes) => { if (shells.has(to)) queue.push({ at: now + latency, seq: seq++, to, bytes, from: core.id }); } },
-      onEffect: (effect) => observed.push({ at: now, proc: core.id, effect }),
+      onEffect: (effect) => {
+        observed.push({ at: now, proc: core.id, effect });
+        // Like run-core: a replica's driver learns the keys of agents added at run time.
+        if (effect.type === 'keys') for (const k of effect.keys) verifier.add(k.id);
+      },
     });
     // Apply filters before signing by wrapping the core's step.
     const step = core.step.bind(core);
@@ -72,6 +77,12 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
   const replicas = membership.replicas.map((id) => mk(createReplica({ id, membership, hash, inc: 1, signer: hmacSigner(id), verifier })) as ReplicaCore);
   const newAgent = (id: ProcessId, inc: number) => mk(createAgent({ id, membership, inc, slots: 4, signer: hmacSigner(id) })) as AgentCore;
   const agentCores = agents.map((a) => newAgent(a.id, 1));
+  /** An agent of a node added at run time (PROTOCOL §10.12), started once the group took it. */
+  function addAgent(id: ProcessId, inc = 1): AgentCore {
+    const core = newAgent(id, inc);
+    agentCores.push(core);
+    return core;
+  }
   /** A process dies and comes back as a fresh core with a higher incarnation. */
   function restartAgent(id: ProcessId, inc: number): AgentCore {
     for (let i = queue.length - 1; i >= 0; i--) if (queue[i]?.to === id) queue.splice(i, 1);
@@ -130,7 +141,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
   }
 
   return {
-    membership, replicas, agents: agentCores, shells, observed, filters, down, restartAgent, operate, opReplies, sendAs,
+    membership, replicas, agents: agentCores, shells, observed, filters, down, restartAgent, addAgent, operate, opReplies, sendAs,
     now: () => now,
     runUntil,
     run: (ms: number) => runUntil(now + ms),

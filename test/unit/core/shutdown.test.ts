@@ -204,7 +204,7 @@ describe('the watchdog stands down on two replicas\' notices (PROTOCOL §10.11)'
     expect(w.status(1010)).toMatchObject({ armed: false, shutdown: { rsn: 40, by: ['r1', 'r3'], atMs: 1010 } });
     expect(acks(w.step(frame('r2', 1100, { type: 'shutdown.notice', rsn: 40 })))).toEqual(['r2:40']);
     expect(w.nextWakeMs()).toBe(1010 + SCC_SHUTDOWN_LINGER_MS);
-    const out: CoreEffect[] = [...w.step(frame('r1', 1200, { type: 'reset.node', node: 'n2', rsn: 9 })), ...w.step(frame('r2', 1201, { type: 'reset.node', node: 'n2', rsn: 9 }))];
+    const out: CoreEffect[] = [...w.step(frame('r1', 1200, { type: 'reset.node', node: 'n2', rsn: 9, address: '' })), ...w.step(frame('r2', 1201, { type: 'reset.node', node: 'n2', rsn: 9, address: '' }))];
     for (let t = 1300; t <= 8000; t += 100) out.push(...w.step({ type: 'tick', nowMs: t }));
     expect(out.filter((e) => e.type === 'reset.cluster' || e.type === 'reset.node')).toEqual([]);
     const exits = out.filter((e) => e.type === 'shutdown');

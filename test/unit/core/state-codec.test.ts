@@ -305,7 +305,7 @@ describe('decodeState: totality', () => {
 
   it('a wrong type in any top-level field is refused', () => {
     const WRONG: unknown[] = ['x', -1, 0.5, null, true, new Uint8Array([1]), [], [['bad']], [[1, 2, 3, 4, 5, 6, 7]]];
-    expect(tree).toHaveLength(12);
+    expect(tree).toHaveLength(13);
     for (let i = 0; i < tree.length; i++) {
       for (const w of WRONG) {
         const field = tree[i];
@@ -361,10 +361,10 @@ describe('decodeState: totality', () => {
 
   it('refuses a non-canonical msgpack encoding of a valid tree, and oversized or non-byte input', () => {
     const s = fresh();
-    const b = encodeState(s); // 0x9c (a fixarray of 12) then rsn 0 as a positive fixint
-    expect(b[0]).toBe(0x9c);
+    const b = encodeState(s); // 0x9d (a fixarray of 13) then rsn 0 as a positive fixint
+    expect(b[0]).toBe(0x9d);
     expect(b[1]).toBe(0x00);
-    const longer = new Uint8Array([0x9c, 0xcc, 0x00, ...b.subarray(2)]); // rsn 0 as a uint8
+    const longer = new Uint8Array([0x9d, 0xcc, 0x00, ...b.subarray(2)]); // rsn 0 as a uint8
     expect(decodeState(longer, config(s))).toMatchObject({ ok: false, code: 'WIRE_MALFORMED' });
     expect(decodeState(new Uint8Array(MAX_STATE_BYTES + 1), config(s))).toMatchObject({ ok: false, code: 'WIRE_TOO_LARGE' });
     expect(decodeState('x' as unknown as Uint8Array, config(s)).ok).toBe(false);

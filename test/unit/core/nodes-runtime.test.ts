@@ -1,0 +1,203 @@
+// Membership at run time in the cores (docs/PROTOCOL.md §10.12): an operator's `node.add` gives
+// the group a new node and its agent's key, and the agent then joins and takes tasks like any
+// other; `node.remove` drains a node (nothing new is placed there; with `kill` its tasks are
+// killed) and, once no live task holds a slot on it, tells its agent to stop and forgets it. The
+// CLI and a real added host: test/integration/node-admin.test.ts, test/e2e/hosts-nodes.test.ts.
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
+import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
+import { decodeState } from '../../../src/core/state-codec.ts';
+import { createWatchdog, MAX_ADDED_NODE_VOTES } from '../../../src/core/watchdog.ts';
+import { encodeState } from '../../../src/core/replicated-state.ts';
+import type { OperatorRequest } from '../../../src/core/wire/messages.ts';
+import { hmacSigner, hmacVerifier, makeCluster } from './harness.ts';
+
+let n = 0;
+const nonce = () => (++n).toString(16).padStart(32, '0');
+const submit = (size: number): OperatorRequest & { type: 'task.submit' } => ({
+  type: 'task.submit', nonce: nonce(), name: 'job', size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', taskKey: new Uint8Array(32).fill(1),
+});
+const KEY = new Uint8Array(32).fill(9);
+const add = (agent: string, node: string, address = '10.0.0.9'): OperatorRequest => ({ type: 'node.add', nonce: nonce(), agent, node, address, port: 7403, publicKey: KEY });
+const remove = (node: string, kill = false): OperatorRequest => ({ type: 'node.remove', nonce: nonce(), node, kill });
+
+type Cluster = ReturnType<typeof makeCluster>;
+/** The outcome every replica gave the request, which must be the same. */
+function outcome(c: Cluster, q: OperatorRequest): { ok: boolean; text: string } {
+  const replies = c.opReplies.filter((r) => r.nonce === q.nonce);
+  expect(replies.map((r) => r.from).sort()).toEqual(['r1', 'r2', 'r3']);
+  expect(new Set(replies.map((r) => `${r.ok}|${r.text}`)).size).toBe(1);
+  return { ok: replies[0]?.ok ?? false, text: replies[0]?.text ?? '' };
+}
+function operate(c: Cluster, q: OperatorRequest, ms = 300): { ok: boolean; text: string } {
+  c.operate(q);
+  c.run(ms);
+  return outcome(c, q);
+}
+/** Every spawn delivered so far is reported running, as the agents' drivers would. */
+function reportSpawns(c: Cluster, done = new Set<string>()): Set<string> {
+  for (const a of c.agents) {
+    for (const o of c.effects('deliver.command', a.id)) {
+      const cmd = o.effect.command;
+      if (cmd.type !== 'proc.spawn' || done.has(`${cmd.task}/${cmd.vpid}`)) continue;
+      done.add(`${cmd.task}/${cmd.vpid}`);
+      c.input(a.id, { type: 'request', nowMs: c.now(), request: { type: 'proc.report', reports: [{ task: cmd.task, vpid: cmd.vpid, kind: 'spawnSucceeded', pid: 1000 + cmd.vpid, exitCode: null, signal: null, reason: 'running', endpoint: '' }] } });
+    }
+  }
+  c.run(300);
+  return done;
+}
+const view = (c: Cluster) => c.replicas[0]?.clusterView() ?? { nodes: [], tasks: [] };
+const nodesOf = (c: Cluster, task: string) => [...new Set(view(c).tasks.find((t) => t.id === task)?.procs.map((p) => p.node) ?? [])].sort();
+const sameDigest = (c: Cluster) => new Set(c.replicas.map((r) => r.digestHex())).size === 1;
+
+describe('node.add (PROTOCOL §10.12)', () => {
+  it('the group takes the new node and its key; its agent joins and a task that needs its slots runs there', () => {
+    const c = makeCluster(2);
+    c.run(200);
+    expect(operate(c, add('a3', 'n3x'))).toEqual({ ok: true, text: 'node n3x added (agent a3 at 10.0.0.9); it joins when its agent starts' });
+    expect(view(c).nodes.map((x) => `${x.node}:${x.state}`)).toEqual(['n1:up', 'n2:up', 'n3x:joining']);
+    // Every replica handed the key to its driver, once.
+    expect(c.effects('keys').map((o) => o.proc).sort()).toEqual(['r1', 'r2', 'r3']);
+    c.addAgent('a3');
+    c.run(500);
+    expect(view(c).nodes.find((x) => x.node === 'n3x')).toMatchObject({ agent: 'a3', state: 'up', slots: 4 });
+    const t = submit(12);
+    expect(operate(c, t).ok).toBe(true);
+    reportSpawns(c);
+    expect(nodesOf(c, 't1')).toEqual(['n1', 'n2', 'n3x']);
+    expect(view(c).tasks[0]?.state).toBe('running');
+    expect(sameDigest(c)).toBe(true);
+  });
+
+  it('refused: an id or node name already in the cluster, a replica id, the same address twice, a cluster shutting down', () => {
+    const c = makeCluster(2);
+    c.run(200);
+    expect(operate(c, add('a1', 'n9')).text).toBe('cannot add n9: a1 is already a process of this cluster');
+    expect(operate(c, add('r2', 'n9')).text).toBe('cannot add n9: r2 is already a process of this cluster');
+    expect(operate(c, add('a9', 'n2')).text).toBe('cannot add n2: a node n2 is already in this cluster');
+    expect(operate(c, add('a9', 'n3')).text).toBe('cannot add n3: a node n3 is already in this cluster'); // r3's node
+    expect(operate(c, add('a9', 'n9', '10.0.0.7')).ok).toBe(true);
+    expect(operate(c, add('a8', 'n8', '10.0.0.7')).text).toBe('cannot add n8: address 10.0.0.7 is already an added node\'s');
+    operate(c, { type: 'cluster.shutdown', nonce: nonce() });
+    expect(operate(c, add('a7', 'n7', '10.0.0.6')).text).toBe('cannot add n7: the cluster is shutting down');
+    expect(view(c).nodes.map((x) => x.node)).toEqual(['n1', 'n2', 'n9']);
+  });
+
+  it('an added node that fails is reset like the others, with its address: the watchdog\'s cluster.json does not list it', () => {
+    const c = makeCluster(2);
+    const resets: { from: string; node: string; address: string }[] = [];
+    c.filters.push((from, to, item) => {
+      if (to === 'scc' && item.type === 'reset.node') resets.push({ from, node: item.node, address: item.address });
+      return item;
+    });
+    c.run(200);
+    operate(c, add('a3', 'n3x', '10.0.0.33'));
+    c.addAgent('a3');
+    c.run(500);
+    c.down.add('a3');
+    c.run(2_000);
+    expect(view(c).nodes.find((x) => x.node === 'n3x')?.state).toBe('failed');
+    expect(new Set(resets.map((r) => `${r.node}@${r.address}`))).toEqual(new Set(['n3x@10.0.0.33']));
+    expect(new Set(resets.map((r) => r.from)).size).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('node.remove (PROTOCOL §10.12)', () => {
+  it('an idle node leaves at once: its agent is told to stop, the group forgets it, and a task no longer fits on it', () => {
+    const c = makeCluster(4);
+    c.run(200);
+    expect(operate(c, remove('n4'))).toEqual({ ok: true, text: 'n4 removed' });
+    expect(c.effects('deliver.command', 'a4').map((o) => o.effect.command.type)).toContain('node.shutdown');
+    expect(view(c).nodes.map((x) => x.node)).toEqual(['n1', 'n2', 'n3']);
+    operate(c, submit(12));
+    reportSpawns(c);
+    expect(nodesOf(c, 't1')).toEqual(['n1', 'n2', 'n3']);
+    // Its agent's later requests change nothing; its events name the removal.
+    expect(c.replicas[0]?.status(c.now()).cluster.events.some((e) => e.text === 'node n4 removed (agent a4)')).toBe(true);
+    expect(sameDigest(c)).toBe(true);
+  });
+
+  it('a busy node drains: nothing new is placed there, and it leaves once its task ends', () => {
+    const c = makeCluster(4);
+    c.run(200);
+    operate(c, submit(16));
+    const done = reportSpawns(c);
+    expect(nodesOf(c, 't1')).toEqual(['n1', 'n2', 'n3', 'n4']);
+    expect(operate(c, remove('n4'))).toEqual({ ok: true, text: 'n4 draining: waiting for t1 to finish' });
+    expect(view(c).nodes.find((x) => x.node === 'n4')?.state).toBe('draining');
+    expect(c.effects('deliver.command', 'a4').map((o) => o.effect.command.type)).not.toContain('node.shutdown');
+    // The task ends: every process exits 0.
+    for (const a of c.agents) {
+      for (const key of done) {
+        const [task, vpid] = key.split('/') as [string, string];
+        const proc = view(c).tasks.find((t) => t.id === task)?.procs.find((p) => p.vpid === Number(vpid));
+        if (proc?.node !== `n${a.id.slice(1)}`) continue;
+        c.input(a.id, { type: 'request', nowMs: c.now(), request: { type: 'proc.report', reports: [{ task, vpid: Number(vpid), kind: 'terminatedNormally', pid: 1000 + Number(vpid), exitCode: 0, signal: null, reason: 'exited with code 0', endpoint: '' }] } });
+      }
+    }
+    c.run(500);
+    expect(view(c).tasks[0]?.state).toBe('terminatedNormally');
+    expect(view(c).nodes.map((x) => x.node)).toEqual(['n1', 'n2', 'n3']);
+    expect(c.effects('deliver.command', 'a4').map((o) => o.effect.command.type)).toContain('node.shutdown');
+    operate(c, submit(13));
+    expect(view(c).tasks.find((t) => t.id === 't2')?.state).toBe('waitForResource');
+    expect(sameDigest(c)).toBe(true);
+  });
+
+  it('with kill, the tasks holding slots there are killed; refused: an unknown node, a node hosting a member of the group', () => {
+    const c = makeCluster(4);
+    c.run(200);
+    operate(c, submit(16));
+    reportSpawns(c);
+    expect(operate(c, remove('n9')).text).toBe('cannot remove n9: no such node in the cluster (see `trine nodes`)');
+    expect(operate(c, remove('n2')).text).toBe('cannot remove n2: it hosts replica r2 of the manager group');
+    expect(operate(c, remove('n4', true))).toEqual({ ok: true, text: 'n4 draining: killing t1' });
+    const terminates = c.effects('deliver.command').filter((o) => o.effect.command.type === 'proc.terminate').map((o) => o.proc);
+    expect(new Set(terminates)).toEqual(new Set(['a1', 'a2', 'a3', 'a4']));
+  });
+
+  it('the state of a cluster with added and draining nodes transfers to a replacement byte for byte', () => {
+    const c = makeCluster(4);
+    c.run(200);
+    operate(c, add('a5', 'n5'));
+    operate(c, submit(16));
+    reportSpawns(c);
+    operate(c, remove('n4'));
+    const s = c.replicas[0]?.state();
+    if (s === undefined) throw new Error('no replica');
+    expect(s.nodes.get('a4')?.draining).toBe(true);
+    const decoded = decodeState(encodeState(s), { timers: s.timers, pool: s.pool });
+    if (!decoded.ok) throw new Error(decoded.detail);
+    expect(decoded.value.added).toEqual(s.added);
+    expect(decoded.value.nodes).toEqual(s.nodes);
+    expect(Buffer.from(encodeState(decoded.value)).equals(Buffer.from(encodeState(s)))).toBe(true);
+  });
+});
+
+describe('the watchdog resets an added node at the address two replicas give (PROTOCOL §10.12)', () => {
+  const membership: Membership = {
+    cluster: 'c1', replicas: ['r1', 'r2', 'r3'], replicaNodes: ['n1', 'n2', 'n3'], spareReplicas: [], agents: [{ id: 'a1', node: 'n1' }],
+    scc: 'scc', operators: ['op'], timing: DEFAULT_TIMING,
+  };
+  const keys = { signer: hmacSigner('scc'), verifier: hmacVerifier(['scc', 'op', 'r1', 'r2', 'r3', 'a1']) };
+  const reset = (from: string, node: string, rsn: number, address: string): CoreInput =>
+    ({ type: 'frame', nowMs: 1000, frame: { from, to: 'scc', items: [{ type: 'reset.node', node, rsn, address }] } });
+  const orders = (out: CoreEffect[]) => out.flatMap((e) => (e.type === 'reset.node' ? [`${e.node}@${e.rsn}@${e.address}`] : []));
+
+  it('two matching requests with its address reset it there; a listed node\'s address never comes from the request', () => {
+    const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
+    expect(orders([...w.step(reset('r1', 'n5', 7, '10.0.0.5')), ...w.step(reset('r2', 'n5', 7, '10.0.0.5'))])).toEqual(['n5@7@10.0.0.5']);
+    expect(orders([...w.step(reset('r1', 'n1', 8, '10.6.6.6')), ...w.step(reset('r2', 'n1', 8, '10.6.6.6'))])).toEqual(['n1@8@']);
+  });
+
+  it('no address, or two replicas that disagree on it, reset nothing; one replica\'s invented nodes hold at most MAX_ADDED_NODE_VOTES votes', () => {
+    const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
+    expect(orders([...w.step(reset('r1', 'n6', 7, '')), ...w.step(reset('r2', 'n6', 7, ''))])).toEqual([]);
+    expect(orders([...w.step(reset('r1', 'n7', 7, '10.0.0.7')), ...w.step(reset('r2', 'n7', 7, '10.0.0.8'))])).toEqual([]);
+    for (let i = 0; i < MAX_ADDED_NODE_VOTES + 10; i++) w.step(reset('r3', `x${i}`, 1, '10.1.1.1'));
+    const ignored = w.status(1000).ignored;
+    w.step(reset('r3', 'x99', 1, '10.1.1.1'));
+    expect(w.status(1000).ignored).toBe(ignored + 1);
+  });
+});
