@@ -105,7 +105,7 @@ const taskView = shape({
   signals: shape({ broadcasts: num, pointToPoint: num, groupRequests: num, dropped: num }),
 } satisfies Record<keyof TaskView, Check>);
 const nodeView = shape({
-  agent: str, node: str, slots: num, used: num, state: oneOf(['joining', 'up', 'failed']), inc: num,
+  agent: str, node: str, slots: num, used: num, state: oneOf(['joining', 'up', 'failed', 'draining']), inc: num,
 } satisfies Record<keyof NodeView, Check>);
 const clusterEvent = shape({
   atMs: num, rsn: num, task: orNull(str), vpid: orNull(num), text: str,

@@ -132,6 +132,13 @@ describe('parseClusterView: what a replica may send', () => {
     expect(parseClusterView(JSON.parse(JSON.stringify(view())))).toEqual(view());
   });
 
+  it('accepts every node state a replica reports, draining included (PROTOCOL §10.12)', () => {
+    for (const state of ['joining', 'up', 'failed', 'draining'] as const) {
+      const v = { ...view(), nodes: [{ agent: 'a1', node: 'n1', slots: 4, used: 0, state, inc: 1 }] };
+      expect(parseClusterView(JSON.parse(JSON.stringify(v))), state).toEqual(v);
+    }
+  });
+
   it('refuses a missing view, a wrong type anywhere, an unknown node state', () => {
     expect(parseClusterView(undefined)).toBeNull();
     expect(parseClusterView({ ...view(), tick: '3' })).toBeNull();
