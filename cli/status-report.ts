@@ -214,7 +214,17 @@ export function buildStatusDocument(config: ClusterConfig, dir: string, answers:
 
   // Nodes: agents heartbeat the backups only (spec §1.3), so their view is the one that counts.
   const backupViews = [...inGroup.values()].filter((s) => s.role === 'backup');
-  const nodes: NodeRow[] = m.agents.map(({ id: agent, node }) => {
+  // The group's nodes, as a majority of the members in service list them: nodes are added and
+  // removed at run time (PROTOCOL §10.12), so cluster.json's list is only where it started.
+  const listed = new Map<ProcessId, { node: string; votes: number }>();
+  for (const s of inGroup.values()) {
+    for (const a of s.agents) listed.set(a.id, { node: a.node, votes: (listed.get(a.id)?.votes ?? 0) + 1 });
+  }
+  const groupAgents = inGroup.size === 0
+    ? m.agents
+    : [...listed].filter(([, e]) => e.votes * 2 > inGroup.size).map(([id, e]) => ({ id, node: e.node }))
+      .sort((a, b) => a.id.localeCompare(b.id, 'en', { numeric: true }));
+  const nodes: NodeRow[] = groupAgents.map(({ id: agent, node }) => {
     const seen = backupViews.map((s) => ({ by: s.id, view: s.agents.find((x) => x.id === agent) })).filter((x) => x.view !== undefined);
     const health = best(seen.map((x) => x.view?.health ?? 'unknown'));
     const ages = seen.map((x) => x.view?.lastHeartbeatAgeMs ?? null).filter((x): x is number => x !== null);

@@ -54,6 +54,18 @@ describe('buildStatusDocument follows the group', () => {
     expect(doc.nodes.map((n) => n.replica)).toEqual(['r1', 'r2', 'r3', null]);
   });
 
+  it('the nodes are the group\'s, not cluster.json\'s: an added node is a row, a removed one is no problem (PROTOCOL §10.12)', () => {
+    const agents = [['a1', 'n1'], ['a2', 'n2'], ['a3', 'n3'], ['a5', 'n5']].map(([id, node]) => ({
+      id: id as string, node: node as string, connected: true, joined: true, lastHeartbeatAgeMs: 20, health: 'healthy' as const,
+    }));
+    const doc = build(answers(
+      [['r1', ok(replica('r1', v0, { agents }))], ['r2', ok(replica('r2', v0, { agents }))], ['r3', ok(replica('r3', v0, { agents }))]],
+      watchdog(['r1', 'r2', 'r3'].map((r) => watchdogReplica(r))),
+    ));
+    expect(doc.problems).toEqual([]);
+    expect(doc.nodes.map((x) => [x.id, x.agent])).toEqual([['n1', 'a1'], ['n2', 'a2'], ['n3', 'a3'], ['n5', 'a5']]);
+  });
+
   it('after two replacements: the members are the rows, healthy; the killed ones are retired, not problems', () => {
     const doc = build(twiceReplaced());
     expect(doc.problems).toEqual([]);
