@@ -5,7 +5,8 @@ import { exitWhenFlushed } from './exit.ts';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MAX_TASK_PROCS } from '../src/core/constants.ts';
 import { INJECT_MODES } from '../src/daemon/inject-modes.ts';
-import { DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
+import { DEFAULT_AGENT_SLOTS, DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
+import { MAX_SLOTS } from '../src/io/hosts-file.ts';
 import { runManagerStandby } from '../src/daemon/manager.ts';
 import { startAgent, startManager, startWatchdog } from './daemons.ts';
 import { down } from './down.ts';
@@ -15,6 +16,7 @@ import { keygen } from './keygen.ts';
 import { kill, restart } from './kill.ts';
 import { shutdown } from './shutdown.ts';
 import { logs } from './logs.ts';
+import { NODE_REMOVE_WAIT_MS, nodeAdd, nodeRemove } from './node-admin.ts';
 import { nodes } from './nodes.ts';
 import { OP_TIMEOUT_MS, VIEW_TIMEOUT_MS } from './op-client.ts';
 import { ps } from './ps.ts';
@@ -196,35 +198,68 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
       return setOutcome(import('./node-run.ts').then((n) => n.sccRun({ bundle: o.bundle as string })));
     });
 
-  // ---- several hosts (docs/OPERATIONS.md §8): init, node run ----
+  // ---- several hosts (docs/OPERATIONS.md §8): init, node run, node add, node remove ----
   program.command('init')
     .description('write one bundle per host (cluster document, that host\'s keys, systemd unit) from a hosts file')
     .requiredOption('--hosts <file>', 'the hosts file (YAML; see examples/hosts.yaml)')
     .requiredOption('--out <dir>', 'where to write the bundles (a new or empty directory)')
     .action((o: { hosts: string; out: string }) => setOutcome(import('./node-run.ts').then((n) => n.init(o))));
 
-  program.command('node')
-    .description('run this host\'s part of a cluster of several hosts: `trine node run --bundle DIR`')
-    .argument('<action>', '`run`')
-    .requiredOption('--bundle <dir>', 'this host\'s bundle, from `trine init`')
-    .action((action: string, o: { bundle: string }) => {
-      if (action !== 'run') return setOutcome(Promise.reject(new CliError(`trine node: unknown action "${action}": use \`trine node run --bundle DIR\``, EXIT_USAGE)));
-      return setOutcome(import('./node-run.ts').then((n) => n.nodeRun(o)));
-    });
+  const node = program.command('node')
+    .description('a host of a cluster of several hosts: run its part (`trine node run`), or add or remove one at run time (`trine node add`, `trine node remove`)')
+    // Reached only when no subcommand matched: none named, or an unknown one.
+    .usage('<command> [options]')
+    .argument('[command]', 'run, add or remove')
+    .action((command: string | undefined) => setOutcome(Promise.reject(new CliError(
+      `${command === undefined ? '`trine node` needs a command' : `unknown command 'node ${command}'`}: use \`trine node run --bundle DIR\`, ` +
+        '`trine node add --id HOST --address ADDR` or `trine node remove HOST` (see `trine node --help`)',
+      EXIT_USAGE,
+    ))));
+  node.command('run')
+    .description('run this host\'s part of a cluster of several hosts, in the foreground, from its bundle')
+    .requiredOption('--bundle <dir>', 'this host\'s bundle, from `trine init` or `trine node add`')
+    .action((o: { bundle: string }) => setOutcome(import('./node-run.ts').then((n) => n.nodeRun(o))));
+  node.command('add')
+    .description('add an agent host to the running cluster (PROTOCOL §10.12) and write its bundle; run it from the operator bundle')
+    .requiredOption('--id <host>', 'the new host\'s id: its node name and bundle directory (e.g. n5)')
+    .requiredOption('--address <addr>', 'the new host\'s network address (IP address or DNS name)')
+    .option('--slots <n>', `processes the node runs at once (default ${DEFAULT_AGENT_SLOTS})`, integer('--slots', 1, MAX_SLOTS))
+    .option('--out <dir>', 'where to write the host\'s bundle, as OUT/HOST (default: beside the operator bundle)')
+    .option('--dir <dir>', `the operator bundle (default ${DEFAULT_CLUSTER_DIR})`)
+    .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
+    .action((o: { id: string; address: string; slots?: number; out?: string; dir?: string; timeout?: number }) =>
+      setOutcome(nodeAdd({ dir: o.dir, id: o.id, address: o.address, slots: o.slots ?? DEFAULT_AGENT_SLOTS, out: o.out, timeoutMs: o.timeout })));
+  node.command('remove')
+    .description('drain a node and remove it from the running cluster (PROTOCOL §10.12): nothing new is placed there; once no task runs there its node stops')
+    .argument('<host>', 'the node, e.g. n5')
+    .option('--kill', 'kill the tasks that have processes on the node, instead of waiting for them to end')
+    .option('--no-wait', 'return once the group has agreed to drain the node, without waiting for it to leave')
+    .option('--dir <dir>', DIR_HELP)
+    .option('--timeout <ms>', `how long to wait for the node to leave the group's node list (default ${NODE_REMOVE_WAIT_MS})`, integer('--timeout', 1, 3_600_000))
+    .action((host: string, o: { kill?: boolean; wait?: boolean; dir?: string; timeout?: number }) =>
+      setOutcome(nodeRemove({ dir: o.dir, host, kill: o.kill === true, wait: o.wait !== false, timeoutMs: o.timeout })));
 
   return program;
 }
 
-/** The command named in argv, for the hint in a usage error. */
-function commandIn(argv: readonly string[], program: Command): string | null {
-  const names = new Set(program.commands.map((c) => c.name()));
-  return argv.slice(2).find((a) => names.has(a)) ?? null;
+/** The command named in argv, with its subcommand if it has some (`node add`), for the hint in
+ *  a usage error; `group` is set when the command has subcommands and none was named. */
+function commandIn(argv: readonly string[], program: Command): { path: string; group: boolean } | null {
+  const args = argv.slice(2);
+  const at = args.findIndex((a) => program.commands.some((c) => c.name() === a));
+  const cmd = program.commands.find((c) => c.name() === args[at]);
+  if (cmd === undefined) return null;
+  if (cmd.commands.length === 0) return { path: cmd.name(), group: false };
+  const sub = cmd.commands.find((c) => c.name() === args[at + 1]);
+  return sub === undefined ? { path: cmd.name(), group: true } : { path: `${cmd.name()} ${sub.name()}`, group: false };
 }
 
 function usageLine(e: CommanderError, argv: readonly string[], program: Command): string {
   const what = e.message.replace(/^error:\s*/, '').replace(/\s*\n\s*/g, ' ').trim();
   const cmd = commandIn(argv, program);
-  const hint = e.code === 'commander.unknownCommand' || cmd === null ? 'run `trine --help` for the commands' : `run \`trine ${cmd} --help\` for its options`;
+  const hint = cmd === null || (e.code === 'commander.unknownCommand' && !cmd.group) ? 'run `trine --help` for the commands'
+    : cmd.group ? `run \`trine ${cmd.path} --help\` for its commands`
+      : `run \`trine ${cmd.path} --help\` for its options`;
   return `trine: ${what}: ${hint}\n`;
 }
 

@@ -94,14 +94,22 @@ export async function nodeRun(opts: { bundle: string }): Promise<number> {
       process.stdout.write(`node ${bundle.host}: ${why}; stopping its processes\n`);
       void stopCluster(dir, []).then(() => resolveRun(code), () => resolveRun(EXIT_FAILED));
     };
+    /** The agent's record says whether the node was removed or the cluster shut down. */
+    const removedFromCluster = (): boolean => {
+      try {
+        return (JSON.parse(readFileSync(paths.shutdownFile(dir, agent.id), 'utf8')) as { removed?: unknown }).removed === true;
+      } catch {
+        return false;
+      }
+    };
     const shutDown = async (): Promise<void> => {
       stopping = true;
       clearInterval(watch);
-      process.stdout.write(`node ${bundle.host}: the operator shut the cluster down; waiting for its replicas to finish\n`);
+      process.stdout.write(`node ${bundle.host}: ${removedFromCluster() ? 'the operator removed this node' : 'the operator shut the cluster down'}; waiting for its replicas to finish\n`);
       const until = Date.now() + NODE_SHUTDOWN_WAIT_MS;
       while (runningProcesses(dir).length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, NODE_WATCH_MS));
       await stopCluster(dir, []);
-      process.stdout.write(`node ${bundle.host}: stopped for the shutdown (exit ${EXIT_SHUTDOWN}: systemd does not restart it)\n`);
+      process.stdout.write(`node ${bundle.host}: stopped for the ${removedFromCluster() ? 'removal' : 'shutdown'} (exit ${EXIT_SHUTDOWN}: systemd does not restart it)\n`);
       resolveRun(EXIT_SHUTDOWN);
     };
     const watch = setInterval(() => {

@@ -264,7 +264,7 @@ function shutdown(s: ReplicatedState, r: ApplyResult): { outcome: { ok: boolean;
   }
   absorb(s, effects, r);
   const nodes = [...s.nodes.entries()].filter(([, n]) => n.joined && !n.failed).sort((a, b) => (a[0] < b[0] ? -1 : 1));
-  for (const [agent] of nodes) emit(s, agent, { type: 'node.shutdown', rsn: s.rsn }, r.messages);
+  for (const [agent] of nodes) emit(s, agent, { type: 'node.shutdown', rsn: s.rsn, removed: false }, r.messages);
   r.events.push({ type: 'event', task: null, vpid: null, text: `cluster shutdown ordered by the operator: ${nodes.length} node${nodes.length === 1 ? '' : 's'} told to stop, ${killed.length} task${killed.length === 1 ? '' : 's'} killed` });
   r.shutdown = { rsn: s.rsn };
   const text = `cluster shutting down: ${nodes.map(([, n]) => n.node).join(', ') || 'no nodes'} told to stop; ${killed.length === 0 ? 'no task was running' : `killed ${killed.join(', ')}`}`;
@@ -282,7 +282,9 @@ function addNode(s: ReplicatedState, q: NodeAdd): { outcome: { ok: boolean; text
   for (const n of s.spareNodes.values()) nodesInUse.add(n);
   if (s.nodes.has(q.agent) || s.added.has(q.agent) || s.pool.includes(q.agent) || s.clientInc.has(q.agent)) return refuse(`${q.agent} is already a process of this cluster`);
   if (nodesInUse.has(q.node)) return refuse(`a node ${q.node} is already in this cluster`);
-  if ([...s.added.values()].some((a) => a.address === q.address)) return refuse(`address ${q.address} is already an added node's`);
+  // A removed node's address is free again (a repaired machine may come back); its name and agent
+  // id are not: finished tasks still name the node, and the id's key can never be revoked.
+  if ([...s.added].some(([a, n]) => n.address === q.address && s.nodes.has(a))) return refuse(`address ${q.address} is already an added node's`);
   s.added.set(q.agent, { node: q.node, address: q.address, port: q.port, publicKey: new Uint8Array(q.publicKey) });
   s.nodes.set(q.agent, { node: q.node, joined: false, slots: 0, failed: false, inc: 0, draining: false });
   return { outcome: { ok: true, text: `node ${q.node} added (agent ${q.agent} at ${q.address}); it joins when its agent starts` }, effects: [] };
@@ -311,7 +313,7 @@ function removeNode(s: ReplicatedState, q: NodeRemove, r: ApplyResult): { outcom
 function finishDrains(s: ReplicatedState, r: ApplyResult): void {
   for (const [agent, rec] of [...s.nodes]) {
     if (!rec.draining || slotsHeldOn(s.cluster, rec.node) > 0) continue;
-    if (rec.joined && !rec.failed) emit(s, agent, { type: 'node.shutdown', rsn: s.rsn }, r.messages);
+    if (rec.joined && !rec.failed) emit(s, agent, { type: 'node.shutdown', rsn: s.rsn, removed: true }, r.messages);
     s.nodes.delete(agent);
     r.events.push({ type: 'event', task: null, vpid: null, text: `node ${rec.node} removed (agent ${agent})` });
   }
@@ -378,7 +380,7 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       // A (re)joined agent learns the group as it is now, and may host a replacement.
       if (s.group.view > 0) emit(s, client, { type: 'replicas', view: s.group.view, primary: s.primary, replicas: [...s.replicas] }, messages);
       // One that joins while the cluster shuts down stops too (PROTOCOL §10.11).
-      if (s.shutdownAt !== null) emit(s, client, { type: 'node.shutdown', rsn: s.shutdownAt }, messages);
+      if (s.shutdownAt !== null) emit(s, client, { type: 'node.shutdown', rsn: s.shutdownAt, removed: false }, messages);
       else absorbView(s, recoveryStep(groupContext(s), s.group), r);
       return r;
     }

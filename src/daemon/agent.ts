@@ -162,7 +162,7 @@ export class ProcDriver {
     const until = Date.now() + NODE_SHUTDOWN_GRACE_MS;
     while (alive().length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, NODE_SHUTDOWN_POLL_MS));
     if (alive().length > 0) {
-      this.run(this.procs.command({ type: 'node.shutdown', rsn }));
+      this.run(this.procs.command({ type: 'node.shutdown', rsn, removed: false }));
       for (const r of alive()) this.spawner.killProcess(r.pid, 'SIGKILL');
       const killUntil = Date.now() + NODE_SHUTDOWN_POLL_MS * 10;
       while (alive().length > 0 && Date.now() < killUntil) await new Promise((r) => setTimeout(r, NODE_SHUTDOWN_POLL_MS));
@@ -478,16 +478,17 @@ export async function runAgent(
         driver?.onCommand(effect.command);
         onReplicaCommand(effect.command);
         if (effect.command.type === 'node.shutdown' && driver !== null && clusterDir !== null) {
-          const { rsn } = effect.command;
-          log?.warn({ event: 'node.shutdown', rsn }, 'the operator shut the cluster down: stopping this node');
+          const { rsn, removed } = effect.command;
+          const why = removed ? 'the operator removed this node' : 'the operator shut the cluster down';
+          log?.warn({ event: 'node.shutdown', rsn, removed }, `${why}: stopping this node`);
           const dir = clusterDir;
           void driver.shutdown(rsn).then((left) => {
             try {
-              writeFileSync(paths.shutdownFile(dir, id), `${JSON.stringify({ rsn, atMs: Date.now() })}\n`);
+              writeFileSync(paths.shutdownFile(dir, id), `${JSON.stringify({ rsn, removed, atMs: Date.now() })}\n`);
             } catch (e) {
               log?.error({ event: 'node.shutdown.record-failed', error: (e as Error).message });
             }
-            exitAgent?.(EXIT_SHUTDOWN, `the operator shut the cluster down (RSN ${rsn})${left === 0 ? '' : `; ${left} processes would not die`}`);
+            exitAgent?.(EXIT_SHUTDOWN, `${why} (RSN ${rsn})${left === 0 ? '' : `; ${left} processes would not die`}`);
           });
         }
       }

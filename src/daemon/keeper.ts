@@ -24,8 +24,9 @@
 //   - an agent that exits with EXIT_CONFIG (2) cannot start as configured (bad cluster dir, key,
 //     id): replacing it cannot help, so the keeper gives up with the same code and `trine up`
 //     reports it;
-//   - an agent that exits with EXIT_SHUTDOWN (4) stopped its node for `trine shutdown`
-//     (PROTOCOL §10.11): the keeper kills the standby and exits with the same code.
+//   - an agent that exits with EXIT_SHUTDOWN (4) stopped its node for `trine shutdown` or
+//     `trine node remove` (PROTOCOL §10.11, §10.12): the keeper kills the standby and exits with
+//     the same code.
 // On SIGTERM/SIGINT it kills the standby, stops the agent (SIGTERM, SIGKILL after 1 s) and exits
 // once both are gone; task processes are not the keeper's business (`trine down` stops them from
 // the procs files). A standby outlives a keeper killed with SIGKILL only until it notices its
@@ -197,7 +198,7 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
     if (code === EXIT_SHUTDOWN) {
       // PROTOCOL §10.11: the operator stopped the cluster; the standby goes with this keeper.
       if (standby !== null) standby.proc.kill('SIGKILL');
-      return finish(EXIT_SHUTDOWN, 'the agent stopped for a cluster shutdown');
+      return finish(EXIT_SHUTDOWN, 'the agent stopped its node for good (cluster shutdown or node removed)');
     }
     diedAtMs = now();
     wantAgent = true;

@@ -5,7 +5,8 @@
 // that document, the host's own private keys (mode 0600) and nothing of any other host, a
 // `bundle.json` that says whose bundle it is, and the host's systemd unit. A bundle is a cluster
 // directory: daemons started from it find their key where `trine up`'s find theirs, and write
-// their logs and records inside it.
+// their logs and records inside it. `trine node add` (cli/node-admin.ts) writes one more agent
+// host's bundle the same way, from the operator's cluster document plus that host's agent.
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -130,19 +131,92 @@ export function writeDeployment(file: HostsFile, outArg: string): Plan {
   });
   mkdirSync(out, { recursive: true, mode: 0o755 });
   writeFileSync(join(out, 'cluster.json'), `${JSON.stringify(plan.config, null, 2)}\n`);
-  for (const b of plan.bundles) {
-    const dir = join(out, b.host);
-    mkdirSync(dir, { mode: 0o700 });
-    chmodSync(dir, 0o700);
-    writeClusterConfig(dir, plan.config);
-    mkdirSync(paths.keys(dir), { mode: 0o700 });
-    for (const id of b.ids) writeKeyFile(paths.keyFile(dir, id), id, pairs.get(id) as KeyPair);
-    writeFileSync(join(dir, 'bundle.json'), `${JSON.stringify(b, null, 2)}\n`);
-    const unit = systemdUnit(b);
-    if (unit !== null) writeFileSync(join(dir, unit.name), unit.text);
-  }
+  for (const b of plan.bundles) writeBundle(join(out, b.host), plan.config, b, pairs);
   pairs.clear();
   return plan;
+}
+
+/** Writes one host's bundle into the new directory `dir` (mode 0700): the cluster document, the
+ *  private keys of the ids `b` lists (0600, in keys/ 0700), bundle.json and its systemd unit. */
+export function writeBundle(dir: string, config: ClusterConfig, b: BundleInfo, pairs: ReadonlyMap<ProcessId, KeyPair>): void {
+  mkdirSync(dir, { mode: 0o700 });
+  chmodSync(dir, 0o700);
+  writeClusterConfig(dir, config);
+  mkdirSync(paths.keys(dir), { mode: 0o700 });
+  for (const id of b.ids) {
+    const pair = pairs.get(id);
+    if (pair === undefined) throw new TypeError(`no key pair for ${id} of host ${b.host}`);
+    writeKeyFile(paths.keyFile(dir, id), id, pair);
+  }
+  writeFileSync(join(dir, 'bundle.json'), `${JSON.stringify(b, null, 2)}\n`);
+  const unit = systemdUnit(b);
+  if (unit !== null) writeFileSync(join(dir, unit.name), unit.text);
+}
+
+// ---- a node added at run time (`trine node add`, PROTOCOL §10.12) ------------------------------
+
+/** A host added to a running cluster: an agent and nothing else. It holds no spare replica id:
+ *  spares stay bound to the hosts `trine init` made, whose bundles hold their keys (§10.6). */
+export type AddedNode = { host: string; address: string; agent: ProcessId; port: number; slots: number; publicKey: Uint8Array };
+
+/** The lowest agent id `a<k>` that no process of the cluster has and no public key was ever
+ *  recorded for: a removed node's agent keeps its key in the operator's cluster.json, so its id
+ *  is never handed to another host (the group may still know it, with the old key). */
+export function nextAgentId(config: ClusterConfig): ProcessId {
+  const taken = new Set<string>([...config.processes.map((p) => p.id), ...Object.keys(config.publicKeys)]);
+  for (let k = 1; ; k++) {
+    if (!taken.has(`a${k}`)) return `a${k}`;
+  }
+}
+
+/** The port the cluster's agents listen on (`trine init` gives every agent host the same one,
+ *  after its replica and spare ports), or null if no agent listens (a one-host `trine up`
+ *  cluster, whose agents nobody dials). */
+export function agentListenPort(config: ClusterConfig): number | null {
+  const counts = new Map<number, number>();
+  for (const p of config.processes) if (p.kind === 'agent' && p.listen !== null) counts.set(p.listen.port, (counts.get(p.listen.port) ?? 0) + 1);
+  let best: number | null = null;
+  for (const [port, n] of counts) if (best === null || n > (counts.get(best) ?? 0) || (n === counts.get(best) && port < best)) best = port;
+  return best;
+}
+
+/** The cluster document with node `n` added: its agent's process entry (listening on the
+ *  host's address, for the operator's log reads), membership entry, node address and public
+ *  key. Everything else is as it was. */
+export function addNodeToConfig(config: ClusterConfig, n: AddedNode): ClusterConfig {
+  if (config.processes.some((p) => p.id === n.agent) || config.publicKeys[n.agent] !== undefined) throw new TypeError(`agent id ${n.agent} is taken`);
+  if (n.publicKey.length !== PUBLIC_KEY_BYTES) throw new TypeError(`public key of ${n.agent} is ${n.publicKey.length} bytes`);
+  const entry: ProcessEntry = { id: n.agent, kind: 'agent', node: n.host, listen: { host: n.address, port: n.port }, slots: n.slots };
+  // The operator's entry stays last, as `trine init` writes it.
+  const at = config.processes.findIndex((p) => p.kind === 'operator');
+  const processes = at < 0 ? [...config.processes, entry] : [...config.processes.slice(0, at), entry, ...config.processes.slice(at)];
+  return {
+    ...config,
+    membership: { ...config.membership, agents: [...config.membership.agents, { id: n.agent, node: n.host }] },
+    processes,
+    publicKeys: { ...config.publicKeys, [n.agent]: Buffer.from(n.publicKey).toString('base64') },
+    nodeAddresses: { ...config.nodeAddresses, [n.host]: n.address },
+  };
+}
+
+/** The cluster document without node `node`'s agent (process entry, membership entry, node
+ *  address), once the group has removed the node. Its public key stays, so nextAgentId never
+ *  gives its id to another host. Spare ids bound to the node keep their entries. */
+export function removeNodeFromConfig(config: ClusterConfig, node: string): ClusterConfig {
+  const agents = new Set(config.processes.filter((p) => p.kind === 'agent' && p.node === node).map((p) => p.id));
+  const nodeAddresses = Object.fromEntries(Object.entries(config.nodeAddresses ?? {}).filter(([n]) => n !== node));
+  return {
+    ...config,
+    membership: { ...config.membership, agents: config.membership.agents.filter((a) => !agents.has(a.id)) },
+    processes: config.processes.filter((p) => !agents.has(p.id)),
+    ...(config.nodeAddresses === undefined ? {} : { nodeAddresses }),
+  };
+}
+
+/** bundle.json of an added node: an agent host of the operator's cluster, installed where the
+ *  operator bundle says the others are. */
+export function addedNodeBundle(ops: BundleInfo, n: AddedNode): BundleInfo {
+  return { format: BUNDLE_FORMAT, cluster: ops.cluster, host: n.host, address: n.address, roles: ['agent'], ids: [n.agent], install: { ...ops.install } };
 }
 
 /** The systemd unit a host runs (none for an operator-only host). `KillMode=control-group`: a

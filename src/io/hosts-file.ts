@@ -27,7 +27,7 @@ export const MAX_SPARES_PER_HOST = 8;
 /** Slots a single agent may offer: a large node's cores, with room to spare. */
 export const MAX_SLOTS = 1024;
 /** Host ids become node names and bundle directory names; agent ids derive from them. */
-const MAX_HOST_ID_CHARS = 24;
+export const MAX_HOST_ID_CHARS = 24;
 
 /** The daemons run as root by default: an agent starts task processes as the unprivileged task
  *  user, which takes root (as slurmd does); a capability set for a non-root agent would pass to
@@ -59,7 +59,7 @@ export class HostsFileError extends Error {
 }
 
 /** 127.0.0.0/8, ::1 and `localhost`: reachable from the host itself only. */
-const isLoopback = (a: string): boolean => /^127\./.test(a) || a === '::1' || a.toLowerCase() === 'localhost' || a.toLowerCase().endsWith('.localhost');
+export const isLoopback = (a: string): boolean => /^127\./.test(a) || a === '::1' || a.toLowerCase() === 'localhost' || a.toLowerCase().endsWith('.localhost');
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 

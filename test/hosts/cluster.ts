@@ -3,7 +3,8 @@
 // hosts' addresses, `trine init` into bundles, then on each host `trine node run --bundle` (or
 // `trine scc run --bundle` on the watchdog host) from that host's own bundle directory, and the
 // operator's commands run inside the operator's namespace with the operator bundle alone. The
-// watchdog resets a node with the `command` driver, through test/hosts/power-cycle.mjs.
+// watchdog resets a node with the `command` driver, through test/hosts/power-cycle.mjs. Extra
+// hosts (on the bed, not in the hosts file) stand for machines added at run time.
 // Nothing here reaches a host's processes except through its namespace and the network.
 import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -30,10 +31,18 @@ export type HostsClusterOptions = {
   timing?: Record<string, number>;
   /** Give the root namespace a port on the bed (a benchmark driving the cluster from outside). */
   rootPort?: boolean;
+  /** Hosts on the bed that the hosts file does not list: each has an address on the bridge but
+   *  no bundle and runs nothing, until a test adds it (`trine node add`, PROTOCOL §10.12) and
+   *  boots it with boot(host, bundle). The power controller knows them, at bundle(host). */
+  extraHosts?: string[];
 };
 
 export class HostsCluster {
-  private constructor(readonly bed: TestBed, readonly root: string, readonly out: string, readonly nodes: string[]) {}
+  private constructor(
+    readonly bed: TestBed, readonly root: string, readonly out: string, readonly nodes: string[],
+    /** Hosts on the bed the hosts file does not list (HostsClusterOptions.extraHosts). */
+    readonly extraHosts: string[],
+  ) {}
 
   /** Every `trine node run` / `trine scc run` this harness started, by host, oldest first (not
    *  the power controller's boots): their exit codes are what systemd would see. */
@@ -59,9 +68,11 @@ export class HostsCluster {
   static async start(opts: HostsClusterOptions = {}): Promise<HostsCluster> {
     await removeStaleTestBeds();
     const nodes = Array.from({ length: opts.agents ?? 4 }, (_, i) => `n${i + 1}`);
-    const bed = await createTestBed([...nodes, 'wd', 'ops'].map((name) => ({ name })), { rootPort: opts.rootPort === true });
+    const extra = opts.extraHosts ?? [];
+    // Extra hosts last, so the listed ones keep the addresses they have without them.
+    const bed = await createTestBed([...nodes, 'wd', 'ops', ...extra].map((name) => ({ name })), { rootPort: opts.rootPort === true });
     const root = mkdtempSync(join(tmpdir(), 'trine-hosts-'));
-    const c = new HostsCluster(bed, root, join(root, 'bundles'), nodes);
+    const c = new HostsCluster(bed, root, join(root, 'bundles'), nodes, extra);
     try {
       const timing = Object.entries(opts.timing ?? {}).map(([k, v]) => `  ${k}: ${v}\n`).join('');
       const hosts = [
@@ -81,7 +92,7 @@ export class HostsCluster {
       const init = await runLocal([TRINE, 'init', '--hosts', join(root, 'hosts.yaml'), '--out', c.out]);
       if (init.code !== 0) throw new Error(`trine init failed: ${init.stderr}`);
       // The power controller's map: node → namespace, bundle, boot log (test/hosts/power-cycle.mjs).
-      const map = { trine: TRINE, nodes: Object.fromEntries(nodes.map((n) => [n, { ns: bed.host(n).ns, address: bed.host(n).address, bundle: c.bundle(n), log: c.bootLog(n) }])) };
+      const map = { trine: TRINE, nodes: Object.fromEntries([...nodes, ...extra].map((n) => [n, { ns: bed.host(n).ns, address: bed.host(n).address, bundle: c.bundle(n), log: c.bootLog(n) }])) };
       writeFileSync(join(root, 'testbed-map.json'), JSON.stringify(map));
       c.track('wd', bed.spawn('wd', process.execPath, [TRINE, 'scc', 'run', '--bundle', c.bundle('wd')], {
         logFile: c.bootLog('wd'), env: { ...process.env, TRINE_TESTBED_MAP: join(root, 'testbed-map.json') },
@@ -100,15 +111,24 @@ export class HostsCluster {
     return join(this.root, `${host}.boot.log`);
   }
 
-  /** Starts `trine node run` on `host`, as its systemd unit would. */
-  boot(host: string): void {
-    this.track(host, this.bed.spawn(host, process.execPath, [TRINE, 'node', 'run', '--bundle', this.bundle(host)], { logFile: this.bootLog(host) }));
+  /** Starts `trine node run` on `host` from `bundle` (default: the host's bundle, bundle(host)),
+   *  as its systemd unit would; returns the process, which daemonsOf(host) lists too. */
+  boot(host: string, bundle = this.bundle(host)): ChildProcess {
+    const child = this.bed.spawn(host, process.execPath, [TRINE, 'node', 'run', '--bundle', bundle], { logFile: this.bootLog(host) });
+    this.track(host, child);
+    return child;
   }
 
   /** `trine COMMAND --dir <operator bundle> ARGS…` inside the operator's namespace. */
   op(args: readonly string[], timeoutMs = 60_000): Promise<Run> {
     const [command, ...rest] = args;
     return this.bed.run('ops', process.execPath, [TRINE, command as string, '--dir', this.opBundle, ...rest], { timeoutMs });
+  }
+
+  /** `trine node ACTION --dir <operator bundle> ARGS…` inside the operator's namespace:
+   *  `node add` and `node remove` (PROTOCOL §10.12), whose options follow the subcommand. */
+  nodeOp(action: 'add' | 'remove', args: readonly string[], timeoutMs = 90_000): Promise<Run> {
+    return this.bed.run('ops', process.execPath, [TRINE, 'node', action, '--dir', this.opBundle, ...args], { timeoutMs });
   }
 
   /** The cluster view two replicas agree on (`trine ps --json` from the operator's namespace),
@@ -145,7 +165,7 @@ export class HostsCluster {
 
   /** The last lines of every boot log, for a failure message. */
   tails(): string {
-    return [...this.nodes, 'wd'].map((h) => {
+    return [...this.nodes, ...this.extraHosts, 'wd'].map((h) => {
       try {
         return `${h}: ${readFileSync(this.bootLog(h), 'utf8').trim().split('\n').slice(-3).join(' | ')}`;
       } catch {
@@ -182,11 +202,34 @@ export class HostsCluster {
     });
   }
 
+  /** The pids inside `host`'s namespace, as the kernel lists them (daemons that left our
+   *  process groups and task processes included). */
+  async pidsIn(host: string): Promise<number[]> {
+    const out = await new Promise<string>((resolve) => {
+      execFile('ip', ['netns', 'pids', this.bed.host(host).ns], { env: { ...process.env, PATH: `${process.env['PATH'] ?? ''}:/usr/sbin:/sbin` } },
+        (_error, stdout) => resolve(stdout));
+    });
+    return out.split('\n').map((l) => Number(l.trim())).filter((p) => Number.isSafeInteger(p) && p > 0);
+  }
+
   async destroy(): Promise<void> {
     await this.bed.destroy();
     if (process.env['TRINE_KEEP_HOSTS'] !== undefined) console.log(`kept ${this.root}`);
     else rmSync(this.root, { recursive: true, force: true });
   }
+}
+
+/** A spawned daemon's exit code (or signal), or 'running' if it has not exited within `ms`. */
+export function exitOf(child: ChildProcess, ms: number): Promise<number | string> {
+  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+  if (child.signalCode !== null) return Promise.resolve(child.signalCode);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve('running'), ms);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve(code ?? signal ?? 'unknown');
+    });
+  });
 }
 
 function runLocal(args: readonly string[]): Promise<Run> {

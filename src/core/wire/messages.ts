@@ -249,9 +249,10 @@ export type GroupCommand =
   | { type: 'replica.spawn'; id: ProcessId; view: number; primary: ProcessId; replicas: ProcessId[] }
   /** Stop manager replica `id` on this node: it was condemned or its start was abandoned. */
   | { type: 'replica.kill'; id: ProcessId }
-  /** The operator shut the cluster down at `rsn` (PROTOCOL §10.11): kill every task process on
-   *  this node, then exit so that nothing restarts the agent. */
-  | { type: 'node.shutdown'; rsn: number };
+  /** Stop this node for good, as ordered at `rsn`: the operator shut the cluster down
+   *  (PROTOCOL §10.11), or, with `removed`, removed this node (§10.12). Kill every task process on
+   *  it, then exit so that nothing restarts the agent. */
+  | { type: 'node.shutdown'; rsn: number; removed: boolean };
 
 export type ProcSignal = {
   type: 'proc.signal'; task: string; vpids: number[]; signum: number; src: number; dest: number; arg: number; epoch: number;
@@ -309,7 +310,7 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
     fields: { id: processId, view: uint, primary: processId, replicas: list(processId, MAX_REPLICAS) },
   },
   'replica.kill': { code: 9, order: ['id'], fields: { id: processId } },
-  'node.shutdown': { code: 10, order: ['rsn'], fields: { rsn: uint } },
+  'node.shutdown': { code: 10, order: ['rsn', 'removed'], fields: { rsn: uint, removed: bool } },
 });
 
 // ---- Group messages (spec §3.2) --------------------------------------------------------------

@@ -161,7 +161,7 @@ describe('terminate', () => {
     const ref1 = of(second, 'spawn')[0]?.ref;
     if (ref1 === undefined) throw new Error('no second spawn');
     s.feed(s.procs.os(ref1, { type: 'os.spawned', pid: 311 }));
-    const shutdown: GroupCommand = { type: 'node.shutdown', rsn: 12 };
+    const shutdown: GroupCommand = { type: 'node.shutdown', rsn: 12, removed: false };
     expect(kills(s.feed(s.procs.command(shutdown)))).toEqual([{ pid: 310, signal: 'SIGTERM', child: true }, { pid: 311, signal: 'SIGTERM', child: true }]);
     s.feed(s.procs.os(ref1, { type: 'os.exited', code: 0, signal: null }));
     expect(kills(s.feed(s.procs.command(shutdown)))).toEqual([{ pid: 310, signal: 'SIGKILL', child: true }]);

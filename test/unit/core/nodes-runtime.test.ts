@@ -84,6 +84,16 @@ describe('node.add (PROTOCOL §10.12)', () => {
     expect(view(c).nodes.map((x) => x.node)).toEqual(['n1', 'n2', 'n9']);
   });
 
+  it('a removed added node\'s address is free again; its name and agent id never are', () => {
+    const c = makeCluster(2);
+    c.run(200);
+    operate(c, add('a3', 'n3x', '10.0.0.33'));
+    expect(operate(c, remove('n3x')).ok).toBe(true);
+    expect(operate(c, add('a3', 'n3y', '10.0.0.33')).text).toBe('cannot add n3y: a3 is already a process of this cluster');
+    expect(operate(c, add('a4', 'n3x', '10.0.0.34')).text).toBe('cannot add n3x: a node n3x is already in this cluster');
+    expect(operate(c, add('a4', 'n4x', '10.0.0.33')).ok).toBe(true);
+  });
+
   it('an added node that fails is reset like the others, with its address: the watchdog\'s cluster.json does not list it', () => {
     const c = makeCluster(2);
     const resets: { from: string; node: string; address: string }[] = [];
@@ -108,7 +118,7 @@ describe('node.remove (PROTOCOL §10.12)', () => {
     const c = makeCluster(4);
     c.run(200);
     expect(operate(c, remove('n4'))).toEqual({ ok: true, text: 'n4 removed' });
-    expect(c.effects('deliver.command', 'a4').map((o) => o.effect.command.type)).toContain('node.shutdown');
+    expect(c.effects('deliver.command', 'a4').map((o) => o.effect.command).filter((x) => x.type === 'node.shutdown')).toEqual([{ type: 'node.shutdown', rsn: expect.any(Number), removed: true }]);
     expect(view(c).nodes.map((x) => x.node)).toEqual(['n1', 'n2', 'n3']);
     operate(c, submit(12));
     reportSpawns(c);
