@@ -101,9 +101,28 @@ function announce(ctx: GroupContext, g: GroupView, replicas: ProcessId[], primar
   for (const a of ctx.liveAgents) out.push({ agent: a.id, command: { type: 'replicas', view: g.view, primary, replicas: [...replicas] } });
 }
 
-/** A spare id that may start on `node`: unused, not retired, and bound to `node` or to none. */
+/** A spare id never used that may start on `node` (null: on some node): bound to it or to none. */
+function freshSpare(ctx: GroupContext, g: GroupView, replicas: readonly ProcessId[], node: string | null): ProcessId | undefined {
+  return ctx.pool.find((p) => isSpare(ctx, p) && !replicas.includes(p) && !g.retired.includes(p) && boundTo(ctx, p, node));
+}
+
+/** With no fresh spare left, the spare retired longest ago that may start on `node`, again
+ *  (PROTOCOL §10.6: a new incarnation of a retired spare id). Its old process is gone: its agent
+ *  killed it (`replica.kill`) or a reset took it with its node, and only a live node's agent can
+ *  start it. The new one runs from the same key on the same host at a higher incarnation, which
+ *  every peer's link and the watchdog take as a restart. So a cluster replaces replicas for as
+ *  long as it has healthy nodes that hold spare keys. The initial ids are never reused: a
+ *  booting node may start its own (PROTOCOL §10.10). */
+function recycledSpare(ctx: GroupContext, g: GroupView, replicas: readonly ProcessId[], node: string | null): ProcessId | undefined {
+  return g.retired.find((p) => isSpare(ctx, p) && !replicas.includes(p) && boundTo(ctx, p, node));
+}
+
+/** The initial replicas come first in the pool; the rest are spares (membership). */
+const INITIAL_REPLICAS = 3;
+const isSpare = (ctx: GroupContext, p: ProcessId): boolean => ctx.pool.indexOf(p) >= INITIAL_REPLICAS;
+const boundTo = (ctx: GroupContext, p: ProcessId, node: string | null): boolean => node === null || (ctx.spareNodes.get(p) ?? node) === node;
 const spareFor = (ctx: GroupContext, g: GroupView, replicas: readonly ProcessId[], node: string | null): ProcessId | undefined =>
-  ctx.pool.find((p) => !replicas.includes(p) && !g.retired.includes(p) && (node === null || (ctx.spareNodes.get(p) ?? node) === node));
+  freshSpare(ctx, g, replicas, node) ?? recycledSpare(ctx, g, replicas, node);
 
 /** Choose the next spare id and a node for it, and command the spawn (PROTOCOL §10.6). */
 function startRecovery(ctx: GroupContext, g: GroupView, replicas: ProcessId[], primary: ProcessId, tried: string[], out: ViewChange): void {
@@ -124,7 +143,11 @@ function placeRecovery(ctx: GroupContext, g: GroupView, replicas: ProcessId[], p
   const r = g.recovery;
   if (r === null || r.node !== null) return;
   const hosting = new Set(replicas.map((x) => g.replicaNodes.get(x)));
-  const eligible = ctx.liveAgents.filter((a) => !hosting.has(a.node) && spareFor(ctx, g, replicas, a.node) !== undefined);
+  // Fresh spares first, on any eligible node; a retired one again only when none is left.
+  const withSpare = (find: typeof freshSpare) => ctx.liveAgents.filter((a) => !hosting.has(a.node) && find(ctx, g, replicas, a.node) !== undefined);
+  const fresh = withSpare(freshSpare);
+  const find = fresh.length > 0 ? freshSpare : recycledSpare;
+  const eligible = fresh.length > 0 ? fresh : withSpare(recycledSpare);
   let pick = eligible.find((a) => !r.tried.includes(a.node));
   // Every eligible node was tried once: start over, from the first by agent id.
   if (pick === undefined && r.tried.length > 0) {
@@ -132,13 +155,15 @@ function placeRecovery(ctx: GroupContext, g: GroupView, replicas: ProcessId[], p
     if (pick !== undefined) r.tried = [];
   }
   if (pick === undefined) return;
-  r.id = spareFor(ctx, g, replicas, pick.node) as ProcessId;
+  r.id = find(ctx, g, replicas, pick.node) as ProcessId;
   r.node = pick.node;
   r.sinceTick = ctx.tick;
   r.tried.push(pick.node);
   g.replicaNodes.set(r.id, pick.node);
+  const again = g.retired.includes(r.id);
+  if (again) g.retired = g.retired.filter((x) => x !== r.id);
   out.commands.push({ agent: pick.id, command: { type: 'replica.spawn', id: r.id, view: g.view, primary, replicas: [...replicas] } });
-  out.events.push(`replica ${r.id} to start on ${pick.node}`);
+  out.events.push(`replica ${r.id} to start on ${pick.node}${again ? ' (a new incarnation of a retired spare id)' : ''}`);
 }
 
 function retire(ctx: GroupContext, g: GroupView, id: ProcessId, out: ViewChange): void {

@@ -159,8 +159,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   };
   /** Primary: a condemnation of a backup already ordered in this view. */
   let condemnOrdered = false;
-  /** Primary: replacements whose `replica.add` is ordered. */
-  const addOrdered = new Set<ProcessId>();
+  /** Primary: replacements whose `replica.add` is ordered, as `id@view`: a spare id may start
+   *  again in a later view, as a new incarnation (PROTOCOL §10.6). */
+  const addOrdered = new Set<string>();
   /** The primary is condemned (PROTOCOL §10.5): the two others align their executed RSNs and the
    *  successor orders the condemnation. `peer`: the other survivor, if any. */
   let sync: { view: number; target: ProcessId; peer: ProcessId | undefined; peerRsn: number | null; evidence: SignedAccusation[]; ordered: boolean } | null = null;
@@ -587,8 +588,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         return false;
       case 'state.request':
         // The primary lets the replacement in at an RSN of its own; the others wait for it.
-        if (state.group.recovery?.id === from && isPrimary() && phase === 'serving' && !addOrdered.has(from)) {
-          addOrdered.add(from);
+        if (state.group.recovery?.id === from && isPrimary() && phase === 'serving' && !addOrdered.has(`${from}@${state.group.view}`)) {
+          addOrdered.add(`${from}@${state.group.view}`);
           orderInput({ type: 'replica.add', id: from }, nowMs, out);
         }
         return false;

@@ -94,6 +94,32 @@ describe('spares bound to nodes (PROTOCOL §10.6)', () => {
     expect(g.recovery).toMatchObject({ id: 'r8', node: 'n5', tried: ['n1', 'n5'] });
   });
 
+  it('§10.6: with every spare used, a retired spare id starts again (a new incarnation) on a live node that holds its key; the initial ids never do', () => {
+    // One spare per node: r4 n1, r5 n2, r6 n3, r7 n4.
+    const { g, ctx } = world({ nodes: 4, ...boundSpares(4, 1) });
+    const replaced: ProcessId[] = [];
+    // Condemn a member, let its replacement join, again and again: far more than the 4 spares.
+    for (let round = 0; round < 10; round++) {
+      const target = ctx.replicas.find((r) => !['r2', 'r3'].includes(r)) ?? 'r1';
+      const change = condemn(ctx, g, target);
+      const [spawn] = spawns(change);
+      expect(spawn, `round ${round}: a replacement for ${target}`).toBeDefined();
+      if (spawn === undefined) break;
+      replaced.push(spawn.id);
+      expect(ctx.replicas).not.toContain(spawn.id);
+      // Its key is on the node it starts on; it never shares a node with a member.
+      expect(`n${spawn.agent.slice(1)}`).toBe(ctx.spareNodes.get(spawn.id));
+      expect(['n2', 'n3']).not.toContain(ctx.spareNodes.get(spawn.id));
+      expect(g.retired).not.toContain(spawn.id);
+      if (round >= 2) expect(change?.events.some((e) => e.endsWith('(a new incarnation of a retired spare id)'))).toBe(true);
+      join(ctx, g, spawn.id);
+    }
+    // r5 and r6 are bound to n2 and n3, which host members: only n1's r4 and n4's r7 take turns.
+    expect(replaced).toEqual(['r7', 'r4', 'r7', 'r4', 'r7', 'r4', 'r7', 'r4', 'r7', 'r4']);
+    expect(g.retired).toContain('r1');
+    expect(replaced).not.toContain('r1');
+  });
+
   it('§10.6: an unbound spare may start on any node', () => {
     const spareNodes = new Map([['r4', 'n1']]); // r5 is bound to no node
     const { g, ctx } = world({ nodes: 4, pool: ['r1', 'r2', 'r3', 'r4', 'r5'], spareNodes });
@@ -170,10 +196,12 @@ describe('no bindings: the choice of PROTOCOL §10.6 as before', () => {
   });
 
   /** §10.6 as written, and as group-view.ts chose before spares could be bound: the id is the
-   *  first free pool id; the node the first live agent's that hosts no member and was not tried,
-   *  or, all tried, the first that hosts no member. */
+   *  first free pool id (with none left, the spare id retired longest ago, again); the node the
+   *  first live agent's that hosts no member and was not tried, or, all tried, the first that
+   *  hosts no member. */
   function oldChoice(ctx: GroupContext, g: GroupView, replicas: readonly ProcessId[], retired: readonly ProcessId[], tried: readonly string[]) {
-    const id = ctx.pool.find((p) => !replicas.includes(p) && !retired.includes(p));
+    const id = ctx.pool.find((p) => !replicas.includes(p) && !retired.includes(p))
+      ?? retired.find((p) => ctx.pool.indexOf(p) >= 3 && !replicas.includes(p));
     if (id === undefined) return [];
     const hosting = new Set(replicas.map((r) => g.replicaNodes.get(r)));
     const pick = ctx.liveAgents.find((a) => !hosting.has(a.node) && !tried.includes(a.node))

@@ -1,0 +1,88 @@
+// More replacements than spare ids (PROTOCOL §10.6, issue 13 item 5: "a cluster can replace
+// replicas for as long as it has healthy nodes"): on a local cluster of four nodes, whose pool
+// holds six spare ids (r4–r9), a backup is killed with SIGKILL eight times in a row. The first six
+// replacements take the fresh spares; after that the group starts a retired spare id again, as a
+// new incarnation of the same key, and the group is healthy each time: three serving members that
+// agree, the new one among them. A task submitted at the end runs. Timing is printed, not
+// asserted (STYLE.md 17).
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StatusDocument } from '../../cli/status-report.ts';
+import { alive, processesMentioning, trine, waitFor } from './helpers.ts';
+
+const KILLS = 8;
+const RECOVERY_MS = 20_000;
+
+let root = '';
+let dir = '';
+
+async function status(): Promise<StatusDocument> {
+  const r = await trine(['status', '--json', '--dir', dir]);
+  return JSON.parse(r.stdout) as StatusDocument;
+}
+
+function pidOf(id: string): number {
+  const pid = Number(readFileSync(join(dir, 'run', `${id}.pid`), 'utf8').trim());
+  if (!Number.isSafeInteger(pid) || pid <= 1 || !alive(pid)) throw new Error(`no live process in run/${id}.pid`);
+  return pid;
+}
+
+describe('replacements beyond the spare ids (one host)', () => {
+  beforeAll(async () => {
+    root = mkdtempSync(join(tmpdir(), 'trine-recycle-'));
+    dir = join(root, '.trine');
+    const up = await trine(['up', '--nodes', '4', '--dir', dir]);
+    expect(up.code, up.stderr).toBe(0);
+  });
+
+  afterAll(async () => {
+    try {
+      if (dir !== '' && existsSync(dir)) await trine(['down', '--dir', dir]);
+    } finally {
+      for (const pid of processesMentioning(root)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
+      if (root !== '') rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('eight backups killed one after another: six fresh spares, then retired spare ids again, the group healthy every time', { timeout: 240_000 }, async () => {
+    const started: string[] = [];
+    let doc = await status();
+    expect(doc.healthy).toBe(true);
+    for (let k = 0; k < KILLS; k++) {
+      const view = doc.group.view ?? -1;
+      const before = [...doc.group.members];
+      const victim = before.filter((r) => r !== doc.group.primary).at(-1) as string;
+      const killedAt = Date.now();
+      process.kill(pidOf(victim), 'SIGKILL');
+      doc = await waitFor(`a healthy group without ${victim} (kill ${k + 1})`, RECOVERY_MS, async () => {
+        const s = await status();
+        const ok = s.healthy && (s.group.view ?? -1) > view + 1 && s.group.members.length === 3 && !s.group.members.includes(victim) &&
+          s.replicas.every((r) => r.answered && r.phase === 'serving');
+        return ok ? s : undefined;
+      }, 250);
+      const newcomer = doc.group.members.find((r) => !before.includes(r)) as string;
+      const again = started.includes(newcomer);
+      started.push(newcomer);
+      console.log(`kill ${k + 1}: ${victim} → ${newcomer}${again ? ' (a retired id again)' : ''} joined; group ${doc.group.members.join(',')}, view ${doc.group.view}, healthy after ${Date.now() - killedAt} ms`);
+    }
+    // Six fresh spares first, each once; then ids that had retired, again.
+    expect(started.slice(0, 6).sort()).toEqual(['r4', 'r5', 'r6', 'r7', 'r8', 'r9']);
+    for (const again of started.slice(6)) expect(started.slice(0, 6)).toContain(again);
+    // The journal says so.
+    const ps = await trine(['ps', '--json', '--dir', dir]);
+    const events = (JSON.parse(ps.stdout) as { events: { text: string }[] }).events.map((e) => e.text);
+    expect(events.filter((t) => t.endsWith('(a new incarnation of a retired spare id)')).length).toBeGreaterThanOrEqual(KILLS - 6);
+    // And the group still orders: a task runs.
+    const run = await trine(['submit', '--wait', '-n', '2', '--dir', dir, '--', '/bin/true']);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+  });
+});
