@@ -17,7 +17,8 @@ import { powerOffNode, ResetError } from '../src/io/reset-driver.ts';
 import { listKeeperChildPids, listProcsFiles, liveRecordedProcs, readKeeperChildPid, signalGroup, waitGone } from '../src/io/run-records.ts';
 import { CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './errors.ts';
 import { PID_PATTERN, planInject, requireMode, TASK_PROC_PATTERN, type InjectPlan } from './inject-args.ts';
-import { OperatorClient } from './status-client.ts';
+import { agentListeners, OperatorClient } from './status-client.ts';
+import { INJECT_MODES } from '../src/daemon/inject-modes.ts';
 
 /** How long `trine inject` waits for a daemon's answer: it answers within a turn of its event
  *  loop; a second is already a hung or overloaded daemon, 3 s leaves room on a loaded host. */
@@ -28,12 +29,16 @@ export const INJECT_KILL_WAIT_MS = 2_000;
 export type InjectOptions = { dir?: string | undefined; mode: string; args: string[]; timeoutMs?: number | undefined };
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
+const daemonModes = (): string => INJECT_MODES.filter((m) => m.by === 'daemon').map((m) => m.mode).join(', ');
 
 export async function inject(opts: InjectOptions): Promise<number> {
   const spec = requireMode(opts.mode, opts.args);
   const cluster = loadCluster(opts.dir);
   const dir = cluster.dir;
-  if (runningProcesses(dir).length === 0) {
+  // An operator bundle of a cluster of several hosts (OPERATIONS §8.4): its daemons run on other
+  // hosts, so no pid file is here, and only the daemon modes reach them (over the network).
+  const remote = readPidFiles(dir).length === 0 && Object.keys(agentListeners(cluster)).length > 0;
+  if (!remote && runningProcesses(dir).length === 0) {
     throw new CliError(`no cluster is running in ${dir}: start one with \`trine up --allow-inject --dir ${dir}\``, EXIT_FAILED);
   }
   if (cluster.config.allowInject !== true) {
@@ -45,9 +50,16 @@ export async function inject(opts: InjectOptions): Promise<number> {
   const plan = planInject(spec, opts.args, cluster.config);
   switch (plan.by) {
     case 'cli':
+      if (remote) {
+        throw new CliError(
+          `inject ${plan.mode} signals a local process, and the daemons of this cluster run on other hosts: do it on the host itself ` +
+            `(kill -9, kill -STOP, or a power cycle or \`ip link set … down\` for a whole node); from here the daemon modes work: ${daemonModes()}`,
+          EXIT_USAGE,
+        );
+      }
       return performLocally(cluster, plan);
     case 'daemon':
-      return askDaemon(cluster, plan, opts.timeoutMs ?? INJECT_TIMEOUT_MS);
+      return askDaemon(cluster, plan, opts.timeoutMs ?? INJECT_TIMEOUT_MS, remote);
   }
 }
 
@@ -153,9 +165,9 @@ async function performLocally(cluster: Cluster, plan: Extract<InjectPlan, { by: 
 
 // ---- daemon modes ------------------------------------------------------------------------------
 
-async function askDaemon(cluster: Cluster, plan: Extract<InjectPlan, { by: 'daemon' }>, timeoutMs: number): Promise<number> {
-  const pid = readPidFiles(cluster.dir).find((r) => r.id === plan.target)?.pid ?? null;
-  if (pid === null || !isClusterProcess(pid, cluster.dir, plan.target)) {
+async function askDaemon(cluster: Cluster, plan: Extract<InjectPlan, { by: 'daemon' }>, timeoutMs: number, remote: boolean): Promise<number> {
+  const pid = remote ? null : readPidFiles(cluster.dir).find((r) => r.id === plan.target)?.pid ?? null;
+  if (!remote && (pid === null || !isClusterProcess(pid, cluster.dir, plan.target))) {
     throw new CliError(`${plan.target} is not running, so it cannot take inject ${plan.mode}: see \`trine status\``, EXIT_FAILED);
   }
   const client = await OperatorClient.open(cluster);

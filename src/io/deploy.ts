@@ -102,6 +102,7 @@ export function planDeployment(file: HostsFile, keyOf: (id: ProcessId) => Uint8A
     resetDriver: file.reset.driver,
     ...(file.reset.driver === 'command' ? { resetCommand: [...file.reset.command] } : {}),
     taskUser: file.taskUser,
+    ...(file.allowInject ? { allowInject: true } : {}),
   };
   const bundles: BundleInfo[] = file.hosts.map((h) => ({
     format: BUNDLE_FORMAT,

@@ -50,6 +50,9 @@ export type HostsFile = {
   taskUser: string;
   reset: { driver: 'log' } | { driver: 'command'; command: string[] };
   timing: Partial<Timing>;
+  /** `allow-inject: true`: cluster.json `allowInject`, so `trine inject` can act on the cluster
+   *  (a test or demo cluster, never a production one; docs/OPERATIONS.md §7). Default false. */
+  allowInject: boolean;
   hosts: HostEntry[];
 };
 
@@ -86,7 +89,7 @@ export function parseHostsFile(text: string, path: string): HostsFile {
   if (first !== undefined) fail(`not valid YAML (${first.message.split('\n')[0] ?? ''}); see examples/hosts.yaml`);
   const json: unknown = doc.toJS({ maxAliasCount: 16 });
   if (!isObject(json)) return fail('must be a mapping with a "hosts" list; see examples/hosts.yaml');
-  const known = ['cluster', 'port', 'spares-per-host', 'install', 'task-user', 'reset', 'timing', 'hosts'];
+  const known = ['cluster', 'port', 'spares-per-host', 'install', 'task-user', 'reset', 'timing', 'allow-inject', 'hosts'];
   for (const k of Object.keys(json)) if (!known.includes(k)) fail(`unknown setting "${k}": use ${known.join(', ')}`);
 
   const name = json['cluster'] ?? 'trine';
@@ -111,7 +114,12 @@ export function parseHostsFile(text: string, path: string): HostsFile {
   const reset = parseReset(json['reset'], fail);
   const timing = parseTiming(json['timing'], fail);
   const hosts = parseHosts(json['hosts'], fail);
-  return { name: name as string, basePort: basePort as number, sparesPerHost: sparesPerHost as number, install, taskUser: taskUser as string, reset, timing, hosts };
+  const allowInject = json['allow-inject'] ?? false;
+  if (typeof allowInject !== 'boolean') fail('"allow-inject" must be true or false (true lets `trine inject` act on the cluster: tests and demos only)');
+  return {
+    name: name as string, basePort: basePort as number, sparesPerHost: sparesPerHost as number, install, taskUser: taskUser as string, reset, timing,
+    allowInject: allowInject as boolean, hosts,
+  };
 }
 
 function parseInstall(v: unknown, fail: (what: string) => never): HostsFile['install'] {

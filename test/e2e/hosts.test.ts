@@ -9,7 +9,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
-import { HostsCluster, REPO, TRINE } from '../hosts/cluster.ts';
+import { HostsCluster, REPO, TRINE, type HostsClusterOptions } from '../hosts/cluster.ts';
 import { testBedSupported } from '../hosts/testbed.ts';
 import { waitFor } from './helpers.ts';
 
@@ -43,8 +43,8 @@ async function status(c: HostsCluster): Promise<StatusJson | null> {
 const view = (c: HostsCluster): Promise<ClusterView> => c.view();
 
 /** A fresh namespace cluster for the describe block it is called in, destroyed after it. */
-function withHostsCluster(set: (c: HostsCluster) => void, get: () => HostsCluster | undefined): void {
-  beforeAll(async () => set(await HostsCluster.start()), 150_000);
+function withHostsCluster(set: (c: HostsCluster) => void, get: () => HostsCluster | undefined, opts: HostsClusterOptions = {}): void {
+  beforeAll(async () => set(await HostsCluster.start(opts)), 150_000);
   afterAll(async () => get()?.destroy(), 60_000);
 }
 
@@ -66,7 +66,7 @@ function lines(c: HostsCluster, host: string, id: string, vpid: number): string[
 
 describe.skipIf(!supported.ok)('a cluster of four hosts, a watchdog host and an operator host (network namespaces)', () => {
   let c: HostsCluster;
-  withHostsCluster((started) => (c = started), () => c);
+  withHostsCluster((started) => (c = started), () => c, { allowInject: true });
 
   it('forms from the bundles alone: one primary, two backups, four agents, the watchdog hearing all three; every daemon listens on its host\'s address', async () => {
     const s = await status(c);
@@ -99,6 +99,21 @@ describe.skipIf(!supported.ok)('a cluster of four hosts, a watchdog host and an 
       expect(lines).toHaveLength(1);
       expect(lines[0]).toMatch(new RegExp(`^trine: r\\d+ at [0-9.]+:7400 belongs to cluster testbed-[0-9a-f]+, but .* is the bundle of cluster testbed-[0-9a-f]+: pass the operator bundle of the cluster you mean`));
     }
+  }, 60_000);
+
+  it('inject from the operator\'s namespace (hosts file `allow-inject: true`): a daemon mode reaches the replica over the network; a mode that signals local processes is refused with what to do', async () => {
+    const delay = await c.op(['inject', 'delay', 'r2', 'r3', '1']);
+    expect(delay.stderr).toBe('');
+    expect(delay.code).toBe(0);
+    expect(delay.stdout.trim().length).toBeGreaterThan(0);
+    const heal = await c.op(['inject', 'heal', 'r2', 'r3']);
+    expect(heal.code, heal.stderr).toBe(0);
+    const kill = await c.op(['inject', 'kill-node', 'n4']);
+    expect(kill.code).toBe(2);
+    const lines = kill.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^trine: inject kill-node signals a local process, and the daemons of this cluster run on other hosts: .*from here the daemon modes work: drop, delay, heal/);
+    expect((await status(c))?.healthy).toBe(true);
   }, 60_000);
 
   it('submit, ps and kill work from the operator\'s namespace, with one process on every host', async () => {

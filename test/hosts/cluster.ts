@@ -35,6 +35,8 @@ export type HostsClusterOptions = {
    *  no bundle and runs nothing, until a test adds it (`trine node add`, PROTOCOL §10.12) and
    *  boots it with boot(host, bundle). The power controller knows them, at bundle(host). */
   extraHosts?: string[];
+  /** `allow-inject: true` in the hosts file: `trine inject` may act on the cluster. */
+  allowInject?: boolean;
 };
 
 export class HostsCluster {
@@ -82,6 +84,7 @@ export class HostsCluster {
       ];
       writeFileSync(join(root, 'hosts.yaml'), [
         'cluster: testbed',
+        ...(opts.allowInject === true ? ['allow-inject: true'] : []),
         'reset:',
         `  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(POWER_CYCLE)}, "{node}", "{address}"]`,
         ...(timing.length > 0 ? ['timing:', timing.trimEnd()] : []),

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dialTargets } from '../../../src/daemon/run-core.ts';
 import { ClusterDirError, loadCluster, type ClusterConfig } from '../../../src/io/cluster-dir.ts';
-import { BundleError, loadBundle, NODE_UNIT, SCC_UNIT, systemdUnit, writeDeployment, type BundleInfo, type Plan } from '../../../src/io/deploy.ts';
+import { BundleError, loadBundle, NODE_UNIT, planDeployment, SCC_UNIT, systemdUnit, writeDeployment, type BundleInfo, type Plan } from '../../../src/io/deploy.ts';
 import { readHostsFile, type HostsFile } from '../../../src/io/hosts-file.ts';
 import { publicKeyFromSeed } from '../../../src/io/keys.ts';
 
@@ -134,6 +134,13 @@ describe('writeDeployment on examples/hosts.yaml', () => {
   it('the cluster document names the task user, and loadCluster reads it back (default nobody)', () => {
     expect(readJson<ClusterConfig>(join(out, 'cluster.json')).taskUser).toBe(file.taskUser);
     expect(loadCluster(join(out, 'n1')).config.taskUser).toBe('nobody');
+  });
+
+  it('allowInject is in the cluster document only when the hosts file says allow-inject: true', () => {
+    expect(readJson<ClusterConfig>(join(out, 'cluster.json')).allowInject).toBeUndefined();
+    const keys = (id: string) => new Uint8Array(32).fill(id.length);
+    expect(planDeployment({ ...file, allowInject: true }, keys).config.allowInject).toBe(true);
+    expect(planDeployment({ ...file, allowInject: false }, keys).config.allowInject).toBeUndefined();
   });
 
   it('a bundle\'s logs/ and run/ are 0700 like the bundle: nothing in it is open to the task user', () => {

@@ -87,6 +87,12 @@ describe('examples/hosts.yaml', () => {
     expect(rejection(fileWith({ head: ['task-user: 12'] })).message).toContain('"task-user" must be a user name');
   });
 
+  it('allow-inject: false unless the file says true (then cluster.json allowInject, for trine inject); anything but a boolean is refused', () => {
+    expect(parseHostsFile(fileWith(), PATH).allowInject).toBe(false);
+    expect(parseHostsFile(fileWith({ head: ['allow-inject: true'] }), PATH).allowInject).toBe(true);
+    expect(rejection(fileWith({ head: ['allow-inject: yes-please'] })).message).toContain('"allow-inject" must be true or false');
+  });
+
   it('daemons that are not root cannot start tasks as another user: init says so, naming both ways out', () => {
     const e = rejection(fileWith({ head: ['install: { user: trine }'] }));
     expect(e.message).toContain('install.user trine cannot start tasks as task-user nobody');
@@ -229,7 +235,7 @@ describe('cluster-wide settings', () => {
   it('unknown top-level key (a misspelt `hsots:`): names it and lists the keys to use', () => {
     const e = rejection(fileWith().replace('hosts:', 'hsots:'));
     expect(e.message).toContain('unknown setting "hsots"');
-    expect(e.message).toContain('use cluster, port, spares-per-host, install, task-user, reset, timing, hosts');
+    expect(e.message).toContain('use cluster, port, spares-per-host, install, task-user, reset, timing, allow-inject, hosts');
   });
 
   for (const port of ['80', '65535', '"7400"', '7400.5']) {
