@@ -11,7 +11,7 @@ import { execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HostsCluster } from '../hosts/cluster.ts';
+import { exitOf, HostsCluster } from '../hosts/cluster.ts';
 import { testBedSupported } from '../hosts/testbed.ts';
 import { alive, waitFor } from './helpers.ts';
 
@@ -28,18 +28,6 @@ const EXIT_WAIT_MS = 15_000;
 /** waitFor (test/e2e/helpers.ts), polling every half second: each probe runs a CLI. */
 const until = <T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> => waitFor(what, ms, probe, 500);
 
-/** A spawned daemon's exit code (or signal), or 'running' if it has not exited within `ms`. */
-function exitOf(child: ChildProcess, ms: number): Promise<number | string> {
-  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
-  if (child.signalCode !== null) return Promise.resolve(child.signalCode);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve('running'), ms);
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      resolve(code ?? signal ?? 'unknown');
-    });
-  });
-}
 
 /** The pids inside a namespace, as the kernel lists them (daemons that left our process groups
  *  and task processes included). */

@@ -3,7 +3,6 @@
 // line per bundle; every mistake is exactly one line on stderr, `trine: …`, naming the problem,
 // and exit code 2, before anything is written or started. A child that unexpectedly keeps
 // running is killed after 20 s, and so is anything it started (found by the test's dir).
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,39 +11,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { writeDeployment } from '../../src/io/deploy.ts';
 import { readHostsFile } from '../../src/io/hosts-file.ts';
 import { processesMentioning } from '../e2e/helpers.ts';
-import { killAll, NODE, TRINE } from './helpers.ts';
+import { expectOneErrorLine, killAll, runTrine, type Run } from './helpers.ts';
 import { HOST_LINES as HOSTS } from '../fixtures/hosts/host-lines.ts';
 
 const EXAMPLE = fileURLToPath(new URL('../../examples/hosts.yaml', import.meta.url));
-/** Every command here ends on its own within a second or two; past this it is stuck. */
-const CHILD_TIMEOUT_MS = 20_000;
 const EXIT_USAGE = 2;
-
-type Run = { code: number | string; stdout: string; stderr: string };
-
-/** Runs `trine args…` to completion, SIGKILLed after CHILD_TIMEOUT_MS; never rejects. */
-function trine(args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(NODE, [TRINE, ...args], { timeout: CHILD_TIMEOUT_MS, killSignal: 'SIGKILL' }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : `killed (${String(error.signal ?? error.code)})`;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
-/** Asserts the run failed as a usage error: exit 2, nothing on stdout, one `trine: ` line on
- *  stderr containing every one of `says`. */
-function expectUsageError(run: Run, ...says: string[]): void {
-  const lines = run.stderr.split('\n').filter((l) => l !== '');
-  expect(lines, run.stderr).toHaveLength(1);
-  const line = lines[0] as string;
-  expect(line.startsWith('trine: '), line).toBe(true);
-  expect(line).not.toContain('internal error');
-  for (const s of says) expect(line).toContain(s);
-  expect(run.stdout).toBe('');
-  expect(run.code, line).toBe(EXIT_USAGE);
-}
-
+const trine = runTrine;
+const expectUsageError = (run: Run, ...says: string[]): void => expectOneErrorLine(run, EXIT_USAGE, ...says);
 
 let root: string;
 /** Bundles of examples/hosts.yaml, for the `run` commands. */

@@ -4,43 +4,18 @@
 // on stderr, `trine: …`, and exit 2, before anything is sent or written; a request nobody
 // answers is exit 1 with nothing written. What the group does with a request (and a refusal
 // leaving no file) is test/e2e/hosts-nodes.test.ts, on a running cluster.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOST_LINES } from '../fixtures/hosts/host-lines.ts';
-import { NODE, TRINE } from './helpers.ts';
+import { expectOneErrorLine, runTrine } from './helpers.ts';
 
 /** Every command here ends within a few seconds; past this it is stuck. */
-const CHILD_TIMEOUT_MS = 20_000;
 const EXIT_FAILED = 1;
 const EXIT_USAGE = 2;
-
-type Run = { code: number | string; stdout: string; stderr: string };
-
-/** Runs `trine args…` to completion, SIGKILLed after CHILD_TIMEOUT_MS; never rejects. */
-function trine(args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(NODE, [TRINE, ...args], { timeout: CHILD_TIMEOUT_MS, killSignal: 'SIGKILL' }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : `killed (${String(error.signal ?? error.code)})`;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
-/** Asserts one `trine: ` line on stderr containing every one of `says`, nothing on stdout, and
- *  exit `code`. */
-function expectOneLine(run: Run, code: number, ...says: string[]): void {
-  const lines = run.stderr.split('\n').filter((l) => l !== '');
-  expect(lines, run.stderr).toHaveLength(1);
-  const line = lines[0] as string;
-  expect(line.startsWith('trine: '), line).toBe(true);
-  expect(line).not.toContain('internal error');
-  for (const s of says) expect(line).toContain(s);
-  expect(run.stdout).toBe('');
-  expect(run.code, line).toBe(code);
-}
+const trine = runTrine;
+const expectOneLine = expectOneErrorLine;
 
 let root: string;
 let bundles: string;
