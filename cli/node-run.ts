@@ -105,11 +105,12 @@ export async function nodeRun(opts: { bundle: string }): Promise<number> {
     const shutDown = async (): Promise<void> => {
       stopping = true;
       clearInterval(watch);
-      process.stdout.write(`node ${bundle.host}: ${removedFromCluster() ? 'the operator removed this node' : 'the operator shut the cluster down'}; waiting for its replicas to finish\n`);
+      const removed = removedFromCluster();
+      process.stdout.write(`node ${bundle.host}: ${removed ? 'the operator removed this node' : 'the operator shut the cluster down'}; waiting for its replicas to finish\n`);
       const until = Date.now() + NODE_SHUTDOWN_WAIT_MS;
       while (runningProcesses(dir).length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, NODE_WATCH_MS));
       await stopCluster(dir, []);
-      process.stdout.write(`node ${bundle.host}: stopped for the ${removedFromCluster() ? 'removal' : 'shutdown'} (exit ${EXIT_SHUTDOWN}: systemd does not restart it)\n`);
+      process.stdout.write(`node ${bundle.host}: stopped for the ${removed ? 'removal' : 'shutdown'} (exit ${EXIT_SHUTDOWN}: systemd does not restart it)\n`);
       resolveRun(EXIT_SHUTDOWN);
     };
     const watch = setInterval(() => {

@@ -69,6 +69,12 @@ export const MAX_JOURNAL_ITEM_BYTES = 768 * 1024;
 /** A replica sends its task journal to the watchdog again this often: the send is one frame
  *  with no retransmission, and a lost one must not leave the watchdog a stale journal for long. */
 export const JOURNAL_RESEND_MS = 2_000;
+/** Replicas in a manager group (DESIGN.md §1): f = 1 needs three. The pool lists them first,
+ *  then the spares. */
+export const REPLICA_COUNT = 3;
+/** The one-host default address (DESIGN.md §6): `trine up` daemons and G-MPI listeners bind it
+ *  when no node address is configured, so a local cluster is not reachable from the network. */
+export const LOOPBACK_HOST = '127.0.0.1';
 /** A replica shutting down (PROTOCOL §10.11) sends the watchdog its notice again this often until
  *  the watchdog acknowledges: a notice is one frame with no retransmission. */
 export const SHUTDOWN_NOTICE_MS = 250;

@@ -4,6 +4,7 @@
 // `replica.condemn`, `replica.add`, ticks, error reports — so every correct replica changes the
 // group at the same RSN and sends the agents the same `replicas`, `replica.spawn` and
 // `replica.kill` commands. Pure: no clock, no I/O.
+import { REPLICA_COUNT } from './constants.ts';
 import type { ProcessId } from './ports.ts';
 import type { AccuseReason, ErrorReportKind, GroupCommand, SignedAccusation } from './wire/messages.ts';
 
@@ -118,8 +119,7 @@ function recycledSpare(ctx: GroupContext, g: GroupView, replicas: readonly Proce
 }
 
 /** The initial replicas come first in the pool; the rest are spares (membership). */
-const INITIAL_REPLICAS = 3;
-const isSpare = (ctx: GroupContext, p: ProcessId): boolean => ctx.pool.indexOf(p) >= INITIAL_REPLICAS;
+const isSpare = (ctx: GroupContext, p: ProcessId): boolean => ctx.pool.indexOf(p) >= REPLICA_COUNT;
 const boundTo = (ctx: GroupContext, p: ProcessId, node: string | null): boolean => node === null || (ctx.spareNodes.get(p) ?? node) === node;
 const spareFor = (ctx: GroupContext, g: GroupView, replicas: readonly ProcessId[], node: string | null): ProcessId | undefined =>
   freshSpare(ctx, g, replicas, node) ?? recycledSpare(ctx, g, replicas, node);

@@ -323,11 +323,12 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
    *  and the agent gets a session and heartbeat checks like the others. A removed agent keeps
    *  its session (its last command may still be in flight); its requests change nothing. */
   function syncAgents(nowMs: number, out: CoreEffect[]): void {
+    // Called after every applied input: nothing to do unless a node was added (the added set
+    // only grows, and every other agent has been known since the start).
+    if (state.added.size === announcedKeys.size) return;
     const fresh = [...state.added].filter(([a]) => !announcedKeys.has(a));
-    if (fresh.length > 0) {
-      for (const [a] of fresh) announcedKeys.add(a);
-      out.push({ type: 'keys', keys: fresh.map(([a, n]) => ({ id: a, publicKey: n.publicKey })) });
-    }
+    for (const [a] of fresh) announcedKeys.add(a);
+    out.push({ type: 'keys', keys: fresh.map(([a, n]) => ({ id: a, publicKey: n.publicKey })) });
     for (const a of state.nodes.keys()) {
       if (agentIds.has(a)) continue;
       agentIds.add(a);

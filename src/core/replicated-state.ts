@@ -211,6 +211,36 @@ function restoredSubmit(request: TaskRestore): TaskSubmit | null {
   return cg.ok && cg.value.payload.type === 'task.submit' && cg.value.payload.nonce === request.nonce ? cg.value.payload : null;
 }
 
+type Done = { outcome: { ok: boolean; text: string }; effects: TaskEffect[] };
+
+/** What one operator request does (applyOperatorRequest records and answers it). */
+function operatorStep(s: ReplicatedState, request: OperatorRequest, signed: { bytes: Uint8Array; sig: Uint8Array } | null, r: ApplyResult): Done {
+  const accepting = s.shutdownAt === null;
+  const stopped: Done = { outcome: { ok: false, text: `the cluster is shutting down (ordered at RSN ${s.shutdownAt ?? 0}): nothing new is accepted` }, effects: [] };
+  switch (request.type) {
+    case 'cluster.shutdown':
+      return shutdown(s, r);
+    case 'node.add':
+      return addNode(s, request);
+    case 'node.remove':
+      return removeNode(s, request, r);
+    case 'task.submit':
+      if (!accepting) return stopped;
+      return submitTask(s.cluster, s.nodes, s.timers, request, s.rsn, signed === null ? null : { nonce: request.nonce, ...signed });
+    case 'task.restore': {
+      if (!accepting) return stopped;
+      const submit = restoredSubmit(request);
+      if (submit === null) return { outcome: { ok: false, text: `restore of ${request.task}: not an operator's task.submit` }, effects: [] };
+      return submitTask(s.cluster, s.nodes, s.timers, submit, s.rsn, { nonce: request.nonce, bytes: request.submit, sig: request.submitSig }, request.task);
+    }
+    case 'task.kill':
+    case 'task.restart':
+      return operateTask(s.cluster, s.nodes, s.timers, request.task, request.type === 'task.kill' ? 'kill' : 'restart');
+    default:
+      return unreachable(request);
+  }
+}
+
 /** Apply an operator request at RSN `s.rsn`; a nonce seen before is answered, not re-applied.
  *  `signed`: the CG it came in, journalled with a submitted task (PROTOCOL §10.9). */
 export function applyOperatorRequest(s: ReplicatedState, request: OperatorRequest, signed: { bytes: Uint8Array; sig: Uint8Array } | null = null): ApplyResult {
@@ -220,25 +250,7 @@ export function applyOperatorRequest(s: ReplicatedState, request: OperatorReques
     r.reply = seen;
     return r;
   }
-  const restore = (q: TaskRestore) => {
-    const submit = restoredSubmit(q);
-    if (submit === null) return { outcome: { ok: false, text: `restore of ${q.task}: not an operator's task.submit` }, effects: [] };
-    return submitTask(s.cluster, s.nodes, s.timers, submit, s.rsn, { nonce: q.nonce, bytes: q.submit, sig: q.submitSig }, q.task);
-  };
-  const stopped = { outcome: { ok: false, text: `the cluster is shutting down (ordered at RSN ${s.shutdownAt ?? 0}): nothing new is accepted` }, effects: [] };
-  const done = request.type === 'cluster.shutdown'
-    ? shutdown(s, r)
-    : request.type === 'node.add'
-      ? addNode(s, request)
-      : request.type === 'node.remove'
-        ? removeNode(s, request, r)
-    : s.shutdownAt !== null && (request.type === 'task.submit' || request.type === 'task.restore')
-      ? stopped
-      : request.type === 'task.submit'
-        ? submitTask(s.cluster, s.nodes, s.timers, request, s.rsn, signed === null ? null : { nonce: request.nonce, ...signed })
-        : request.type === 'task.restore'
-          ? restore(request)
-          : operateTask(s.cluster, s.nodes, s.timers, request.task, request.type === 'task.kill' ? 'kill' : 'restart');
+  const done = operatorStep(s, request, signed, r);
   absorb(s, done.effects, r);
   finishDrains(s, r);
   const outcome: OperatorOutcome = { nonce: request.nonce, rsn: s.rsn, ok: done.outcome.ok, text: done.outcome.text };
@@ -252,7 +264,7 @@ export function applyOperatorRequest(s: ReplicatedState, request: OperatorReques
 /** PROTOCOL §10.11: every live task is killed (its processes get their terminate), every joined
  *  agent is told to stop its node, and the replicas learn (ApplyResult.shutdown) that they are to
  *  tell the watchdog and exit. A second shutdown changes nothing. */
-function shutdown(s: ReplicatedState, r: ApplyResult): { outcome: { ok: boolean; text: string }; effects: TaskEffect[] } {
+function shutdown(s: ReplicatedState, r: ApplyResult): Done {
   if (s.shutdownAt !== null) return { outcome: { ok: true, text: `the cluster is already shutting down (ordered at RSN ${s.shutdownAt})` }, effects: [] };
   s.shutdownAt = s.rsn;
   const effects: TaskEffect[] = [];
@@ -273,7 +285,7 @@ function shutdown(s: ReplicatedState, r: ApplyResult): { outcome: { ok: boolean;
 
 /** PROTOCOL §10.12: a node added at run time. Its agent id and node name must be new to the
  *  cluster: a replica or operator id, a known agent or node, even a removed one, is refused. */
-function addNode(s: ReplicatedState, q: NodeAdd): { outcome: { ok: boolean; text: string }; effects: TaskEffect[] } {
+function addNode(s: ReplicatedState, q: NodeAdd): Done {
   const refuse = (why: string) => ({ outcome: { ok: false, text: `cannot add ${q.node}: ${why}` }, effects: [] });
   if (s.shutdownAt !== null) return refuse('the cluster is shutting down');
   const nodesInUse = new Set([...s.nodes.values()].map((n) => n.node));
@@ -292,7 +304,7 @@ function addNode(s: ReplicatedState, q: NodeAdd): { outcome: { ok: boolean; text
 
 /** PROTOCOL §10.12: drain a node; it leaves once no live task holds a slot there (finishDrains).
  *  A node hosting a member of the group stays: the group would lose a replica with it. */
-function removeNode(s: ReplicatedState, q: NodeRemove, r: ApplyResult): { outcome: { ok: boolean; text: string }; effects: TaskEffect[] } {
+function removeNode(s: ReplicatedState, q: NodeRemove, r: ApplyResult): Done {
   const refuse = (why: string) => ({ outcome: { ok: false, text: `cannot remove ${q.node}: ${why}` }, effects: [] });
   const entry = [...s.nodes.entries()].find(([, n]) => n.node === q.node);
   if (entry === undefined) return refuse('no such node in the cluster (see `trine nodes`)');

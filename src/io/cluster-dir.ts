@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
-import { DEFAULT_TIMING, MAX_LIST_ENTRIES, PUBLIC_KEY_BYTES, type Timing } from '../core/constants.ts';
+import { DEFAULT_TIMING, LOOPBACK_HOST, MAX_LIST_ENTRIES, PUBLIC_KEY_BYTES, REPLICA_COUNT, type Timing } from '../core/constants.ts';
 import type { Membership } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { processId } from '../core/wire/messages.ts';
@@ -16,10 +16,9 @@ import type { Endpoint } from './ws-transport.ts';
 export const DEFAULT_CLUSTER_DIR = '.trine';
 /** The `format` field of cluster.json: a file without it was not written by this Trine. */
 export const CLUSTER_FORMAT = 'trine-cluster/1';
-/** Listeners bind loopback only: a local cluster must not be reachable from the network. */
-export const LOOPBACK_HOST = '127.0.0.1';
-/** Replicas in a manager group (DESIGN.md §1): f = 1 needs three. */
-export const REPLICA_COUNT = 3;
+// The one-host default address and the group size, from the core's constants (re-exported for
+// the io and CLI code that reads them here).
+export { LOOPBACK_HOST, REPLICA_COUNT };
 /** Spare replica ids (r4, r5, …) a local cluster holds for replacements (PROTOCOL §10.6): each
  *  has its key and port from the start, and is started only when the group commands it. Six
  *  replacements before `trine up` has to be run again. */

@@ -26,6 +26,7 @@
 //     one epoch before), then joins that barrier and initialises with RECOVERED; with ERR_ALERT
 //     if a flag is raised by then or the barrier fails.
 import { cpuUsage, hrtime } from 'node:process';
+import { LOOPBACK_HOST } from '../../core/constants.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM, isSignalArg } from '../../core/signals.ts';
 import type { Member } from '../../core/wire/app-wire.ts';
 import { LinkError } from '../link/errors.ts';
@@ -88,7 +89,8 @@ export type GmpiHandler = (signum: number, srcRank: number, destRank: number, ar
 export type TimerHandle = { readonly id: number };
 
 export type GmpiOptions = LinkOptions & {
-  /** Address the P2P listener binds and advertises (default 127.0.0.1, or TRINE_NODE_HOST). */
+  /** Address the P2P listener binds and advertises: TRINE_NODE_HOST on a cluster of several
+   *  hosts, else the one-host default LOOPBACK_HOST (DESIGN.md §6). */
   readonly host?: string;
   /** Largest message a send may carry (and a peer may send us): larger is TOO_LARGE. */
   readonly maxMessageBytes?: number;
@@ -236,7 +238,7 @@ export class Gmpi {
   static async init(opts: GmpiOptions = {}): Promise<Gmpi> {
     const env = opts.env ?? process.env;
     const who = readLinkEnv(env); // NOT_IN_TRINE, naming what is missing, outside Trine
-    const host = opts.host ?? env.TRINE_NODE_HOST ?? '127.0.0.1';
+    const host = opts.host ?? env.TRINE_NODE_HOST ?? LOOPBACK_HOST;
     let self: Gmpi | null = null;
     const p2p = await P2P.open({
       taskId: who.task, self: who.vpid, listenHost: host,

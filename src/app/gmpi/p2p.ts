@@ -25,6 +25,7 @@
 // its challenge. A dialler whose connection closes before the challenge retries (DIAL_RETRY_*),
 // so a burst of genuine peers from one address is delayed by the cap, never refused.
 import { createServer, connect as dial, type Server, type Socket } from 'node:net';
+import { LOOPBACK_HOST } from '../../core/constants.ts';
 import { assert } from '../../core/result.ts';
 import { helloMac, helloMacValid, helloNonce, isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
 import {
@@ -299,7 +300,7 @@ export class P2P {
     const server = createServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(0, opts.listenHost ?? '127.0.0.1', () => {
+      server.listen(0, opts.listenHost ?? LOOPBACK_HOST, () => {
         server.off('error', reject);
         resolve();
       });
