@@ -1,11 +1,11 @@
 // `trine inject corrupt-replica R [KIND]` and `trine inject byzantine-replica R MODE`, carried
 // out by replica R itself (docs/OPERATIONS.md §7): flip a field of its replicated state in place,
 // or switch on one of the misbehaviours the simulator proves the group survives
-// (src/sim/byzantine.ts). Either makes R faulty; self-diagnosis should condemn and replace it
+// (src/faults/byzantine.ts). Either makes R faulty; self-diagnosis should condemn and replace it
 // (PROTOCOL §10). Registered only in daemons of a cluster started with --allow-inject.
 import type { ReplicaCore } from '../core/replica.ts';
 import type { ReplicatedState } from '../core/replicated-state.ts';
-import { BYZANTINE_MODES, behavioursForMode, CORRUPTIONS, corruptState, type ByzantineMode, type Corruption } from '../sim/byzantine.ts';
+import { BYZANTINE_MODES, behavioursForMode, CORRUPTIONS, corruptState, type ByzantineMode, type Corruption } from '../faults/byzantine.ts';
 import { registerInjectHandler, type InjectContext } from './inject.ts';
 
 function replicaCore(ctx: InjectContext): ReplicaCore {

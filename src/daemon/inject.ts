@@ -22,7 +22,7 @@ import type { Cluster, ProcessKind } from '../io/cluster-dir.ts';
 import { LinkFaults } from '../io/link-faults.ts';
 // The simulator's Byzantine behaviours, reused as they are: the same misbehaviour the seeds
 // prove the group survives is what `trine inject byzantine-replica` switches on in a daemon.
-import { byzantineCore, type ByzantineBehaviour } from '../sim/byzantine.ts';
+import { byzantineCore, type ByzantineBehaviour } from '../faults/byzantine.ts';
 
 /** Answers kept for resent nonces: the operator resends every few hundred ms for a few
  *  seconds, one command at a time, so a few dozen cover every resend still on its way. */

@@ -4,7 +4,7 @@
 import { DEFAULT_TIMING } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { Fanout } from '../core/wire/messages.ts';
-import { CORRUPTIONS, describeBehaviour, type ByzantineBehaviour, type Corruption } from './byzantine.ts';
+import { CORRUPTIONS, describeBehaviour, type ByzantineBehaviour, type Corruption } from '../faults/byzantine.ts';
 import type { LinkTiming, NetworkFaults, Partition } from './network.ts';
 import { streamFor, type SeededRandom } from './random.ts';
 

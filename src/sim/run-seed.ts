@@ -2,7 +2,7 @@
 // window, run the workload, heal, poll liveness until it holds (or the hard end), then run the
 // end-of-run checks. Pure function of (seed, options): the same seed replays exactly.
 import type { ProcessId } from '../core/ports.ts';
-import type { ByzantineBehaviour } from './byzantine.ts';
+import type { ByzantineBehaviour } from '../faults/byzantine.ts';
 import { planFor, type FaultPlan } from './fault-plan.ts';
 import type { InvariantChecker, Violation } from './invariants.ts';
 import type { NetworkStats } from './network.ts';

@@ -10,7 +10,7 @@ import type { ReplicatedState } from '../core/replicated-state.ts';
 import { Shell, type Transport } from '../core/shell.ts';
 import { decodeFrame, encodeFrame, signCG } from '../core/wire/frame.ts';
 import type { AgentRequest, Frame, Item, OperatorRequest } from '../core/wire/messages.ts';
-import { byzantineCore, corruptState, type ByzantineBehaviour, type Corruption } from './byzantine.ts';
+import { byzantineCore, corruptState, type ByzantineBehaviour, type Corruption } from '../faults/byzantine.ts';
 import { InvariantChecker, type ProcessKind } from './invariants.ts';
 import {
   NO_NETWORK_FAULTS, SimNetwork, type CorruptionKind, type LinkTiming, type NetworkFaults, type NetworkOptions, type WireFrame,
@@ -358,7 +358,7 @@ export class World {
   }
 
   /** Corrupt a running replica's replicated state in place, as `trine inject corrupt-replica`
-   *  does (src/sim/byzantine.ts corruptState). The replica is faulty from now on: what it
+   *  does (src/faults/byzantine.ts corruptState). The replica is faulty from now on: what it
    *  sends or executes later is no evidence of what correct replicas do. Returns what changed,
    *  or null when there was nothing to change yet. */
   corrupt(id: ProcessId, kind: Corruption = 'slots'): string | null {

@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import type { Core, CoreEffect } from '../../src/core/node.ts';
 import type { ProcessId } from '../../src/core/ports.ts';
-import type { ByzantineBehaviour } from '../../src/sim/byzantine.ts';
+import type { ByzantineBehaviour } from '../../src/faults/byzantine.ts';
 import { realCores } from '../../src/sim/cores.ts';
 import type { FaultPlan } from '../../src/sim/fault-plan.ts';
 import { NO_NETWORK_FAULTS } from '../../src/sim/network.ts';

@@ -10,7 +10,7 @@ import type { ProcessId } from '../../src/core/ports.ts';
 import type { ReplicatedState } from '../../src/core/replicated-state.ts';
 import { encodeFrame } from '../../src/core/wire/frame.ts';
 import type { Item } from '../../src/core/wire/messages.ts';
-import { behavioursForMode, type ByzantineBehaviour, type ByzantineMode } from '../../src/sim/byzantine.ts';
+import { behavioursForMode, type ByzantineBehaviour, type ByzantineMode } from '../../src/faults/byzantine.ts';
 import { realCores } from '../../src/sim/cores.ts';
 import { REPLICA_SPAWN_DELAY_MS, World, type WorldOptions } from '../../src/sim/world.ts';
 

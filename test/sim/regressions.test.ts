@@ -57,7 +57,7 @@ describe('regressions found by the simulator', () => {
     expect(w.checker.violations).toEqual([]);
   });
 
-  // Found by the rsn.swap behaviour (src/sim/byzantine.ts): a Byzantine primary tells one backup
+  // Found by the rsn.swap behaviour (src/faults/byzantine.ts): a Byzantine primary tells one backup
   // a different order (RSN 3 and 4 swapped between two agents' requests). Each backup's checks
   // pass (RSNs in sequence, each agent's CSNs in order), so the two correct backups apply
   // different sequences, reach different states at the same RSN, and sign conflicting group

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ProcessId } from '../../src/core/ports.ts';
 import type { Item } from '../../src/core/wire/messages.ts';
-import type { ByzantineBehaviour } from '../../src/sim/byzantine.ts';
+import type { ByzantineBehaviour } from '../../src/faults/byzantine.ts';
 import { realCores } from '../../src/sim/cores.ts';
 import { World } from '../../src/sim/world.ts';
 

@@ -1,4 +1,5 @@
-// Byzantine replica behaviours for the simulator: a wrapper around a correct replica Core that
+// Byzantine replica behaviours, shared by the simulator and the daemons' fault injection (hence not
+// under src/sim: no production file imports the simulator): a wrapper around a correct replica Core that
 // rewrites what it sends before its shell signs it, or drops chosen inputs. The replica signs
 // the rewritten frames with its own key, exactly as a compromised node would (DESIGN.md §2).
 // Also the modes of `trine inject byzantine-replica R MODE` as behaviours, and the state
