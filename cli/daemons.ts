@@ -89,14 +89,22 @@ function makeResetDriver(kind: ResetDriverKind, cluster: Cluster, log: ResetLog,
 
 /** The watchdog's cluster reset on a local cluster (src/io/reset-driver.ts resetLocalCluster):
  *  replicas and keepers start as `trine up` starts them. */
-async function resetCluster(_reason: string, { cluster, log, stopping, restore, kept }: ClusterResetContext): Promise<unknown> {
+async function resetCluster(_reason: string, { cluster, log, stopping, restore, kept, membership }: ClusterResetContext): Promise<unknown> {
   if (cluster.config.resetDriver === 'command') {
     // Several hosts: power-cycle every node with the operator's command; each boots its
     // `trine node run` again, which starts the node's initial replica (PROTOCOL §10.10) and
     // agent. The replicas' journals are on their hosts' disks, so the tasks are restored from
-    // the copies the watchdog kept (PROTOCOL §10.9).
+    // the copies the watchdog kept (PROTOCOL §10.9). The nodes are cluster.json's less those an
+    // operator removed, plus those added at run time (§10.12): a removed machine is no longer
+    // the cluster's to power-cycle.
     const driver = new CommandResetDriver({ command: cluster.config.resetCommand ?? [], addresses: cluster.config.nodeAddresses ?? {}, log });
-    const results = await Promise.allSettled(cluster.config.membership.agents.map((a) => driver.reset(a.node)));
+    const removed = new Set(membership.removed);
+    const nodes = [
+      ...[...new Set(cluster.config.membership.agents.map((a) => a.node))].filter((n) => !removed.has(n)).map((node) => ({ node, address: '' })),
+      ...membership.added,
+    ];
+    log('warn', 'reset.cluster.nodes', { nodes: nodes.map((n) => n.node), added: membership.added.map((n) => n.node), removed: membership.removed });
+    const results = await Promise.allSettled(nodes.map((n) => driver.reset(n.node, n.address)));
     if (stopping.aborted) return results;
     log('warn', 'reset.cluster.journals-kept', { journals: kept.map((j) => j.source) });
     restore(kept);

@@ -74,7 +74,8 @@ export async function requestOp(client: OperatorClient, payload: OperatorRequest
     : payload.type === 'cluster.shutdown' ? 'the shutdown'
       : payload.type === 'node.add' ? `the addition of ${payload.node}`
         : payload.type === 'node.remove' ? `the removal of ${payload.node}`
-          : `the ${payload.type === 'task.restart' ? 'restart' : 'kill'} of ${payload.task}`;
+          : payload.type === 'node.restore' ? 'the membership restore'
+            : `the ${payload.type === 'task.restart' ? 'restart' : 'kill'} of ${payload.task}`;
   throw new CliError(
     `no two replicas agreed on the outcome of ${what} within ${timeoutMs} ms (${describeReplies(asked, replies, (id) => !client.isConnected(id))}): ` +
       'it may still take effect; check `trine ps` and `trine status`',

@@ -83,8 +83,9 @@ export type WatchdogRow = {
   diagnosisReports: DiagnosisRecord[];
   /** Cluster resets the watchdog ordered (spec §1.6 rules 2 and 3), oldest first. */
   clusterResets: ClusterResetRecord[];
-  /** Tasks the watchdog is restoring after a cluster reset (PROTOCOL §10.9), by their old id:
-   *  sent to the restarted group until two replicas confirm each. */
+  /** Tasks (by their old id) and membership changes (`node.add n5`, PROTOCOL §10.12) the
+   *  watchdog is restoring after a cluster reset (§10.9): sent to the restarted group until two
+   *  replicas confirm each. */
   restoresPending: WatchdogStatus['restoresPending'];
   /** Restores two replicas confirmed (`text`: the restored task's id, or why the group refused
    *  it) and task journals or journal entries the watchdog refused, oldest first. */
@@ -328,8 +329,10 @@ function replacementText(r: Replacement): string {
   return `${r.id} ${r.phase}${where}${r.member ? ' (already a member)' : ''}`;
 }
 
-/** "t1 → t1 (restarted)", "t2 not restored: …", "refused: run/r2.tasks, t3: SIG_INVALID (…)" */
+/** "t1 → t1 (restarted)", "t2 not restored: …", "node.add n5: node n5 added (…)" (a membership
+ *  change, PROTOCOL §10.12), "refused: run/r2.tasks, t3: SIG_INVALID (…)" */
 function restoreText(r: RestoreRecord, dir: string): string {
+  if (r.kind === 'restored' && r.task.startsWith('node.')) return `${r.task}: ${r.ok ? '' : 'not restored: '}${r.text}`;
   if (r.kind === 'restored') return r.ok ? `${r.task} → ${r.text} (restarted)` : `${r.task} not restored: ${r.text}`;
   const source = r.source.startsWith(`${dir}/`) ? r.source.slice(dir.length + 1) : r.source;
   return `refused: ${source}${r.task === null ? '' : `, ${r.task}`}: ${r.code} (${r.detail})`;

@@ -113,6 +113,15 @@ export const MAX_LIVE_TASKS = 1024;
 /** Operator request outcomes remembered for deduplication and replies (PROTOCOL §8.1): a
  *  retried request within the last this-many is answered again, never applied twice. */
 export const MAX_OPERATOR_OUTCOMES = 4096;
+/** Membership changes (`node.add`, `node.remove`, PROTOCOL §10.12) the group applies between
+ *  two cluster resets; one beyond it is refused with a reason. Each rides, signed, in every task
+ *  journal (§10.9): a thousand take about 400 KiB, inside MAX_JOURNAL_ITEM_BYTES. A reset keeps
+ *  only their net effect (a node added and removed is neither), which frees the room again. */
+export const MAX_MEMBER_CHANGES = 1024;
+/** An operator's signed `node.add` or `node.remove` CG, as journalled (§10.9, §10.12): fixed
+ *  fields, two names, an address of at most 64 characters and a 32-byte key take a few hundred
+ *  bytes; this leaves room and bounds what a restore may carry. */
+export const MAX_MEMBER_CG_BYTES = 2048;
 
 /** Live process entries one agent keeps. A node offers a handful of slots (cluster.json); this
  *  bounds what a group bug could make the agent hold, far above any real placement. A spawn

@@ -6,6 +6,7 @@ import type { Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
 import type { DropCode } from './result.ts';
 import type { AgentRequest, Frame, GroupCommand, GroupInput, Item } from './wire/messages.ts';
+import type { MembershipChanges } from './task-journal.ts';
 
 /** Who is in the cluster. Every process gets the same membership (cluster.json). */
 export type Membership = {
@@ -70,8 +71,9 @@ export type CoreEffect =
   | { type: 'reset.node'; node: string; rsn: number; address: string }
   /** Watchdog: power-reset every node of the cluster (spec §1.6 rules 2 and 3). */
   /** `journals`: the replicas' task journals the watchdog kept (PROTOCOL §10.9), for a cluster
-   *  whose replicas' disks it cannot read. */
-  | { type: 'reset.cluster'; reason: string; journals: { source: string; data: Uint8Array }[] }
+   *  whose replicas' disks it cannot read; `membership`: what those journals say an operator
+   *  changed (§10.12): the added nodes to power-cycle too, the removed ones to leave off. */
+  | { type: 'reset.cluster'; reason: string; journals: { source: string; data: Uint8Array }[]; membership: MembershipChanges }
   /** Replica: write this task journal (src/core/task-journal.ts) to the node's disk, replacing
    *  the last; what a cluster reset restores (PROTOCOL §10.9). */
   | { type: 'persist.tasks'; journal: Uint8Array }

@@ -14,7 +14,7 @@ import { successor } from './group-view.ts';
 import { decodeState } from './state-codec.ts';
 import { createStateTransfer, statePayloads } from './state-transfer.ts';
 import { clusterView, liveSubmits, needsTicks } from './cluster-state.ts';
-import { encodeJournal, openRestoredSubmit } from './task-journal.ts';
+import { encodeJournal, openRestoredOp, openRestoredSubmit } from './task-journal.ts';
 import {
   createLinks, flushAcks, linkAddPeer, linkNextWakeMs, linkOweGroupAck, linkReceive, linkRemovePeer, linkSend, linkTimers, linkView,
   logSessionEvent, startLinks, type Delivery, type Links,
@@ -562,13 +562,14 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       countDrop(drops, 'NOT_A_MEMBER');
       return;
     }
-    if (payload.type === 'task.restore') {
-      const opened = openRestoredSubmit(payload, opts.verifier, operators);
-      if (!opened.ok) {
-        countDrop(drops, opened.code);
-        out.push({ type: 'log', level: 'warn', event: 'restore.refused', fields: { task: payload.task, code: opened.code, detail: opened.detail } });
-        return;
-      }
+    // A restore orders only what an operator signed (PROTOCOL §10.9).
+    const opened = payload.type === 'task.restore' ? openRestoredSubmit(payload, opts.verifier, operators)
+      : payload.type === 'node.restore' ? openRestoredOp(payload, opts.verifier, operators) : null;
+    if (opened !== null && !opened.ok) {
+      countDrop(drops, opened.code);
+      const what = payload.type === 'task.restore' ? { task: payload.task } : { nonce: payload.nonce };
+      out.push({ type: 'log', level: 'warn', event: 'restore.refused', fields: { ...what, code: opened.code, detail: opened.detail } });
+      return;
     }
     if (isPrimary()) return orderOperator(signed, true, nowMs, out);
     const seen = state.outcomes.get(payload.nonce);
@@ -1175,18 +1176,21 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     return out;
   }
 
-  /** The task journal (PROTOCOL §10.9), written again whenever the live tasks change; only by a
-   *  replica that serves (a replacement has no state before it installs one). */
+  /** The task journal (PROTOCOL §10.9), written again whenever the live tasks or the membership
+   *  changes (§10.12) change; only by a replica that serves (a replacement has no state before it
+   *  installs one). */
   let journalKey: string | null = null;
   function persistJournal(out: CoreEffect[], nowMs: number): void {
     if (phase === 'serving' && journalRsn !== state.rsn) {
       journalRsn = state.rsn;
       const live = liveSubmits(state.cluster);
-      const key = live.map((l) => `${l.task}\u0000${l.submit.nonce}`).join('\u0001');
+      // The membership log only grows (PROTOCOL §10.12): its length tells a change.
+      const key = `${state.members.length}\u0002${live.map((l) => `${l.task}\u0000${l.submit.nonce}`).join('\u0001')}`;
       if (key !== journalKey) {
         journalKey = key;
         const tasks = live.map((l) => ({ task: l.task, nonce: l.submit.nonce, submit: l.submit.bytes, submitSig: l.submit.sig }));
-        taskJournal = encodeJournal({ replica: id, rsn: state.rsn, tasks });
+        const members = state.members.map((c) => ({ nonce: c.nonce, op: c.op, opSig: c.opSig }));
+        taskJournal = encodeJournal({ replica: id, rsn: state.rsn, tasks, members });
         out.push({ type: 'persist.tasks', journal: taskJournal });
         journalSentAtMs = -Infinity;
       }

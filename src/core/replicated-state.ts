@@ -13,11 +13,11 @@ import {
   applyAdd, applyCondemn, checkEvidence, encodeGroupView, initialGroupView, recordReport, recoveryStep,
   type GroupContext, type GroupView, type ViewChange,
 } from './group-view.ts';
-import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES, type Timing } from './constants.ts';
+import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_MEMBER_CHANGES, MAX_OPERATOR_OUTCOMES, type Timing } from './constants.ts';
 import type { Hash, ProcessId } from './ports.ts';
 import { unreachable } from './result.ts';
 import { pack, unpack } from './wire/frame.ts';
-import { groupMsgCG, type AgentRequest, type GroupInput, type GroupMsgGC, type GroupCommand, type NodeAdd, type NodeRemove, type OperatorRequest, type TaskRestore, type TaskSubmit } from './wire/messages.ts';
+import { groupMsgCG, type AgentRequest, type GroupInput, type GroupMsgGC, type GroupCommand, type NodeAdd, type NodeRemove, type NodeRestore, type OperatorRequest, type TaskRestore, type TaskSubmit } from './wire/messages.ts';
 
 export type { NodeRecord } from './cluster-state.ts';
 
@@ -54,6 +54,10 @@ export type ReplicatedState = {
   /** Nodes an operator added at run time, by agent (PROTOCOL §10.12): the agent's key, which
    *  replicas verify its frames with, and where its host is. Kept after the node is removed. */
   added: Map<ProcessId, AddedNode>;
+  /** Every membership change applied since the group started (or restored after a cluster
+   *  reset), in order, with the operator's signed request: journalled, so a cluster reset keeps
+   *  them (PROTOCOL §10.9, §10.12). At most MAX_MEMBER_CHANGES. */
+  members: MemberChange[];
   /** Configuration, the same on every replica (cluster.json); not part of the digest. */
   timers: TaskTimers;
   /** The replica id pool, initial ids then spares (membership); not part of the digest. */
@@ -63,6 +67,9 @@ export type ReplicatedState = {
 };
 
 export type AddedNode = { node: string; address: string; port: number; publicKey: Uint8Array };
+/** One applied membership change: which, of which agent and node, and the operator's signed CG
+ *  (canonical bytes and signature) that asked for it. */
+export type MemberChange = { nonce: string; kind: 'add' | 'remove'; agent: ProcessId; node: string; op: Uint8Array; opSig: Uint8Array };
 
 export type StateMembership = {
   replicas: readonly ProcessId[];
@@ -80,7 +87,7 @@ export function initialState(m: StateMembership, timing: Timing = DEFAULT_TIMING
   for (const a of [...agents].sort((x, y) => (x.id < y.id ? -1 : 1))) nodes.set(a.id, { node: a.node, joined: false, slots: 0, failed: false, inc: 0, draining: false });
   return {
     rsn: 0, gssn: 0, replicas: [...replicas], primary, clientInc: new Map(), csnReceived: new Map(), lastGssnTo: new Map(), nodes,
-    cluster: createClusterState(), outcomes: new Map(), outcomeOrder: [], group: initialGroupView(replicas, m.replicaNodes), shutdownAt: null, added: new Map(),
+    cluster: createClusterState(), outcomes: new Map(), outcomeOrder: [], group: initialGroupView(replicas, m.replicaNodes), shutdownAt: null, added: new Map(), members: [],
     timers: taskTimers(timing), pool: [...replicas, ...m.spareReplicas], spareNodes: new Map(Object.entries(m.spareNodes ?? {})),
   };
 }
@@ -103,6 +110,7 @@ export function encodeState(s: ReplicatedState): Uint8Array {
     encodeGroupView(s.group),
     s.shutdownAt,
     sortedEntries(s.added).map(([id, a]) => [id, a.node, a.address, a.port, a.publicKey]),
+    s.members.map((c) => [c.nonce, c.kind, c.agent, c.node, c.op, c.opSig]),
   ]);
 }
 
@@ -194,13 +202,13 @@ export function adoptIncarnation(s: ReplicatedState, client: ProcessId, inc: num
  *  may send nothing else. */
 export const isOperatorRequest = (r: AgentRequest): r is OperatorRequest =>
   r.type === 'task.submit' || r.type === 'task.kill' || r.type === 'task.restart' || r.type === 'task.restore' || r.type === 'cluster.shutdown' ||
-  r.type === 'node.add' || r.type === 'node.remove';
+  r.type === 'node.add' || r.type === 'node.remove' || r.type === 'node.restore';
 
 /** Who may send which nonce-identified request (PROTOCOL §8.1, §10.9): operators their task
- *  requests; the watchdog only `task.restore`. */
+ *  requests; the watchdog only `task.restore` and `node.restore`. */
 export function mayRequest(client: ProcessId, request: AgentRequest, operators: ReadonlySet<ProcessId>, scc: ProcessId): boolean {
   if (!isOperatorRequest(request)) return false;
-  return request.type === 'task.restore' ? client === scc : operators.has(client);
+  return request.type === 'task.restore' || request.type === 'node.restore' ? client === scc : operators.has(client);
 }
 
 /** The submit a restore carries, decoded (its operator signature was checked before ordering:
@@ -209,6 +217,16 @@ function restoredSubmit(request: TaskRestore): TaskSubmit | null {
   const tree = unpack(request.submit);
   const cg = tree.ok ? groupMsgCG.dec(tree.value, 'restore.submit') : tree;
   return cg.ok && cg.value.payload.type === 'task.submit' && cg.value.payload.nonce === request.nonce ? cg.value.payload : null;
+}
+
+/** The membership change a `node.restore` carries, decoded (its operator signature was checked
+ *  before ordering, like a restored submit's). */
+function restoredChange(request: NodeRestore): NodeAdd | NodeRemove | null {
+  const tree = unpack(request.op);
+  const cg = tree.ok ? groupMsgCG.dec(tree.value, 'restore.op') : tree;
+  if (!cg.ok) return null;
+  const p = cg.value.payload;
+  return (p.type === 'node.add' || p.type === 'node.remove') && p.nonce === request.nonce ? p : null;
 }
 
 type Done = { outcome: { ok: boolean; text: string }; effects: TaskEffect[] };
@@ -221,9 +239,15 @@ function operatorStep(s: ReplicatedState, request: OperatorRequest, signed: { by
     case 'cluster.shutdown':
       return shutdown(s, r);
     case 'node.add':
-      return addNode(s, request);
+      return addNode(s, request, signed);
     case 'node.remove':
-      return removeNode(s, request, r);
+      return removeNode(s, request, signed, r);
+    case 'node.restore': {
+      const change = restoredChange(request);
+      if (change === null) return { outcome: { ok: false, text: 'restore: not an operator\'s node.add or node.remove' }, effects: [] };
+      const op = { bytes: request.op, sig: request.opSig };
+      return change.type === 'node.add' ? addNode(s, change, op) : removeNode(s, change, op, r);
+    }
     case 'task.submit':
       if (!accepting) return stopped;
       return submitTask(s.cluster, s.nodes, s.timers, request, s.rsn, signed === null ? null : { nonce: request.nonce, ...signed });
@@ -285,32 +309,43 @@ function shutdown(s: ReplicatedState, r: ApplyResult): Done {
 
 /** PROTOCOL §10.12: a node added at run time. Its agent id and node name must be new to the
  *  cluster: a replica or operator id, a known agent or node, even a removed one, is refused. */
-function addNode(s: ReplicatedState, q: NodeAdd): Done {
+function addNode(s: ReplicatedState, q: NodeAdd, op: SignedBytes | null): Done {
   const refuse = (why: string) => ({ outcome: { ok: false, text: `cannot add ${q.node}: ${why}` }, effects: [] });
   if (s.shutdownAt !== null) return refuse('the cluster is shutting down');
+  if (s.members.length >= MAX_MEMBER_CHANGES) return refuse(fullLog);
   const nodesInUse = new Set([...s.nodes.values()].map((n) => n.node));
   for (const a of s.added.values()) nodesInUse.add(a.node);
   for (const n of s.group.replicaNodes.values()) nodesInUse.add(n);
   for (const n of s.spareNodes.values()) nodesInUse.add(n);
-  if (s.nodes.has(q.agent) || s.added.has(q.agent) || s.pool.includes(q.agent) || s.clientInc.has(q.agent)) return refuse(`${q.agent} is already a process of this cluster`);
+  if (s.nodes.has(q.agent) || s.added.has(q.agent) || s.pool.includes(q.agent) || s.clientInc.has(q.agent) || s.members.some((c) => c.agent === q.agent)) {
+    return refuse(`${q.agent} is already a process of this cluster`);
+  }
   if (nodesInUse.has(q.node)) return refuse(`a node ${q.node} is already in this cluster`);
+  // A removed node of cluster.json is in neither map any more; the membership log remembers it.
+  if (s.members.some((c) => c.node === q.node)) return refuse(`a node ${q.node} was removed from this cluster: a name is never used again`);
   // A removed node's address is free again (a repaired machine may come back); its name and agent
   // id are not: finished tasks still name the node, and the id's key can never be revoked.
   if ([...s.added].some(([a, n]) => n.address === q.address && s.nodes.has(a))) return refuse(`address ${q.address} is already an added node's`);
   s.added.set(q.agent, { node: q.node, address: q.address, port: q.port, publicKey: new Uint8Array(q.publicKey) });
   s.nodes.set(q.agent, { node: q.node, joined: false, slots: 0, failed: false, inc: 0, draining: false });
+  record(s, q.nonce, 'add', q.agent, q.node, op);
   return { outcome: { ok: true, text: `node ${q.node} added (agent ${q.agent} at ${q.address}); it joins when its agent starts` }, effects: [] };
 }
 
 /** PROTOCOL §10.12: drain a node; it leaves once no live task holds a slot there (finishDrains).
  *  A node hosting a member of the group stays: the group would lose a replica with it. */
-function removeNode(s: ReplicatedState, q: NodeRemove, r: ApplyResult): Done {
+function removeNode(s: ReplicatedState, q: NodeRemove, op: SignedBytes | null, r: ApplyResult): Done {
   const refuse = (why: string) => ({ outcome: { ok: false, text: `cannot remove ${q.node}: ${why}` }, effects: [] });
   const entry = [...s.nodes.entries()].find(([, n]) => n.node === q.node);
   if (entry === undefined) return refuse('no such node in the cluster (see `trine nodes`)');
   const hosting = s.replicas.filter((x) => s.group.replicaNodes.get(x) === q.node);
   if (hosting.length > 0) return refuse(`it hosts replica ${hosting.join(', ')} of the manager group`);
   const [agent, rec] = entry;
+  // A second removal (`--kill` after a plain one) is recorded once: a reset repeats the first.
+  if (!rec.draining) {
+    if (s.members.length >= MAX_MEMBER_CHANGES) return refuse(fullLog);
+    record(s, q.nonce, 'remove', agent, q.node, op);
+  }
   s.nodes.set(agent, { ...rec, draining: true });
   const effects: TaskEffect[] = [];
   const there = tasksOn(s.cluster, q.node);
@@ -319,6 +354,19 @@ function removeNode(s: ReplicatedState, q: NodeRemove, r: ApplyResult): Done {
   const text = there.length === 0 ? `${q.node} removed` : q.kill ? `${q.node} draining: killing ${there.join(', ')}` : `${q.node} draining: waiting for ${there.join(', ')} to finish`;
   return { outcome: { ok: true, text }, effects };
 }
+
+type SignedBytes = { bytes: Uint8Array; sig: Uint8Array };
+
+const fullLog = `the group has made ${MAX_MEMBER_CHANGES} membership changes since it started, all kept for a cluster reset (PROTOCOL §10.12): no more until the next one`;
+
+/** Keeps an applied change for the task journal (PROTOCOL §10.9); one with no signed request
+ *  (applied by a test directly) is not journalled. */
+function record(s: ReplicatedState, nonce: string, kind: MemberChange['kind'], agent: ProcessId, node: string, op: SignedBytes | null): void {
+  if (op !== null) s.members.push({ nonce, kind, agent, node, op: new Uint8Array(op.bytes), opSig: new Uint8Array(op.sig) });
+}
+
+/** Was `agent`'s node removed by an operator (PROTOCOL §10.12)? */
+const wasRemoved = (s: ReplicatedState, agent: ProcessId): boolean => s.members.some((c) => c.kind === 'remove' && c.agent === agent);
 
 /** A draining node that no live task holds a slot on leaves the cluster: its agent is told to
  *  stop (like a shutdown of that node alone), and the group forgets it (PROTOCOL §10.12). */
@@ -381,7 +429,13 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
     case 'node.join': {
       // Every agent's first request; its incarnation was adopted just before (replica.ts deliver).
       const rec = s.nodes.get(client);
-      if (rec === undefined) return result();
+      if (rec === undefined) {
+        // A removed node's agent that came back (restarted, or booted by a cluster reset before
+        // the removal was restored) is told again to stop (PROTOCOL §10.12).
+        const r = result();
+        if (wasRemoved(s, client)) emit(s, client, { type: 'node.shutdown', rsn: s.rsn, removed: true }, messages);
+        return r;
+      }
       s.nodes.set(client, { ...rec, joined: true, slots: request.slots, failed: false, inc });
       // The new incarnation learns which of its node's processes the group believes run, when
       // there are any or it asks (PROTOCOL §8.6); placement may use its slots now.
@@ -438,6 +492,7 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
     case 'cluster.shutdown':
     case 'node.add':
     case 'node.remove':
+    case 'node.restore':
       // Replicas refuse these from agents before ordering; a primary that ordered one anyway
       // changes nothing.
       return result();

@@ -14,11 +14,11 @@ import { decodeData, type MachineData } from '../../fsm/plain-data.ts';
 import type { AllocationRequest, ClusterState, NodeRecord, ServiceTurn, SignedSubmit, TaskRecord, TaskTimers } from './cluster-state.ts';
 import {
   MAX_ARGS, MAX_ENV_ENTRIES, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_OPERATOR_OUTCOMES, MAX_REPLICAS, MAX_STATE_CHUNK_BYTES,
-  MAX_STATE_CHUNKS, PUBLIC_KEY_BYTES, TASK_KEY_BYTES,
+  MAX_MEMBER_CHANGES, MAX_STATE_CHUNKS, PUBLIC_KEY_BYTES, TASK_KEY_BYTES,
 } from './constants.ts';
 import type { GroupView, Recovery } from './group-view.ts';
 import type { ProcessId } from './ports.ts';
-import { encodeState, type AddedNode, type OperatorOutcome, type ReplicatedState } from './replicated-state.ts';
+import { encodeState, type AddedNode, type MemberChange, type OperatorOutcome, type ReplicatedState } from './replicated-state.ts';
 import { err, ok, type Result } from './result.ts';
 import type { PendingGroup, TaskSignals } from './task-signals.ts';
 import { unpack } from './wire/frame.ts';
@@ -105,7 +105,7 @@ const ids = list(str);
 // ---- the replicated state (field order of encodeState) --------------------------------------
 
 function readState(t: unknown, config: StateConfig): ReplicatedState {
-  const f = tuple(t, 13, 'state');
+  const f = tuple(t, 14, 'state');
   const replicas = distinct(list(str, MAX_REPLICAS))(f[2], 'replicas');
   const primary = str(f[3], 'primary');
   if (!replicas.includes(primary)) fail('primary', `${primary} is not a replica`);
@@ -125,6 +125,7 @@ function readState(t: unknown, config: StateConfig): ReplicatedState {
     group: readGroup(f[10], 'group'),
     shutdownAt: f[11] === null ? null : uint(f[11], 'shutdownAt'),
     added: readAdded(f[12], 'added'),
+    members: list(readMember, MAX_MEMBER_CHANGES)(f[13], 'members'),
     timers: { ...config.timers },
     pool: [...config.pool],
     spareNodes: new Map(config.spareNodes ?? []),
@@ -162,6 +163,15 @@ function readAdded(t: unknown, p: string): Map<ProcessId, AddedNode> {
   })(t, p);
   return out;
 }
+
+/** Membership changes (PROTOCOL §10.12), in the order applied: [nonce, kind, agent, node, op, opSig]. */
+const readMember: Reader<MemberChange> = (e, q) => {
+  const [nonce, kind, agent, node, op, opSig] = tuple(e, 6, q);
+  return {
+    nonce: str(nonce, `${q}.nonce`), kind: oneOf(['add', 'remove'] as const)(kind, `${q}.kind`), agent: str(agent, `${q}.agent`), node: str(node, `${q}.node`),
+    op: new Uint8Array(bin(op, `${q}.op`)), opSig: new Uint8Array(bin(opSig, `${q}.opSig`)),
+  };
+};
 
 /** Outcomes are encoded once, oldest first; the Map by nonce is rebuilt from them. */
 function readOutcomes(t: unknown, p: string): { outcomes: Map<string, OperatorOutcome>; outcomeOrder: string[] } {

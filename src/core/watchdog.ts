@@ -9,9 +9,9 @@ import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
 import type { ProcessId, Signer, Verifier } from './ports.ts';
 import { unreachable, type DropCode } from './result.ts';
 import type { PeerHealth } from './status.ts';
-import { collectRestores, decodeJournal } from './task-journal.ts';
+import { collectRestores, decodeJournal, memberLabel, openRestoredOp, type MembershipChanges } from './task-journal.ts';
 import { signCG } from './wire/frame.ts';
-import type { AccuseReason, Item, Role, SignedCG, TaskRestore } from './wire/messages.ts';
+import type { AccuseReason, Item, Role, SignedCG, NodeRestore, TaskRestore } from './wire/messages.ts';
 
 /** A heartbeat older than this many periods makes its replica `late`, older than
  *  WATCHDOG_SILENT_PERIODS `silent`. Two periods tolerate one lost heartbeat without alarm;
@@ -179,7 +179,12 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   /** The latest task journal of each replica since the last cluster reset (onJournal). */
   const journalsKept = new Map<ProcessId, { inc: number; rsn: number; tasks: number; data: Uint8Array }>();
   /** Restores not yet confirmed, by nonce, with each replica's reply so far; and when to send. */
-  const restoring = new Map<string, { restore: TaskRestore; signed: SignedCG; replies: Map<ProcessId, string> }>();
+  /** By nonce: what is restored (a task's old id, or `node.add n5`), whether it is a membership
+   *  change, the watchdog's signed request, and the replicas' outcomes so far. */
+  const restoring = new Map<string, { label: string; member: boolean; signed: SignedCG; replies: Map<ProcessId, string> }>();
+  /** The membership the pending membership restores bring back, until two replicas confirmed
+   *  them all (then the restarted group journals it itself); null when none is pending. */
+  let restoringMembership: MembershipChanges | null = null;
   const restores: RestoreRecord[] = [];
   let restoreAtMs = 0;
   /** When the last input was taken, and until when a stall of the watchdog's own (see
@@ -278,7 +283,11 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     // What the old group's replicas last told us; the restarted group starts a new set.
     const journals = [...journalsKept].map(([r, j]) => ({ source: `${r}'s journal kept by the watchdog (inc ${j.inc}, rsn ${j.rsn})`, data: j.data }));
     journalsKept.clear();
-    out.push({ type: 'reset.cluster', reason, journals });
+    // A reset while the last one's membership restores are still unconfirmed: the fresh group
+    // may have journalled nothing yet, so the nodes the last restore named are kept too.
+    const found = collectRestores(journals, opts.verifier, operatorIds).membership;
+    const membership = restoringMembership === null ? found : mergeMembership(restoringMembership, found);
+    out.push({ type: 'reset.cluster', reason, journals, membership });
     out.push({ type: 'log', level: 'warn', event: 'cluster.reset', fields: { rule, reason } });
   }
 
@@ -301,18 +310,30 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
 
   /** The journals read from the nodes after a reset: every verified entry is restored, once. */
   function onRestoreLoad(nowMs: number, journals: { source: string; data: Uint8Array }[], out: CoreEffect[]): void {
-    const { restores: found, refused } = collectRestores(journals, opts.verifier, operatorIds);
+    const { restores: found, members, membership, refused } = collectRestores(journals, opts.verifier, operatorIds);
+    if (members.length > 0) restoringMembership = restoringMembership === null ? membership : mergeMembership(restoringMembership, membership);
     for (const r of refused) push(restores, { atMs: nowMs, kind: 'refused', ...r }, MAX_RESTORE_HISTORY);
     for (const r of refused) out.push({ type: 'log', level: 'error', event: 'restore.entry-refused', fields: { ...r } });
     let added = 0;
-    for (const restore of found) {
+    // Membership changes first: a task placed before its node is back would miss it.
+    for (const restore of [...members, ...found]) {
       if (restoring.has(restore.nonce)) continue;
       const signed = signCG({ csn: 0, gssnAck: 0, inc: 0, client: id, payload: restore }, opts.signer);
-      restoring.set(restore.nonce, { restore, signed, replies: new Map() });
+      restoring.set(restore.nonce, { label: restoreLabel(restore), member: restore.type === 'node.restore', signed, replies: new Map() });
       added++;
     }
     restoreAtMs = nowMs;
-    out.push({ type: 'log', level: 'warn', event: 'restore.loaded', fields: { journals: journals.length, tasks: found.map((r) => r.task), added, refused: refused.length } });
+    out.push({
+      type: 'log', level: 'warn', event: 'restore.loaded',
+      fields: { journals: journals.length, members: members.map(restoreLabel), tasks: found.map((r) => r.task), added, refused: refused.length },
+    });
+  }
+
+  /** What a restore is called in the records: a task's old id, or `node.add n5`. */
+  function restoreLabel(r: TaskRestore | NodeRestore): string {
+    if (r.type === 'task.restore') return r.task;
+    const change = openRestoredOp(r, opts.verifier, operatorIds);
+    return change.ok ? memberLabel(change.value) : `membership change ${r.nonce}`;
   }
 
   /** Replicas of the restarted group heard lately: where restores go. */
@@ -325,8 +346,11 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   function sendRestores(nowMs: number, out: CoreEffect[]): void {
     if (restoring.size === 0 || !armed || nowMs < restoreAtMs) return;
     restoreAtMs = nowMs + RESTORE_RESEND_MS;
+    // The membership changes, until two replicas confirmed all of them; then the tasks.
+    const pending = [...restoring.values()];
+    const now = pending.some((p) => p.member) ? pending.filter((p) => p.member) : pending;
     for (const to of freshReplicas(nowMs)) {
-      for (const { signed } of restoring.values()) out.push({ type: 'send', to, item: { type: 'op.request', signed } });
+      for (const { signed } of now) out.push({ type: 'send', to, item: { type: 'op.request', signed } });
     }
   }
 
@@ -342,7 +366,12 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     pending.replies.set(from, outcome);
     if ([...pending.replies.values()].filter((o) => o === outcome).length < 2) return;
     restoring.delete(item.nonce);
-    const task = pending.restore.task;
+    const task = pending.label;
+    // The last membership change confirmed: the tasks go at once, not a resend period later.
+    if (pending.member && ![...restoring.values()].some((p) => p.member)) {
+      restoreAtMs = nowMs;
+      restoringMembership = null;
+    }
     push(restores, { atMs: nowMs, kind: 'restored', task, ok: item.ok, text: item.text }, MAX_RESTORE_HISTORY);
     out.push({ type: 'log', level: item.ok ? 'warn' : 'error', event: 'restore.done', fields: { task, ok: item.ok, text: item.text, rsn: item.rsn } });
   }
@@ -533,7 +562,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       clusterResetCount,
       shutdown: shutDown === null ? null : { rsn: shutDown.rsn, by: [...shutDown.by], atMs: shutDown.atMs },
       journalsKept: [...journalsKept].map(([replica, j]) => ({ replica, inc: j.inc, rsn: j.rsn, tasks: j.tasks })),
-      restoresPending: [...restoring.values()].map((p) => ({ task: p.restore.task, nonce: p.restore.nonce })),
+      restoresPending: [...restoring].map(([nonce, p]) => ({ task: p.label, nonce })),
       restores: restores.map((r) => ({ ...r })),
     };
   }
@@ -608,4 +637,12 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   }
 
   return { id, step, nextWakeMs, status };
+}
+
+/** Two views of the membership changes as one: every added node (the later view's address for a
+ *  node in both) not removed in either, and every removal. */
+function mergeMembership(a: MembershipChanges, b: MembershipChanges): MembershipChanges {
+  const removed = [...new Set([...a.removed, ...b.removed])].sort();
+  const added = new Map([...a.added, ...b.added].map((n) => [n.node, n]));
+  return { added: [...added.values()].filter((n) => !removed.includes(n.node)), removed };
 }

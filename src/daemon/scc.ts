@@ -9,6 +9,7 @@
 // second cluster reset ordered meanwhile is coalesced into it. Each reset is logged when it
 // starts, ends or fails, with its duration.
 import type { CoreInput } from '../core/node.ts';
+import type { MembershipChanges } from '../core/task-journal.ts';
 import { createWatchdog } from '../core/watchdog.ts';
 import { paths, resolveClusterDir, type Cluster } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
@@ -33,6 +34,9 @@ export type ClusterResetContext = {
   /** The replicas' journals the watchdog core kept (PROTOCOL §10.9), as of the reset's order:
    *  what a cluster of several hosts restores from, since it shares no disk. */
   kept: TaskJournalFiles;
+  /** What those journals say an operator changed (PROTOCOL §10.12): the nodes added at run time,
+   *  which a cluster of several hosts power-cycles too, and the removed ones it leaves off. */
+  membership: MembershipChanges;
 };
 
 export type WatchdogHooks = RunHooks & {
@@ -61,6 +65,7 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
   const early: TaskJournalFiles[] = [];
   /** The journals the core handed over with its latest cluster reset order. */
   let kept: TaskJournalFiles = [];
+  let membership: MembershipChanges = { added: [], removed: [] };
   const restore = (journals: TaskJournalFiles): void => {
     if (feed === null) early.push(journals);
     else feed((nowMs) => ({ type: 'restore.load', nowMs, journals }));
@@ -76,7 +81,7 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
       const hook = hooks.resetCluster;
       const clusterReset: ClusterReset = hook === undefined || kind.value === 'log'
         ? { runs: false, why: hook === undefined ? 'no cluster reset hook' : 'cluster.json resetDriver is "log"' }
-        : { runs: true, reset: (reason) => hook(reason, { cluster, log, stopping: stopping.signal, restore, kept }) };
+        : { runs: true, reset: (reason) => hook(reason, { cluster, log, stopping: stopping.signal, restore, kept, membership }) };
       logger.info({
         event: 'reset.driver', driver: hooks.makeResetDriver === undefined ? 'log' : kind.value, clusterReset: clusterReset.runs ? kind.value : 'log',
       });
@@ -87,6 +92,7 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
       if (effect.type === 'reset.node') resets?.node(effect.node, effect.rsn, effect.address);
       if (effect.type === 'reset.cluster') {
         kept = effect.journals;
+        membership = effect.membership;
         resets?.cluster(effect.reason);
       }
       hooks.onEffect?.(effect, nowMs);

@@ -5,7 +5,7 @@ import {
   MAX_ARG_CHARS, MAX_ARGS, MAX_BURST_COUNT, MAX_CG_BYTES, MAX_CLUSTER_ID_CHARS, MAX_ENV_ENTRIES, MAX_ID_CHARS,
   MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES, MAX_PATH_CHARS, MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS,
   MAX_REPORTS_PER_REQUEST, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES, MAX_REPLICAS, MAX_ACCUSATION_BYTES,
-  MAX_EVIDENCE_FRAME_BYTES, MAX_STATE_CHUNK_BYTES, MAX_SUBMIT_CG_BYTES, LOGS_CHUNK_BYTES, MAX_JOURNAL_ITEM_BYTES,
+  MAX_EVIDENCE_FRAME_BYTES, MAX_MEMBER_CG_BYTES, MAX_STATE_CHUNK_BYTES, MAX_SUBMIT_CG_BYTES, LOGS_CHUNK_BYTES, MAX_JOURNAL_ITEM_BYTES,
   TASK_KEY_BYTES, PUBLIC_KEY_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
@@ -141,7 +141,11 @@ export type NodeAdd = { type: 'node.add'; nonce: string; agent: ProcessId; node:
  *  task has a process there (with `kill`, the tasks that have are killed) its agent is told to
  *  stop and the node leaves the cluster. */
 export type NodeRemove = { type: 'node.remove'; nonce: string; node: string; kill: boolean };
-export type OperatorRequest = TaskSubmit | TaskKill | TaskRestart | TaskRestore | ClusterShutdown | NodeAdd | NodeRemove;
+/** The watchdog's, after a cluster reset (PROTOCOL §10.9, §10.12): apply again a membership
+ *  change the group had made. `op`/`opSig`: the operator's own signed `node.add` or `node.remove`
+ *  CG, as a replica journalled it; the nonce is that request's. */
+export type NodeRestore = { type: 'node.restore'; nonce: string; op: Uint8Array; opSig: Uint8Array };
+export type OperatorRequest = TaskSubmit | TaskKill | TaskRestart | TaskRestore | ClusterShutdown | NodeAdd | NodeRemove | NodeRestore;
 
 export type AgentRequest =
   /** The agent announces its node to the group (first message after start). `resync`: it found
@@ -195,6 +199,11 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
     fields: { nonce, agent: processId, node: nodeName, address: hostAddress, port: uint, publicKey: bytes(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES) },
   },
   'node.remove': { code: 12, order: ['nonce', 'node', 'kill'], fields: { nonce, node: nodeName, kill: bool } },
+  'node.restore': {
+    code: 13,
+    order: ['nonce', 'op', 'opSig'],
+    fields: { nonce, op: bytes(MAX_MEMBER_CG_BYTES), opSig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) },
+  },
   'sig.request': {
     code: 8,
     order: ['task', 'vpid', 'signum', 'dest', 'arg', 'epoch'],

@@ -197,6 +197,8 @@ describe('restores after a cluster reset (PROTOCOL §10.9)', () => {
       { atMs: 2_000, kind: 'refused', source: '/x/.trine/run/r2.tasks', task: 't2', code: 'SIG_INVALID', detail: 'bad signature' },
       { atMs: 3_000, kind: 'restored', task: 't1', ok: true, text: 't1' },
       { atMs: 3_000, kind: 'restored', task: 't4', ok: false, text: 'size must be 1 to 64 processes, got 99' },
+      // A membership change (PROTOCOL §10.12), restored before the tasks.
+      { atMs: 3_000, kind: 'restored', task: 'node.add n5', ok: true, text: 'node n5 added (agent a5 at 10.0.0.15)' },
     ];
     const doc = build(withWatchdog({ restores }));
     expect(doc.problems).toEqual([]);
@@ -208,6 +210,7 @@ describe('restores after a cluster reset (PROTOCOL §10.9)', () => {
       '  1970-01-01T00:00:02.000Z  refused: run/r2.tasks, t2: SIG_INVALID (bad signature)',
       '  1970-01-01T00:00:03.000Z  t1 → t1 (restarted)',
       '  1970-01-01T00:00:03.000Z  t4 not restored: size must be 1 to 64 processes, got 99',
+      '  1970-01-01T00:00:03.000Z  node.add n5: node n5 added (agent a5 at 10.0.0.15)',
     ].join('\n'));
   });
 

@@ -8,6 +8,7 @@ import type { CoreEffect, Membership } from '../../../src/core/node.ts';
 import type { ProcessId, Signer, Verifier } from '../../../src/core/ports.ts';
 import { createReplica, type ReplicaCore } from '../../../src/core/replica.ts';
 import { Shell } from '../../../src/core/shell.ts';
+import { decodeJournal, type TaskJournal } from '../../../src/core/task-journal.ts';
 import { createHash } from 'node:crypto';
 import type { Core } from '../../../src/core/node.ts';
 import { encodeFrame, signCG } from '../../../src/core/wire/frame.ts';
@@ -149,4 +150,15 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
     effects: <T extends Observed['effect']['type']>(type: T, proc?: ProcessId) =>
       observed.filter((o) => o.effect.type === type && (proc === undefined || o.proc === proc)).map((o) => ({ ...o, effect: o.effect as Extract<Observed['effect'], { type: T }> })),
   };
+}
+
+/** The last task journal (PROTOCOL §10.9) each replica of `c` wrote. */
+export function journals(c: ReturnType<typeof makeCluster>): Map<string, TaskJournal> {
+  const out = new Map<string, TaskJournal>();
+  for (const o of c.effects('persist.tasks')) {
+    const j = decodeJournal(o.effect.journal);
+    if (!j.ok) throw new Error(`${o.proc} wrote an unreadable journal: ${j.detail}`);
+    out.set(o.proc, j.value);
+  }
+  return out;
 }

@@ -25,7 +25,7 @@ const signer = (id: string): Signer => ({ id, sign: (d) => new Uint8Array(create
 
 type Step =
   | { kind: 'request'; client: string; request: AgentRequest; inc?: number }
-  | { kind: 'operator'; request: OperatorRequest }
+  | { kind: 'operator'; request: OperatorRequest; signed?: { bytes: Uint8Array; sig: Uint8Array } }
   | { kind: 'input'; input: GroupInput };
 
 /** What replica.ts does on delivery: next RSN; for an agent, its incarnation and CSN, then the transition. */
@@ -40,7 +40,7 @@ function apply(s: ReplicatedState, step: Step): ApplyResult {
       return applyRequest(s, step.client, step.request, inc);
     }
     case 'operator':
-      return applyOperatorRequest(s, step.request);
+      return applyOperatorRequest(s, step.request, step.signed ?? null);
     case 'input':
       return applyGroupInput(s, step.input);
   }
@@ -54,6 +54,12 @@ const submit = (size: number, extra: Partial<TaskSubmit> = {}): Step => ({
   request: { type: 'task.submit', nonce: nonce(), name: 'job', size, file: '/bin/job', args: ['-v', 'x'], cwd: '/tmp', env: [['A', '1'], ['B', '2']], mode: 'plain', taskKey: new Uint8Array(32).fill(7), ...extra },
 });
 const kill = (task: string, what: 'task.kill' | 'task.restart' = 'task.kill'): Step => ({ kind: 'operator', request: { type: what, nonce: nonce(), task } });
+/** A membership change (PROTOCOL §10.12) with stand-in signed bytes: the state keeps them for the
+ *  journal and never checks them (replicas do, before ordering). */
+const member = (request: OperatorRequest): Step => ({ kind: 'operator', request, signed: { bytes: new Uint8Array([nonces, 1, 2]), sig: new Uint8Array(64).fill(nonces) } });
+const addNode = (agent: string, node: string, address: string): Step =>
+  member({ type: 'node.add', nonce: nonce(), agent, node, address, port: 7403, publicKey: new Uint8Array(32).fill(3) });
+const removeNode = (node: string, kill = false): Step => member({ type: 'node.remove', nonce: nonce(), node, kill });
 const ticks = (n: number): Step[] => Array.from({ length: n }, () => ({ kind: 'input', input: { type: 'tick' } }));
 const failNode = (agent: string, inc = 1): Step => ({ kind: 'input', input: { type: 'node.failed', agent, inc } });
 
@@ -159,6 +165,19 @@ const SCENARIOS: Scenario[] = [
       all([condemn('r1', ['r3', 'r5'], 2)]),
       all(ticks(3)), (s) => reportAll(s, 't1', 'terminatedAbnormally', () => ({ signal: 'SIGKILL', reason: 'killed' })),
       all([join('a2', 4, 2)]), all(ticks(TIMERS.replicaStartTimeoutTicks + 1)),
+    ],
+  },
+  {
+    name: 'membership changes kept for a cluster reset: a node added and joined, one draining, one removed (PROTOCOL §10.12)',
+    build: [
+      all([join('a1'), join('a2'), join('a3'), join('a4'), join('a5')]),
+      all([addNode('a6', 'n6', '10.0.0.16'), join('a6', 3)]),
+      all([submit(6)]), (s) => reportAll(s, 't1', 'spawnSucceeded'),
+      all([removeNode('n5'), removeNode('n4', true)]),
+    ],
+    then: [
+      (s) => reportAll(s, 't1', 'terminatedNormally', () => ({ exitCode: 0 })), all(ticks(2)),
+      all([removeNode('n6', true), addNode('a7', 'n7', '10.0.0.17'), join('a5', 2, 2)]), all(ticks(2)),
     ],
   },
 ];
@@ -305,7 +324,7 @@ describe('decodeState: totality', () => {
 
   it('a wrong type in any top-level field is refused', () => {
     const WRONG: unknown[] = ['x', -1, 0.5, null, true, new Uint8Array([1]), [], [['bad']], [[1, 2, 3, 4, 5, 6, 7]]];
-    expect(tree).toHaveLength(13);
+    expect(tree).toHaveLength(14);
     for (let i = 0; i < tree.length; i++) {
       for (const w of WRONG) {
         const field = tree[i];
@@ -361,10 +380,10 @@ describe('decodeState: totality', () => {
 
   it('refuses a non-canonical msgpack encoding of a valid tree, and oversized or non-byte input', () => {
     const s = fresh();
-    const b = encodeState(s); // 0x9d (a fixarray of 13) then rsn 0 as a positive fixint
-    expect(b[0]).toBe(0x9d);
+    const b = encodeState(s); // 0x9e (a fixarray of 14) then rsn 0 as a positive fixint
+    expect(b[0]).toBe(0x9e);
     expect(b[1]).toBe(0x00);
-    const longer = new Uint8Array([0x9d, 0xcc, 0x00, ...b.subarray(2)]); // rsn 0 as a uint8
+    const longer = new Uint8Array([0x9e, 0xcc, 0x00, ...b.subarray(2)]); // rsn 0 as a uint8
     expect(decodeState(longer, config(s))).toMatchObject({ ok: false, code: 'WIRE_MALFORMED' });
     expect(decodeState(new Uint8Array(MAX_STATE_BYTES + 1), config(s))).toMatchObject({ ok: false, code: 'WIRE_TOO_LARGE' });
     expect(decodeState('x' as unknown as Uint8Array, config(s)).ok).toBe(false);

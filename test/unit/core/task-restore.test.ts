@@ -8,7 +8,7 @@ import { JOURNAL_RESEND_MS } from '../../../src/core/constants.ts';
 import { collectRestores, decodeJournal, encodeJournal, type TaskJournal } from '../../../src/core/task-journal.ts';
 import { signCG } from '../../../src/core/wire/frame.ts';
 import type { OperatorRequest, TaskRestore } from '../../../src/core/wire/messages.ts';
-import { hmacSigner, hmacVerifier, makeCluster } from './harness.ts';
+import { hmacSigner, hmacVerifier, journals, makeCluster } from './harness.ts';
 
 const nonce = (n: number) => n.toString(16).padStart(32, '0');
 const submit = (n: number, size: number): Extract<OperatorRequest, { type: 'task.submit' }> => ({
@@ -17,16 +17,6 @@ const submit = (n: number, size: number): Extract<OperatorRequest, { type: 'task
 const verifier = hmacVerifier(['r1', 'r2', 'r3', 'a1', 'a2', 'scc', 'op']);
 const operators = new Set(['op']);
 
-/** The last journal each replica wrote. */
-function journals(c: ReturnType<typeof makeCluster>): Map<string, TaskJournal> {
-  const out = new Map<string, TaskJournal>();
-  for (const o of c.effects('persist.tasks')) {
-    const j = decodeJournal(o.effect.journal);
-    if (!j.ok) throw new Error(`${o.proc} wrote an unreadable journal: ${j.detail}`);
-    out.set(o.proc, j.value);
-  }
-  return out;
-}
 
 /** A restore as the watchdog builds it from a journal entry. */
 function restoreOf(j: TaskJournal, i = 0): TaskRestore {
@@ -126,6 +116,7 @@ describe('the task journal (PROTOCOL §10.9)', () => {
         { ...(j1 as TaskJournal).tasks[0]!, task: 't7', submitSig: new Uint8Array(64) },
         { ...(j1 as TaskJournal).tasks[1]!, task: 't8', nonce: nonce(3) },
       ],
+      members: [],
     };
     const found = collectRestores([
       { source: 'r2', data: encodeJournal(j2 as TaskJournal) },
@@ -199,7 +190,7 @@ describe('task.restore in the fresh group (PROTOCOL §10.9)', () => {
 
 describe('journals that outlived their task (PROTOCOL §10.9)', () => {
   const at = (j: TaskJournal, replica: string, rsn: number, keep: (task: string) => boolean): { source: string; data: Uint8Array } => ({
-    source: `run/${replica}.tasks`, data: encodeJournal({ replica, rsn, tasks: j.tasks.filter((e) => keep(e.task)) }),
+    source: `run/${replica}.tasks`, data: encodeJournal({ replica, rsn, tasks: j.tasks.filter((e) => keep(e.task)), members: [] }),
   });
 
   it('a task two later journals no longer hold ended: the stale journal of a retired replica does not bring it back', () => {

@@ -410,6 +410,7 @@ describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOC
       } }, opSigner);
       return { task, nonce, submit: s.bytes, submitSig: s.sig };
     }),
+    members: [],
   });
   const restoresSent = (effects: CoreEffect[]) => effects.flatMap((e) =>
     e.type === 'send' && e.item.type === 'op.request' && e.item.signed.cg.payload.type === 'task.restore'
@@ -419,7 +420,7 @@ describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOC
     const g = setup();
     const journal = (replica: string, rsn: number, tasks: [string, number][] = []) => {
       const j = journalOf(replica, tasks);
-      return rsn === 9 ? j : encodeJournal({ replica, rsn, tasks: [] });
+      return rsn === 9 ? j : encodeJournal({ replica, rsn, tasks: [], members: [] });
     };
     const send = (from: string, nowMs: number, inc: number, data: Uint8Array) => g.w.step(frame(from, nowMs, { type: 'tasks.journal', inc, journal: data }));
     send('r1', 10, 10, journal('r1', 9, [['t1', 1]]));
