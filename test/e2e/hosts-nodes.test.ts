@@ -7,7 +7,12 @@
 // remove` drains it: without --kill it waits for the task and says so; with --kill the task is
 // killed, the node's `trine node run` exits 4 and the node leaves the group's node list, after
 // which a task that needed n5's slots waits, and a task spread over the hosts runs on the
-// other hosts only. Needs root and network namespaces; skipped, with the reason, without.
+// other hosts only. Then the changes survive a cluster reset (PROTOCOL §10.9, §10.12): a sixth
+// host is added and n4 removed, two replica hosts are cut off, and the watchdog power-cycles n1,
+// n2, n3 and the added n6 but neither removed node; the restarted group, which started from the
+// hosts' cluster.json, learns both changes again from the journals the watchdog kept, and a task
+// of one process per host runs on n1, n2, n3 and n6. Needs root and network namespaces; skipped,
+// with the reason, without.
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,6 +32,9 @@ const EXIT_SHUTDOWN = 4;
 const SLOTS = 4;
 /** The added host: on the bed, not in the hosts file. */
 const ADDED = 'n5';
+/** The host added before the cluster reset, and the initial one removed before it. */
+const KEPT = 'n6';
+const DROPPED = 'n4';
 /** A task's processes print this, then sleep until killed. */
 const SLEEPER = ['/bin/sh', '-c', 'echo "up"; exec sleep 600'];
 
@@ -72,7 +80,7 @@ describe.skipIf(!supported.ok)('a node added to and removed from a running clust
   let tag = '';
 
   beforeAll(async () => {
-    c = await HostsCluster.start({ extraHosts: [ADDED] });
+    c = await HostsCluster.start({ extraHosts: [ADDED, KEPT] });
     tag = c.bed.tag;
   }, 150_000);
   afterAll(async () => {
@@ -216,4 +224,54 @@ describe.skipIf(!supported.ok)('a node added to and removed from a running clust
     expect((await cl.status())?.healthy, JSON.stringify(await cl.status())).toBe(true);
     console.log(`hosts nodes: ${addLines[0] ?? ''}`);
   }, 300_000);
+
+  it('membership changes survive a cluster reset: the watchdog power-cycles the added node and not the removed ones, and the restarted group learns both changes from the journals it kept (PROTOCOL §10.9, §10.12)', async () => {
+    const cl = c as HostsCluster;
+    // 1. n6 added and booted; n4, a node of the hosts file, removed: its `trine node run` exits 4.
+    const add = await cl.nodeOp('add', ['--id', KEPT, '--address', cl.bed.host(KEPT).address]);
+    expect(add.code, `stdout: ${add.stdout}\nstderr: ${add.stderr}`).toBe(0);
+    cl.boot(KEPT);
+    await until(`${KEPT} up`, 60_000, async () => (await nodes(cl))?.find((n) => n.node === KEPT && n.state === 'up'));
+    const dropped = cl.daemonsOf(DROPPED);
+    const remove = await cl.nodeOp('remove', [DROPPED, '--kill']);
+    expect(remove.code, `stdout: ${remove.stdout}\nstderr: ${remove.stderr}`).toBe(0);
+    for (const run of dropped) expect(await exitOf(run, 20_000), `${DROPPED}'s trine node run`).toBe(EXIT_SHUTDOWN);
+    const members = ['n1', 'n2', 'n3', KEPT];
+    expect((await nodes(cl))?.map((n) => n.node).sort()).toEqual(members);
+    // The replicas journal a change at once (and every 2 s): the watchdog holds both changes.
+    await sleep(3_000);
+    const kept = (await cl.status())?.watchdog?.journalsKept ?? [];
+    expect(kept.length, JSON.stringify(kept)).toBeGreaterThanOrEqual(2);
+
+    // 2. Two replica hosts cut off: no two replicas agree, so the watchdog resets the cluster.
+    const resetAt = Date.now();
+    await cl.bed.cut('n1');
+    await cl.bed.cut('n2');
+    const order = await until('the cluster reset\'s node list', 90_000, async () =>
+      cl.logEvents('wd', 'scc').find((e) => e['event'] === 'reset.cluster.nodes'));
+    await cl.bed.restore('n1');
+    await cl.bed.restore('n2');
+    expect(order['nodes'], 'power-cycled: the hosts file\'s nodes less n4, plus n6').toEqual(['n1', 'n2', 'n3', KEPT]);
+    expect(order['added']).toEqual([KEPT]);
+    expect(order['removed']).toEqual([DROPPED, ADDED]);
+
+    // 3. The restarted group lists n6 up again and neither removed node.
+    const after = await until('the restarted group with n6 up', 120_000, async () => {
+      const list = await nodes(cl);
+      return list !== undefined && list.map((n) => n.node).sort().join() === members.join() && list.every((n) => n.state === 'up') ? list : undefined;
+    });
+    console.log(`hosts nodes: ${after.map((n) => n.node).join(', ')} up ${Date.now() - resetAt} ms after the cut`);
+    const restores = (await cl.status())?.watchdog?.restores ?? [];
+    expect(restores.filter((r) => r.kind === 'restored').map((r) => [r.task, r.ok])).toEqual(expect.arrayContaining([
+      [`node.add ${KEPT}`, true], [`node.remove ${DROPPED}`, true],
+    ]));
+    // Neither removed host was booted: nothing runs in its namespace.
+    for (const host of [ADDED, DROPPED]) expect(await cl.pidsIn(host), `${host}'s namespace`).toEqual([]);
+
+    // 4. A task of one process per member host runs on exactly those hosts.
+    const spread = await submit(cl, members.length, 'after-reset');
+    const running = await runningTask(cl, spread);
+    expect(running.procs.map((p) => p.node).sort()).toEqual(members);
+    expect((await cl.op(['kill', spread])).code).toBe(0);
+  }, 360_000);
 });

@@ -39,6 +39,15 @@ export type HostsClusterOptions = {
   allowInject?: boolean;
 };
 
+/** The parts of `trine status --json` (cli/status-report.ts StatusDocument) the tests read. */
+export type StatusParts = {
+  healthy: boolean; converged: boolean; primary: string | null; problems: string[]; replicas: { id: string; role?: string }[];
+  watchdog?: {
+    journalsKept?: { replica: string; rsn: number; tasks: number }[];
+    restores?: { kind: 'restored' | 'refused'; task: string | null; ok?: boolean; text?: string; code?: string }[];
+  };
+};
+
 export class HostsCluster {
   private constructor(
     readonly bed: TestBed, readonly root: string, readonly out: string, readonly nodes: string[],
@@ -145,7 +154,9 @@ export class HostsCluster {
     }
   }
 
-  async status(): Promise<{ healthy: boolean; converged: boolean; primary: string | null; problems: string[]; replicas: { id: string; role?: string }[] } | null> {
+  /** `trine status --json` from the operator's namespace, the parts the tests read; null if it
+   *  printed no document. */
+  async status(): Promise<StatusParts | null> {
     const r = await this.op(['status', '--json', '--timeout', '2000']);
     try {
       return JSON.parse(r.stdout) as never;
