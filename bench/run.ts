@@ -6,6 +6,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchCrypto, type Figure } from './crypto.ts';
+import { benchFlood } from './flood.ts';
 import { benchGmpi } from './gmpi.ts';
 import { benchGroup } from './group.ts';
 import { benchHops } from './hops.ts';
@@ -48,6 +49,8 @@ if (!hostsBed.ok) console.log(`(signals on namespace hosts skipped: ${hostsBed.w
 print('signals and group requests of a linked task on a local cluster, then (hosts:) on namespace hosts (Tables 5.3/5.4; raw samples in bench/results/signals.json, signals-hosts.json)', results['signals']);
 results['recovery'] = await benchRecovery();
 print('replica faults on a local cluster: injection → condemned, new group, three replicas again (PROTOCOL §10)', results['recovery']);
+results['flood'] = await benchFlood();
+print('a stranger\'s connection flood on replica r3 of a local cluster, quiet then flooded (issue 14)', results['flood']);
 
 const dir = join(here, 'results');
 mkdirSync(dir, { recursive: true });

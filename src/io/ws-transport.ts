@@ -7,7 +7,8 @@
 // Sending is best effort, as the Transport port says: no socket, or a socket whose buffer is
 // over its limit, drops the frame and counts it; the reliable lanes retransmit.
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
-import type { IncomingMessage } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import { MAX_FRAME_BYTES } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { Transport } from '../core/shell.ts';
@@ -45,9 +46,38 @@ export const UNBOUND_TIMEOUT_MS = 5_000;
 /** Frames that fail verification on a not-yet-bound connection before we close it. A correct
  *  peer's first frame verifies; a few are allowed for frames corrupted in flight. */
 export const MAX_UNBOUND_FAILURES = 8;
-/** Inbound connections held at once. A cluster has a few dozen processes; the cap bounds
- *  what a flood of connections can cost a listener. */
+// ---- bounds before authentication (issue 14 items 1 and 2) ---------------------------------
+// A stranger can open TCP connections and WebSocket upgrades without any key. What it costs a
+// listener is bounded at each stage, and the members' capacity is separate from the strangers':
+//   1. a TCP connection must complete its WebSocket upgrade within HANDSHAKE_DEADLINE_MS, and at
+//      most MAX_PENDING_SOCKETS (MAX_PENDING_PER_SOURCE per remote address) wait to: beyond, the
+//      oldest waiting one (of that address, or of the busiest one) is closed. An idle flood is
+//      closed as it comes, never piled up until descriptors run out, and a member, which sends
+//      its upgrade request the moment it connects, is never the oldest;
+//   2. an upgraded connection that has not yet sent a verified frame holds one of
+//      MAX_UNBOUND_CONNECTIONS slots; a newcomer when all are taken evicts the oldest, so no
+//      one can hold them, and a member (whose first frame follows its upgrade at once) always
+//      gets in;
+//   3. only a connection bound by a verified frame counts against MAX_INBOUND_CONNECTIONS,
+//      which strangers therefore never reach, and one peer holds at most MAX_CONNECTIONS_PER_PEER
+//      of them (a new one closes that peer's oldest).
+
+/** A member's upgrade takes one round trip; a dialer gives up after CONNECT_TIMEOUT_MS. */
+export const HANDSHAKE_DEADLINE_MS = CONNECT_TIMEOUT_MS;
+/** TCP connections waiting to upgrade, at once and from one remote address. Members dial a
+ *  listener once each (plus a reconnect), far below either. */
+export const MAX_PENDING_SOCKETS = 256;
+export const MAX_PENDING_PER_SOURCE = 64;
+/** The kernel's queue of connections not yet accepted (capped by net.core.somaxconn): a burst
+ *  of strangers waits there instead of being refused before a member's connection is seen. */
+export const LISTEN_BACKLOG = 4096;
+/** Upgraded connections not yet bound to a peer by a verified frame. */
+export const MAX_UNBOUND_CONNECTIONS = 64;
+/** Bound inbound connections held at once: a cluster has a few dozen processes, each with a
+ *  connection or two, plus the operator's commands. */
 export const MAX_INBOUND_CONNECTIONS = 256;
+/** Bound connections of one peer: an operator running several commands at once. */
+export const MAX_CONNECTIONS_PER_PEER = 16;
 
 export type Endpoint = { host: string; port: number };
 
@@ -76,6 +106,11 @@ export type TransportCounters = {
   receiveErrors: number;
   connectionsIn: number;
   connectionsRefused: number;
+  /** TCP connections closed before their upgrade: past HANDSHAKE_DEADLINE_MS, or beyond the
+   *  pending caps. */
+  handshakeClosed: number;
+  /** Unbound connections closed to make room for a newer one (MAX_UNBOUND_CONNECTIONS). */
+  unboundEvicted: number;
   dials: number;
   bindings: number;
 };
@@ -118,6 +153,8 @@ type Conn = {
   bound: boolean;
   failures: number;
   unboundTimer: NodeJS.Timeout | null;
+  /** When it was accepted (inbound) or dialed, for eviction order. */
+  sinceMs: number;
 };
 
 type Dialer = {
@@ -142,7 +179,7 @@ export class WsTransport implements Transport {
   readonly counters: TransportCounters = {
     framesSent: 0, framesReceived: 0, droppedNoRoute: 0, droppedBackpressure: 0, droppedText: 0,
     droppedSenderMismatch: 0, oversized: 0, unboundFailures: 0, socketErrors: 0, receiveErrors: 0,
-    connectionsIn: 0, connectionsRefused: 0, dials: 0, bindings: 0,
+    connectionsIn: 0, connectionsRefused: 0, handshakeClosed: 0, unboundEvicted: 0, dials: 0, bindings: 0,
   };
   private readonly conns = new Set<Conn>();
   private readonly routes = new Map<ProcessId, Conn>();
@@ -151,8 +188,15 @@ export class WsTransport implements Transport {
   /** Peers whose server refused our dial as another cluster's, with what it said it is. */
   private readonly foreign = new Map<ProcessId, string>();
   private server: WebSocketServer | null = null;
+  private http: Server | null = null;
   private closed = false;
+  /** Bound inbound connections. */
   private inbound = 0;
+  /** Inbound connections upgraded and not yet bound, oldest first. */
+  private readonly unbound = new Set<Conn>();
+  /** TCP connections not yet upgraded, oldest first, and the same by remote address. */
+  private readonly pending = new Set<Socket>();
+  private readonly pendingBySource = new Map<string, Set<Socket>>();
   /** While the Shell handles the first frame of an unbound connection, sends to its claimed
    *  sender are held here, then go to that connection if the frame verified. */
   private provisional: { peer: ProcessId; held: Uint8Array[] } | null = null;
@@ -255,12 +299,17 @@ export class WsTransport implements Transport {
       if (c.unboundTimer !== null) clearTimeout(c.unboundTimer);
       c.ws.terminate();
     }
+    for (const socket of this.pending) socket.destroy();
     this.conns.clear();
+    this.unbound.clear();
     this.routes.clear();
     this.linked.clear();
     const server = this.server;
+    const http = this.http;
     this.server = null;
+    this.http = null;
     if (server !== null) await new Promise<void>((resolve) => server.close(() => resolve()));
+    if (http !== null) await new Promise<void>((resolve) => http.close(() => resolve()));
   }
 
   // ---- internals -------------------------------------------------------------------------
@@ -336,8 +385,15 @@ export class WsTransport implements Transport {
 
   private listen(ep: Endpoint): Promise<void> {
     return new Promise((resolve, reject) => {
+      // Plain HTTP gets 426; every socket is watched from accept to upgrade (see the header).
+      const http = createServer((_req, res) => {
+        res.writeHead(426, { connection: 'close' }).end();
+      });
+      http.on('connection', (socket: Socket) => this.safely('accept', () => this.onSocket(socket)));
+      http.on('upgrade', (_req: IncomingMessage, socket: Socket) => this.safely('upgrade', () => this.upgraded(socket)));
+      http.on('clientError', (_e, socket: Socket) => socket.destroy());
       const server = new WebSocketServer({
-        host: ep.host, port: ep.port, perMessageDeflate: false, maxPayload: MAX_FRAME_BYTES, clientTracking: false,
+        server: http, perMessageDeflate: false, maxPayload: MAX_FRAME_BYTES, clientTracking: false,
         verifyClient: (info, done) => {
           const named = CLUSTER_PATH.exec(info.req.url ?? '/')?.[1];
           if (this.opts.cluster === undefined || named === undefined || named === this.opts.cluster) return done(true);
@@ -348,43 +404,103 @@ export class WsTransport implements Transport {
       });
       const onError = (e: NodeJS.ErrnoException) => {
         server.close();
+        http.close();
         if (e.code === 'EADDRINUSE') reject(new TransportError('ADDR_IN_USE', `port ${ep.port} on ${ep.host} is in use`, ep));
         else reject(new TransportError('LISTEN_FAILED', `cannot listen on ${ep.host}:${ep.port}: ${e.message}`, ep));
       };
-      server.once('error', onError);
-      server.once('listening', () => {
-        server.off('error', onError);
-        server.on('error', (e) => {
+      http.once('error', onError);
+      http.once('listening', () => {
+        http.off('error', onError);
+        const serverError = (e: Error) => {
           this.counters.socketErrors++;
           this.event('error', 'transport.server-error', { error: e.message });
-        });
+        };
+        http.on('error', serverError);
+        server.on('error', serverError);
         server.on('connection', (ws, req) => this.safely('connection', () => this.onInbound(ws, req)));
         this.server = server;
+        this.http = http;
         resolve();
       });
+      http.listen({ port: ep.port, host: ep.host, backlog: LISTEN_BACKLOG });
     });
   }
 
-  private onInbound(ws: WebSocket, req: IncomingMessage): void {
-    if (this.closed || this.inbound >= MAX_INBOUND_CONNECTIONS) {
-      this.counters.connectionsRefused++;
-      ws.on('error', () => {});
-      ws.close(1013, 'too many connections');
+  /** A TCP connection accepted: it has HANDSHAKE_DEADLINE_MS to upgrade, within the caps. */
+  private onSocket(socket: Socket): void {
+    if (this.closed) {
+      socket.destroy();
       return;
     }
+    const source = socket.remoteAddress ?? '?';
+    let fromSource = this.pendingBySource.get(source);
+    if (fromSource === undefined) this.pendingBySource.set(source, (fromSource = new Set()));
+    if (fromSource.size >= MAX_PENDING_PER_SOURCE) this.dropPending(fromSource);
+    else if (this.pending.size >= MAX_PENDING_SOCKETS) {
+      const busiest = [...this.pendingBySource.values()].reduce((a, b) => (b.size > a.size ? b : a));
+      this.dropPending(busiest);
+    }
+    this.pending.add(socket);
+    fromSource.add(socket);
+    const timer = setTimeout(() => {
+      if (!this.pending.has(socket)) return;
+      this.counters.handshakeClosed++;
+      socket.destroy();
+    }, HANDSHAKE_DEADLINE_MS);
+    timer.unref();
+    socket.once('close', () => {
+      clearTimeout(timer);
+      this.settle(socket);
+    });
+  }
+
+  /** `socket` upgraded (or closed): it no longer waits. */
+  private upgraded(socket: Socket): void {
+    this.settle(socket);
+  }
+
+  private settle(socket: Socket): void {
+    if (!this.pending.delete(socket)) return;
+    const source = socket.remoteAddress ?? '?';
+    const fromSource = this.pendingBySource.get(source);
+    fromSource?.delete(socket);
+    if (fromSource?.size === 0) this.pendingBySource.delete(source);
+  }
+
+  /** Closes the oldest socket of `sockets` still waiting to upgrade. */
+  private dropPending(sockets: Set<Socket>): void {
+    const oldest = sockets.values().next().value;
+    if (oldest === undefined) return;
+    this.counters.handshakeClosed++;
+    this.settle(oldest);
+    oldest.destroy();
+  }
+
+  private onInbound(ws: WebSocket, req: IncomingMessage): void {
+    if (this.closed) {
+      ws.terminate();
+      return;
+    }
+    // The oldest unbound connection makes room: nobody can hold these slots (see the header).
+    if (this.unbound.size >= MAX_UNBOUND_CONNECTIONS) {
+      const oldest = this.unbound.values().next().value as Conn;
+      this.unbound.delete(oldest);
+      this.counters.unboundEvicted++;
+      oldest.ws.terminate();
+    }
     req.socket.setNoDelay(true);
-    this.inbound++;
     this.counters.connectionsIn++;
-    const conn: Conn = { ws, direction: 'in', peer: null, bound: false, failures: 0, unboundTimer: null };
+    const conn: Conn = { ws, direction: 'in', peer: null, bound: false, failures: 0, unboundTimer: null, sinceMs: performance.now() };
+    this.unbound.add(conn);
     conn.unboundTimer = setTimeout(() => {
       conn.unboundTimer = null;
       if (!conn.bound) {
-        this.event('warn', 'transport.unbound-timeout', { remote: req.socket.remoteAddress ?? null });
+        this.event('debug', 'transport.unbound-timeout', { remote: req.socket.remoteAddress ?? null });
         ws.terminate();
       }
     }, UNBOUND_TIMEOUT_MS);
     this.attach(conn, () => {
-      this.inbound--;
+      if (!this.unbound.delete(conn) && conn.bound) this.inbound--;
     });
   }
 
@@ -409,7 +525,7 @@ export class WsTransport implements Transport {
       ws.terminate();
     }));
     ws.on('open', () => this.safely('open-foreign', () => this.foreign.delete(d.peer)));
-    const conn: Conn = { ws, direction: 'out', peer: d.peer, bound: false, failures: 0, unboundTimer: null };
+    const conn: Conn = { ws, direction: 'out', peer: d.peer, bound: false, failures: 0, unboundTimer: null, sinceMs: performance.now() };
     d.conn = conn;
     ws.on('open', () =>
       this.safely('open', () => {
@@ -513,6 +629,18 @@ export class WsTransport implements Transport {
   }
 
   private bind(conn: Conn, peer: ProcessId): void {
+    this.unbound.delete(conn);
+    // Members' capacity: a peer's oldest connection makes room for its newest; past the total
+    // (a few dozen processes never reach it) the newcomer is refused.
+    const mine = [...this.conns].filter((c) => c.direction === 'in' && c.bound && c.peer === peer);
+    if (mine.length >= MAX_CONNECTIONS_PER_PEER) {
+      (mine.sort((a, b) => a.sinceMs - b.sinceMs)[0] as Conn).ws.close(1008, 'a newer connection of the same peer');
+    } else if (this.inbound >= MAX_INBOUND_CONNECTIONS) {
+      this.counters.connectionsRefused++;
+      conn.ws.close(1013, 'too many connections');
+      return;
+    }
+    this.inbound++;
     conn.peer = peer;
     conn.bound = true;
     this.counters.bindings++;
