@@ -8,7 +8,7 @@ import type { ProcessId } from '../src/core/ports.ts';
 import type { ClusterConfig, ProcessKind } from '../src/io/cluster-dir.ts';
 import { MAX_INJECT_DELAY_MS } from '../src/io/link-faults.ts';
 import { INJECT_MODES, injectModeSpec, linked, type InjectModeSpec } from '../src/daemon/inject-modes.ts';
-import { CliError, EXIT_USAGE } from './errors.ts';
+import { CliError, excerpt, EXIT_USAGE, quoted } from './errors.ts';
 
 export type InjectPlan =
   | { by: 'cli'; mode: 'kill-replica'; replica: ProcessId }
@@ -33,9 +33,9 @@ export function modeList(): string {
 /** The mode, with the right number of arguments. */
 export function requireMode(mode: string, args: readonly string[]): InjectModeSpec {
   const spec = injectModeSpec(mode);
-  if (spec === null) throw usage(`unknown inject mode ${JSON.stringify(mode)}: use one of ${modeList()}`);
+  if (spec === null) throw usage(`unknown inject mode ${quoted(mode)}: use one of ${modeList()}`);
   if (args.length < spec.minArgs || args.length > spec.maxArgs) {
-    throw usage(`inject ${mode} takes ${spec.usage} (${spec.summary}), got ${args.length === 0 ? 'no arguments' : args.join(' ')}: e.g. \`trine inject ${example(spec)}\``);
+    throw usage(`inject ${mode} takes ${spec.usage} (${spec.summary}), got ${args.length === 0 ? 'no arguments' : excerpt(args.join(' '))}: e.g. \`trine inject ${example(spec)}\``);
   }
   for (const a of args) if (a.length > MAX_ARG_CHARS) throw usage(`an argument of inject ${mode} has ${a.length} characters, at most ${MAX_ARG_CHARS} are allowed`);
   return spec;
@@ -54,7 +54,7 @@ const nodesOf = (config: ClusterConfig) => config.membership.agents.map((a) => a
 
 function replicaArg(config: ClusterConfig, mode: string, value: string): ProcessId {
   const replicas = idsOf(config, ['replica']);
-  if (!replicas.includes(value)) throw usage(`inject ${mode}: ${JSON.stringify(value)} is not a replica of this cluster: use one of ${replicas.join(', ')}`);
+  if (!replicas.includes(value)) throw usage(`inject ${mode}: ${quoted(value)} is not a replica of this cluster: use one of ${replicas.join(', ')}`);
   return value;
 }
 
@@ -62,7 +62,7 @@ function replicaArg(config: ClusterConfig, mode: string, value: string): Process
 function nodeArg(config: ClusterConfig, mode: string, value: string): { node: string; agent: ProcessId } {
   const a = config.membership.agents.find((x) => x.node === value || x.id === value);
   if (a === undefined) {
-    throw usage(`inject ${mode}: ${JSON.stringify(value)} is not a node of this cluster: use one of ${nodesOf(config).join(', ')} (or its agent a1, a2, …)`);
+    throw usage(`inject ${mode}: ${quoted(value)} is not a node of this cluster: use one of ${nodesOf(config).join(', ')} (or its agent a1, a2, …)`);
   }
   return { node: a.node, agent: a.id };
 }
@@ -70,7 +70,7 @@ function nodeArg(config: ClusterConfig, mode: string, value: string): { node: st
 /** A daemon at one end of a link (A or B of drop, delay, heal). */
 function daemonArg(config: ClusterConfig, mode: string, value: string): ProcessId {
   const daemons = idsOf(config, ['replica', 'watchdog', 'agent']);
-  if (!daemons.includes(value)) throw usage(`inject ${mode}: ${JSON.stringify(value)} is not a daemon of this cluster: use one of ${daemons.join(', ')}`);
+  if (!daemons.includes(value)) throw usage(`inject ${mode}: ${quoted(value)} is not a daemon of this cluster: use one of ${daemons.join(', ')}`);
   return value;
 }
 
@@ -92,7 +92,7 @@ export function planInject(spec: InjectModeSpec, args: readonly string[], config
       const t = arg(0);
       const names = idsOf(config, ['replica', 'watchdog', 'agent']);
       if (!PID_PATTERN.test(t) && !TASK_PROC_PATTERN.test(t) && !names.includes(t)) {
-        throw usage(`inject ${mode}: ${JSON.stringify(t)} is neither a pid, a daemon (${names.join(', ')}) nor a task process (t3/0)`);
+        throw usage(`inject ${mode}: ${quoted(t)} is neither a pid, a daemon (${names.join(', ')}) nor a task process (t3/0)`);
       }
       return { by: 'cli', mode, target: t };
     }
@@ -107,7 +107,7 @@ export function planInject(spec: InjectModeSpec, args: readonly string[], config
       if (mode === 'delay') {
         const ms = arg(2);
         const n = /^[0-9]{1,6}$/.test(ms) ? Number(ms) : NaN;
-        if (!(n >= 1 && n <= MAX_INJECT_DELAY_MS)) throw usage(`inject delay: MS must be an integer from 1 to ${MAX_INJECT_DELAY_MS}, got ${JSON.stringify(ms)}`);
+        if (!(n >= 1 && n <= MAX_INJECT_DELAY_MS)) throw usage(`inject delay: MS must be an integer from 1 to ${MAX_INJECT_DELAY_MS}, got ${quoted(ms)}`);
       }
       // The sender when the operator can reach it; an agent (listening nowhere) is reached
       // through the replica at the other end, which then acts on what arrives from it.
@@ -122,7 +122,7 @@ export function planInject(spec: InjectModeSpec, args: readonly string[], config
       const reachable = idsOf(config, ['replica', 'watchdog']);
       const target = args[0];
       if (spec.by !== 'daemon' || target === undefined || !reachable.includes(target)) {
-        throw usage(`inject ${mode}: its first argument must name a replica or the watchdog (${reachable.join(', ')}), got ${JSON.stringify(target ?? '')}`);
+        throw usage(`inject ${mode}: its first argument must name a replica or the watchdog (${reachable.join(', ')}), got ${quoted(target ?? '')}`);
       }
       return { by: 'daemon', mode, args: [...args], target };
     }

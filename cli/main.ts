@@ -1,7 +1,7 @@
 // The `trine` command line (commander 14): declares every command and its options and turns
 // every failure — an unknown command or flag, a bad value, a missing or foreign cluster dir, a
 // port in use — into one line on stderr and a non-zero exit (docs/OPERATIONS.md §1).
-import { exitWhenFlushed } from './exit.ts';
+import { endQuietlyWhenReaderLeaves, exitWhenFlushed } from './exit.ts';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MAX_TASK_PROCS } from '../src/core/constants.ts';
 import { INJECT_MODES } from '../src/daemon/inject-modes.ts';
@@ -10,7 +10,7 @@ import { MAX_SLOTS } from '../src/io/hosts-file.ts';
 import { runManagerStandby } from '../src/daemon/manager.ts';
 import { startAgent, startManager, startWatchdog } from './daemons.ts';
 import { down } from './down.ts';
-import { CliError, EXIT_OK, EXIT_USAGE, reportError } from './errors.ts';
+import { CliError, excerpt, EXIT_OK, EXIT_USAGE, printError, reportError } from './errors.ts';
 import { inject, INJECT_TIMEOUT_MS } from './inject.ts';
 import { keygen } from './keygen.ts';
 import { kill, restart } from './kill.ts';
@@ -254,14 +254,21 @@ function commandIn(argv: readonly string[], program: Command): { path: string; g
   return sub === undefined ? { path: cmd.name(), group: true } : { path: `${cmd.name()} ${sub.name()}`, group: false };
 }
 
-function usageLine(e: CommanderError, argv: readonly string[], program: Command): string {
-  const what = e.message.replace(/^error:\s*/, '').replace(/\s*\n\s*/g, ' ').trim();
+function usageMessage(e: CommanderError, argv: readonly string[], program: Command): string {
+  let what = e.message.replace(/^error:\s*/, '').trim();
+  // Commander quotes a refused argument whole (`unknown command '…'`, `argument '…' is invalid`):
+  // cut it as our own errors cut what they echo.
+  for (const arg of new Set(argv.slice(2))) if (excerpt(arg) !== arg) what = what.split(arg).join(excerpt(arg));
   const cmd = commandIn(argv, program);
   const hint = cmd === null || (e.code === 'commander.unknownCommand' && !cmd.group) ? 'run `trine --help` for the commands'
     : cmd.group ? `run \`trine ${cmd.path} --help\` for its commands`
       : `run \`trine ${cmd.path} --help\` for its options`;
-  return `trine: ${what}: ${hint}\n`;
+  return `${what}: ${hint}`;
 }
+
+/** Commands that run a daemon in the foreground: they keep running when nobody reads their
+ *  output (cli/exit.ts). */
+const DAEMON_COMMANDS = new Set(['manager', 'agent', 'keeper', 'scc', 'node run']);
 
 /** Run the CLI; resolves to the exit code, or null while a daemon keeps running. */
 export async function main(argv: readonly string[]): Promise<Outcome> {
@@ -269,6 +276,7 @@ export async function main(argv: readonly string[]): Promise<Outcome> {
   const program = buildProgram((p) => {
     outcome = p;
   }, argv);
+  endQuietlyWhenReaderLeaves(DAEMON_COMMANDS.has(commandIn(argv, program)?.path ?? ''));
   if (argv.length <= 2) {
     process.stderr.write(program.helpInformation());
     return EXIT_USAGE;
@@ -279,8 +287,7 @@ export async function main(argv: readonly string[]): Promise<Outcome> {
   } catch (e) {
     if (e instanceof CommanderError) {
       if (e.exitCode === 0) return EXIT_OK; // --help, --version
-      process.stderr.write(usageLine(e, argv, program));
-      return EXIT_USAGE;
+      return printError(usageMessage(e, argv, program), EXIT_USAGE);
     }
     return reportError(e);
   }

@@ -25,7 +25,7 @@ import {
 } from '../src/io/deploy.ts';
 import { isLoopback, MAX_HOST_ID_CHARS } from '../src/io/hosts-file.ts';
 import { generateKeyPair, readPublicKeys, writePublicKeys } from '../src/io/keys.ts';
-import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
+import { CliError, EXIT_FAILED, EXIT_OK, quoted } from './errors.ts';
 import { newNonce, OP_TIMEOUT_MS, readClusterView, requestOp, VIEW_TIMEOUT_MS } from './op-client.ts';
 import { OperatorClient } from './status-client.ts';
 
@@ -56,7 +56,7 @@ export type NodeAddOptions = {
  *  name and its bundle's directory name. */
 function checkHostId(id: string): string {
   if (id.length > MAX_HOST_ID_CHARS || !/^[a-z][a-z0-9-]*$/.test(id)) {
-    throw new CliError(`--id ${JSON.stringify(id)} is not a host id: use lower-case letters, digits and "-", starting with a letter (at most ${MAX_HOST_ID_CHARS})`);
+    throw new CliError(`--id ${quoted(id)} is not a host id: use lower-case letters, digits and "-", starting with a letter (at most ${MAX_HOST_ID_CHARS})`);
   }
   return id;
 }
@@ -64,7 +64,7 @@ function checkHostId(id: string): string {
 /** An address the other hosts can dial, short enough for the wire (PROTOCOL §10.12). */
 function checkAddress(address: string): string {
   if (!isHostAddress(address) || !hostAddress.dec(address, 'address').ok) {
-    throw new CliError(`--address ${JSON.stringify(address)} is not an IP address or a DNS name of at most 64 characters: give the new host's network address`);
+    throw new CliError(`--address ${quoted(address)} is not an IP address or a DNS name of at most 64 characters: give the new host's network address`);
   }
   if (['0.0.0.0', '::'].includes(address) || isLoopback(address)) {
     throw new CliError(`--address ${address} is not one the other hosts can dial: give the new host's own network address`);

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { basename, isAbsolute, resolve } from 'node:path';
 import { MAX_ARG_CHARS, MAX_ARGS, MAX_ENV_ENTRIES, MAX_ID_CHARS, MAX_PATH_CHARS, MAX_TASK_PROCS, TASK_KEY_BYTES } from '../src/core/constants.ts';
 import { agentRequest, type EnvEntry, type TaskSubmit } from '../src/core/wire/messages.ts';
-import { CliError, EXIT_USAGE } from './errors.ts';
+import { CliError, EXIT_USAGE, quoted } from './errors.ts';
 
 /** Task ids as the group assigns them (PROTOCOL §8.2; the `taskId` schema). */
 export const TASK_ID_PATTERN = /^t[1-9][0-9]*$/;
@@ -20,7 +20,7 @@ const usage = (message: string) => new CliError(message, EXIT_USAGE);
 
 export function parseTaskId(value: string): string {
   if (!TASK_ID_PATTERN.test(value) || value.length > MAX_ID_CHARS) {
-    throw usage(`bad task id ${JSON.stringify(value)}: task ids look like t1, t2, …; see \`trine ps\``);
+    throw usage(`bad task id ${quoted(value)}: task ids look like t1, t2, …; see \`trine ps\``);
   }
   return value;
 }
@@ -40,10 +40,10 @@ export function parseEnv(entries: readonly string[]): EnvEntry[] {
   const byName = new Map<string, string>();
   for (const e of entries) {
     const eq = e.indexOf('=');
-    if (eq < 0) throw usage(`--env ${JSON.stringify(e)} has no '=': write --env NAME=VALUE`);
+    if (eq < 0) throw usage(`--env ${quoted(e)} has no '=': write --env NAME=VALUE`);
     const name = e.slice(0, eq);
     const value = e.slice(eq + 1);
-    if (!ENV_NAME_PATTERN.test(name)) throw usage(`--env ${JSON.stringify(e)}: ${JSON.stringify(name)} is not a variable name (letters, digits and _, not starting with a digit)`);
+    if (!ENV_NAME_PATTERN.test(name)) throw usage(`--env ${quoted(e)}: ${quoted(name)} is not a variable name (letters, digits and _, not starting with a digit)`);
     if (byName.has(name)) throw usage(`--env ${name} is given twice: give each variable once`);
     if (value.length > MAX_ARG_CHARS) throw usage(`--env ${name}: the value has ${value.length} characters, at most ${MAX_ARG_CHARS} are allowed`);
     byName.set(name, value);

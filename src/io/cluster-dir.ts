@@ -3,14 +3,16 @@
 // public keys), key generation for every process, pid files, and port allocation for
 // `trine up`. Every failure is a ClusterDirError whose message says what is wrong and what to do.
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { DEFAULT_TIMING, LOOPBACK_HOST, MAX_LIST_ENTRIES, PUBLIC_KEY_BYTES, REPLICA_COUNT, type Timing } from '../core/constants.ts';
 import type { Membership } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
+import { quoted } from '../core/quoted.ts';
 import { processId } from '../core/wire/messages.ts';
 import { generateKeyPair, readPublicKeys, writeKeyFile, writePublicKeys } from './keys.ts';
+import { mkdirPrivate, writeFilePrivate } from './private-files.ts';
 import type { Endpoint } from './ws-transport.ts';
 
 export const DEFAULT_CLUSTER_DIR = '.trine';
@@ -189,12 +191,12 @@ export function planCluster(plan: ClusterPlan, publicKeys: ReadonlyMap<ProcessId
 /** Generate a key pair per id: `keys/<id>.json` (mode 0600) and the table `keys/public.json`.
  *  With `merge`, keys of other ids already in the table are kept. Returns the new keys. */
 export function generateClusterKeys(dir: string, ids: readonly ProcessId[], merge = false): Map<ProcessId, Uint8Array> {
-  mkdirSync(paths.keys(dir), { recursive: true, mode: 0o700 });
+  mkdirPrivate(paths.keys(dir));
   const table = new Map<ProcessId, Uint8Array>();
   const kept = merge && existsSync(paths.publicKeys(dir)) ? readPublicKeys(paths.publicKeys(dir)) : new Map<ProcessId, Uint8Array>();
   for (const id of ids) {
     if (!processId.dec(id, 'id').ok) {
-      throw new ClusterDirError('BAD_ARGUMENT', `bad process id ${JSON.stringify(id)}: use lower-case letters, digits and '-', starting with a letter`);
+      throw new ClusterDirError('BAD_ARGUMENT', `bad process id ${quoted(id)}: use lower-case letters, digits and '-', starting with a letter`);
     }
     if (table.has(id)) throw new ClusterDirError('BAD_ARGUMENT', `process id ${id} is listed twice`);
     const pair = generateKeyPair();
@@ -207,8 +209,8 @@ export function generateClusterKeys(dir: string, ids: readonly ProcessId[], merg
 }
 
 export function writeClusterConfig(dir: string, config: ClusterConfig): void {
-  mkdirSync(dir, { recursive: true });
-  for (const sub of [paths.logs(dir), paths.run(dir)]) mkdirSync(sub, { recursive: true });
+  mkdirPrivate(dir);
+  for (const sub of [paths.logs(dir), paths.run(dir)]) mkdirPrivate(sub);
   restrictClusterDir(dir);
   const path = paths.config(dir);
   const tmp = `${path}.${process.pid}.tmp`;
@@ -216,13 +218,13 @@ export function writeClusterConfig(dir: string, config: ClusterConfig): void {
   renameSync(tmp, path);
 }
 
-/** Makes the cluster dir and its logs/ and run/ 0700 (keys/ already is): nothing in them is a
- *  task's business — keys, task journals (which hold task keys, PROTOCOL §9.5), records, the
- *  daemons' logs and other tasks' output. Task processes reach their agent through its abstract
+/** Makes the cluster dir and its logs/, logs/tasks/ and run/ 0700 (keys/ already is): nothing in
+ *  them is a task's business — keys, task journals (which hold task keys, PROTOCOL §9.5),
+ *  records, the daemons' logs and other tasks' output. Task processes reach their agent through its abstract
  *  socket (src/daemon/app-socket.ts), not through this dir. Returns the paths it changed. */
 export function restrictClusterDir(dir: string): string[] {
   const changed: string[] = [];
-  for (const path of [dir, paths.logs(dir), paths.run(dir), paths.keys(dir)]) {
+  for (const path of [dir, paths.logs(dir), paths.taskLogs(dir), paths.run(dir), paths.keys(dir)]) {
     let mode: number;
     try {
       mode = statSync(path).mode & 0o7777;
@@ -428,8 +430,8 @@ export function isHostAddress(v: string): boolean {
 // ---- pid files ----------------------------------------------------------------------------------
 
 export function writePidFile(dir: string, id: ProcessId, pid: number): void {
-  mkdirSync(paths.run(dir), { recursive: true });
-  writeFileSync(paths.pidFile(dir, id), `${pid}\n`);
+  mkdirPrivate(paths.run(dir));
+  writeFilePrivate(paths.pidFile(dir, id), `${pid}\n`);
 }
 
 export function removePidFile(dir: string, id: ProcessId): void {
@@ -542,7 +544,7 @@ export function nextIncarnation(dir: string, id: ProcessId, nowMs: number): numb
     // first start: nothing recorded
   }
   const inc = Math.max(nowMs, last + 1);
-  mkdirSync(dirname(file), { recursive: true });
-  writeFileSync(file, `${inc}\n`);
+  mkdirPrivate(dirname(file));
+  writeFilePrivate(file, `${inc}\n`);
   return inc;
 }

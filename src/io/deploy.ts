@@ -19,6 +19,7 @@ import {
 import { HOST_ROLES, type HostEntry, type HostRole, type HostsFile } from './hosts-file.ts';
 import { processId } from '../core/wire/messages.ts';
 import { generateKeyPair, KeyFileError, readKeyFile, writeKeyFile, type KeyPair } from './keys.ts';
+import { mkdirPrivate, PRIVATE_DIR_MODE } from './private-files.ts';
 
 export const BUNDLE_FORMAT = 'trine-bundle/1';
 /** bundle.json names three short lists; a larger file is not one. */
@@ -138,12 +139,13 @@ export function writeDeployment(file: HostsFile, outArg: string): Plan {
 }
 
 /** Writes one host's bundle into the new directory `dir` (mode 0700): the cluster document, the
- *  private keys of the ids `b` lists (0600, in keys/ 0700), bundle.json and its systemd unit. */
+ *  private keys of the ids `b` lists (0600, in keys/ 0700), the logs/ and run/ its daemons write
+ *  to (0700, src/io/private-files.ts), bundle.json and its systemd unit. */
 export function writeBundle(dir: string, config: ClusterConfig, b: BundleInfo, pairs: ReadonlyMap<ProcessId, KeyPair>): void {
-  mkdirSync(dir, { mode: 0o700 });
-  chmodSync(dir, 0o700);
+  mkdirSync(dir, { mode: PRIVATE_DIR_MODE }); // not recursive: an existing dir is refused
+  chmodSync(dir, PRIVATE_DIR_MODE); // the umask may have narrowed it
   writeClusterConfig(dir, config);
-  mkdirSync(paths.keys(dir), { mode: 0o700 });
+  mkdirPrivate(paths.keys(dir));
   for (const id of b.ids) {
     const pair = pairs.get(id);
     if (pair === undefined) throw new TypeError(`no key pair for ${id} of host ${b.host}`);

@@ -3,10 +3,12 @@
 // of public keys `{ "<id>": "<base64>" }`. Readers check everything and fail with a KeyFileError
 // whose message says what was wrong and what to do (STYLE.md 7).
 import { createPublicKey, generateKeyPairSync } from 'node:crypto';
-import { chmodSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { PUBLIC_KEY_BYTES } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
+import { quoted } from '../core/quoted.ts';
 import { processId } from '../core/wire/messages.ts';
+import { PRIVATE_FILE_MODE, writeFileAtomic } from './private-files.ts';
 import { privateKeyFromSeed, publicKeyEntries, SEED_BYTES, type PublicKeyTable } from './signer-node.ts';
 
 export type KeyPair = { seed: Uint8Array; publicKey: Uint8Array };
@@ -24,6 +26,8 @@ export class KeyFileError extends Error {
 const KEYGEN_HINT = 'run `trine keygen` to create the cluster keys';
 /** A key file holds three short fields; anything much larger is not one. */
 const MAX_KEY_FILE_BYTES = 64 * 1024;
+/** The public-key table is public: every host's bundle holds it, and anyone may verify. */
+const PUBLIC_FILE_MODE = 0o644;
 /** A public-key table lists every process of a cluster (MAX_LIST_ENTRIES at most). */
 const MAX_PUBLIC_KEYS_FILE_BYTES = 1024 * 1024;
 
@@ -59,21 +63,6 @@ function decodeKey(value: unknown, size: number): Uint8Array | null {
 
 // ---- files ------------------------------------------------------------------------------------
 
-/** Write through a temporary file and a rename, so a reader never sees half a key file and an
- *  existing file's looser mode is never kept. */
-function writeAtomic(path: string, text: string, mode: number): void {
-  const tmp = `${path}.${process.pid}.tmp`;
-  rmSync(tmp, { force: true }); // left behind by a crashed writer with the same pid
-  try {
-    writeFileSync(tmp, text, { mode, flag: 'wx' });
-    chmodSync(tmp, mode); // the umask may have narrowed the mode; make it exact
-    renameSync(tmp, path);
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    throw e;
-  }
-}
-
 function readJson(path: string, what: string, maxBytes: number): unknown {
   let text: string;
   try {
@@ -102,12 +91,14 @@ const isProcessId = (v: unknown): v is ProcessId => processId.dec(v, 'id').ok;
 
 /** Write a process's private key file, readable by its owner only (mode 0600). */
 export function writeKeyFile(path: string, id: ProcessId, pair: KeyPair): void {
-  if (!isProcessId(id)) throw new TypeError(`bad process id ${JSON.stringify(id)}: lower-case letters, digits and '-'`);
+  if (!isProcessId(id)) throw new TypeError(`bad process id ${quoted(id)}: lower-case letters, digits and '-'`);
   if (pair.seed.length !== SEED_BYTES || pair.publicKey.length !== PUBLIC_KEY_BYTES) {
     throw new TypeError(`a key pair is a ${SEED_BYTES}-byte seed and a ${PUBLIC_KEY_BYTES}-byte public key`);
   }
   const json = { id, publicKey: toBase64(pair.publicKey), seed: toBase64(pair.seed) };
-  writeAtomic(path, `${JSON.stringify(json, null, 2)}\n`, 0o600);
+  // Through a temporary file and a rename: a reader never sees half a key file, and an existing
+  // file's looser mode is never kept.
+  writeFileAtomic(path, `${JSON.stringify(json, null, 2)}\n`, { mode: PRIVATE_FILE_MODE });
 }
 
 /** Read and check a private key file, including that its public key belongs to its seed. */
@@ -133,11 +124,11 @@ export function writePublicKeys(path: string, keys: PublicKeyTable): void {
   const entries = publicKeyEntries(keys).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   const json: Record<string, string> = {};
   for (const [id, key] of entries) {
-    if (!isProcessId(id)) throw new TypeError(`bad process id ${JSON.stringify(id)}: lower-case letters, digits and '-'`);
+    if (!isProcessId(id)) throw new TypeError(`bad process id ${quoted(id)}: lower-case letters, digits and '-'`);
     if (key.length !== PUBLIC_KEY_BYTES) throw new TypeError(`public key of ${id} must be ${PUBLIC_KEY_BYTES} bytes`);
     json[id] = toBase64(key);
   }
-  writeAtomic(path, `${JSON.stringify(json, null, 2)}\n`, 0o644);
+  writeFileAtomic(path, `${JSON.stringify(json, null, 2)}\n`, { mode: PUBLIC_FILE_MODE });
 }
 
 /** Read the cluster's public-key table. Two ids sharing a key are refused: either could then
@@ -150,7 +141,7 @@ export function readPublicKeys(path: string): Map<ProcessId, Uint8Array> {
   const out = new Map<ProcessId, Uint8Array>();
   const owner = new Map<string, ProcessId>();
   for (const [id, value] of Object.entries(json)) {
-    if (!isProcessId(id)) throw invalid(`${JSON.stringify(id)} is not a process id (lower-case letters, digits, '-')`);
+    if (!isProcessId(id)) throw invalid(`${quoted(id)} is not a process id (lower-case letters, digits, '-')`);
     const key = decodeKey(value, PUBLIC_KEY_BYTES);
     if (key === null) throw invalid(`the key of ${id} must be ${PUBLIC_KEY_BYTES} bytes in base64`);
     const other = owner.get(value as string);

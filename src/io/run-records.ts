@@ -11,12 +11,17 @@
 // (temporary file + rename) every time the set changes, so a crash at any point leaves either
 // the old or the new set, never a torn file. No fsync: the file must survive the agent, not the
 // node — a node power reset ends its processes too.
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+//
+// Every record is private, 0600 in the 0700 run dir (src/io/private-files.ts): task journals hold
+// task keys, and the rest is nobody else's business.
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ProcRecord } from '../core/agent-procs.ts';
+import { excerpt } from '../core/quoted.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { processId, taskId } from '../core/wire/messages.ts';
 import { isAlive, paths, TASK_JOURNAL_SUFFIX } from './cluster-dir.ts';
+import { mkdirPrivate, writeFileAtomic } from './private-files.ts';
 
 // ---- start times --------------------------------------------------------------------------------
 
@@ -120,16 +125,14 @@ export function readProcsFile(path: string): { procs: ProcsFileEntry[]; problem:
     const { task, vpid, pid, startTime } = p as Record<string, unknown>;
     const good = taskId.dec(task, 'task').ok && Number.isSafeInteger(vpid) && (vpid as number) >= 0 &&
       Number.isSafeInteger(pid) && (pid as number) > 1 && (startTime === null || typeof startTime === 'string');
-    if (!good) return { procs: [], problem: `${path}: bad entry ${JSON.stringify(p)}` };
+    if (!good) return { procs: [], problem: `${path}: bad entry ${excerpt(JSON.stringify(p))}` };
     procs.push({ task: task as string, vpid: vpid as number, pid: pid as number, startTime: startTime as string | null });
   }
   return { procs, problem: null };
 }
 
 export function writeProcsFile(path: string, agent: ProcessId, procs: readonly ProcsFileEntry[]): void {
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify({ format: PROCS_FILE_FORMAT, agent, procs }, null, 1)}\n`);
-  renameSync(tmp, path);
+  writeFileAtomic(path, `${JSON.stringify({ format: PROCS_FILE_FORMAT, agent, procs }, null, 1)}\n`);
 }
 
 /** The procs files in a cluster's run dir, with the agent each belongs to (for `trine down`). */
@@ -173,11 +176,8 @@ export function readKeeperChildPid(dir: string, id: ProcessId, role: KeeperChild
 }
 
 export function writeKeeperChildPid(dir: string, id: ProcessId, role: KeeperChildRole, pid: number): void {
-  const path = keeperChildPidFile(dir, id, role);
-  mkdirSync(paths.run(dir), { recursive: true });
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${pid}\n`);
-  renameSync(tmp, path);
+  mkdirPrivate(paths.run(dir));
+  writeFileAtomic(keeperChildPidFile(dir, id, role), `${pid}\n`);
 }
 
 export function removeKeeperChildPid(dir: string, id: ProcessId, role: KeeperChildRole): void {
@@ -209,16 +209,7 @@ export function listKeeperChildPids(dir: string): { id: ProcessId; role: KeeperC
 /** Replaces replica `id`'s task journal, durably: written to a temporary file, flushed to disk,
  *  then renamed over the old one, so a power reset leaves the old journal or the new, whole. */
 export function writeTaskJournal(dir: string, id: ProcessId, journal: Uint8Array): void {
-  const path = paths.taskJournal(dir, id);
-  const tmp = `${path}.${process.pid}.tmp`;
-  const fd = openSync(tmp, 'w');
-  try {
-    writeSync(fd, journal);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
+  writeFileAtomic(paths.taskJournal(dir, id), journal, { durable: true });
 }
 
 /** Every replica's task journal in the run dir, raw (the watchdog decodes and checks them). */

@@ -34,7 +34,7 @@
 // and `.err`. The files are opened synchronously before spawn and handed to the child as its
 // fds 1 and 2, so nothing passes through the Agent and nothing is lost if the Agent dies; a
 // restarted VPID appends to the same files. The Agent opens them, so a task user needs no
-// access to the log directory.
+// access to the log directory: the directories are 0700 and the files 0600, the daemons' own.
 //
 // The task user (issue 13 item 6; cluster.json `taskUser`): tasks must not touch Trine's
 // secrets, so they run as an unprivileged user, not as the daemons' (root on a real node). The
@@ -50,11 +50,12 @@
 // (EACCES), from the mode bits (ACLs are not consulted). The executable must be executable by
 // the task user (else EACCES at exec).
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { closeSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { FsmAgentProcEvent, KillProcessParams, SpawnProcessParams } from '../../fsm/fsm-agent-proc.ts';
 import { assert } from '../core/result.ts';
 import { isUserName } from './cluster-dir.ts';
+import { mkdirPrivate, openPrivate } from './private-files.ts';
 
 /** How to start one process: FsmAgentProc's `spawnProcess` params plus where its logs go. */
 export type SpawnSpec = SpawnProcessParams & { logDir: string };
@@ -165,9 +166,11 @@ function openLogs(spec: SpawnSpec): { outFd: number; errFd: number } {
   const paths = processLogPaths(spec.logDir, spec.taskId, spec.vpid);
   let outFd: number | null = null;
   try {
-    mkdirSync(join(spec.logDir, spec.taskId), { recursive: true });
-    outFd = openSync(paths.out, 'a');
-    const errFd = openSync(paths.err, 'a');
+    // Private, whatever the umask: the output may hold the task's secrets (issue 14 item 5).
+    mkdirPrivate(join(spec.logDir, spec.taskId));
+    mkdirPrivate(spec.logDir); // made above if missing; closed here if an older release left it open
+    outFd = openPrivate(paths.out, 'a');
+    const errFd = openPrivate(paths.err, 'a');
     return { outFd, errFd };
   } catch (error) {
     if (outFd !== null) closeSync(outFd);
