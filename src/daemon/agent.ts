@@ -15,7 +15,6 @@
 // log as the agent or touch the run dir, so a standby that is never used leaves no trace. A
 // standby whose keeper goes away (the channel closes) exits: nobody can promote it.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { createAgent } from '../core/agent.ts';
 import {
   createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcOsEvent, type ProcRecord, type ProcRef,
@@ -26,7 +25,9 @@ import type { ProcessId } from '../core/ports.ts';
 import type { AgentRequest, GroupCommand, Item, ProcReport } from '../core/wire/messages.ts';
 import { DEFAULT_AGENT_SLOTS, paths, replicaPool, restrictClusterDir, type ClusterConfig } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
-import { isSameProcess, procStartTime, readProcsFile, writeProcsFile } from '../io/run-records.ts';
+import { mkdirPrivate, writeFilePrivate } from '../io/private-files.ts';
+import { OWNER_ENV, ownerMark, scanMarked } from '../io/proc-scan.ts';
+import { isSameProcess, procStartTime, readProcsFile, signalGroup, writeProcsFile, type ProcsFileEntry } from '../io/run-records.ts';
 import { ChildProcessSpawner, type Spawner, type SpawnerEvent } from '../io/spawner.ts';
 import { agentSocketName, AppSocketServer } from './app-socket.ts';
 import { startGroupLearner, type GroupLearner } from './group-learner.ts';
@@ -63,6 +64,9 @@ export type ProcDriverOptions = {
    *  handed to linked processes as TRINE_NODE_HOST, the address G-MPI binds and advertises.
    *  None on a one-host cluster, where G-MPI binds loopback. */
   nodeHost?: string;
+  /** The mark every task process gets in its environment (src/io/proc-scan.ts ownerMark), by
+   *  which a lost record is rebuilt from the OS; none: no mark, no scan (tests' drivers). */
+  owner?: string;
   /** Hands a report to the agent core as a request; called from a fresh event-loop turn, never
    *  while the core is mid-step. */
   send: (request: AgentRequest) => void;
@@ -98,7 +102,7 @@ export class ProcDriver {
   constructor(private readonly opts: ProcDriverOptions) {
     this.spawner = opts.spawner ?? new ChildProcessSpawner(opts.taskUser === undefined ? {} : { taskUser: opts.taskUser });
     this.file = paths.procsFile(opts.dir, opts.id);
-    mkdirSync(paths.run(opts.dir), { recursive: true });
+    mkdirPrivate(paths.run(opts.dir));
     // Tasks run as another user: none of the cluster dir may be open to it (a dir made before
     // this rule, or copied without its modes).
     if (opts.taskUser !== undefined) {
@@ -106,12 +110,43 @@ export class ProcDriver {
     }
     const read = readProcsFile(this.file);
     if (read.problem !== null) opts.log('warn', 'procs.file.unreadable', { problem: read.problem });
-    for (const p of read.procs) this.startTimes.set(recordKey(p), p.startTime);
+    const recovered = [...read.procs, ...this.unrecorded(read.procs)];
+    for (const p of recovered) this.startTimes.set(recordKey(p), p.startTime);
     this.procs = createAgentProcs({
       connectTimeoutTicks: Math.max(1, Math.ceil(opts.timing.connectTimeoutMs / opts.timing.taskTickMs)),
-      recovered: read.procs.map(({ task, vpid, pid }) => ({ task, vpid, pid })),
+      recovered: recovered.map(({ task, vpid, pid }) => ({ task, vpid, pid })),
     });
-    if (read.procs.length > 0) opts.log('info', 'procs.recovered', { count: read.procs.length });
+    if (recovered.length > 0) opts.log('info', 'procs.recovered', { count: recovered.length, fromOs: recovered.length - read.procs.length });
+  }
+
+  /** Task processes of this agent that run with no record (the procs file lost or corrupted,
+   *  issue 14 item 6), found by their mark: each that leads its process group (a task process)
+   *  and names a task and VPID not recorded is taken as recovered, so the group's resync adopts
+   *  it or has it killed (PROTOCOL §8.6); any other marked process outside a recorded group (a
+   *  second one for a recorded VPID, one without a mapping, one that left its group) is killed
+   *  now. No process outlives the cluster's knowledge of it. */
+  private unrecorded(recorded: readonly ProcsFileEntry[]): ProcsFileEntry[] {
+    const owner = this.opts.owner;
+    if (owner === undefined) return [];
+    const marked = scanMarked((o) => o === owner);
+    const groups = new Set(recorded.filter((p) => isSameProcess(p.pid, p.startTime)).map((p) => p.pid));
+    const known = new Set(recorded.map((p) => `${p.task}/${p.vpid}`));
+    const found: ProcsFileEntry[] = [];
+    for (const m of marked) {
+      if (groups.has(m.pgid) && m.pid !== m.pgid) continue; // inside a recorded task's group
+      if (groups.has(m.pid)) continue;
+      if (m.pid === m.pgid && m.task !== null && m.vpid !== null && !known.has(`${m.task}/${m.vpid}`)) {
+        known.add(`${m.task}/${m.vpid}`);
+        groups.add(m.pid);
+        found.push({ task: m.task, vpid: m.vpid, pid: m.pid, startTime: m.startTime });
+        continue;
+      }
+      if (groups.has(m.pgid)) continue;
+      signalGroup(m.pid, 'SIGKILL');
+      this.opts.log('warn', 'procs.unrecorded-killed', { pid: m.pid, task: m.task, vpid: m.vpid });
+    }
+    if (found.length > 0) this.opts.log('warn', 'procs.rebuilt', { count: found.length, procs: found.map((p) => `${p.task}/${p.vpid}`) });
+    return found;
   }
 
   /** Opens the linked processes' socket (PROTOCOL §9.4). */
@@ -218,6 +253,7 @@ export class ProcDriver {
               ...(this.opts.nodeHost === undefined ? {} : { TRINE_NODE_HOST: this.opts.nodeHost }),
             };
           }
+          if (this.opts.owner !== undefined) spec.env = { ...spec.env, [OWNER_ENV]: this.opts.owner };
           const pid = this.spawner.spawnProcess(spec, (event) => this.onSpawner(e.ref, event));
           if (pid !== null) {
             const record = { task: e.ref.task, vpid: e.ref.vpid, pid };
@@ -448,6 +484,7 @@ export async function runAgent(
         timing: cluster.config.membership.timing,
         send,
         appSocketPath: agentSocketName(cluster.config.cluster, id),
+        owner: ownerMark(cluster.config.cluster, id),
         ...(cluster.config.taskUser === undefined ? {} : { taskUser: cluster.config.taskUser }),
         ...nodeHostOf(cluster.config, entry.node),
         // Every line already carries the agent's own `pid`: a task process's goes as `procPid`.
@@ -484,7 +521,7 @@ export async function runAgent(
           const dir = clusterDir;
           void driver.shutdown(rsn).then((left) => {
             try {
-              writeFileSync(paths.shutdownFile(dir, id), `${JSON.stringify({ rsn, removed, atMs: Date.now() })}\n`);
+              writeFilePrivate(paths.shutdownFile(dir, id), `${JSON.stringify({ rsn, removed, atMs: Date.now() })}\n`);
             } catch (e) {
               log?.error({ event: 'node.shutdown.record-failed', error: (e as Error).message });
             }

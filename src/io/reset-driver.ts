@@ -30,6 +30,7 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { ProcessId } from '../core/ports.ts';
+import { scanOwned } from './proc-scan.ts';
 import { isAlive, isClusterProcess, paths, readPidFiles, removePidFile, replicaPool, type ClusterConfig } from './cluster-dir.ts';
 import {
   isSameProcess, liveRecordedProcs, readKeeperChildPid, readTaskJournals, removeKeeperChildPid, removeProcsFile, removeTaskJournals,
@@ -166,7 +167,7 @@ export async function powerOffNode(
   const agents = config.membership.agents.filter((a) => a.node === node).map((a) => a.id);
   if (agents.length === 0) throw new ResetError('RESET_UNKNOWN_NODE', `no agent runs on node ${node} in ${paths.config(dir)}`);
   const replicas = config.processes.filter((p) => p.kind === 'replica' && p.node === node).map((p) => p.id);
-  const killed = await powerOff(dir, agents, opts.replicas ? replicas : []);
+  const killed = await powerOff(dir, config.cluster, agents, opts.replicas ? replicas : []);
   return { killed, kept: opts.replicas ? [] : replicas };
 }
 
@@ -175,7 +176,7 @@ export async function powerOffNode(
  *  and standbys (and a replica one of them started meanwhile), then every task process they
  *  recorded; each record is read only once its writer is dead, so it is final. The records of the killed agent-side processes are removed. Returns
  *  what was killed. Rejects with RESET_KILL_FAILED if a process outlives its SIGKILL. */
-async function powerOff(dir: string, agents: readonly ProcessId[], replicas: readonly ProcessId[]): Promise<string[]> {
+async function powerOff(dir: string, cluster: string, agents: readonly ProcessId[], replicas: readonly ProcessId[]): Promise<string[]> {
   const killed: string[] = [];
   const daemons = (ids: readonly ProcessId[], what: (id: ProcessId) => string): Victim[] => {
     const pidFiles = readPidFiles(dir);
@@ -196,6 +197,14 @@ async function powerOff(dir: string, agents: readonly ProcessId[], replicas: rea
   const tasks = agents.flatMap((id) => liveRecordedProcs(dir, id).map((p): Victim => ({
     what: `task ${p.task}/${p.vpid}`, pid: p.pid, alive: () => isSameProcess(p.pid, p.startTime),
   })));
+  // And every process with those agents' mark that no record names (a record lost or corrupted:
+  // src/io/proc-scan.ts): the power goes off for them too.
+  const recorded = new Set(tasks.map((t) => t.pid));
+  for (const id of agents) {
+    for (const p of scanOwned(cluster, id)) {
+      if (!recorded.has(p.pid)) tasks.push({ what: `unrecorded task process ${p.task ?? '?'}/${p.vpid ?? '?'}`, pid: p.pid, alive: () => isSameProcess(p.pid, p.startTime) });
+    }
+  }
   await killAll(tasks, killed);
   // Every process these records name is dead: they describe nothing any more.
   for (const id of agents) {
@@ -299,7 +308,7 @@ export async function resetLocalCluster(dir: string, opts: ClusterResetOptions):
   const sinceMs = (t: number) => Math.round(performance.now() - t);
   const report: ClusterResetReport = { killed: [], journals: null, replicas: {}, keepers: {} };
 
-  report.killed = await powerOff(dir, agents, pool);
+  report.killed = await powerOff(dir, opts.config.cluster, agents, pool);
   // No replica of the pool runs now: the pid files of those killed (and of spares that died
   // earlier) name nothing. The initial replicas get new ones when they start.
   for (const id of pool) removePidFile(dir, id);
