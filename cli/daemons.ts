@@ -4,13 +4,13 @@
 // the way `trine up` does (used by `trine up` and by the watchdog's local reset driver, which
 // starts a reset node's keeper again, or after a cluster reset the initial replicas and every
 // keeper), and the composition root of the watchdog's reset drivers.
-import { closeSync, openSync, rmSync } from 'node:fs';
+import { closeSync, rmSync } from 'node:fs';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { runAgent } from '../src/daemon/agent.ts';
 import { runKeeper } from '../src/daemon/keeper.ts';
 import { runManager } from '../src/daemon/manager.ts';
-import { runWatchdog, type ClusterResetContext } from '../src/daemon/scc.ts';
+import { runSupervisedWatchdog, type ClusterResetContext } from '../src/daemon/scc.ts';
 import {
   isClusterProcess, loadCluster, paths, processEntry, readPidFiles, resolveClusterDir, writePidFile, type Cluster, type ProcessEntry,
 } from '../src/io/cluster-dir.ts';
@@ -20,6 +20,8 @@ import type { ProcessId } from '../src/core/ports.ts';
 import {
   CommandResetDriver, LocalResetDriver, LogResetDriver, ResetError, resetLocalCluster, type NodeResetDriver, type ResetDriverKind, type ResetLog,
 } from '../src/io/reset-driver.ts';
+import { openPrivate } from '../src/io/private-files.ts';
+import { quoted } from '../src/core/quoted.ts';
 import { CliError, EXIT_FAILED, EXIT_USAGE } from './errors.ts';
 
 /** bin/trine.js, which names itself in TRINE_BIN before it loads the CLI (from the bundle or
@@ -54,7 +56,7 @@ export function daemonArgs(p: ProcessEntry, dir: string): string[] {
 /** Starts cluster process `p` detached (its own process group, surviving its starter), output
  *  appended to `logs/<id>.out`, and records its pid in `run/<id>.pid`. Returns the pid. */
 export function spawnDaemon(dir: string, p: ProcessEntry, extra: readonly string[] = []): number {
-  const out = openSync(paths.output(dir, p.id), 'a');
+  const out = openPrivate(paths.output(dir, p.id), 'a');
   try {
     const command = trineCommand([...daemonArgs(p, dir), ...extra]);
     const child = spawn(command.file, command.args, {
@@ -124,7 +126,7 @@ export const startManager = (opts: { dir?: string | undefined; id: string; join?
 /** `--join view:primary:m1,m2`: the group a replacement joins, as the agent was commanded. */
 export function parseJoin(text: string): { view: number; primary: string; replicas: string[] } {
   const m = /^(\d+):([a-z][a-z0-9-]*):([a-z][a-z0-9-]*(?:,[a-z][a-z0-9-]*)*)$/.exec(text);
-  if (m === null) throw new CliError(`--join must be view:primary:member,member (e.g. 1:r2:r2,r3), got "${text}"`, EXIT_USAGE);
+  if (m === null) throw new CliError(`--join must be view:primary:member,member (e.g. 1:r2:r2,r3), got ${quoted(text)}`, EXIT_USAGE);
   const replicas = (m[3] as string).split(',');
   if (!replicas.includes(m[2] as string)) throw new CliError(`--join: the primary ${m[2]} is not among the members ${m[3]}`, EXIT_USAGE);
   return { view: Number(m[1]), primary: m[2] as string, replicas };
@@ -133,7 +135,7 @@ export function parseJoin(text: string): { view: number; primary: string; replic
 /** `trine manager --standby <spares…>` for agent `agentId`, detached, with the IPC channel the
  *  standby waits on (src/daemon/replica-standby.ts); output to `logs/<agent>-replica-standby.out`. */
 function spawnReplicaStandby(dir: string, agentId: ProcessId, spares: readonly ProcessId[]): ChildProcess {
-  const out = openSync(paths.output(dir, `${agentId}-replica-standby`), 'a');
+  const out = openPrivate(paths.output(dir, `${agentId}-replica-standby`), 'a');
   try {
     const command = trineCommand(['manager', '--dir', dir, '--standby', ...spares]);
     return spawn(command.file, command.args, { detached: true, stdio: ['ignore', out, out, 'ipc'] });
@@ -204,6 +206,8 @@ export const startAgent = (opts: { dir?: string | undefined; id: string }) => {
   const dir = resolveClusterDir(opts.dir);
   return runAgent(opts.dir, opts.id, {}, replicaControl(dir, opts.id));
 };
-export const startWatchdog = (opts: { dir?: string | undefined }) => runWatchdog(opts.dir, { makeResetDriver, resetCluster });
+/** `trine scc`: the watchdog under its supervisor, which restarts it (src/daemon/supervisor.ts). */
+export const startWatchdog = (opts: { dir?: string | undefined }) =>
+  runSupervisedWatchdog(opts.dir, { makeResetDriver, resetCluster }, (dir) => trineCommand(['scc', '--dir', dir]));
 export const startKeeper = (opts: { dir?: string | undefined; id: string }) =>
   runKeeper({ dir: opts.dir, id: opts.id, agentCommand: (dir, id) => trineCommand(['agent', '--dir', dir, '--id', id]) });

@@ -1,15 +1,16 @@
-// `trine down`: stops every process `trine up` started in a cluster dir — the watchdog, the
-// replicas and the agents' keepers (each stops its agent and its standby) — with SIGTERM, a grace
-// period and SIGKILL for stragglers; then any agent or standby whose keeper had died (their
-// `.agent-pid` / `.standby-pid` records), then every task process the agents recorded in their
-// procs files (each leads its own process group, which is signalled whole). Verifies none is
-// left and removes the pid, agent-pid, standby-pid and procs files. Idempotent.
+// `trine down`: stops every process `trine up` started in a cluster dir — the watchdog's
+// supervisor (which stops the watchdog), the replicas and the agents' keepers (each stops its
+// agent and its standby) — with SIGTERM, a grace period and SIGKILL for stragglers; then any
+// agent, standby or watchdog whose keeper or supervisor had died (their `.agent-pid`,
+// `.standby-pid` and `.supervised-pid` records), then every task process the agents recorded in
+// their procs files (each leads its own process group, which is signalled whole). Verifies none
+// is left and removes the pid, agent-pid, standby-pid, supervised-pid and procs files. Idempotent.
 //
 // Task processes go last: while an agent runs it may still start one (a spawn it was ordered
 // before it stopped), and it records each in its procs file; once every agent is gone the files
 // are final. A keeper the watchdog's reset driver started just after the pid files were read
 // is found by looking again (DOWN_ROUNDS).
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
   ClusterDirError, isClusterProcess, paths, readPidFiles, removePidFile, resolveClusterDir, runningProcesses,
@@ -17,6 +18,8 @@ import {
 import {
   isSameProcess, listKeeperChildPids, listProcsFiles, liveRecordedProcs, removeKeeperChildPid, removeProcsFile, signalGroup, waitGone,
 } from '../src/io/run-records.ts';
+import { listSupervisedPids, recordSupervisedPid } from '../src/daemon/supervisor.ts';
+import { scanCluster } from '../src/io/proc-scan.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
 
 /** Time a daemon gets to close its sockets and flush its log after SIGTERM (it needs ~1 s; a
@@ -49,20 +52,45 @@ export async function stopProcesses(dir: string, targets: { id: ProcessId; pid: 
   };
 }
 
-/** Agents and standbys still running from their keepers' records (`<id>.agent-pid`,
- *  `<id>.standby-pid`), labelled `<id> agent` / `<id> standby`. */
+/** Agents, standbys and the watchdog still running from their keepers' and supervisor's records
+ *  (`<id>.agent-pid`, `<id>.standby-pid`, `<id>.supervised-pid`), labelled `<id> agent`, `<id>
+ *  standby`, `<id> supervised`; `agent` is the id of the keeper or supervisor that stops it. */
 function runningKeeperChildren(dir: string): { id: string; agent: ProcessId; pid: number }[] {
   const out: { id: string; agent: ProcessId; pid: number }[] = [];
-  for (const { id, role, pid } of listKeeperChildPids(dir)) {
+  const records = [...listKeeperChildPids(dir), ...listSupervisedPids(dir).map((r) => ({ ...r, role: 'supervised' }))];
+  for (const { id, role, pid } of records) {
     if (pid !== null && isClusterProcess(pid, dir, id)) out.push({ id: `${id} ${role}`, agent: id, pid });
   }
   return out;
 }
 
+/** Removes the keepers' and supervisors' records, but those of the processes in `stuck`. */
+function removeChildRecords(dir: string, stuck: ReadonlySet<number>): void {
+  for (const { id, role, pid } of listKeeperChildPids(dir)) if (pid === null || !stuck.has(pid)) removeKeeperChildPid(dir, id, role);
+  for (const { id, pid } of listSupervisedPids(dir)) if (pid === null || !stuck.has(pid)) recordSupervisedPid(dir, id, null);
+}
+
 /** Task processes recorded in the procs files that are still the processes recorded (same pid
  *  and start time). */
 function runningTasks(dir: string): { id: string; pid: number; startTime: string | null }[] {
-  return listProcsFiles(dir).flatMap((f) => liveRecordedProcs(dir, f.id).map((p) => ({ id: `${p.task}/${p.vpid}`, pid: p.pid, startTime: p.startTime })));
+  const recorded = listProcsFiles(dir).flatMap((f) => liveRecordedProcs(dir, f.id).map((p) => ({ id: `${p.task}/${p.vpid}`, pid: p.pid, startTime: p.startTime })));
+  // And every process carrying the cluster's mark that no record names (a record lost or
+  // corrupted, issue 14 item 6; src/io/proc-scan.ts): nothing of the cluster outlives `down`.
+  const cluster = clusterIdOf(dir);
+  const known = new Set(recorded.map((t) => t.pid));
+  const unrecorded = cluster === null ? [] : scanCluster(cluster).filter((p) => !known.has(p.pid))
+    .map((p) => ({ id: `unrecorded ${p.task ?? '?'}/${p.vpid ?? '?'}`, pid: p.pid, startTime: p.startTime }));
+  return [...recorded, ...unrecorded];
+}
+
+/** The cluster id in `dir`'s cluster.json, or null if it cannot be read (nothing is scanned). */
+function clusterIdOf(dir: string): string | null {
+  try {
+    const id = (JSON.parse(readFileSync(paths.config(dir), 'utf8')) as { cluster?: unknown }).cluster;
+    return typeof id === 'string' && id.length > 0 ? id : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Stop the task processes recorded in the cluster's procs files: SIGTERM to each process group,
@@ -106,8 +134,7 @@ export async function stopCluster(dir: string, targets: { id: ProcessId; pid: nu
     const stuck = new Set(remaining.map((t) => t.pid));
     round = runningProcesses(dir).filter((t) => !stuck.has(t.pid));
   }
-  const stuck = new Set(remaining.map((t) => t.pid));
-  for (const { id, role, pid } of listKeeperChildPids(dir)) if (pid === null || !stuck.has(pid)) removeKeeperChildPid(dir, id, role);
+  removeChildRecords(dir, new Set(remaining.map((t) => t.pid)));
   const tasks = await stopTasks(dir);
   return {
     stopped,
@@ -126,7 +153,7 @@ export async function down(opts: { dir?: string | undefined }): Promise<number> 
   const targets = runningProcesses(dir);
   if (targets.length === 0 && runningKeeperChildren(dir).length === 0 && runningTasks(dir).length === 0) {
     for (const { id } of readPidFiles(dir)) removePidFile(dir, id);
-    for (const { id, role } of listKeeperChildPids(dir)) removeKeeperChildPid(dir, id, role);
+    removeChildRecords(dir, new Set());
     for (const f of listProcsFiles(dir)) removeProcsFile(dir, f.id);
     process.stdout.write(`nothing running in ${dir}\n`);
     return EXIT_OK;

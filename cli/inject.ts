@@ -14,6 +14,7 @@ import {
   isClusterProcess, loadCluster, readPidFiles, runningProcesses, type Cluster,
 } from '../src/io/cluster-dir.ts';
 import { powerOffNode, ResetError } from '../src/io/reset-driver.ts';
+import { listSupervisedPids } from '../src/daemon/supervisor.ts';
 import { listKeeperChildPids, listProcsFiles, liveRecordedProcs, readKeeperChildPid, signalGroup, waitGone } from '../src/io/run-records.ts';
 import { CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './errors.ts';
 import { PID_PATTERN, planInject, requireMode, TASK_PROC_PATTERN, type InjectPlan } from './inject-args.ts';
@@ -78,7 +79,12 @@ export function clusterProcesses(cluster: Cluster): ClusterProcess[] {
   for (const { id, pid } of runningProcesses(dir)) {
     const kind = kindOf(id);
     if (kind === 'agent') out.push({ what: `${id}'s keeper`, pid, names: [] });
-    else out.push({ what: kind === 'watchdog' ? `watchdog ${id}` : `replica ${id}`, pid, names: [id] });
+    else if (kind === 'watchdog') out.push({ what: `watchdog ${id}'s supervisor`, pid, names: [] });
+    else out.push({ what: `replica ${id}`, pid, names: [id] });
+  }
+  // The watchdog itself runs under its supervisor (src/daemon/supervisor.ts), recorded apart.
+  for (const { id, pid } of listSupervisedPids(dir)) {
+    if (pid !== null && isClusterProcess(pid, dir, id)) out.push({ what: `watchdog ${id}`, pid, names: [id] });
   }
   for (const { id, role, pid } of listKeeperChildPids(dir)) {
     if (pid !== null && isClusterProcess(pid, dir, id)) out.push({ what: `${id}'s ${role}`, pid, names: role === 'agent' ? [id] : [] });
@@ -97,7 +103,7 @@ export function resolveTarget(cluster: Cluster, mode: string, target: string): C
   if (found !== undefined) return found;
   if (byPid) {
     throw new CliError(
-      `pid ${target} is not a process of the cluster in ${cluster.dir}: inject ${mode} acts only on its daemons (pids in run/*.pid, ` +
+      `pid ${target} is not a process of the cluster in ${cluster.dir}: inject ${mode} acts only on its daemons (pids in run/*.pid, run/*.supervised-pid, ` +
         'run/*.agent-pid) and the task processes its agents run (`trine ps`)',
       EXIT_USAGE,
     );

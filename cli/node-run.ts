@@ -3,8 +3,10 @@
 // `node run` starts, in the foreground, what one host runs from its bundle alone — its agent
 // under its keeper, and its initial replica if it hosts one and the group has not gone on
 // without it (decideReplica; the agent starts spares when the group commands it) — and stops
-// all of it, task processes included, on SIGTERM; systemd's `trine-node.service` runs it. `scc run` runs the watchdog from the watchdog host's bundle.
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// all of it, task processes included, on SIGTERM; systemd's `trine-node.service` runs it. `scc run` runs the watchdog from the watchdog host's bundle,
+// under its supervisor, which restarts it if it dies (src/daemon/supervisor.ts).
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { writeFilePrivate } from '../src/io/private-files.ts';
 import { join, relative, resolve } from 'node:path';
 import { EXIT_SHUTDOWN, SHUTDOWN_LINGER_MAX_MS } from '../src/core/constants.ts';
 import type { ProcessId } from '../src/core/ports.ts';
@@ -145,7 +147,7 @@ function readBootRecord(dir: string, replica: ProcessId): BootRecord | null {
 }
 
 function writeBootRecord(dir: string, replica: ProcessId, r: BootRecord): void {
-  writeFileSync(bootRecordPath(dir, replica), `${JSON.stringify(r)}\n`);
+  writeFilePrivate(bootRecordPath(dir, replica), `${JSON.stringify(r)}\n`);
 }
 
 /** Whether a booting node starts its initial replica (PROTOCOL §10.10). A replica starts from
@@ -179,7 +181,9 @@ async function decideReplica(
   }
 }
 
-/** Runs the watchdog from the watchdog host's bundle, in the foreground. */
+/** Runs the watchdog from the watchdog host's bundle, in the foreground, under its supervisor:
+ *  this process is the supervisor (cli/daemons.ts startWatchdog), which exits 4 once the watchdog
+ *  stood down for a shutdown, so systemd's RestartPreventExitStatus=4 holds. */
 export async function sccRun(opts: { bundle: string }): Promise<null> {
   const { cluster } = bundleFor(opts.bundle, 'watchdog');
   if (!existsSync(paths.keyFile(cluster.dir, cluster.config.membership.scc))) {

@@ -7,6 +7,9 @@
 // and, on a cluster of several hosts, `logs.read` → `logs.data` to the agents that hold a task's
 // output (PROTOCOL §7.1; `trine logs`), which it dials only then. Which answers to believe is
 // decided by the callers (cli/op-client.ts).
+// Status and task output are asked for with a fresh challenge of the daemon's (PROTOCOL §7): each
+// attempt sends `challenge.ask`, and the daemon's `challenge` is answered at once with the query
+// or the reads carrying it. A captured query replayed by someone else gets nothing.
 // The replicas asked are not a fixed three: the group replaces a condemned replica with a spare
 // id (PROTOCOL §10.6), so every pool id whose daemon runs in the cluster dir is asked.
 import { isOperatorRequest } from '../src/core/replicated-state.ts';
@@ -16,7 +19,7 @@ import type { ProcessId, Signer } from '../src/core/ports.ts';
 import type { ReplicaStatus } from '../src/core/status.ts';
 import type { WatchdogStatus } from '../src/core/watchdog.ts';
 import { decodeFrame, encodeFrame } from '../src/core/wire/frame.ts';
-import type { Item, LogStream, SignedCG } from '../src/core/wire/messages.ts';
+import type { Challenge, Item, LogStream, SignedCG } from '../src/core/wire/messages.ts';
 import { isClusterProcess, paths, readPidFiles, replicaPool, type Cluster } from '../src/io/cluster-dir.ts';
 import { readKeyFile } from '../src/io/keys.ts';
 import { createNodeLinkAuth } from '../src/io/link-auth-node.ts';
@@ -26,7 +29,8 @@ import { dialTargets } from '../src/daemon/run-core.ts';
 import { statusSettled } from './replica-group.ts';
 import { CliError, EXIT_USAGE } from './errors.ts';
 
-/** Unanswered queries are resent this often: a query sent before the link was up is lost. */
+/** Unanswered queries are resent this often: a query sent before the link was up is lost. A
+ *  resend of a status query or of reads asks for a new challenge first (PROTOCOL §7). */
 export const QUERY_RESEND_MS = 100;
 /** Unanswered operator requests are resent this often (the same signed bytes: replicas
  *  deduplicate by nonce, PROTOCOL §8.1). Slower than queries: each resend costs every replica
@@ -110,7 +114,10 @@ function parseWatchdogStatus(json: string, from: ProcessId): WatchdogStatus | nu
 
 /** One exchange: the frames to send, who still owes an answer, and when to stop early. */
 type Round = {
+  /** What each attempt sends: the request, or for a fresh exchange the `challenge.ask`. */
   frames: Map<ProcessId, Uint8Array>;
+  /** A fresh exchange: the ask's nonce, and the request a target's challenge is answered with. */
+  fresh: { nonce: number; request: (target: ProcessId, challenge: Challenge) => Uint8Array } | null;
   pending: Set<ProcessId>;
   /** Take a verified item from `from`; true when it is `from`'s answer to this round. */
   accept: (from: ProcessId, item: Item) => boolean;
@@ -121,8 +128,10 @@ type Round = {
 
 type Exchange = {
   targets: readonly ProcessId[];
-  /** The same items for every target, or each target's own. */
-  items: Item[] | ((target: ProcessId) => Item[]);
+  /** The same items for every target, or each target's own; `fresh`: answered only on a fresh
+   *  challenge of the target's (PROTOCOL §7), so each attempt asks for one and the items are
+   *  built with it. */
+  items: Item[] | ((target: ProcessId) => Item[]) | { fresh: (target: ProcessId, challenge: Challenge) => Item[] };
   resendMs: number;
   timeoutMs: number;
   accept: (from: ProcessId, item: Item) => boolean;
@@ -325,24 +334,27 @@ export class OperatorClient {
    *  most MAX_LOGS_READS_PER_FRAME reads per agent, each of at most LOGS_CHUNK_BYTES. */
   async readLogs(reads: readonly LogRead[], timeoutMs: number): Promise<(LogChunk | null)[]> {
     const answers: (LogChunk | null)[] = reads.map(() => null);
-    /** By agent: its items, and its reads still unanswered by nonce (→ index into `reads`). */
-    const byAgent = new Map<ProcessId, { items: Item[]; open: Map<number, number> }>();
+    /** By agent: its reads (a `logs.read` without its type and challenge), and those still
+     *  unanswered by nonce (→ index into `reads`). */
+    type Read = Omit<Extract<Item, { type: 'logs.read' }>, 'type' | 'challenge'>;
+    const byAgent = new Map<ProcessId, { reads: Read[]; open: Map<number, number> }>();
     const used = new Set<number>();
     for (const [i, r] of reads.entries()) {
       if (r.maxBytes > LOGS_CHUNK_BYTES || r.maxBytes < 0) throw new RangeError(`a read of ${r.maxBytes} bytes (at most ${LOGS_CHUNK_BYTES})`);
       let a = byAgent.get(r.agent);
-      if (a === undefined) byAgent.set(r.agent, (a = { items: [], open: new Map() }));
-      if (a.items.length >= MAX_LOGS_READS_PER_FRAME) throw new RangeError(`more than ${MAX_LOGS_READS_PER_FRAME} reads for ${r.agent} at once`);
+      if (a === undefined) byAgent.set(r.agent, (a = { reads: [], open: new Map() }));
+      if (a.reads.length >= MAX_LOGS_READS_PER_FRAME) throw new RangeError(`more than ${MAX_LOGS_READS_PER_FRAME} reads for ${r.agent} at once`);
       let nonce = randomInt(1, 2 ** 31);
       while (used.has(nonce)) nonce = randomInt(1, 2 ** 31);
       used.add(nonce);
-      a.items.push({ type: 'logs.read', nonce, task: r.task, vpid: r.vpid, stream: r.stream, offset: r.offset, maxBytes: r.maxBytes });
+      a.reads.push({ nonce, task: r.task, vpid: r.vpid, stream: r.stream, offset: r.offset, maxBytes: r.maxBytes });
       a.open.set(nonce, i);
     }
     if (byAgent.size === 0) return answers;
     await this.exchange({
       targets: [...byAgent.keys()],
-      items: (target) => byAgent.get(target)?.items ?? [],
+      // All of an agent's reads in one frame, on one challenge of that agent's.
+      items: { fresh: (target, challenge) => (byAgent.get(target)?.reads ?? []).map((read) => ({ type: 'logs.read', ...read, challenge })) },
       resendMs: LOGS_RESEND_MS,
       timeoutMs,
       accept: (from, item) => {
@@ -381,7 +393,7 @@ export class OperatorClient {
     let stop = false;
     await this.exchange({
       targets,
-      items: [{ type: 'status.query', nonce }],
+      items: { fresh: (_target, challenge) => [{ type: 'status.query', nonce, challenge }] },
       resendMs: QUERY_RESEND_MS,
       timeoutMs,
       accept: (from, item) => {
@@ -408,8 +420,14 @@ export class OperatorClient {
   private async exchange(x: Exchange): Promise<void> {
     if (this.round !== null) throw new Error('OperatorClient: one exchange at a time');
     const itemsFor = x.items;
+    const fresh = Array.isArray(itemsFor) || typeof itemsFor === 'function' ? null : itemsFor.fresh;
+    const ask = randomInt(1, 2 ** 31);
+    /** What each attempt sends: the request, or the ask for a challenge. */
+    const first = (p: ProcessId): Item[] =>
+      Array.isArray(itemsFor) ? itemsFor : typeof itemsFor === 'function' ? itemsFor(p) : [{ type: 'challenge.ask', nonce: ask }];
     const round: Round = {
-      frames: new Map(x.targets.map((p) => [p, this.encode(p, typeof itemsFor === 'function' ? itemsFor(p) : itemsFor)])),
+      frames: new Map(x.targets.map((p) => [p, this.encode(p, first(p))])),
+      fresh: fresh === null ? null : { nonce: ask, request: (p, challenge) => this.encode(p, fresh(p, challenge)) },
       pending: new Set(x.targets),
       accept: x.accept,
       settled: x.settled ?? (() => false),
@@ -479,7 +497,13 @@ export class OperatorClient {
     const round = this.round;
     const from = r.value.from;
     for (const item of r.value.items) {
-      if (round === null || !round.pending.has(from) || !round.accept(from, item)) continue;
+      if (round === null || !round.pending.has(from)) continue;
+      // A target's challenge for this round: send the request on it at once (PROTOCOL §7).
+      if (item.type === 'challenge' && round.fresh !== null && item.nonce === round.fresh.nonce) {
+        this.transport?.send(from, round.fresh.request(from, item.challenge));
+        continue;
+      }
+      if (!round.accept(from, item)) continue;
       round.pending.delete(from);
       if (round.pending.size === 0 || round.settled()) round.done();
     }

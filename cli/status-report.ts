@@ -2,13 +2,16 @@
 // the replicas' and the watchdog's answers, with the cluster's health judged in one place so
 // `trine status` and `trine up` agree on what "healthy" means. The replica rows are the members
 // of the current group (cli/replica-group.ts), which changes when a condemned replica is
-// replaced by a spare id (docs/PROTOCOL.md §10). Pure: no I/O here.
+// replaced by a spare id (docs/PROTOCOL.md §10). What the daemons say of their disks and the
+// watchdog of its restarts (issue 14 item 4) are `warnings`, not problems (OPERATIONS §3.4).
+// Pure: no I/O here.
 import type { ClusterResetRecord, DiagnosisRecord, RestoreRecord, WatchdogStatus } from '../src/core/watchdog.ts';
 import type { ProcessId } from '../src/core/ports.ts';
-import type { PeerHealth, ReplicaStatus } from '../src/core/status.ts';
+import type { DaemonReport, PeerHealth, ReplicaStatus } from '../src/core/status.ts';
 import type { Role } from '../src/core/wire/messages.ts';
 import { REPLICA_COUNT, type ClusterConfig } from '../src/io/cluster-dir.ts';
 import { groupHistory, inService, pickGroup, type Condemnation, type GroupPick, type ReplicaPhase, type Replacement, type RetiredReplica } from './replica-group.ts';
+import { daemonWarnings, readDaemonReport } from './daemon-report.ts';
 import type { StatusAnswers } from './status-client.ts';
 
 export const STATUS_DOCUMENT_VERSION = 1;
@@ -40,6 +43,8 @@ export type ReplicaRow = {
   phase: ReplicaPhase | null;
   view: number | null;
   members: ProcessId[] | null;
+  /** What its daemon could not write to disk; null if it did not answer or does not say. */
+  daemon: DaemonReport | null;
 };
 
 /** The current group: see pickGroup (cli/replica-group.ts) for how it is chosen. */
@@ -76,6 +81,9 @@ export type WatchdogRow = {
   }[];
   /** Node resets the watchdog carried out (spec §1.6 rule 1), oldest first. */
   resets: WatchdogStatus['resets'];
+  /** Frames and items the watchdog dropped, by reason: replayed status queries are `REPLAYED`
+   *  (PROTOCOL §7). */
+  drops: Record<string, number>;
   /** Rule 2 is armed (two replicas heard consistently since the last cluster reset); null if
    *  the watchdog did not answer or does not say. */
   armed: boolean | null;
@@ -92,6 +100,8 @@ export type WatchdogRow = {
   restores: RestoreRecord[];
   /** The replicas' task journals the watchdog keeps for a cluster reset (PROTOCOL §10.9). */
   journalsKept: WatchdogStatus['journalsKept'];
+  /** What its daemon could not write to disk, and its restarts by its supervisor. */
+  daemon: DaemonReport | null;
 };
 
 export type StatusDocument = {
@@ -102,6 +112,9 @@ export type StatusDocument = {
   healthy: boolean;
   converged: boolean;
   problems: string[];
+  /** Worth an operator's look without making the cluster unhealthy: log lines or records a
+   *  daemon could not write, watchdog restarts (OPERATIONS §3.4). */
+  warnings: string[];
   primary: ProcessId | null;
   group: GroupRow;
   /** One per member of the current group, in the group's order. */
@@ -183,7 +196,7 @@ export function buildStatusDocument(config: ClusterConfig, dir: string, answers:
       problems.push(`replica ${id} did not answer (${error})`);
       return {
         id, node: nodeOf(id), answered: false, error, role: null, inc: null, rsn: null, gssn: null, primary: null, digest: null,
-        health: 'unreachable', replicas: [], suspicions: null, drops: {}, latencyMs: null, phase: null, view: null, members: null,
+        health: 'unreachable', replicas: [], suspicions: null, drops: {}, latencyMs: null, phase: null, view: null, members: null, daemon: null,
       };
     }
     const views = [...inGroup.values()].filter((o) => o.id !== id).map((o) => o.replicas.find((r) => r.id === id)?.health ?? 'unknown');
@@ -195,6 +208,7 @@ export function buildStatusDocument(config: ClusterConfig, dir: string, answers:
       id, node: nodeOf(id), answered: true, error: null, role: s.role, inc: s.inc, rsn: s.rsn, gssn: s.gssn, primary: s.primary,
       digest: s.digest, health, replicas: s.replicas, suspicions: s.suspicions, drops: s.drops,
       latencyMs: a !== undefined && a.ok ? a.latencyMs : null, phase: s.phase, view: s.view, members: [...s.members],
+      daemon: readDaemonReport(s.daemon),
     };
   });
 
@@ -253,16 +267,18 @@ export function buildStatusDocument(config: ClusterConfig, dir: string, answers:
         })),
         // Fields a watchdog of an older release does not send read as empty.
         resets: Array.isArray(w.status.resets) ? w.status.resets : [],
+        drops: typeof w.status.drops === 'object' && w.status.drops !== null ? w.status.drops : {},
         armed: typeof w.status.armed === 'boolean' ? w.status.armed : null,
         diagnosisReports: Array.isArray(w.status.diagnosisReports) ? w.status.diagnosisReports : [],
         clusterResets: Array.isArray(w.status.clusterResets) ? w.status.clusterResets : [],
         restoresPending: Array.isArray(w.status.restoresPending) ? w.status.restoresPending : [],
         restores: Array.isArray(w.status.restores) ? w.status.restores : [],
         journalsKept: Array.isArray(w.status.journalsKept) ? w.status.journalsKept : [],
+        daemon: readDaemonReport(w.status.daemon),
       }
     : {
-        id: m.scc, answered: false, error: w.error, replicas: [], resets: [], armed: null, diagnosisReports: [], clusterResets: [],
-        restoresPending: [], restores: [], journalsKept: [],
+        id: m.scc, answered: false, error: w.error, replicas: [], resets: [], drops: {}, armed: null, diagnosisReports: [], clusterResets: [],
+        restoresPending: [], restores: [], journalsKept: [], daemon: null,
       };
   if (!w.ok) problems.push(`watchdog ${m.scc} did not answer (${w.error})`);
   else {
@@ -280,9 +296,10 @@ export function buildStatusDocument(config: ClusterConfig, dir: string, answers:
   const rsns = new Set([...inGroup.values()].map((s) => s.rsn));
   const digests = new Set([...inGroup.values()].map((s) => s.digest));
   const converged = inGroup.size === members.length && rsns.size === 1 && digests.size === 1;
+  const warnings = [...replicas.flatMap((r) => daemonWarnings(`replica ${r.id}`, r.daemon)), ...daemonWarnings(`watchdog ${m.scc}`, watchdog.daemon)];
   return {
     version: STATUS_DOCUMENT_VERSION, cluster: config.cluster, dir, at: at.toISOString(),
-    healthy: problems.length === 0, converged, problems, primary,
+    healthy: problems.length === 0, converged, problems, warnings, primary,
     group: { view: pick.view, members: [...members], primary: pick.primary, confirmedBy: pick.confirmedBy, basis: pick.basis, unconfirmedViews: pick.ahead },
     replicas, retired: history.retired, replacement: history.replacement, condemnations: history.condemnations, nodes, watchdog,
   };
@@ -369,6 +386,10 @@ export function formatStatus(doc: StatusDocument): string {
   out.push(...history('restored after cluster reset', doc.watchdog.restores, (r) => `${when(r.atMs)}  ${restoreText(r, doc.dir)}`));
   if (doc.watchdog.restoresPending.length > 0) {
     out.push(`restores pending: ${doc.watchdog.restoresPending.map((r) => r.task).join(', ')} (until two replicas of the restarted group confirm each)`);
+  }
+  if (doc.warnings.length > 0) {
+    out.push('', 'warnings:');
+    for (const w of doc.warnings) out.push(`  - ${w}`);
   }
   if (doc.problems.length > 0) {
     out.push('', 'problems:');

@@ -1,10 +1,12 @@
 // `trine up`: creates a local cluster (keys, cluster.json, ports) and starts every daemon
-// detached — the watchdog, replicas r1..r3 on nodes n1..n3, and on every node a keeper that runs
-// the node's agent and restarts it (spec §1.4 Agent-Keeper; its pid file is the keeper's), each
-// with cli/daemons.ts spawnDaemon, as the watchdog's reset driver restarts a keeper — then waits
-// until the cluster is healthy (one primary, two backups, every agent joined with a fresh
-// heartbeat, equal digests at equal RSN, the watchdog hearing all replicas) and says so in one
-// line. If it is not healthy in time, it prints what is missing and stops what it started.
+// detached — the watchdog under its supervisor, which restarts it if it dies (its pid file is the
+// supervisor's, src/daemon/supervisor.ts), replicas r1..r3 on nodes n1..n3, and on every node a
+// keeper that runs the node's agent and restarts it (spec §1.4 Agent-Keeper; its pid file is the
+// keeper's), each with cli/daemons.ts spawnDaemon, as the watchdog's reset driver restarts a
+// keeper — then waits until the cluster is healthy (one primary, two backups, every agent joined
+// with a fresh heartbeat, equal digests at equal RSN, the watchdog hearing all replicas) and says
+// so in one line. If it is not healthy in time, it prints what is missing and stops what it
+// started.
 import { mkdirSync, readFileSync } from 'node:fs';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
@@ -13,7 +15,7 @@ import {
   type ClusterConfig,
 } from '../src/io/cluster-dir.ts';
 import { logPath } from '../src/io/log.ts';
-import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
+import { CliError, EXIT_FAILED, EXIT_OK, quoted } from './errors.ts';
 import { spawnDaemon } from './daemons.ts';
 import { stopCluster } from './down.ts';
 import { StatusClient } from './status-client.ts';
@@ -79,7 +81,7 @@ export async function up(opts: UpOptions): Promise<number> {
   // one-host cluster runs them as the daemons' own user (FAULT-MODEL "Tasks and Trine's secrets").
   const taskUser = process.env['TRINE_TASK_USER'];
   if (taskUser !== undefined && taskUser !== '' && !isUserName(taskUser)) {
-    throw new ClusterDirError('BAD_ARGUMENT', `TRINE_TASK_USER=${JSON.stringify(taskUser)} is not a user name: unset it, or name the user tasks should run as`);
+    throw new ClusterDirError('BAD_ARGUMENT', `TRINE_TASK_USER=${quoted(taskUser)} is not a user name: unset it, or name the user tasks should run as`);
   }
   const keys = generateClusterKeys(dir, ids.all);
   const config: ClusterConfig = planCluster({

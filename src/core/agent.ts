@@ -447,7 +447,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
             if (replicas.includes(from)) out.push({ type: 'send', to: from, item: { type: 'probe.reply', nonce: item.nonce } });
             continue;
           }
-          if (item.type === 'hb' || item.type === 'probe.reply' || item.type === 'status.query' || item.type === 'status.reply') continue;
+          if (item.type === 'hb' || item.type === 'probe.reply' || item.type === 'status.query' || item.type === 'status.reply' || item.type === 'challenge') continue;
           const r = linkReceive(links, from, item, nowMs, out, groupRoom);
           if (r.drop !== null) countDrop(drops, r.drop);
           for (const d of r.deliveries) onDelivery(d, nowMs, out);

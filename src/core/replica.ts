@@ -10,6 +10,7 @@ import {
   JOURNAL_RESEND_MS, MAX_JOURNAL_ITEM_BYTES, SHUTDOWN_LINGER_MAX_MS, SHUTDOWN_NOTICE_MS,
 } from './constants.ts';
 import { createDiagnosis } from './diagnosis.ts';
+import { admitChallenge, createFreshness, issueChallenge } from './freshness.ts';
 import { successor } from './group-view.ts';
 import { decodeState } from './state-codec.ts';
 import { createStateTransfer, statePayloads } from './state-transfer.ts';
@@ -26,7 +27,7 @@ import {
   adoptIncarnation, applyGroupInput, applyOperatorRequest, applyRequest, digestState, encodeState, expectedCsn, initialState,
   isOperatorRequest, mayRequest, type ApplyResult, type OperatorOutcome, type ReplicatedState,
 } from './replicated-state.ts';
-import type { ClusterEvent, ClusterView, ReplicaStatus, PeerHealth } from './status.ts';
+import type { ClusterEvent, ClusterView, DaemonReport, ReplicaStatus, PeerHealth } from './status.ts';
 import { decodeFrame, pack } from './wire/frame.ts';
 import { groupInput, type AccuseReason, type GroupInput, type Item, type PtpPayload, type SignedAccusation, type SignedCG } from './wire/messages.ts';
 
@@ -35,6 +36,9 @@ import { groupInput, type AccuseReason, type GroupInput, type Item, type PtpPayl
 export type ReplicaOptions = {
   id: ProcessId; membership: Membership; hash: Hash; inc: number; signer: Signer; verifier: Verifier;
   joining?: { view: number; primary: ProcessId; replicas: readonly ProcessId[] };
+  /** What the daemon says of itself (its disk), added to the status as read (issue 14 item 4):
+   *  nothing the replica decides depends on it. */
+  daemon?: () => DaemonReport;
 };
 
 /** Suspicions that are, from a correct replica, a sound judgement about the one it names
@@ -120,6 +124,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     if (p !== id) heard.set(p, { inc: 0, counter: 0, atMs: null, sinceCheck: false, missedChecks: 0 });
   }
   const drops: Partial<Record<DropCode, number>> = {};
+  /** Status goes to fresh queries only (PROTOCOL §7): the challenges this incarnation issued. */
+  const freshness = createFreshness(opts.inc);
   /** Backups: the primary's order, confirmed between backups before execution (PROTOCOL §5.8).
    *  Replaced when the primary changes: the old primary's order beyond what ran is void. */
   let confirm = createOrderConfirm();
@@ -939,6 +945,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       memberNodes: Object.fromEntries(state.group.replicaNodes), retired: [...state.group.retired],
       replacement: state.group.recovery === null ? null : { id: state.group.recovery.id, node: state.group.recovery.node, tried: [...state.group.recovery.tried] },
       cluster: view(),
+      ...(opts.daemon === undefined ? {} : { daemon: opts.daemon() }),
     };
   }
 
@@ -1118,11 +1125,21 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
             case 'hb':
               if (!onHeartbeat(from, item, nowMs, out)) countDrop(drops, 'REPLAYED');
               break;
-            case 'status.query':
+            case 'challenge.ask':
+            case 'status.query': {
               // Operators, and agents: a starting agent learns the group from it (PROTOCOL §10.7).
-              if (operators.has(from) || agentIds.has(from)) out.push({ type: 'send', to: from, item: { type: 'status.reply', nonce: item.nonce, json: JSON.stringify(status(nowMs)) } });
-              else countDrop(drops, 'NOT_A_MEMBER');
+              // A replayed query finds its challenge used or stale and costs a lookup (§7).
+              if (!operators.has(from) && !agentIds.has(from)) {
+                countDrop(drops, 'NOT_A_MEMBER');
+              } else if (item.type === 'challenge.ask') {
+                out.push({ type: 'send', to: from, item: { type: 'challenge', nonce: item.nonce, challenge: issueChallenge(freshness, nowMs) } });
+              } else {
+                const verdict = admitChallenge(freshness, from, item.challenge, nowMs);
+                if (verdict === 'fresh') out.push({ type: 'send', to: from, item: { type: 'status.reply', nonce: item.nonce, json: JSON.stringify(status(nowMs)) } });
+                else countDrop(drops, verdict);
+              }
               break;
+            }
             case 'probe':
               if (poolIds.has(from)) out.push({ type: 'send', to: from, item: { type: 'probe.reply', nonce: item.nonce } });
               break;
@@ -1144,6 +1161,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
               countDrop(drops, 'UNEXPECTED');
               break;
             case 'status.reply':
+            case 'challenge':
             case 'op.reply':
             case 'reset.node':
             case 'diag.report':

@@ -43,6 +43,34 @@ export type ReplicaStatus = {
   drops: Record<string, number>;
   /** Nodes, tasks and processes (PROTOCOL §8). */
   cluster: ClusterView;
+  /** What its daemon could not write to disk; absent from the simulator and older releases. */
+  daemon?: DaemonReport;
+};
+
+/** What the daemon running a core says of itself (issue 14 item 4; docs/OPERATIONS.md §3.4): what
+ *  it could not write to its disk and, for the watchdog, its restarts by its supervisor. Read
+ *  from the daemon (src/daemon/run-core.ts) when a status is built: nothing a core decides
+ *  depends on it. Bounded: a few error codes and records. */
+export type DaemonReport = {
+  /** Log lines lost because the log file (or stdout, stderr) could not be written, by error
+   *  code (ENOSPC, EIO, EPERM, EBADF, …), since the daemon started. */
+  logDrops: Record<string, number>;
+  /** Durable records a write of which failed since the daemon started, by name: `tasks` (a
+   *  replica's task journal, PROTOCOL §10.9), `inc` (its incarnation record). */
+  records: Record<string, RecordWrites>;
+  /** The watchdog under its supervisor; null for a daemon without one. */
+  supervisor: { restarts: number; lastExit: string | null } | null;
+};
+
+export type RecordWrites = {
+  /** Failed writes, by error code. */
+  failures: Record<string, number>;
+  /** The latest version is not on disk: it is being retried. */
+  pending: boolean;
+  /** The last failure's error message, or null. */
+  lastError: string | null;
+  /** Versions never written because a newer one replaced them before a retry succeeded. */
+  superseded: number;
 };
 
 /** The manager's view of nodes, tasks and processes (replicated state), with this replica's

@@ -4,11 +4,12 @@
 // cluster when consistent heartbeats from two replicas stop (rule 2) or self-diagnosis repeats
 // too often (rule 3), and answers operator status queries. It is kept tiny and never sends on
 // the routine path (spec §1.6: "must not be burdened with routine operation").
+import { admitChallenge, createFreshness, issueChallenge } from './freshness.ts';
 import { toHex } from './hex.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
 import type { ProcessId, Signer, Verifier } from './ports.ts';
 import { unreachable, type DropCode } from './result.ts';
-import type { PeerHealth } from './status.ts';
+import type { DaemonReport, PeerHealth } from './status.ts';
 import { collectRestores, decodeJournal, memberLabel, openRestoredOp, type MembershipChanges } from './task-journal.ts';
 import { signCG } from './wire/frame.ts';
 import type { AccuseReason, Item, Role, SignedCG, NodeRestore, TaskRestore } from './wire/messages.ts';
@@ -111,6 +112,8 @@ export type WatchdogStatus = {
   /** Restores two replicas confirmed (`text`: the restored task's id, or why it was refused),
    *  and journal entries or journals refused, oldest first, bounded. */
   restores: RestoreRecord[];
+  /** What its daemon could not write to disk, and its restarts; absent from the simulator. */
+  daemon?: DaemonReport;
 };
 
 export type RestoreRecord =
@@ -125,7 +128,12 @@ type ReportSequence = { inc: number; counter: number; reports: number };
 
 /** `signer` signs the watchdog's restores; `verifier` checks the operator signatures in the task
  *  journals (PROTOCOL §10.9). */
-export type WatchdogOptions = { id: ProcessId; membership: Membership; inc: number; signer: Signer; verifier: Verifier };
+export type WatchdogOptions = {
+  id: ProcessId; membership: Membership; inc: number; signer: Signer; verifier: Verifier;
+  /** What the daemon says of itself (its disk, its supervisor), added to the status as read
+   *  (issue 14 item 4): nothing the watchdog decides depends on it. */
+  daemon?: () => DaemonReport;
+};
 
 const newer = (inc: number, counter: number, last: { inc: number; counter: number } | undefined): boolean =>
   last === undefined || inc > last.inc || (inc === last.inc && counter > last.counter);
@@ -140,6 +148,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   const operatorIds = new Set(membership.operators);
   /** Agents may ask for the status too: a booting node reads clusterResetCount (see above). */
   const statusClients = new Set([...membership.operators, ...membership.agents.map((a) => a.id)]);
+  const freshness = createFreshness(inc);
   const freshMs = WATCHDOG_LATE_PERIODS * periodMs;
   const records = new Map<ProcessId, ReplicaRecord>();
   const replays = new Map<ProcessId, number>();
@@ -207,6 +216,19 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   function replayed(event: string, from: ProcessId, item: { inc: number; counter: number }, out: CoreEffect[]): void {
     drops['REPLAYED'] = (drops['REPLAYED'] ?? 0) + 1;
     out.push({ type: 'log', level: 'debug', event, fields: { from, inc: item.inc, counter: item.counter } });
+  }
+
+  /** Status to operators and agents, on a fresh challenge only (PROTOCOL §7): a replayed query
+   *  costs a lookup and gets nothing. */
+  function onStatusQuery(from: ProcessId, nowMs: number, item: Extract<Item, { type: 'status.query' | 'challenge.ask' }>, out: CoreEffect[]): void {
+    if (!statusClients.has(from)) return ignore('NOT_A_MEMBER');
+    if (item.type === 'challenge.ask') {
+      out.push({ type: 'send', to: from, item: { type: 'challenge', nonce: item.nonce, challenge: issueChallenge(freshness, nowMs) } });
+      return;
+    }
+    const verdict = admitChallenge(freshness, from, item.challenge, nowMs);
+    if (verdict !== 'fresh') return ignore(verdict);
+    out.push({ type: 'send', to: from, item: { type: 'status.reply', nonce: item.nonce, json: JSON.stringify(status(nowMs)) } });
   }
 
   /** Spec §1.6 rule 1: the group commands a node's power reset. */
@@ -564,6 +586,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       journalsKept: [...journalsKept].map(([replica, j]) => ({ replica, inc: j.inc, rsn: j.rsn, tasks: j.tasks })),
       restoresPending: [...restoring].map(([nonce, p]) => ({ task: p.label, nonce })),
       restores: restores.map((r) => ({ ...r })),
+      ...(opts.daemon === undefined ? {} : { daemon: opts.daemon() }),
     };
   }
 
@@ -589,13 +612,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
             onJournal(from, item, out);
           } else if (item.type === 'op.reply' && replicaIds.has(from)) {
             onRestoreReply(from, input.nowMs, item, out);
-          } else if (item.type === 'status.query') {
-            if (!statusClients.has(from)) {
-              ignore('NOT_A_MEMBER');
-              continue;
-            }
-            const json = JSON.stringify(status(input.nowMs));
-            out.push({ type: 'send', to: from, item: { type: 'status.reply', nonce: item.nonce, json } });
+          } else if (item.type === 'status.query' || item.type === 'challenge.ask') {
+            onStatusQuery(from, input.nowMs, item, out);
           } else {
             ignore('UNEXPECTED');
           }

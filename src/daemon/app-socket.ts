@@ -23,6 +23,14 @@
 // MAX_UNIDENTIFIED_CONNECTIONS. The welcome then hands the process its task key (PROTOCOL
 // §9.5), on this socket only. A path without `@` is an ordinary socket file (tests, one user):
 // stale files are replaced, and the file is 0600.
+//
+// Strangers guessing tokens (issue 14 item 8): every hello is checked, and what follows a
+// refusal is bounded (src/daemon/app-refusals.ts): an answer with the reason only within a
+// token bucket, and one log line per interval for all connections that end unidentified.
+// Unidentified connections are bounded; when full the oldest is dropped, not the newcomer, so
+// connections that never say hello cannot keep a starting process out. A process whose
+// connection ends before the agent said anything dials again (src/app/link/worker.mjs,
+// APP_CONNECT_ATTEMPTS), which covers being dropped as the oldest during a flood.
 import { lstat, unlink, chmod } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { unreachable, type DropCode } from '../core/result.ts';
@@ -31,6 +39,7 @@ import {
   agentToProc, AppFrameDecoder, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent,
 } from '../core/wire/app-wire.ts';
 import { trace, tracing } from '../io/trace.ts';
+import { Refusals, type RefusalsLine, type RefusalSample } from './app-refusals.ts';
 
 // ---- Named limits (STYLE.md 9) -----------------------------------------------------------------
 
@@ -68,7 +77,9 @@ export type AppCloseCode =
 
 export type AppSocketLogEvent =
   | { readonly type: 'app.connected'; readonly task: string; readonly vpid: number }
-  | { readonly type: 'app.refused'; readonly code: 'AUTH_REFUSED' | 'DUPLICATE'; readonly task: string; readonly vpid: number; readonly reason: string }
+  /** Connections that ended before a hello was accepted, at most one line per interval
+   *  (src/daemon/app-refusals.ts). */
+  | ({ readonly type: 'app.refusals' } & RefusalsLine<AppCloseCode>)
   | { readonly type: 'app.finalized'; readonly task: string; readonly vpid: number }
   | {
       readonly type: 'app.closed';
@@ -108,6 +119,9 @@ export type AppSocketServerOptions = {
   readonly maxUnidentified?: number;
   readonly maxOutgoingQueueBytes?: number;
   readonly maxFrameBytes?: number;
+  readonly refusalBurst?: number;
+  readonly refusalsPerSecond?: number;
+  readonly refusalLogIntervalMs?: number;
 };
 
 export type AppSocketErrorCode = 'PATH_IN_USE' | 'ALREADY_LISTENING' | 'BAD_OPTION';
@@ -129,7 +143,13 @@ type Conn = {
   closeReason: { code: AppCloseCode; detail: string } | null;
   /** Ended by close(): no callbacks. */
   silent: boolean;
+  /** The hello it was refused for, for the log. */
+  hello: { task: string; vpid: number } | null;
+  /** Refused past the refusal bucket: closed without an answer. */
+  unanswered: boolean;
 };
+
+
 
 const keyOf = (task: string, vpid: number): string => `${task}/${vpid}`;
 
@@ -143,12 +163,19 @@ export class AppSocketServer {
   private readonly maxUnidentified: number;
   private readonly maxOutgoingQueueBytes: number;
   private readonly maxFrameBytes: number;
+  private readonly refusals: Refusals<AppCloseCode>;
 
   private constructor(readonly path: string, private readonly server: Server, private readonly opts: AppSocketServerOptions) {
     this.helloTimeoutMs = opts.helloTimeoutMs ?? HELLO_TIMEOUT_MS;
     this.maxUnidentified = opts.maxUnidentified ?? MAX_UNIDENTIFIED_CONNECTIONS;
     this.maxOutgoingQueueBytes = opts.maxOutgoingQueueBytes ?? MAX_OUTGOING_QUEUE_BYTES;
     this.maxFrameBytes = opts.maxFrameBytes ?? MAX_APP_FRAME_BYTES;
+    this.refusals = new Refusals<AppCloseCode>({
+      ...(opts.refusalBurst === undefined ? {} : { burst: opts.refusalBurst }),
+      ...(opts.refusalsPerSecond === undefined ? {} : { perSecond: opts.refusalsPerSecond }),
+      ...(opts.refusalLogIntervalMs === undefined ? {} : { logIntervalMs: opts.refusalLogIntervalMs }),
+      log: (line) => opts.log?.({ type: 'app.refusals', ...line }),
+    });
     server.on('connection', (socket) => this.adopt(socket));
   }
 
@@ -156,7 +183,8 @@ export class AppSocketServer {
    *  at the path, or a file that is not a socket, is an error: neither is ours to remove. */
   static async listen(path: string, opts: AppSocketServerOptions): Promise<AppSocketServer> {
     for (const [name, v] of [['helloTimeoutMs', opts.helloTimeoutMs], ['maxUnidentified', opts.maxUnidentified],
-      ['maxOutgoingQueueBytes', opts.maxOutgoingQueueBytes], ['maxFrameBytes', opts.maxFrameBytes]] as const) {
+      ['maxOutgoingQueueBytes', opts.maxOutgoingQueueBytes], ['maxFrameBytes', opts.maxFrameBytes], ['refusalBurst', opts.refusalBurst],
+      ['refusalsPerSecond', opts.refusalsPerSecond], ['refusalLogIntervalMs', opts.refusalLogIntervalMs]] as const) {
       if (v !== undefined && (!Number.isSafeInteger(v) || v < 1)) throw new AppSocketError('BAD_OPTION', `${name} must be a positive integer, got ${v}`);
     }
     const abstract = path.startsWith('@');
@@ -210,6 +238,7 @@ export class AppSocketServer {
       conn.silent = true;
       this.destroy(conn, 'SERVER_CLOSED', 'server closed');
     }
+    this.refusals.close();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
     if (!this.path.startsWith('@')) await unlink(this.path).catch(() => undefined);
   }
@@ -219,16 +248,22 @@ export class AppSocketServer {
   private adopt(socket: Socket): void {
     const conn: Conn = {
       socket, decoder: new AppFrameDecoder(procToAgent, this.maxFrameBytes), id: null, helloTimer: null,
-      finalized: false, closeReason: null, silent: false,
+      finalized: false, closeReason: null, silent: false, hello: null, unanswered: false,
     };
     socket.on('error', (e: NodeJS.ErrnoException) => {
       if (conn.closeReason === null) conn.closeReason = { code: 'SOCKET_ERROR', detail: e.code ?? e.message };
     });
     socket.on('close', () => this.onClose(conn));
-    if (this.closed || this.unidentified.size >= this.maxUnidentified) {
+    if (this.closed) {
       this.unidentified.add(conn);
-      this.destroy(conn, 'TOO_MANY_UNIDENTIFIED', `${this.unidentified.size - 1} connections have not said hello`);
+      this.destroy(conn, 'SERVER_CLOSED', 'server closed');
       return;
+    }
+    // Full: the oldest goes, not the newcomer. A starting process says hello at once, so
+    // connections that never do cannot keep it out (a dropped one reconnects: worker.mjs).
+    if (this.unidentified.size >= this.maxUnidentified) {
+      const oldest = this.unidentified.values().next().value as Conn | undefined;
+      if (oldest !== undefined) this.destroy(oldest, 'TOO_MANY_UNIDENTIFIED', `more than ${this.maxUnidentified} connections have not said hello: the oldest goes`);
     }
     this.unidentified.add(conn);
     conn.helloTimer = setTimeout(() => this.destroy(conn, 'HELLO_TIMEOUT', `no hello within ${this.helloTimeoutMs} ms`), this.helloTimeoutMs);
@@ -289,26 +324,13 @@ export class AppSocketServer {
     const { task, vpid, token, endpoint } = hello;
     if (conn.helloTimer !== null) clearTimeout(conn.helloTimer);
     conn.helloTimer = null;
+    conn.hello = { task, vpid };
     const refusal = this.opts.authenticate(task, vpid, token);
-    if (refusal !== null) {
-      this.opts.log?.({ type: 'app.refused', code: 'AUTH_REFUSED', task, vpid, reason: refusal });
-      this.refuseAndEnd(conn, 'AUTH_REFUSED', refusal);
-      return;
-    }
+    if (refusal !== null) return this.refuse(conn, 'AUTH_REFUSED', refusal);
     const taskKey = this.opts.taskKey(task, vpid);
-    if (taskKey === null) {
-      const reason = `no task key for ${task}/${vpid} on this node`;
-      this.opts.log?.({ type: 'app.refused', code: 'AUTH_REFUSED', task, vpid, reason });
-      this.refuseAndEnd(conn, 'AUTH_REFUSED', reason);
-      return;
-    }
+    if (taskKey === null) return this.refuse(conn, 'AUTH_REFUSED', `no task key for ${task}/${vpid} on this node`);
     const key = keyOf(task, vpid);
-    if (this.byKey.has(key)) {
-      const reason = `process ${key} is already connected`;
-      this.opts.log?.({ type: 'app.refused', code: 'DUPLICATE', task, vpid, reason });
-      this.refuseAndEnd(conn, 'DUPLICATE', reason);
-      return;
-    }
+    if (this.byKey.has(key)) return this.refuse(conn, 'DUPLICATE', `process ${key} is already connected`);
     this.unidentified.delete(conn);
     conn.id = { task, vpid };
     this.byKey.set(key, conn);
@@ -325,6 +347,15 @@ export class AppSocketServer {
       return false;
     }
     return true;
+  }
+
+  /** A refused hello: answered with its reason while the refusal bucket lasts, else the
+   *  connection is destroyed at once. Either way it is counted when it closes, never logged on
+   *  its own. */
+  private refuse(conn: Conn, code: AppCloseCode, reason: string): void {
+    if (this.refusals.mayAnswer()) return this.refuseAndEnd(conn, code, reason);
+    conn.unanswered = true;
+    this.destroy(conn, code, reason);
   }
 
   /** Write a refusal and end; a peer that does not read it is cut off after REFUSAL_LINGER_MS. */
@@ -349,9 +380,15 @@ export class AppSocketServer {
     this.unidentified.delete(conn);
     const reason = conn.closeReason ?? { code: 'PEER_CLOSED' as const, detail: conn.finalized ? 'after finalize' : 'closed without finalize' };
     const id = conn.id;
-    if (id !== null && this.byKey.get(keyOf(id.task, id.vpid)) === conn) this.byKey.delete(keyOf(id.task, id.vpid));
-    this.opts.log?.({ type: 'app.closed', task: id?.task ?? null, vpid: id?.vpid ?? null, code: reason.code, detail: reason.detail, clean: conn.finalized });
-    if (id !== null && !conn.silent) this.opts.onClosed?.(id.task, id.vpid, conn.finalized);
+    if (id === null) {
+      // A stranger's or a refused connection: counted, not logged one by one.
+      const sample: RefusalSample<AppCloseCode> = { code: reason.code, task: conn.hello?.task ?? null, vpid: conn.hello?.vpid ?? null, reason: reason.detail };
+      if (!conn.silent) this.refusals.count(sample, conn.unanswered);
+      return;
+    }
+    if (this.byKey.get(keyOf(id.task, id.vpid)) === conn) this.byKey.delete(keyOf(id.task, id.vpid));
+    this.opts.log?.({ type: 'app.closed', task: id.task, vpid: id.vpid, code: reason.code, detail: reason.detail, clean: conn.finalized });
+    if (!conn.silent) this.opts.onClosed?.(id.task, id.vpid, conn.finalized);
   }
 }
 

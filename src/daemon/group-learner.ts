@@ -1,8 +1,10 @@
 // How a new agent incarnation learns the group as it is now (docs/PROTOCOL.md §10.7): it asks the
-// replica pool with `status.query` items on its own transport, takes the `status.reply` items out
-// of verified frames before the core sees them (the way src/daemon/logs-server.ts takes
-// `logs.read`), and, once two replicas report the same view, primary and members, hands that
-// group to the core as its `group` input.
+// replica pool for their status on its own transport, takes the answers out of verified frames
+// before the core sees them (the way src/daemon/logs-server.ts takes `logs.read`), and, once two
+// replicas report the same view, primary and members, hands that group to the core as its
+// `group` input. A replica answers status only on a fresh challenge of its own (PROTOCOL §7), so
+// each round sends `challenge.ask`, and each `challenge` that comes back is answered at once with
+// a `status.query` carrying it.
 //
 // Why on the agent's own transport, not a client of its own: a replica routes everything for a
 // peer id to the connection that peer bound last (src/io/ws-transport.ts). A second connection
@@ -93,15 +95,20 @@ export function startGroupLearner(opts: GroupLearnerOptions): GroupLearner {
       opts.log('warn', 'agent.group.unknown', { why: `no two replicas agreed within ${opts.waitMs ?? AGENT_GROUP_WAIT_MS} ms`, answered: [...answers.keys()] });
       return;
     }
-    for (const r of opts.pool) opts.send(r, { type: 'status.query', nonce });
+    for (const r of opts.pool) opts.send(r, { type: 'challenge.ask', nonce });
     timer = setTimeout(ask, queryMs);
     timer.unref();
   };
   const intercept = (frame: Frame): Frame | null => {
-    const ours = (i: Item) => i.type === 'status.reply' && i.nonce === nonce && opts.pool.includes(frame.from);
+    const ours = (i: Item) => (i.type === 'status.reply' || i.type === 'challenge') && i.nonce === nonce && opts.pool.includes(frame.from);
     if (!frame.items.some(ours)) return frame;
     for (const item of frame.items) {
-      if (done || !ours(item) || item.type !== 'status.reply') continue;
+      if (done || !ours(item)) continue;
+      if (item.type === 'challenge') {
+        opts.send(frame.from, { type: 'status.query', nonce, challenge: item.challenge });
+        continue;
+      }
+      if (item.type !== 'status.reply') continue;
       const g = parseGroupOf(item.json, frame.from);
       if (g === null) {
         opts.log('warn', 'agent.group.bad-reply', { from: frame.from });

@@ -27,6 +27,7 @@
 //   - an agent that exits with EXIT_SHUTDOWN (4) stopped its node for `trine shutdown` or
 //     `trine node remove` (PROTOCOL §10.11, §10.12): the keeper kills the standby and exits with
 //     the same code.
+// These rules are the watchdog's supervisor's too: both take them from src/daemon/supervisor.ts.
 // On SIGTERM/SIGINT it kills the standby, stops the agent (SIGTERM, SIGKILL after 1 s) and exits
 // once both are gone; task processes are not the keeper's business (`trine down` stops them from
 // the procs files). A standby outlives a keeper killed with SIGKILL only until it notices its
@@ -42,39 +43,40 @@ import type { ProcessId } from '../core/ports.ts';
 import { isClusterProcess, loadCluster, processEntry } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
 import {
-  keeperChildPidFile, listKeeperChildPids, readKeeperChildPid, removeKeeperChildPid, signalGroup, waitGone, writeKeeperChildPid,
+  keeperChildPidFile, listKeeperChildPids, readKeeperChildPid, removeKeeperChildPid, signalGroup, writeKeeperChildPid,
   type KeeperChildRole,
 } from '../io/run-records.ts';
 import { EXIT_CONFIG, EXIT_CRASH, EXIT_SHUTDOWN } from './run-core.ts';
+import {
+  CHILD_LOAD_TIMEOUT_MS, createBackoff, exitVerdict, HEALTHY_RESET_MS, killStale, messageType, nextDelay, resetBackoff,
+  RESTART_BACKOFF_MAX_MS, RESTART_BACKOFF_MIN_MS, stopGracefully, SUPERVISED_HEARTBEAT_MS, SUPERVISOR_CHECK_MS, tryRecord, type ChildHeartbeat,
+} from './supervisor.ts';
 
 /** The agent's heartbeat period to its keeper. */
-export const KEEPER_HEARTBEAT_MS = 100;
+export const KEEPER_HEARTBEAT_MS = SUPERVISED_HEARTBEAT_MS;
 /** Heartbeat silence after which the agent is taken as hung (ten periods: a GC pause or a busy
  *  moment on a loaded host costs one or two). */
 export const KEEPER_HEARTBEAT_TIMEOUT_MS = 1_000;
 /** How often the keeper looks at the heartbeats. */
-export const KEEPER_CHECK_MS = 100;
-/** Time a standby gets to load and say it is ready: starting a TypeScript process under load
- *  (see cli/up.ts UP_TIMEOUT_MS). */
-export const KEEPER_STANDBY_READY_MS = 30_000;
+export const KEEPER_CHECK_MS = SUPERVISOR_CHECK_MS;
+/** Time a standby gets to load and say it is ready. */
+export const KEEPER_STANDBY_READY_MS = CHILD_LOAD_TIMEOUT_MS;
 /** Pause between promoting a standby and loading the next one: loading costs a CPU-second,
  *  which the promoted agent should not compete with while it joins (tens of ms). */
 export const KEEPER_STANDBY_DELAY_MS = 250;
-/** Replacement backoff within a crash loop: first delay, and the cap it doubles up to. */
-export const KEEPER_BACKOFF_MIN_MS = 100;
-export const KEEPER_BACKOFF_MAX_MS = 2_000;
+/** Replacement backoff within a crash loop (src/daemon/supervisor.ts). */
+export const KEEPER_BACKOFF_MIN_MS = RESTART_BACKOFF_MIN_MS;
+export const KEEPER_BACKOFF_MAX_MS = RESTART_BACKOFF_MAX_MS;
 /** An agent up and heartbeating this long is healthy: the next replacement is immediate again. */
-export const KEEPER_HEALTHY_RESET_MS = 10_000;
+export const KEEPER_HEALTHY_RESET_MS = HEALTHY_RESET_MS;
 /** Time the agent gets after SIGTERM before SIGKILL when the keeper stops. */
 export const KEEPER_STOP_GRACE_MS = 1_000;
-/** Time a stale child (left by a keeper that died) gets to disappear after SIGKILL. */
-const STALE_CHILD_WAIT_MS = 2_000;
 
 /** The environment flag that starts `trine agent` as a standby (src/daemon/agent.ts). */
 export const AGENT_STANDBY_ENV = 'TRINE_AGENT_STANDBY';
 
 /** What an agent sends its keeper over the IPC channel. */
-export type AgentToKeeper = { type: 'heartbeat' } | { type: 'standby.ready' };
+export type AgentToKeeper = ChildHeartbeat | { type: 'standby.ready' };
 /** What the keeper sends a standby: become the agent now. */
 export type KeeperToAgent = { type: 'go' };
 
@@ -89,8 +91,6 @@ export type KeeperOptions = {
   /** How to start the agent (cli/daemons.ts: `trine agent --dir D --id aN`). */
   agentCommand: (dir: string, id: ProcessId) => { file: string; args: string[] };
 };
-
-const messageType = (m: unknown): unknown => (typeof m === 'object' && m !== null ? (m as { type?: unknown }).type : undefined);
 
 /** One child process: a standby until promoted, then the agent. */
 type Child = {
@@ -120,17 +120,17 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
   const logger = log.logger;
   const now = (): number => performance.now();
   const ms = (x: number): number => Math.round(x);
+  /** A record the keeper cannot write (a full disk) is logged; it never stops the keeper. */
+  const record = (role: KeeperChildRole, pid: number | null): void => {
+    const code = tryRecord(() => (pid === null ? removeKeeperChildPid(dir, id, role) : writeKeeperChildPid(dir, id, role, pid)));
+    if (code !== null) logger.error({ event: 'record.write-failed', path: keeperChildPidFile(dir, id, role), code });
+  };
 
   // Children left behind by a keeper that died would run alongside the new ones: stop them first.
-  const stale: number[] = [];
-  for (const role of ['agent', 'standby'] as const) {
+  await killStale((['agent', 'standby'] as const).flatMap((role) => {
     const pid = readKeeperChildPid(dir, id, role);
-    if (pid === null || !isClusterProcess(pid, dir, id)) continue;
-    logger.warn({ event: `${role}.stale`, pid }, `killing the ${role} left by an earlier keeper`);
-    signalGroup(pid, 'SIGKILL');
-    stale.push(pid);
-  }
-  await waitGone(stale, STALE_CHILD_WAIT_MS);
+    return pid === null || !isClusterProcess(pid, dir, id) ? [] : [{ role, pid }];
+  }), logger);
 
   let active: Child | null = null;
   let standby: Child | null = null;
@@ -138,8 +138,8 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
   let wantAgent = true;
   /** When the last active agent died (to log how long the replacement took). */
   let diedAtMs: number | null = null;
-  let restartDelayMs = 0;
-  let standbyBackoffMs = 0;
+  const restartBackoff = createBackoff(KEEPER_BACKOFF_MIN_MS, KEEPER_BACKOFF_MAX_MS);
+  const standbyBackoff = createBackoff(KEEPER_BACKOFF_MIN_MS, KEEPER_BACKOFF_MAX_MS);
   let restarts = 0;
   let restartTimer: NodeJS.Timeout | null = null;
   let standbyTimer: NodeJS.Timeout | null = null;
@@ -155,8 +155,8 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
   const finish = (code: number, why: string): void => {
     clearInterval(checkTimer);
     clearTimers();
-    removeKeeperChildPid(dir, id, 'agent');
-    removeKeeperChildPid(dir, id, 'standby');
+    record('agent', null);
+    record('standby', null);
     (code === 0 ? logger.info.bind(logger) : logger.error.bind(logger))({ event: 'exit', code, why, restarts }, why);
     log.flush();
     process.exit(code);
@@ -176,8 +176,8 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
     const go: KeeperToAgent = { type: 'go' };
     // A standby that died meanwhile fails the send; its exit event then replaces it.
     c.proc.send(go, undefined, {}, () => {});
-    writeKeeperChildPid(dir, id, 'agent', c.pid);
-    removeKeeperChildPid(dir, id, 'standby');
+    record('agent', c.pid);
+    record('standby', null);
     logger.info({
       event: 'agent.start', agentPid: c.pid, restarts, replaceMs: diedAtMs === null ? null : ms(c.promotedAtMs - diedAtMs),
     }, 'agent started (standby promoted)');
@@ -189,22 +189,20 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
 
   const onActiveExit = (c: Child, code: number | null, sig: NodeJS.Signals | null, error: string | null): void => {
     active = null;
-    removeKeeperChildPid(dir, id, 'agent');
+    record('agent', null);
     if (stopping) return finishIfStopped();
-    if (code === EXIT_CONFIG) {
-      logger.error({ event: 'agent.config', code }, 'the agent cannot start as configured; not restarting');
-      return finish(EXIT_CONFIG, 'agent exited with a configuration error');
-    }
-    if (code === EXIT_SHUTDOWN) {
-      // PROTOCOL §10.11: the operator stopped the cluster; the standby goes with this keeper.
+    const verdict = exitVerdict('the agent', code);
+    if (verdict.kind === 'give-up') {
+      // Configuration: it cannot start as configured. Shutdown (PROTOCOL §10.11): the operator
+      // stopped the cluster. Either way the standby goes with this keeper.
+      if (verdict.code === EXIT_CONFIG) logger.error({ event: 'agent.config', code }, `${verdict.why}; not restarting`);
       if (standby !== null) standby.proc.kill('SIGKILL');
-      return finish(EXIT_SHUTDOWN, 'the agent stopped its node for good (cluster shutdown or node removed)');
+      return finish(verdict.code, verdict.why);
     }
     diedAtMs = now();
     wantAgent = true;
     restarts += 1;
-    const delayMs = restartDelayMs;
-    restartDelayMs = Math.min(Math.max(KEEPER_BACKOFF_MIN_MS, restartDelayMs * 2), KEEPER_BACKOFF_MAX_MS);
+    const delayMs = nextDelay(restartBackoff);
     const reason = c.killedHung ? 'heartbeats stopped' : error !== null ? `could not start: ${error}` : 'exited';
     logger.warn({
       event: 'agent.restart', reason, code, signal: sig, delayMs, restarts, standbyReady: standby !== null && standby.readyAtMs !== null,
@@ -224,14 +222,16 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
 
   const onStandbyExit = (c: Child, code: number | null, sig: NodeJS.Signals | null, error: string | null): void => {
     standby = null;
-    removeKeeperChildPid(dir, id, 'standby');
+    record('standby', null);
     if (stopping) return finishIfStopped();
-    if (code === EXIT_CONFIG) {
-      logger.error({ event: 'standby.config', code }, 'the standby agent cannot start as configured; giving up');
-      return finish(EXIT_CONFIG, 'standby agent exited with a configuration error');
+    // A standby has not started anything that could stop for good: only a configuration error
+    // ends the keeper here.
+    const verdict = exitVerdict('the standby agent', code);
+    if (verdict.kind === 'give-up' && verdict.code !== EXIT_SHUTDOWN) {
+      logger.error({ event: 'standby.config', code }, `${verdict.why}; giving up`);
+      return finish(verdict.code, verdict.why);
     }
-    const delayMs = standbyBackoffMs;
-    standbyBackoffMs = Math.min(Math.max(KEEPER_BACKOFF_MIN_MS, standbyBackoffMs * 2), KEEPER_BACKOFF_MAX_MS);
+    const delayMs = nextDelay(standbyBackoff);
     logger.warn({
       event: 'standby.exit', standbyPid: c.pid, code, signal: sig, error, delayMs,
     }, `the standby agent ${error === null ? 'exited' : `could not start: ${error}`}; loading another`);
@@ -264,7 +264,7 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
         c.lastBeatMs = now();
       } else if (type === 'standby.ready' && c === standby && c.readyAtMs === null) {
         c.readyAtMs = now();
-        standbyBackoffMs = 0;
+        resetBackoff(standbyBackoff);
         logger.info({ event: 'standby.ready', standbyPid: c.pid, loadMs: ms(c.readyAtMs - c.spawnedAtMs) }, 'standby agent loaded');
         promote();
       }
@@ -276,7 +276,7 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
     proc.once('exit', (code, sig) => onEnd(code, sig, null));
     standby = c;
     if (proc.pid !== undefined) {
-      writeKeeperChildPid(dir, id, 'standby', proc.pid);
+      record('standby', proc.pid);
       logger.info({ event: 'standby.start', standbyPid: proc.pid }, 'loading a standby agent');
     }
   };
@@ -291,8 +291,8 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
         a.killedHung = true;
         logger.warn({ event: 'agent.unresponsive', agentPid: a.pid, silentMs: ms(silentMs) }, 'agent heartbeats stopped: SIGKILL');
         signalGroup(a.pid, 'SIGKILL');
-      } else if (restartDelayMs !== 0 && a.lastBeatMs !== null && t - (a.promotedAtMs ?? t) >= KEEPER_HEALTHY_RESET_MS) {
-        restartDelayMs = 0;
+      } else if (restartBackoff.delayMs !== 0 && a.lastBeatMs !== null && t - (a.promotedAtMs ?? t) >= KEEPER_HEALTHY_RESET_MS) {
+        resetBackoff(restartBackoff);
         logger.info({ event: 'agent.healthy', agentPid: a.pid }, 'agent healthy: restart backoff reset');
       }
     }
@@ -318,13 +318,7 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
     if (standby !== null) signalGroup(standby.pid, 'SIGKILL');
     const a = active;
     if (a !== null) {
-      signalGroup(a.pid, 'SIGTERM');
-      setTimeout(() => {
-        if (active === a) {
-          logger.warn({ event: 'agent.kill', agentPid: a.pid }, 'agent did not stop in time: SIGKILL');
-          signalGroup(a.pid, 'SIGKILL');
-        }
-      }, KEEPER_STOP_GRACE_MS);
+      stopGracefully(a.pid, KEEPER_STOP_GRACE_MS, () => active === a, () => logger.warn({ event: 'agent.kill', agentPid: a.pid }, 'agent did not stop in time: SIGKILL'));
     }
     finishIfStopped();
   };

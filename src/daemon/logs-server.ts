@@ -17,20 +17,33 @@
 // expect (STYLE.md 6). Nothing a peer sends can make this throw: a file that cannot be read is
 // an answer with `ok: false`.
 //
+// Reads are answered on a fresh challenge only (PROTOCOL §7, src/core/freshness.ts): the operator
+// first sends `challenge.ask`, answered here, then its reads carrying that challenge, all in one
+// frame. A captured frame of reads replayed later (on any connection) finds its challenge used
+// or stale and is dropped unanswered (REPLAYED, logged at most once a second per sender), so a
+// stranger cannot have a task's output sent again. The challenges' incarnation is an epoch this
+// server draws at random when it starts: a new agent process never takes an old challenge.
+//
 // No path can leave `logs/tasks/`: the schema admits only task ids `t<digits>` and VPIDs below
 // MAX_TASK_PROCS (src/core/wire/messages.ts), so a request for `../../keys` never decodes; the
 // file is opened without following a symbolic link, and must be a regular file.
+import { randomInt } from 'node:crypto';
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import { relative } from 'node:path';
 import { LOGS_BYTES_PER_FRAME, LOGS_CHUNK_BYTES, MAX_LOGS_READS_PER_FRAME, MAX_TEXT_CHARS } from '../core/constants.ts';
+import { admitChallenge, createFreshness, issueChallenge, type FreshVerdict } from '../core/freshness.ts';
 import type { LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { Frame, Item } from '../core/wire/messages.ts';
 import { processLogPaths } from '../io/spawner.ts';
 
 /** A refused reader is logged at most once this often (with the count since): a faulty peer
- *  that floods `logs.read` must not flood the agent's log too. */
+ *  that floods `logs.read`, or a stranger replaying captured reads, must not flood the agent's
+ *  log too. */
 export const LOGS_REFUSED_LOG_MS = 1_000;
+/** The epoch of a server's challenges is drawn below this: node:crypto's randomInt takes at
+ *  most 2^48 − 1, well inside a safe integer. */
+const MAX_EPOCH = 2 ** 48 - 1;
 
 export type LogsRead = Extract<Item, { type: 'logs.read' }>;
 export type LogsData = Extract<Item, { type: 'logs.data' }>;
@@ -38,6 +51,8 @@ export type LogsData = Extract<Item, { type: 'logs.data' }>;
 export type LogsServerOptions = {
   /** The node's task output directory (src/io/cluster-dir.ts `paths.taskLogs`). */
   logDir: string;
+  /** The epoch of this server's challenges; default: drawn at random (tests fix it). */
+  epoch?: number;
   /** Who may read: the membership's operators. */
   operators: readonly ProcessId[];
   log: (level: LogLevel, event: string, fields: Record<string, unknown>) => void;
@@ -47,8 +62,8 @@ export type LogsServerOptions = {
 export type Reply = (to: ProcessId, item: Item) => void;
 
 export type LogsServer = {
-  /** Takes the operators' `logs.read` items out of a verified frame and answers them; returns what
-   *  the core gets (the frame, or a copy without them), or null for nothing. */
+  /** Takes the operators' `logs.read` and `challenge.ask` items out of a verified frame and answers
+   *  them; returns what the core gets (the frame, or a copy without them), or null for nothing. */
   intercept: (frame: Frame, nowMs: number, reply: Reply) => Frame | null;
 };
 
@@ -96,14 +111,41 @@ export function createLogsServer(opts: LogsServerOptions): LogsServer {
    *  verified members (the frame was authenticated), so this holds at most the cluster's ids. */
   const refused = new Map<ProcessId, { loggedAtMs: number; since: number }>();
 
-  const refuse = (from: ProcessId, count: number, nowMs: number): void => {
-    const r = refused.get(from) ?? { loggedAtMs: -Infinity, since: 0 };
+  const freshness = createFreshness(opts.epoch ?? randomInt(MAX_EPOCH));
+  /** Per sender with reads not served: when it was last logged, and how many since. */
+  const stale = new Map<ProcessId, { loggedAtMs: number; since: number }>();
+
+  const countAndLog = (
+    table: Map<ProcessId, { loggedAtMs: number; since: number }>, from: ProcessId, count: number, nowMs: number,
+    line: (items: number) => [event: string, fields: Record<string, unknown>],
+  ): void => {
+    const r = table.get(from) ?? { loggedAtMs: -Infinity, since: 0 };
     r.since += count;
-    refused.set(from, r);
+    table.set(from, r);
     if (nowMs - r.loggedAtMs < LOGS_REFUSED_LOG_MS) return;
-    opts.log('warn', 'logs.read.refused', { from, code: 'NOT_A_MEMBER', why: 'only an operator may read task output', items: r.since });
+    const [event, fields] = line(r.since);
+    opts.log('warn', event, { from, ...fields });
     r.loggedAtMs = nowMs;
     r.since = 0;
+  };
+  const refuse = (from: ProcessId, count: number, nowMs: number): void =>
+    countAndLog(refused, from, count, nowMs, (items) => ['logs.read.refused', { code: 'NOT_A_MEMBER', why: 'only an operator may read task output', items }]);
+  const dropStale = (from: ProcessId, code: Exclude<FreshVerdict, 'fresh'>, count: number, nowMs: number): void =>
+    countAndLog(stale, from, count, nowMs, (items) => ['logs.read.dropped', { code, why: 'no fresh challenge of this agent (PROTOCOL §7)', items }]);
+
+  /** The reads of one frame whose challenge is fresh; each challenge is taken once per frame. */
+  const freshReads = (from: ProcessId, reads: LogsRead[], nowMs: number): LogsRead[] => {
+    const verdicts = new Map<string, FreshVerdict>();
+    const out: LogsRead[] = [];
+    for (const read of reads) {
+      const c = read.challenge;
+      const key = `${c.inc}/${c.serial}/${c.atMs}`;
+      let verdict = verdicts.get(key);
+      if (verdict === undefined) verdicts.set(key, (verdict = admitChallenge(freshness, from, c, nowMs)));
+      if (verdict === 'fresh') out.push(read);
+      else dropStale(from, verdict, 1, nowMs);
+    }
+    return out;
   };
 
   const serve = (from: ProcessId, reads: LogsRead[], reply: Reply): void => {
@@ -127,14 +169,22 @@ export function createLogsServer(opts: LogsServerOptions): LogsServer {
 
   const intercept = (frame: Frame, nowMs: number, reply: Reply): Frame | null => {
     let reads: LogsRead[] | null = null;
-    for (const item of frame.items) if (item.type === 'logs.read') (reads ??= []).push(item);
-    if (reads === null) return frame;
+    let asks = false;
+    for (const item of frame.items) {
+      if (item.type === 'logs.read') (reads ??= []).push(item);
+      else if (item.type === 'challenge.ask') asks = true;
+    }
+    if (reads === null && !asks) return frame;
     if (!operators.has(frame.from)) {
-      refuse(frame.from, reads.length, nowMs);
+      if (reads !== null) refuse(frame.from, reads.length, nowMs);
       return frame; // the core's to drop and count
     }
-    serve(frame.from, reads, reply);
-    const rest = frame.items.filter((i) => i.type !== 'logs.read');
+    // One challenge per frame is all an operator needs (its reads share it).
+    const ask = frame.items.find((i) => i.type === 'challenge.ask');
+    if (ask !== undefined) reply(frame.from, { type: 'challenge', nonce: ask.nonce, challenge: issueChallenge(freshness, nowMs) });
+    const fresh = reads === null ? [] : freshReads(frame.from, reads, nowMs);
+    if (fresh.length > 0) serve(frame.from, fresh, reply);
+    const rest = frame.items.filter((i) => i.type !== 'logs.read' && i.type !== 'challenge.ask');
     return rest.length === 0 ? null : { ...frame, items: rest };
   };
 

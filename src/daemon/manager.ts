@@ -14,8 +14,8 @@ export function runManager(
     dir,
     id,
     kind: 'replica',
-    makeCore: ({ cluster, inc, hash, signer, verifier }) =>
-      createReplica({ id, membership: cluster.config.membership, hash, inc, signer, verifier, ...(joining === undefined ? {} : { joining }) }),
+    makeCore: ({ cluster, inc, hash, signer, verifier, daemon }) =>
+      createReplica({ id, membership: cluster.config.membership, hash, inc, signer, verifier, daemon, ...(joining === undefined ? {} : { joining }) }),
   });
 }
 

@@ -2,7 +2,11 @@
 // cluster config and the process's key, builds the signer and verifier, the core, the Shell and
 // the WebSocket transport, and drives the core with the system clock through a single timer.
 // Non-send effects go to the process log. SIGTERM/SIGINT stop it cleanly; a `terminate` effect
-// or a broken invariant stops it with a non-zero exit code after logging (fail-stop).
+// or a broken invariant stops it with a non-zero exit code after logging (fail-stop). A broken
+// disk never does (issue 14 item 4): the log drops and counts what it cannot write
+// (src/io/log.ts), and the records the daemon writes — the replica's task journal, the
+// incarnation record — are retried until they are on disk (src/daemon/record-writer.ts); both
+// reach the core's status as its DaemonReport (src/core/status.ts).
 // For a cluster started with --allow-inject (cluster.json `allowInject`) it also loads the fault
 // injection hooks (src/daemon/inject.ts) and puts them between the Shell, the core and the
 // transport; otherwise that code is not even loaded.
@@ -11,9 +15,10 @@ import { EXIT_SHUTDOWN } from '../core/constants.ts';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { Hash, LinkAuth, ProcessId, Signer, Verifier } from '../core/ports.ts';
 import { Shell, type Transport } from '../core/shell.ts';
+import type { DaemonReport } from '../core/status.ts';
 import { encodeFrame } from '../core/wire/frame.ts';
 import type { Frame, Item } from '../core/wire/messages.ts';
-import { loadCluster, nextIncarnation, paths, processEntry, replicaPool, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
+import { loadCluster, paths, processEntry, replicaPool, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
 import { readKeyFile } from '../io/keys.ts';
 import { writeTaskJournal } from '../io/run-records.ts';
 import { createProcessLog, type ProcessLog } from '../io/log.ts';
@@ -21,6 +26,7 @@ import { createNodeLinkAuth, type LearningLinkAuth } from '../io/link-auth-node.
 import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
 import { TransportError, WsTransport, type Endpoint } from '../io/ws-transport.ts';
 import { startTrace, trace, tracing } from '../io/trace.ts';
+import { daemonReport, RecordWriter, startIncarnation, type RecordLog } from './record-writer.ts';
 
 /** Tick at least this often even when the core asks for a later wake-up: a guard against a
  *  core that under-reports `nextWakeMs`. The cores report exact deadlines, so the timer is
@@ -52,6 +58,10 @@ export type CoreFactoryContext = {
   signer: Signer;
   verifier: Verifier;
   hash: Hash;
+  /** The process's log (one per process, so its drop counts are the process's). */
+  log: ProcessLog;
+  /** What the daemon says of itself in its core's status (src/core/status.ts DaemonReport). */
+  daemon: () => DaemonReport;
 };
 
 /** Optional observers for benchmarks and traces; daemons started by `trine up` use none. */
@@ -78,6 +88,8 @@ export type RunCoreOptions = RunHooks & {
    *  way `reply` does (the agent asks the replicas for the group with it, group-learner.ts), and
    *  to exit (the agent, once it has stopped its node for a shutdown, PROTOCOL §10.11). */
   onTransport?: (ctl: { send: (to: ProcessId, item: Item) => void; exit: (code: number, why: string) => void }) => void;
+  /** The watchdog's supervisor, as it told its child (src/daemon/supervisor.ts), for status. */
+  supervisor?: DaemonReport['supervisor'];
 };
 
 /** Monotonic milliseconds on the Date scale: the wall clock may step, the core's must not. */
@@ -166,9 +178,15 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   }
   const log = createProcessLog(cluster.dir, id);
   const logger = log.logger;
-  const inc = nextIncarnation(cluster.dir, id, Date.now());
+  const recordLog: RecordLog = (level, event, fields) => logger[level]({ event, ...fields });
+  const { inc, writer: incRecord } = startIncarnation(cluster.dir, id, recordLog);
+  /** The replica's task journal (PROTOCOL §10.9): the other daemons never write one. */
+  const journal = new RecordWriter<Uint8Array>({
+    name: 'tasks.journal', path: paths.taskJournal(cluster.dir, id), write: (data) => writeTaskJournal(cluster.dir, id, data), log: recordLog,
+  });
+  const daemon = (): DaemonReport => daemonReport(log, { inc: incRecord, tasks: journal }, opts.supervisor ?? null);
   const verifier = createNodeVerifier(cluster.publicKeys);
-  const built = opts.makeCore({ cluster, entry, inc, signer, verifier, hash: sha256 });
+  const built = opts.makeCore({ cluster, entry, inc, signer, verifier, hash: sha256, log, daemon });
   logger.info({ event: 'start', kind: opts.kind, inc, cluster: cluster.config.cluster, listen: entry.listen }, 'starting');
 
   let exiting = false;
@@ -200,6 +218,8 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     if (exiting) return;
     exiting = true;
     injection?.close();
+    journal.close();
+    incRecord?.close();
     if (timer !== null) clearTimeout(timer);
     if (statsTimer !== null) clearInterval(statsTimer);
     (code === 0 ? logger.info.bind(logger) : logger.error.bind(logger))({ event: 'exit', code, why, ...fields }, why);
@@ -218,7 +238,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     logEffect(log, e, exit);
     // Agents added at run time (PROTOCOL §10.12): their frames verify from now on.
     if (e.type === 'keys') for (const k of e.keys) if (verifier.add(k.id, k.publicKey) && linkAuth.add(k.id, k.publicKey)) logger.info({ event: 'key.added', id: k.id });
-    if (e.type === 'persist.tasks') persistTasks(cluster.dir, id, e.journal, log);
+    if (e.type === 'persist.tasks') journal.put(e.journal);
     // Keep the group's replicas dialed, the rest of the pool (retired, spare) only on demand.
     if (e.type === 'replicas') for (const r of replicaPool(cluster.config.membership)) transport?.setOnDemand(r, !e.replicas.includes(r));
     observe?.(e, clockMs());
@@ -340,16 +360,6 @@ function composeIntercepts(first: Intercept | null, second: Intercept | null): I
   };
 }
 
-/** The replica's task journal to disk (PROTOCOL §10.9). A replica that cannot write it keeps
- *  serving — the other replicas' journals cover its tasks — and says so at error level. */
-function persistTasks(dir: string, id: ProcessId, journal: Uint8Array, log: ProcessLog): void {
-  try {
-    writeTaskJournal(dir, id, journal);
-  } catch (e) {
-    log.logger.error({ event: 'tasks.journal.write-failed', path: paths.taskJournal(dir, id), error: (e as Error).message });
-  }
-}
-
 function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, exit: (code: number, why: string, fields?: Record<string, unknown>) => void): void {
   const logger = log.logger;
   switch (e.type) {
@@ -388,7 +398,7 @@ function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, ex
       // The watchdog daemon logs it (at error) together with what it did (src/daemon/scc.ts).
       break;
     case 'persist.tasks':
-      // Written by onEffect (it knows the cluster dir); a failure is logged there.
+      // Written by onEffect's journal writer, which retries a failed write and logs it.
       break;
     case 'replicas':
       // Applied to the transport by onEffect; the core logged the view it came with.

@@ -8,15 +8,22 @@
 // reset under way, node resets ordered meanwhile are skipped (it resets every node), and a
 // second cluster reset ordered meanwhile is coalesced into it. Each reset is logged when it
 // starts, ends or fails, with its duration.
+//
+// `trine scc` runs the watchdog under its supervisor (issue 14 item 4, src/daemon/supervisor.ts):
+// the process `trine up` or `trine scc run` starts is the supervisor, and the watchdog is its
+// child, `trine scc` again with SUPERVISED_ENV set, which heartbeats it and reports its restarts
+// in status. A restarted watchdog starts from nothing (docs/FAULT-MODEL.md).
 import type { CoreInput } from '../core/node.ts';
 import type { MembershipChanges } from '../core/task-journal.ts';
 import { createWatchdog } from '../core/watchdog.ts';
 import { paths, resolveClusterDir, type Cluster } from '../io/cluster-dir.ts';
-import { createProcessLog } from '../io/log.ts';
 import {
   LogResetDriver, readResetDriverKind, ResetError, type NodeResetDriver, type ResetDriverKind, type ResetLog, type TaskJournalFiles,
 } from '../io/reset-driver.ts';
 import { EXIT_CONFIG, runCore, type RunHooks } from './run-core.ts';
+import {
+  heartbeatSupervisor, runSupervisor, takeSupervisedEnv, WATCHDOG_HEARTBEAT_TIMEOUT_MS, WATCHDOG_STOP_GRACE_MS, type SupervisedInfo,
+} from './supervisor.ts';
 
 /** Resets per node that may be pending at once: the one running and one behind it. A request
  *  arriving while one already waits is covered by it (the waiting reset leaves the node just as
@@ -52,7 +59,25 @@ export type WatchdogHooks = RunHooks & {
 
 type Feed = (make: (nowMs: number) => CoreInput) => void;
 
-export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}): Promise<void> {
+/** `trine scc`: in the process an operator (or `trine up`, or `trine scc run`) started, the
+ *  watchdog's supervisor, which runs `command` — `trine scc` again — as its child; in that child,
+ *  the watchdog. */
+export function runSupervisedWatchdog(
+  dir: string | undefined, hooks: WatchdogHooks, command: (dir: string) => { file: string; args: string[] },
+): Promise<void> {
+  const supervisor = takeSupervisedEnv();
+  if (supervisor !== null) {
+    heartbeatSupervisor();
+    return runWatchdog(dir, hooks, supervisor);
+  }
+  return runSupervisor({
+    dir, id: (cluster) => cluster.config.membership.scc, what: 'watchdog', command,
+    heartbeatTimeoutMs: WATCHDOG_HEARTBEAT_TIMEOUT_MS, stopGraceMs: WATCHDOG_STOP_GRACE_MS,
+  });
+}
+
+/** The watchdog itself; `supervisor`: what its supervisor told it, for status. */
+export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}, supervisor: SupervisedInfo | null = null): Promise<void> {
   const kind = readResetDriverKind(paths.config(resolveClusterDir(dir)));
   if (!kind.ok) {
     process.stderr.write(`trine: ${kind.detail}; fix it or remove the field (default "local")\n`);
@@ -74,8 +99,9 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
     dir,
     id: (cluster) => cluster.config.membership.scc,
     kind: 'watchdog',
-    makeCore: ({ cluster, entry, inc, signer, verifier }) => {
-      const logger = createProcessLog(cluster.dir, entry.id).logger;
+    supervisor,
+    makeCore: ({ cluster, entry, inc, signer, verifier, log: processLog, daemon }) => {
+      const logger = processLog.logger;
       const log: ResetLog = (level, event, fields) => logger[level]({ event, ...fields });
       const driver = hooks.makeResetDriver?.(kind.value, cluster, log, stopping.signal) ?? new LogResetDriver(log);
       const hook = hooks.resetCluster;
@@ -86,7 +112,7 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}):
         event: 'reset.driver', driver: hooks.makeResetDriver === undefined ? 'log' : kind.value, clusterReset: clusterReset.runs ? kind.value : 'log',
       });
       resets = serializeResets(driver, clusterReset, log, stopping.signal);
-      return createWatchdog({ id: entry.id, membership: cluster.config.membership, inc, signer, verifier });
+      return createWatchdog({ id: entry.id, membership: cluster.config.membership, inc, signer, verifier, daemon });
     },
     onEffect: (effect, nowMs) => {
       if (effect.type === 'reset.node') resets?.node(effect.node, effect.rsn, effect.address);

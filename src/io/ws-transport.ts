@@ -46,7 +46,7 @@ export const UNBOUND_TIMEOUT_MS = 5_000;
 /** Frames that fail verification on a not-yet-bound connection before we close it. A correct
  *  peer's first frame verifies; a few are allowed for frames corrupted in flight. */
 export const MAX_UNBOUND_FAILURES = 8;
-// ---- bounds before authentication (issue 14 items 1 and 2) ---------------------------------
+// ---- bounds before authentication (PROTOCOL §2.5; issue 14 items 1 and 2) -----------------
 // A stranger can open TCP connections and WebSocket upgrades without any key. What it costs a
 // listener is bounded at each stage, and the members' capacity is separate from the strangers':
 //   1. a TCP connection must complete its WebSocket upgrade within HANDSHAKE_DEADLINE_MS, and at

@@ -5,13 +5,13 @@
 // an agent killed meanwhile comes back through its keeper and rejoins, and afterwards no correct
 // replica was condemned: the group is the one it began as, in view 0, and no node was declared
 // failed. The flood's size and the status latency during it are printed.
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../cli/status-report.ts';
 import type { ClusterView } from '../../src/core/status.ts';
 import { flood } from '../fixtures/flood.ts';
-import { alive, processesMentioning, trine, upCluster, waitFor } from './helpers.ts';
+import { downCluster, trine, upCluster, waitFor } from './helpers.ts';
 
 /** How long the flood lasts, and its two parts' rates. */
 const FLOOD_MS = 8_000;
@@ -44,9 +44,7 @@ describe('a connection flood against a replica (issue 14 items 1, 2)', () => {
     await waitFor('a healthy cluster', 30_000, async () => ((await status()).doc.healthy ? true : undefined));
   }, 120_000);
   afterAll(async () => {
-    await trine(['down', '--dir', dir]);
-    for (const pid of processesMentioning(root)) if (alive(pid)) process.kill(pid, 'SIGKILL');
-    rmSync(root, { recursive: true, force: true });
+    await downCluster(root, dir);
   }, 60_000);
 
   it('no correct replica is condemned, the operator is served throughout, and an agent restarted during the flood rejoins', async () => {

@@ -1,6 +1,6 @@
 // The `trine` CLI as a real process, the way an operator runs it: shared by the e2e tests.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -92,4 +92,21 @@ export async function upCluster(prefix: string, nodes = 4): Promise<{ root: stri
   const up = await trine(['up', '--nodes', String(nodes), '--dir', dir], 90_000);
   if (up.code !== 0) throw new Error(`trine up failed: ${up.stderr}`);
   return { root, dir };
+}
+
+/** Tears down a test's cluster whatever state it is in: `trine down` (if `dir` was set), then
+ *  SIGKILL of anything still mentioning `root`, then `root` removed. */
+export async function downCluster(root: string, dir: string): Promise<void> {
+  try {
+    if (dir !== '') await trine(['down', '--dir', dir]);
+  } finally {
+    for (const pid of processesMentioning(root)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    if (root !== '') rmSync(root, { recursive: true, force: true });
+  }
 }

@@ -3,12 +3,12 @@
 // restarts — the keepers give up instead of replacing their agents, and the watchdog stands down
 // instead of resetting the cluster it no longer hears. The same on namespace hosts, with
 // `trine node run` and the systemd units: test/e2e/hosts-shutdown.test.ts.
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT_SHUTDOWN } from '../../src/core/constants.ts';
-import { processesMentioning, trine, waitFor } from './helpers.ts';
+import { downCluster, processesMentioning, trine, waitFor } from './helpers.ts';
 
 let root = '';
 let dir = '';
@@ -25,18 +25,7 @@ describe('trine shutdown (one host)', () => {
   });
 
   afterAll(async () => {
-    try {
-      await trine(['down', '--dir', dir]);
-    } finally {
-      for (const pid of processesMentioning(root)) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          // gone already
-        }
-      }
-      rmSync(root, { recursive: true, force: true });
-    }
+    await downCluster(root, dir);
   });
 
   it('kills the running task, stops every daemon with exit code 4, and nothing restarts or resets anything', { timeout: 60_000 }, async () => {
@@ -58,7 +47,7 @@ describe('trine shutdown (one host)', () => {
       .map((id) => [id, events(id).filter((e) => e['event'] === 'exit').map((e) => e['code'])]);
     expect(exits).toEqual([
       ['a1', [EXIT_SHUTDOWN]], ['a1-keeper', [EXIT_SHUTDOWN]], ['a2', [EXIT_SHUTDOWN]], ['a2-keeper', [EXIT_SHUTDOWN]], ['a3', [EXIT_SHUTDOWN]], ['a3-keeper', [EXIT_SHUTDOWN]],
-      ['r1', [EXIT_SHUTDOWN]], ['r2', [EXIT_SHUTDOWN]], ['r3', [EXIT_SHUTDOWN]], ['scc', [EXIT_SHUTDOWN]],
+      ['r1', [EXIT_SHUTDOWN]], ['r2', [EXIT_SHUTDOWN]], ['r3', [EXIT_SHUTDOWN]], ['scc', [EXIT_SHUTDOWN]], ['scc-supervisor', [EXIT_SHUTDOWN]],
     ]);
     // No keeper started another agent; the watchdog stood down and reset nothing.
     for (const k of ['a1-keeper', 'a2-keeper', 'a3-keeper']) expect(events(k).filter((e) => e['event'] === 'agent.restart')).toEqual([]);

@@ -5,12 +5,12 @@
 // new incarnation of the same key, and the group is healthy each time: three serving members that
 // agree, the new one among them. A task submitted at the end runs. Timing is printed, not
 // asserted (STYLE.md 17).
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../cli/status-report.ts';
-import { alive, processesMentioning, trine, waitFor } from './helpers.ts';
+import { alive, downCluster, trine, waitFor } from './helpers.ts';
 
 const KILLS = 8;
 const RECOVERY_MS = 20_000;
@@ -38,18 +38,7 @@ describe('replacements beyond the spare ids (one host)', () => {
   });
 
   afterAll(async () => {
-    try {
-      if (dir !== '' && existsSync(dir)) await trine(['down', '--dir', dir]);
-    } finally {
-      for (const pid of processesMentioning(root)) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          // gone already
-        }
-      }
-      if (root !== '') rmSync(root, { recursive: true, force: true });
-    }
+    await downCluster(root, dir !== '' && existsSync(dir) ? dir : '');
   });
 
   it('eight backups killed one after another: six fresh spares, then retired spare ids again, the group healthy every time', { timeout: 240_000 }, async () => {

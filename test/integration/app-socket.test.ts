@@ -3,12 +3,14 @@
 // bad token, an unknown VPID and a duplicate), the hello timeout, frames before hello, malformed
 // and oversized frames, clean finalize versus a crash (a linked child killed with SIGKILL), the
 // bound on a slow reader's queue, the bound on unidentified connections, the socket file's
-// life (stale file replaced, live server and foreign file refused, unlinked on close), and the
-// agent's abstract socket and the task key its welcome hands over (PROTOCOL §9.5).
+// life (stale file replaced, live server and foreign file refused, unlinked on close), the
+// agent's abstract socket and the task key its welcome hands over (PROTOCOL §9.5), and a flood
+// of wrong tokens: refusals rate-limited and logged in aggregate, the right process still in,
+// and a process whose connection is dropped unanswered reconnecting (issue 14 item 8).
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { lstatSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -109,8 +111,11 @@ async function client(path: string): Promise<Client> {
 
 const hello = (vpid: number, token = TOKEN): ProcToAgent => ({ type: 'hello', task: TASK, vpid, token, endpoint: `127.0.0.1:${5000 + vpid}` });
 
+/** A close logged with `code`: on its own for a connected process, else in an `app.refusals` line. */
 const closedLog = (r: Recorded, code: string) =>
-  waitUntil(() => r.logs.find((e) => e.type === 'app.closed' && e.code === code), `a close logged as ${code}`);
+  waitUntil(() => r.logs.find((e) => (e.type === 'app.closed' && e.code === code) ||
+    (e.type === 'app.refusals' && (e.codes[code as keyof typeof e.codes] ?? 0) > 0)), `a close logged as ${code}`);
+const refusals = (r: Recorded) => r.logs.flatMap((e) => (e.type === 'app.refusals' ? [e] : []));
 
 describe('hello', () => {
   it('a hello with the right token is welcomed and reported with its endpoint', async () => {
@@ -134,7 +139,8 @@ describe('hello', () => {
     expect(c.frames).toEqual([{ type: 'refused', reason: 'bad token' }]);
     expect(r.connected).toEqual([]);
     expect(r.closed).toEqual([]);
-    expect(r.logs.find((e) => e.type === 'app.refused')).toMatchObject({ code: 'AUTH_REFUSED', vpid: 1 });
+    const line = await waitUntil(() => refusals(r)[0], 'the refusal logged');
+    expect(line).toMatchObject({ count: 1, codes: { AUTH_REFUSED: 1 }, unanswered: 0, first: { code: 'AUTH_REFUSED', task: TASK, vpid: 1, reason: 'bad token' } });
   });
 
   it('an unknown VPID is refused', async () => {
@@ -154,7 +160,7 @@ describe('hello', () => {
     second.write(hello(0));
     await waitUntil(() => second.closed, 'duplicate closed');
     expect(second.frames[0]).toMatchObject({ type: 'refused' });
-    expect(r.logs.find((e) => e.type === 'app.refused')).toMatchObject({ code: 'DUPLICATE' });
+    expect(await waitUntil(() => refusals(r)[0], 'the refusal logged')).toMatchObject({ first: { code: 'DUPLICATE', vpid: 0 } });
     expect(first.closed).toBe(false);
     expect(r.server.send(TASK, 0, { type: 'welcome', taskKey: KEY })).toBe(true);
     expect(r.connected).toHaveLength(1);
@@ -186,16 +192,17 @@ describe('hello', () => {
     await closedLog(r, 'HELLO_EXPECTED');
   });
 
-  it('more unidentified connections than the bound are closed at once', async () => {
+  it('beyond the bound on unidentified connections the oldest is closed, not the newcomer (issue 14 item 8)', async () => {
     const r = await listen({ maxUnidentified: 2 });
     const a = await client(r.path);
     const b = await client(r.path);
     const c = await client(r.path);
-    await waitUntil(() => c.closed, 'third closed');
+    await waitUntil(() => a.closed, 'the oldest closed');
     await closedLog(r, 'TOO_MANY_UNIDENTIFIED');
-    expect(a.closed || b.closed).toBe(false);
-    a.write(hello(0));
-    await waitUntil(() => a.frames.length > 0, 'welcome');
+    expect(b.closed || c.closed).toBe(false);
+    c.write(hello(0));
+    await waitUntil(() => c.frames.length > 0, 'welcome');
+    expect(c.frames[0]).toMatchObject({ type: 'welcome' });
   });
 });
 
@@ -377,5 +384,88 @@ describe('the agent\'s abstract socket and the task key (issue 13 item 6, PROTOC
     await waitUntil(() => keyless.closed, 'refused');
     expect(keyless.frames).toEqual([{ type: 'refused', reason: `no task key for ${TASK}/3 on this node` }]);
     expect(r.connected.map((x) => x.vpid)).toEqual([1, 2]);
+  });
+});
+
+describe('strangers guessing tokens (issue 14 item 8, PROTOCOL §9.4)', () => {
+  /** One stranger's attempt: connect, send a hello with a wrong token, wait for the close.
+   *  Resolves with whether a `refused` frame came back. */
+  const guess = (path: string, i: number): Promise<boolean> =>
+    new Promise((resolve) => {
+      const s = connect(path);
+      sockets.push(s);
+      let answered = false;
+      s.on('connect', () => s.write(encodeAppFrame(procToAgent, hello(i % 4, randomBytes(16).toString('hex')))));
+      s.on('data', () => {
+        answered = true;
+      });
+      s.on('error', () => undefined);
+      s.on('close', () => resolve(answered));
+    });
+
+  it('issue 14 item 8: a flood of wrong tokens gets answers only within the burst, is logged as one line per interval, and the right token still gets in during it', async () => {
+    const intervalMs = 400;
+    const r = await listen({ refusalBurst: 3, refusalsPerSecond: 1, refusalLogIntervalMs: intervalMs });
+    const attempts = 600;
+    const startedMs = Date.now();
+    let answered = 0;
+    let welcomed: Client | null = null;
+    for (let done = 0; done < attempts; done += 50) {
+      // Halfway through, the process with the right token connects among the strangers.
+      if (done === 300) {
+        const c = await client(r.path);
+        c.write(hello(0));
+        welcomed = c;
+      }
+      const batch = await Promise.all(Array.from({ length: 50 }, (_, i) => guess(r.path, done + i)));
+      answered += batch.filter(Boolean).length;
+    }
+    const floodMs = Date.now() - startedMs;
+    const right = welcomed as Client | null;
+    if (right === null) throw new Error('the right process never connected');
+    await waitUntil(() => right.frames.length > 0, 'the welcome during the flood');
+    expect(right.frames[0]).toEqual({ type: 'welcome', taskKey: KEY });
+    expect(r.connected.map((x) => x.vpid)).toEqual([0]);
+    // The burst, plus one a second of refill.
+    expect(answered).toBeLessThanOrEqual(3 + Math.ceil(floodMs / 1000) + 1);
+    // Every attempt is counted, in few lines: the first at once, then one per interval.
+    await waitUntil(() => refusals(r).reduce((n, e) => n + e.count, 0) === attempts, `all ${attempts} refusals logged`, floodMs + 5 * intervalMs);
+    const lines = refusals(r);
+    expect(lines.length).toBeLessThanOrEqual(Math.ceil((Date.now() - startedMs) / intervalMs) + 1);
+    expect(lines.reduce((n, e) => n + (e.codes.AUTH_REFUSED ?? 0), 0)).toBe(attempts);
+    expect(lines.reduce((n, e) => n + e.unanswered, 0)).toBe(attempts - answered);
+    expect(lines[0]?.first).toMatchObject({ code: 'AUTH_REFUSED', task: TASK, reason: 'bad token' });
+    expect(r.logs.filter((e) => e.type === 'app.closed')).toEqual([]);
+  });
+
+  it('issue 14 item 8: a linked process whose connection the agent drops before answering dials again and is welcomed', async () => {
+    const agent = await FakeAgent.start();
+    agents.push(agent);
+    // Between the process and the agent: the first two connections are dropped unanswered, as
+    // the agent drops the oldest unidentified connections under a flood; later ones pass.
+    const proxyPath = tmpPath();
+    let seen = 0;
+    const proxy = createServer((s) => {
+      if (++seen <= 2) {
+        s.destroy();
+        return;
+      }
+      const up = connect(agent.path);
+      sockets.push(s, up);
+      s.pipe(up).pipe(s);
+      s.on('error', () => up.destroy());
+      up.on('error', () => s.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(proxyPath, resolve));
+    try {
+      const child = agent.spawnChild({ ...agent.envFor(TASK, 0), TRINE_AGENT_SOCKET: proxyPath });
+      await agent.connected(TASK, 0);
+      agent.sendMapping(TASK, 0, [0]);
+      await child.waitEv('ready');
+      expect(seen).toBe(3);
+    } finally {
+      for (const x of sockets.splice(0)) x.destroy();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
   });
 });

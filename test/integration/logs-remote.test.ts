@@ -3,7 +3,8 @@
 // to run) and the real operator client: `logs.read` → `logs.data` chunk by chunk, the same lines
 // and prefixes the local files give (cli/log-lines.ts), an agent that does not answer named once
 // while the rest prints, a reader that is not an operator refused and logged, and a request for a
-// path outside `logs/tasks/` dropped by the frame decoder. The cluster of several hosts, end to
+// path outside `logs/tasks/` dropped by the frame decoder, and a captured read replayed on the same
+// connection or a new one dropped unanswered (issue 14 item 7, PROTOCOL §7). The cluster of several hosts, end to
 // end with the CLI, is test/e2e/hosts-logs.test.ts.
 import { spawn } from 'node:child_process';
 import { appendFileSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
@@ -13,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LOGS_CHUNK_BYTES } from '../../src/core/constants.ts';
 import type { ProcView } from '../../src/core/status.ts';
 import { decodeFrame, encodeFrame } from '../../src/core/wire/frame.ts';
-import type { Item } from '../../src/core/wire/messages.ts';
+import type { Challenge, Item } from '../../src/core/wire/messages.ts';
 import {
   allocatePorts, clusterIds, generateClusterKeys, loadCluster, LOOPBACK_HOST, paths, planCluster, writeClusterConfig, type Cluster,
 } from '../../src/io/cluster-dir.ts';
@@ -51,9 +52,21 @@ function agentEvents(): Record<string, unknown>[] {
   return text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
-/** A transport of `self` (its key from the dir) that sends one hand-made frame to a1 and
- *  collects every item a1 sends back. */
-async function rawPeer(self: string): Promise<{ send: (items: Item[]) => void; received: Item[]; close: () => Promise<void> }> {
+/** A challenge no agent issued: a read on it is never answered. */
+const NO_CHALLENGE: Challenge = { inc: 0, serial: 0, atMs: 0 };
+
+type RawPeer = {
+  send: (items: Item[]) => Uint8Array;
+  sendBytes: (frame: Uint8Array) => void;
+  /** A fresh challenge of a1's (PROTOCOL §7). */
+  challenge: () => Promise<Challenge>;
+  received: Item[];
+  close: () => Promise<void>;
+};
+
+/** A transport of `self` (its key from the dir) that sends hand-made frames to a1 and collects
+ *  every item a1 sends back. */
+async function rawPeer(self: string): Promise<RawPeer> {
   const key = readKeyFile(paths.keyFile(cluster.dir, self));
   const signer = createNodeSigner(self, key.seed);
   const linkAuth = createNodeLinkAuth(self, key.seed, cluster.publicKeys, cluster.config.cluster);
@@ -71,11 +84,22 @@ async function rawPeer(self: string): Promise<{ send: (items: Item[]) => void; r
     },
   });
   await vi.waitFor(() => expect(t.isConnected('a1')).toBe(true), WAIT);
-  return {
-    send: (items) => t.send('a1', encodeFrame({ from: self, to: 'a1', items }, { cluster: cluster.config.cluster, signer, linkAuth })),
-    received,
-    close: () => t.close(),
+  let asks = 100;
+  const send = (items: Item[]): Uint8Array => {
+    const frame = encodeFrame({ from: self, to: 'a1', items }, { cluster: cluster.config.cluster, signer, linkAuth });
+    t.send('a1', frame);
+    return frame;
   };
+  const challenge = async (): Promise<Challenge> => {
+    const nonce = ++asks;
+    send([{ type: 'challenge.ask', nonce }]);
+    return vi.waitFor(() => {
+      const c = received.find((i) => i.type === 'challenge' && i.nonce === nonce);
+      if (c?.type !== 'challenge') throw new Error('no challenge yet');
+      return c.challenge;
+    }, WAIT);
+  };
+  return { send, sendBytes: (frame) => t.send('a1', frame), challenge, received, close: () => t.close() };
 }
 
 beforeAll(async () => {
@@ -205,10 +229,11 @@ describe('task output from a real agent (PROTOCOL §7.1)', () => {
   it('a reader that is not an operator gets nothing, and the agent logs the refusal', async () => {
     const peer = await rawPeer('a2'); // another agent's key: a member, but no operator
     try {
-      peer.send([{ type: 'logs.read', nonce: 1, task: 't3', vpid: 0, stream: 'out', offset: 0, maxBytes: 100 }]);
+      peer.send([{ type: 'challenge.ask', nonce: 1 }, { type: 'logs.read', nonce: 1, task: 't3', vpid: 0, stream: 'out', offset: 0, maxBytes: 100, challenge: NO_CHALLENGE }]);
       await vi.waitFor(() => expect(agentEvents().some((e) => e['event'] === 'logs.read.refused' && e['from'] === 'a2')).toBe(true), WAIT);
       await sleep(SILENCE_MS);
-      expect(peer.received.filter((i) => i.type === 'logs.data')).toEqual([]);
+      // Not even a challenge: a1 answers only operators.
+      expect(peer.received.filter((i) => i.type === 'logs.data' || i.type === 'challenge')).toEqual([]);
       const refused = agentEvents().find((e) => e['event'] === 'logs.read.refused');
       expect(refused).toMatchObject({ from: 'a2', code: 'NOT_A_MEMBER', items: 1 });
     } finally {
@@ -220,15 +245,40 @@ describe('task output from a real agent (PROTOCOL §7.1)', () => {
     const peer = await rawPeer('op');
     try {
       for (const task of ['../../keys', '../../keys/op.json', 't3/../../../keys']) {
-        peer.send([{ type: 'logs.read', nonce: 2, task, vpid: 0, stream: 'out', offset: 0, maxBytes: 100 }]);
+        peer.send([{ type: 'logs.read', nonce: 2, task, vpid: 0, stream: 'out', offset: 0, maxBytes: 100, challenge: await peer.challenge() }]);
       }
-      peer.send([{ type: 'logs.read', nonce: 3, task: 't3', vpid: 2_000, stream: 'out', offset: 0, maxBytes: 100 }]);
+      peer.send([{ type: 'logs.read', nonce: 3, task: 't3', vpid: 2_000, stream: 'out', offset: 0, maxBytes: 100, challenge: await peer.challenge() }]);
       await sleep(SILENCE_MS);
       expect(peer.received.filter((i) => i.type === 'logs.data')).toEqual([]);
-      peer.send([{ type: 'logs.read', nonce: 4, task: 't3', vpid: 0, stream: 'err', offset: 0, maxBytes: 100 }]);
+      peer.send([{ type: 'logs.read', nonce: 4, task: 't3', vpid: 0, stream: 'err', offset: 0, maxBytes: 100, challenge: await peer.challenge() }]);
       await vi.waitFor(() => expect(peer.received.filter((i) => i.type === 'logs.data').map((i) => i.type === 'logs.data' && i.nonce)).toEqual([4]), WAIT);
     } finally {
       await peer.close();
+    }
+  });
+
+  it('issue 14 item 7: a captured read replayed on the same connection or a new one gets nothing; a fresh read is answered', async () => {
+    const peer = await rawPeer('op');
+    const again = await rawPeer('op');
+    try {
+      const datas = (p: RawPeer) => p.received.filter((i) => i.type === 'logs.data');
+      const frame = peer.send([{ type: 'logs.read', nonce: 5, task: 't3', vpid: 0, stream: 'out', offset: 0, maxBytes: 100, challenge: await peer.challenge() }]);
+      await vi.waitFor(() => expect(datas(peer)).toHaveLength(1), WAIT);
+      peer.sendBytes(frame); // the same bytes, the same connection
+      again.sendBytes(frame); // the same bytes from a stranger's connection
+      await sleep(SILENCE_MS);
+      expect(datas(peer)).toHaveLength(1);
+      expect(datas(again)).toEqual([]);
+      await vi.waitFor(() => expect(agentEvents().some((e) => e['event'] === 'logs.read.dropped' && e['code'] === 'REPLAYED')).toBe(true), WAIT);
+      // A read on a challenge of a1's earlier incarnation, or one never issued, is not answered either.
+      const c = await peer.challenge();
+      peer.send([{ type: 'logs.read', nonce: 6, task: 't3', vpid: 0, stream: 'out', offset: 0, maxBytes: 100, challenge: { ...c, inc: c.inc + 1 } }]);
+      peer.send([{ type: 'logs.read', nonce: 7, task: 't3', vpid: 0, stream: 'out', offset: 0, maxBytes: 100, challenge: { ...c, serial: c.serial + 1_000 } }]);
+      peer.send([{ type: 'logs.read', nonce: 8, task: 't3', vpid: 0, stream: 'out', offset: 0, maxBytes: 100, challenge: c }]);
+      await vi.waitFor(() => expect(datas(peer).map((i) => i.type === 'logs.data' && i.nonce)).toEqual([5, 8]), WAIT);
+    } finally {
+      await peer.close();
+      await again.close();
     }
   });
 });

@@ -10,6 +10,11 @@ export type WorkerData = {
   /** The hello frame, encoded: the worker writes it first. */
   readonly helloFrame: Uint8Array;
   readonly maxFrameBytes: number;
+  /** Dials in all while the agent closes the connection before saying anything, the delay
+   *  before the second, and the cap the delay doubles up to (limits.ts). */
+  readonly connectAttempts: number;
+  readonly connectRetryMs: number;
+  readonly connectRetryMaxMs: number;
   readonly flags: SharedFlagBuffers;
   readonly port: MessagePort;
 };

@@ -7,6 +7,7 @@ import { agentToProc, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type Pro
 import type { MainToWorker, RawWorkerToMain, WorkerData, WorkerToMain } from './channel.ts';
 import type { LinkEnv } from './env.ts';
 import type { SharedFlagBuffers } from './flags.ts';
+import { APP_CONNECT_ATTEMPTS, APP_CONNECT_RETRY_MAX_MS, APP_CONNECT_RETRY_MS } from './limits.ts';
 
 export type ConnectionEvents = {
   readonly onMessage: (m: WorkerToMain) => void;
@@ -33,6 +34,9 @@ export class AgentConnection {
       socketPath: env.socketPath.startsWith('@') ? `\0${env.socketPath.slice(1)}` : env.socketPath,
       helloFrame: encodeAppFrame(procToAgent, { type: 'hello', task: env.task, vpid: env.vpid, token: env.token, endpoint }),
       maxFrameBytes: MAX_APP_FRAME_BYTES,
+      connectAttempts: APP_CONNECT_ATTEMPTS,
+      connectRetryMs: APP_CONNECT_RETRY_MS,
+      connectRetryMaxMs: APP_CONNECT_RETRY_MAX_MS,
       flags,
       port: port2,
     };

@@ -18,6 +18,14 @@ export const MAX_CS_DEPTH = 1024;
 /** How long init waits for the mapping. The agent sends it once every member has connected,
  *  which the task's Start-TO bounds (5 s per attempt, three attempts: spec §6.1 T3–T5). */
 export const INIT_TIMEOUT_MS = 60_000;
+/** Dials of the agent's socket while the agent closes the connection before it says anything
+ *  (issue 14 item 8): strangers filling the socket make the agent drop the oldest connections
+ *  that have not said hello yet, which can be ours. Eight dials 25 ms apart doubling up to
+ *  400 ms span about 1.6 s, far inside the agent's connect timeout (15 s), and a process whose
+ *  agent is really gone fails 1.6 s later than it would have. */
+export const APP_CONNECT_ATTEMPTS = 8;
+export const APP_CONNECT_RETRY_MS = 25;
+export const APP_CONNECT_RETRY_MAX_MS = 400;
 /** How long finalize waits for the agent to see the finalize and the socket to close. A local
  *  socket closes in microseconds; past this the worker is stopped anyway. */
 export const FINALIZE_TIMEOUT_MS = 2000;

@@ -10,15 +10,27 @@
 //     rules[signum] is a bit mask of flag words; raising a word stores 1 and notifies waiters.
 // The main thread decodes and checks every body (src/app/link/connection.ts): this file trusts
 // nothing it reads, and only peeks at a signal's number.
+// A connection that ends before the agent sent a single byte is dialled again, up to
+// workerData.connectAttempts times with doubling delays (limits.ts APP_CONNECT_ATTEMPTS): the
+// agent drops the oldest connections that have not said hello when strangers fill its socket
+// (src/daemon/app-socket.ts, issue 14 item 8), and a process must not fail for that. Once the
+// agent has spoken (welcome or refused), a close is final.
 import { connect } from 'node:net';
 import { workerData } from 'node:worker_threads';
 
-const { port, socketPath, helloFrame, maxFrameBytes } = workerData;
+const { port, socketPath, helloFrame, maxFrameBytes, connectAttempts, connectRetryMs, connectRetryMaxMs } = workerData;
 const words = new Int32Array(workerData.flags.words);
 const rules = new Uint8Array(workerData.flags.rules);
-const socket = connect(socketPath);
+/** The current socket; null while waiting to dial again. */
+let socket = null;
+let attempts = 0;
+let retryTimer = null;
+/** The agent sent something on the current socket: its close is no longer retried. */
+let heard = false;
 let buf = Buffer.alloc(0);
 let finalizing = false;
+/** The main thread asked to drop the socket. */
+let closing = false;
 let lost = null;
 let done = false;
 
@@ -46,6 +58,13 @@ function applyRules(signum) {
   }
 }
 
+/** Between dials: no socket will close, so end here. */
+function stopRetrying() {
+  if (retryTimer !== null) clearTimeout(retryTimer);
+  retryTimer = null;
+  finish();
+}
+
 function finish() {
   if (done) return;
   done = true;
@@ -54,9 +73,34 @@ function finish() {
   port.close();
 }
 
-socket.on('connect', () => socket.write(helloFrame));
-socket.on('data', (chunk) => {
-  if (lost !== null) return;
+/** Dial the agent and say hello; a close before it said anything dials again (see above). */
+function dial() {
+  retryTimer = null;
+  attempts++;
+  heard = false;
+  lost = null;
+  buf = Buffer.alloc(0);
+  const s = connect(socketPath);
+  socket = s;
+  s.on('connect', () => s.write(helloFrame));
+  s.on('data', (chunk) => onData(s, chunk));
+  s.on('error', (e) => {
+    if (lost === null && !finalizing) lost = { code: 'SOCKET_ERROR', detail: `${e.code ?? ''} ${e.message}`.trim() };
+  });
+  s.on('close', () => {
+    if (s !== socket) return;
+    if (!heard && !finalizing && !closing && attempts < connectAttempts) {
+      socket = null;
+      retryTimer = setTimeout(dial, Math.min(connectRetryMs * 2 ** (attempts - 1), connectRetryMaxMs));
+      return;
+    }
+    finish();
+  });
+}
+
+function onData(s, chunk) {
+  if (s !== socket || lost !== null) return;
+  heard = true;
   buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
   while (buf.length >= 4) {
     const len = buf.readUInt32BE(0);
@@ -72,26 +116,27 @@ socket.on('data', (chunk) => {
     applyRules(signalNumber(Buffer.from(body.buffer, body.byteOffset, body.length)));
     post({ type: 'frame', body }, [body.buffer]);
   }
-});
-socket.on('error', (e) => {
-  if (lost === null && !finalizing) lost = { code: 'SOCKET_ERROR', detail: `${e.code ?? ''} ${e.message}`.trim() };
-});
-socket.on('close', finish);
+}
+
+dial();
 
 port.on('message', (m) => {
   if (done) return;
   switch (m.type) {
     case 'send':
-      if (!finalizing && !socket.destroyed) socket.write(m.bytes);
+      if (!finalizing && socket !== null && !socket.destroyed) socket.write(m.bytes);
       return;
     case 'finalize':
       if (finalizing) return;
       finalizing = true;
-      if (!socket.destroyed) socket.end(m.bytes);
+      if (socket !== null && !socket.destroyed) socket.end(m.bytes);
+      else stopRetrying();
       return;
     case 'close':
+      closing = true;
       if (lost === null && !finalizing) lost = { code: 'AGENT_CLOSED', detail: 'closed by the application' };
-      socket.destroy();
+      if (socket !== null) socket.destroy();
+      else stopRetrying();
       return;
   }
 });

@@ -490,6 +490,13 @@ function uintUpTo(max: number): Schema<number> {
     },
   };
 }
+/** A daemon's challenge (PROTOCOL §7): its incarnation, a serial it never issues twice in that
+ *  incarnation, and its own clock when it issued it. A status query or a read of task output
+ *  carries one, under the requester's signature or MAC, so a captured request is stale once the
+ *  challenge is used or older than CHALLENGE_TTL_MS (src/core/freshness.ts). */
+export type Challenge = { inc: number; serial: number; atMs: number };
+const challenge: Schema<Challenge> = struct<Challenge>(['inc', 'serial', 'atMs'], { inc: uint, serial: uint, atMs: uint });
+
 /** A VPID that names an output file: below MAX_TASK_PROCS, as every task's VPIDs are. With the
  *  task id's token (`t` and digits) it leaves no way out of `logs/tasks/` on the agent's disk. */
 const fileVpid = uintUpTo(MAX_TASK_PROCS - 1);
@@ -514,9 +521,14 @@ export type Item =
   | { type: 'hb'; inc: number; counter: number; info: HeartbeatInfo }
   | { type: 'probe'; nonce: number }
   | { type: 'probe.reply'; nonce: number }
-  /** Operator status query and its answer (docs/PROTOCOL.md §7). */
-  | { type: 'status.query'; nonce: number }
+  /** Operator status query and its answer (docs/PROTOCOL.md §7): answered only with a fresh
+   *  challenge of the answering daemon's, each challenge once. */
+  | { type: 'status.query'; nonce: number; challenge: Challenge }
   | { type: 'status.reply'; nonce: number; json: string }
+  /** Requester → a daemon that answers status or task output: give me a challenge (PROTOCOL §7). */
+  | { type: 'challenge.ask'; nonce: number }
+  /** The answer to `challenge.ask` `nonce`: small, so a replayed ask gains a stranger nothing. */
+  | { type: 'challenge'; nonce: number; challenge: Challenge }
   /** Operator → every replica: a request signed by the operator (a CG with csn = inc = 0),
    *  ordered by the primary and answered by each replica once applied (PROTOCOL §8.1). */
   | { type: 'op.request'; signed: SignedCG }
@@ -539,8 +551,9 @@ export type Item =
   /** Operator → agent: at most `maxBytes` (≤ LOGS_CHUNK_BYTES) of process `vpid` of `task`'s
    *  stdout or stderr file on the agent's node, from byte `offset` (PROTOCOL §7.1). Served by the
    *  agent's driver (src/daemon/logs-server.ts), never by a core; from anyone but an operator of
-   *  the membership it is dropped (NOT_A_MEMBER). */
-  | { type: 'logs.read'; nonce: number; task: string; vpid: number; stream: LogStream; offset: number; maxBytes: number }
+   *  the membership it is dropped (NOT_A_MEMBER); with a challenge of the agent's that is not
+   *  fresh, it is dropped unanswered (REPLAYED, PROTOCOL §7). */
+  | { type: 'logs.read'; nonce: number; task: string; vpid: number; stream: LogStream; offset: number; maxBytes: number; challenge: Challenge }
   /** Agent → operator: the answer to read `nonce`. `bytes` were read at `offset`; `size` is the
    *  file's size as the agent read it; `missing`: there is no such file (yet). `ok: false` with
    *  `error` when the file could not be read (`bytes` empty). */
@@ -582,7 +595,7 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
   hb: { code: 5, order: ['inc', 'counter', 'info'], fields: { inc: uint, counter: uint, info: heartbeatInfo } },
   probe: { code: 6, order: ['nonce'], fields: { nonce: uint } },
   'probe.reply': { code: 7, order: ['nonce'], fields: { nonce: uint } },
-  'status.query': { code: 8, order: ['nonce'], fields: { nonce: uint } },
+  'status.query': { code: 8, order: ['nonce', 'challenge'], fields: { nonce: uint, challenge } },
   'status.reply': { code: 9, order: ['nonce', 'json'], fields: { nonce: uint, json: text(MAX_STATUS_CHARS) } },
   'op.request': { code: 10, order: ['bytes', 'sig'], fields: { bytes: bytes(MAX_CG_BYTES), sig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) } },
   'op.reply': { code: 11, order: ['nonce', 'rsn', 'ok', 'text'], fields: { nonce, rsn: uint, ok: bool, text: reason } },
@@ -596,8 +609,8 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
   'inject.reply': { code: 15, order: ['nonce', 'ok', 'text'], fields: { nonce: uint, ok: bool, text: reason } },
   'logs.read': {
     code: 16,
-    order: ['nonce', 'task', 'vpid', 'stream', 'offset', 'maxBytes'],
-    fields: { nonce: uint, task: taskId, vpid: fileVpid, stream: oneOf(LOG_STREAMS), offset: uint, maxBytes: chunkSize },
+    order: ['nonce', 'task', 'vpid', 'stream', 'offset', 'maxBytes', 'challenge'],
+    fields: { nonce: uint, task: taskId, vpid: fileVpid, stream: oneOf(LOG_STREAMS), offset: uint, maxBytes: chunkSize, challenge },
   },
   'logs.data': {
     code: 17,
@@ -607,6 +620,8 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
   'tasks.journal': { code: 18, order: ['inc', 'journal'], fields: { inc: uint, journal: bytes(MAX_JOURNAL_ITEM_BYTES) } },
   'shutdown.notice': { code: 19, order: ['rsn'], fields: { rsn: uint } },
   'shutdown.ack': { code: 20, order: ['rsn'], fields: { rsn: uint } },
+  'challenge.ask': { code: 21, order: ['nonce'], fields: { nonce: uint } },
+  challenge: { code: 22, order: ['nonce', 'challenge'], fields: { nonce: uint, challenge } },
 });
 
 /** The msgpack body of a frame; version and sender travel in its fixed header (PROTOCOL §2.1). */

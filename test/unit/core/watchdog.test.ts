@@ -76,7 +76,13 @@ describe('watchdog core', () => {
   it('answers status queries from operators and agents only (a booting node asks, PROTOCOL §10.10)', () => {
     const w = createWatchdog({ id: 'scc', membership, inc: 7, ...keys });
     w.step(frame('r2', 1000, hb(3, 1)));
-    const out = sends(w.step(frame('op', 1050, { type: 'status.query', nonce: 42 })));
+    /** A fresh challenge of the watchdog's for `from` (PROTOCOL §7). */
+    const challenge = (from: string, nowMs: number) => {
+      const c = sends(w.step(frame(from, nowMs, { type: 'challenge.ask', nonce: 9 })))[0];
+      if (c?.type !== 'send' || c.item.type !== 'challenge') throw new Error('expected a challenge');
+      return c.item.challenge;
+    };
+    const out = sends(w.step(frame('op', 1050, { type: 'status.query', nonce: 42, challenge: challenge('op', 1040) })));
     expect(out).toHaveLength(1);
     const reply = out[0];
     if (reply?.type !== 'send' || reply.item.type !== 'status.reply') throw new Error('expected a status.reply');
@@ -86,10 +92,25 @@ describe('watchdog core', () => {
     expect(status.id).toBe('scc');
     expect(status.inc).toBe(7);
     expect(status.replicas[1]?.lastHeartbeatAgeMs).toBe(50);
-    expect(sends(w.step(frame('r1', 1100, { type: 'status.query', nonce: 1 })))).toEqual([]);
-    const toAgent = sends(w.step(frame('a1', 1100, { type: 'status.query', nonce: 2 })));
+    expect(sends(w.step(frame('r1', 1100, { type: 'challenge.ask', nonce: 1 })))).toEqual([]);
+    expect(sends(w.step(frame('r1', 1100, { type: 'status.query', nonce: 1, challenge: { inc: 7, serial: 0, atMs: 1040 } })))).toEqual([]);
+    const toAgent = sends(w.step(frame('a1', 1100, { type: 'status.query', nonce: 2, challenge: challenge('a1', 1100) })));
     expect(toAgent.map((e) => (e.type === 'send' ? [e.to, e.item.type] : null))).toEqual([['a1', 'status.reply']]);
     expect(status.clusterResetCount).toBe(0);
+  });
+
+  it('issue 14 item 7: a replayed status query gets nothing and is counted REPLAYED; a fresh one is answered', () => {
+    const w = createWatchdog({ id: 'scc', membership, inc: 7, ...keys });
+    const ask = sends(w.step(frame('op', 1000, { type: 'challenge.ask', nonce: 1 })))[0];
+    if (ask?.type !== 'send' || ask.item.type !== 'challenge') throw new Error('expected a challenge');
+    const query: Item = { type: 'status.query', nonce: 2, challenge: ask.item.challenge };
+    expect(sends(w.step(frame('op', 1010, query))).map((e) => e.type === 'send' && e.item.type)).toEqual(['status.reply']);
+    expect(sends(w.step(frame('op', 1020, query)))).toEqual([]);
+    expect(sends(w.step(frame('op', 60_000, query)))).toEqual([]);
+    expect(w.status(60_000).drops['REPLAYED']).toBe(2);
+    const fresh = sends(w.step(frame('op', 60_000, { type: 'challenge.ask', nonce: 3 })))[0];
+    if (fresh?.type !== 'send' || fresh.item.type !== 'challenge') throw new Error('expected a challenge');
+    expect(sends(w.step(frame('op', 60_001, { ...query, challenge: fresh.item.challenge }))).map((e) => e.type === 'send' && e.item.type)).toEqual(['status.reply']);
   });
 
   it('never sends on ticks, link changes or drops, and never needs a wake-up', () => {

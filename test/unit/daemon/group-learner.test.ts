@@ -66,7 +66,8 @@ describe('startGroupLearner: the agent\'s question on its own transport', () => 
     vi.useFakeTimers();
     const { l, sent, learnt } = learner();
     expect(sent.map((s) => s.to)).toEqual(POOL);
-    expect(sent.every((s) => s.item.type === 'status.query' && s.item.nonce === NONCE)).toBe(true);
+    // A replica answers status on a fresh challenge only (PROTOCOL §7): the learner asks for one.
+    expect(sent.every((s) => s.item.type === 'challenge.ask' && s.item.nonce === NONCE)).toBe(true);
     vi.advanceTimersByTime(300);
     expect(sent).toHaveLength(2 * POOL.length);
     l.intercept(reply('r2', statusJson('r2', 2, 'r2', ['r2', 'r3', 'r7'])));
@@ -78,6 +79,20 @@ describe('startGroupLearner: the agent\'s question on its own transport', () => 
     // A late third reply changes nothing.
     l.intercept(reply('r7', statusJson('r7', 2, 'r2', ['r2', 'r3', 'r7'])));
     expect(learnt).toHaveLength(1);
+  });
+
+  it('issue 14 item 7: answers a replica\'s challenge for its nonce with a status query carrying it, at once', () => {
+    vi.useFakeTimers();
+    const { l, sent } = learner();
+    sent.length = 0;
+    const challenge = { inc: 5, serial: 3, atMs: 1_000 };
+    expect(l.intercept({ from: 'r2', to: 'a1', items: [{ type: 'challenge', nonce: NONCE, challenge }] })).toBeNull();
+    expect(sent).toEqual([{ to: 'r2', item: { type: 'status.query', nonce: NONCE, challenge } }]);
+    // Another nonce's challenge, or a stranger's, is not ours.
+    const other: Frame = { from: 'r2', to: 'a1', items: [{ type: 'challenge', nonce: NONCE + 1, challenge }] };
+    expect(l.intercept(other)).toBe(other);
+    expect(sent).toHaveLength(1);
+    l.stop();
   });
 
   it('takes its own replies out of the frame, leaves everything else for the core', () => {

@@ -56,7 +56,7 @@ const frame = (from: string, ...items: Item[]): Frame => ({ from, to: 'r2', item
 describe('inject items in a daemon', () => {
   it('an operator inject is taken out of the frame, run, and answered; the rest goes on to the core', () => {
     const { injection, replies } = setup();
-    const query: Item = { type: 'status.query', nonce: 7 };
+    const query: Item = { type: 'challenge.ask', nonce: 7 };
     expect(injection.intercept(frame('op', injectItem(1, 'test-count', 'a', 'b')), 0)).toBeNull();
     expect(injection.intercept(frame('op', injectItem(2, 'test-count'), query), 0)).toEqual(frame('op', query));
     expect(replies).toEqual([
@@ -75,7 +75,7 @@ describe('inject items in a daemon', () => {
 
   it('frames without inject items pass untouched', () => {
     const { injection } = setup();
-    const f = frame('op', { type: 'status.query', nonce: 1 });
+    const f = frame('op', { type: 'challenge.ask', nonce: 1 });
     expect(injection.intercept(f, 0)).toBe(f);
   });
 

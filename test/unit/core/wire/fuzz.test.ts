@@ -186,7 +186,7 @@ const corpus: Sample[] = [
   sample('r1', 'a1', groupMsgsGC.map((gc, i): Item => ({ type: 'grp', srcInc: 2, destInc: 3, seq: i + 1, body: { type: 'gc', gc } }))),
   sample('r1', 'r2', ptpPayloads().map((body, i): Item => ({ type: 'ptp', srcInc: 1, destInc: 2, seq: i + 1, ackSeq: 0, body }))),
   sample('r3', 'scc', heartbeatInfos.map((info, i): Item => ({ type: 'hb', inc: 1, counter: i, info }))),
-  sample('op', 'r1', [{ type: 'status.query', nonce: 5 }]),
+  sample('op', 'r1', [{ type: 'status.query', nonce: 5, challenge: { inc: 3, serial: 4, atMs: 1_700_000_000_000 } }]),
   sample('r2', 'op', [{ type: 'status.reply', nonce: 5, json: '{"rsn":1}' }]),
   sample('r1', 'r3', []),
   ...itemsFrom('a2').map((item) => sample('a2', 'r3', [item])),

@@ -187,7 +187,7 @@ describe('message schemas', () => {
     expect(new Set(heartbeatInfos.map((r) => r.type))).toEqual(new Set(['replica', 'agent']));
     expect(new Set(groupBodies.map((r) => r.type))).toEqual(new Set(['cg', 'gc']));
     expect(new Set(items.map((r) => r.type))).toEqual(
-      new Set(['hello', 'ptp', 'grp', 'gack', 'hb', 'probe', 'probe.reply', 'status.query', 'status.reply', 'logs.read', 'logs.data']),
+      new Set(['hello', 'ptp', 'grp', 'gack', 'hb', 'probe', 'probe.reply', 'challenge.ask', 'challenge', 'status.query', 'status.reply', 'logs.read', 'logs.data']),
     );
   });
 
@@ -313,7 +313,7 @@ describe('the task key: task.submit, proc.spawn and the socket\'s welcome (PROTO
 describe('reads of task output: logs.read and logs.data (PROTOCOL §7.1)', () => {
   type Read = Extract<ItemWire, { type: 'logs.read' }>;
   type Data = Extract<ItemWire, { type: 'logs.data' }>;
-  const read: Read = { type: 'logs.read', nonce: 3, task: 't12', vpid: 5, stream: 'out', offset: 4096, maxBytes: 1024 };
+  const read: Read = { type: 'logs.read', nonce: 3, task: 't12', vpid: 5, stream: 'out', offset: 4096, maxBytes: 1024, challenge: { inc: 7, serial: 8, atMs: 9 } };
   const data: Data = { type: 'logs.data', nonce: 3, ok: true, error: '', offset: 4096, bytes: new Uint8Array(10), size: 5000, missing: false };
   const rt = (v: ItemWire): Result<ItemWire> => itemWire.dec(value(unpack(pack(itemWire.enc(v)))), 'x');
 
@@ -327,8 +327,8 @@ describe('reads of task output: logs.read and logs.data (PROTOCOL §7.1)', () =>
   });
 
   it('encode as [code, ...fields] in their fixed order', () => {
-    expect(itemWire.enc(read)).toEqual([16, 3, 't12', 5, 0, 4096, 1024]);
-    expect(itemWire.enc({ ...read, stream: 'err' })).toEqual([16, 3, 't12', 5, 1, 4096, 1024]);
+    expect(itemWire.enc(read)).toEqual([16, 3, 't12', 5, 0, 4096, 1024, [7, 8, 9]]);
+    expect(itemWire.enc({ ...read, stream: 'err' })).toEqual([16, 3, 't12', 5, 1, 4096, 1024, [7, 8, 9]]);
     expect(itemWire.enc(data)).toEqual([17, 3, true, '', 4096, data.bytes, 5000, false]);
   });
 

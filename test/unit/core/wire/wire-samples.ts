@@ -118,7 +118,9 @@ export function itemsFrom(from: string): Item[] {
     ...heartbeatInfos.map((info, i): Item => ({ type: 'hb', inc: 5, counter: i, info })),
     { type: 'probe', nonce: 0xdeadbeef },
     { type: 'probe.reply', nonce: 0xdeadbeef },
-    { type: 'status.query', nonce: 1 },
+    { type: 'challenge.ask', nonce: 1 },
+    { type: 'challenge', nonce: 1, challenge: { inc: 1_700_000_000_000, serial: 0, atMs: 1_700_000_000_123 } },
+    { type: 'status.query', nonce: 1, challenge: { inc: 1_700_000_000_000, serial: 0, atMs: 1_700_000_000_123 } },
     { type: 'status.reply', nonce: 1, json: JSON.stringify({ role: 'primary', rsn: 12, nodes: ['n1', 'n2'] }) },
     ...logsItems,
   ];
@@ -126,8 +128,8 @@ export function itemsFrom(from: string): Item[] {
 
 /** Reads of task output and their answers (PROTOCOL §7.1), at and inside their limits. */
 export const logsItems: Item[] = [
-  { type: 'logs.read', nonce: 7, task: 't3', vpid: 2, stream: 'err', offset: 2 ** 40, maxBytes: LOGS_CHUNK_BYTES },
-  { type: 'logs.read', nonce: 0, task: 't1024', vpid: 1023, stream: 'out', offset: 0, maxBytes: 0 },
+  { type: 'logs.read', nonce: 7, task: 't3', vpid: 2, stream: 'err', offset: 2 ** 40, maxBytes: LOGS_CHUNK_BYTES, challenge: { inc: 2 ** 48 - 1, serial: 9, atMs: 5 } },
+  { type: 'logs.read', nonce: 0, task: 't1024', vpid: 1023, stream: 'out', offset: 0, maxBytes: 0, challenge: { inc: 0, serial: 0, atMs: 0 } },
   { type: 'logs.data', nonce: 7, ok: true, error: '', offset: 0, bytes: bytesOf(300, 6), size: 300, missing: false },
   { type: 'logs.data', nonce: 8, ok: true, error: '', offset: 0, bytes: bytesOf(0), size: 0, missing: true },
   { type: 'logs.data', nonce: 9, ok: false, error: 'cannot open tasks/t3/2.err: EACCES', offset: 5, bytes: bytesOf(0), size: 0, missing: false },
