@@ -137,7 +137,7 @@ describe('trine inject', () => {
     const [hang, other] = await Promise.all([trine(['inject', 'hang', String(pid), '--dir', dir]), trine(['inject', 'hang', '1', '--dir', dir])]);
     expect(other.code).toBe(2);
     expect(other.stderr).toBe(
-      `trine: pid 1 is not a process of the cluster in ${dir}: inject hang acts only on its daemons (pids in run/*.pid, run/*.agent-pid) ` +
+      `trine: pid 1 is not a process of the cluster in ${dir}: inject hang acts only on its daemons (pids in run/*.pid, run/*.supervised-pid, run/*.agent-pid) ` +
         'and the task processes its agents run (`trine ps`)\n',
     );
     expect(hang.stderr).toBe('');
