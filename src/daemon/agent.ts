@@ -14,7 +14,7 @@
 // and dials the replicas. Before `go` it has no identity in the cluster: it does not connect,
 // log as the agent or touch the run dir, so a standby that is never used leaves no trace. A
 // standby whose keeper goes away (the channel closes) exits: nobody can promote it.
-import { randomBytes } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { createAgent } from '../core/agent.ts';
 import {
   createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcOsEvent, type ProcRecord, type ProcRef,
@@ -72,6 +72,14 @@ export type ProcDriverOptions = {
   send: (request: AgentRequest) => void;
   log: (level: LogLevel, event: string, fields: Record<string, unknown>) => void;
 };
+
+/** Token comparison in constant time (issue 14 item 8): how long a refusal takes says nothing
+ *  about how much of a guess was right. */
+function sameToken(want: string, got: string): boolean {
+  const a = Buffer.from(want);
+  const b = Buffer.from(got);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
 
 /** Executes the process table's effects against the OS and feeds it what the OS says. */
 export class ProcDriver {
@@ -156,7 +164,7 @@ export class ProcDriver {
     this.app = await AppSocketServer.listen(path, {
       authenticate: (task, vpid, token) => {
         const want = this.tokens.get(`${task}/${vpid}`);
-        return want !== undefined && want === token ? null : `no linked process ${task}/${vpid} with that token on this node`;
+        return want !== undefined && sameToken(want, token) ? null : `no linked process ${task}/${vpid} with that token on this node`;
       },
       // Set with the token at spawn, so present whenever authenticate accepted.
       taskKey: (task, vpid) => this.taskKeys.get(`${task}/${vpid}`) ?? null,
