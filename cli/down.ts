@@ -11,6 +11,7 @@
 // are final. A keeper the watchdog's reset driver started just after the pid files were read
 // is found by looking again (DOWN_ROUNDS).
 import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
   ClusterDirError, isClusterProcess, paths, readPidFiles, removePidFile, resolveClusterDir, runningProcesses,
@@ -19,7 +20,7 @@ import {
   isSameProcess, listKeeperChildPids, listProcsFiles, liveRecordedProcs, removeKeeperChildPid, removeProcsFile, signalGroup, waitGone,
 } from '../src/io/run-records.ts';
 import { listSupervisedPids, recordSupervisedPid } from '../src/daemon/supervisor.ts';
-import { scanCluster } from '../src/io/proc-scan.ts';
+import { ownerMark, scanMarked } from '../src/io/proc-scan.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
 
 /** Time a daemon gets to close its sockets and flush its log after SIGTERM (it needs ~1 s; a
@@ -76,18 +77,25 @@ function runningTasks(dir: string): { id: string; pid: number; startTime: string
   const recorded = listProcsFiles(dir).flatMap((f) => liveRecordedProcs(dir, f.id).map((p) => ({ id: `${p.task}/${p.vpid}`, pid: p.pid, startTime: p.startTime })));
   // And every process carrying the cluster's mark that no record names (a record lost or
   // corrupted, issue 14 item 6; src/io/proc-scan.ts): nothing of the cluster outlives `down`.
-  const cluster = clusterIdOf(dir);
+  // Only the marks of the agents this dir runs (those whose private key it holds: every agent
+  // of a `trine up` dir, a host bundle's own): another host's processes are not this host's to
+  // kill, and hosts that share a kernel (network namespaces) see each other's in /proc.
+  const local = localAgents(dir);
   const known = new Set(recorded.map((t) => t.pid));
-  const unrecorded = cluster === null ? [] : scanCluster(cluster).filter((p) => !known.has(p.pid))
+  const unrecorded = local === null ? [] : scanMarked((owner) => local.marks.has(owner)).filter((p) => !known.has(p.pid))
     .map((p) => ({ id: `unrecorded ${p.task ?? '?'}/${p.vpid ?? '?'}`, pid: p.pid, startTime: p.startTime }));
   return [...recorded, ...unrecorded];
 }
 
-/** The cluster id in `dir`'s cluster.json, or null if it cannot be read (nothing is scanned). */
-function clusterIdOf(dir: string): string | null {
+/** The marks (src/io/proc-scan.ts) of the agents whose key `dir` holds, or null if its
+ *  cluster.json cannot be read (nothing is scanned). */
+function localAgents(dir: string): { marks: Set<string> } | null {
   try {
-    const id = (JSON.parse(readFileSync(paths.config(dir), 'utf8')) as { cluster?: unknown }).cluster;
-    return typeof id === 'string' && id.length > 0 ? id : null;
+    const config = JSON.parse(readFileSync(paths.config(dir), 'utf8')) as { cluster?: unknown; membership?: { agents?: { id?: unknown }[] } };
+    const cluster = config.cluster;
+    if (typeof cluster !== 'string' || cluster.length === 0) return null;
+    const agents = (config.membership?.agents ?? []).map((a) => a.id).filter((id): id is string => typeof id === 'string');
+    return { marks: new Set(agents.filter((id) => existsSync(join(dir, 'keys', `${id}.json`))).map((id) => ownerMark(cluster, id))) };
   } catch {
     return null;
   }
