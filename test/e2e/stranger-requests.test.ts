@@ -98,6 +98,9 @@ describe('replayed status queries (issue 14 item 7, PROTOCOL §7)', () => {
       expect([...answers.replicas.values()].every((a) => a.ok)).toBe(true);
       expect(answers.watchdog.ok).toBe(true);
       const replyBytes = inbound.filter((d) => decodeAs('op', d)?.items.some((i) => i.type === 'status.reply')).map((d) => d.length);
+      // The client resends a query until answered: let late answers to its own queries arrive
+      // first, so that what comes after a replay below can only be an answer to the replay.
+      await sleep(SILENCE_MS);
 
       for (const target of ['r1', cluster.config.membership.scc]) {
         const query = sent.find((s) => s.to === target && decodeAs(target, s.frame)?.items.some((i) => i.type === 'status.query'));
