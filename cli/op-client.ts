@@ -183,7 +183,11 @@ function namedPrimary(answers: readonly ViewAnswer[]): ProcessId | null {
 export function pickClusterView(answers: readonly ViewAnswer[], quorum: number = AGREEING_REPLIES): ViewPick | null {
   if (answers.length === 0) return null;
   const group = bestGroup(answers, quorum);
-  if (group !== null) {
+  // Two replicas past the agreeing pair's RSN mean a correct one has applied more than the
+  // pair shows (f = 1): the pair is stale (a condemned replica and a lagging one can agree on
+  // an old state while the current members answer a tick apart), so it speaks for nobody.
+  const superseded = group !== null && answers.filter((a) => a.rsn > (group[0]?.rsn ?? -1)).length >= quorum;
+  if (group !== null && !superseded) {
     const shown = group.find((a) => a.role === 'primary') ?? (group[0] as ViewAnswer);
     return { view: shown.view, rsn: shown.rsn, from: shown.id, agreedBy: group.map((a) => a.id), warning: null };
   }

@@ -59,6 +59,12 @@ describe('pickClusterView: the view of two agreeing replicas', () => {
     expect(p).toMatchObject({ rsn: 10, from: 'r2', agreedBy: ['r2', 'r3'], warning: null });
   });
 
+  it('an agreeing pair that two replicas are past is stale: a condemned replica and a lagging one agree on an old state while the members answer a tick apart', () => {
+    const p = pickClusterView([answer('r3', 9), answer('r4', 9), answer('r1', 12, { role: 'primary' }), answer('r2', 11, { role: 'backup' })]);
+    expect(p).toMatchObject({ from: 'r1', rsn: 12, agreedBy: ['r1'] });
+    expect(p?.warning).toMatch(/^views differ; showing r1's/);
+  });
+
   it('equal RSN but another digest is no agreement', () => {
     const p = pickClusterView([answer('r1', 10), answer('r2', 10, { digest: 'other' })]);
     expect(p?.warning).toMatch(/^views differ; showing r1's/);
