@@ -168,12 +168,13 @@ export class OperatorClient {
     const verifier = createNodeVerifier(cluster.publicKeys);
     const clusterId = cluster.config.cluster;
     const linkAuth = createNodeLinkAuth(self, key.seed, cluster.publicKeys, clusterId);
+    const auth = { encode: { cluster: clusterId, signer, linkAuth }, decode: { cluster: clusterId, self, verifier, linkAuth } };
     const client = new OperatorClient(
       cluster,
       self,
       signer,
-      (to, items) => encodeFrame({ from: self, to, items }, { cluster: clusterId, signer, linkAuth }),
-      (data) => decodeFrame(data, { cluster: clusterId, self, verifier, linkAuth }),
+      (to, items) => encodeFrame({ from: self, to, items }, auth.encode),
+      (data) => decodeFrame(data, auth.decode),
     );
     // The operator dials agents only while it reads task output from them (PROTOCOL §7.1).
     const agents = as === undefined ? agentListeners(cluster) : {};
@@ -183,6 +184,7 @@ export class OperatorClient {
       cluster: cluster.config.cluster,
       dial,
       dialOnDemand: agents,
+      auth,
       receive: (data) => client.onFrame(data),
       onLink: (peer, up) => {
         if (up) client.resend(peer);

@@ -43,6 +43,9 @@ export const MAX_SUBMIT_CG_BYTES = MAX_PAYLOAD_BYTES + 4096;
 /** A task's G-MPI key (PROTOCOL §9.5): 256 random bits the operator draws at submit, carried in
  *  `task.submit` and `proc.spawn` and handed to each process over its agent's socket. */
 export const TASK_KEY_BYTES = 32;
+/** The nonce a listener sends on each new connection, which the dialer's `bind.proof` must
+ *  carry (PROTOCOL §2.5): 128 random bits never repeat, so no captured proof binds again. */
+export const BIND_NONCE_BYTES = 16;
 /** Any signed CG: the above, or the watchdog's `task.restore`, which carries one such submit
  *  whole (PROTOCOL §10.9) plus its own few hundred bytes. */
 export const MAX_CG_BYTES = MAX_SUBMIT_CG_BYTES + 4096;

@@ -307,6 +307,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
       listen: entry.listen ?? undefined,
       dial: targets.dial,
       dialOnDemand: targets.dialOnDemand,
+      auth: { encode: replyCtx, decode: { cluster: cluster.config.cluster, self: id, verifier, linkAuth } },
       // An injected fault on frames from a bound peer takes them here: dropped, or received
       // later (the connection is bound already, so what verification says then changes nothing).
       receive: injection === null ? receive : (data, claimedFrom) =>

@@ -1,18 +1,21 @@
 // The WebSocket transport (DESIGN.md §3, issue 2 item 7): carries signed frames between real
 // processes over `ws`. It owns the sockets, the listening server, the dial-and-reconnect loop
-// and the binding of connections to peer ids; it never decodes beyond `peekSender` — the
-// Shell verifies every frame and tells the transport (through `receive`'s result) whether it
-// did, and only then is an inbound connection bound to the sender it proved to be.
+// and the binding of connections to peer ids (PROTOCOL §2.5): a listener sends every new
+// connection a fresh nonce, the dialer answers with a `bind.proof` of it under its own key
+// (src/core/wire/bind-proof.ts), and only that binds the connection to the dialer. Nothing else
+// is read from, or sent on, a connection before; after, the Shell verifies every frame.
 //
 // Sending is best effort, as the Transport port says: no socket, or a socket whose buffer is
 // over its limit, drops the frame and counts it; the reliable lanes retransmit.
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { Socket } from 'node:net';
-import { MAX_FRAME_BYTES } from '../core/constants.ts';
+import { BIND_NONCE_BYTES, MAX_FRAME_BYTES } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { Transport } from '../core/shell.ts';
-import { peekSender } from '../core/wire/frame.ts';
+import { randomBytes } from 'node:crypto';
+import { bindProof, openBindProof } from '../core/wire/bind-proof.ts';
+import { peekSender, type DecodeContext, type EncodeContext } from '../core/wire/frame.ts';
 
 /** First reconnect delay after a dial fails or a link drops. Loopback refusals are instant,
  *  so a short first retry lets a restarted peer rejoin within one heartbeat period. */
@@ -40,12 +43,15 @@ export const CONNECT_TIMEOUT_MS = 2_000;
  *  that the peer (or the link) is not keeping up, and queueing more only delays the
  *  retransmissions the protocol will make anyway. */
 export const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;
-/** An inbound connection that has not sent a verified frame by then is closed: it costs a
- *  socket and buffers, and every legitimate peer speaks within one handshake period. */
+/** An inbound connection that has not proved its dialer by then is closed (it costs a socket
+ *  and buffers, and every legitimate peer answers the nonce at once), and so is a dialed one
+ *  whose listener sent no nonce. */
 export const UNBOUND_TIMEOUT_MS = 5_000;
-/** Frames that fail verification on a not-yet-bound connection before we close it. A correct
- *  peer's first frame verifies; a few are allowed for frames corrupted in flight. */
+/** Messages that are not a valid proof on a not-yet-bound connection before we close it. A
+ *  correct peer's first message is its proof; a few are allowed for bytes corrupted in flight. */
 export const MAX_UNBOUND_FAILURES = 8;
+/** The text message that carries a listener's nonce: this prefix, then the nonce in hex. */
+const NONCE_PREFIX = 'trine-bind ';
 // ---- bounds before authentication (PROTOCOL §2.5; issue 14 items 1 and 2) -----------------
 // A stranger can open TCP connections and WebSocket upgrades without any key. What it costs a
 // listener is bounded at each stage, and the members' capacity is separate from the strangers':
@@ -54,11 +60,11 @@ export const MAX_UNBOUND_FAILURES = 8;
 //      oldest waiting one (of that address, or of the busiest one) is closed. An idle flood is
 //      closed as it comes, never piled up until descriptors run out, and a member, which sends
 //      its upgrade request the moment it connects, is never the oldest;
-//   2. an upgraded connection that has not yet sent a verified frame holds one of
+//   2. an upgraded connection that has not yet proved its dialer holds one of
 //      MAX_UNBOUND_CONNECTIONS slots; a newcomer when all are taken evicts the oldest, so no
 //      one can hold them, and a member (whose first frame follows its upgrade at once) always
 //      gets in;
-//   3. only a connection bound by a verified frame counts against MAX_INBOUND_CONNECTIONS,
+//   3. only a connection bound by a proof counts against MAX_INBOUND_CONNECTIONS,
 //      which strangers therefore never reach, and one peer holds at most MAX_CONNECTIONS_PER_PEER
 //      of them (a new one closes that peer's oldest).
 
@@ -71,7 +77,7 @@ export const MAX_PENDING_PER_SOURCE = 64;
 /** The kernel's queue of connections not yet accepted (capped by net.core.somaxconn): a burst
  *  of strangers waits there instead of being refused before a member's connection is seen. */
 export const LISTEN_BACKLOG = 4096;
-/** Upgraded connections not yet bound to a peer by a verified frame. */
+/** Upgraded connections not yet bound to a peer by a proof. */
 export const MAX_UNBOUND_CONNECTIONS = 64;
 /** Bound inbound connections held at once: a cluster has a few dozen processes, each with a
  *  connection or two, plus the operator's commands. */
@@ -100,8 +106,10 @@ export type TransportCounters = {
   droppedSenderMismatch: number;
   /** Messages larger than MAX_FRAME_BYTES: `ws` refuses them and closes the connection. */
   oversized: number;
-  /** Frames on an unbound connection that did not verify. */
+  /** Messages on an unbound connection that were not a valid proof of its nonce. */
   unboundFailures: number;
+  /** Frames from a listener on a dialed connection before we proved ourselves: never read. */
+  droppedBeforeProof: number;
   socketErrors: number;
   receiveErrors: number;
   connectionsIn: number;
@@ -130,9 +138,11 @@ export type WsTransportOptions = {
   dial?: Readonly<Record<ProcessId, Endpoint>> | undefined;
   /** Peers this process dials only while it sends them frames (DIAL_DEMAND_MS). */
   dialOnDemand?: Readonly<Record<ProcessId, Endpoint>> | undefined;
-  /** Hand bytes to the Shell; return whether the frame decoded and verified. `claimedFrom` is
-   *  the bound peer for a bound connection, else null (a header's sender is unverified). */
-  receive: (data: Uint8Array, claimedFrom: ProcessId | null) => boolean;
+  /** Hand a frame of the bound peer `from` to the Shell; return whether it decoded and verified. */
+  receive: (data: Uint8Array, from: ProcessId) => boolean;
+  /** This process's keys, to prove itself on the connections it dials (`encode`) and to check
+   *  the proofs of those it accepts (`decode`): PROTOCOL §2.5. */
+  auth: { encode: EncodeContext; decode: DecodeContext };
   /** A peer became reachable (first usable socket) or unreachable (last one closed). */
   onLink?: ((peer: ProcessId, up: boolean) => void) | undefined;
   onEvent?: ((level: TransportEventLevel, event: string, fields: Record<string, unknown>) => void) | undefined;
@@ -149,8 +159,11 @@ type Conn = {
   direction: 'in' | 'out';
   /** The dialed peer (out), or the peer this connection proved to be (in, once bound). */
   peer: ProcessId | null;
-  /** A frame from `peer` verified on this connection. */
+  /** Proved: the dialer's proof verified (in), or we sent ours (out). Nothing else is sent
+   *  or read before. */
   bound: boolean;
+  /** The nonce this listener sent on it (in). */
+  nonce: Uint8Array | null;
   failures: number;
   unboundTimer: NodeJS.Timeout | null;
   /** When it was accepted (inbound) or dialed, for eviction order. */
@@ -178,7 +191,7 @@ function toBytes(data: RawData): Uint8Array {
 export class WsTransport implements Transport {
   readonly counters: TransportCounters = {
     framesSent: 0, framesReceived: 0, droppedNoRoute: 0, droppedBackpressure: 0, droppedText: 0,
-    droppedSenderMismatch: 0, oversized: 0, unboundFailures: 0, socketErrors: 0, receiveErrors: 0,
+    droppedSenderMismatch: 0, oversized: 0, unboundFailures: 0, droppedBeforeProof: 0, socketErrors: 0, receiveErrors: 0,
     connectionsIn: 0, connectionsRefused: 0, handshakeClosed: 0, unboundEvicted: 0, dials: 0, bindings: 0,
   };
   private readonly conns = new Set<Conn>();
@@ -197,9 +210,6 @@ export class WsTransport implements Transport {
   /** TCP connections not yet upgraded, oldest first, and the same by remote address. */
   private readonly pending = new Set<Socket>();
   private readonly pendingBySource = new Map<string, Set<Socket>>();
-  /** While the Shell handles the first frame of an unbound connection, sends to its claimed
-   *  sender are held here, then go to that connection if the frame verified. */
-  private provisional: { peer: ProcessId; held: Uint8Array[] } | null = null;
   /** The bound connection whose frame the Shell is handling right now. */
   private current: Conn | null = null;
 
@@ -238,10 +248,10 @@ export class WsTransport implements Transport {
     return [...this.linked].sort();
   }
 
-  /** Peers proven by a verified frame on some open connection. */
+  /** Peers proven by a proof on some open connection they dialed. */
   boundPeers(): ProcessId[] {
     const out = new Set<ProcessId>();
-    for (const c of this.conns) if (c.bound && c.peer !== null && c.ws.readyState === WebSocket.OPEN) out.add(c.peer);
+    for (const c of this.conns) if (c.direction === 'in' && c.bound && c.peer !== null && c.ws.readyState === WebSocket.OPEN) out.add(c.peer);
     return [...out].sort();
   }
 
@@ -250,10 +260,6 @@ export class WsTransport implements Transport {
   }
 
   send(to: ProcessId, frame: Uint8Array): void {
-    if (this.provisional !== null && this.provisional.peer === to) {
-      this.provisional.held.push(frame);
-      return;
-    }
     // A reply goes back on the connection its request came in on: two connections of one
     // peer (an operator running two commands at once) each get their own answers.
     const current = this.current;
@@ -352,7 +358,7 @@ export class WsTransport implements Transport {
   }
 
   private usable(c: Conn, peer: ProcessId): boolean {
-    return c.peer === peer && c.ws.readyState === WebSocket.OPEN && (c.bound || c.direction === 'out');
+    return c.peer === peer && c.ws.readyState === WebSocket.OPEN && c.bound;
   }
 
   private routeTo(peer: ProcessId): Conn | null {
@@ -490,7 +496,7 @@ export class WsTransport implements Transport {
     }
     req.socket.setNoDelay(true);
     this.counters.connectionsIn++;
-    const conn: Conn = { ws, direction: 'in', peer: null, bound: false, failures: 0, unboundTimer: null, sinceMs: performance.now() };
+    const conn: Conn = { ws, direction: 'in', peer: null, bound: false, nonce: randomBytes(BIND_NONCE_BYTES), failures: 0, unboundTimer: null, sinceMs: performance.now() };
     this.unbound.add(conn);
     conn.unboundTimer = setTimeout(() => {
       conn.unboundTimer = null;
@@ -501,6 +507,9 @@ export class WsTransport implements Transport {
     }, UNBOUND_TIMEOUT_MS);
     this.attach(conn, () => {
       if (!this.unbound.delete(conn) && conn.bound) this.inbound--;
+    });
+    ws.send(`${NONCE_PREFIX}${Buffer.from(conn.nonce as Uint8Array).toString('hex')}`, (e) => {
+      if (e !== undefined && e !== null) this.counters.socketErrors++;
     });
   }
 
@@ -525,14 +534,19 @@ export class WsTransport implements Transport {
       ws.terminate();
     }));
     ws.on('open', () => this.safely('open-foreign', () => this.foreign.delete(d.peer)));
-    const conn: Conn = { ws, direction: 'out', peer: d.peer, bound: false, failures: 0, unboundTimer: null, sinceMs: performance.now() };
+    const conn: Conn = { ws, direction: 'out', peer: d.peer, bound: false, nonce: null, failures: 0, unboundTimer: null, sinceMs: performance.now() };
     d.conn = conn;
     ws.on('open', () =>
       this.safely('open', () => {
         d.delayMs = RECONNECT_INITIAL_MS;
-        this.event('debug', 'transport.dialed', { peer: d.peer });
-        this.routes.set(d.peer, conn);
-        this.refreshLink(d.peer);
+        // Usable once we answered the listener's nonce (onMessage); a listener that sends none
+        // is not one of ours.
+        conn.unboundTimer = setTimeout(() => {
+          conn.unboundTimer = null;
+          if (conn.bound) return;
+          this.event('warn', 'transport.no-nonce', { peer: d.peer });
+          ws.terminate();
+        }, UNBOUND_TIMEOUT_MS);
       }));
     this.attach(conn, () => {
       if (d.conn === conn) d.conn = null;
@@ -580,52 +594,65 @@ export class WsTransport implements Transport {
   private onMessage(conn: Conn, data: RawData, isBinary: boolean): void {
     if (this.closed) return;
     if (!isBinary) {
-      this.counters.droppedText++;
-      this.failUnbound(conn);
+      if (conn.direction === 'out' && !conn.bound) this.prove(conn, Buffer.from(toBytes(data)).toString('latin1'));
+      else {
+        this.counters.droppedText++;
+        this.failUnbound(conn);
+      }
       return;
     }
     const bytes = toBytes(data);
     this.counters.framesReceived++;
+    if (!conn.bound) {
+      if (conn.direction === 'in') this.checkProof(conn, bytes);
+      else this.counters.droppedBeforeProof++;
+      return;
+    }
+    // A bound connection carries only its peer's frames.
+    const peer = conn.peer as ProcessId;
     const claimed = peekSender(bytes);
-    // A connection tied to a peer (dialed, or bound by proof) carries only that peer's frames.
-    if (conn.peer !== null) {
-      if (claimed !== null && claimed !== conn.peer) {
-        this.counters.droppedSenderMismatch++;
-        this.event('warn', 'transport.sender-mismatch', { peer: conn.peer, claimed });
-        return;
-      }
-      let verified = false;
-      this.current = conn;
-      try {
-        verified = this.opts.receive(bytes, conn.peer);
-      } finally {
-        this.current = null;
-      }
-      if (verified && !conn.bound) {
-        conn.bound = true;
-        this.counters.bindings++;
-      }
+    if (claimed !== null && claimed !== peer) {
+      this.counters.droppedSenderMismatch++;
+      this.event('warn', 'transport.sender-mismatch', { peer, claimed });
       return;
     }
-    // Unbound inbound connection: the shell verifies; bind only if the frame proved its sender.
-    if (claimed === null) {
-      this.opts.receive(bytes, null);
-      this.failUnbound(conn);
-      return;
-    }
-    this.provisional = { peer: claimed, held: [] };
-    let verified = false;
+    this.current = conn;
     try {
-      // The header's sender is unverified here: it routes a provisional reply, but a frame
-      // that fails is never counted against the process it names (PROTOCOL §2.2).
-      verified = this.opts.receive(bytes, null);
+      this.opts.receive(bytes, peer);
     } finally {
-      const held = this.provisional.held;
-      this.provisional = null;
-      if (verified) this.bind(conn, claimed);
-      else this.failUnbound(conn);
-      for (const f of held) this.sendOn(verified ? conn : this.routeTo(claimed), f);
+      this.current = null;
     }
+  }
+
+  /** Dialer: answer the listener's nonce with our proof; the connection is usable from now. */
+  private prove(conn: Conn, text: string): void {
+    const hex = text.startsWith(NONCE_PREFIX) ? text.slice(NONCE_PREFIX.length) : '';
+    const peer = conn.peer as ProcessId;
+    if (!/^[0-9a-f]+$/.test(hex) || hex.length !== 2 * BIND_NONCE_BYTES) {
+      this.counters.droppedText++;
+      this.event('warn', 'transport.bad-nonce', { peer });
+      conn.ws.terminate();
+      return;
+    }
+    this.sendOn(conn, bindProof(this.opts.auth.encode, peer, Buffer.from(hex, 'hex')));
+    conn.bound = true;
+    this.counters.bindings++;
+    if (conn.unboundTimer !== null) clearTimeout(conn.unboundTimer);
+    conn.unboundTimer = null;
+    this.event('debug', 'transport.dialed', { peer });
+    this.routes.set(peer, conn);
+    this.refreshLink(peer);
+  }
+
+  /** Listener: bind an unbound connection to the dialer its first frame proves for its nonce. */
+  private checkProof(conn: Conn, bytes: Uint8Array): void {
+    const r = openBindProof(bytes, conn.nonce as Uint8Array, this.opts.auth.decode);
+    if (r.ok) {
+      this.bind(conn, r.value);
+      return;
+    }
+    this.event('debug', 'transport.proof-refused', { code: r.code, detail: r.detail });
+    this.failUnbound(conn);
   }
 
   private bind(conn: Conn, peer: ProcessId): void {

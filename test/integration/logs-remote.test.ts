@@ -77,6 +77,7 @@ async function rawPeer(self: string): Promise<RawPeer> {
   const t = await WsTransport.start({
     self,
     dial: { a1 },
+    auth: { encode: { cluster: cluster.config.cluster, signer, linkAuth }, decode: { cluster: cluster.config.cluster, self, verifier, linkAuth } },
     receive: (data) => {
       const r = decodeFrame(data, { cluster: cluster.config.cluster, self, verifier, linkAuth });
       if (r.ok) received.push(...r.value.items);

@@ -1,13 +1,15 @@
 // The WebSocket transport on loopback with real node:crypto signatures (issue 2 item 7): frames
 // flow both ways over one dialed connection, a dialer reconnects after its server restarts,
-// and hostile input — an oversized message, garbage bytes, text, a frame signed by an unknown
-// key or by the wrong key — is dropped and counted without crashing or binding the socket.
+// and hostile input — an oversized message, garbage bytes, text, a proof signed by an unknown
+// key or by the wrong key, a member's proof or frame replayed (PROTOCOL §2.5) — is dropped and
+// counted without crashing or binding the socket.
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { MAX_FRAME_BYTES } from '../../src/core/constants.ts';
 import type { Core, CoreEffect, CoreInput } from '../../src/core/node.ts';
 import type { ProcessId } from '../../src/core/ports.ts';
 import { Shell } from '../../src/core/shell.ts';
+import { bindProof } from '../../src/core/wire/bind-proof.ts';
 import { encodeFrame } from '../../src/core/wire/frame.ts';
 import { generateKeyPair } from '../../src/io/keys.ts';
 import { createNodeSigner, createNodeVerifier } from '../../src/io/signer-node.ts';
@@ -70,6 +72,7 @@ async function startNode(
     listen: opts.listen,
     dial: opts.dial,
     dialOnDemand: opts.dialOnDemand,
+    auth: { encode: { cluster: CLUSTER, signer: signerOf(id) }, decode: { cluster: CLUSTER, self: id, verifier } },
     receive: (data, claimed) => {
       const before = drops();
       shell.receive(data, Date.now(), claimed);
@@ -98,14 +101,24 @@ function sendProbe(n: TestNode, to: ProcessId, nonce: number): void {
   n.transport.send(to, encodeFrame({ from: n.id, to, items: [{ type: 'probe', nonce }] }, { cluster: CLUSTER, signer: signerOf(n.id) }));
 }
 
-async function rawSocket(port: number): Promise<WebSocket> {
+/** A hand-made dialer's socket to `port`, with the nonce the listener sent on it. */
+async function rawSocket(port: number): Promise<WebSocket & { nonce: Promise<Uint8Array> }> {
   const ws = new WebSocket(`ws://127.0.0.1:${port}/`, { perMessageDeflate: false });
   sockets.push(ws);
   ws.on('error', () => {});
+  const nonce = new Promise<Uint8Array>((resolve) =>
+    ws.once('message', (data, isBinary) => resolve(isBinary ? new Uint8Array() : Buffer.from(String(data).replace(/^trine-bind /, ''), 'hex'))));
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
     ws.once('error', reject);
   });
+  return Object.assign(ws, { nonce });
+}
+
+/** rawSocket(), proved as `id` to r1: bound, and nothing received on it yet. */
+async function provenSocket(port: number, id: ProcessId): Promise<WebSocket> {
+  const ws = await rawSocket(port);
+  ws.send(bindProof({ cluster: CLUSTER, signer: signerOf(id) }, 'r1', await ws.nonce));
   return ws;
 }
 
@@ -121,7 +134,7 @@ async function freePort(): Promise<number> {
 }
 
 describe('ws transport', () => {
-  it('carries signed frames both ways and binds the inbound connection only after a verified frame', async () => {
+  it('carries signed frames both ways and binds the inbound connection only by the dialer\'s proof', async () => {
     const server = await startNode('r1', { listen: LOOPBACK });
     const port = server.transport.port ?? 0;
     const client = await startNode('a1', { dial: { r1: { host: '127.0.0.1', port } } });
@@ -227,9 +240,10 @@ describe('ws transport', () => {
     await until('reply', () => replies(client, 'r1') === 1);
   });
 
-  it('drops garbage and text with a counted reason and closes a connection that never verifies', async () => {
+  it('drops garbage and text before a proof with a counted reason, reads none of it into the core, and closes a connection that never proves itself', async () => {
     const server = await startNode('r1', { listen: LOOPBACK });
     const ws = await rawSocket(server.transport.port ?? 0);
+    expect(await ws.nonce).toHaveLength(16);
     const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
     let seed = 12345;
     const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % 256;
@@ -237,10 +251,9 @@ describe('ws transport', () => {
     // A valid header (version 1, sender "a1") over random bytes: the CRC catches it.
     for (let i = 0; i < 5; i++) ws.send(Uint8Array.from([1, 2, 0x61, 0x31, ...Array.from({ length: 200 + i }, rand)])); // bad checksum
     ws.send('hello'); // text
-    await until('drops counted', () => server.shell.counters.framesIn === 6 && server.transport.counters.droppedText === 1);
-    expect(server.shell.counters.drops).toEqual({ WIRE_TOO_SHORT: 1, WIRE_CHECKSUM: 5 });
-    // The core saw each drop as evidence, with no sender it could blame.
-    expect(server.core.inputs.filter((i) => i.type === 'dropped' && i.from === null)).toHaveLength(6);
+    await until('failures counted', () => server.transport.counters.unboundFailures === 7 && server.transport.counters.droppedText === 1);
+    expect(server.shell.counters.framesIn).toBe(0);
+    expect(server.core.inputs.filter((i) => i.type === 'frame' || i.type === 'dropped')).toHaveLength(0);
     ws.send(Uint8Array.from({ length: 100 }, rand)); // eighth failure: the connection is closed
     await closed;
   });
@@ -252,16 +265,17 @@ describe('ws transport', () => {
     // A process the cluster has no key for.
     const stranger = await rawSocket(port);
     const strangerSigner = createNodeSigner('x9', generateKeyPair().seed);
-    stranger.send(encodeFrame({ from: 'x9', to: 'r1', items: [{ type: 'probe', nonce: 1 }] }, { cluster: CLUSTER, signer: strangerSigner }));
+    stranger.send(bindProof({ cluster: CLUSTER, signer: strangerSigner }, 'r1', await stranger.nonce));
 
-    // An impostor claiming to be a1, with its own key: its frame fails verification.
+    // An impostor claiming to be a1, with its own key: its proof fails verification.
     const impostor = await rawSocket(port);
+    const impostorNonce = await impostor.nonce;
     let impostorGot = 0;
     impostor.on('message', () => impostorGot++);
     const forged = createNodeSigner('a1', generateKeyPair().seed);
-    impostor.send(encodeFrame({ from: 'a1', to: 'r1', items: [{ type: 'probe', nonce: 2 }] }, { cluster: CLUSTER, signer: forged }));
+    impostor.send(bindProof({ cluster: CLUSTER, signer: forged }, 'r1', impostorNonce));
 
-    await until('both dropped', () => (server.shell.counters.drops.SIG_UNKNOWN_KEY ?? 0) === 1 && (server.shell.counters.drops.SIG_INVALID ?? 0) === 1);
+    await until('both refused', () => server.transport.counters.unboundFailures === 2);
     expect(server.transport.isConnected('a1')).toBe(false);
     // Frames for a1 do not go to the impostor's socket.
     sendProbe(server, 'a1', 3);
@@ -279,10 +293,35 @@ describe('ws transport', () => {
     expect(impostorGot).toBe(0);
   });
 
+  it('a member\'s proof or first frame replayed on a stranger\'s connection binds nothing and gets no answer', async () => {
+    const server = await startNode('r1', { listen: LOOPBACK });
+    const port = server.transport.port ?? 0;
+    // What an eavesdropper captured from a1's connection: its proof, then a query.
+    const a1 = await rawSocket(port);
+    const proof = bindProof({ cluster: CLUSTER, signer: signerOf('a1') }, 'r1', await a1.nonce);
+    const query = encodeFrame({ from: 'a1', to: 'r1', items: [{ type: 'probe', nonce: 9 }] }, { cluster: CLUSTER, signer: signerOf('a1') });
+    a1.close();
+    const replay = await rawSocket(port);
+    await replay.nonce;
+    let got = 0;
+    replay.on('message', () => got++);
+    replay.send(proof); // another connection's nonce
+    replay.send(query); // a genuine frame, but no proof came first
+    await until('both refused', () => server.transport.counters.unboundFailures === 2);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(got).toBe(0);
+    expect(server.transport.boundPeers()).toEqual([]);
+    expect(server.core.inputs.filter((i) => i.type === 'frame')).toHaveLength(0);
+    // The same query after a proof of this connection's nonce is answered.
+    const ws = await provenSocket(port, 'a1');
+    ws.on('message', () => got++);
+    ws.send(query);
+    await until('answered', () => got === 1);
+  });
+
   it('drops a frame that claims another sender on a bound connection', async () => {
     const server = await startNode('r1', { listen: LOOPBACK });
-    const ws = await rawSocket(server.transport.port ?? 0);
-    ws.send(encodeFrame({ from: 'a1', to: 'r1', items: [{ type: 'probe', nonce: 1 }] }, { cluster: CLUSTER, signer: signerOf('a1') }));
+    const ws = await provenSocket(server.transport.port ?? 0, 'a1');
     await until('bound', () => server.transport.boundPeers().includes('a1'));
     // a2's genuine frame relayed over a1's connection: the transport refuses to mix senders.
     ws.send(encodeFrame({ from: 'a2', to: 'r1', items: [{ type: 'probe', nonce: 2 }] }, { cluster: CLUSTER, signer: signerOf('a2') }));
@@ -292,8 +331,8 @@ describe('ws transport', () => {
   it('answers each connection of one peer on that connection (an operator running two commands)', async () => {
     const server = await startNode('r1', { listen: LOOPBACK });
     const port = server.transport.port ?? 0;
-    const first = await rawSocket(port);
-    const second = await rawSocket(port);
+    const first = await provenSocket(port, 'a1');
+    const second = await provenSocket(port, 'a1');
     const got = { first: 0, second: 0 };
     first.on('message', () => got.first++);
     second.on('message', () => got.second++);
@@ -400,7 +439,7 @@ describe('ws transport under a stranger\'s connection flood (issue 14 items 1, 2
     await startNode('r1', { listen: { host: '127.0.0.1', port } });
     const conns: { ws: WebSocket; closed: boolean; answered: number }[] = [];
     for (let i = 0; i <= MAX_CONNECTIONS_PER_PEER; i++) {
-      const c = { ws: await rawSocket(port), closed: false, answered: 0 };
+      const c = { ws: await provenSocket(port, 'a1'), closed: false, answered: 0 };
       c.ws.once('close', () => (c.closed = true));
       c.ws.on('message', () => c.answered++);
       conns.push(c);

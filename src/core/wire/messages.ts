@@ -6,7 +6,7 @@ import {
   MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES, MAX_PATH_CHARS, MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS,
   MAX_REPORTS_PER_REQUEST, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES, MAX_REPLICAS, MAX_ACCUSATION_BYTES,
   MAX_EVIDENCE_FRAME_BYTES, MAX_MEMBER_CG_BYTES, MAX_STATE_CHUNK_BYTES, MAX_SUBMIT_CG_BYTES, LOGS_CHUNK_BYTES, MAX_JOURNAL_ITEM_BYTES,
-  TASK_KEY_BYTES, PUBLIC_KEY_BYTES,
+  TASK_KEY_BYTES, PUBLIC_KEY_BYTES, BIND_NONCE_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { err, ok } from '../result.ts';
@@ -568,7 +568,11 @@ export type Item =
    *  matching notices the watchdog stands down for good (no reset of any kind) and exits. */
   | { type: 'shutdown.notice'; rsn: number }
   /** Watchdog → replica: it took the shutdown of `rsn`; the replica may exit. */
-  | { type: 'shutdown.ack'; rsn: number };
+  | { type: 'shutdown.ack'; rsn: number }
+  /** Dialer → listener, the only frame an unbound connection may carry: the listener's nonce
+   *  for this connection, under the dialer's signature or MAC (PROTOCOL §2.5). Checked by the
+   *  transport (src/core/wire/bind-proof.ts), never by a core. */
+  | { type: 'bind.proof'; nonce: Uint8Array };
 
 /** The wire form of a lane-1 body: the CG travels as the agent's own bytes and signature. */
 type GroupBodyWire = { type: 'cg'; bytes: Uint8Array; sig: Uint8Array } | { type: 'gc'; gc: GroupMsgGC };
@@ -622,6 +626,7 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
   'shutdown.ack': { code: 20, order: ['rsn'], fields: { rsn: uint } },
   'challenge.ask': { code: 21, order: ['nonce'], fields: { nonce: uint } },
   challenge: { code: 22, order: ['nonce', 'challenge'], fields: { nonce: uint, challenge } },
+  'bind.proof': { code: 23, order: ['nonce'], fields: { nonce: bytes(BIND_NONCE_BYTES, BIND_NONCE_BYTES) } },
 });
 
 /** The msgpack body of a frame; version and sender travel in its fixed header (PROTOCOL §2.1). */

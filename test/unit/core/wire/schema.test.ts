@@ -187,7 +187,7 @@ describe('message schemas', () => {
     expect(new Set(heartbeatInfos.map((r) => r.type))).toEqual(new Set(['replica', 'agent']));
     expect(new Set(groupBodies.map((r) => r.type))).toEqual(new Set(['cg', 'gc']));
     expect(new Set(items.map((r) => r.type))).toEqual(
-      new Set(['hello', 'ptp', 'grp', 'gack', 'hb', 'probe', 'probe.reply', 'challenge.ask', 'challenge', 'status.query', 'status.reply', 'logs.read', 'logs.data']),
+      new Set(['hello', 'ptp', 'grp', 'gack', 'hb', 'probe', 'probe.reply', 'challenge.ask', 'challenge', 'status.query', 'status.reply', 'bind.proof', 'logs.read', 'logs.data']),
     );
   });
 
