@@ -13,6 +13,7 @@
 // The replicas asked are not a fixed three: the group replaces a condemned replica with a spare
 // id (PROTOCOL §10.6), so every pool id whose daemon runs in the cluster dir is asked.
 import { isOperatorRequest } from '../src/core/replicated-state.ts';
+import { parseMovedPorts } from '../src/core/group-view.ts';
 import { randomInt } from 'node:crypto';
 import { LOGS_CHUNK_BYTES, MAX_LOGS_READS_PER_FRAME } from '../src/core/constants.ts';
 import type { ProcessId, Signer } from '../src/core/ports.ts';
@@ -243,6 +244,7 @@ export class OperatorClient {
       else {
         const s = parseReplicaStatus(json, from);
         if (s !== null) parsed.set(from, s);
+        if (s !== null) this.learnPorts(s);
       }
       return watchdogAnswered && statusSettled(m, parsed, pending, running, dead);
     });
@@ -256,6 +258,16 @@ export class OperatorClient {
       watchdog: r.answer(m.scc, parseWatchdogStatus),
       running: [...running],
     };
+  }
+
+  /** Dial the members a status names as listening on another port than cluster.json's there
+   *  (PROTOCOL §10.6): the host stays cluster.json's, so a faulty replica can only make this
+   *  client miss a replica it names, which the f + 1 rule tolerates. */
+  private learnPorts(s: ReplicaStatus): void {
+    for (const { id, port } of parseMovedPorts((s as { ports?: unknown }).ports ?? []) ?? []) {
+      const configured = this.cluster.config.processes.find((p) => p.id === id)?.listen;
+      if (configured !== null && configured !== undefined) this.transport?.setEndpoint(id, { host: configured.host, port });
+    }
   }
 
   /** Ask the watchdog alone. */
@@ -276,6 +288,7 @@ export class OperatorClient {
     const r = await this.collectStatus(replicas, timeoutMs, (from, json, pending) => {
       const s = parseReplicaStatus(json, from);
       if (s !== null) parsed.set(from, s);
+      if (s !== null) this.learnPorts(s);
       // Only an id some answer names as a member can still change the picture: a spare id the
       // group never started (asked when the pool is all there is to go by) will not answer.
       const members = new Set([...parsed.values()].flatMap((p) => p.members));

@@ -251,7 +251,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
     const primaryChanged = c.primary !== primary;
     primary = c.primary;
     out.push({ type: 'log', level: 'warn', event: 'agent.group', fields: { view, replicas, primary } });
-    out.push({ type: 'replicas', replicas: [...replicas] });
+    out.push({ type: 'replicas', replicas: [...replicas], ports: c.ports.filter((x) => replicas.includes(x.id)) });
     // Entries that waited only for a removed member's copy have every copy they are owed now:
     // settled, without timing out three times and reporting nobody (PROTOCOL §5.3). The entry
     // being delivered is finished by deliverReady.
@@ -434,7 +434,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
         countDrop(drops, 'UNEXPECTED'); // the watchdog's input (PROTOCOL §10.9)
         break;
       case 'group':
-        onReplicas({ type: 'replicas', view: input.view, primary: input.primary, replicas: input.replicas }, nowMs, out);
+        onReplicas({ type: 'replicas', view: input.view, primary: input.primary, replicas: input.replicas, ports: input.ports }, nowMs, out);
         break;
       case 'notice':
         linkSend(links, input.to, 0, { type: 'notice', text: input.text }, nowMs, out);

@@ -6,7 +6,7 @@
 // `replica.kill` commands. Pure: no clock, no I/O.
 import { REPLICA_COUNT } from './constants.ts';
 import type { ProcessId } from './ports.ts';
-import type { AccuseReason, ErrorReportKind, GroupCommand, SignedAccusation } from './wire/messages.ts';
+import type { AccuseReason, ErrorReportKind, GroupCommand, MovedPort, SignedAccusation } from './wire/messages.ts';
 
 /** A replacement replica the group commanded and waits for (PROTOCOL §10.6). */
 export type Recovery = {
@@ -29,6 +29,9 @@ export type GroupView = {
   recovery: Recovery | null;
   /** Agents' error reports in this view: replica → agent → [mismatch reports, timeout reports]. */
   reports: Map<ProcessId, Map<ProcessId, [number, number]>>;
+  /** Members listening on another port than cluster.json's, theirs being taken when they
+   *  started (a squatted port, PROTOCOL §10.6): the port each said it has in its state request. */
+  ports: Map<ProcessId, number>;
 };
 
 /** Timeout reports one agent must send against a replica before it counts towards
@@ -41,7 +44,7 @@ export const REPORTING_AGENTS = 2;
 export function initialGroupView(replicas: readonly ProcessId[], nodes: readonly string[]): GroupView {
   const replicaNodes = new Map<ProcessId, string>();
   replicas.forEach((r, i) => replicaNodes.set(r, nodes[i] ?? ''));
-  return { view: 0, replicaNodes, retired: [], recovery: null, reports: new Map() };
+  return { view: 0, replicaNodes, retired: [], recovery: null, reports: new Map(), ports: new Map() };
 }
 
 const byKey = <V>(m: Map<string, V>): [string, V][] => [...m.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
@@ -53,8 +56,27 @@ export function encodeGroupView(g: GroupView): unknown {
     g.retired,
     g.recovery === null ? null : [g.recovery.id, g.recovery.node, g.recovery.sinceTick, g.recovery.tried],
     byKey(g.reports).map(([r, byAgent]) => [r, byKey(byAgent)]),
+    byKey(g.ports),
   ];
 }
+
+/** `ports` of a replica's status (JSON, ReplicaStatus.ports) if it is that shape, else null: a
+ *  verified replica may still be faulty and send nonsense. */
+export function parseMovedPorts(v: unknown): MovedPort[] | null {
+  if (!Array.isArray(v)) return null;
+  const out: MovedPort[] = [];
+  for (const x of v) {
+    if (typeof x !== 'object' || x === null) return null;
+    const { id, port } = x as Record<string, unknown>;
+    if (typeof id !== 'string' || typeof port !== 'number' || !Number.isSafeInteger(port) || port < 1 || port > 65_535) return null;
+    out.push({ id, port });
+  }
+  return out;
+}
+
+/** The members' moved ports, by id (GroupView.ports). */
+export const movedPorts = (g: GroupView, replicas: readonly ProcessId[]): MovedPort[] =>
+  byKey(g.ports).filter(([id]) => replicas.includes(id)).map(([id, port]) => ({ id, port }));
 
 /** What the rest of the replicated state the group view needs to read. */
 export type GroupContext = {
@@ -99,7 +121,8 @@ export const successor = (replicas: readonly ProcessId[], primary: ProcessId): P
 const agentOfNode = (ctx: GroupContext, node: string): ProcessId | undefined => ctx.liveAgents.find((a) => a.node === node)?.id;
 
 function announce(ctx: GroupContext, g: GroupView, replicas: ProcessId[], primary: ProcessId, out: ViewChange['commands']): void {
-  for (const a of ctx.liveAgents) out.push({ agent: a.id, command: { type: 'replicas', view: g.view, primary, replicas: [...replicas] } });
+  const ports = movedPorts(g, replicas);
+  for (const a of ctx.liveAgents) out.push({ agent: a.id, command: { type: 'replicas', view: g.view, primary, replicas: [...replicas], ports } });
 }
 
 /** A spare id never used that may start on `node` (null: on some node): bound to it or to none. */
@@ -168,6 +191,7 @@ function placeRecovery(ctx: GroupContext, g: GroupView, replicas: ProcessId[], p
 
 function retire(ctx: GroupContext, g: GroupView, id: ProcessId, out: ViewChange): void {
   if (!g.retired.includes(id)) g.retired.push(id);
+  g.ports.delete(id);
   const node = g.replicaNodes.get(id);
   g.replicaNodes.delete(id);
   const agent = node === undefined ? undefined : agentOfNode(ctx, node);
@@ -193,15 +217,18 @@ export function applyCondemn(ctx: GroupContext, g: GroupView, target: ProcessId,
   return out;
 }
 
-/** Apply `replica.add`: the replacement asked for the state; it joins as a backup at this RSN. */
-export function applyAdd(ctx: GroupContext, g: GroupView, id: ProcessId): ViewChange | null {
+/** Apply `replica.add`: the replacement asked for the state; it joins as a backup at this RSN,
+ *  listening on `port` (0: cluster.json's). */
+export function applyAdd(ctx: GroupContext, g: GroupView, id: ProcessId, port: number): ViewChange | null {
   if (g.recovery === null || g.recovery.id !== id || g.recovery.node === null || ctx.replicas.length >= 3) return null;
   const out: ViewChange = { replicas: [...ctx.replicas, id], primary: ctx.primary, commands: [], events: [] };
   g.view++;
   g.reports = new Map();
   g.recovery = null;
+  if (port === 0) g.ports.delete(id);
+  else g.ports.set(id, port);
   announce(ctx, g, out.replicas, ctx.primary, out.commands);
-  out.events.push(`replica ${id} joined; group ${out.replicas.join(',')}, view ${g.view}`);
+  out.events.push(`replica ${id} joined${port === 0 ? '' : ` on port ${port}, its own being taken`}; group ${out.replicas.join(',')}, view ${g.view}`);
   return out;
 }
 

@@ -5,7 +5,7 @@
 import type { Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
 import type { DropCode } from './result.ts';
-import type { AgentRequest, Frame, GroupCommand, GroupInput, Item } from './wire/messages.ts';
+import type { AgentRequest, Frame, GroupCommand, GroupInput, Item, MovedPort } from './wire/messages.ts';
 import type { MembershipChanges } from './task-journal.ts';
 
 /** Who is in the cluster. Every process gets the same membership (cluster.json). */
@@ -49,7 +49,7 @@ export type CoreInput =
   | { type: 'restore.load'; nowMs: number; journals: { source: string; data: Uint8Array }[] }
   /** Agents: the group as two replicas reported it alike in their status (PROTOCOL §10.7), which
    *  a new incarnation asks for while it runs; taken like a delivered `replicas` command. */
-  | { type: 'group'; nowMs: number; view: number; primary: ProcessId; replicas: ProcessId[] };
+  | { type: 'group'; nowMs: number; view: number; primary: ProcessId; replicas: ProcessId[]; ports: MovedPort[] };
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
@@ -79,8 +79,9 @@ export type CoreEffect =
   | { type: 'persist.tasks'; journal: Uint8Array }
   /** Agent, replica: the replica group this process works with is now `replicas` (a new view,
    *  PROTOCOL §10). A driver keeps connections to them and dials the rest of the pool only on
-   *  demand, so a retired replica is not dialed forever (PROTOCOL §10.6). */
-  | { type: 'replicas'; replicas: ProcessId[] }
+   *  demand, so a retired replica is not dialed forever (PROTOCOL §10.6). `ports`: members
+   *  listening on another port than cluster.json's, to dial there (§10.6). */
+  | { type: 'replicas'; replicas: ProcessId[]; ports: MovedPort[] }
   /** Replica: agents added at run time (PROTOCOL §10.12) and their Ed25519 keys: the driver
    *  verifies and authenticates their frames from now on. Only ever new ids. */
   | { type: 'keys'; keys: { id: ProcessId; publicKey: Uint8Array }[] }

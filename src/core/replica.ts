@@ -11,7 +11,7 @@ import {
 } from './constants.ts';
 import { createDiagnosis } from './diagnosis.ts';
 import { admitChallenge, createFreshness, issueChallenge } from './freshness.ts';
-import { successor } from './group-view.ts';
+import { movedPorts, successor } from './group-view.ts';
 import { decodeState } from './state-codec.ts';
 import { createStateTransfer, statePayloads } from './state-transfer.ts';
 import { clusterView, liveSubmits, needsTicks } from './cluster-state.ts';
@@ -32,10 +32,11 @@ import { decodeFrame, pack } from './wire/frame.ts';
 import { groupInput, type AccuseReason, type GroupInput, type Item, type PtpPayload, type SignedAccusation, type SignedCG } from './wire/messages.ts';
 
 /** `joining`: a replacement replica, started by an agent on the group's command with the group
- *  as it was then (PROTOCOL §10.6); it asks the members for the state before it serves. */
+ *  as it was then (PROTOCOL §10.6); it asks the members for the state before it serves, and
+ *  tells them `port` when it listens on another than cluster.json's (its own being taken). */
 export type ReplicaOptions = {
   id: ProcessId; membership: Membership; hash: Hash; inc: number; signer: Signer; verifier: Verifier;
-  joining?: { view: number; primary: ProcessId; replicas: readonly ProcessId[] };
+  joining?: { view: number; primary: ProcessId; replicas: readonly ProcessId[]; port?: number };
   /** What the daemon says of itself (its disk), added to the status as read (issue 14 item 4):
    *  nothing the replica decides depends on it. */
   daemon?: () => DaemonReport;
@@ -364,7 +365,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     earlySync.clear();
     syncLinks(nowMs, out);
     out.push({ type: 'log', level: 'warn', event: 'group.view', fields: { view: state.group.view, replicas: state.replicas, primary: state.primary, rsn: state.rsn } });
-    out.push({ type: 'replicas', replicas: [...state.replicas] });
+    out.push({ type: 'replicas', replicas: [...state.replicas], ports: movedPorts(state.group, state.replicas) });
     // Forwarded requests the old view never ordered go to the primary of this one (or are
     // ordered here): the agent has handed them over and will not send them again.
     const forwarded = [...progressTimers.values()].map((x) => x.signed);
@@ -481,7 +482,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       type: 'log', level: 'warn', event: 'state.installed',
       fields: { rsn: state.rsn, view: state.group.view, replicas: state.replicas, bytes: got.bytes.length, csnReceived: [...state.csnReceived] },
     });
-    out.push({ type: 'replicas', replicas: [...state.replicas] });
+    out.push({ type: 'replicas', replicas: [...state.replicas], ports: movedPorts(state.group, state.replicas) });
     syncAgents(nowMs, out);
     syncLinks(nowMs, out);
     diagnosis.newView(nowMs, out);
@@ -598,7 +599,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         // The primary lets the replacement in at an RSN of its own; the others wait for it.
         if (state.group.recovery?.id === from && isPrimary() && phase === 'serving' && !addOrdered.has(`${from}@${state.group.view}`)) {
           addOrdered.add(`${from}@${state.group.view}`);
-          orderInput({ type: 'replica.add', id: from }, nowMs, out);
+          orderInput({ type: 'replica.add', id: from, port: p.port }, nowMs, out);
         }
         return false;
       case 'order.evidence':
@@ -942,7 +943,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       })),
       suspicions, drops: { ...drops },
       view: state.group.view, members: [...state.replicas], phase: sync !== null ? 'syncing' : phase, diagnosis: diagnosis.history(),
-      memberNodes: Object.fromEntries(state.group.replicaNodes), retired: [...state.group.retired],
+      memberNodes: Object.fromEntries(state.group.replicaNodes), retired: [...state.group.retired], ports: movedPorts(state.group, state.replicas),
       replacement: state.group.recovery === null ? null : { id: state.group.recovery.id, node: state.group.recovery.node, tried: [...state.group.recovery.tried] },
       cluster: view(),
       ...(opts.daemon === undefined ? {} : { daemon: opts.daemon() }),
@@ -1091,7 +1092,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       startedAtMs = nowMs;
       startLinks(links, nowMs, out);
       // A replacement asks every member for the state (PROTOCOL §10.6).
-      if (opts.joining !== undefined) for (const r of state.replicas) sendPtp(r, { type: 'state.request', view: opts.joining.view }, nowMs, out);
+      if (opts.joining !== undefined) for (const r of state.replicas) sendPtp(r, { type: 'state.request', view: opts.joining.view, port: opts.joining.port ?? 0 }, nowMs, out);
       replicaHeartbeatAtMs = nowMs;
       replicaCheckAtMs = nowMs + t.replicaCheckMs;
       agentCheckAtMs = nowMs + t.agentCheckMs;

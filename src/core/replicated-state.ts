@@ -10,7 +10,7 @@ import {
   type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from './cluster-state.ts';
 import {
-  applyAdd, applyCondemn, checkEvidence, encodeGroupView, initialGroupView, recordReport, recoveryStep,
+  applyAdd, applyCondemn, checkEvidence, encodeGroupView, initialGroupView, movedPorts, recordReport, recoveryStep,
   type GroupContext, type GroupView, type ViewChange,
 } from './group-view.ts';
 import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_MEMBER_CHANGES, MAX_OPERATOR_OUTCOMES, type Timing } from './constants.ts';
@@ -401,7 +401,7 @@ export function applyGroupInput(s: ReplicatedState, input: GroupInput): ApplyRes
       return r;
     }
     case 'replica.add':
-      absorbView(s, applyAdd(groupContext(s), s.group, input.id), r);
+      absorbView(s, applyAdd(groupContext(s), s.group, input.id, input.port), r);
       return r;
     case 'node.failed': {
       const rec = s.nodes.get(input.agent);
@@ -444,7 +444,7 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       if (request.resync || joined.adopt.length > 0) emit(s, client, { type: 'procs.adopt', procs: joined.adopt }, messages);
       absorb(s, joined.effects, r);
       // A (re)joined agent learns the group as it is now, and may host a replacement.
-      if (s.group.view > 0) emit(s, client, { type: 'replicas', view: s.group.view, primary: s.primary, replicas: [...s.replicas] }, messages);
+      if (s.group.view > 0) emit(s, client, { type: 'replicas', view: s.group.view, primary: s.primary, replicas: [...s.replicas], ports: movedPorts(s.group, s.replicas) }, messages);
       // One that joins while the cluster shuts down stops too (PROTOCOL §10.11).
       if (s.shutdownAt !== null) emit(s, client, { type: 'node.shutdown', rsn: s.shutdownAt, removed: false }, messages);
       else absorbView(s, recoveryStep(groupContext(s), s.group), r);

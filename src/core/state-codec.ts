@@ -324,14 +324,22 @@ const reportCounts: Reader<[number, number]> = (t, p) => {
   return [uint(mismatch, `${p}[0]`), uint(timeout, `${p}[1]`)];
 };
 
+/** A moved listen port (GroupView.ports). */
+const port: Reader<number> = (t, p) => {
+  const n = uint(t, p);
+  if (n < 1 || n > 65_535) fail(p, `port ${n}`);
+  return n;
+};
+
 function readGroup(t: unknown, p: string): GroupView {
-  const [view, replicaNodes, retired, recoveryTree, reports] = tuple(t, 5, p);
+  const [view, replicaNodes, retired, recoveryTree, reports, ports] = tuple(t, 6, p);
   return {
     view: uint(view, `${p}.view`),
     replicaNodes: entries(str, str)(replicaNodes, `${p}.replicaNodes`),
     retired: distinct(ids)(retired, `${p}.retired`),
     recovery: nullable(recovery)(recoveryTree, `${p}.recovery`),
     reports: entries(str, entries(str, reportCounts))(reports, `${p}.reports`),
+    ports: entries(str, port)(ports, `${p}.ports`),
   };
 }
 

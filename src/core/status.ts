@@ -1,7 +1,7 @@
 // What a replica reports to an operator's status query (docs/PROTOCOL.md §7). The JSON form of
 // `trine status --json` is built from these (docs/OPERATIONS.md documents it field by field).
 import type { ProcessId } from './ports.ts';
-import type { Role } from './wire/messages.ts';
+import type { MovedPort, Role } from './wire/messages.ts';
 
 export type PeerHealth = 'healthy' | 'late' | 'silent' | 'unknown';
 
@@ -36,6 +36,8 @@ export type ReplicaStatus = {
   memberNodes: Record<ProcessId, string>;
   retired: ProcessId[];
   replacement: { id: ProcessId; node: string | null; tried: string[] } | null;
+  /** Members listening on another port than cluster.json's, theirs being taken (PROTOCOL §10.6). */
+  ports: MovedPort[];
   /** `installing`: a replacement still waiting for the state; `retired`: condemned or abandoned. */
   phase: 'serving' | 'installing' | 'syncing' | 'retired';
   diagnosis: { atMs: number; view: number; kind: string; target: string; by: string; reason: string; detail: string }[];

@@ -552,7 +552,7 @@ export async function runAgent(
           log: (level, event, fields) => log?.[level]({ event, ...fields }),
           onLearnt: (group) => {
             log?.info({ event: 'agent.group.learnt', ...group });
-            f((nowMs) => ({ type: 'group', nowMs, view: group.view, primary: group.primary, replicas: [...group.replicas] }));
+            f((nowMs) => ({ type: 'group', nowMs, view: group.view, primary: group.primary, replicas: [...group.replicas], ports: [...group.ports] }));
           },
         });
       }

@@ -11,9 +11,10 @@
 // under the agent's id, as a status client once opened, took the agent's copies from a replica
 // for as long as it stayed open, and the agent, one copy short of every command, never heard of
 // the new group (a flaky e2e test on namespace hosts found it).
+import { parseMovedPorts } from '../core/group-view.ts';
 import type { LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
-import type { Frame, Item } from '../core/wire/messages.ts';
+import type { Frame, Item, MovedPort } from '../core/wire/messages.ts';
 
 /** How often the agent asks again while no two replicas agree: two answers on a LAN take
  *  milliseconds, so the keeper's standby is promoted well inside the ~400 ms a node has. */
@@ -24,7 +25,7 @@ export const AGENT_GROUP_QUERY_MS = 300;
  *  copies. */
 export const AGENT_GROUP_WAIT_MS = 60_000;
 
-export type LearntGroup = { view: number; primary: ProcessId; replicas: ProcessId[] };
+export type LearntGroup = { view: number; primary: ProcessId; replicas: ProcessId[]; ports: MovedPort[] };
 
 /** What the agent takes from a replica's status reply; null if it is not that shape (a verified
  *  replica may still be faulty and send nonsense). */
@@ -41,7 +42,10 @@ export function parseGroupOf(json: string, from: ProcessId): LearntGroup | null 
   if (s['id'] !== from || typeof view !== 'number' || !Number.isSafeInteger(view) || view < 0) return null;
   if (typeof primary !== 'string' || !Array.isArray(members) || !members.every((m) => typeof m === 'string')) return null;
   if (!members.includes(primary)) return null;
-  return { view, primary, replicas: [...members] };
+  // Absent from a replica of an older release: nobody moved.
+  const ports = s['ports'] === undefined ? [] : parseMovedPorts(s['ports']);
+  if (ports === null) return null;
+  return { view, primary, replicas: [...members], ports };
 }
 
 /** The highest group two replicas report alike; undefined if no two agree. One faulty replica
@@ -49,7 +53,7 @@ export function parseGroupOf(json: string, from: ProcessId): LearntGroup | null 
 export function agreedGroup(answers: Iterable<LearntGroup>): LearntGroup | undefined {
   const count = new Map<string, { n: number; g: LearntGroup }>();
   for (const g of answers) {
-    const key = `${g.view}|${g.primary}|${g.replicas.join(',')}`;
+    const key = `${g.view}|${g.primary}|${g.replicas.join(',')}|${g.ports.map((p) => `${p.id}:${p.port}`).join(',')}`;
     count.set(key, { n: (count.get(key)?.n ?? 0) + 1, g });
   }
   return [...count.values()].filter((c) => c.n >= 2).sort((a, b) => b.g.view - a.g.view)[0]?.g;

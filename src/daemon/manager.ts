@@ -14,8 +14,12 @@ export function runManager(
     dir,
     id,
     kind: 'replica',
-    makeCore: ({ cluster, inc, hash, signer, verifier, daemon }) =>
-      createReplica({ id, membership: cluster.config.membership, hash, inc, signer, verifier, daemon, ...(joining === undefined ? {} : { joining }) }),
+    ...(joining === undefined ? {} : { join: joining.replicas }),
+    makeCore: ({ cluster, entry, inc, hash, signer, verifier, daemon, listen }) => {
+      // Listening elsewhere, its own port being taken: the members learn where (PROTOCOL §10.6).
+      const port = listen !== null && entry.listen !== null && listen.port !== entry.listen.port ? listen.port : 0;
+      return createReplica({ id, membership: cluster.config.membership, hash, inc, signer, verifier, daemon, ...(joining === undefined ? {} : { joining: { ...joining, port } }) });
+    },
   });
 }
 

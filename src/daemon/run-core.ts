@@ -26,6 +26,7 @@ import { createNodeLinkAuth, type LearningLinkAuth } from '../io/link-auth-node.
 import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
 import { TransportError, WsTransport, type Endpoint } from '../io/ws-transport.ts';
 import { startTrace, trace, tracing } from '../io/trace.ts';
+import { listenableEndpoint } from '../io/listen-port.ts';
 import { daemonReport, RecordWriter, startIncarnation, type RecordLog } from './record-writer.ts';
 
 /** Tick at least this often even when the core asks for a later wake-up: a guard against a
@@ -62,6 +63,9 @@ export type CoreFactoryContext = {
   log: ProcessLog;
   /** What the daemon says of itself in its core's status (src/core/status.ts DaemonReport). */
   daemon: () => DaemonReport;
+  /** Where it listens: cluster.json's address, or with RunCoreOptions.join and that port taken,
+   *  another port of the same host (PROTOCOL §10.6); null if it does not listen. */
+  listen: Endpoint | null;
 };
 
 /** Optional observers for benchmarks and traces; daemons started by `trine up` use none. */
@@ -90,6 +94,9 @@ export type RunCoreOptions = RunHooks & {
   onTransport?: (ctl: { send: (to: ProcessId, item: Item) => void; exit: (code: number, why: string) => void }) => void;
   /** The watchdog's supervisor, as it told its child (src/daemon/supervisor.ts), for status. */
   supervisor?: DaemonReport['supervisor'];
+  /** A replacement replica joining these members (PROTOCOL §10.6): it dials them itself, and
+   *  listens on a free port if cluster.json's is taken (src/io/listen-port.ts). */
+  join?: readonly ProcessId[];
 };
 
 /** Monotonic milliseconds on the Date scale: the wall clock may step, the core's must not. */
@@ -186,8 +193,14 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   });
   const daemon = (): DaemonReport => daemonReport(log, { inc: incRecord, tasks: journal }, opts.supervisor ?? null);
   const verifier = createNodeVerifier(cluster.publicKeys);
-  const built = opts.makeCore({ cluster, entry, inc, signer, verifier, hash: sha256, log, daemon });
-  logger.info({ event: 'start', kind: opts.kind, inc, cluster: cluster.config.cluster, listen: entry.listen }, 'starting');
+  let listen = entry.listen;
+  if (listen !== null && opts.join !== undefined) {
+    const got = await listenableEndpoint(listen).catch(() => ({ endpoint: listen as Endpoint, moved: false }));
+    if (got.moved) logger.warn({ event: 'listen.moved', configured: listen, port: got.endpoint.port }, 'port taken: listening on another');
+    listen = got.endpoint;
+  }
+  const built = opts.makeCore({ cluster, entry, inc, signer, verifier, hash: sha256, log, daemon, listen });
+  logger.info({ event: 'start', kind: opts.kind, inc, cluster: cluster.config.cluster, listen }, 'starting');
 
   let exiting = false;
   let transport: WsTransport | null = null;
@@ -239,8 +252,16 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     // Agents added at run time (PROTOCOL §10.12): their frames verify from now on.
     if (e.type === 'keys') for (const k of e.keys) if (verifier.add(k.id, k.publicKey) && linkAuth.add(k.id, k.publicKey)) logger.info({ event: 'key.added', id: k.id });
     if (e.type === 'persist.tasks') journal.put(e.journal);
-    // Keep the group's replicas dialed, the rest of the pool (retired, spare) only on demand.
-    if (e.type === 'replicas') for (const r of replicaPool(cluster.config.membership)) transport?.setOnDemand(r, !e.replicas.includes(r));
+    // Keep the group's replicas dialed, the rest of the pool (retired, spare) only on demand;
+    // a member whose port was taken is dialed where it listens (PROTOCOL §10.6).
+    if (e.type === 'replicas') {
+      for (const r of replicaPool(cluster.config.membership)) {
+        transport?.setOnDemand(r, !e.replicas.includes(r));
+        const configured = processEntry(cluster, r).listen;
+        const moved = e.ports.find((p) => p.id === r);
+        if (configured !== null && r !== id) transport?.setEndpoint(r, moved === undefined ? configured : { host: configured.host, port: moved.port });
+      }
+    }
     observe?.(e, clockMs());
   };
 
@@ -300,11 +321,18 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   };
 
   const targets = splitSpares(cluster, dialTargets(cluster, id));
+  // A replacement dials the members it joins: they may not reach it where cluster.json says.
+  for (const m of opts.join ?? []) {
+    const ep = m === id ? null : processEntry(cluster, m).listen;
+    if (ep === null) continue;
+    delete targets.dialOnDemand[m];
+    targets.dial[m] = ep;
+  }
   try {
     transport = await WsTransport.start({
       self: id,
       cluster: cluster.config.cluster,
-      listen: entry.listen ?? undefined,
+      listen: listen ?? undefined,
       dial: targets.dial,
       dialOnDemand: targets.dialOnDemand,
       auth: { encode: replyCtx, decode: { cluster: cluster.config.cluster, self: id, verifier, linkAuth } },

@@ -56,9 +56,6 @@ export function scanMarked(accept: (owner: string) => boolean): MarkedProcess[] 
 /** The processes agent `agent` of cluster `cluster` started. */
 export const scanOwned = (cluster: string, agent: ProcessId): MarkedProcess[] => scanMarked((o) => o === ownerMark(cluster, agent));
 
-/** The processes of any agent of cluster `cluster`. */
-export const scanCluster = (cluster: string): MarkedProcess[] => scanMarked((o) => o.startsWith(`${cluster}/`));
-
 /** Field 5 of /proc/<pid>/stat, the process group; null if gone. A task process leads its own
  *  (the agent spawns it detached); what it starts is in that group unless it made its own. */
 function processGroup(pid: number): number | null {

@@ -226,7 +226,7 @@ export class WsTransport implements Transport {
     const t = new WsTransport(opts);
     if (opts.listen !== undefined) await t.listen(opts.listen);
     const dialer = (peer: ProcessId, ep: Endpoint, lazy: boolean): Dialer => ({
-      peer, url: `ws://${ep.host}:${ep.port}/${opts.cluster === undefined ? '' : `trine/${opts.cluster}`}`, conn: null, delayMs: RECONNECT_INITIAL_MS, timer: null, lastDialMs: -Infinity, lazy, lastDemandMs: -Infinity,
+      peer, url: t.urlOf(ep), conn: null, delayMs: RECONNECT_INITIAL_MS, timer: null, lastDialMs: -Infinity, lazy, lastDemandMs: -Infinity,
     });
     for (const [peer, ep] of Object.entries(opts.dialOnDemand ?? {})) t.dialers.set(peer, dialer(peer, ep, true));
     for (const [peer, ep] of Object.entries(opts.dial ?? {})) {
@@ -270,6 +270,29 @@ export class WsTransport implements Transport {
     const route = this.routeTo(to);
     if (route === null || route.ws.readyState !== WebSocket.OPEN) this.redialOnDemand(to);
     this.sendOn(route, frame);
+  }
+
+  private urlOf(ep: Endpoint): string {
+    return `ws://${ep.host}:${ep.port}/${this.opts.cluster === undefined ? '' : `trine/${this.opts.cluster}`}`;
+  }
+
+  /** Dial `peer` at `ep` from now on (a replica that listens on another port than cluster.json
+   *  gives, its own being taken: PROTOCOL §10.6). A connection to the old address is closed and
+   *  the peer dialed again. No effect on a peer we do not dial, or at the same address. */
+  setEndpoint(peer: ProcessId, ep: Endpoint): void {
+    const d = this.dialers.get(peer);
+    const url = this.urlOf(ep);
+    if (d === undefined || d.url === url || this.closed) return;
+    d.url = url;
+    this.event('info', 'transport.endpoint', { peer, host: ep.host, port: ep.port });
+    d.delayMs = RECONNECT_INITIAL_MS;
+    if (d.conn !== null) {
+      d.conn.ws.terminate(); // its close dials again, at the new address
+      return;
+    }
+    if (d.timer !== null) clearTimeout(d.timer);
+    d.timer = null;
+    if (!d.lazy || performance.now() - d.lastDemandMs <= DIAL_DEMAND_MS) this.dialNow(d);
   }
 
   /** Dial `peer` only while frames for it come (DIAL_DEMAND_MS), or keep a connection to it up.

@@ -9,13 +9,12 @@
 // done), `trine ps` (the task running again with new, live processes, flagged restarted), and
 // `trine down` leaving nothing. The times from the kill to each step are printed, not asserted
 // (STYLE.md 17); the bounds are liveness deadlines for a loaded host.
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { StatusDocument } from '../../cli/status-report.ts';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { killAll } from '../integration/helpers.ts';
-import { alive, logEvents, processesMentioning, trine, upCluster, waitFor } from './helpers.ts';
+import { alive, clusterStatus, livePid, logEvents, processesMentioning, trine, upCluster, waitFor } from './helpers.ts';
 
 /** Kill → `reset.cluster`: the 2 s silence rule plus a heartbeat period or two. */
 const RESET_MS = 15_000;
@@ -37,10 +36,7 @@ async function view(): Promise<View> {
 }
 
 /** `trine status --json`: the document even when the exit code is 1 (a replica not answering). */
-async function status(): Promise<{ code: number; doc: StatusDocument }> {
-  const r = await trine(['status', '--json', '--dir', dir]);
-  return { code: r.code, doc: JSON.parse(r.stdout) as StatusDocument };
-}
+const status = () => clusterStatus(dir);
 
 /** The task, once it and every process of it run. */
 function running(v: View, id: string): TaskView | undefined {
@@ -48,11 +44,7 @@ function running(v: View, id: string): TaskView | undefined {
   return t?.state === 'running' && t.procs.length > 0 && t.procs.every((p) => p.state === 'running' && p.pid !== null) ? t : undefined;
 }
 
-function pidOf(id: string): number {
-  const pid = Number(readFileSync(join(dir, 'run', `${id}.pid`), 'utf8').trim());
-  if (!Number.isSafeInteger(pid) || pid <= 1 || !alive(pid)) throw new Error(`no live process in run/${id}.pid`);
-  return pid;
-}
+const pidOf = (id: string): number => livePid(dir, id);
 
 /** When the watchdog logged `event` (the first after `sinceMs`), on the Date scale. */
 function sccEventAt(event: string, sinceMs: number, match: (e: Record<string, unknown>) => boolean = () => true): number | undefined {

@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { StatusDocument } from '../../cli/status-report.ts';
 
 export const TRINE = fileURLToPath(new URL('../../bin/trine.js', import.meta.url));
 
@@ -82,6 +83,30 @@ export function logEvents(dir: string, id: string): Record<string, unknown>[] {
       return [];
     }
   });
+}
+
+/** The live process in `dir`/run/`id`.`file` (a daemon's pid file); throws if there is none. */
+export function livePid(dir: string, id: string, file = 'pid'): number {
+  const pid = Number(readFileSync(join(dir, 'run', `${id}.${file}`), 'utf8').trim());
+  if (!Number.isSafeInteger(pid) || pid <= 1 || !alive(pid)) throw new Error(`no live process in run/${id}.${file}`);
+  return pid;
+}
+
+/** `trine status --json` of the cluster in `dir`: its exit code and document. */
+export async function clusterStatus(dir: string): Promise<{ code: number; doc: StatusDocument }> {
+  const r = await trine(['status', '--json', '--dir', dir]);
+  return { code: r.code, doc: JSON.parse(r.stdout) as StatusDocument };
+}
+
+/** Once the group of the cluster in `dir` is healthy again without `victim`, replaced past `view`
+ *  (a condemnation and an addition: two views): three serving members that agree. */
+export function waitForReplacement(dir: string, victim: string, view: number, ms: number, what = ''): Promise<StatusDocument> {
+  return waitFor(`a healthy group without ${victim}${what}`, ms, async () => {
+    const s = (await clusterStatus(dir)).doc;
+    const ok = s.healthy && (s.group.view ?? -1) > view + 1 && s.group.members.length === 3 && !s.group.members.includes(victim) &&
+      s.replicas.every((r) => r.answered && r.phase === 'serving');
+    return ok ? s : undefined;
+  }, 250);
 }
 
 /** `trine up --nodes N` in a new temporary dir `<tmp>/<prefix>XXXXXX/cluster`: the root (to

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../cli/status-report.ts';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
-import { alive, processesMentioning, trine, waitFor } from './helpers.ts';
+import { clusterStatus, livePid, processesMentioning, trine, waitFor } from './helpers.ts';
 
 /** Kill → three serving replicas again: condemnation takes ≈ 0.6 s (a missed heartbeat check and
  *  the 400 ms diagnosis timeout), the spare's daemon ≈ 1 s to load and get the state. */
@@ -30,10 +30,7 @@ let root = '';
 let dir = '';
 
 /** `trine status --json`: the document even when the exit code is 1 (a member not answering). */
-async function status(): Promise<{ code: number; doc: StatusDocument }> {
-  const r = await trine(['status', '--json', '--dir', dir]);
-  return { code: r.code, doc: JSON.parse(r.stdout) as StatusDocument };
-}
+const status = () => clusterStatus(dir);
 
 async function view(): Promise<ClusterView & { rsn: number; agreedBy: string[] }> {
   const r = await trine(['ps', '--json', '--dir', dir]);
@@ -42,11 +39,7 @@ async function view(): Promise<ClusterView & { rsn: number; agreedBy: string[] }
 }
 
 /** The live process in run/<id>.<file> (`pid`; an agent under its keeper: `agent-pid`). */
-function pidOf(id: string, file = 'pid'): number {
-  const pid = Number(readFileSync(join(dir, 'run', `${id}.${file}`), 'utf8').trim());
-  if (!Number.isSafeInteger(pid) || pid <= 1 || !alive(pid)) throw new Error(`no live process in run/${id}.${file}`);
-  return pid;
-}
+const pidOf = (id: string, file = 'pid'): number => livePid(dir, id, file);
 
 const processesOfTestDir = (): number[] => processesMentioning(root);
 

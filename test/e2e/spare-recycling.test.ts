@@ -5,12 +5,12 @@
 // new incarnation of the same key, and the group is healthy each time: three serving members that
 // agree, the new one among them. A task submitted at the end runs. Timing is printed, not
 // asserted (STYLE.md 17).
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../cli/status-report.ts';
-import { alive, downCluster, trine, waitFor } from './helpers.ts';
+import { clusterStatus, downCluster, livePid, trine, waitForReplacement } from './helpers.ts';
 
 const KILLS = 8;
 const RECOVERY_MS = 20_000;
@@ -18,16 +18,9 @@ const RECOVERY_MS = 20_000;
 let root = '';
 let dir = '';
 
-async function status(): Promise<StatusDocument> {
-  const r = await trine(['status', '--json', '--dir', dir]);
-  return JSON.parse(r.stdout) as StatusDocument;
-}
+const status = async (): Promise<StatusDocument> => (await clusterStatus(dir)).doc;
 
-function pidOf(id: string): number {
-  const pid = Number(readFileSync(join(dir, 'run', `${id}.pid`), 'utf8').trim());
-  if (!Number.isSafeInteger(pid) || pid <= 1 || !alive(pid)) throw new Error(`no live process in run/${id}.pid`);
-  return pid;
-}
+const pidOf = (id: string): number => livePid(dir, id);
 
 describe('replacements beyond the spare ids (one host)', () => {
   beforeAll(async () => {
@@ -51,12 +44,7 @@ describe('replacements beyond the spare ids (one host)', () => {
       const victim = before.filter((r) => r !== doc.group.primary).at(-1) as string;
       const killedAt = Date.now();
       process.kill(pidOf(victim), 'SIGKILL');
-      doc = await waitFor(`a healthy group without ${victim} (kill ${k + 1})`, RECOVERY_MS, async () => {
-        const s = await status();
-        const ok = s.healthy && (s.group.view ?? -1) > view + 1 && s.group.members.length === 3 && !s.group.members.includes(victim) &&
-          s.replicas.every((r) => r.answered && r.phase === 'serving');
-        return ok ? s : undefined;
-      }, 250);
+      doc = await waitForReplacement(dir, victim, view, RECOVERY_MS, ` (kill ${k + 1})`);
       const newcomer = doc.group.members.find((r) => !before.includes(r)) as string;
       const again = started.includes(newcomer);
       started.push(newcomer);

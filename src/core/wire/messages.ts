@@ -15,6 +15,14 @@ import { decodeStrict } from './msgpack-strict.ts';
 import { bool, bytes, list, nullable, oneOf, struct, text, token, uint, union, type Schema } from './schema.ts';
 
 export const processId = token(MAX_ID_CHARS, /^[a-z][a-z0-9-]*$/);
+/** A TCP port a replica listens on; 0: the one cluster.json gives it. */
+const listenPort: Schema<number> = {
+  enc: (v) => v,
+  dec: (t, p) => (typeof t === 'number' && Number.isSafeInteger(t) && t >= 0 && t <= 65_535 ? ok(t) : err('WIRE_MALFORMED', `${p}: expected a port`)),
+};
+/** A replica listening on another port than cluster.json's (PROTOCOL §10.6). */
+export type MovedPort = { id: ProcessId; port: number };
+const movedPort: Schema<MovedPort> = struct<MovedPort>(['id', 'port'], { id: processId, port: listenPort });
 const clusterId = token(MAX_CLUSTER_ID_CHARS, /^[a-z0-9-]+$/);
 const reason = text(MAX_TEXT_CHARS);
 
@@ -252,8 +260,9 @@ export type GroupCommand =
   /** The mapping message (spec §7 item 2) for the listed processes of `task` on this node. */
   | ProcMapping
   /** The manager group changed (PROTOCOL §10.7): from now on the agent votes on copies from
-   *  `replicas` and sends its requests to `primary`. */
-  | { type: 'replicas'; view: number; primary: ProcessId; replicas: ProcessId[] }
+   *  `replicas` and sends its requests to `primary`. `ports`: members that listen on another
+   *  port than cluster.json's, theirs being taken (§10.6). */
+  | { type: 'replicas'; view: number; primary: ProcessId; replicas: ProcessId[]; ports: MovedPort[] }
   /** Start manager replica `id` on this node; it joins the group of `view` (PROTOCOL §10.6). */
   | { type: 'replica.spawn'; id: ProcessId; view: number; primary: ProcessId; replicas: ProcessId[] }
   /** Stop manager replica `id` on this node: it was condemned or its start was abandoned. */
@@ -310,8 +319,8 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   },
   replicas: {
     code: 7,
-    order: ['view', 'primary', 'replicas'],
-    fields: { view: uint, primary: processId, replicas: list(processId, MAX_REPLICAS) },
+    order: ['view', 'primary', 'replicas', 'ports'],
+    fields: { view: uint, primary: processId, replicas: list(processId, MAX_REPLICAS), ports: list(movedPort, MAX_REPLICAS) },
   },
   'replica.spawn': {
     code: 8,
@@ -400,8 +409,9 @@ export type PtpPayload =
   /** Backup → backup in a dispute: the frame, signed by the primary, that gave me `rsn`
    *  (PROTOCOL §10.2 equivocation). */
   | { type: 'order.evidence'; rsn: number; frame: Uint8Array }
-  /** New replica → group members: send me the state (PROTOCOL §10.6). */
-  | { type: 'state.request'; view: number }
+  /** New replica → group members: send me the state (PROTOCOL §10.6). `port`: the port it
+   *  listens on when cluster.json's was taken, else 0. */
+  | { type: 'state.request'; view: number; port: number }
   /** Group member → new replica: the digest of the state at `rsn`, where it joined. */
   | { type: 'state.digest'; rsn: number; digest: Uint8Array }
   /** Group member → new replica: part `index` of `count` of the canonical state at `rsn`. */
@@ -414,12 +424,12 @@ export type GroupInput =
   | { type: 'tick' }
   | { type: 'node.failed'; agent: ProcessId; inc: number }
   | { type: 'replica.condemn'; evidence: SignedAccusation[] }
-  | { type: 'replica.add'; id: ProcessId };
+  | { type: 'replica.add'; id: ProcessId; port: number };
 export const groupInput: Schema<GroupInput> = union<GroupInput>({
   tick: { code: 1, order: [], fields: {} },
   'node.failed': { code: 2, order: ['agent', 'inc'], fields: { agent: processId, inc: uint } },
   'replica.condemn': { code: 3, order: ['evidence'], fields: { evidence: list(signedAccusation, 2) } },
-  'replica.add': { code: 4, order: ['id'], fields: { id: processId } },
+  'replica.add': { code: 4, order: ['id', 'port'], fields: { id: processId, port: listenPort } },
 });
 
 /** The wire form: the wrapped CG travels as the agent's own bytes and signature. */
@@ -445,7 +455,7 @@ export const ptpPayloadWire: Schema<PtpPayloadWire> = union<PtpPayloadWire>({
   accuse: { code: 7, order: ['signed'], fields: { signed: signedAccusation } },
   'view.sync': { code: 8, order: ['view', 'rsn'], fields: { view: uint, rsn: uint } },
   'order.evidence': { code: 9, order: ['rsn', 'frame'], fields: { rsn: uint, frame: bytes(MAX_EVIDENCE_FRAME_BYTES) } },
-  'state.request': { code: 10, order: ['view'], fields: { view: uint } },
+  'state.request': { code: 10, order: ['view', 'port'], fields: { view: uint, port: listenPort } },
   'state.digest': { code: 11, order: ['rsn', 'digest'], fields: { rsn: uint, digest: bytes(32, 32) } },
   'state.chunk': {
     code: 12,

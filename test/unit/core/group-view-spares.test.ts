@@ -47,7 +47,7 @@ const kills = (change: ViewChange | null) =>
   (change?.commands ?? []).flatMap((c) => (c.command.type === 'replica.kill' ? [{ agent: c.agent, id: c.command.id }] : []));
 
 const condemn = (ctx: GroupContext, g: GroupView, target: ProcessId) => adopt(ctx, applyCondemn(ctx, g, target, 'silent'));
-const join = (ctx: GroupContext, g: GroupView, id: ProcessId) => adopt(ctx, applyAdd(ctx, g, id));
+const join = (ctx: GroupContext, g: GroupView, id: ProcessId) => adopt(ctx, applyAdd(ctx, g, id, 0));
 const step = (ctx: GroupContext, g: GroupView) => adopt(ctx, recoveryStep(ctx, g));
 const fail = (ctx: GroupContext, node: string) => {
   ctx.liveAgents = ctx.liveAgents.filter((a) => a.node !== node);
@@ -268,5 +268,29 @@ describe('no bindings: the choice of PROTOCOL §10.6 as before', () => {
       }
     }
     expect(spawned).toBeGreaterThan(100); // the runs did exercise the choice
+  });
+});
+
+describe('a replacement whose port was taken (PROTOCOL §10.6, issue 14 item 3)', () => {
+  const announced = (change: ViewChange | null) =>
+    (change?.commands ?? []).flatMap((c) => (c.command.type === 'replicas' ? [{ agent: c.agent, ports: c.command.ports }] : []));
+
+  it('§10.6: joins on the port it names; every agent is told where to dial it; the port goes when the id is retired, and a new incarnation names its own', () => {
+    const { g, ctx } = world({ nodes: 4, pool: ['r1', 'r2', 'r3', 'r4', 'r5'] });
+    condemn(ctx, g, 'r1');
+    expect(g.recovery?.id).toBe('r4');
+    const joined = adopt(ctx, applyAdd(ctx, g, 'r4', 41_234));
+    expect(joined?.replicas).toEqual(['r2', 'r3', 'r4']);
+    expect(joined?.events).toContain('replica r4 joined on port 41234, its own being taken; group r2,r3,r4, view 2');
+    expect(announced(joined)).toEqual(agents(4).map((a) => ({ agent: a.id, ports: [{ id: 'r4', port: 41_234 }] })));
+    expect([...g.ports]).toEqual([['r4', 41_234]]);
+    // Condemned: retired, its port forgotten; the next view's announcement names none.
+    const next = condemn(ctx, g, 'r4');
+    expect(g.ports.size).toBe(0);
+    expect(g.recovery?.id).toBe('r5');
+    const r5 = adopt(ctx, applyAdd(ctx, g, 'r5', 0));
+    expect(announced(next).every((a) => a.ports.length === 0)).toBe(true);
+    expect(announced(r5).every((a) => a.ports.length === 0)).toBe(true);
+    expect(r5?.events).toContain('replica r5 joined; group r2,r3,r5, view 4');
   });
 });

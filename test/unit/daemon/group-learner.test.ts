@@ -29,7 +29,15 @@ afterEach(() => {
 
 describe('parseGroupOf: what the agent takes from a replica\'s status reply', () => {
   it('takes view, primary and members of a reply that names its sender', () => {
-    expect(parseGroupOf(statusJson('r2', 2, 'r2', ['r2', 'r3', 'r7']), 'r2')).toEqual({ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'] });
+    expect(parseGroupOf(statusJson('r2', 2, 'r2', ['r2', 'r3', 'r7']), 'r2')).toEqual({ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'], ports: [] });
+  });
+
+  it('takes the members\' moved ports (PROTOCOL §10.6); a malformed list makes the reply nothing', () => {
+    const base = { id: 'r2', view: 2, primary: 'r2', members: ['r2', 'r3', 'r7'] };
+    expect(parseGroupOf(JSON.stringify({ ...base, ports: [{ id: 'r7', port: 41_234 }] }), 'r2')?.ports).toEqual([{ id: 'r7', port: 41_234 }]);
+    for (const ports of [[{ id: 'r7', port: 0 }], [{ id: 'r7', port: 70_000 }], [{ id: 7, port: 4 }], 'r7:4', [null]]) {
+      expect(parseGroupOf(JSON.stringify({ ...base, ports }), 'r2')).toBeNull();
+    }
   });
 
   it('is total: not JSON, another sender, a bad view, a primary outside the members, members not strings → null', () => {
@@ -46,7 +54,7 @@ describe('parseGroupOf: what the agent takes from a replica\'s status reply', ()
 });
 
 describe('agreedGroup: two replicas alike, the highest such', () => {
-  const g = (view: number, primary: string, replicas: string[]): LearntGroup => ({ view, primary, replicas });
+  const g = (view: number, primary: string, replicas: string[]): LearntGroup => ({ view, primary, replicas, ports: [] });
 
   it('one report alone, or two that differ in anything, choose nothing', () => {
     expect(agreedGroup([g(3, 'r2', ['r2', 'r3', 'r7'])])).toBeUndefined();
@@ -73,7 +81,7 @@ describe('startGroupLearner: the agent\'s question on its own transport', () => 
     l.intercept(reply('r2', statusJson('r2', 2, 'r2', ['r2', 'r3', 'r7'])));
     expect(learnt).toEqual([]);
     l.intercept(reply('r3', statusJson('r3', 2, 'r2', ['r2', 'r3', 'r7'])));
-    expect(learnt).toEqual([{ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'] }]);
+    expect(learnt).toEqual([{ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'], ports: [] }]);
     vi.advanceTimersByTime(3_000);
     expect(sent).toHaveLength(2 * POOL.length);
     // A late third reply changes nothing.
@@ -118,7 +126,7 @@ describe('startGroupLearner: the agent\'s question on its own transport', () => 
     expect(learnt).toEqual([]);
     expect(logs).toContain('agent.group.bad-reply');
     l.intercept(reply('r3', statusJson('r3', 1, 'r2', ['r2', 'r3'])));
-    expect(learnt).toEqual([{ view: 1, primary: 'r2', replicas: ['r2', 'r3'] }]);
+    expect(learnt).toEqual([{ view: 1, primary: 'r2', replicas: ['r2', 'r3'], ports: [] }]);
   });
 
   it('gives up after waitMs, says so once, and stops asking', () => {

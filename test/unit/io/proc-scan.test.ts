@@ -2,7 +2,7 @@
 // src/io/proc-scan.ts): real processes, spawned with and without the mark.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OWNER_ENV, ownerMark, scanCluster, scanOwned } from '../../../src/io/proc-scan.ts';
+import { OWNER_ENV, ownerMark, scanMarked, scanOwned } from '../../../src/io/proc-scan.ts';
 import { procStartTime } from '../../../src/io/run-records.ts';
 
 const started: ChildProcess[] = [];
@@ -36,7 +36,7 @@ describe('scanning /proc for marked task processes (issue 14 item 6)', () => {
     expect(found[0]?.startTime).toBe(procStartTime(mine.pid as number));
     // The child (sleep) carries the mark too: killing by mark leaves nothing behind.
     expect(found[1]?.pid).not.toBe(mine.pid);
-    expect(scanCluster(cluster).map((p) => p.owner).sort()).toEqual([`${cluster}/a1`, `${cluster}/a1`, `${cluster}/a2`, `${cluster}/a2`]);
+    expect(scanMarked((o) => o.startsWith(`${cluster}/`)).map((p) => p.owner).sort()).toEqual([`${cluster}/a1`, `${cluster}/a1`, `${cluster}/a2`, `${cluster}/a2`]);
   });
 
   it('a mark without a readable VPID gives null, not a guess; a dead process is not found', async () => {
