@@ -35,6 +35,10 @@ export type InvariantName =
   | 't.commanded'
   | 't.accepted'
   | 't.truth'
+  /** Placement: a node never runs more task processes than it has slots. */
+  | 't.slots'
+  /** A finished task's outcome, and its processes' exits, are what happened on the OS. */
+  | 't.outcome'
   /** Linked tasks: every process of a task received the same broadcast at each epoch. */
   | 't.atomic-broadcast'
   /** Self-diagnosis (PROTOCOL §10): a correct replica is never condemned; after the faults heal

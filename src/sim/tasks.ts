@@ -15,6 +15,11 @@
 //                     the driver: every spawn answers a delivered proc.spawn);
 //   t.accepted        every task the operator saw accepted exists at every correct replica and,
 //                     once the faults have healed, finishes;
+//   t.outcome         at the end, a finished task's processes ended as a correct replica says
+//                     (exit code, signal) on their nodes' OS, and a task that ended normally
+//                     had every process exit 0 by itself;
+//   t.slots           a node never runs more task processes than its slots when its agent
+//                     spawns one (counted on the simulated OS, not in any core's view);
 //   t.truth           at the end, what correct replicas believe runs is what the OS runs: no
 //                     process both running (to the manager) and dead (on its node), and no live
 //                     process the manager does not know;
@@ -45,7 +50,7 @@ import {
   checkNotInvented, checkRestored, journalledTasks, servingReplicas, tasksByNonce, type ClusterResetRun, type HeldTask,
 } from './restore-checks.ts';
 import { SimWatchdog } from './sim-watchdog.ts';
-import { World, type NodeHooks, type WorldOptions } from './world.ts';
+import { SIM_AGENT_SLOTS, World, type NodeHooks, type WorldOptions } from './world.ts';
 
 /** Timing of task seeds: the defaults, with task timeouts short enough for a seed to retry. */
 export const SIM_TASK_TIMING: Partial<Timing> = { startTimeoutMs: 1000, terminateTimeoutMs: 400, connectTimeoutMs: 800 };
@@ -145,11 +150,14 @@ export class TaskSim implements NodeHooks {
   private readonly rng: SeededRandom;
   private nonces = 0;
   private readonly timing: Timing;
+  /** Slots of every node (the agents are started with them). */
+  private readonly slots: number;
 
   constructor(opts: TaskSimOptions) {
     this.rng = streamFor(opts.seed, 'os');
     this.world = new World({ ...opts, timing: { ...SIM_TASK_TIMING, ...opts.timing }, hooks: this });
     this.timing = this.world.membership.timing;
+    this.slots = opts.slots ?? SIM_AGENT_SLOTS;
     for (const a of this.world.membership.agents) {
       this.nodes.set(a.id, {
         agent: a.id, node: a.node, os: new SimSpawner(a.node, this.world.scheduler, this.rng, this.pids), records: [], procs: null,
@@ -466,6 +474,10 @@ export class TaskSim implements NodeHooks {
           const linked = e.linked;
           n.os.spawnProcess({ ...e.spec, logDir: '/sim' }, (ev: SpawnerEvent) => {
             const key = `${ref.task}/${ref.vpid}`;
+            // What runs on the node, not what any replica believes: a placement bug anywhere
+            // (the group's count, the agent's, a faulty replica's) shows here, as it forks.
+            const live = ev.type === 'os.spawned' ? n.os.running().length : 0;
+            if (live > this.slots) this.fail('t.slots', `${key} started on ${n.node} as its process number ${live}: the node has ${this.slots} slot(s)`);
             if (ev.type === 'os.exited') {
               const app = this.apps.get(key);
               if (app !== undefined && app.agent === n.agent) app.alive = false;
@@ -589,6 +601,31 @@ export class TaskSim implements NodeHooks {
     return this.pending.size === 0 && [...this.nodes.values()].every((n) => n.os.running().length === 0);
   }
 
+  /** t.outcome: what a correct replica says of a finished task's processes is what happened to
+   *  them on their nodes' OS: each one's exit code and signal, and a task that ended normally
+   *  had every process exit 0 by itself. */
+  private checkOutcomes(): void {
+    const os = new Map<string, SimSpawner>([...this.nodes.values()].map((n) => [n.node, n.os]));
+    for (const [rid, v] of this.views()) {
+      for (const t of v.tasks) {
+        if (t.outcome === null) continue;
+        for (const p of t.procs) {
+          const real = p.pid === null || p.node === null ? undefined : os.get(p.node)?.processes.get(p.pid);
+          if (real === undefined || real.exitedAtMs === null) continue; // t.truth's to judge
+          const what = `${rid}: ${t.id}/${p.vpid} (pid ${p.pid} on ${p.node})`;
+          if (p.exitCode !== null || p.signal !== null) {
+            if (p.exitCode !== real.code || p.signal !== real.signal) {
+              this.fail('t.outcome', `${what} ended with code ${p.exitCode}, signal ${p.signal}, but its OS says code ${real.code}, signal ${real.signal}`);
+            }
+          }
+          if (t.outcome === 'normal' && (real.code !== 0 || real.signal !== null)) {
+            this.fail('t.outcome', `${what}: the task ended normally but the process ended with code ${real.code}, signal ${real.signal}`);
+          }
+        }
+      }
+    }
+  }
+
   /** End-of-run checks; `healed`: the faults are over and the run had time to settle. */
   finish(healed: boolean): void {
     for (const [rid, v] of this.views()) {
@@ -611,6 +648,7 @@ export class TaskSim implements NodeHooks {
         }
       }
     }
+    this.checkOutcomes();
     this.checkAtomicBroadcast();
     const last = this.clusterResets[this.clusterResets.length - 1];
     if (last !== undefined) checkNotInvented(this.world, last, this.submitted);

@@ -2,7 +2,9 @@
 // real agent process table on a simulated OS, the real watchdog core. Each asserts what an
 // operator or a peer could observe, then the task and group invariants.
 import { describe, expect, it } from 'vitest';
+import type { CoreInput } from '../../src/core/node.ts';
 import type { ClusterView } from '../../src/core/status.ts';
+import type { ProcReport } from '../../src/core/wire/messages.ts';
 import { realCores } from '../../src/sim/cores.ts';
 import { TaskSim } from '../../src/sim/tasks.ts';
 
@@ -92,6 +94,44 @@ describe('tasks in the simulator', () => {
     s.world.runUntil(1000);
     expect(task(s, 't2')?.outcome).toBe('normal');
     finish(s);
+  });
+
+  it('issue 15: the t.slots check can fail: agents that tell the group two slots more than their nodes have are caught as the group fills them', () => {
+    const liars = { ...realCores, agent: (o: Parameters<typeof realCores.agent>[0]) => realCores.agent({ ...o, slots: o.slots + 2 }) };
+    const s = new TaskSim({ seed: 7, agents: 4, cores: liars, trace: true });
+    s.world.start();
+    s.world.runUntil(50);
+    submitted(s, { name: 'over', size: 20, file: 'sim-work', args: ['300', '0'] });
+    s.world.runUntil(400);
+    const caught = s.world.checker.violations.filter((v) => v.invariant === 't.slots');
+    expect(caught.length).toBeGreaterThan(0);
+    expect(caught[0]).toMatchObject({ seed: 7 });
+    expect(caught[0]?.message).toMatch(/^t1\/\d+ started on n\d as its process number 5: the node has 4 slot\(s\)$/);
+  });
+
+  it('issue 15: the t.outcome check can fail: agents that report every exit as a clean exit 0 are caught against the OS', () => {
+    const liars = {
+      ...realCores,
+      agent: (o: Parameters<typeof realCores.agent>[0]) => {
+        const core = realCores.agent(o);
+        const clean = (r: ProcReport): ProcReport => (r.kind === 'terminatedAbnormally' ? { ...r, kind: 'terminatedNormally', exitCode: 0, signal: null, reason: '' } : r);
+        return {
+          id: core.id, nextWakeMs: () => core.nextWakeMs(),
+          step: (i: CoreInput) => core.step(i.type === 'request' && i.request.type === 'proc.report' ? { ...i, request: { ...i.request, reports: i.request.reports.map(clean) } } : i),
+        };
+      },
+    };
+    const s = new TaskSim({ seed: 8, agents: 4, cores: liars, trace: true });
+    s.world.start();
+    s.world.runUntil(50);
+    submitted(s, { name: 'fails', size: 2, file: 'sim-work', args: ['30', '3'] });
+    s.world.runUntil(600);
+    expect(task(s, 't1')?.outcome).toBe('normal'); // what the lying agents made the group believe
+    s.finish(true);
+    const caught = s.world.checker.violations.filter((v) => v.invariant === 't.outcome');
+    expect(caught.length).toBeGreaterThan(0);
+    expect(caught[0]).toMatchObject({ seed: 8 });
+    expect(caught[0]?.message).toMatch(/^r\d: t1\/\d \(pid \d+ on n\d\) ended with code 0, signal null, but its OS says code 3, signal null$/);
   });
 
   it('an agent killed and restarted by its keeper adopts the processes that still run; nothing is reported dead (spec §1.4)', () => {
