@@ -7,6 +7,7 @@
 import type { Membership } from '../src/core/node.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import type { ClusterEvent, ReplicaStatus } from '../src/core/status.ts';
+import type { MovedPort } from '../src/core/wire/messages.ts';
 import { AGREEING_REPLIES, parseClusterView } from './op-client.ts';
 
 export type ReplicaPhase = ReplicaStatus['phase'];
@@ -249,4 +250,35 @@ export function groupHistory(
     retired.sort((a, b) => (a.view ?? Infinity) - (b.view ?? Infinity) || pool.indexOf(a.id) - pool.indexOf(b.id));
   }
   return { nodes, retired, replacement, condemnations };
+}
+
+/** Where the members listen, as status replies say (PROTOCOL §10.6): a moved port, or 0 for
+ *  cluster.json's. A place is taken once AGREEING_REPLIES replies agree on it, as agents take
+ *  the group (src/daemon/group-learner.ts): one faulty replica can neither move a member nor
+ *  keep one from moving. Each replier's latest word counts. */
+export class PortPlacement {
+  private readonly placed = new Map<ProcessId, number>();
+  private readonly votes = new Map<ProcessId, Map<number, Set<ProcessId>>>();
+
+  /** `from` says `members` listen at cluster.json's ports but for `moved`; returns the places
+   *  this settles or changes. */
+  vote(from: ProcessId, members: readonly ProcessId[], moved: readonly MovedPort[]): MovedPort[] {
+    const out: MovedPort[] = [];
+    for (const id of members) {
+      const port = moved.find((p) => p.id === id)?.port ?? 0;
+      let byPort = this.votes.get(id);
+      if (byPort === undefined) this.votes.set(id, (byPort = new Map()));
+      for (const voters of byPort.values()) voters.delete(from);
+      const voters = byPort.get(port) ?? new Set<ProcessId>();
+      byPort.set(port, voters.add(from));
+      if (voters.size < AGREEING_REPLIES || this.placed.get(id) === port) continue;
+      this.placed.set(id, port);
+      out.push({ id, port });
+    }
+    return out;
+  }
+
+  has(id: ProcessId): boolean {
+    return this.placed.has(id);
+  }
 }

@@ -27,7 +27,8 @@ import { createNodeLinkAuth } from '../src/io/link-auth-node.ts';
 import { createNodeSigner, createNodeVerifier } from '../src/io/signer-node.ts';
 import { WsTransport, type Endpoint } from '../src/io/ws-transport.ts';
 import { dialTargets } from '../src/daemon/run-core.ts';
-import { statusSettled } from './replica-group.ts';
+import { PortPlacement, statusSettled } from './replica-group.ts';
+import { AGREEING_REPLIES } from './op-client.ts';
 import { CliError, EXIT_USAGE } from './errors.ts';
 
 /** Unanswered queries are resent this often: a query sent before the link was up is lost. A
@@ -37,6 +38,8 @@ export const QUERY_RESEND_MS = 100;
  *  deduplicate by nonce, PROTOCOL §8.1). Slower than queries: each resend costs every replica
  *  a signature check and a lookup. */
 export const OP_RESEND_MS = 200;
+/** How long an operator request waits to learn where spare ids listen before it is sent. */
+export const PLACEMENT_QUERY_MS = 2_000;
 
 export type Answer<T> = { ok: true; status: T; latencyMs: number } | { ok: false; error: string };
 
@@ -144,6 +147,8 @@ export class OperatorClient {
   private transport: WsTransport | null = null;
   /** Agents dialed only when a frame is sent to them (agentListeners). */
   private onDemand = new Set<ProcessId>();
+  /** Where the replies agree the members listen (PROTOCOL §10.6). */
+  private readonly placement = new PortPlacement();
 
   private constructor(
     private readonly cluster: Cluster,
@@ -244,7 +249,7 @@ export class OperatorClient {
       else {
         const s = parseReplicaStatus(json, from);
         if (s !== null) parsed.set(from, s);
-        if (s !== null) this.learnPorts(s);
+        if (s !== null) this.learnPorts(from, s);
       }
       return watchdogAnswered && statusSettled(m, parsed, pending, running, dead);
     });
@@ -260,13 +265,16 @@ export class OperatorClient {
     };
   }
 
-  /** Dial the members a status names as listening on another port than cluster.json's there
-   *  (PROTOCOL §10.6): the host stays cluster.json's, so a faulty replica can only make this
-   *  client miss a replica it names, which the f + 1 rule tolerates. */
-  private learnPorts(s: ReplicaStatus): void {
-    for (const { id, port } of parseMovedPorts((s as { ports?: unknown }).ports ?? []) ?? []) {
+  /** Where the members `from`'s status names listen: a moved port (PROTOCOL §10.6), or
+   *  cluster.json's. Taken once two replies agree on it, as agents take the group
+   *  (group-learner.ts): one faulty replica can neither move a member nor keep one from moving.
+   *  The host stays cluster.json's. */
+  private learnPorts(from: ProcessId, s: ReplicaStatus): void {
+    const ports = parseMovedPorts((s as { ports?: unknown }).ports ?? []);
+    if (ports === null || !Array.isArray(s.members)) return;
+    for (const { id, port } of this.placement.vote(from, s.members, ports)) {
       const configured = this.cluster.config.processes.find((p) => p.id === id)?.listen;
-      if (configured !== null && configured !== undefined) this.transport?.setEndpoint(id, { host: configured.host, port });
+      if (configured !== null && configured !== undefined) this.transport?.setEndpoint(id, port === 0 ? configured : { host: configured.host, port });
     }
   }
 
@@ -288,7 +296,7 @@ export class OperatorClient {
     const r = await this.collectStatus(replicas, timeoutMs, (from, json, pending) => {
       const s = parseReplicaStatus(json, from);
       if (s !== null) parsed.set(from, s);
-      if (s !== null) this.learnPorts(s);
+      if (s !== null) this.learnPorts(from, s);
       // Only an id some answer names as a member can still change the picture: a spare id the
       // group never started (asked when the pool is all there is to go by) will not answer.
       const members = new Set([...parsed.values()].flatMap((p) => p.members));
@@ -308,7 +316,16 @@ export class OperatorClient {
     const payload = signed.cg.payload;
     if (!isOperatorRequest(payload)) throw new TypeError(`not an operator request: ${payload.type}`);
     const replies = new Map<ProcessId, OpReply>();
-    const asked = this.replicaTargets();
+    // A spare id may listen elsewhere than cluster.json says, its port being taken by someone
+    // who would then relay (and read) the request, task keys included: a spare gets it only at
+    // the address two replies agree on (learnPorts), asked for first if not known yet.
+    const initial = this.cluster.config.membership.replicas;
+    const unplaced = () => this.replicaTargets().filter((id) => !initial.includes(id) && !this.placement.has(id));
+    // Done when each is placed, or two replies are in and none names it a member.
+    const known = (answered: ReadonlyMap<ProcessId, ReplicaStatus>) =>
+      unplaced().every((id) => answered.size >= AGREEING_REPLIES && ![...answered.values()].some((s) => s.members.includes(id)));
+    if (unplaced().length > 0) await this.queryReplicas(Math.min(timeoutMs, PLACEMENT_QUERY_MS), known);
+    const asked = this.replicaTargets().filter((id) => initial.includes(id) || this.placement.has(id));
     await this.exchange({
       targets: asked,
       items: [{ type: 'op.request', signed }],

@@ -29,7 +29,7 @@ import {
 } from './replicated-state.ts';
 import type { ClusterEvent, ClusterView, DaemonReport, ReplicaStatus, PeerHealth } from './status.ts';
 import { decodeFrame, pack } from './wire/frame.ts';
-import { groupInput, type AccuseReason, type GroupInput, type Item, type PtpPayload, type SignedAccusation, type SignedCG } from './wire/messages.ts';
+import { groupInput, portClaim, type AccuseReason, type GroupInput, type Item, type PtpPayload, type SignedAccusation, type SignedCG } from './wire/messages.ts';
 
 /** `joining`: a replacement replica, started by an agent on the group's command with the group
  *  as it was then (PROTOCOL §10.6); it asks the members for the state before it serves, and
@@ -599,7 +599,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         // The primary lets the replacement in at an RSN of its own; the others wait for it.
         if (state.group.recovery?.id === from && isPrimary() && phase === 'serving' && !addOrdered.has(`${from}@${state.group.view}`)) {
           addOrdered.add(`${from}@${state.group.view}`);
-          orderInput({ type: 'replica.add', id: from, port: p.port }, nowMs, out);
+          orderInput({ type: 'replica.add', id: from, port: p.port, sig: p.sig }, nowMs, out);
         }
         return false;
       case 'order.evidence':
@@ -684,6 +684,13 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
             return;
           }
           if (p.input.type === 'tick') checkTickRate(nowMs, out);
+          // Where the replacement listens is its own word, signed, not the primary's (PROTOCOL
+          // §10.6): a primary that changes it gets no confirmation, and its order stalls until
+          // the progress rule exposes it.
+          if (p.input.type === 'replica.add' && !opts.verifier.verify(p.input.id, pack(portClaim(p.input.id, state.group.view, p.input.port)), p.input.sig)) {
+            countDrop(drops, 'SIG_INVALID');
+            return;
+          }
           // Distinct from any CG's bytes: a one-byte tag before the input's canonical encoding.
           const bytes = pack(['group-input', groupInput.enc(p.input)]);
           propose(p.rsn, { type: 'input', input: p.input }, hash(bytes), nowMs, out);
@@ -1092,7 +1099,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       startedAtMs = nowMs;
       startLinks(links, nowMs, out);
       // A replacement asks every member for the state (PROTOCOL §10.6).
-      if (opts.joining !== undefined) for (const r of state.replicas) sendPtp(r, { type: 'state.request', view: opts.joining.view, port: opts.joining.port ?? 0 }, nowMs, out);
+      if (opts.joining !== undefined) {
+        const { view, port = 0 } = opts.joining;
+        const sig = opts.signer.sign(pack(portClaim(id, view, port)));
+        for (const r of state.replicas) sendPtp(r, { type: 'state.request', view, port, sig }, nowMs, out);
+      }
       replicaHeartbeatAtMs = nowMs;
       replicaCheckAtMs = nowMs + t.replicaCheckMs;
       agentCheckAtMs = nowMs + t.agentCheckMs;

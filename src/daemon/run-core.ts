@@ -256,10 +256,10 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     // a member whose port was taken is dialed where it listens (PROTOCOL §10.6).
     if (e.type === 'replicas') {
       for (const r of replicaPool(cluster.config.membership)) {
-        transport?.setOnDemand(r, !e.replicas.includes(r));
         const configured = processEntry(cluster, r).listen;
         const moved = e.ports.find((p) => p.id === r);
         if (configured !== null && r !== id) transport?.setEndpoint(r, moved === undefined ? configured : { host: configured.host, port: moved.port });
+        transport?.setOnDemand(r, !e.replicas.includes(r));
       }
     }
     observe?.(e, clockMs());

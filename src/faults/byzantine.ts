@@ -34,7 +34,10 @@ export type ByzantineBehaviour =
   | { type: 'order.withhold' }
   /** Send nothing at all to `agents` (no group messages, acks, probes or handshakes), and keep
    *  talking to the replicas (`drop-agent-messages`). */
-  | { type: 'agents.mute'; agents: readonly ProcessId[] };
+  | { type: 'agents.mute'; agents: readonly ProcessId[] }
+  /** As primary, order every `replica.add` with `port` instead of the port the replacement
+   *  signed (PROTOCOL §10.6): the backups must not take it. */
+  | { type: 'port.alter'; port: number };
 
 export function describeBehaviour(b: ByzantineBehaviour): string {
   switch (b.type) {
@@ -52,6 +55,8 @@ export function describeBehaviour(b: ByzantineBehaviour): string {
       return 'order.withhold';
     case 'agents.mute':
       return `agents.mute ${b.agents.join(',')}`;
+    case 'port.alter':
+      return `port.alter ${b.port}`;
     default:
       return unreachable(b);
   }
@@ -107,6 +112,8 @@ function rewriteItem(to: ProcessId, item: Item, behaviours: readonly ByzantineBe
       if (gc.gssn < b.fromGssn || gc.gssn > b.toGssn) continue;
       if (b.agents !== 'all' && !b.agents.includes(gc.dest)) continue;
       out = { ...out, body: { type: 'gc', gc: alterGC(gc, b.variant) } };
+    } else if (b.type === 'port.alter' && out.type === 'ptp' && out.body !== null && out.body.type === 'wrapper.input' && out.body.input.type === 'replica.add') {
+      out = { ...out, body: { ...out.body, input: { ...out.body.input, port: b.port } } };
     } else if (b.type === 'ack.inflate' && out.type === 'gack') {
       out = { ...out, ack: out.ack + b.by };
     } else if (b.type === 'rsn.skip' && out.type === 'ptp' && out.body !== null && out.body.type === 'wrapper') {

@@ -108,7 +108,8 @@ export type TransportCounters = {
   oversized: number;
   /** Messages on an unbound connection that were not a valid proof of its nonce. */
   unboundFailures: number;
-  /** Frames from a listener on a dialed connection before we proved ourselves: never read. */
+  /** Frames on a dialed connection that were not its listener's proof, each ending it: a
+   *  stranger on the peer's port (PROTOCOL §10.6), never sent anything but our proof. */
   droppedBeforeProof: number;
   socketErrors: number;
   receiveErrors: number;
@@ -159,10 +160,10 @@ type Conn = {
   direction: 'in' | 'out';
   /** The dialed peer (out), or the peer this connection proved to be (in, once bound). */
   peer: ProcessId | null;
-  /** Proved: the dialer's proof verified (in), or we sent ours (out). Nothing else is sent
-   *  or read before. */
+  /** Proved: the dialer's proof verified (in), or the listener's (out). Nothing but proofs is
+   *  sent or read before. */
   bound: boolean;
-  /** The nonce this listener sent on it (in). */
+  /** The nonce this listener sent on it (in), or the challenge we sent its listener (out). */
   nonce: Uint8Array | null;
   failures: number;
   unboundTimer: NodeJS.Timeout | null;
@@ -617,7 +618,7 @@ export class WsTransport implements Transport {
   private onMessage(conn: Conn, data: RawData, isBinary: boolean): void {
     if (this.closed) return;
     if (!isBinary) {
-      if (conn.direction === 'out' && !conn.bound) this.prove(conn, Buffer.from(toBytes(data)).toString('latin1'));
+      if (conn.direction === 'out' && !conn.bound && conn.nonce === null) this.prove(conn, Buffer.from(toBytes(data)).toString('latin1'));
       else {
         this.counters.droppedText++;
         this.failUnbound(conn);
@@ -628,7 +629,7 @@ export class WsTransport implements Transport {
     this.counters.framesReceived++;
     if (!conn.bound) {
       if (conn.direction === 'in') this.checkProof(conn, bytes);
-      else this.counters.droppedBeforeProof++;
+      else this.checkListener(conn, bytes);
       return;
     }
     // A bound connection carries only its peer's frames.
@@ -647,7 +648,7 @@ export class WsTransport implements Transport {
     }
   }
 
-  /** Dialer: answer the listener's nonce with our proof; the connection is usable from now. */
+  /** Dialer: answer the listener's nonce with our proof and a challenge of ours. */
   private prove(conn: Conn, text: string): void {
     const hex = text.startsWith(NONCE_PREFIX) ? text.slice(NONCE_PREFIX.length) : '';
     const peer = conn.peer as ProcessId;
@@ -657,7 +658,23 @@ export class WsTransport implements Transport {
       conn.ws.terminate();
       return;
     }
-    this.sendOn(conn, bindProof(this.opts.auth.encode, peer, Buffer.from(hex, 'hex')));
+    conn.nonce = randomBytes(BIND_NONCE_BYTES);
+    this.sendOn(conn, bindProof(this.opts.auth.encode, peer, Buffer.from(hex, 'hex'), conn.nonce));
+  }
+
+  /** Dialer: the listener's answer to our challenge makes the connection usable. Anything else
+   *  means the listener is not the peer we dialed (a stranger on its port, PROTOCOL §10.6):
+   *  hang up, having sent it nothing but our proof, which binds only at the real peer. */
+  private checkListener(conn: Conn, bytes: Uint8Array): void {
+    const peer = conn.peer as ProcessId;
+    const r = conn.nonce === null ? null : openBindProof(bytes, conn.nonce, this.opts.auth.decode);
+    if (r === null || !r.ok || r.value.from !== peer) {
+      this.counters.droppedBeforeProof++;
+      const why = r === null ? 'a frame before its nonce' : r.ok ? `a proof from ${r.value.from}` : `${r.code}: ${r.detail}`;
+      this.event('warn', 'transport.listener-unproven', { peer, why });
+      conn.ws.terminate();
+      return;
+    }
     conn.bound = true;
     this.counters.bindings++;
     if (conn.unboundTimer !== null) clearTimeout(conn.unboundTimer);
@@ -667,18 +684,21 @@ export class WsTransport implements Transport {
     this.refreshLink(peer);
   }
 
-  /** Listener: bind an unbound connection to the dialer its first frame proves for its nonce. */
+  /** Listener: bind an unbound connection to the dialer its first frame proves for its nonce,
+   *  and answer the dialer's challenge. */
   private checkProof(conn: Conn, bytes: Uint8Array): void {
     const r = openBindProof(bytes, conn.nonce as Uint8Array, this.opts.auth.decode);
-    if (r.ok) {
-      this.bind(conn, r.value);
+    if (r.ok && r.value.challenge.length === BIND_NONCE_BYTES) {
+      this.bind(conn, r.value.from, bindProof(this.opts.auth.encode, r.value.from, r.value.challenge, new Uint8Array()));
       return;
     }
-    this.event('debug', 'transport.proof-refused', { code: r.code, detail: r.detail });
+    this.event('debug', 'transport.proof-refused', r.ok ? { code: 'UNEXPECTED', detail: `${r.value.from}: no challenge` } : { code: r.code, detail: r.detail });
     this.failUnbound(conn);
   }
 
-  private bind(conn: Conn, peer: ProcessId): void {
+  /** Bind `conn` to `peer` and send it `answer` (our proof), before anything else can go on it;
+   *  or refuse and close it. */
+  private bind(conn: Conn, peer: ProcessId, answer: Uint8Array): void {
     this.unbound.delete(conn);
     // Members' capacity: a peer's oldest connection makes room for its newest; past the total
     // (a few dozen processes never reach it) the newcomer is refused.
@@ -698,6 +718,7 @@ export class WsTransport implements Transport {
       clearTimeout(conn.unboundTimer);
       conn.unboundTimer = null;
     }
+    this.sendOn(conn, answer);
     this.routes.set(peer, conn);
     this.event('debug', 'transport.bound', { peer });
     this.refreshLink(peer);

@@ -4,12 +4,12 @@
 // key or by the wrong key, a member's proof or frame replayed (PROTOCOL §2.5) — is dropped and
 // counted without crashing or binding the socket.
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocket } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 import { MAX_FRAME_BYTES } from '../../src/core/constants.ts';
 import type { Core, CoreEffect, CoreInput } from '../../src/core/node.ts';
 import type { ProcessId } from '../../src/core/ports.ts';
 import { Shell } from '../../src/core/shell.ts';
-import { bindProof } from '../../src/core/wire/bind-proof.ts';
+import { bindProof, openBindProof } from '../../src/core/wire/bind-proof.ts';
 import { encodeFrame } from '../../src/core/wire/frame.ts';
 import { generateKeyPair } from '../../src/io/keys.ts';
 import { createNodeSigner, createNodeVerifier } from '../../src/io/signer-node.ts';
@@ -115,10 +115,16 @@ async function rawSocket(port: number): Promise<WebSocket & { nonce: Promise<Uin
   return Object.assign(ws, { nonce });
 }
 
-/** rawSocket(), proved as `id` to r1: bound, and nothing received on it yet. */
+/** A dialer's challenge to its listener (PROTOCOL §2.5). */
+const CHALLENGE = new Uint8Array(16).fill(7);
+
+/** rawSocket(), proved as `id` to r1, and r1's proof back checked: bound, nothing else received. */
 async function provenSocket(port: number, id: ProcessId): Promise<WebSocket> {
   const ws = await rawSocket(port);
-  ws.send(bindProof({ cluster: CLUSTER, signer: signerOf(id) }, 'r1', await ws.nonce));
+  const nonce = await ws.nonce;
+  const answer = new Promise<Uint8Array>((resolve) => ws.once('message', (data: Buffer) => resolve(new Uint8Array(data))));
+  ws.send(bindProof({ cluster: CLUSTER, signer: signerOf(id) }, 'r1', nonce, CHALLENGE));
+  expect(openBindProof(await answer, CHALLENGE, { cluster: CLUSTER, self: id, verifier })).toEqual({ ok: true, value: { from: 'r1', challenge: new Uint8Array() } });
   return ws;
 }
 
@@ -265,7 +271,7 @@ describe('ws transport', () => {
     // A process the cluster has no key for.
     const stranger = await rawSocket(port);
     const strangerSigner = createNodeSigner('x9', generateKeyPair().seed);
-    stranger.send(bindProof({ cluster: CLUSTER, signer: strangerSigner }, 'r1', await stranger.nonce));
+    stranger.send(bindProof({ cluster: CLUSTER, signer: strangerSigner }, 'r1', await stranger.nonce, CHALLENGE));
 
     // An impostor claiming to be a1, with its own key: its proof fails verification.
     const impostor = await rawSocket(port);
@@ -273,7 +279,7 @@ describe('ws transport', () => {
     let impostorGot = 0;
     impostor.on('message', () => impostorGot++);
     const forged = createNodeSigner('a1', generateKeyPair().seed);
-    impostor.send(bindProof({ cluster: CLUSTER, signer: forged }, 'r1', impostorNonce));
+    impostor.send(bindProof({ cluster: CLUSTER, signer: forged }, 'r1', impostorNonce, CHALLENGE));
 
     await until('both refused', () => server.transport.counters.unboundFailures === 2);
     expect(server.transport.isConnected('a1')).toBe(false);
@@ -298,7 +304,7 @@ describe('ws transport', () => {
     const port = server.transport.port ?? 0;
     // What an eavesdropper captured from a1's connection: its proof, then a query.
     const a1 = await rawSocket(port);
-    const proof = bindProof({ cluster: CLUSTER, signer: signerOf('a1') }, 'r1', await a1.nonce);
+    const proof = bindProof({ cluster: CLUSTER, signer: signerOf('a1') }, 'r1', await a1.nonce, CHALLENGE);
     const query = encodeFrame({ from: 'a1', to: 'r1', items: [{ type: 'probe', nonce: 9 }] }, { cluster: CLUSTER, signer: signerOf('a1') });
     a1.close();
     const replay = await rawSocket(port);
@@ -317,6 +323,37 @@ describe('ws transport', () => {
     ws.on('message', () => got++);
     ws.send(query);
     await until('answered', () => got === 1);
+  });
+
+  it('a stranger listening on a peer\'s port gets nothing from a dialer but its proof: a replayed frame of the peer ends the connection, silence leaves it unusable', async () => {
+    const port = await freePort();
+    const squatter = new WebSocketServer({ host: '127.0.0.1', port });
+    const got: { conn: number; bytes: number }[] = [];
+    let conns = 0;
+    // The first connection gets a genuine frame of r1 captured elsewhere; later ones, silence.
+    const captured = encodeFrame({ from: 'r1', to: 'a1', items: [{ type: 'probe', nonce: 1 }] }, { cluster: CLUSTER, signer: signerOf('r1') });
+    squatter.on('connection', (ws) => {
+      const n = ++conns;
+      ws.on('message', (data: Buffer) => {
+        got.push({ conn: n, bytes: data.length });
+        if (n === 1) ws.send(captured);
+      });
+      ws.send(`trine-bind ${'ab'.repeat(16)}`);
+    });
+    try {
+      const client = await startNode('a1', { dial: { r1: { host: '127.0.0.1', port } } });
+      await until('the first connection ended', () => client.transport.counters.droppedBeforeProof === 1 && conns >= 2);
+      await new Promise((r) => setTimeout(r, 200));
+      sendProbe(client, 'r1', 5);
+      expect(client.transport.isConnected('r1')).toBe(false);
+      expect(client.transport.counters.droppedNoRoute).toBeGreaterThanOrEqual(1);
+      // Each connection carried our proof and nothing else.
+      expect(got.every((g) => g.conn <= conns)).toBe(true);
+      expect(new Set(got.map((g) => g.conn)).size).toBe(got.length);
+    } finally {
+      for (const c of squatter.clients) c.terminate();
+      await new Promise((r) => squatter.close(r));
+    }
   });
 
   it('drops a frame that claims another sender on a bound connection', async () => {

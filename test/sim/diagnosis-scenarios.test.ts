@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { Core } from '../../src/core/node.ts';
 import type { ProcessId } from '../../src/core/ports.ts';
 import type { ReplicatedState } from '../../src/core/replicated-state.ts';
+import type { ReplicaStatus } from '../../src/core/status.ts';
 import { encodeFrame } from '../../src/core/wire/frame.ts';
 import type { Item } from '../../src/core/wire/messages.ts';
 import { behavioursForMode, type ByzantineBehaviour, type ByzantineMode } from '../../src/faults/byzantine.ts';
@@ -292,6 +293,19 @@ describe('self-diagnosis and replica recovery in the simulator (PROTOCOL §10)',
     for (const a of AGENTS) expect(groupOf(w, a)).toEqual({ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r4'] });
     expectOwnReplies(w, 'q', 6);
     finish(w);
+  });
+
+  it('§10.6 (issue 14 item 3): a primary that orders the replacement in at another port than the one the replacement signed gets no confirmation: no backup applies it', () => {
+    const w = cluster();
+    w.scheduler.at(START_MS, () => w.misbehave('r1', [{ type: 'port.alter', port: 4_444 }]));
+    w.scheduler.at(START_MS + 50, () => w.crash('r3'));
+    workload(w, START_MS, 4, 'p');
+    w.runUntil(START_MS + 2500);
+    expect(spawns(w).map((s) => s.id)).toContain('r4');
+    // The primary applied its own altered order; the correct backup refused to confirm it.
+    expect(w.effects((e, at) => at === 'r1' && e.type === 'deliver.input' && e.input.type === 'replica.add')).toHaveLength(1);
+    expect(w.effects((e, at) => at === 'r2' && e.type === 'deliver.input' && e.input.type === 'replica.add')).toEqual([]);
+    expect((w.replica('r2') as unknown as { status(nowMs: number): ReplicaStatus }).status(w.now).drops['SIG_INVALID']).toBeGreaterThanOrEqual(1);
   });
 
   // ---- corrupted state ------------------------------------------------------------------------

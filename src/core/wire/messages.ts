@@ -20,6 +20,10 @@ const listenPort: Schema<number> = {
   enc: (v) => v,
   dec: (t, p) => (typeof t === 'number' && Number.isSafeInteger(t) && t >= 0 && t <= 65_535 ? ok(t) : err('WIRE_MALFORMED', `${p}: expected a port`)),
 };
+/** What a replacement signs of where it listens (PROTOCOL §10.6): its id, the view it joins,
+ *  and its port (0: cluster.json's). */
+export const portClaim = (id: ProcessId, view: number, port: number): unknown[] => ['replica.port', id, view, port];
+
 /** A replica listening on another port than cluster.json's (PROTOCOL §10.6). */
 export type MovedPort = { id: ProcessId; port: number };
 const movedPort: Schema<MovedPort> = struct<MovedPort>(['id', 'port'], { id: processId, port: listenPort });
@@ -410,8 +414,9 @@ export type PtpPayload =
    *  (PROTOCOL §10.2 equivocation). */
   | { type: 'order.evidence'; rsn: number; frame: Uint8Array }
   /** New replica → group members: send me the state (PROTOCOL §10.6). `port`: the port it
-   *  listens on when cluster.json's was taken, else 0. */
-  | { type: 'state.request'; view: number; port: number }
+   *  listens on when cluster.json's was taken, else 0; `sig`: its signature over the port
+   *  (portClaim), which the primary's `replica.add` carries so the backups can check it. */
+  | { type: 'state.request'; view: number; port: number; sig: Uint8Array }
   /** Group member → new replica: the digest of the state at `rsn`, where it joined. */
   | { type: 'state.digest'; rsn: number; digest: Uint8Array }
   /** Group member → new replica: part `index` of `count` of the canonical state at `rsn`. */
@@ -424,12 +429,12 @@ export type GroupInput =
   | { type: 'tick' }
   | { type: 'node.failed'; agent: ProcessId; inc: number }
   | { type: 'replica.condemn'; evidence: SignedAccusation[] }
-  | { type: 'replica.add'; id: ProcessId; port: number };
+  | { type: 'replica.add'; id: ProcessId; port: number; sig: Uint8Array };
 export const groupInput: Schema<GroupInput> = union<GroupInput>({
   tick: { code: 1, order: [], fields: {} },
   'node.failed': { code: 2, order: ['agent', 'inc'], fields: { agent: processId, inc: uint } },
   'replica.condemn': { code: 3, order: ['evidence'], fields: { evidence: list(signedAccusation, 2) } },
-  'replica.add': { code: 4, order: ['id', 'port'], fields: { id: processId, port: listenPort } },
+  'replica.add': { code: 4, order: ['id', 'port', 'sig'], fields: { id: processId, port: listenPort, sig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) } },
 });
 
 /** The wire form: the wrapped CG travels as the agent's own bytes and signature. */
@@ -455,7 +460,7 @@ export const ptpPayloadWire: Schema<PtpPayloadWire> = union<PtpPayloadWire>({
   accuse: { code: 7, order: ['signed'], fields: { signed: signedAccusation } },
   'view.sync': { code: 8, order: ['view', 'rsn'], fields: { view: uint, rsn: uint } },
   'order.evidence': { code: 9, order: ['rsn', 'frame'], fields: { rsn: uint, frame: bytes(MAX_EVIDENCE_FRAME_BYTES) } },
-  'state.request': { code: 10, order: ['view', 'port'], fields: { view: uint, port: listenPort } },
+  'state.request': { code: 10, order: ['view', 'port', 'sig'], fields: { view: uint, port: listenPort, sig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) } },
   'state.digest': { code: 11, order: ['rsn', 'digest'], fields: { rsn: uint, digest: bytes(32, 32) } },
   'state.chunk': {
     code: 12,
@@ -579,10 +584,11 @@ export type Item =
   | { type: 'shutdown.notice'; rsn: number }
   /** Watchdog → replica: it took the shutdown of `rsn`; the replica may exit. */
   | { type: 'shutdown.ack'; rsn: number }
-  /** Dialer → listener, the only frame an unbound connection may carry: the listener's nonce
-   *  for this connection, under the dialer's signature or MAC (PROTOCOL §2.5). Checked by the
-   *  transport (src/core/wire/bind-proof.ts), never by a core. */
-  | { type: 'bind.proof'; nonce: Uint8Array };
+  /** The only frames an unbound connection carries (PROTOCOL §2.5), checked by the transport
+   *  (src/core/wire/bind-proof.ts), never by a core. Dialer → listener: the listener's `nonce`
+   *  for this connection under the dialer's signature or MAC, and a `challenge` of the dialer's
+   *  own; listener → dialer: that challenge as `nonce`, and an empty `challenge`. */
+  | { type: 'bind.proof'; nonce: Uint8Array; challenge: Uint8Array };
 
 /** The wire form of a lane-1 body: the CG travels as the agent's own bytes and signature. */
 type GroupBodyWire = { type: 'cg'; bytes: Uint8Array; sig: Uint8Array } | { type: 'gc'; gc: GroupMsgGC };
@@ -636,7 +642,7 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
   'shutdown.ack': { code: 20, order: ['rsn'], fields: { rsn: uint } },
   'challenge.ask': { code: 21, order: ['nonce'], fields: { nonce: uint } },
   challenge: { code: 22, order: ['nonce', 'challenge'], fields: { nonce: uint, challenge } },
-  'bind.proof': { code: 23, order: ['nonce'], fields: { nonce: bytes(BIND_NONCE_BYTES, BIND_NONCE_BYTES) } },
+  'bind.proof': { code: 23, order: ['nonce', 'challenge'], fields: { nonce: bytes(BIND_NONCE_BYTES, BIND_NONCE_BYTES), challenge: bytes(BIND_NONCE_BYTES) } },
 });
 
 /** The msgpack body of a frame; version and sender travel in its fixed header (PROTOCOL §2.1). */

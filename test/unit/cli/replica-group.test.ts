@@ -2,7 +2,7 @@
 // view is the one two replicas in service report identically (f = 1: one may lie), retired ids
 // and the replacement are read from the replicas' diagnosis histories and journals.
 import { describe, expect, it } from 'vitest';
-import { collectCondemnations, groupHistory, pickGroup, statusSettled } from '../../../cli/replica-group.ts';
+import { collectCondemnations, groupHistory, pickGroup, PortPlacement, statusSettled } from '../../../cli/replica-group.ts';
 import type { ReplicaStatus } from '../../../src/core/status.ts';
 import { condemned, config, journal, replica } from './status-fixtures.ts';
 
@@ -142,5 +142,29 @@ describe('collectCondemnations', () => {
       { view: 0, target: 'r3', reason: 'silent', by: ['r1', 'r2'], atMs: 50, recordedBy: ['r2'] },
       { view: 2, target: 'r1', reason: 'silent', by: ['r2', 'r4'], atMs: 880, recordedBy: ['r2', 'r4'] },
     ]);
+  });
+});
+
+describe('PortPlacement: where the members listen, once two replies agree (PROTOCOL §10.6)', () => {
+  it('one reply moves nothing; a second that agrees does, once; the configured port is a place too', () => {
+    const p = new PortPlacement();
+    expect(p.vote('r1', ['r1', 'r2', 'r5'], [{ id: 'r5', port: 41_000 }])).toEqual([]);
+    expect(p.has('r5')).toBe(false);
+    expect(p.vote('r2', ['r1', 'r2', 'r5'], [{ id: 'r5', port: 41_000 }])).toEqual([{ id: 'r1', port: 0 }, { id: 'r2', port: 0 }, { id: 'r5', port: 41_000 }]);
+    expect(p.vote('r5', ['r1', 'r2', 'r5'], [{ id: 'r5', port: 41_000 }])).toEqual([]);
+    expect(p.has('r5')).toBe(true);
+  });
+
+  it('a faulty replica alone can neither move a member nor keep one from moving; its latest word is all that counts', () => {
+    const p = new PortPlacement();
+    // r2 (faulty) says r1 and r3 moved; r1 and r3 say nobody did.
+    p.vote('r2', ['r1', 'r2', 'r3'], [{ id: 'r1', port: 9 }, { id: 'r3', port: 9 }]);
+    expect(p.vote('r1', ['r1', 'r2', 'r3'], [])).toEqual([{ id: 'r2', port: 0 }]); // r2's own place, on which they agree
+    expect(p.vote('r3', ['r1', 'r2', 'r3'], [])).toEqual([{ id: 'r1', port: 0 }, { id: 'r3', port: 0 }]);
+    // r2 repeating itself is one voice, not two.
+    expect(p.vote('r2', ['r1', 'r2', 'r3'], [{ id: 'r1', port: 9 }])).toEqual([]);
+    // Two that agree on a new port for r3 (it was replaced on another port) move it.
+    p.vote('r1', ['r1', 'r2', 'r3'], [{ id: 'r3', port: 41_001 }]);
+    expect(p.vote('r3', ['r1', 'r2', 'r3'], [{ id: 'r3', port: 41_001 }])).toEqual([{ id: 'r3', port: 41_001 }]);
   });
 });

@@ -161,7 +161,7 @@ const SCENARIOS: Scenario[] = [
       ]),
     ],
     then: [
-      all([{ kind: 'input', input: { type: 'replica.add', id: 'r5', port: 41_234 } }]),
+      all([{ kind: 'input', input: { type: 'replica.add', id: 'r5', port: 41_234, sig: new Uint8Array(64).fill(5) } }]),
       all([condemn('r1', ['r3', 'r5'], 2)]),
       all(ticks(3)), (s) => reportAll(s, 't1', 'terminatedAbnormally', () => ({ signal: 'SIGKILL', reason: 'killed' })),
       all([join('a2', 4, 2)]), all(ticks(TIMERS.replicaStartTimeoutTicks + 1)),

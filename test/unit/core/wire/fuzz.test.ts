@@ -585,7 +585,7 @@ describe(`wire fuzz (seed ${SEED})`, () => {
         // a valid order of the primary slipped into a valid MAC'd body: it needs the signature
         const order: Item = rng.chance(0.5)
           ? { type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body: { type: 'wrapper', rsn: 1 + rng.int(9), signed: signedCGOf('a1', 1 + rng.int(3), rng.pick(agentRequests)) } }
-          : { type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body: { type: 'wrapper.input', rsn: 1 + rng.int(9), input: rng.pick([{ type: 'tick' }, { type: 'replica.add', id: 'r4', port: 0 }] as const) } };
+          : { type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body: { type: 'wrapper.input', rsn: 1 + rng.int(9), input: rng.pick([{ type: 'tick' }, { type: 'replica.add', id: 'r4', port: 0, sig: new Uint8Array(64) }] as const) } };
         const items = s.items.map(toWire);
         items.splice(rng.int(items.length + 1), 0, toWire(order));
         body = pack(messages.frameBody.enc({ cluster: CLUSTER, to: s.ctx.self, items }));

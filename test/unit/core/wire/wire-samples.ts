@@ -122,7 +122,8 @@ export function itemsFrom(from: string): Item[] {
     { type: 'challenge', nonce: 1, challenge: { inc: 1_700_000_000_000, serial: 0, atMs: 1_700_000_000_123 } },
     { type: 'status.query', nonce: 1, challenge: { inc: 1_700_000_000_000, serial: 0, atMs: 1_700_000_000_123 } },
     { type: 'status.reply', nonce: 1, json: JSON.stringify({ role: 'primary', rsn: 12, nodes: ['n1', 'n2'] }) },
-    { type: 'bind.proof', nonce: Uint8Array.from({ length: 16 }, (_, i) => i * 17) },
+    { type: 'bind.proof', nonce: Uint8Array.from({ length: 16 }, (_, i) => i * 17), challenge: Uint8Array.from({ length: 16 }, (_, i) => 255 - i) },
+    { type: 'bind.proof', nonce: Uint8Array.from({ length: 16 }, (_, i) => i), challenge: new Uint8Array() },
     ...logsItems,
   ];
 }
