@@ -320,12 +320,13 @@ export class OperatorClient {
     // who would then relay (and read) the request, task keys included: a spare gets it only at
     // the address two replies agree on (learnPorts), asked for first if not known yet.
     const initial = this.cluster.config.membership.replicas;
-    const unplaced = () => this.replicaTargets().filter((id) => !initial.includes(id) && !this.placement.has(id));
+    const targets = this.replicaTargets();
+    const spares = targets.filter((id) => !initial.includes(id));
     // Done when each is placed, or two replies are in and none names it a member.
     const known = (answered: ReadonlyMap<ProcessId, ReplicaStatus>) =>
-      unplaced().every((id) => answered.size >= AGREEING_REPLIES && ![...answered.values()].some((s) => s.members.includes(id)));
-    if (unplaced().length > 0) await this.queryReplicas(Math.min(timeoutMs, PLACEMENT_QUERY_MS), known);
-    const asked = this.replicaTargets().filter((id) => initial.includes(id) || this.placement.has(id));
+      spares.every((id) => this.placement.has(id) || (answered.size >= AGREEING_REPLIES && ![...answered.values()].some((s) => s.members.includes(id))));
+    if (spares.some((id) => !this.placement.has(id))) await this.queryReplicas(Math.min(timeoutMs, PLACEMENT_QUERY_MS), known);
+    const asked = targets.filter((id) => initial.includes(id) || this.placement.has(id));
     await this.exchange({
       targets: asked,
       items: [{ type: 'op.request', signed }],

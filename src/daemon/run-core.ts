@@ -150,12 +150,6 @@ export function splitSpares(cluster: Cluster, targets: Record<ProcessId, Endpoin
   return out;
 }
 
-function totalDrops(shell: Shell): number {
-  let n = 0;
-  for (const v of Object.values(shell.counters.drops)) n += v ?? 0;
-  return n;
-}
-
 /** One-line error for a daemon that cannot start, then exit 2. */
 function startupFailure(message: string): never {
   process.stderr.write(`trine: ${message}\n`);
@@ -308,16 +302,11 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     arm();
   };
 
-  const receive = (data: Uint8Array, claimedFrom: ProcessId | null): boolean => {
-    if (tracing()) trace(`rx ${String(claimedFrom)} ${data.length}`);
-    const verified = guarded('receive', () => {
-      const before = totalDrops(shell);
-      shell.receive(data, clockMs(), claimedFrom);
-      return totalDrops(shell) === before;
-    }, false);
+  const receive = (data: Uint8Array, from: ProcessId): void => {
+    if (tracing()) trace(`rx ${from} ${data.length}`);
+    guarded('receive', () => shell.receive(data, clockMs(), from), undefined);
     if (tracing()) trace('rx.done');
     arm();
-    return verified;
   };
 
   const targets = splitSpares(cluster, dialTargets(cluster, id));
@@ -338,8 +327,9 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
       auth: { encode: replyCtx, decode: { cluster: cluster.config.cluster, self: id, verifier, linkAuth } },
       // An injected fault on frames from a bound peer takes them here: dropped, or received
       // later (the connection is bound already, so what verification says then changes nothing).
-      receive: injection === null ? receive : (data, claimedFrom) =>
-        injection.links.receive(claimedFrom, data, () => receive(data, claimedFrom)) || receive(data, claimedFrom),
+      receive: injection === null ? receive : (data, from) => {
+        if (!injection.links.receive(from, data, () => receive(data, from))) receive(data, from);
+      },
       onLink: (peer, up) => {
         guarded('link', () => shell.input({ type: up ? 'transport.up' : 'transport.down', nowMs: clockMs(), peer }), undefined);
         arm();

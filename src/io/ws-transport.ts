@@ -139,8 +139,8 @@ export type WsTransportOptions = {
   dial?: Readonly<Record<ProcessId, Endpoint>> | undefined;
   /** Peers this process dials only while it sends them frames (DIAL_DEMAND_MS). */
   dialOnDemand?: Readonly<Record<ProcessId, Endpoint>> | undefined;
-  /** Hand a frame of the bound peer `from` to the Shell; return whether it decoded and verified. */
-  receive: (data: Uint8Array, from: ProcessId) => boolean;
+  /** Hand a frame of the bound peer `from` to the Shell, which verifies it. */
+  receive: (data: Uint8Array, from: ProcessId) => void;
   /** This process's keys, to prove itself on the connections it dials (`encode`) and to check
    *  the proofs of those it accepts (`decode`): PROTOCOL §2.5. */
   auth: { encode: EncodeContext; decode: DecodeContext };
@@ -675,13 +675,7 @@ export class WsTransport implements Transport {
       conn.ws.terminate();
       return;
     }
-    conn.bound = true;
-    this.counters.bindings++;
-    if (conn.unboundTimer !== null) clearTimeout(conn.unboundTimer);
-    conn.unboundTimer = null;
-    this.event('debug', 'transport.dialed', { peer });
-    this.routes.set(peer, conn);
-    this.refreshLink(peer);
+    this.markBound(conn, peer, 'transport.dialed');
   }
 
   /** Listener: bind an unbound connection to the dialer its first frame proves for its nonce,
@@ -712,15 +706,18 @@ export class WsTransport implements Transport {
     }
     this.inbound++;
     conn.peer = peer;
+    this.sendOn(conn, answer);
+    this.markBound(conn, peer, 'transport.bound');
+  }
+
+  /** `conn` is proved, either way: from now on it carries `peer`'s frames and routes to it. */
+  private markBound(conn: Conn, peer: ProcessId, event: string): void {
     conn.bound = true;
     this.counters.bindings++;
-    if (conn.unboundTimer !== null) {
-      clearTimeout(conn.unboundTimer);
-      conn.unboundTimer = null;
-    }
-    this.sendOn(conn, answer);
+    if (conn.unboundTimer !== null) clearTimeout(conn.unboundTimer);
+    conn.unboundTimer = null;
+    this.event('debug', event, { peer });
     this.routes.set(peer, conn);
-    this.event('debug', 'transport.bound', { peer });
     this.refreshLink(peer);
   }
 

@@ -10,15 +10,13 @@
 import { BIND_NONCE_BYTES } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { err, ok, type Result } from '../result.ts';
-import { decodeFrame, encodeFrame, type DecodeContext, type EncodeContext } from './frame.ts';
+import { decodeFrame, encodeFrame, sameBytes, type DecodeContext, type EncodeContext } from './frame.ts';
 
 /** The proof `ctx.signer` sends `to` for the connection whose nonce (from `to`) is `nonce`,
  *  with `challenge` for `to` to answer (empty in a listener's answer). */
 export function bindProof(ctx: EncodeContext, to: ProcessId, nonce: Uint8Array, challenge: Uint8Array): Uint8Array {
   return encodeFrame({ from: ctx.signer.id, to, items: [{ type: 'bind.proof', nonce, challenge }] }, ctx);
 }
-
-const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
 /** Who `data` proves to be, for the connection whose nonce is `nonce`, and the challenge it
  *  asks to have answered; total. A valid frame that is not a lone proof is UNEXPECTED; a proof

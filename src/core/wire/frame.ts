@@ -30,7 +30,7 @@ export function pack(tree: unknown): Uint8Array {
   return packr.pack(tree);
 }
 
-const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => {
+export const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
