@@ -3,7 +3,7 @@
 // processes runs as nobody, reaches its agents' abstract sockets and gets its task key from them,
 // forms its authenticated mesh and computes; it cannot list the cluster dir, read a key or signal
 // an agent, and finds no secret in its environment. Needs root (skipped, saying so, otherwise).
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCluster } from '../../src/io/cluster-dir.ts';
@@ -28,8 +28,7 @@ beforeAll(async () => {
   } finally {
     delete process.env.TRINE_TASK_USER;
   }
-  const agentPid = readFileSync(join(cluster.dir, 'run', 'a1.pid'), 'utf8').trim();
-  id = await cluster.start(APP, 4, { TASK_USER_DIR: cluster.dir, TASK_USER_AGENT_PID: agentPid });
+  id = await cluster.start(APP, 4, { TASK_USER_DIR: cluster.dir });
 }, 180_000);
 
 afterAll(async () => {
