@@ -41,6 +41,9 @@ export type InvariantName =
   | 't.outcome'
   /** Linked tasks: every process of a task received the same broadcast at each epoch. */
   | 't.atomic-broadcast'
+  /** Linked tasks: a group request acted on had a quorum of matching requests from members in
+   *  its epoch; a stale request counts for nothing (src/sim/group-requests.ts). */
+  | 't.group-request'
   /** Self-diagnosis (PROTOCOL §10): a correct replica is never condemned; after the faults heal
    *  the group is three serving replicas again. */
   | 'g.condemned-correct'

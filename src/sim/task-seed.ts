@@ -167,7 +167,7 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
       s.at(f.atMs, () => sim.powerOff(f.agent));
       break;
     case 'partition':
-      w.network.addPartition({ fromMs: f.fromMs, untilMs: f.untilMs, isolated: [f.agent] });
+      sim.partition(f.agent, f.fromMs, f.untilMs);
       break;
     case 'replica-crash':
       s.at(f.atMs, () => w.crash(f.replica));

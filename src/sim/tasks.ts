@@ -20,6 +20,8 @@
 //                     had every process exit 0 by itself;
 //   t.slots           a node never runs more task processes than its slots when its agent
 //                     spawns one (counted on the simulated OS, not in any core's view);
+//   t.group-request   every SYNC or SETQUORUM reply answers a quorum of matching requests sent
+//                     in its own epoch by members (src/sim/group-requests.ts);
 //   t.truth           at the end, what correct replicas believe runs is what the OS runs: no
 //                     process both running (to the manager) and dead (on its node), and no live
 //                     process the manager does not know;
@@ -39,10 +41,11 @@ import type { ProcessId } from '../core/ports.ts';
 import { unreachable } from '../core/result.ts';
 import type { ClusterView } from '../core/status.ts';
 import type { WatchdogStatus } from '../core/watchdog.ts';
-import { GSIG_BROADCAST } from '../core/signals.ts';
+import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../core/signals.ts';
 import type { AgentToProc, Mapping } from '../core/wire/app-wire.ts';
 import type { AgentRequest, Frame, GroupCommand, OperatorRequest, ProcMode, ProcReport, TaskSubmit } from '../core/wire/messages.ts';
 import type { SpawnerEvent } from '../io/spawner.ts';
+import { checkGroupRequests, type QuorumHeard, type SentRequest } from './group-requests.ts';
 import type { InvariantName } from './invariants.ts';
 import { streamFor, type SeededRandom } from './random.ts';
 import { SimSpawner, type PidCounter } from './sim-spawner.ts';
@@ -87,6 +90,8 @@ export type SimApp = {
   pid: number;
   epoch: number;
   mapping: Mapping | null;
+  /** The epoch its first mapping carried (t.group-request: a member from then on). */
+  mappedEpoch: number | null;
   received: AppSignal[];
   alive: boolean;
   /** Cluster resets before it started: epochs start over in each fresh group. */
@@ -134,7 +139,7 @@ export class TaskSim implements NodeHooks {
   /** Tasks the operator saw accepted (two matching replies), by their submit's nonce. */
   readonly accepted = new Map<string, AcceptedTask>();
   readonly refused: { payload: OperatorRequest; text: string }[] = [];
-  readonly stats = { spawns: 0, kills: 0, reports: 0, resets: 0, clusterResets: 0, restores: 0, operatorRequests: 0 };
+  readonly stats = { spawns: 0, kills: 0, reports: 0, resets: 0, clusterResets: 0, restores: 0, operatorRequests: 0, groupReplies: 0 };
   /** Each replica's node disk: the last task journal it wrote (`persist.tasks`). It survives the
    *  replica's crash; the watchdog reads and deletes them all at a cluster reset. */
   readonly disks = new Map<ProcessId, Uint8Array>();
@@ -223,6 +228,15 @@ export class TaskSim implements NodeHooks {
   readonly apps = new Map<string, SimApp>();
   /** Every linked process that ever ran, for the end-of-run checks. */
   readonly allApps: SimApp[] = [];
+  /** Every request a linked process's library sent, and the quorum as processes were told it
+   *  (t.group-request, src/sim/group-requests.ts). */
+  readonly sentRequests: SentRequest[] = [];
+  readonly quorumsHeard: QuorumHeard[] = [];
+  /** When the operator first asked to kill each task, by era and id. */
+  private readonly killsAsked = new Map<string, number>();
+  /** Node faults, per agent: while one lasts the group may drop the node's processes, which
+   *  still run (t.group-request counts no member there). */
+  private readonly troubles = new Map<ProcessId, { fromMs: number; untilMs: number }[]>();
   /** What a linked process does at each delivered signal when its test gave it nothing else. */
   appBehaviour: ((app: SimApp, s: AppSignal) => void) | null = null;
 
@@ -237,6 +251,7 @@ export class TaskSim implements NodeHooks {
   appSend(app: SimApp, signum: number, dest: number, arg: number, epoch = app.epoch): void {
     const n = this.node(app.agent);
     if (!app.alive || n.procs === null) return;
+    this.sentRequests.push({ era: app.era, task: app.task, vpid: app.vpid, pid: app.pid, signum, dest, arg, epoch, atMs: this.now });
     this.run(n, n.procs.appSignal(app.task, app.vpid, { signum, dest, arg, epoch }));
   }
 
@@ -248,9 +263,14 @@ export class TaskSim implements NodeHooks {
       if (message.type === 'mapping') {
         app.mapping = { ...message };
         app.epoch = message.epoch;
+        app.mappedEpoch ??= message.epoch;
+        this.quorumsHeard.push({ era: app.era, task, epoch: message.epoch, quorum: message.quorum, atMs: this.now });
       } else if (message.type === 'signal') {
         // Spec §4.6 step 4: a delivered broadcast sets the process's epoch.
         if (message.dest === GSIG_BROADCAST) app.epoch = message.epoch;
+        if (message.dest === GSIG_BROADCAST && message.src === GSIG_CM && message.signum === GSIG.REP_QUORUMSET) {
+          this.quorumsHeard.push({ era: app.era, task, epoch: message.epoch, quorum: message.arg, atMs: this.now });
+        }
         const s: AppSignal = { ...message, atMs: this.world.now };
         app.received.push(s);
         (app.onSignal ?? this.appBehaviour)?.(app, s);
@@ -259,6 +279,8 @@ export class TaskSim implements NodeHooks {
   }
 
   kill(task: string): void {
+    const key = `${this.world.resets}|${task}`;
+    if (!this.killsAsked.has(key)) this.killsAsked.set(key, this.now);
     this.operate((nonce) => ({ type: 'task.kill', nonce, task }));
   }
 
@@ -292,6 +314,7 @@ export class TaskSim implements NodeHooks {
 
   /** The agent dies; its keeper starts a new incarnation after `restartAfterMs`. */
   agentDeath(agent: ProcessId, restartAfterMs: number): void {
+    this.trouble(agent, this.now, this.now + restartAfterMs);
     this.world.crash(agent);
     const era = this.world.resets;
     this.world.scheduler.after(restartAfterMs, () => {
@@ -303,6 +326,7 @@ export class TaskSim implements NodeHooks {
   /** The node loses power: agent, keeper and every process. Only the watchdog brings it back. */
   powerOff(agent: ProcessId): void {
     const n = this.node(agent);
+    this.trouble(agent, this.now, this.now);
     n.os.powerOff();
     for (const app of this.allApps) if (app.agent === agent) app.alive = false;
     this.world.crash(agent);
@@ -318,6 +342,18 @@ export class TaskSim implements NodeHooks {
     this.world.scheduler.after(NODE_REBOOT_MS, () => {
       if (era === this.world.resets) this.world.restart(n.agent);
     });
+  }
+
+  /** `agent`'s node is cut off from everyone in [fromMs, untilMs). */
+  partition(agent: ProcessId, fromMs: number, untilMs: number): void {
+    this.trouble(agent, fromMs, untilMs);
+    this.world.network.addPartition({ fromMs, untilMs, isolated: [agent] });
+  }
+
+  private trouble(agent: ProcessId, fromMs: number, untilMs: number): void {
+    const list = this.troubles.get(agent) ?? [];
+    list.push({ fromMs, untilMs });
+    this.troubles.set(agent, list);
   }
 
   /** Two replicas crash at the same moment (spec §9.2 A21): the group cannot go on (f = 1), and
@@ -485,7 +521,7 @@ export class TaskSim implements NodeHooks {
             if (n.epoch === epoch && n.procs !== null) this.run(n, n.procs.os(ref, ev));
             if (linked && ev.type === 'os.spawned') {
               const app: SimApp = {
-                task: ref.task, vpid: ref.vpid, agent: n.agent, pid: ev.pid, epoch: 0, mapping: null, received: [], alive: true, era: this.world.resets, onSignal: null,
+                task: ref.task, vpid: ref.vpid, agent: n.agent, pid: ev.pid, epoch: 0, mapping: null, mappedEpoch: null, received: [], alive: true, era: this.world.resets, onSignal: null,
               };
               const previous = this.apps.get(key);
               if (previous !== undefined) app.onSignal = previous.onSignal;
@@ -561,6 +597,18 @@ export class TaskSim implements NodeHooks {
         else if (seen.what !== what) this.fail('t.atomic-broadcast', `epoch ${r.epoch} of ${app.task}: ${seen.who} got ${seen.what}, ${who} got ${what}`);
       }
     }
+  }
+
+  /** t.group-request (src/sim/group-requests.ts). */
+  private checkGroupRequests(): void {
+    this.stats.groupReplies += checkGroupRequests({
+      requests: this.sentRequests,
+      quorums: this.quorumsHeard,
+      apps: this.allApps,
+      lifetime: (agent, pid) => this.node(agent).os.processes.get(pid) ?? null,
+      troubled: (agent, fromMs, toMs) => (this.troubles.get(agent) ?? []).some((t) => t.fromMs <= toMs && fromMs <= t.untilMs),
+      killAskedAtMs: (era, task) => this.killsAsked.get(`${era}|${task}`) ?? null,
+    }, (message) => this.fail('t.group-request', message));
   }
 
   private node(agent: ProcessId): Node {
@@ -650,6 +698,7 @@ export class TaskSim implements NodeHooks {
     }
     this.checkOutcomes();
     this.checkAtomicBroadcast();
+    this.checkGroupRequests();
     const last = this.clusterResets[this.clusterResets.length - 1];
     if (last !== undefined) checkNotInvented(this.world, last, this.submitted);
     if (!healed) return;

@@ -8,13 +8,14 @@ import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../../src/core/signals.ts';
 import type { TaskView } from '../../src/core/status.ts';
 import { realCores } from '../../src/sim/cores.ts';
 import { TaskSim, type SimApp } from '../../src/sim/tasks.ts';
+import type { WorldOptions } from '../../src/sim/world.ts';
 
 const APP_SIG = 100;
 
 /** A cluster of 4 nodes (or `agents`) running one linked task of `size` processes, all
  *  connected and holding their mapping. */
-function linkedTask(size = 4, opts: { seed?: number; agents?: number; args?: string[] } = {}) {
-  const s = new TaskSim({ seed: opts.seed ?? 1, agents: opts.agents ?? 4, cores: realCores, trace: true });
+function linkedTask(size = 4, opts: { seed?: number; agents?: number; args?: string[]; wrapCore?: WorldOptions['wrapCore'] } = {}) {
+  const s = new TaskSim({ seed: opts.seed ?? 1, agents: opts.agents ?? 4, cores: realCores, trace: true, ...(opts.wrapCore === undefined ? {} : { wrapCore: opts.wrapCore }) });
   s.world.start();
   s.world.runUntil(50);
   s.submit({ name: 'app', size, file: 'sim-linked', args: opts.args ?? [] });
@@ -34,6 +35,7 @@ function seen(a: SimApp, from = 0): string[] {
 const mark = (apps: SimApp[]) => apps.map((a) => a.received.length);
 
 function finish(s: TaskSim): void {
+  s.finish(false);
   s.world.checker.finish({ livenessExpected: false, digests: s.world.digests() });
   expect(s.world.checker.violations).toEqual([]);
 }
@@ -216,6 +218,49 @@ describe('Ghidrah signals in the simulator (spec §4)', () => {
     s.world.runUntil(s.now + 30);
     for (const [i, a] of [x, y, z].entries()) expect(seen(a, m[i])).toEqual([`NTF_DIED(${w.vpid})`, 'REP_SYNC(2)']);
     finish(s);
+  });
+
+  it('issue 15: the t.group-request check can fail: agents that stamp the current epoch on stale requests get SYNC performed on one current request, and are caught', () => {
+    // The lie: each agent rewrites the epoch of every signal request to `current` (when set).
+    let current: number | null = null;
+    const { s, apps } = linkedTask(4, {
+      seed: 11,
+      wrapCore: (id, core) => (!id.startsWith('a') ? core : {
+        ...core,
+        step: (i) => core.step(current !== null && i.type === 'request' && i.request.type === 'sig.request' ? { ...i, request: { ...i.request, epoch: current } } : i),
+      }),
+    });
+    setQuorum(s, apps, 3);
+    const [x, y, z] = apps as [SimApp, SimApp, SimApp];
+    const stale = x.epoch - 2; // an epoch before the quorum was set
+    current = x.epoch;
+    const m = mark(apps);
+    s.appSend(x, GSIG.REQ_SYNC, GSIG_CM, 1);
+    s.appSend(y, GSIG.REQ_SYNC, GSIG_CM, 1, stale);
+    s.appSend(z, GSIG.REQ_SYNC, GSIG_CM, 1, stale);
+    s.world.runUntil(s.now + 30);
+    expect(seen(x, m[0])).toEqual(['REP_SYNC(1)']); // what the lying agents made the group do
+    s.finish(false);
+    const caught = s.world.checker.violations.filter((v) => v.invariant === 't.group-request');
+    expect(caught).toHaveLength(1);
+    expect(caught[0]).toMatchObject({ seed: 11 });
+    expect(caught[0]?.message).toBe(`t1 (era 0): REP_SYNC(1) of epoch ${current + 2} was acted on with 1 matching request(s) of epoch ${current} (VPIDs 0), but the quorum was 3 and 4 member(s) surely counted`);
+  });
+
+  it('issue 15: t.group-request holds when every process asks in the current epoch, and a reply no one asked for is caught', () => {
+    const { s, apps } = linkedTask(4, { seed: 12 });
+    setQuorum(s, apps, 3);
+    const m = mark(apps);
+    for (const a of apps.slice(0, 3)) s.appSend(a, GSIG.REQ_SYNC, GSIG_CM, 7);
+    s.world.runUntil(s.now + 30);
+    expect(seen(apps[3] as SimApp, m[3])).toEqual(['REP_SYNC(7)']);
+    finish(s);
+    expect(s.stats.groupReplies).toBe(2); // REP_QUORUMSET(3), REP_SYNC(7)
+    // The same run, with one request forgotten: the reply answers too few.
+    s.sentRequests.splice(s.sentRequests.findIndex((r) => r.signum === GSIG.REQ_SYNC), 1);
+    s.world.checker.violations.length = 0;
+    s.finish(false);
+    expect(s.world.checker.violations.map((v) => v.invariant)).toEqual(['t.group-request']);
   });
 
   it('A10: a crashed process: NTF_DIED(vpid) exactly once reaches every survivor', () => {
