@@ -32,10 +32,15 @@ export type NextStep =
   | { type: 'dispute'; rsn: number };
 
 /** What to do about RSN `rsn` (the next to execute). `otherAnswers`: the other backup is
- *  heartbeat-healthy, so its confirmation is worth waiting for. */
-export function nextStep(oc: OrderConfirm, rsn: number, nowMs: number, otherAnswers: boolean, confirmMs: number): NextStep {
+ *  heartbeat-healthy, so its confirmation is worth waiting for; `otherCondemned`: we hold two
+ *  accusations against it (or there is none), so its word counts for nothing. */
+export function nextStep(oc: OrderConfirm, rsn: number, nowMs: number, otherAnswers: boolean, otherCondemned: boolean, confirmMs: number): NextStep {
   const p = oc.proposals.get(rsn);
   if (p === undefined) return { type: 'wait', untilMs: null };
+  // A backup we have condemned confirms nothing, and its digest, even one that disputed this
+  // RSN, no longer holds it back (PROTOCOL §5.8, §10.2 `order.lie`). One merely silent still
+  // does: a dispute is settled by evidence, not by a heartbeat lost.
+  if (otherCondemned) return { type: 'execute', ordered: p.ordered, confirmed: false };
   if (oc.disputed.has(rsn)) return { type: 'wait', untilMs: null };
   const c = oc.confirmations.get(rsn);
   if (c !== undefined) {

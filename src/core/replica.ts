@@ -176,7 +176,17 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
    *  backup was given another order (PROTOCOL §10.2); and the other backup's evidence that
    *  arrived before our own proposal. */
   const orderFrames = new Map<number, Uint8Array>();
+  /** Executed RSNs whose primary frame a backup keeps (see executeInOrder). */
+  const EXECUTED_FRAMES_KEPT = 64;
   const evidenceWaiting = new Map<number, Uint8Array>();
+  /** Backups: the other backup's signed frame that carried its `order` digest for each RSN we
+   *  have not executed, to show the primary if that digest is not of the primary's order; and
+   *  the disputes we hold, with the deadline for the other backup's evidence of an equivocation
+   *  (PROTOCOL §5.8, §10.2 `order.lie`). */
+  const confirmFrames = new Map<number, Uint8Array>();
+  /** RSNs whose primary frame we already showed the other backup. */
+  const evidenceSent = new Set<number>();
+  const disputes = new Map<number, { other: ProcessId; deadlineMs: number }>();
   /** A new primary's order (or a replacement's) starts after the executed RSN: whatever the
    *  old one proposed beyond it is void, with its frames and the evidence about them. */
   const resetOrder = (): void => {
@@ -184,6 +194,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     confirm.proposedRsn = state.rsn;
     orderFrames.clear();
     evidenceWaiting.clear();
+    confirmFrames.clear();
+    disputes.clear();
+    evidenceSent.clear();
   };
   /** view.sync messages that arrived before we condemned the primary ourselves. */
   const earlySync = new Map<ProcessId, { view: number; rsn: number }>();
@@ -494,9 +507,17 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   }
   let replaying = false;
 
+  /** Primary: remember the digest of what it ordered at `rsn`, to judge a backup's confirmation
+   *  another backup shows it (PROTOCOL §10.2 `order.lie`). */
+  function recordOrder(rsn: number, o: Ordered): void {
+    executedDigests.set(rsn, orderDigest(o));
+    executedDigests.delete(rsn - MAX_ORDER_AHEAD);
+  }
+
   /** Primary: order an input of the group's own (PROTOCOL §8.3, §8.4). */
   function orderInput(input: GroupInput, nowMs: number, out: CoreEffect[]): void {
     state.rsn++;
+    recordOrder(state.rsn, { type: 'input', input });
     for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper.input', rsn: state.rsn, input }, nowMs, out);
     execute({ type: 'input', input }, nowMs, out);
   }
@@ -512,6 +533,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       return;
     }
     state.rsn++;
+    recordOrder(state.rsn, { type: 'cg', signed });
     for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper', rsn: state.rsn, signed }, nowMs, out);
     deliver(signed, nowMs, out);
   }
@@ -540,6 +562,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     let next: SignedCG | undefined = signed;
     while (next !== undefined) {
       state.rsn++;
+      recordOrder(state.rsn, { type: 'cg', signed: next });
       for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper', rsn: state.rsn, signed: next }, nowMs, out);
       deliver(next, nowMs, out);
       const held = holdback.get(client);
@@ -604,6 +627,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         return false;
       case 'order.evidence':
         if (!isPrimary() && otherBackups().includes(from)) onEvidence(from, p.rsn, p.frame, nowMs, out);
+        else if (isPrimary() && backups().includes(from)) onOrderClaim(from, p.rsn, p.frame, nowMs, out);
         return false;
       case 'state.digest':
       case 'state.chunk':
@@ -708,10 +732,12 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
             confirm.confirmations.set(p.rsn, p.digest);
             executeInOrder(nowMs, out);
           } else {
-            // We executed this RSN without its confirmation: a different one still exposes the lie.
+            // We executed this RSN without its confirmation: a different one still exposes the lie,
+            // and the other backup, which disputes it, needs our frame as evidence.
             const mine = executedDigests.get(p.rsn);
             if (mine !== undefined && !mine.every((x, i) => x === p.digest[i])) {
               suspect(out, state.primary, 'digest.mismatch', `${d.from} was given another request at executed rsn ${p.rsn}`);
+              sendEvidence(d.from, p.rsn, nowMs, out);
             }
           }
           return;
@@ -752,6 +778,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   function onEvidence(from: ProcessId, rsn: number, frame: Uint8Array, nowMs: number, out: CoreEffect[]): void {
     const mine = confirm.proposals.get(rsn)?.digest ?? executedDigests.get(rsn);
     if (mine === undefined) {
+      if (rsn === confirm.proposedRsn + 1 && phase === 'serving' && sync === null) return relayedOrder(from, rsn, frame, nowMs, out);
       if (rsn > state.rsn && evidenceWaiting.size < MAX_ORDER_AHEAD) evidenceWaiting.set(rsn, frame);
       return;
     }
@@ -762,10 +789,79 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       if (b === null || (b.type !== 'wrapper' && b.type !== 'wrapper.input') || b.rsn !== rsn) continue;
       const theirs = orderDigest(b.type === 'wrapper' ? { type: 'cg', signed: b.signed } : { type: 'input', input: b.input });
       if (!theirs.every((x, i) => x === mine[i])) {
+        disputes.delete(rsn);
+        // The other backup holds proof only if it has our frame too (we may have executed this
+        // RSN without disputing it); the accusation is once per view, the frame is cheap.
+        sendEvidence(from, rsn, nowMs, out);
         diagnosis.accuse(state.primary, 'equivocation', `the primary signed two orders for rsn ${rsn} (${from} holds the other)`, nowMs, out);
         actOnCondemnation(nowMs, out);
       }
       return;
+    }
+  }
+
+  /** PROTOCOL §5.8: the other backup executed `rsn` without our confirmation and shows us the
+   *  primary's signed frame for it, the next RSN we lack. A primary that withholds an order from
+   *  one backup cannot stall it: the order is the primary's own, signed, whoever relays it. */
+  function relayedOrder(from: ProcessId, rsn: number, frame: Uint8Array, nowMs: number, out: CoreEffect[]): void {
+    const decoded = decodeFrame(frame, { cluster: m.cluster, self: from, verifier: opts.verifier });
+    if (!decoded.ok || decoded.value.from !== state.primary) return;
+    for (const item of decoded.value.items) {
+      const b = item.type === 'ptp' ? item.body : null;
+      if (b === null || (b.type !== 'wrapper' && b.type !== 'wrapper.input') || b.rsn !== rsn) continue;
+      if (b.type === 'wrapper') {
+        if (!(agentIds.has(b.signed.cg.client) || nonceClients.has(b.signed.cg.client))) return;
+        progressTimers.delete(progressKey(b.signed.cg));
+        out.push({ type: 'log', level: 'warn', event: 'order.relayed', fields: { rsn, from } });
+        return propose(rsn, { type: 'cg', signed: b.signed }, hash(b.signed.bytes), nowMs, out);
+      }
+      if (b.type === 'wrapper.input') {
+        if (b.input.type === 'replica.add' && !opts.verifier.verify(b.input.id, pack(portClaim(b.input.id, state.group.view, b.input.port)), b.input.sig)) return;
+        out.push({ type: 'log', level: 'warn', event: 'order.relayed', fields: { rsn, from } });
+        return propose(rsn, { type: 'input', input: b.input }, hash(pack(['group-input', groupInput.enc(b.input)])), nowMs, out);
+      }
+    }
+  }
+
+  /** Backups: show the other backup, once per RSN, the primary's signed frame that gave us `rsn`. */
+  function sendEvidence(to: ProcessId, rsn: number, nowMs: number, out: CoreEffect[]): void {
+    const frame = orderFrames.get(rsn);
+    if (frame === undefined || evidenceSent.has(rsn)) return;
+    evidenceSent.add(rsn);
+    if (evidenceSent.size > EXECUTED_FRAMES_KEPT) evidenceSent.delete(evidenceSent.values().next().value as number);
+    sendPtp(to, { type: 'order.evidence', rsn, frame }, nowMs, out);
+  }
+
+  /** PROTOCOL §10.2 `order.lie`, the primary's side: a backup shows us the other backup's
+   *  signed frame with its `order` digest for `rsn`. If that digest is not of what we ordered
+   *  there, the other backup confirmed an order nobody gave it. */
+  function onOrderClaim(from: ProcessId, rsn: number, frame: Uint8Array, nowMs: number, out: CoreEffect[]): void {
+    const mine = executedDigests.get(rsn);
+    if (mine === undefined) return;
+    const decoded = decodeFrame(frame, { cluster: m.cluster, self: from, verifier: opts.verifier });
+    if (!decoded.ok) return;
+    const liar = decoded.value.from;
+    if (liar === from || !backups().includes(liar)) return;
+    for (const item of decoded.value.items) {
+      const b = item.type === 'ptp' ? item.body : null;
+      if (b === null || b.type !== 'order' || b.rsn !== rsn) continue;
+      if (!b.digest.every((x, i) => x === mine[i])) {
+        diagnosis.accuse(liar, 'order.lie', `${liar} confirmed rsn ${rsn} with a digest of no order of ours (${from} showed its signed frame)`, nowMs, out);
+        actOnCondemnation(nowMs, out);
+      }
+      return;
+    }
+  }
+
+  /** PROTOCOL §10.2 `order.lie`, the disputing backup's side: no evidence of an equivocation
+   *  came within the bound, so the other backup confirmed an order the primary never gave. */
+  function disputeTimers(nowMs: number, out: CoreEffect[]): void {
+    for (const [rsn, d] of disputes) {
+      if (d.deadlineMs > nowMs) continue;
+      disputes.delete(rsn);
+      if (!otherBackups().includes(d.other)) continue;
+      diagnosis.accuse(d.other, 'order.lie', `${d.other} confirmed rsn ${rsn} with another digest than the primary's order and showed no frame of the primary's for it within ${t.orderConfirmMs} ms`, nowMs, out);
+      actOnCondemnation(nowMs, out);
     }
   }
 
@@ -885,15 +981,25 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       return health(seen) !== 'silent';
     });
     for (;;) {
-      const next = nextStep(confirm, state.rsn + 1, nowMs, answers, t.orderConfirmMs);
+      const next = nextStep(confirm, state.rsn + 1, nowMs, answers, others.length === 0 || others.every((b) => b === condemned), t.orderConfirmMs);
       if (next.type === 'wait') return;
       if (next.type === 'dispute') {
         suspect(out, state.primary, 'digest.mismatch', `${others.join(',')} was given another request at rsn ${next.rsn}`);
-        const frame = orderFrames.get(next.rsn);
-        for (const b of others) if (frame !== undefined) sendPtp(b, { type: 'order.evidence', rsn: next.rsn, frame }, nowMs, out);
+        for (const b of others) sendEvidence(b, next.rsn, nowMs, out);
+        // Either the primary signed two orders, and the other backup shows us its frame within
+        // the bound, or the other backup lied: the primary sees that from its signed `order`.
+        const claim = confirmFrames.get(next.rsn);
+        if (claim !== undefined) sendPtp(state.primary, { type: 'order.evidence', rsn: next.rsn, frame: claim }, nowMs, out);
+        const other = others[0];
+        if (other !== undefined) disputes.set(next.rsn, { other, deadlineMs: nowMs + t.orderConfirmMs });
         return;
       }
-      if (!next.confirmed) out.push({ type: 'log', level: 'info', event: 'order.unconfirmed', fields: { rsn: state.rsn + 1, others } });
+      if (!next.confirmed) {
+        out.push({ type: 'log', level: 'info', event: 'order.unconfirmed', fields: { rsn: state.rsn + 1, others } });
+        // The other backup heartbeats but did not confirm: the primary may have withheld this
+        // order from it. Show it the primary's frame, so it can go on (relayedOrder).
+        if (answers) for (const b of others) sendEvidence(b, state.rsn + 1, nowMs, out);
+      }
       state.rsn++;
       const proposal = confirm.proposals.get(state.rsn);
       if (proposal !== undefined) {
@@ -901,7 +1007,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         executedDigests.delete(state.rsn - MAX_ORDER_AHEAD);
       }
       executed(confirm, state.rsn);
-      orderFrames.delete(state.rsn);
+      // The primary's frame stays a while after execution: the other backup may dispute an RSN
+      // we executed unconfirmed and need it as evidence (PROTOCOL §5.8).
+      orderFrames.delete(state.rsn - EXECUTED_FRAMES_KEPT);
+      confirmFrames.delete(state.rsn);
+      disputes.delete(state.rsn);
       execute(next.ordered, nowMs, out);
     }
   }
@@ -982,6 +1092,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
 
   function timers(nowMs: number, out: CoreEffect[]): void {
     linkTimers(links, nowMs, out);
+    disputeTimers(nowMs, out);
     shutdownTimers(nowMs, out);
     if (replicaHeartbeatAtMs <= nowMs) {
       heartbeatCounter++;
@@ -1187,6 +1298,10 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
                 input.raw.length <= MAX_EVIDENCE_FRAME_BYTES && orderFrames.size < MAX_ORDER_AHEAD) {
                 orderFrames.set(item.body.rsn, input.raw);
               }
+              if (input.raw !== undefined && !isPrimary() && otherBackups().includes(from) && item.type === 'ptp' && item.body !== null &&
+                item.body.type === 'order' && item.body.rsn > state.rsn && input.raw.length <= MAX_EVIDENCE_FRAME_BYTES && confirmFrames.size < MAX_ORDER_AHEAD) {
+                confirmFrames.set(item.body.rsn, input.raw);
+              }
               const r = linkReceive(links, from, item, nowMs, out);
               if (r.drop !== null) countDrop(drops, r.drop);
               for (const d of r.deliveries) onDelivery(d, nowMs, out);
@@ -1252,8 +1367,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     for (const p of probes.values()) if (!p.expired) next = Math.min(next, p.deadlineMs);
     if (isPrimary() && clockNeeded()) next = Math.min(next, ticking ? tickAtMs : 0);
     const waiting = phase === 'serving' && sync === null ? confirm.proposals.get(state.rsn + 1) : undefined;
-    // A disputed RSN waits for self-diagnosis (PROTOCOL §10.2), not for a deadline.
+    // A disputed RSN waits for self-diagnosis (PROTOCOL §10.2), whose evidence has a deadline.
     if (waiting !== undefined && !confirm.disputed.has(state.rsn + 1)) next = Math.min(next, waiting.atMs + t.orderConfirmMs);
+    for (const d of disputes.values()) next = Math.min(next, d.deadlineMs);
     return next;
   }
 

@@ -8,7 +8,7 @@ import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { ReplicatedState } from '../core/replicated-state.ts';
 import { unreachable } from '../core/result.ts';
-import type { GroupMsgGC, Item, SignedCG } from '../core/wire/messages.ts';
+import type { GroupMsgGC, Item, PtpPayload, SignedCG } from '../core/wire/messages.ts';
 
 export type ByzantineBehaviour =
   /** Change the content of the GCs with GSSN in [fromGssn, toGssn] sent to `agents`. Replicas
@@ -37,7 +37,13 @@ export type ByzantineBehaviour =
   | { type: 'agents.mute'; agents: readonly ProcessId[] }
   /** As primary, order every `replica.add` with `port` instead of the port the replacement
    *  signed (PROTOCOL §10.6): the backups must not take it. */
-  | { type: 'port.alter'; port: number };
+  | { type: 'port.alter'; port: number }
+  /** As a backup, confirm every order to the other backup with a wrong digest (PROTOCOL §5.8):
+   *  the other backup sees a dispute it cannot resolve with evidence. */
+  | { type: 'order.lie' }
+  /** To a replacement taking the state (PROTOCOL §10.6), send a forged state digest (`digest`)
+   *  or forged state chunks (`chunk`): it must install only what two members vouch for. */
+  | { type: 'state.forge'; what: 'digest' | 'chunk' };
 
 export function describeBehaviour(b: ByzantineBehaviour): string {
   switch (b.type) {
@@ -57,6 +63,10 @@ export function describeBehaviour(b: ByzantineBehaviour): string {
       return `agents.mute ${b.agents.join(',')}`;
     case 'port.alter':
       return `port.alter ${b.port}`;
+    case 'order.lie':
+      return 'order.lie';
+    case 'state.forge':
+      return `state.forge ${b.what}`;
     default:
       return unreachable(b);
   }
@@ -94,6 +104,14 @@ function alterGC(gc: GroupMsgGC, variant: number): GroupMsgGC {
   }
 }
 
+/** `bytes` with its first bit flipped (a copy; empty stays empty, one byte added instead). */
+function flipped(bytes: Uint8Array): Uint8Array {
+  if (bytes.length === 0) return Uint8Array.of(1);
+  const out = Uint8Array.from(bytes);
+  out[0] = (out[0] as number) ^ 1;
+  return out;
+}
+
 /** What a Byzantine replica remembers between steps: the CG it ordered at each RSN, the RSNs it
  *  gave group inputs, and where the swap of `rsn.swap` stands. */
 type Memory = { ordered: Map<number, SignedCG>; inputs: Set<number>; swapAt: number | null };
@@ -114,6 +132,11 @@ function rewriteItem(to: ProcessId, item: Item, behaviours: readonly ByzantineBe
       out = { ...out, body: { type: 'gc', gc: alterGC(gc, b.variant) } };
     } else if (b.type === 'port.alter' && out.type === 'ptp' && out.body !== null && out.body.type === 'wrapper.input' && out.body.input.type === 'replica.add') {
       out = { ...out, body: { ...out.body, input: { ...out.body.input, port: b.port } } };
+    } else if (b.type === 'order.lie' && out.type === 'ptp' && out.body !== null && out.body.type === 'order') {
+      out = { ...out, body: { ...out.body, digest: flipped(out.body.digest) } };
+    } else if (b.type === 'state.forge' && out.type === 'ptp' && out.body !== null && out.body.type === (b.what === 'digest' ? 'state.digest' : 'state.chunk')) {
+      const body = out.body as Extract<PtpPayload, { type: 'state.digest' | 'state.chunk' }>;
+      out = { ...out, body: body.type === 'state.digest' ? { ...body, digest: flipped(body.digest) } : { ...body, data: flipped(body.data) } };
     } else if (b.type === 'ack.inflate' && out.type === 'gack') {
       out = { ...out, ack: out.ack + b.by };
     } else if (b.type === 'rsn.skip' && out.type === 'ptp' && out.body !== null && out.body.type === 'wrapper') {

@@ -26,6 +26,7 @@ const REPLICA_CHECK_MS = 150;
 const DIAGNOSIS_TIMEOUT_MS = 400;
 const PRIMARY_PROGRESS_MS = 500;
 const REPLICA_TIMEOUT_MS = 500;
+const ORDER_CONFIRM_MS = 1000;
 
 function cluster(opts: Partial<WorldOptions> = {}): World {
   const w = new World({ seed: 0, agents: AGENTS.length, cores: realCores, trace: true, ...opts });
@@ -281,6 +282,10 @@ describe('self-diagnosis and replica recovery in the simulator (PROTOCOL §10)',
 
     const accused = accusations(w).filter((a) => a.target === 'r1');
     expect(accused.map((a) => [a.by, a.reason]).sort()).toEqual([['r2', 'equivocation'], ['r3', 'equivocation']]);
+    // Each backup's dispute was answered by the other's evidence within the bound: no correct
+    // backup takes the other for a liar (PROTOCOL §10.2 order.lie). The faulty primary, fooled
+    // by its own second order, may accuse one: a single accusation condemns no one.
+    expect(accusations(w).filter((a) => a.by !== 'r1' && a.target !== 'r1')).toEqual([]);
     expect(summary(condemnations(w))).toEqual([{ target: 'r1', by: ['r2', 'r3'], reason: 'equivocation' }]);
     // The disputed RSN was never executed by a backup: the condemnation took its place.
     const equivocatedRsn = Number(/rsn (\d+)/.exec(accused[0]?.detail ?? '')?.[1]);
@@ -293,6 +298,51 @@ describe('self-diagnosis and replica recovery in the simulator (PROTOCOL §10)',
     for (const a of AGENTS) expect(groupOf(w, a)).toEqual({ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r4'] });
     expectOwnReplies(w, 'q', 6);
     finish(w);
+  });
+
+  it('§10.2 order.lie (issue 15 item 3): a backup that confirms every order with a wrong digest is condemned at once by the primary, which sees its signed confirmation, and by the other backup when no evidence of an equivocation comes; the correct backup is never accused', () => {
+    const w = cluster();
+    w.scheduler.at(START_MS - 10, () => w.misbehave('r3', [{ type: 'order.lie' }]));
+    workload(w, START_MS, 6, 'l');
+    w.runUntil(START_MS + 2500);
+
+    const accused = accusations(w);
+    expect(accused.filter((a) => a.target !== 'r3')).toEqual([]);
+    expect(accused.map((a) => [a.by, a.reason]).sort()).toEqual([['r1', 'order.lie'], ['r2', 'order.lie']]);
+    const byPrimary = accused.find((a) => a.by === 'r1') as { atMs: number; detail: string };
+    const byBackup = accused.find((a) => a.by === 'r2') as { atMs: number; detail: string };
+    expect(byPrimary.detail).toMatch(/^r3 confirmed rsn \d+ with a digest of no order of ours \(r2 showed its signed frame\)$/);
+    expect(byBackup.detail).toMatch(/^r3 confirmed rsn \d+ with another digest than the primary's order and showed no frame of the primary's for it within 1000 ms$/);
+    // The backup waits out the bound for evidence (orderConfirmMs), no longer.
+    expect(byBackup.atMs - byPrimary.atMs).toBeGreaterThanOrEqual(ORDER_CONFIRM_MS - 5);
+    expect(byBackup.atMs - byPrimary.atMs).toBeLessThan(ORDER_CONFIRM_MS + 50);
+    expect(summary(condemnations(w))).toEqual([{ target: 'r3', by: ['r1', 'r2'], reason: 'order.lie' }]);
+    expect(spawns(w)).toEqual([expect.objectContaining({ id: 'r4', node: 'n4' })]);
+    for (const a of AGENTS) expect(groupOf(w, a)).toEqual({ view: 2, primary: 'r1', replicas: ['r1', 'r2', 'r4'] });
+    expectOwnReplies(w, 'l', 6);
+    finish(w);
+  });
+
+  it('§10.6 (issue 15 item 3): a member that forges the state it sends a replacement (digest or chunks) cannot get it installed: the replacement installs only what two members vouch for', () => {
+    for (const what of ['digest', 'chunk'] as const) {
+      const w = cluster();
+      w.scheduler.at(START_MS, () => w.misbehave('r1', [{ type: 'state.forge', what }]));
+      w.scheduler.at(START_MS + 50, () => w.crash('r3'));
+      workload(w, START_MS, 4, 's');
+      w.runUntil(START_MS + 2500);
+      expect(spawns(w).map((x) => x.id), what).toContain('r4');
+      // With one member forging and one crashed, two faults: the replacement must wait, never
+      // take the forger's word (a digest only one member sent, or chunks that do not hash to
+      // the digests two members sent).
+      const r4 = installed(w, 'r4');
+      if (r4 !== null) {
+        const r2 = digestsSentTo(w, 'r4').get('r2');
+        expect(w.digests().get('r4')?.digest, what).toBe(w.digests().get('r2')?.digest);
+        expect(r2?.rsn, what).toBe(r4.rsn);
+      }
+      w.checker.finish({ livenessExpected: false, digests: w.digests() });
+      expect(w.checker.violations, what).toEqual([]);
+    }
   });
 
   it('§10.6 (issue 14 item 3): a primary that orders the replacement in at another port than the one the replacement signed gets no confirmation: no backup applies it', () => {

@@ -362,8 +362,8 @@ export const groupMsgGC: Schema<GroupMsgGC> = struct<GroupMsgGC>(['gssn', 'prevG
 /** Why a replica accuses another (PROTOCOL §10.2). Each is a judgement a correct replica makes
  *  only about a faulty one, under the timing bounds of the fault model. */
 export type AccuseReason =
-  | 'silent' | 'rsn.gap' | 'primary.progress' | 'equivocation' | 'digest' | 'agent.reports' | 'clock.rate';
-export const ACCUSE_REASONS = ['silent', 'rsn.gap', 'primary.progress', 'equivocation', 'digest', 'agent.reports', 'clock.rate'] as const;
+  | 'silent' | 'rsn.gap' | 'primary.progress' | 'equivocation' | 'digest' | 'agent.reports' | 'clock.rate' | 'order.lie';
+export const ACCUSE_REASONS = ['silent', 'rsn.gap', 'primary.progress', 'equivocation', 'digest', 'agent.reports', 'clock.rate', 'order.lie'] as const;
 /** Replica `from` says, in view `view`, that `target` is faulty. Signed by `from` on its own
  *  (like a CG), so that two of them are evidence any replica can check (PROTOCOL §10.3). */
 export type Accusation = { from: ProcessId; view: number; target: ProcessId; reason: AccuseReason };
@@ -666,7 +666,7 @@ export function embeddedSignatures(item: Item | ItemWire): number {
  *  carried it and may forward it to the other backup as evidence of equivocation (PROTOCOL
  *  §10.2), so it travels only in a signed frame, never a MAC'd one (§2.4). */
 export function needsFrameSignature(item: Item | ItemWire): boolean {
-  return item.type === 'ptp' && item.body !== null && (item.body.type === 'wrapper' || item.body.type === 'wrapper.input');
+  return item.type === 'ptp' && item.body !== null && (item.body.type === 'wrapper' || item.body.type === 'wrapper.input' || item.body.type === 'order');
 }
 
 /** Process ids as they appear in the frame header: ASCII, checked without parsing msgpack. */
