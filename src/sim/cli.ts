@@ -5,14 +5,16 @@
 //   --tasks                  task seeds instead (src/sim/task-seed.ts, issue 3): tasks, process
 //                            crashes, agent deaths, power-offs, partitions, and in one seed of 20
 //                            two replicas at once (A21: a cluster reset); replay with --tasks --seed S
-// Prints one line per failing seed with its replay command and first violation, and ends with
-// exactly `sim: N seeds, V violations`; exits 1 when V > 0, 2 on a usage error.
+// Prints one line per failing seed with its replay command and first violation, then (for a run
+// of several seeds) the coverage: how many seeds injected each kind of fault, had each invariant
+// judge something, and took each protocol path (issue 15 item 4); and ends with exactly
+// `sim: N seeds, V violations`; exits 1 when V > 0, 2 on a usage error.
 import { parseArgs } from 'node:util';
 import { realCores } from './cores.ts';
-import { describePlan } from './fault-plan.ts';
+import { describePlan, faultLabels } from './fault-plan.ts';
 import type { Violation } from './invariants.ts';
 import { runSeed } from './run-seed.ts';
-import { describeTaskPlan, runTaskSeed } from './task-seed.ts';
+import { describeTaskPlan, runTaskSeed, taskFaultLabels } from './task-seed.ts';
 import type { SimCrypto } from './sim-signer.ts';
 
 /** More agents than this is a typo, not a simulation: per-seed work grows with the square. */
@@ -31,6 +33,23 @@ function intArg(name: string, value: string | undefined, fallback: number, min: 
   const n = Number(value);
   if (n < min || n > max) usage(`--${name} must be between ${min} and ${max}, got ${n}`);
   return n;
+}
+
+/** The coverage summary: one line per kind (fault, workload, inv, path), each entry `name seeds`,
+ *  rarest first, so a path that few seeds reach stands out. */
+function coverageReport(seedsWith: ReadonlyMap<string, number>, seeds: number): string {
+  const kinds = new Map<string, [string, number][]>();
+  for (const [key, n] of seedsWith) {
+    const space = key.indexOf(' ');
+    const kind = key.slice(0, space);
+    kinds.set(kind, [...(kinds.get(kind) ?? []), [key.slice(space + 1), n]]);
+  }
+  const lines = [`coverage (seeds of ${seeds} that reached each):`];
+  for (const kind of ['fault', 'workload', 'inv', 'path']) {
+    const entries = (kinds.get(kind) ?? []).sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1));
+    if (entries.length > 0) lines.push(`  ${kind}: ${entries.map(([k, n]) => `${k} ${n}`).join(', ')}`);
+  }
+  return `${lines.join('\n')}\n`;
 }
 
 function main(): void {
@@ -71,6 +90,11 @@ function main(): void {
   let failingSeeds = 0;
   let simulatedMs = 0;
   const started = process.hrtime.bigint();
+  // Coverage: per fault label, invariant and path, the seeds that had it.
+  const seedsWith = new Map<string, number>();
+  const cover = (labels: readonly string[], reached: ReadonlyMap<string, number>): void => {
+    for (const k of new Set([...labels, ...reached.keys()])) seedsWith.set(k, (seedsWith.get(k) ?? 0) + 1);
+  };
   const fail = (seed: number, found: readonly Violation[]): void => {
     const first = found[0];
     if (first === undefined) return;
@@ -82,6 +106,7 @@ function main(): void {
     if (tasks) {
       const r = runTaskSeed(seed, { agents, cores: realCores });
       simulatedMs += r.simulatedMs;
+      cover(taskFaultLabels(r.plan), r.reached);
       if (single) {
         process.stdout.write(`seed ${seed}: ${describeTaskPlan(r.plan)}\n`);
         const st = r.stats;
@@ -94,6 +119,7 @@ function main(): void {
     }
     const r = runSeed(seed, { agents, cores: realCores, crypto });
     simulatedMs += r.simulatedMs;
+    cover(faultLabels(r.plan), r.reached);
     if (single) {
       process.stdout.write(`seed ${seed}: ${describePlan(r.plan)}\n`);
       const n = r.network;
@@ -108,6 +134,7 @@ function main(): void {
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   if (!single) {
+    process.stdout.write(coverageReport(seedsWith, count));
     process.stdout.write(`sim: ${failingSeeds} failing seeds; ${(simulatedMs / 1000).toFixed(1)} s simulated in ${seconds.toFixed(1)} s (${(count / seconds).toFixed(1)} seeds/s)\n`);
   }
   process.stdout.write(`sim: ${count} seeds, ${violations} violations\n`);

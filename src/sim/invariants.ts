@@ -56,6 +56,21 @@ export type InvariantName =
    *  restored. */
   | 't.restored';
 
+/** The log events that mark a protocol path worth counting (self-diagnosis, order confirmation,
+ *  state transfer, fall-backs), with the reason that tells their branches apart. */
+const PATH_EVENTS: ReadonlyMap<string, string | null> = new Map([
+  ['replica.suspect', 'reason'], ['replica.accuse', 'reason'], ['replica.condemned', 'reason'], ['diagnosis.initiated', 'reason'],
+  ['order.unconfirmed', null], ['state.installed', null], ['state.refused', null], ['group.sync', null], ['agent.fallback', null],
+  ['replica.retired', null], ['node.unreachable', null],
+]);
+
+function pathOf(event: string, fields: Readonly<Record<string, unknown>> | undefined): string | null {
+  if (!PATH_EVENTS.has(event)) return null;
+  const key = PATH_EVENTS.get(event);
+  const why = key === null || key === undefined ? undefined : fields?.[key];
+  return typeof why === 'string' ? `path ${event} ${why}` : `path ${event}`;
+}
+
 export type Violation = { seed: number; atMs: number; invariant: InvariantName; message: string };
 
 export type ProcessKind = 'replica' | 'agent';
@@ -148,6 +163,13 @@ export class InvariantChecker {
   private nowMs = 0;
   /** What happened, for reports: deliveries seen and suspicions raised, by kind. */
   readonly counts = { commands: 0, requests: 0, notices: 0, suspects: 0, terminations: 0 };
+  /** What this run reached (issue 15 item 4; `npm run sim` sums it over seeds): `inv NAME`, the
+   *  judgements each invariant made; `path …`, the protocol paths the cores took, from their logs. */
+  readonly reached = new Map<string, number>();
+
+  reach(key: string, n = 1): void {
+    if (n > 0) this.reached.set(key, (this.reached.get(key) ?? 0) + n);
+  }
 
   constructor(readonly seed: number) {}
 
@@ -182,6 +204,7 @@ export class InvariantChecker {
    *  group has not settled, is no evidence of what correct replicas send (it may have kept
    *  ordering alone while cut off, PROTOCOL §10.3). */
   private demoteFrom(id: ProcessId, rsn: number): void {
+    this.reach('inv g.condemned-correct');
     if (!this.byzantine.has(id) && !this.faulty.has(id)) {
       if (!this.outOfBounds) this.fail('g.condemned-correct', `the group condemned ${id} at RSN ${rsn}, which the run never made faulty`);
       // A correct replica condemned because the network broke the timing bounds is a fault
@@ -339,6 +362,7 @@ export class InvariantChecker {
 
   /** A shell handed its core a verified frame; `bytes` is what the network delivered. */
   onAccepted(to: ProcessId, bytes: Uint8Array, frame: Frame): void {
+    this.reach('inv c.admission');
     const sent = this.emitted.get(frame.from)?.get(frameKey(bytes));
     if (sent === undefined || !sameBytes(sent, bytes)) {
       this.fail('c.admission', `${to} accepted a frame claiming to be from ${frame.from} that ${frame.from}'s shell never emitted (${bytes.length} bytes)`);
@@ -444,9 +468,11 @@ export class InvariantChecker {
     switch (effect.type) {
       case 'deliver.command':
         this.counts.commands++;
+        this.reach('inv a.group-delivery');
         return this.onDeliverCommand(id, effect.gssn, effect.command);
       case 'deliver.request':
         this.counts.requests++;
+        this.reach('inv b.request-order');
         return this.onDeliverRequest(id, effect.rsn, effect.client, effect.inc, effect.csn, effect.request);
       case 'deliver.input': {
         if (!this.isCorrect(id)) return;
@@ -496,7 +522,11 @@ export class InvariantChecker {
       case 'suspect':
         this.counts.suspects++;
         return;
-      case 'log':
+      case 'log': {
+        const path = pathOf(effect.event, effect.fields);
+        if (path !== null) this.reach(path);
+        return;
+      }
       case 'keys':
       case 'shutdown':
       case 'reset.node':
@@ -646,6 +676,7 @@ export class InvariantChecker {
       byRsn.set(d.rsn, { id, digest: d.digest });
     }
     if (!opts.livenessExpected) return;
+    this.reach('inv d.liveness');
     for (const m of this.missing(5)) this.fail('d.liveness', m);
     if (byRsn.size > 1) {
       const at = [...opts.digests].filter(([id]) => this.serving(id)).map(([id, d]) => `${id}@${d.rsn}`).join(' ');

@@ -40,6 +40,8 @@ export type SeedResult = {
   events: number;
   network: NetworkStats;
   counts: InvariantChecker['counts'];
+  /** What the run reached (InvariantChecker.reached). */
+  reached: ReadonlyMap<string, number>;
 };
 
 /** Network faults beyond the fault model's timing bounds: frequent loss (three lost
@@ -118,6 +120,7 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
     t += LIVENESS_POLL_MS;
     world.runUntil(t);
   }
+  if (d !== null) world.checker.reach('inv g.recovered');
   if (d !== null && d.required && !failed() && !condemned(world, d.target)) {
     world.checker.fail('g.recovered', `${d.target} (${plan.process.type}) is still a member of the group at ${world.now} ms`);
   }
@@ -125,6 +128,6 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
   opts.inspect?.(world);
   return {
     seed, plan, violations: world.checker.violations, simulatedMs: world.now, events: s.eventsRun, network: world.network.stats,
-    counts: world.checker.counts,
+    counts: world.checker.counts, reached: world.checker.reached,
   };
 }

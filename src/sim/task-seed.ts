@@ -87,6 +87,14 @@ export function taskPlanFor(seed: number, agents: readonly ProcessId[]): TaskPla
   return { seed, tasks, fault, loss };
 }
 
+/** The faults a task plan injects, for the simulator's coverage summary. */
+export function taskFaultLabels(p: TaskPlan): string[] {
+  const out = p.fault.type === 'none' ? [] : [`fault task ${p.fault.type}`];
+  if (p.loss > 0) out.push('fault network loss');
+  for (const kind of new Set(p.tasks.map((t) => t.kind))) out.push(`workload ${kind}`);
+  return out;
+}
+
 export function describeTaskPlan(p: TaskPlan): string {
   const tasks = p.tasks.map((t) => `${t.kind}×${t.size}@${t.atMs}`).join(' ');
   return `tasks [${tasks}] fault ${JSON.stringify(p.fault)} loss ${p.loss.toFixed(3)}`;
@@ -99,6 +107,8 @@ export type TaskSeedResult = {
   simulatedMs: number;
   accepted: number;
   stats: TaskSim['stats'];
+  /** What the run reached (InvariantChecker.reached). */
+  reached: ReadonlyMap<string, number>;
 };
 
 export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFactories; inspect?: (sim: TaskSim) => void }): TaskSeedResult {
@@ -145,9 +155,16 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
           });
         }
         if (ok && t.kind === 'linked-chatter') {
-          // Once its processes run, each asks for one broadcast: the chatter starts.
+          // Once its processes run, each asks for one broadcast: the chatter starts. In half the
+          // tasks they first all ask for a quorum below the task's size, so that SYNCs asked by
+          // only some of them can be performed (t.group-request then judges them).
+          const quorum = apps.next() < 0.5 ? 1 + Math.floor(apps.next() * t.size) : null;
           s.at(t.atMs + 150, () => {
-            for (const a of sim.apps.values()) if (a.task === text) sim.appSend(a, 100 + (a.vpid % 10), GSIG_BROADCAST, a.vpid);
+            for (const a of sim.apps.values()) {
+              if (a.task !== text) continue;
+              if (quorum !== null) sim.appSend(a, GSIG.REQ_SETQUORUM, GSIG_CM, quorum);
+              sim.appSend(a, 100 + (a.vpid % 10), GSIG_BROADCAST, a.vpid);
+            }
           });
         }
       });
@@ -205,6 +222,7 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
     t += TASK_POLL_MS;
     w.runUntil(t);
   }
+  if (f.type === 'replica-crash') w.checker.reach('inv g.recovered');
   if (w.checker.violations.length === 0 && !replaced()) w.checker.fail('g.recovered', `crashed replica ${f.type === 'replica-crash' ? f.replica : ''} is still a member at ${w.now} ms`);
   if (w.checker.violations.length === 0 && f.type === 'replicas-crash' && sim.clusterResets.length === 0) {
     w.checker.fail('g.cluster-reset', `${f.replicas.join(' and ')} crashed at ${f.atMs} ms, but the watchdog had not reset the cluster at ${w.now} ms`);
@@ -212,5 +230,5 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
   sim.finish(true);
   w.checker.finish({ livenessExpected: true, digests: w.digests() });
   opts.inspect?.(sim);
-  return { seed, plan, violations: w.checker.violations, simulatedMs: w.now, accepted: sim.accepted.size, stats: sim.stats };
+  return { seed, plan, violations: w.checker.violations, simulatedMs: w.now, accepted: sim.accepted.size, stats: sim.stats, reached: w.checker.reached };
 }

@@ -370,6 +370,8 @@ export class TaskSim implements NodeHooks {
   private resetCluster(reason: string): void {
     const checker = this.world.checker;
     checker.setTime(this.now);
+    checker.reach('inv g.cluster-reset');
+    checker.reach('inv t.restored');
     const failed = checker.failedReplicas();
     if (failed.length < 2 && !checker.outOfBounds) {
       this.fail('g.cluster-reset', `the watchdog reset the cluster with ${failed.length === 0 ? 'no replica' : `only ${failed.join(', ')}`} failed: ${reason}`);
@@ -479,6 +481,7 @@ export class TaskSim implements NodeHooks {
         const k = `${id}|${r.pid}`;
         const count = (this.deaths.get(k) ?? 0) + 1;
         this.deaths.set(k, count);
+        this.world.checker.reach('inv t.reported-once');
         if (count > 1) this.fail('t.reported-once', `${id} applied the end of pid ${r.pid} (${r.task}/${r.vpid}) ${count} times`);
       }
     }
@@ -503,6 +506,7 @@ export class TaskSim implements NodeHooks {
         case 'spawn': {
           const k = `${e.spec.taskId}/${e.spec.vpid}`;
           const left = n.allowed.get(k) ?? 0;
+          this.world.checker.reach('inv t.commanded');
           if (left <= 0) this.fail('t.commanded', `${n.agent} spawned ${k} without a delivered proc.spawn`);
           n.allowed.set(k, left - 1);
           this.stats.spawns++;
@@ -513,6 +517,7 @@ export class TaskSim implements NodeHooks {
             // What runs on the node, not what any replica believes: a placement bug anywhere
             // (the group's count, the agent's, a faulty replica's) shows here, as it forks.
             const live = ev.type === 'os.spawned' ? n.os.running().length : 0;
+            if (ev.type === 'os.spawned') this.world.checker.reach('inv t.slots');
             if (live > this.slots) this.fail('t.slots', `${key} started on ${n.node} as its process number ${live}: the node has ${this.slots} slot(s)`);
             if (ev.type === 'os.exited') {
               const app = this.apps.get(key);
@@ -592,6 +597,7 @@ export class TaskSim implements NodeHooks {
         last = r.epoch;
         const key = `${app.era}|${app.task}|${r.epoch}`;
         const what = `${r.signum}/${r.src}/${r.arg}`;
+        this.world.checker.reach('inv t.atomic-broadcast');
         const seen = byEpoch.get(key);
         if (seen === undefined) byEpoch.set(key, { what, who });
         else if (seen.what !== what) this.fail('t.atomic-broadcast', `epoch ${r.epoch} of ${app.task}: ${seen.who} got ${seen.what}, ${who} got ${what}`);
@@ -601,7 +607,7 @@ export class TaskSim implements NodeHooks {
 
   /** t.group-request (src/sim/group-requests.ts). */
   private checkGroupRequests(): void {
-    this.stats.groupReplies += checkGroupRequests({
+    const judged = checkGroupRequests({
       requests: this.sentRequests,
       quorums: this.quorumsHeard,
       apps: this.allApps,
@@ -609,6 +615,8 @@ export class TaskSim implements NodeHooks {
       troubled: (agent, fromMs, toMs) => (this.troubles.get(agent) ?? []).some((t) => t.fromMs <= toMs && fromMs <= t.untilMs),
       killAskedAtMs: (era, task) => this.killsAsked.get(`${era}|${task}`) ?? null,
     }, (message) => this.fail('t.group-request', message));
+    this.stats.groupReplies += judged;
+    this.world.checker.reach('inv t.group-request', judged);
   }
 
   private node(agent: ProcessId): Node {
@@ -661,6 +669,7 @@ export class TaskSim implements NodeHooks {
           const real = p.pid === null || p.node === null ? undefined : os.get(p.node)?.processes.get(p.pid);
           if (real === undefined || real.exitedAtMs === null) continue; // t.truth's to judge
           const what = `${rid}: ${t.id}/${p.vpid} (pid ${p.pid} on ${p.node})`;
+          this.world.checker.reach('inv t.outcome');
           if (p.exitCode !== null || p.signal !== null) {
             if (p.exitCode !== real.code || p.signal !== real.signal) {
               this.fail('t.outcome', `${what} ended with code ${p.exitCode}, signal ${p.signal}, but its OS says code ${real.code}, signal ${real.signal}`);
@@ -680,6 +689,7 @@ export class TaskSim implements NodeHooks {
       for (const { accepted: a, id: heldAs } of this.owedAt(rid)) {
         const id = heldAs ?? a.id;
         const t = heldAs === null ? undefined : v.tasks.find((x) => x.id === heldAs);
+        this.world.checker.reach('inv t.accepted');
         if (t === undefined) {
           this.fail('t.accepted', `task ${a.id} was accepted but ${rid} does not know it`);
           continue;
@@ -690,6 +700,7 @@ export class TaskSim implements NodeHooks {
           if (p.pid === null || (p.state !== 'running' && p.state !== 'terminating')) continue;
           const n = [...this.nodes.values()].find((x) => x.node === p.node);
           const os = n?.os.processes.get(p.pid);
+          this.world.checker.reach('inv t.truth');
           if (os !== undefined && os.exitedAtMs !== null) {
             this.fail('t.truth', `${rid} believes ${id}/${p.vpid} (pid ${p.pid}) ${p.state} but it ended at ${os.exitedAtMs} ms`);
           }
