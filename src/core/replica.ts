@@ -29,7 +29,7 @@ import {
 } from './replicated-state.ts';
 import type { ClusterEvent, ClusterView, DaemonReport, ReplicaStatus, PeerHealth } from './status.ts';
 import { decodeFrame, pack } from './wire/frame.ts';
-import { groupInput, portClaim, type AccuseReason, type GroupInput, type Item, type PtpPayload, type SignedAccusation, type SignedCG } from './wire/messages.ts';
+import { groupInput, orderClaim, portClaim, type AccuseReason, type GroupInput, type Item, type PtpPayload, type SignedAccusation, type SignedCG } from './wire/messages.ts';
 
 /** `joining`: a replacement replica, started by an agent on the group's command with the group
  *  as it was then (PROTOCOL §10.6); it asks the members for the state before it serves, and
@@ -179,11 +179,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   /** Executed RSNs whose primary frame a backup keeps (see executeInOrder). */
   const EXECUTED_FRAMES_KEPT = 64;
   const evidenceWaiting = new Map<number, Uint8Array>();
-  /** Backups: the other backup's signed frame that carried its `order` digest for each RSN we
-   *  have not executed, to show the primary if that digest is not of the primary's order; and
-   *  the disputes we hold, with the deadline for the other backup's evidence of an equivocation
-   *  (PROTOCOL §5.8, §10.2 `order.lie`). */
-  const confirmFrames = new Map<number, Uint8Array>();
+  /** Backups: the other backup's signed claim (view, signature) with its `order` digest for each
+   *  RSN we have not executed, to show the primary if that digest is not of the primary's order;
+   *  and the disputes we hold, with the deadline for the other backup's evidence of an
+   *  equivocation (PROTOCOL §5.8, §10.2 `order.lie`). */
+  const confirmClaims = new Map<number, { view: number; sig: Uint8Array }>();
   /** RSNs whose primary frame we already showed the other backup. */
   const evidenceSent = new Set<number>();
   const disputes = new Map<number, { other: ProcessId; deadlineMs: number }>();
@@ -194,7 +194,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     confirm.proposedRsn = state.rsn;
     orderFrames.clear();
     evidenceWaiting.clear();
-    confirmFrames.clear();
+    confirmClaims.clear();
     disputes.clear();
     evidenceSent.clear();
   };
@@ -627,7 +627,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         return false;
       case 'order.evidence':
         if (!isPrimary() && otherBackups().includes(from)) onEvidence(from, p.rsn, p.frame, nowMs, out);
-        else if (isPrimary() && backups().includes(from)) onOrderClaim(from, p.rsn, p.frame, nowMs, out);
+        return false;
+      case 'order.claim':
+        if (isPrimary() && backups().includes(from)) onOrderClaim(from, p, nowMs, out);
         return false;
       case 'state.digest':
       case 'state.chunk':
@@ -730,6 +732,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
           if (p.rsn > state.rsn) {
             if (p.rsn > state.rsn + MAX_ORDER_AHEAD) return; // bounded: a lying backup cannot fill us
             confirm.confirmations.set(p.rsn, p.digest);
+            confirmClaims.set(p.rsn, { view: p.view, sig: p.sig });
             executeInOrder(nowMs, out);
           } else {
             // We executed this RSN without its confirmation: a different one still exposes the lie,
@@ -832,25 +835,19 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     sendPtp(to, { type: 'order.evidence', rsn, frame }, nowMs, out);
   }
 
-  /** PROTOCOL §10.2 `order.lie`, the primary's side: a backup shows us the other backup's
-   *  signed frame with its `order` digest for `rsn`. If that digest is not of what we ordered
-   *  there, the other backup confirmed an order nobody gave it. */
-  function onOrderClaim(from: ProcessId, rsn: number, frame: Uint8Array, nowMs: number, out: CoreEffect[]): void {
-    const mine = executedDigests.get(rsn);
-    if (mine === undefined) return;
-    const decoded = decodeFrame(frame, { cluster: m.cluster, self: from, verifier: opts.verifier });
-    if (!decoded.ok) return;
-    const liar = decoded.value.from;
-    if (liar === from || !backups().includes(liar)) return;
-    for (const item of decoded.value.items) {
-      const b = item.type === 'ptp' ? item.body : null;
-      if (b === null || b.type !== 'order' || b.rsn !== rsn) continue;
-      if (!b.digest.every((x, i) => x === mine[i])) {
-        diagnosis.accuse(liar, 'order.lie', `${liar} confirmed rsn ${rsn} with a digest of no order of ours (${from} showed its signed frame)`, nowMs, out);
-        actOnCondemnation(nowMs, out);
-      }
+  /** PROTOCOL §10.2 `order.lie`, the primary's side: a backup in a dispute shows us the other
+   *  backup's signed confirmation of `rsn`. If its digest is not of what we ordered there in this
+   *  view, the other backup confirmed an order nobody gave it. */
+  function onOrderClaim(from: ProcessId, c: Extract<PtpPayload, { type: 'order.claim' }>, nowMs: number, out: CoreEffect[]): void {
+    const mine = executedDigests.get(c.rsn);
+    if (mine === undefined || c.view !== state.group.view || c.claimant === from || !backups().includes(c.claimant)) return;
+    if (!opts.verifier.verify(c.claimant, pack(orderClaim(c.claimant, c.view, c.rsn, c.digest)), c.sig)) {
+      countDrop(drops, 'SIG_INVALID');
       return;
     }
+    if (c.digest.every((x, i) => x === mine[i])) return;
+    diagnosis.accuse(c.claimant, 'order.lie', `${c.claimant} confirmed rsn ${c.rsn} with a digest of no order of ours (${from} showed its signed claim)`, nowMs, out);
+    actOnCondemnation(nowMs, out);
   }
 
   /** PROTOCOL §10.2 `order.lie`, the disputing backup's side: no evidence of an equivocation
@@ -888,7 +885,10 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       const other = otherBackups()[0];
       if (other !== undefined) onEvidence(other, rsn, waiting, nowMs, out);
     }
-    for (const b of otherBackups()) linkSend(links, b, 0, { type: 'order', rsn, digest }, nowMs, out);
+    // Signed on its own, inside a MAC'd frame: evidence only if it lies (PROTOCOL §10.2 order.lie).
+    const view = state.group.view;
+    const sig = opts.signer.sign(pack(orderClaim(id, view, rsn, digest)));
+    for (const b of otherBackups()) linkSend(links, b, 0, { type: 'order', rsn, digest, view, sig }, nowMs, out);
     executeInOrder(nowMs, out);
   }
 
@@ -984,14 +984,24 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       const next = nextStep(confirm, state.rsn + 1, nowMs, answers, others.length === 0 || others.every((b) => b === condemned), t.orderConfirmMs);
       if (next.type === 'wait') return;
       if (next.type === 'dispute') {
+        const other = others[0] as ProcessId;
+        const theirs = confirm.confirmations.get(next.rsn) as Uint8Array;
+        const claim = confirmClaims.get(next.rsn);
+        if (claim === undefined || claim.view !== state.group.view || !opts.verifier.verify(other, pack(orderClaim(other, claim.view, next.rsn, theirs)), claim.sig)) {
+          // A confirmation its sender did not sign proves nothing and confirms nothing: as if it
+          // never came (a backup that withholds confirmations only delays us, §5.8).
+          countDrop(drops, 'SIG_INVALID');
+          confirm.disputed.delete(next.rsn);
+          confirm.confirmations.delete(next.rsn);
+          confirmClaims.delete(next.rsn);
+          continue;
+        }
         suspect(out, state.primary, 'digest.mismatch', `${others.join(',')} was given another request at rsn ${next.rsn}`);
         for (const b of others) sendEvidence(b, next.rsn, nowMs, out);
         // Either the primary signed two orders, and the other backup shows us its frame within
-        // the bound, or the other backup lied: the primary sees that from its signed `order`.
-        const claim = confirmFrames.get(next.rsn);
-        if (claim !== undefined) sendPtp(state.primary, { type: 'order.evidence', rsn: next.rsn, frame: claim }, nowMs, out);
-        const other = others[0];
-        if (other !== undefined) disputes.set(next.rsn, { other, deadlineMs: nowMs + t.orderConfirmMs });
+        // the bound, or the other backup lied: the primary sees that from its signed claim.
+        sendPtp(state.primary, { type: 'order.claim', claimant: other, view: claim.view, rsn: next.rsn, digest: theirs, sig: claim.sig }, nowMs, out);
+        disputes.set(next.rsn, { other, deadlineMs: nowMs + t.orderConfirmMs });
         return;
       }
       if (!next.confirmed) {
@@ -1010,7 +1020,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       // The primary's frame stays a while after execution: the other backup may dispute an RSN
       // we executed unconfirmed and need it as evidence (PROTOCOL §5.8).
       orderFrames.delete(state.rsn - EXECUTED_FRAMES_KEPT);
-      confirmFrames.delete(state.rsn);
+      confirmClaims.delete(state.rsn);
       disputes.delete(state.rsn);
       execute(next.ordered, nowMs, out);
     }
@@ -1297,10 +1307,6 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
                 (item.body.type === 'wrapper' || item.body.type === 'wrapper.input') && item.body.rsn > state.rsn &&
                 input.raw.length <= MAX_EVIDENCE_FRAME_BYTES && orderFrames.size < MAX_ORDER_AHEAD) {
                 orderFrames.set(item.body.rsn, input.raw);
-              }
-              if (input.raw !== undefined && !isPrimary() && otherBackups().includes(from) && item.type === 'ptp' && item.body !== null &&
-                item.body.type === 'order' && item.body.rsn > state.rsn && input.raw.length <= MAX_EVIDENCE_FRAME_BYTES && confirmFrames.size < MAX_ORDER_AHEAD) {
-                confirmFrames.set(item.body.rsn, input.raw);
               }
               const r = linkReceive(links, from, item, nowMs, out);
               if (r.drop !== null) countDrop(drops, r.drop);

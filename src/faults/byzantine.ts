@@ -5,10 +5,11 @@
 // Also the modes of `trine inject byzantine-replica R MODE` as behaviours, and the state
 // corruption of `trine inject corrupt-replica R` (both also used by the simulator's plans).
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
-import type { ProcessId } from '../core/ports.ts';
+import type { ProcessId, Signer } from '../core/ports.ts';
+import { pack } from '../core/wire/frame.ts';
 import type { ReplicatedState } from '../core/replicated-state.ts';
 import { unreachable } from '../core/result.ts';
-import type { GroupMsgGC, Item, PtpPayload, SignedCG } from '../core/wire/messages.ts';
+import { orderClaim, type GroupMsgGC, type Item, type PtpPayload, type SignedCG } from '../core/wire/messages.ts';
 
 export type ByzantineBehaviour =
   /** Change the content of the GCs with GSSN in [fromGssn, toGssn] sent to `agents`. Replicas
@@ -38,8 +39,9 @@ export type ByzantineBehaviour =
   /** As primary, order every `replica.add` with `port` instead of the port the replacement
    *  signed (PROTOCOL §10.6): the backups must not take it. */
   | { type: 'port.alter'; port: number }
-  /** As a backup, confirm every order to the other backup with a wrong digest (PROTOCOL §5.8):
-   *  the other backup sees a dispute it cannot resolve with evidence. */
+  /** As a backup, confirm every order to the other backup with a wrong digest (PROTOCOL §5.8),
+   *  signed as a real liar would sign it (when the wrapper has the replica's signer; without,
+   *  the claim's signature no longer matches, and the lie is a withheld confirmation). */
   | { type: 'order.lie' }
   /** To a replacement taking the state (PROTOCOL §10.6), send a forged state digest (`digest`)
    *  or forged state chunks (`chunk`): it must install only what two members vouch for. */
@@ -117,7 +119,7 @@ function flipped(bytes: Uint8Array): Uint8Array {
 type Memory = { ordered: Map<number, SignedCG>; inputs: Set<number>; swapAt: number | null };
 
 /** The item as sent, or null to withhold it for now (the core retransmits it later). */
-function rewriteItem(to: ProcessId, item: Item, behaviours: readonly ByzantineBehaviour[], memory: Memory): Item | null {
+function rewriteItem(to: ProcessId, item: Item, behaviours: readonly ByzantineBehaviour[], memory: Memory, signer: Signer | null): Item | null {
   let out = item;
   if (out.type === 'ptp' && out.body !== null && out.body.type === 'wrapper' && out.body.rsn > 0) {
     memory.ordered.set(out.body.rsn, out.body.signed);
@@ -133,7 +135,9 @@ function rewriteItem(to: ProcessId, item: Item, behaviours: readonly ByzantineBe
     } else if (b.type === 'port.alter' && out.type === 'ptp' && out.body !== null && out.body.type === 'wrapper.input' && out.body.input.type === 'replica.add') {
       out = { ...out, body: { ...out.body, input: { ...out.body.input, port: b.port } } };
     } else if (b.type === 'order.lie' && out.type === 'ptp' && out.body !== null && out.body.type === 'order') {
-      out = { ...out, body: { ...out.body, digest: flipped(out.body.digest) } };
+      const digest = flipped(out.body.digest);
+      const sig = signer === null ? out.body.sig : signer.sign(pack(orderClaim(signer.id, out.body.view, out.body.rsn, digest)));
+      out = { ...out, body: { ...out.body, digest, sig } };
     } else if (b.type === 'state.forge' && out.type === 'ptp' && out.body !== null && out.body.type === (b.what === 'digest' ? 'state.digest' : 'state.chunk')) {
       const body = out.body as Extract<PtpPayload, { type: 'state.digest' | 'state.chunk' }>;
       out = { ...out, body: body.type === 'state.digest' ? { ...body, digest: flipped(body.digest) } : { ...body, data: flipped(body.data) } };
@@ -187,7 +191,9 @@ function dropped(item: Item, behaviours: readonly ByzantineBehaviour[]): boolean
  *  switched on while the replica runs, World.misbehave). Rewrites make new objects: the inner
  *  core's own buffers (what it will retransmit) are left as it built them, and rewritten again
  *  on resend. */
-export function byzantineCore<C extends Core>(inner: C, behaviours: readonly ByzantineBehaviour[] | (() => readonly ByzantineBehaviour[])): Core {
+export function byzantineCore<C extends Core>(
+  inner: C, behaviours: readonly ByzantineBehaviour[] | (() => readonly ByzantineBehaviour[]), signer: Signer | null = null,
+): Core {
   const current = typeof behaviours === 'function' ? behaviours : () => behaviours;
   const filterInput = (input: CoreInput, now: readonly ByzantineBehaviour[]): CoreInput | null => {
     if (input.type !== 'frame') return input;
@@ -210,7 +216,7 @@ export function byzantineCore<C extends Core>(inner: C, behaviours: readonly Byz
           out.push(e);
           continue;
         }
-        const item = rewriteItem(e.to, e.item, now, memory);
+        const item = rewriteItem(e.to, e.item, now, memory, signer);
         if (item !== null) out.push(item === e.item ? e : { ...e, item });
       }
       return out;

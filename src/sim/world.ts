@@ -497,7 +497,7 @@ export class World {
         ...(p.joining !== null ? { joining: p.joining } : {}),
       });
       p.replica = r;
-      core = byzantineCore(r, () => p.behaviours);
+      core = byzantineCore(r, () => p.behaviours, this.keyring.signerFor(p.id));
     } else {
       const resync = this.opts.hooks?.onAgentBoot(p.id, inc).resync ?? false;
       core = this.opts.cores.agent({

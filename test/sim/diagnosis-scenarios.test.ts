@@ -300,7 +300,7 @@ describe('self-diagnosis and replica recovery in the simulator (PROTOCOL §10)',
     finish(w);
   });
 
-  it('§10.2 order.lie (issue 15 item 3): a backup that confirms every order with a wrong digest is condemned at once by the primary, which sees its signed confirmation, and by the other backup when no evidence of an equivocation comes; the correct backup is never accused', () => {
+  it('§10.2 order.lie (issue 15 item 3): a backup that confirms every order with a wrong digest is condemned at once by the primary, which sees its signed claim, and by the other backup when no evidence of an equivocation comes; the correct backup is never accused', () => {
     const w = cluster();
     w.scheduler.at(START_MS - 10, () => w.misbehave('r3', [{ type: 'order.lie' }]));
     workload(w, START_MS, 6, 'l');
@@ -311,7 +311,7 @@ describe('self-diagnosis and replica recovery in the simulator (PROTOCOL §10)',
     expect(accused.map((a) => [a.by, a.reason]).sort()).toEqual([['r1', 'order.lie'], ['r2', 'order.lie']]);
     const byPrimary = accused.find((a) => a.by === 'r1') as { atMs: number; detail: string };
     const byBackup = accused.find((a) => a.by === 'r2') as { atMs: number; detail: string };
-    expect(byPrimary.detail).toMatch(/^r3 confirmed rsn \d+ with a digest of no order of ours \(r2 showed its signed frame\)$/);
+    expect(byPrimary.detail).toMatch(/^r3 confirmed rsn \d+ with a digest of no order of ours \(r2 showed its signed claim\)$/);
     expect(byBackup.detail).toMatch(/^r3 confirmed rsn \d+ with another digest than the primary's order and showed no frame of the primary's for it within 1000 ms$/);
     // The backup waits out the bound for evidence (orderConfirmMs), no longer.
     expect(byBackup.atMs - byPrimary.atMs).toBeGreaterThanOrEqual(ORDER_CONFIRM_MS - 5);
@@ -322,6 +322,13 @@ describe('self-diagnosis and replica recovery in the simulator (PROTOCOL §10)',
     expectOwnReplies(w, 'l', 6);
     finish(w);
   });
+
+  // Found with issue 15's faults, open: a backup that withholds its order confirmations (or
+  // sends them unsigned, which counts as withholding) makes the correct backup wait
+  // orderConfirmMs for every RSN; the agents see its copies late and two of their reports
+  // condemn the correct backup (g.condemned-correct). Omission between the two backups cannot be
+  // proved to the primary; the fix needs a witness (docs/FAULT-MODEL.md, "Open").
+  it.todo('§5.8 a backup that withholds its order confirmations does not get the correct backup condemned');
 
   it('§10.6 (issue 15 item 3): a member that forges the state it sends a replacement (digest or chunks) cannot get it installed: the replacement installs only what two members vouch for', () => {
     for (const what of ['digest', 'chunk'] as const) {

@@ -23,6 +23,9 @@ const listenPort: Schema<number> = {
 /** What a replacement signs of where it listens (PROTOCOL §10.6): its id, the view it joins,
  *  and its port (0: cluster.json's). */
 export const portClaim = (id: ProcessId, view: number, port: number): unknown[] => ['replica.port', id, view, port];
+/** What a backup signs with each order confirmation (PROTOCOL §5.8): in view `view`, the
+ *  primary's order at `rsn` has digest `digest`. Evidence of a lie (§10.2 `order.lie`). */
+export const orderClaim = (id: ProcessId, view: number, rsn: number, digest: Uint8Array): unknown[] => ['order.claim', id, view, rsn, digest];
 
 /** A replica listening on another port than cluster.json's (PROTOCOL §10.6). */
 export type MovedPort = { id: ProcessId; port: number };
@@ -398,8 +401,12 @@ export type PtpPayload =
   | { type: 'notice'; text: string }
   /** A point-to-point error report (spec §2.1 (e), the mismatch case). */
   | { type: 'error.report'; gssn: number; kind: ErrorReportKind; suspects: ProcessId[] }
-  /** Backup → backup: the primary gave me the request with this SHA-256 at `rsn` (PROTOCOL §5.8). */
-  | { type: 'order'; rsn: number; digest: Uint8Array }
+  /** Backup → backup: the primary gave me the request with this SHA-256 at `rsn` in `view`,
+   *  signed over orderClaim by the sender (PROTOCOL §5.8). The receiver checks the signature
+   *  only in a dispute. */
+  | { type: 'order'; rsn: number; digest: Uint8Array; view: number; sig: Uint8Array }
+  /** Backup → primary in a dispute: the other backup's signed confirmation (PROTOCOL §10.2 `order.lie`). */
+  | { type: 'order.claim'; claimant: ProcessId; view: number; rsn: number; digest: Uint8Array; sig: Uint8Array }
   /** Primary → backups: an input of the group's own at `rsn` (PROTOCOL §8.3, §8.4). */
   | { type: 'wrapper.input'; rsn: number; input: GroupInput }
   /** Backup → primary: agent `agent` (incarnation `inc`) missed two heartbeat checks and I
@@ -454,7 +461,7 @@ export const ptpPayloadWire: Schema<PtpPayloadWire> = union<PtpPayloadWire>({
     order: ['gssn', 'kind', 'suspects'],
     fields: { gssn: uint, kind: oneOf(['replica-timeout', 'mismatch'] as const), suspects: list(processId, MAX_SUSPECTS) },
   },
-  order: { code: 4, order: ['rsn', 'digest'], fields: { rsn: uint, digest: bytes(32, 32) } },
+  order: { code: 4, order: ['rsn', 'digest', 'view', 'sig'], fields: { rsn: uint, digest: bytes(32, 32), view: uint, sig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) } },
   'wrapper.input': { code: 5, order: ['rsn', 'input'], fields: { rsn: uint, input: groupInput } },
   'node.suspect': { code: 6, order: ['agent', 'inc', 'unreachable'], fields: { agent: processId, inc: uint, unreachable: bool } },
   accuse: { code: 7, order: ['signed'], fields: { signed: signedAccusation } },
@@ -462,6 +469,11 @@ export const ptpPayloadWire: Schema<PtpPayloadWire> = union<PtpPayloadWire>({
   'order.evidence': { code: 9, order: ['rsn', 'frame'], fields: { rsn: uint, frame: bytes(MAX_EVIDENCE_FRAME_BYTES) } },
   'state.request': { code: 10, order: ['view', 'port', 'sig'], fields: { view: uint, port: listenPort, sig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) } },
   'state.digest': { code: 11, order: ['rsn', 'digest'], fields: { rsn: uint, digest: bytes(32, 32) } },
+  'order.claim': {
+    code: 13,
+    order: ['claimant', 'view', 'rsn', 'digest', 'sig'],
+    fields: { claimant: processId, view: uint, rsn: uint, digest: bytes(32, 32), sig: bytes(SIGNATURE_BYTES, SIGNATURE_BYTES) },
+  },
   'state.chunk': {
     code: 12,
     order: ['rsn', 'index', 'count', 'data'],
@@ -666,7 +678,7 @@ export function embeddedSignatures(item: Item | ItemWire): number {
  *  carried it and may forward it to the other backup as evidence of equivocation (PROTOCOL
  *  §10.2), so it travels only in a signed frame, never a MAC'd one (§2.4). */
 export function needsFrameSignature(item: Item | ItemWire): boolean {
-  return item.type === 'ptp' && item.body !== null && (item.body.type === 'wrapper' || item.body.type === 'wrapper.input' || item.body.type === 'order');
+  return item.type === 'ptp' && item.body !== null && (item.body.type === 'wrapper' || item.body.type === 'wrapper.input');
 }
 
 /** Process ids as they appear in the frame header: ASCII, checked without parsing msgpack. */

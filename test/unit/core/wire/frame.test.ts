@@ -647,15 +647,17 @@ describe("MAC'd frames (PROTOCOL §2.4)", () => {
     expect(codeOf(decodeFrame(assemble(signedToR1, tagOf('a1', 'r1', signedToR1)), macCtx('r1')))).toBe('ok');
   });
 
-  it('SIG_REQUIRED for a validly tagged frame carrying a wrapper, a wrapper.input or a backup\'s order confirmation (PROTOCOL §10.2 order.lie), before any CG signature is checked', () => {
+  it('SIG_REQUIRED for a validly tagged frame carrying a wrapper or wrapper.input, before any CG signature is checked; a backup\'s order confirmation, signed on its own, travels MAC\'d (PROTOCOL §2.4, §10.2 order.lie)', () => {
     const v = countingVerifier();
     const genuine = toWire(wrapper());
     const signed = signedCGOf('a2', 2, agentRequests[1] as AgentRequest);
     const forged = wrapWire(signed.bytes, flip(signed.sig, 0));
     const input = toWire(inputItem({ type: 'tick' }));
     const ack: ItemWire = { type: 'ptp', srcInc: 1, destInc: 1, seq: 0, ackSeq: 4, body: null };
-    const confirmation = { type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body: { type: 'order', rsn: 3, digest: new Uint8Array(32).fill(7) } } as ItemWire;
-    const bodies: ItemWire[][] = [[genuine], [input], [{ type: 'probe', nonce: 1 }, genuine], [forged], [ack, input], [genuine, input], [confirmation], [ack, confirmation]];
+    const confirmation = {
+      type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body: { type: 'order', rsn: 3, digest: new Uint8Array(32).fill(7), view: 0, sig: new Uint8Array(64).fill(9) },
+    } as ItemWire;
+    const bodies: ItemWire[][] = [[genuine], [input], [{ type: 'probe', nonce: 1 }, genuine], [forged], [ack, input], [genuine, input]];
     for (const items of bodies) {
       const body = pack(bodyTree('r2', items));
       const r = decodeFrame(sealMacBody(body, 'r1', 'r2'), macCtx('r2', v));
@@ -665,7 +667,7 @@ describe("MAC'd frames (PROTOCOL §2.4)", () => {
     expect(v.verifies).toBe(0);
     // the same bodies signed are accepted (but the forged CG)
     expect(codeOf(decodeFrame(sealBody(pack(bodyTree('r2', [genuine, input])), signerOf('r1')), macCtx('r2')))).toBe('ok');
-    expect(codeOf(decodeFrame(sealBody(pack(bodyTree('r2', [ack, confirmation])), signerOf('r1')), macCtx('r2')))).toBe('ok');
+    expect(codeOf(decodeFrame(sealMacBody(pack(bodyTree('r2', [ack, confirmation])), 'r1', 'r2'), macCtx('r2')))).toBe('ok');
     expect(codeOf(decodeFrame(sealBody(pack(bodyTree('r2', [forged])), signerOf('r1')), macCtx('r2')))).toBe('SIG_INVALID');
     // the rest of the frame checks still come first: another addressee is WIRE_MISADDRESSED
     expect(codeOf(decodeFrame(sealMacBody(pack(bodyTree('r3', [genuine])), 'r1', 'r2'), macCtx('r2')))).toBe('WIRE_MISADDRESSED');
