@@ -20,6 +20,8 @@ export type { Figure } from './crypto.ts';
 
 /** Nodes of the benchmarked cluster (an agent each; replicas on the first three). */
 const NODES = Number(process.env['TRINE_BENCH_NODES'] ?? 4);
+/** After the origin's flood is done, how long the other agents get to deliver the rest. */
+const FLOOD_SETTLE_MS = 10_000;
 const here = fileURLToPath(new URL('.', import.meta.url));
 
 function quantile(sorted: number[], q: number): number {
@@ -145,22 +147,27 @@ export async function benchGroup(opts: { latencySamples?: number; floodRequests?
     const floodDone = waitFor((m): m is Extract<FromProc, { ev: 'flood.done' }> => m.ev === 'flood.done', 120_000);
     to(origin, { cmd: 'flood', prefix: 'tp', requests: floodRequests, count: COUNT, fanout: 'all', window: 8 });
     await floodDone;
-    // Let the other agents finish delivering what is in flight.
-    await new Promise((r) => setTimeout(r, 300));
-    const after = await Promise.all(agents.map((a) => {
+    // The other agents may still be delivering what is in flight: count until every delivery is
+    // in, or FLOOD_SETTLE_MS passes (a fixed wait undercounted on a loaded machine).
+    const expected = floodRequests * COUNT * agents.length;
+    const countAll = () => Promise.all(agents.map((a) => {
       const p = waitFor((m): m is Extract<FromProc, { ev: 'counts' }> => m.ev === 'counts' && m.id === a);
       to(a, { cmd: 'counts' });
       return p;
     }));
-    if (process.env['TRINE_BENCH_TRACE'] !== undefined) for (const b of baseline) console.error(`${b.id} event-loop delay p50 ${b.loopDelayP50Ms.toFixed(3)} ms p99 ${b.loopDelayP99Ms.toFixed(3)} ms`);
-    let total = 0;
-    let lastAt = t0;
-    for (let i = 0; i < agents.length; i++) {
-      total += (after[i]?.deliveries ?? 0) - (baseline[i]?.deliveries ?? 0);
-      lastAt = Math.max(lastAt, after[i]?.lastAtMs ?? 0);
+    const delivered = (after: Awaited<ReturnType<typeof countAll>>): number =>
+      after.reduce((sum, c, i) => sum + c.deliveries - (baseline[i]?.deliveries ?? 0), 0);
+    const settleBy = performance.now() + FLOOD_SETTLE_MS;
+    let after = await countAll();
+    while (delivered(after) < expected && performance.now() < settleBy) {
+      await new Promise((r) => setTimeout(r, 100));
+      after = await countAll();
     }
+    if (process.env['TRINE_BENCH_TRACE'] !== undefined) for (const b of baseline) console.error(`${b.id} event-loop delay p50 ${b.loopDelayP50Ms.toFixed(3)} ms p99 ${b.loopDelayP99Ms.toFixed(3)} ms`);
+    const total = delivered(after);
+    let lastAt = t0;
+    for (const c of after) lastAt = Math.max(lastAt, c.lastAtMs);
     const seconds = (lastAt - t0) / 1000;
-    const expected = floodRequests * COUNT * agents.length;
 
     // Ordering throughput: requests with one reply each, 32 in flight.
     const REQS = 2000;
