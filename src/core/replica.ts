@@ -28,7 +28,7 @@ import {
   isOperatorRequest, mayRequest, type ApplyResult, type OperatorOutcome, type ReplicatedState,
 } from './replicated-state.ts';
 import type { ClusterEvent, ClusterView, DaemonReport, ReplicaStatus, PeerHealth } from './status.ts';
-import { decodeFrame, pack } from './wire/frame.ts';
+import { decodeFrame, pack, sameBytes } from './wire/frame.ts';
 import { groupInput, orderClaim, portClaim, type AccuseReason, type GroupInput, type Item, type PtpPayload, type SignedAccusation, type SignedCG } from './wire/messages.ts';
 
 /** `joining`: a replacement replica, started by an agent on the group's command with the group
@@ -713,7 +713,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
           // Where the replacement listens is its own word, signed, not the primary's (PROTOCOL
           // §10.6): a primary that changes it gets no confirmation, and its order stalls until
           // the progress rule exposes it.
-          if (p.input.type === 'replica.add' && !opts.verifier.verify(p.input.id, pack(portClaim(p.input.id, state.group.view, p.input.port)), p.input.sig)) {
+          if (!portSigned(p.input)) {
             countDrop(drops, 'SIG_INVALID');
             return;
           }
@@ -738,7 +738,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
             // We executed this RSN without its confirmation: a different one still exposes the lie,
             // and the other backup, which disputes it, needs our frame as evidence.
             const mine = executedDigests.get(p.rsn);
-            if (mine !== undefined && !mine.every((x, i) => x === p.digest[i])) {
+            if (mine !== undefined && !sameBytes(mine, p.digest)) {
               suspect(out, state.primary, 'digest.mismatch', `${d.from} was given another request at executed rsn ${p.rsn}`);
               sendEvidence(d.from, p.rsn, nowMs, out);
             }
@@ -773,6 +773,10 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   const otherBackups = (): ProcessId[] => backups().filter((b) => b !== id);
 
   /** The digest a backup confirms for an ordered item (PROTOCOL §5.8). */
+  /** A `replica.add` carries the port its replacement signed (PROTOCOL §10.6); other inputs pass. */
+  const portSigned = (input: GroupInput): boolean =>
+    input.type !== 'replica.add' || opts.verifier.verify(input.id, pack(portClaim(input.id, state.group.view, input.port)), input.sig);
+
   const orderDigest = (o: Ordered): Uint8Array => (o.type === 'cg' ? hash(o.signed.bytes) : hash(pack(['group-input', groupInput.enc(o.input)])));
 
   /** PROTOCOL §10.2: the other backup shows the frame the primary signed for `rsn`. If it holds
@@ -791,7 +795,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       const b = item.type === 'ptp' ? item.body : null;
       if (b === null || (b.type !== 'wrapper' && b.type !== 'wrapper.input') || b.rsn !== rsn) continue;
       const theirs = orderDigest(b.type === 'wrapper' ? { type: 'cg', signed: b.signed } : { type: 'input', input: b.input });
-      if (!theirs.every((x, i) => x === mine[i])) {
+      if (!sameBytes(theirs, mine)) {
         disputes.delete(rsn);
         // The other backup holds proof only if it has our frame too (we may have executed this
         // RSN without disputing it); the accusation is once per view, the frame is cheap.
@@ -816,12 +820,14 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         if (!(agentIds.has(b.signed.cg.client) || nonceClients.has(b.signed.cg.client))) return;
         progressTimers.delete(progressKey(b.signed.cg));
         out.push({ type: 'log', level: 'warn', event: 'order.relayed', fields: { rsn, from } });
-        return propose(rsn, { type: 'cg', signed: b.signed }, hash(b.signed.bytes), nowMs, out);
+        const ordered: Ordered = { type: 'cg', signed: b.signed };
+        return propose(rsn, ordered, orderDigest(ordered), nowMs, out);
       }
       if (b.type === 'wrapper.input') {
-        if (b.input.type === 'replica.add' && !opts.verifier.verify(b.input.id, pack(portClaim(b.input.id, state.group.view, b.input.port)), b.input.sig)) return;
+        if (!portSigned(b.input)) return;
         out.push({ type: 'log', level: 'warn', event: 'order.relayed', fields: { rsn, from } });
-        return propose(rsn, { type: 'input', input: b.input }, hash(pack(['group-input', groupInput.enc(b.input)])), nowMs, out);
+        const ordered: Ordered = { type: 'input', input: b.input };
+        return propose(rsn, ordered, orderDigest(ordered), nowMs, out);
       }
     }
   }
@@ -845,7 +851,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       countDrop(drops, 'SIG_INVALID');
       return;
     }
-    if (c.digest.every((x, i) => x === mine[i])) return;
+    if (sameBytes(c.digest, mine)) return;
     diagnosis.accuse(c.claimant, 'order.lie', `${c.claimant} confirmed rsn ${c.rsn} with a digest of no order of ours (${from} showed its signed claim)`, nowMs, out);
     actOnCondemnation(nowMs, out);
   }
