@@ -1,19 +1,17 @@
-// Writes docs/MUTATION.md from the report of `npm run mutate` (StrykerJS's JSON report,
-// reports/mutation/mutation.json; issue 15): the mutation score per file, and every mutant that
-// survived, each with the reason it is equivalent (docs/mutation/equivalent.json, keyed by file,
-// line, mutator and replacement) or marked unexplained. Score = detected (killed or timed out) /
+// Writes docs/MUTATION.md from the results `npm run mutate` keeps (docs/mutation/
+// stryker-incremental.json, every file mutated so far; issue 15): the mutation score per file, and
+// every mutant that survived, each with the reason it is equivalent (docs/mutation/equivalent.json,
+// keyed by file, line, mutator, the code it mutates and what it puts there) or marked unexplained. Score = detected (killed or timed out) /
 // (detected + survived + not covered); mutants that do not compile are not counted.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-type Mutant = {
-  id: string; mutatorName: string; replacement?: string; status: string;
-  location: { start: { line: number; column: number } };
-};
+type Position = { line: number; column: number };
+type Mutant = { id: string; mutatorName: string; replacement?: string; status: string; location: { start: Position; end: Position } };
 type Report = { files: Record<string, { source: string; mutants: Mutant[] }> };
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const reportFile = `${root}reports/mutation/mutation.json`;
+const reportFile = `${root}docs/mutation/stryker-incremental.json`;
 const equivalentFile = `${root}docs/mutation/equivalent.json`;
 const out = `${root}docs/MUTATION.md`;
 
@@ -24,12 +22,23 @@ if (!existsSync(reportFile)) {
 const report = JSON.parse(readFileSync(reportFile, 'utf8')) as Report;
 const equivalent = existsSync(equivalentFile) ? (JSON.parse(readFileSync(equivalentFile, 'utf8')) as Record<string, string>) : {};
 
-const keyOf = (file: string, m: Mutant) => `${file}:${m.location.start.line}:${m.mutatorName}:${m.replacement ?? ''}`;
+/** The source a mutant replaces (locations are 1-based, the end exclusive). */
+function original(lines: readonly string[], { start, end }: Mutant['location']): string {
+  const span = lines.slice(start.line - 1, end.line);
+  if (span.length === 0) return '';
+  span[span.length - 1] = (span[span.length - 1] as string).slice(0, end.column - 1);
+  span[0] = (span[0] as string).slice(start.column - 1);
+  return span.join('\n');
+}
+const keyOf = (file: string, lines: readonly string[], m: Mutant) =>
+  `${file}:${m.location.start.line}:${m.mutatorName}:${original(lines, m.location)} → ${m.replacement ?? ''}`;
 const DETECTED = new Set(['Killed', 'Timeout']);
 const UNDETECTED = new Set(['Survived', 'NoCoverage']);
 
 const rows: string[] = [];
 const survivors: string[] = [];
+/** Keys of the survivors nobody explained, printed so that equivalent.json can name them. */
+const unexplained: string[] = [];
 let detected = 0;
 let valid = 0;
 for (const file of Object.keys(report.files).sort()) {
@@ -39,11 +48,12 @@ for (const file of Object.keys(report.files).sort()) {
   if (d + u.length === 0) continue;
   detected += d;
   valid += d + u.length;
-  const explained = u.filter((m) => equivalent[keyOf(file, m)] !== undefined).length;
-  rows.push(`| \`${file}\` | ${d + u.length} | ${d} | ${u.length} | ${explained} | ${((100 * d) / (d + u.length)).toFixed(1)}% |`);
   const lines = report.files[file]?.source.split('\n') ?? [];
+  const explained = u.filter((m) => equivalent[keyOf(file, lines, m)] !== undefined).length;
+  rows.push(`| \`${file}\` | ${d + u.length} | ${d} | ${u.length} | ${explained} | ${((100 * d) / (d + u.length)).toFixed(1)}% |`);
   for (const m of u.sort((a, b) => a.location.start.line - b.location.start.line)) {
-    const why = equivalent[keyOf(file, m)];
+    const why = equivalent[keyOf(file, lines, m)];
+    if (why === undefined) unexplained.push(keyOf(file, lines, m));
     const code = (lines[m.location.start.line - 1] ?? '').trim().slice(0, 100).replaceAll('|', '\\|');
     survivors.push(`| \`${file}:${m.location.start.line}\` | ${m.mutatorName} | \`${(m.replacement ?? '').slice(0, 60).replaceAll('|', '\\|').replaceAll('\n', ' ')}\` | ${m.status} | \`${code}\` | ${why ?? '**unexplained**'} |`);
   }
@@ -71,3 +81,4 @@ ${survivors.join('\n')}
 `;
 writeFileSync(out, text);
 process.stdout.write(`wrote ${out}: ${detected}/${valid} detected\n`);
+for (const k of unexplained) process.stdout.write(`unexplained: ${JSON.stringify(k)}\n`);

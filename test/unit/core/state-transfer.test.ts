@@ -86,6 +86,99 @@ describe('state transfer: two members vouch, one faulty member cannot (PROTOCOL 
     expect(receive('r1', c[2]!)).toEqual(installed);
   });
 
+  it('a member sends the digest, then exactly ceil(size / MAX_STATE_CHUNK_BYTES) chunks, indexed 0..count-1; an empty state is one empty chunk', () => {
+    const shape = (bytes: Uint8Array) => statePayloads(RSN, bytes, sha256(bytes)).map((p) => (p.type === 'state.chunk' ? `${p.index}/${p.count}:${p.data.length}` : p.type));
+    expect(shape(good)).toEqual(['state.digest', '0/4:' + MAX_STATE_CHUNK_BYTES, '1/4:' + MAX_STATE_CHUNK_BYTES, '2/4:' + MAX_STATE_CHUNK_BYTES, '3/4:17']);
+    expect(shape(state(3, 2 * MAX_STATE_CHUNK_BYTES))).toEqual(['state.digest', '0/2:' + MAX_STATE_CHUNK_BYTES, '1/2:' + MAX_STATE_CHUNK_BYTES]);
+    expect(shape(new Uint8Array(0))).toEqual(['state.digest', '0/1:0']);
+  });
+
+  it('a digest that differs from the copy\'s in one byte, or only shares a prefix of it, vouches for nothing', () => {
+    const h = sha256(good);
+    const flipped = Uint8Array.from(h, (x, i) => (i === h.length - 1 ? x ^ 1 : x));
+    for (const wrong of [flipped, h.subarray(0, 16), new Uint8Array(0)]) {
+      const { t, send, receive } = transfer();
+      expect(send('r1', statePayloads(RSN, good, h))).toBeNull();
+      expect(receive('r2', { type: 'state.digest', rsn: RSN, digest: wrong }), `${wrong.length} bytes`).toBeNull();
+      expect(t.ready()).toBeNull();
+    }
+  });
+
+  it('a chunk whose index is not below its count, or whose count is 0 or past MAX_STATE_CHUNKS, changes nothing and throws nothing', () => {
+    const one = state(4, 100); // one chunk
+    const [digest, chunk] = statePayloads(RSN, one, sha256(one)) as [PtpPayload, Extract<PtpPayload, { type: 'state.chunk' }>];
+    for (const bad of [
+      { ...chunk, index: 1 },
+      { ...chunk, index: 7 },
+      { ...chunk, count: 0 },
+      { ...chunk, index: 0, count: 0 },
+      { ...chunk, count: MAX_STATE_CHUNKS + 1 },
+      { ...chunk, index: 2 ** 32 - 2, count: 2 ** 32 - 1 },
+    ]) {
+      const { t, receive } = transfer();
+      t.receive('r2', digest);
+      t.receive('r1', digest);
+      expect(receive('r1', bad), JSON.stringify({ index: bad.index, count: bad.count })).toBeNull();
+      // The copy was not started, shrunk or filled by it: the real chunk still installs.
+      expect(receive('r1', chunk)).toEqual({ rsn: RSN, sha: Buffer.from(sha256(one)).toString('hex') });
+    }
+  });
+
+  it('a copy of exactly MAX_STATE_CHUNKS chunks is installed', () => {
+    const bytes = state(5, MAX_STATE_CHUNKS * 3);
+    const chunks: PtpPayload[] = Array.from({ length: MAX_STATE_CHUNKS }, (_, index) => ({
+      type: 'state.chunk', rsn: RSN, index, count: MAX_STATE_CHUNKS, data: bytes.subarray(3 * index, 3 * index + 3),
+    }));
+    const { send, receive } = transfer();
+    expect(receive('r2', { type: 'state.digest', rsn: RSN, digest: sha256(bytes) })).toBeNull();
+    expect(send('r1', [{ type: 'state.digest', rsn: RSN, digest: sha256(bytes) }, ...chunks])).toEqual({ rsn: RSN, sha: Buffer.from(sha256(bytes)).toString('hex') });
+  });
+
+  it('a copy of more than MAX_STATE_CHUNKS chunks is never held, even when two members vouch for it', () => {
+    const count = MAX_STATE_CHUNKS + 1;
+    const bytes = state(9, count);
+    const chunks: PtpPayload[] = Array.from({ length: count }, (_, index) => ({ type: 'state.chunk', rsn: RSN, index, count, data: bytes.subarray(index, index + 1) }));
+    const { send } = transfer();
+    expect(send('r2', [{ type: 'state.digest', rsn: RSN, digest: sha256(bytes) }])).toBeNull();
+    expect(send('r1', [{ type: 'state.digest', rsn: RSN, digest: sha256(bytes) }, ...chunks])).toBeNull();
+  });
+
+  it('a member\'s copy of a later RSN, or of another chunk count, replaces its unfinished one instead of mixing with it', () => {
+    const later = state(6, 3 * MAX_STATE_CHUNK_BYTES + 5); // four chunks, as RSN 40's
+    const { send } = transfer();
+    // r1 starts on RSN 40 and sends three of its four chunks; then the group moves on, and it
+    // sends RSN 41's four. Mixed with the old parts, the copy would never hash right.
+    expect(send('r1', statePayloads(RSN, good, sha256(good)).slice(0, 4))).toBeNull();
+    expect(send('r2', [{ type: 'state.digest', rsn: RSN + 1, digest: sha256(later) }])).toBeNull();
+    expect(send('r1', statePayloads(RSN + 1, later, sha256(later)))).toEqual({ rsn: RSN + 1, sha: Buffer.from(sha256(later)).toString('hex') });
+    // The same RSN with another count (a member that re-encoded) also starts over.
+    const { send: send2 } = transfer();
+    const [, c0, c1] = statePayloads(RSN, good, sha256(good)) as Extract<PtpPayload, { type: 'state.chunk' }>[];
+    const small = state(7, 10);
+    expect(send2('r1', [c0!, c1!])).toBeNull();
+    expect(send2('r2', [{ type: 'state.digest', rsn: RSN, digest: sha256(small) }])).toBeNull();
+    expect(send2('r1', statePayloads(RSN, small, sha256(small)))).toEqual({ rsn: RSN, sha: Buffer.from(sha256(small)).toString('hex') });
+  });
+
+  it('a payload that is not part of a state transfer is not heard, even when a copy is ready', () => {
+    const { t, send } = transfer();
+    send('r2', [{ type: 'state.digest', rsn: RSN, digest: sha256(good) }]);
+    expect(send('r1', statePayloads(RSN, good, sha256(good)))).toEqual(installed);
+    expect(t.receive('r1', { type: 'order.claim', claimant: 'r2', view: 1, rsn: RSN, digest: sha256(good), sig: new Uint8Array(64) })).toBeNull();
+  });
+
+  it('discarding the copies of one RSN keeps another member\'s copy of a later RSN', () => {
+    const later = state(8, 3_000);
+    const { t, send, receive } = transfer();
+    send('r3', [{ type: 'state.digest', rsn: RSN, digest: sha256(good) }]);
+    expect(send('r1', statePayloads(RSN, good, sha256(good)))).toEqual(installed);
+    // r2 already sent RSN 41's copy, which only r2 vouches for so far.
+    expect(send('r2', statePayloads(RSN + 1, later, sha256(later)))).toEqual(installed); // RSN 40's is still ready
+    t.discard(RSN);
+    expect(t.ready()).toBeNull();
+    expect(receive('r3', { type: 'state.digest', rsn: RSN + 1, digest: sha256(later) })).toEqual({ rsn: RSN + 1, sha: Buffer.from(sha256(later)).toString('hex') });
+  });
+
   it('a copy that failed to decode is discarded; another member\'s copy of the same state is installed', () => {
     const { t, send, receive } = transfer();
     send('r2', [{ type: 'state.digest', rsn: RSN, digest: sha256(good) }]);

@@ -48,6 +48,41 @@ describe('task signal rules', () => {
     expect(addGroupRequest(s, { vpid: 2, signum: SYNC, arg: 1 }, M4, 0).kind).toBe('accept');
   });
 
+  it('rule 71: two broadcast requests do not match each other either', () => {
+    const s = createTaskSignals(2);
+    expect(addGroupRequest(s, { vpid: 0, signum: NON_MATCHING, arg: 0 }, M3, 0).kind).toBe('wait');
+    // 0 + 1 unheard < 2: no value can reach the quorum.
+    expect(addGroupRequest(s, { vpid: 1, signum: NON_MATCHING, arg: 0 }, M3, 0).kind).toBe('disagree');
+  });
+
+  it('a request matches only one with both the same signum and the same arg', () => {
+    const s = createTaskSignals(2);
+    expect(addGroupRequest(s, { vpid: 0, signum: SYNC, arg: 1 }, M4, 0).kind).toBe('wait');
+    expect(addGroupRequest(s, { vpid: 1, signum: SYNC, arg: 2 }, M4, 0).kind).toBe('wait');
+    expect(addGroupRequest(s, { vpid: 2, signum: SYNC + 1, arg: 1 }, M4, 0).kind).toBe('wait');
+    expect(addGroupRequest(s, { vpid: 3, signum: SYNC + 1, arg: 2 }, M4, 0)).toEqual({ kind: 'disagree' });
+  });
+
+  it('the value most requested is judged, wherever it stands among the requests', () => {
+    // Four requests collected while members were many; the last is the odd one out.
+    const s = createTaskSignals(3);
+    s.pending = { firstTick: 0, entries: [{ vpid: 0, signum: SYNC, arg: 1 }, { vpid: 1, signum: SYNC, arg: 1 }, { vpid: 2, signum: SYNC, arg: 1 }, { vpid: 3, signum: SYNC, arg: 2 }] };
+    expect(judgeGroupRequest(s, M4)).toEqual({ kind: 'accept', signum: SYNC, arg: 1 });
+  });
+
+  it('when every member that asked has ended, nothing is pending: no timeout, no rejection, and the next request starts afresh', () => {
+    const s = createTaskSignals(3);
+    addGroupRequest(s, { vpid: 0, signum: SYNC, arg: 1 }, M4, 10);
+    expect(judgeGroupRequest(s, [1, 2, 3])).toEqual({ kind: 'wait' });
+    expect(s.pending).toBeNull();
+    expect(groupTimedOut(s, 1_000, 20)).toBe(false);
+    // With no member left at all: still nothing to reject.
+    const t = createTaskSignals(3);
+    addGroupRequest(t, { vpid: 1, signum: SYNC, arg: 1 }, [1, 2], 500);
+    expect(judgeGroupRequest(t, [])).toEqual({ kind: 'wait' });
+    expect(t.pending).toBeNull();
+  });
+
   it('the timeout counts ordered ticks from the first request of the epoch (A7)', () => {
     const s = createTaskSignals(3);
     expect(groupTimedOut(s, 100, 20)).toBe(false);
