@@ -63,9 +63,26 @@ function waitFor(what, test, timeoutMs) {
     sleep(100);
   }
 }
+/** Where a failed run stood: the task's processes as the group sees them, its journal and the
+ *  last lines its processes printed (their full output is gone with the cluster dir). */
+function explain(id) {
+  try {
+    const v = view();
+    const t = v.tasks.find((x) => x.id === id);
+    process.stderr.write(`\n${id} as the group sees it: ${JSON.stringify({ state: t?.state, outcome: t?.outcome, epoch: t?.epoch, quorum: t?.quorum, signals: t?.signals, waitReason: t?.waitReason })}\n`);
+    for (const p of t?.procs ?? []) process.stderr.write(`  vpid ${p.vpid} on ${p.node}: ${p.state}, pid ${p.pid}${p.reason === null ? '' : `, ${p.reason}`}\n`);
+    for (const e of v.events.filter((x) => x.task === id).slice(-25)) process.stderr.write(`  [group] ${e.text}\n`);
+  } catch (e) {
+    process.stderr.write(`(no view of the task: ${e.message})\n`);
+  }
+  process.stderr.write(`last lines of ${id}'s processes:\n`);
+  for (const l of appLines(id).sort((a, b) => a.at - b.at).slice(-40)) process.stderr.write(`  ${l.at} ${l.who} ${l.text}\n`);
+}
 const proc = (id, vpid) => view().tasks.find((t) => t.id === id)?.procs.find((p) => p.vpid === vpid);
 
 let failed = false;
+/** The task, once submitted: a failure then shows what it and its processes last said. */
+let task = null;
 try {
   if (step('start a local cluster: 3 replicas, an agent (and its keeper) per node, the watchdog', ['up', '--nodes', '4', '--dir', dir]) !== 0) throw new Error('up failed');
 
@@ -74,6 +91,7 @@ try {
   const submittedAt = Date.now();
   const id = capture(['submit', '--linked', '-n', '4', '--name', 'nqueens', '--cwd', repo, '--dir', dir, '--', process.execPath, ...app.slice(1)]).trim();
   process.stdout.write(`${id}\n`);
+  task = id;
   waitFor('every process started and agreed on the quorum', () => appLines(id).filter((l) => /quorum/.test(l.text)).length >= 4, 90_000);
   sleep(1500);
 
@@ -111,6 +129,7 @@ try {
 } catch (e) {
   failed = true;
   process.stderr.write(`\ndemo failed: ${e.message}\n`);
+  if (task !== null) explain(task);
 } finally {
   if (step('stop every process the cluster started', ['down', '--dir', dir]) !== 0) failed = true;
   rmSync(root, { recursive: true, force: true });
