@@ -48,6 +48,9 @@ export type InvariantName =
    *  the group is three serving replicas again. */
   | 'g.condemned-correct'
   | 'g.recovered'
+  /** Detection bounds (src/sim/detection.ts): a faulty replica is condemned by the rule meant
+   *  for its fault, within that rule's bound; a corrupted one is never merely tolerated. */
+  | 'g.detection'
   /** Cluster reset (spec §1.6 rule 2, §9.2 A21; PROTOCOL §10.8): the watchdog resets the cluster
    *  only when two replicas of the group have failed, and does when they have. */
   | 'g.cluster-reset'
@@ -161,6 +164,9 @@ export class InvariantChecker {
   /** The group as each serving replica sees it (the world's answer), for recovery checks. */
   groups: () => Map<ProcessId, { view: number; members: readonly ProcessId[]; canGrow: boolean }> = () => new Map();
   private nowMs = 0;
+  /** The first condemnation a correct replica executed of each target: when, the reasons its
+   *  evidence gives, and the accusers (the detection bounds of src/sim/detection.ts). */
+  readonly condemnations = new Map<ProcessId, { atMs: number; reasons: string[]; by: ProcessId[] }>();
   /** What happened, for reports: deliveries seen and suspicions raised, by kind. */
   readonly counts = { commands: 0, requests: 0, notices: 0, suspects: 0, terminations: 0 };
   /** What this run reached (issue 15 item 4; `npm run sim` sums it over seeds): `inv NAME`, the
@@ -484,6 +490,10 @@ export class InvariantChecker {
         if (effect.input.type === 'replica.condemn') {
           const target = effect.input.evidence[0]?.accusation.target;
           if (target !== undefined) this.demoteFrom(target, effect.rsn);
+          if (target !== undefined && !this.condemnations.has(target)) {
+            const ev = effect.input.evidence.map((e) => e.accusation);
+            this.condemnations.set(target, { atMs: this.nowMs, reasons: [...new Set(ev.map((a) => a.reason))].sort(), by: ev.map((a) => a.from).sort() });
+          }
         }
         const view = this.replicas.get(id);
         if (view !== undefined) {

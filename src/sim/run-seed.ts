@@ -3,6 +3,7 @@
 // end-of-run checks. Pure function of (seed, options): the same seed replays exactly.
 import type { ProcessId } from '../core/ports.ts';
 import type { ByzantineBehaviour } from '../faults/byzantine.ts';
+import { expectedDetection, judgeDetection } from './detection.ts';
 import { planFor, type FaultPlan } from './fault-plan.ts';
 import type { InvariantChecker, Violation } from './invariants.ts';
 import type { NetworkStats } from './network.ts';
@@ -64,9 +65,33 @@ export function condemned(world: World, target: ProcessId): boolean {
   return serving > 0;
 }
 
+const INITIAL_REPLICAS: readonly ProcessId[] = ['r1', 'r2', 'r3'];
+/** World: r1 is the primary of view 1. */
+const INITIAL_PRIMARY: ProcessId = 'r1';
+
+/** Whether `id`'s state equals that of another serving replica at the same RSN. */
+function sameStateAsPeer(world: World, id: ProcessId): boolean {
+  const digests = world.digests();
+  const own = digests.get(id);
+  if (own === undefined) return false;
+  return [...digests].some(([peer, d]) => peer !== id && world.checker.isCorrect(peer) && d.rsn === own.rsn && d.digest === own.digest);
+}
+
+/** The g.detection invariant, at the end of a run within the timing bounds (a run that already
+ *  failed is left to its first violation). */
+function judgeDetectionOf(world: World, plan: FaultPlan, onsetMs: number | null, healed: boolean): void {
+  if (world.checker.violations.length > 0 || beyondTimingBounds(plan)) return;
+  const d = expectedDetection(plan, world.membership.timing, INITIAL_PRIMARY, INITIAL_REPLICAS, onsetMs);
+  if (d === null) return;
+  world.checker.reach('inv g.detection');
+  const v = judgeDetection(d, world.checker.condemnations.get(d.target), world.now, healed);
+  if (healed) world.checker.reach('path corruption.healed');
+  if (v !== null) world.checker.fail('g.detection', v);
+}
+
 export function runSeed(seed: number, opts: SeedOptions): SeedResult {
   const agentIds = Array.from({ length: opts.agents }, (_, i) => `a${i + 1}`);
-  let plan = planFor(seed, { agents: agentIds, replicas: ['r1', 'r2', 'r3'] });
+  let plan = planFor(seed, { agents: agentIds, replicas: INITIAL_REPLICAS });
   if (opts.adjustPlan !== undefined) plan = opts.adjustPlan(plan);
   const byzantine = new Map<ProcessId, readonly ByzantineBehaviour[]>(opts.byzantine ?? []);
   const f = plan.process;
@@ -98,12 +123,28 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
       s.at(w.atMs, () => world.notice(w.from, w.to, w.text));
     }
   }
+  // When the replica fault took hold, for the detection bounds (src/sim/detection.ts): null
+  // when it never did (a crash of a replica already gone, a corruption with nothing to change).
+  let onsetMs: number | null = f.type === 'byzantine' ? f.fromMs : null;
   if (f.type === 'crash') {
-    s.at(f.atMs, () => world.crash(f.target));
+    s.at(f.atMs, () => {
+      onsetMs = world.replica(f.target) !== null ? world.now : null;
+      world.crash(f.target);
+    });
     if (f.restartAtMs !== null) s.at(Math.min(f.restartAtMs, plan.faultEndMs), () => world.restart(f.target));
   }
   if (f.type === 'hang') s.at(f.atMs, () => world.hang(f.target, f.untilMs));
-  if (f.type === 'corrupt') s.at(f.atMs, () => (world.replica(f.target) !== null ? world.corrupt(f.target, f.kind) : null));
+  // A corruption the replica's next step overwrites (a GSSN chain link rewritten by the next
+  // command) leaves nothing to detect: at the bound, compare its state with a correct replica's
+  // at the same RSN (src/sim/detection.ts judgeDetection `healed`).
+  let healed = false;
+  if (f.type === 'corrupt') {
+    s.at(f.atMs, () => {
+      onsetMs = world.replica(f.target) !== null && world.corrupt(f.target, f.kind) !== null ? world.now : null;
+      const d = onsetMs === null ? null : expectedDetection(plan, world.membership.timing, INITIAL_PRIMARY, INITIAL_REPLICAS, onsetMs);
+      if (d?.boundMs != null) s.at(d.fromMs + d.boundMs, () => { healed = sameStateAsPeer(world, f.target); });
+    });
+  }
   if (opts.byzantine === undefined && f.type === 'byzantine' && f.fromMs > 0) s.at(f.fromMs, () => world.misbehave(f.target, f.behaviours));
   s.at(plan.faultEndMs, () => world.network.setFaultWindow(false));
 
@@ -120,6 +161,8 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
     t += LIVENESS_POLL_MS;
     world.runUntil(t);
   }
+  // The detection bound first: a replica never condemned is first of all a rule that did not fire.
+  judgeDetectionOf(world, plan, onsetMs, healed);
   if (d !== null) world.checker.reach('inv g.recovered');
   if (d !== null && d.required && !failed() && !condemned(world, d.target)) {
     world.checker.fail('g.recovered', `${d.target} (${plan.process.type}) is still a member of the group at ${world.now} ms`);

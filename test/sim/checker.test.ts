@@ -7,7 +7,9 @@ import type { Core, CoreEffect } from '../../src/core/node.ts';
 import type { ProcessId } from '../../src/core/ports.ts';
 import type { ByzantineBehaviour } from '../../src/faults/byzantine.ts';
 import { realCores } from '../../src/sim/cores.ts';
-import type { FaultPlan } from '../../src/sim/fault-plan.ts';
+import { DEFAULT_TIMING } from '../../src/core/constants.ts';
+import { expectedDetection, judgeDetection, type Detection } from '../../src/sim/detection.ts';
+import { DIAGNOSIS_BUDGET_MS, HEAL_BUDGET_MS, planFor, type FaultPlan } from '../../src/sim/fault-plan.ts';
 import { NO_NETWORK_FAULTS } from '../../src/sim/network.ts';
 import { runSeed, type SeedOptions } from '../../src/sim/run-seed.ts';
 
@@ -107,6 +109,62 @@ describe('the invariant checker catches planted bugs', () => {
     const wrapCore = (id: ProcessId, core: Core): Core => (id !== 'a3' ? core : { id, step: (i) => core.step(i), nextWakeMs: () => 0 });
     const r = run({ wrapCore });
     expect(r.violations.some((v) => v.invariant === 'e.core' && /a3 nextWakeMs\(\) stays at .* \(livelock\)/.test(v.message))).toBe(true);
+  });
+});
+
+describe('g.detection: the rule meant for the fault, within its bound (issue 15 item 2; src/sim/detection.ts)', () => {
+  /** A calm seed whose only fault is `process`, with time for self-diagnosis. */
+  const faulty = (process: FaultPlan['process'], required: boolean) => (p: FaultPlan): FaultPlan => ({
+    ...calm(p), process, diagnosis: { target: 'r3', required }, hardEndMs: p.faultEndMs + HEAL_BUDGET_MS + DIAGNOSIS_BUDGET_MS,
+  });
+  const crashR3 = faulty({ type: 'crash', target: 'r3', atMs: 100, restartAtMs: null }, true);
+  const corruptR3 = faulty({ type: 'corrupt', target: 'r3', atMs: 100, kind: 'slots' }, false);
+  const detection = (r: ReturnType<typeof run>) => r.violations.filter((v) => v.invariant === 'g.detection');
+
+  it('correct cores: a crashed backup is condemned as silent, a corrupted one for its digest, within their bounds', () => {
+    for (const adjust of [crashR3, corruptR3]) {
+      const r = run({}, adjust);
+      expect(r.reached.get('inv g.detection')).toBe(1);
+      expect(r.violations).toEqual([]);
+    }
+  });
+
+  it('a backup whose silence accusations never leave it: the crashed backup is not condemned within its bound, and that is reported with the seed first', () => {
+    // r2 accuses r3 as silent but never sends it; r1's accusation alone is no evidence
+    // (PROTOCOL §10.3), and r2, having accused, waits for the primary's order.
+    const wrapCore = (id: ProcessId, core: Core) => (id !== 'r2' ? core : editEffects(core, (e) => (
+      e.type === 'send' && e.item.type === 'ptp' && e.item.body?.type === 'accuse' && e.item.body.signed.accusation.reason === 'silent' ? [] : [e]
+    )));
+    const r = run({ wrapCore }, crashR3);
+    expect(r.violations[0]).toMatchObject({
+      seed: SEED, invariant: 'g.detection', message: expect.stringMatching(/^r3 \(crash at 100 ms\) was not condemned by 1020 ms \(its bound: silent within 920 ms\)/),
+    });
+  });
+
+  it('a slower rule covering for the one meant for the fault, or the right rule too late, is reported (judgeDetection)', () => {
+    const plan = crashR3(planFor(SEED, { agents: ['a1', 'a2', 'a3', 'a4'], replicas: ['r1', 'r2', 'r3'] }));
+    const d = expectedDetection(plan, DEFAULT_TIMING, 'r1', ['r1', 'r2', 'r3'], 100);
+    expect(d).toMatchObject({ target: 'r3', reasons: ['silent'], fromMs: 100, boundMs: 920 });
+    const judge = (reasons: string[], atMs: number) => judgeDetection(d as Detection, { atMs, reasons }, 5_000);
+    expect(judge(['silent'], 700)).toBeNull();
+    expect(judge(['silent'], 1_020)).toBeNull();
+    // Seed 238's shape, on a network beyond the bounds: one accuser's silence rule never started.
+    expect(judge(['agent.reports', 'silent'], 1_680)).toBe('r3 (crash at 100 ms) was condemned for agent.reports+silent at 1680 ms; the rule meant for it is silent');
+    expect(judge(['silent'], 1_021)).toBe('r3 (crash at 100 ms) was condemned for silent 921 ms later; its bound is 920 ms');
+    // A crashed primary may also be found by the backups' progress timers; a backup may not.
+    expect(expectedDetection({ ...plan, process: { type: 'crash', target: 'r1', atMs: 100, restartAtMs: null } }, DEFAULT_TIMING, 'r1', ['r1', 'r2', 'r3'], 100)?.reasons).toEqual(['silent', 'primary.progress']);
+  });
+
+  it('replicas that never compare a peer\'s digest tolerate its corrupted state, and that is reported', () => {
+    // r1 and r2 drop the digest claims of r3's heartbeats (RSN 0 is never compared).
+    const wrapCore = (id: ProcessId, core: Core): Core => (id === 'r3' ? core : {
+      id, nextWakeMs: () => core.nextWakeMs(),
+      step: (input) => core.step(input.type !== 'frame' || input.frame.from !== 'r3' ? input : {
+        ...input, frame: { ...input.frame, items: input.frame.items.map((i) => (i.type === 'hb' && i.info.type === 'replica' ? { ...i, info: { ...i.info, rsn: 0, ckptRsn: 0 } } : i)) },
+      }),
+    });
+    const r = run({ wrapCore }, corruptR3);
+    expect(detection(r)).toEqual([expect.objectContaining({ seed: SEED, message: expect.stringMatching(/^r3 \(corrupt \(slots\) at 100 ms\) was not condemned by 470 ms \(its bound: digest or rsn\.gap within 370 ms\)/) })]);
   });
 });
 
