@@ -95,5 +95,5 @@ export function streamFor(seed: number, purpose: SimStream): SeededRandom {
 }
 
 /** Named random streams of a seed (see `streamFor`). */
-const SIM_STREAMS = { plan: 1, network: 2, workload: 3, keys: 4, os: 5, tasks: 6, apps: 7, a21: 8 } as const;
+const SIM_STREAMS = { plan: 1, network: 2, workload: 3, keys: 4, os: 5, tasks: 6, apps: 7, a21: 8, 'app-faults': 9, 'app-fault-moves': 10 } as const;
 export type SimStream = keyof typeof SIM_STREAMS;

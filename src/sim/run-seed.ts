@@ -8,6 +8,7 @@ import { planFor, type FaultPlan } from './fault-plan.ts';
 import type { InvariantChecker, Violation } from './invariants.ts';
 import type { NetworkStats } from './network.ts';
 import type { SimCrypto } from './sim-signer.ts';
+import { SimWatchdog } from './sim-watchdog.ts';
 import { World, type CoreFactories, type WorldOptions } from './world.ts';
 
 /** How often liveness is polled after the heal. Each poll is cheap (a few hundred set lookups). */
@@ -66,6 +67,8 @@ export function condemned(world: World, target: ProcessId): boolean {
 }
 
 const INITIAL_REPLICAS: readonly ProcessId[] = ['r1', 'r2', 'r3'];
+/** How long past crash + watchdogSilenceMs a watched run goes on: a few heartbeat periods. */
+const WATCHDOG_MARGIN_MS = 300;
 /** World: r1 is the primary of view 1. */
 const INITIAL_PRIMARY: ProcessId = 'r1';
 
@@ -148,6 +151,25 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
   if (opts.byzantine === undefined && f.type === 'byzantine' && f.fromMs > 0) s.at(f.fromMs, () => world.misbehave(f.target, f.behaviours));
   s.at(plan.faultEndMs, () => world.network.setFaultWindow(false));
 
+  // The watchdog (spec §1.6; PROTOCOL §10.8), fed by the replicas as in task seeds. With at most
+  // one faulty replica it must never reset the cluster, however long that replica stays down
+  // (g.cluster-reset); a node reset it orders is recorded, not carried out (group seeds have no
+  // nodes to power-cycle: an agent that crashed for good stays down).
+  const watchdog = new SimWatchdog(world, (e) => {
+    if (e.type === 'reset.node') world.checker.reach('path watchdog reset.node');
+    if (e.type !== 'reset.cluster') return;
+    world.checker.reach('inv g.cluster-reset');
+    const failed = world.checker.failedReplicas();
+    if (failed.length < 2 && !world.checker.outOfBounds) {
+      world.checker.fail('g.cluster-reset', `the watchdog reset the cluster with ${failed.length === 0 ? 'no replica' : `only ${failed.join(', ')}`} failed: ${e.reason}`);
+    }
+  });
+  // In every other seed of a replica crash, the run lasts past the watchdog's silence bound after
+  // the crash (issue 15 item 3), instead of ending once the replacement serves.
+  const watchUntilMs = f.type === 'crash' && INITIAL_REPLICAS.includes(f.target) && seed % 2 === 0
+    ? f.atMs + world.membership.timing.watchdogSilenceMs + WATCHDOG_MARGIN_MS : 0;
+  if (watchUntilMs > 0) world.checker.reach('path watchdog past silence bound');
+
   world.runUntil(plan.faultEndMs);
   // After the heal: stop as soon as everything owed has arrived (and the faulty replica is out
   // of the group, when the fault is one self-diagnosis should find), or at the hard end.
@@ -155,9 +177,9 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
   const d = plan.diagnosis;
   const diagnosed = (): boolean => d === null || condemned(world, d.target);
   let t = plan.faultEndMs;
-  while (t < plan.hardEndMs && !failed()) {
+  while (t < Math.max(plan.hardEndMs, watchUntilMs) && !failed()) {
     if (!plan.livenessExpected && t >= plan.faultEndMs + 4 * LIVENESS_POLL_MS) break;
-    if (plan.livenessExpected && diagnosed() && world.checker.missing(1).length === 0) break;
+    if (plan.livenessExpected && diagnosed() && world.checker.missing(1).length === 0 && t >= watchUntilMs) break;
     t += LIVENESS_POLL_MS;
     world.runUntil(t);
   }

@@ -34,7 +34,18 @@ export const A21_SEED_OFFSET = 7;
  *  (20–500 ms), so some are accepted and live, some pending at the crash and some finished. */
 export const A21_CRASH_MIN_MS = 50;
 export const A21_CRASH_MAX_MS = 800;
-export type TaskPlanItem = { atMs: number; kind: TaskKind; size: number; durationMs: number; killAtMs: number };
+/** A Byzantine member of a linked task (issue 15 item 3): once the chatter starts, it
+ *  - `stale`: replays requests with epochs already over (and one with an epoch not yet reached);
+ *  - `disagree`: asks for SYNCs with an argument of its own, again at every epoch;
+ *  - `flood`: sends FLOOD_REQUESTS broadcast requests at once.
+ *  Correct members must be unaffected: t.group-request counts what stale requests would have
+ *  made, t.atomic-broadcast what every member received. */
+export type AppFault = { vpid: number; kind: 'stale' | 'disagree' | 'flood' };
+export const APP_FAULT_KINDS = ['stale', 'disagree', 'flood'] as const;
+/** Linked tasks with a Byzantine member. */
+export const APP_FAULT_CHANCE = 0.4;
+export const FLOOD_REQUESTS = 40;
+export type TaskPlanItem = { atMs: number; kind: TaskKind; size: number; durationMs: number; killAtMs: number; appFault: AppFault | null };
 export type TaskFault =
   | { type: 'none' }
   | { type: 'process-crash'; atMs: number[] }
@@ -58,7 +69,13 @@ export function taskPlanFor(seed: number, agents: readonly ProcessId[]): TaskPla
     const r = rng.next();
     const kind: TaskKind = r < 0.45 ? 'work' : r < 0.55 ? 'exit-3' : r < 0.62 ? 'missing' : r < 0.75 ? 'forever-killed' : r < 0.82 ? 'stubborn-killed' : 'linked-chatter';
     const atMs = between(rng, 20, 500);
-    tasks.push({ atMs, kind, size: between(rng, 1, MAX_TASK_SIZE), durationMs: between(rng, 20, 400), killAtMs: atMs + between(rng, 50, 700) });
+    tasks.push({ atMs, kind, size: between(rng, 1, MAX_TASK_SIZE), durationMs: between(rng, 20, 400), killAtMs: atMs + between(rng, 50, 700), appFault: null });
+  }
+  // From a stream of its own, so the rest of every plan stays as drawn before these faults.
+  const byz = streamFor(seed, 'app-faults');
+  for (const t of tasks) {
+    if (t.kind !== 'linked-chatter' || byz.next() >= APP_FAULT_CHANCE) continue;
+    t.appFault = { vpid: between(byz, 0, t.size - 1), kind: pick(byz, APP_FAULT_KINDS) };
   }
   const f = rng.next();
   const agent = pick(rng, agents);
@@ -92,11 +109,12 @@ export function taskFaultLabels(p: TaskPlan): string[] {
   const out = p.fault.type === 'none' ? [] : [`fault task ${p.fault.type}`];
   if (p.loss > 0) out.push('fault network loss');
   for (const kind of new Set(p.tasks.map((t) => t.kind))) out.push(`workload ${kind}`);
+  for (const kind of new Set(p.tasks.flatMap((t) => (t.appFault === null ? [] : [t.appFault.kind])))) out.push(`fault app ${kind}`);
   return out;
 }
 
 export function describeTaskPlan(p: TaskPlan): string {
-  const tasks = p.tasks.map((t) => `${t.kind}×${t.size}@${t.atMs}`).join(' ');
+  const tasks = p.tasks.map((t) => `${t.kind}×${t.size}@${t.atMs}${t.appFault === null ? '' : ` (vpid ${t.appFault.vpid} ${t.appFault.kind})`}`).join(' ');
   return `tasks [${tasks}] fault ${JSON.stringify(p.fault)} loss ${p.loss.toFixed(3)}`;
 }
 
@@ -127,7 +145,11 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
   // so requests race within epochs (t.atomic-broadcast checks what every process received).
   const apps = streamFor(seed, 'apps');
   const sent = new Map<SimApp, number>();
+  /** Byzantine members by task id (TaskPlanItem.appFault), once their task was accepted. */
+  const faultyApps = new Map<string, AppFault>();
   sim.appBehaviour = (app, sig) => {
+    const fault = faultyApps.get(app.task);
+    if (fault !== undefined && fault.vpid === app.vpid) return misbehave(app, sig, fault);
     if (sig.dest !== GSIG_BROADCAST || (sent.get(app) ?? 0) >= MAX_APP_REQUESTS) return;
     const r = apps.next();
     if (r < 0.35) {
@@ -138,6 +160,31 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
       sim.appSend(app, GSIG.REQ_SYNC, GSIG_CM, app.epoch % 2);
     }
   };
+  const faults = streamFor(seed, 'app-fault-moves');
+  const flooded = new Set<SimApp>();
+  function misbehave(app: SimApp, sig: SimApp['received'][number], fault: AppFault): void {
+    if (sig.dest !== GSIG_BROADCAST && sig.dest !== GSIG_CM) return;
+    switch (fault.kind) {
+      case 'stale':
+        // Requests of epochs already over: each would be a vote if the manager took it.
+        for (let e = Math.max(0, app.epoch - 2); e < app.epoch; e++) {
+          sim.appSend(app, GSIG.REQ_SYNC, GSIG_CM, 1, e);
+          sim.appSend(app, 100, GSIG_BROADCAST, 7, e);
+        }
+        if (faults.next() < 0.3) sim.appSend(app, GSIG.REQ_SYNC, GSIG_CM, 1, app.epoch + 3);
+        return;
+      case 'disagree':
+        if ((sent.get(app) ?? 0) >= MAX_APP_REQUESTS) return;
+        sent.set(app, (sent.get(app) ?? 0) + 1);
+        sim.appSend(app, GSIG.REQ_SYNC, GSIG_CM, 2 + Math.floor(faults.next() * 1000));
+        return;
+      case 'flood':
+        if (flooded.has(app)) return;
+        flooded.add(app);
+        for (let i = 0; i < FLOOD_REQUESTS; i++) sim.appSend(app, 100 + (i % 10), GSIG_BROADCAST, i);
+        return;
+    }
+  }
   // Tasks the operator means to kill, by nonce, with the cluster resets before its last kill: a
   // task restored after a reset runs again and is killed again (its old kill may have been
   // ordered before the restore, or by the old group while the task was still terminating).
@@ -154,6 +201,7 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
             sim.kill(text);
           });
         }
+        if (ok && t.appFault !== null) faultyApps.set(text, t.appFault);
         if (ok && t.kind === 'linked-chatter') {
           // Once its processes run, each asks for one broadcast: the chatter starts. In half the
           // tasks they first all ask for a quorum below the task's size, so that SYNCs asked by
