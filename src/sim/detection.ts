@@ -49,12 +49,11 @@ const BYZANTINE_RULES: Readonly<Record<string, readonly AccuseReason[]>> = {
 export function expectedDetection(plan: FaultPlan, timing: Timing, primary: ProcessId, replicas: readonly ProcessId[], onsetMs: number | null): Detection | null {
   const f = plan.process;
   if (f.type === 'none' || !replicas.includes(f.target) || onsetMs === null) return null;
-  const since = onsetMs;
   const cutOff = plan.partitions.some((p) => p.isolated.includes(f.target));
   const silent: AccuseReason[] = f.target === primary ? ['silent', 'primary.progress'] : ['silent'];
   // A partition that cuts the target off (the only replica one may cut, fault-plan.ts) may get
   // it condemned as silent first, and delays what the others see of it until the heal.
-  const fromMs = cutOff ? Math.max(since, plan.faultEndMs) : since;
+  const fromMs = cutOff ? Math.max(onsetMs, plan.faultEndMs) : onsetMs;
   const slack = detectionSlackMs(timing);
   switch (f.type) {
     case 'crash':

@@ -256,6 +256,18 @@ export class InvariantChecker {
     return out;
   }
 
+  /** The watchdog ordered a cluster reset (g.cluster-reset): owed only with two replicas of the
+   *  group failed (spec §1.6), unless the network broke the timing bounds. Returns the failed
+   *  replicas. */
+  onWatchdogReset(reason: string): ProcessId[] {
+    this.reach('inv g.cluster-reset');
+    const failed = this.failedReplicas();
+    if (failed.length < 2 && !this.outOfBounds) {
+      this.fail('g.cluster-reset', `the watchdog reset the cluster with ${failed.length === 0 ? 'no replica' : `only ${failed.join(', ')}`} failed: ${reason}`);
+    }
+    return failed;
+  }
+
   /** The whole cluster was powered off at once (spec §1.6 rules 2 and 3, PROTOCOL §10.9): every
    *  process is down, and the group that starts next is a fresh one — its RSNs, GSSNs and CSNs
    *  start over, so what the old group ordered and sent is no evidence about the new one. Only

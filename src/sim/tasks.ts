@@ -370,12 +370,8 @@ export class TaskSim implements NodeHooks {
   private resetCluster(reason: string): void {
     const checker = this.world.checker;
     checker.setTime(this.now);
-    checker.reach('inv g.cluster-reset');
+    const failed = checker.onWatchdogReset(reason);
     checker.reach('inv t.restored');
-    const failed = checker.failedReplicas();
-    if (failed.length < 2 && !checker.outOfBounds) {
-      this.fail('g.cluster-reset', `the watchdog reset the cluster with ${failed.length === 0 ? 'no replica' : `only ${failed.join(', ')}`} failed: ${reason}`);
-    }
     // What the disks hold, in membership order (initial replicas, then spares).
     const ids = [...this.world.membership.replicas, ...this.world.membership.spareReplicas].filter((id) => this.disks.has(id));
     const journals = ids.map((id) => ({ source: `${id}.journal`, data: this.disks.get(id) as Uint8Array }));
