@@ -3,7 +3,7 @@
 // port in use — into one line on stderr and a non-zero exit (docs/OPERATIONS.md §1).
 import { endQuietlyWhenReaderLeaves, exitWhenFlushed } from './exit.ts';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { MAX_TASK_PROCS } from '../src/core/constants.ts';
+import { MAX_ADDED_NODE_SPARES, MAX_TASK_PROCS } from '../src/core/constants.ts';
 import { INJECT_MODES } from '../src/daemon/inject-modes.ts';
 import { DEFAULT_AGENT_SLOTS, DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
 import { MAX_SLOTS } from '../src/io/hosts-file.ts';
@@ -224,11 +224,12 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .requiredOption('--id <host>', 'the new host\'s id: its node name and bundle directory (e.g. n5)')
     .requiredOption('--address <addr>', 'the new host\'s network address (IP address or DNS name)')
     .option('--slots <n>', `processes the node runs at once (default ${DEFAULT_AGENT_SLOTS})`, integer('--slots', 1, MAX_SLOTS))
+    .option('--spares <n>', 'spare replica ids the host holds keys for, so the group can replace a replica there (default: as many as each host of `trine init` has)', integer('--spares', 0, MAX_ADDED_NODE_SPARES))
     .option('--out <dir>', 'where to write the host\'s bundle, as OUT/HOST (default: beside the operator bundle)')
     .option('--dir <dir>', `the operator bundle (default ${DEFAULT_CLUSTER_DIR})`)
     .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
-    .action((o: { id: string; address: string; slots?: number; out?: string; dir?: string; timeout?: number }) =>
-      setOutcome(nodeAdd({ dir: o.dir, id: o.id, address: o.address, slots: o.slots ?? DEFAULT_AGENT_SLOTS, out: o.out, timeoutMs: o.timeout })));
+    .action((o: { id: string; address: string; slots?: number; spares?: number; out?: string; dir?: string; timeout?: number }) =>
+      setOutcome(nodeAdd({ dir: o.dir, id: o.id, address: o.address, slots: o.slots ?? DEFAULT_AGENT_SLOTS, spares: o.spares, out: o.out, timeoutMs: o.timeout })));
   node.command('remove')
     .description('drain a node and remove it from the running cluster (PROTOCOL §10.12): nothing new is placed there; once no task runs there its node stops')
     .argument('<host>', 'the node, e.g. n5')

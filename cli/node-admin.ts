@@ -8,7 +8,9 @@
 // host's bundle next to where it goes, and only then sends `node.add` with the public key. If two
 // replicas agree the node is added, the staged bundle is moved into place and the operator's
 // cluster.json learns the agent (so `trine logs` can read from it); otherwise the staged bundle
-// is deleted and nothing is left behind. The new host holds no spare replica id.
+// is deleted and nothing is left behind. The new host holds spare replica ids too (--spares, by
+// default as many as each host of `trine init`): their keys go into its bundle and their public
+// keys into the request, so the group can start a replacement replica there (PROTOCOL §10.6).
 //
 // `remove` sends `node.remove`; the group drains the node (nothing new is placed there, with
 // --kill its tasks are killed) and tells its agent to stop once no live task has a process there.
@@ -20,7 +22,7 @@ import type { ClusterView } from '../src/core/status.ts';
 import { hostAddress } from '../src/core/wire/messages.ts';
 import { DEFAULT_CLUSTER_DIR, isHostAddress, loadCluster, paths, writeClusterConfig, type Cluster, type ClusterConfig } from '../src/io/cluster-dir.ts';
 import {
-  addedNodeBundle, addNodeToConfig, agentListenPort, loadBundle, nextAgentId, NODE_UNIT, removeNodeFromConfig, writeBundle,
+  addedNodeBundle, addNodeToConfig, agentListenPort, loadBundle, nextAgentId, nextSpareIds, NODE_UNIT, removeNodeFromConfig, sparesPerHost, writeBundle,
   type AddedNode, type BundleInfo,
 } from '../src/io/deploy.ts';
 import { isLoopback, MAX_HOST_ID_CHARS } from '../src/io/hosts-file.ts';
@@ -34,6 +36,8 @@ import { OperatorClient } from './status-client.ts';
  *  seconds), then the agent's stop is ordered and acknowledged within a heartbeat or two. A
  *  task that runs on is the operator's call, not a reason to wait forever. */
 export const NODE_REMOVE_WAIT_MS = 60_000;
+/** The lowest port a spare of an added host may listen on: a hosts file's lowest base port. */
+const MIN_SPARE_PORT = 1024;
 /** Between two reads of the agreed view while waiting: each read asks every replica. */
 const REMOVE_POLL_MS = 500;
 
@@ -48,6 +52,8 @@ export type NodeAddOptions = {
   id: string;
   address: string;
   slots: number;
+  /** Spare replica ids for the host (default sparesPerHost of the cluster). */
+  spares?: number | undefined;
   out?: string | undefined;
   timeoutMs?: number | undefined;
 };
@@ -126,9 +132,17 @@ export async function nodeAdd(opts: NodeAddOptions): Promise<number> {
   if (existsSync(dest)) throw new CliError(`${dest} exists: pass another --out for ${host}'s bundle, or remove it if it is left from an earlier try`);
   if (existsSync(out) && !statSync(out).isDirectory()) throw new CliError(`--out ${out} is a file: pass a directory`);
 
+  const spareCount = opts.spares ?? sparesPerHost(config);
+  if (port - spareCount < MIN_SPARE_PORT) throw new CliError(`--spares ${spareCount} would listen below port ${MIN_SPARE_PORT} (spares take the ports below the agent's ${port}): give fewer`);
   const agent = nextAgentId(config);
   const pair = generateKeyPair();
-  const node: AddedNode = { host, address, agent, port, slots: opts.slots, publicKey: pair.publicKey };
+  const pairs = new Map([[agent, pair]]);
+  const spares = nextSpareIds(config, spareCount).map((id, k) => {
+    const p = generateKeyPair();
+    pairs.set(id, p);
+    return { id, port: port - k - 1, publicKey: p.publicKey };
+  });
+  const node: AddedNode = { host, address, agent, port, slots: opts.slots, publicKey: pair.publicKey, spares };
   const added = addNodeToConfig(config, node);
   const bundle = addedNodeBundle(ops.bundle, node);
   // Staged beside its place, so a disk problem shows before the group holds a key nobody has,
@@ -139,7 +153,7 @@ export async function nodeAdd(opts: NodeAddOptions): Promise<number> {
   const discard = () => rmSync(madeOut ?? staging, { recursive: true, force: true });
   try {
     madeOut = mkdirSync(out, { recursive: true, mode: 0o755 });
-    writeBundle(staging, added, bundle, new Map([[agent, pair]]));
+    writeBundle(staging, added, bundle, pairs);
   } catch (e) {
     discard();
     throw new CliError(`cannot write ${host}'s bundle under ${out} (${(e as Error).message}): pass a writable --out`);
@@ -149,7 +163,7 @@ export async function nodeAdd(opts: NodeAddOptions): Promise<number> {
   try {
     const client = await OperatorClient.open(ops.cluster);
     try {
-      outcome = await requestOp(client, { type: 'node.add', nonce: newNonce(), agent, node: host, address, port, publicKey: pair.publicKey }, opts.timeoutMs ?? OP_TIMEOUT_MS);
+      outcome = await requestOp(client, { type: 'node.add', nonce: newNonce(), agent, node: host, address, port, publicKey: pair.publicKey, spares }, opts.timeoutMs ?? OP_TIMEOUT_MS);
     } finally {
       await client.close();
     }
@@ -168,21 +182,23 @@ export async function nodeAdd(opts: NodeAddOptions): Promise<number> {
     throw new CliError(`the group refused to add ${host}: ${outcome.text}: nothing was written; see \`trine nodes\``, EXIT_FAILED);
   }
   renameSync(staging, dest);
-  updateOperatorKeys(ops.cluster.dir, added, agent, pair.publicKey);
+  updateOperatorKeys(ops.cluster.dir, added, pairs);
+  const spareText = spares.length === 0 ? 'no spare replica ids' : `spare replica${spares.length === 1 ? '' : 's'} ${spares.map((x) => `${x.id} on port ${x.port}`).join(', ')}`;
   process.stdout.write(
-    `${outcome.text} (RSN ${outcome.rsn}): bundle in ${dest} (${opts.slots} slots, agent ${agent} listening on port ${port}), and ` +
+    `${outcome.text} (RSN ${outcome.rsn}): bundle in ${dest} (${opts.slots} slots, agent ${agent} listening on port ${port}, ${spareText}), and ` +
       `${paths.config(ops.cluster.dir)} lists it; copy the bundle to ${bundle.install.dir} on ${host} and start ${NODE_UNIT} there (docs/OPERATIONS.md §8.7)\n`,
   );
   return EXIT_OK;
 }
 
 /** The operator bundle's cluster.json (and keys/public.json, where a bundle has one) with the
- *  new agent: `trine logs` reads a task's output from the agent of the node it ran on. */
-function updateOperatorKeys(dir: string, config: ClusterConfig, agent: ProcessId, publicKey: Uint8Array): void {
+ *  new agent and spares: `trine logs` reads a task's output from the agent of the node it ran
+ *  on, and `trine status` asks every replica of the pool. */
+function updateOperatorKeys(dir: string, config: ClusterConfig, pairs: ReadonlyMap<ProcessId, { publicKey: Uint8Array }>): void {
   writeClusterConfig(dir, config);
   if (existsSync(paths.publicKeys(dir))) {
     const table = readPublicKeys(paths.publicKeys(dir));
-    table.set(agent, publicKey);
+    for (const [id, p] of pairs) table.set(id, p.publicKey);
     writePublicKeys(paths.publicKeys(dir), table);
   }
 }

@@ -16,7 +16,7 @@ import {
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import { pack, signCG } from './wire/frame.ts';
-import { groupMsgGC, type AgentRequest, type ErrorReportKind, type GroupBody, type GroupCommand, type GroupMsgGC, type SignedCG } from './wire/messages.ts';
+import { groupMsgGC, type AddedReplica, type AgentRequest, type ErrorReportKind, type GroupBody, type GroupCommand, type GroupMsgGC, type SignedCG } from './wire/messages.ts';
 import type { Signer } from './ports.ts';
 
 export type AgentOptions = {
@@ -225,13 +225,28 @@ export function createAgent(opts: AgentOptions): AgentCore {
       opened.set(e.opener, (opened.get(e.opener) ?? 1) - 1);
       gssnDelivered = e.gssn;
       awaitingCompletion.push(e.gssn);
-      out.push({ type: 'deliver.command', gssn: e.gssn, command: best.gc.payload });
-      if (best.gc.payload.type === 'replicas') onReplicas(best.gc.payload, nowMs, out);
+      const command = best.gc.payload;
+      // Keys first: the replica a `replica.spawn` starts reads them from this node's disk.
+      if (command.type === 'replicas' || command.type === 'replica.spawn') learnKeys(command.added, out);
+      out.push({ type: 'deliver.command', gssn: e.gssn, command });
+      if (command.type === 'replicas') onReplicas(command, nowMs, out);
       if (e.complete) finish(e, nowMs, out);
     }
     // Undelivered entries the chain has passed were never sent by two correct replicas.
     for (const [g, e] of gmb) if (!e.delivered && g < gssnDelivered) forget(e);
     for (const prev of ready.keys()) if (prev < gssnDelivered) ready.delete(prev);
+  }
+
+  /** Spares of nodes added at run time whose keys this agent has handed to its driver. */
+  const learnt = new Set<ProcessId>();
+  /** PROTOCOL §10.12: members whose keys cluster.json lacks, as two replicas' matching copies of
+   *  a command named them (or two status replies, the `group` input): the driver verifies their
+   *  frames and dials them from now on. An id is learnt once; its key never changes. */
+  function learnKeys(added: readonly AddedReplica[], out: CoreEffect[]): void {
+    const fresh = added.filter((x) => !learnt.has(x.id));
+    if (fresh.length === 0) return;
+    for (const x of fresh) learnt.add(x.id);
+    out.push({ type: 'keys', keys: fresh.map((x) => ({ id: x.id, publicKey: x.publicKey, replica: { node: x.node, address: x.address, port: x.port } })) });
   }
 
   /** PROTOCOL §10.7: the group changed. Sessions follow the set; requests not yet acknowledged
@@ -434,7 +449,8 @@ export function createAgent(opts: AgentOptions): AgentCore {
         countDrop(drops, 'UNEXPECTED'); // the watchdog's input (PROTOCOL §10.9)
         break;
       case 'group':
-        onReplicas({ type: 'replicas', view: input.view, primary: input.primary, replicas: input.replicas, ports: input.ports }, nowMs, out);
+        learnKeys(input.added, out);
+        onReplicas({ type: 'replicas', view: input.view, primary: input.primary, replicas: input.replicas, ports: input.ports, added: input.added }, nowMs, out);
         break;
       case 'notice':
         linkSend(links, input.to, 0, { type: 'notice', text: input.text }, nowMs, out);

@@ -125,6 +125,10 @@ export const MAX_MEMBER_CHANGES = 1024;
  *  fields, two names, an address of at most 64 characters and a 32-byte key take a few hundred
  *  bytes; this leaves room and bounds what a restore may carry. */
 export const MAX_MEMBER_CG_BYTES = 2048;
+/** Spare replica ids one `node.add` may bring (PROTOCOL §10.12): as many as `trine init` gives
+ *  a host at most (src/io/hosts-file.ts MAX_SPARES_PER_HOST). Eight take about 400 bytes of the
+ *  request, inside MAX_MEMBER_CG_BYTES. */
+export const MAX_ADDED_NODE_SPARES = 8;
 
 /** Live process entries one agent keeps. A node offers a handful of slots (cluster.json); this
  *  bounds what a group bug could make the agent hold, far above any real placement. A spawn

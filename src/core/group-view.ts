@@ -6,7 +6,7 @@
 // `replica.kill` commands. Pure: no clock, no I/O.
 import { REPLICA_COUNT } from './constants.ts';
 import type { ProcessId } from './ports.ts';
-import type { AccuseReason, ErrorReportKind, GroupCommand, MovedPort, SignedAccusation } from './wire/messages.ts';
+import type { AccuseReason, AddedReplica, ErrorReportKind, GroupCommand, MovedPort, SignedAccusation } from './wire/messages.ts';
 
 /** A replacement replica the group commanded and waits for (PROTOCOL §10.6). */
 export type Recovery = {
@@ -88,6 +88,8 @@ export type GroupContext = {
   pool: readonly ProcessId[];
   /** Spares bound to a node: only that node's agent can start them (membership.spareNodes). */
   spareNodes: ReadonlyMap<ProcessId, string>;
+  /** The added nodes' spares with their keys and addresses (replicated-state.ts addedSpares). */
+  added: readonly AddedReplica[];
   tick: number;
   replicaStartTimeoutTicks: number;
 };
@@ -120,9 +122,16 @@ export const successor = (replicas: readonly ProcessId[], primary: ProcessId): P
 
 const agentOfNode = (ctx: GroupContext, node: string): ProcessId | undefined => ctx.liveAgents.find((a) => a.node === node)?.id;
 
+/** The added nodes' spares among `ids`: the keys an agent needs to verify them (PROTOCOL §10.12). */
+export const addedAmong = (added: readonly AddedReplica[], ids: readonly ProcessId[]): AddedReplica[] => added.filter((x) => ids.includes(x.id));
+
+/** The `replicas` command of the group as it is (PROTOCOL §10.7). */
+export function replicasCommand(g: GroupView, replicas: readonly ProcessId[], primary: ProcessId, added: readonly AddedReplica[]): Extract<GroupCommand, { type: 'replicas' }> {
+  return { type: 'replicas', view: g.view, primary, replicas: [...replicas], ports: movedPorts(g, replicas), added: addedAmong(added, replicas) };
+}
+
 function announce(ctx: GroupContext, g: GroupView, replicas: ProcessId[], primary: ProcessId, out: ViewChange['commands']): void {
-  const ports = movedPorts(g, replicas);
-  for (const a of ctx.liveAgents) out.push({ agent: a.id, command: { type: 'replicas', view: g.view, primary, replicas: [...replicas], ports } });
+  for (const a of ctx.liveAgents) out.push({ agent: a.id, command: replicasCommand(g, replicas, primary, ctx.added) });
 }
 
 /** A spare id never used that may start on `node` (null: on some node): bound to it or to none. */
@@ -185,7 +194,7 @@ function placeRecovery(ctx: GroupContext, g: GroupView, replicas: ProcessId[], p
   g.replicaNodes.set(r.id, pick.node);
   const again = g.retired.includes(r.id);
   if (again) g.retired = g.retired.filter((x) => x !== r.id);
-  out.commands.push({ agent: pick.id, command: { type: 'replica.spawn', id: r.id, view: g.view, primary, replicas: [...replicas] } });
+  out.commands.push({ agent: pick.id, command: { type: 'replica.spawn', id: r.id, view: g.view, primary, replicas: [...replicas], added: addedAmong(ctx.added, replicas) } });
   out.events.push(`replica ${r.id} to start on ${pick.node}${again ? ' (a new incarnation of a retired spare id)' : ''}`);
 }
 

@@ -5,7 +5,7 @@
 import type { Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
 import type { DropCode } from './result.ts';
-import type { AgentRequest, Frame, GroupCommand, GroupInput, Item, MovedPort } from './wire/messages.ts';
+import type { AddedReplica, AgentRequest, Frame, GroupCommand, GroupInput, Item, MovedPort } from './wire/messages.ts';
 import type { MembershipChanges } from './task-journal.ts';
 
 /** Who is in the cluster. Every process gets the same membership (cluster.json). */
@@ -49,9 +49,12 @@ export type CoreInput =
   | { type: 'restore.load'; nowMs: number; journals: { source: string; data: Uint8Array }[] }
   /** Agents: the group as two replicas reported it alike in their status (PROTOCOL §10.7), which
    *  a new incarnation asks for while it runs; taken like a delivered `replicas` command. */
-  | { type: 'group'; nowMs: number; view: number; primary: ProcessId; replicas: ProcessId[]; ports: MovedPort[] };
+  | { type: 'group'; nowMs: number; view: number; primary: ProcessId; replicas: ProcessId[]; ports: MovedPort[]; added: AddedReplica[] };
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+/** A key learnt at run time (the `keys` effect); `replica`: a spare's node and where it listens. */
+export type LearntKey = { id: ProcessId; publicKey: Uint8Array; replica?: { node: string; address: string; port: number } };
 
 export type CoreEffect =
   | { type: 'send'; to: ProcessId; item: Item }
@@ -82,9 +85,11 @@ export type CoreEffect =
    *  demand, so a retired replica is not dialed forever (PROTOCOL §10.6). `ports`: members
    *  listening on another port than cluster.json's, to dial there (§10.6). */
   | { type: 'replicas'; replicas: ProcessId[]; ports: MovedPort[] }
-  /** Replica: agents added at run time (PROTOCOL §10.12) and their Ed25519 keys: the driver
-   *  verifies and authenticates their frames from now on. Only ever new ids. */
-  | { type: 'keys'; keys: { id: ProcessId; publicKey: Uint8Array }[] }
+  /** Replica, agent: processes added at run time (PROTOCOL §10.12) and their Ed25519 keys: the
+   *  driver verifies and authenticates their frames from now on. Only ever new ids. A replica
+   *  (a spare of an added node) comes with where it listens, which the driver dials as it dials
+   *  the spares of cluster.json. */
+  | { type: 'keys'; keys: LearntKey[] }
   /** Replica, watchdog: the operator shut the cluster down and this process is done
    *  (PROTOCOL §10.11); the driver exits with EXIT_SHUTDOWN, which nothing restarts. */
   | { type: 'shutdown'; reason: string }

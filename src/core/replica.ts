@@ -11,7 +11,7 @@ import {
 } from './constants.ts';
 import { createDiagnosis } from './diagnosis.ts';
 import { admitChallenge, createFreshness, issueChallenge } from './freshness.ts';
-import { movedPorts, successor } from './group-view.ts';
+import { addedAmong, movedPorts, successor } from './group-view.ts';
 import { decodeState } from './state-codec.ts';
 import { createStateTransfer, statePayloads } from './state-transfer.ts';
 import { clusterView, liveSubmits, needsTicks } from './cluster-state.ts';
@@ -20,11 +20,11 @@ import {
   createLinks, flushAcks, linkAddPeer, linkNextWakeMs, linkOweGroupAck, linkReceive, linkRemovePeer, linkSend, linkTimers, linkView,
   logSessionEvent, startLinks, type Delivery, type Links,
 } from './link.ts';
-import type { Core, CoreEffect, CoreInput, Membership, SuspectReason } from './node.ts';
+import type { Core, CoreEffect, CoreInput, LearntKey, Membership, SuspectReason } from './node.ts';
 import { createOrderConfirm, executed, nextStep, type Ordered } from './order-confirm.ts';
 import type { Hash, ProcessId, Signer, Verifier } from './ports.ts';
 import {
-  adoptIncarnation, applyGroupInput, applyOperatorRequest, applyRequest, digestState, encodeState, expectedCsn, initialState,
+  addedSpares, adoptIncarnation, applyGroupInput, applyOperatorRequest, applyRequest, digestState, encodeState, expectedCsn, initialState,
   isOperatorRequest, mayRequest, type ApplyResult, type OperatorOutcome, type ReplicatedState,
 } from './replicated-state.ts';
 import type { ClusterEvent, ClusterView, DaemonReport, ReplicaStatus, PeerHealth } from './status.ts';
@@ -75,7 +75,8 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   const { id, membership: m, hash } = opts;
   const t = m.timing;
   const agentIds = new Set(m.agents.map((a) => a.id));
-  /** Every id that may ever be a replica (initial and spares): their frames are replica frames. */
+  /** Every id that may ever be a replica (initial and spares, the added nodes' spares once the
+   *  state has them): their frames are replica frames. */
   const poolIds = new Set([...m.replicas, ...m.spareReplicas]);
   const operators = new Set(m.operators);
   /** Clients whose requests are identified by nonce, not CSN (PROTOCOL §8.1): the operators,
@@ -121,8 +122,10 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     if (deliveredLog.length > MAX_DELIVERED_LOG) deliveredLog.shift();
   };
   const heard = new Map<ProcessId, HeartbeatSeen>();
+  /** A peer we know of and have not heard from yet. */
+  const unheard = (): HeartbeatSeen => ({ inc: 0, counter: 0, atMs: null, sinceCheck: false, missedChecks: 0 });
   for (const p of [...poolIds, ...agentIds, ...operators]) {
-    if (p !== id) heard.set(p, { inc: 0, counter: 0, atMs: null, sinceCheck: false, missedChecks: 0 });
+    if (p !== id) heard.set(p, unheard());
   }
   const drops: Partial<Record<DropCode, number>> = {};
   /** Status goes to fresh queries only (PROTOCOL §7): the challenges this incarnation issued. */
@@ -337,7 +340,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
 
   // ---- nodes added at run time (PROTOCOL §10.12) ---------------------------------------------
 
-  /** Keys of added agents already handed to the driver (the `keys` effect). */
+  /** Added agents whose keys (and their nodes' spares') went to the driver (the `keys` effect). */
   const announcedKeys = new Set<ProcessId>();
   /** The state added an agent (applied, or installed by a transfer): the driver learns its key,
    *  and the agent gets a session and heartbeat checks like the others. A removed agent keeps
@@ -347,12 +350,22 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     // only grows, and every other agent has been known since the start).
     if (state.added.size === announcedKeys.size) return;
     const fresh = [...state.added].filter(([a]) => !announcedKeys.has(a));
-    for (const [a] of fresh) announcedKeys.add(a);
-    out.push({ type: 'keys', keys: fresh.map(([a, n]) => ({ id: a, publicKey: n.publicKey })) });
+    const keys: LearntKey[] = [];
+    for (const [a, n] of fresh) {
+      announcedKeys.add(a);
+      keys.push({ id: a, publicKey: n.publicKey });
+      // The node's spares are replicas from now on: their frames are replica frames (§10.12).
+      for (const x of n.spares) {
+        poolIds.add(x.id);
+        if (x.id !== id && !heard.has(x.id)) heard.set(x.id, unheard());
+        keys.push({ id: x.id, publicKey: x.publicKey, replica: { node: n.node, address: n.address, port: x.port } });
+      }
+    }
+    out.push({ type: 'keys', keys });
     for (const a of state.nodes.keys()) {
       if (agentIds.has(a)) continue;
       agentIds.add(a);
-      heard.set(a, { inc: 0, counter: 0, atMs: null, sinceCheck: false, missedChecks: 0 });
+      heard.set(a, unheard());
       linkAddPeer(links, a, nowMs, out);
     }
   }
@@ -1077,6 +1090,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       suspicions, drops: { ...drops },
       view: state.group.view, members: [...state.replicas], phase: sync !== null ? 'syncing' : phase, diagnosis: diagnosis.history(),
       memberNodes: Object.fromEntries(state.group.replicaNodes), retired: [...state.group.retired], ports: movedPorts(state.group, state.replicas),
+      added: addedAmong(addedSpares(state.added), state.replicas).map((x) => ({ ...x, publicKey: toHex(x.publicKey) })),
       replacement: state.group.recovery === null ? null : { id: state.group.recovery.id, node: state.group.recovery.node, tried: [...state.group.recovery.tried] },
       cluster: view(),
       ...(opts.daemon === undefined ? {} : { daemon: opts.daemon() }),
@@ -1122,6 +1136,9 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         if (r !== id) out.push({ type: 'send', to: r, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
       }
       out.push({ type: 'send', to: m.scc, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
+      // The watchdog learns the members cluster.json lacks from two of us (PROTOCOL §10.12).
+      const added = state.added.size === 0 ? [] : addedAmong(addedSpares(state.added), [...state.replicas, ...(state.group.recovery === null ? [] : [state.group.recovery.id])]);
+      if (added.length > 0) out.push({ type: 'send', to: m.scc, item: { type: 'replica.keys', replicas: added } });
       for (const [node, r] of resets) out.push({ type: 'send', to: m.scc, item: { type: 'reset.node', node, ...r } });
       replicaHeartbeatAtMs = nowMs + t.replicaHeartbeatMs;
     }

@@ -10,14 +10,14 @@ import {
   type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from './cluster-state.ts';
 import {
-  applyAdd, applyCondemn, checkEvidence, encodeGroupView, initialGroupView, movedPorts, recordReport, recoveryStep,
+  applyAdd, applyCondemn, checkEvidence, encodeGroupView, initialGroupView, recordReport, recoveryStep, replicasCommand,
   type GroupContext, type GroupView, type ViewChange,
 } from './group-view.ts';
 import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_MEMBER_CHANGES, MAX_OPERATOR_OUTCOMES, type Timing } from './constants.ts';
 import type { Hash, ProcessId } from './ports.ts';
 import { unreachable } from './result.ts';
 import { pack, unpack } from './wire/frame.ts';
-import { groupMsgCG, type AgentRequest, type GroupInput, type GroupMsgGC, type GroupCommand, type NodeAdd, type NodeRemove, type NodeRestore, type OperatorRequest, type TaskRestore, type TaskSubmit } from './wire/messages.ts';
+import { groupMsgCG, type AgentRequest, type GroupInput, type GroupMsgGC, type GroupCommand, type NodeAdd, type NodeRemove, type NodeRestore, type OperatorRequest, type TaskRestore, type TaskSubmit, type AddedReplica, type AddedSpare } from './wire/messages.ts';
 
 export type { NodeRecord } from './cluster-state.ts';
 
@@ -60,13 +60,37 @@ export type ReplicatedState = {
   members: MemberChange[];
   /** Configuration, the same on every replica (cluster.json); not part of the digest. */
   timers: TaskTimers;
-  /** The replica id pool, initial ids then spares (membership); not part of the digest. */
+  /** The replica id pool: initial ids, then cluster.json's spares, then the added nodes' spares
+   *  (addedSpares); derived from configuration and `added`, so not part of the digest itself. */
   pool: readonly ProcessId[];
-  /** Spares bound to a node (membership.spareNodes); not part of the digest. */
+  /** Spares bound to a node: cluster.json's (membership.spareNodes) and the added nodes'. */
   spareNodes: ReadonlyMap<ProcessId, string>;
 };
 
-export type AddedNode = { node: string; address: string; port: number; publicKey: Uint8Array };
+/** `spares`: the spare replica ids the node's bundle holds keys for (PROTOCOL §10.12), in the
+ *  order the operator's request gave them. */
+export type AddedNode = { node: string; address: string; port: number; publicKey: Uint8Array; spares: AddedSpare[] };
+
+/** The added nodes' spares as agents and the watchdog learn them (AddedReplica), in pool order:
+ *  by agent id, then as each request listed them. The same on every replica for the same state. */
+export function addedSpares(added: ReadonlyMap<ProcessId, AddedNode>): AddedReplica[] {
+  return sortedEntries(added).flatMap(([, a]) =>
+    a.spares.map((x) => ({ id: x.id, node: a.node, address: a.address, port: x.port, publicKey: x.publicKey })));
+}
+
+/** The pool and spare bindings of configuration `config` with the added nodes' spares: those
+ *  last, in addedSpares order, wherever this replica's cluster.json already lists some of them
+ *  (a bundle written after the node was added), so every replica has the same pool. */
+export function poolWithAdded(
+  config: { pool: readonly ProcessId[]; spareNodes: ReadonlyMap<ProcessId, string> }, added: ReadonlyMap<ProcessId, AddedNode>,
+): { pool: ProcessId[]; spareNodes: Map<ProcessId, string> } {
+  const spares = addedSpares(added);
+  const extra = new Set(spares.map((x) => x.id));
+  return {
+    pool: [...config.pool.filter((p) => !extra.has(p)), ...spares.map((x) => x.id)],
+    spareNodes: new Map([...config.spareNodes, ...spares.map((x): [ProcessId, string] => [x.id, x.node])]),
+  };
+}
 /** One applied membership change: which, of which agent and node, and the operator's signed CG
  *  (canonical bytes and signature) that asked for it. */
 export type MemberChange = { nonce: string; kind: 'add' | 'remove'; agent: ProcessId; node: string; op: Uint8Array; opSig: Uint8Array };
@@ -92,7 +116,7 @@ export function initialState(m: StateMembership, timing: Timing = DEFAULT_TIMING
   };
 }
 
-const sortedEntries = <V>(m: Map<string, V>): [string, V][] => [...m.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+const sortedEntries = <V>(m: ReadonlyMap<string, V>): [string, V][] => [...m.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
 
 /** Canonical bytes: arrays in a fixed order, map entries sorted by key (DESIGN.md §3). */
 export function encodeState(s: ReplicatedState): Uint8Array {
@@ -109,7 +133,7 @@ export function encodeState(s: ReplicatedState): Uint8Array {
     }),
     encodeGroupView(s.group),
     s.shutdownAt,
-    sortedEntries(s.added).map(([id, a]) => [id, a.node, a.address, a.port, a.publicKey]),
+    sortedEntries(s.added).map(([id, a]) => [id, a.node, a.address, a.port, a.publicKey, a.spares.map((x) => [x.id, x.port, x.publicKey])]),
     s.members.map((c) => [c.nonce, c.kind, c.agent, c.node, c.op, c.opSig]),
   ]);
 }
@@ -147,7 +171,7 @@ function groupContext(s: ReplicatedState): GroupContext {
   const liveAgents = [...s.nodes.entries()].filter(([, n]) => n.joined && !n.failed && !n.draining).map(([id, n]) => ({ id, node: n.node }))
     .sort((a, b) => (a.id < b.id ? -1 : 1));
   return {
-    replicas: s.replicas, primary: s.primary, liveAgents, pool: s.pool, spareNodes: s.spareNodes, tick: s.cluster.tick,
+    replicas: s.replicas, primary: s.primary, liveAgents, pool: s.pool, spareNodes: s.spareNodes, added: addedSpares(s.added), tick: s.cluster.tick,
     replicaStartTimeoutTicks: s.timers.replicaStartTimeoutTicks,
   };
 }
@@ -317,19 +341,25 @@ function addNode(s: ReplicatedState, q: NodeAdd, op: SignedBytes | null): Done {
   for (const a of s.added.values()) nodesInUse.add(a.node);
   for (const n of s.group.replicaNodes.values()) nodesInUse.add(n);
   for (const n of s.spareNodes.values()) nodesInUse.add(n);
-  if (s.nodes.has(q.agent) || s.added.has(q.agent) || s.pool.includes(q.agent) || s.clientInc.has(q.agent) || s.members.some((c) => c.agent === q.agent)) {
-    return refuse(`${q.agent} is already a process of this cluster`);
-  }
+  const taken = (id: ProcessId) => s.nodes.has(id) || s.added.has(id) || s.pool.includes(id) || s.clientInc.has(id) || s.members.some((c) => c.agent === id);
+  for (const id of [q.agent, ...q.spares.map((x) => x.id)]) if (taken(id)) return refuse(`${id} is already a process of this cluster`);
+  const ids = [q.agent, ...q.spares.map((x) => x.id)];
+  if (new Set(ids).size !== ids.length) return refuse(`the request names ${ids.join(', ')}: an id twice`);
+  const ports = [q.port, ...q.spares.map((x) => x.port)];
+  if (new Set(ports).size !== ports.length) return refuse(`the request gives ports ${ports.join(', ')}: a port twice on one host`);
   if (nodesInUse.has(q.node)) return refuse(`a node ${q.node} is already in this cluster`);
   // A removed node of cluster.json is in neither map any more; the membership log remembers it.
   if (s.members.some((c) => c.node === q.node)) return refuse(`a node ${q.node} was removed from this cluster: a name is never used again`);
   // A removed node's address is free again (a repaired machine may come back); its name and agent
   // id are not: finished tasks still name the node, and the id's key can never be revoked.
   if ([...s.added].some(([a, n]) => n.address === q.address && s.nodes.has(a))) return refuse(`address ${q.address} is already an added node's`);
-  s.added.set(q.agent, { node: q.node, address: q.address, port: q.port, publicKey: new Uint8Array(q.publicKey) });
+  const spares = q.spares.map((x) => ({ id: x.id, port: x.port, publicKey: new Uint8Array(x.publicKey) }));
+  s.added.set(q.agent, { node: q.node, address: q.address, port: q.port, publicKey: new Uint8Array(q.publicKey), spares });
   s.nodes.set(q.agent, { node: q.node, joined: false, slots: 0, failed: false, inc: 0, draining: false });
+  if (spares.length > 0) Object.assign(s, poolWithAdded(s, s.added));
   record(s, q.nonce, 'add', q.agent, q.node, op);
-  return { outcome: { ok: true, text: `node ${q.node} added (agent ${q.agent} at ${q.address}); it joins when its agent starts` }, effects: [] };
+  const holding = spares.length === 0 ? '' : `, spare replica${spares.length === 1 ? '' : 's'} ${spares.map((x) => x.id).join(', ')}`;
+  return { outcome: { ok: true, text: `node ${q.node} added (agent ${q.agent} at ${q.address}${holding}); it joins when its agent starts` }, effects: [] };
 }
 
 /** PROTOCOL §10.12: drain a node; it leaves once no live task holds a slot there (finishDrains).
@@ -444,7 +474,7 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       if (request.resync || joined.adopt.length > 0) emit(s, client, { type: 'procs.adopt', procs: joined.adopt }, messages);
       absorb(s, joined.effects, r);
       // A (re)joined agent learns the group as it is now, and may host a replacement.
-      if (s.group.view > 0) emit(s, client, { type: 'replicas', view: s.group.view, primary: s.primary, replicas: [...s.replicas], ports: movedPorts(s.group, s.replicas) }, messages);
+      if (s.group.view > 0) emit(s, client, replicasCommand(s.group, s.replicas, s.primary, addedSpares(s.added)), messages);
       // One that joins while the cluster shuts down stops too (PROTOCOL §10.11).
       if (s.shutdownAt !== null) emit(s, client, { type: 'node.shutdown', rsn: s.shutdownAt, removed: false }, messages);
       else absorbView(s, recoveryStep(groupContext(s), s.group), r);

@@ -8,21 +8,22 @@
 //
 // Readers below throw `Malformed` (private to this module) with the path that failed;
 // `decodeState` turns it into a Result, which keeps each reader a one-liner.
-// `timers` and `pool` are configuration (cluster.json), not state: the caller supplies them.
+// `timers` and `pool` are configuration (cluster.json), not state: the caller supplies them, and
+// the pool grows by the added nodes' spares the bytes name (poolWithAdded).
 import type { Service } from '../../fsm/fsm-task.ts';
 import { decodeData, type MachineData } from '../../fsm/plain-data.ts';
 import type { AllocationRequest, ClusterState, NodeRecord, ServiceTurn, SignedSubmit, TaskRecord, TaskTimers } from './cluster-state.ts';
 import {
   MAX_ARGS, MAX_ENV_ENTRIES, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_OPERATOR_OUTCOMES, MAX_REPLICAS, MAX_STATE_CHUNK_BYTES,
-  MAX_MEMBER_CHANGES, MAX_STATE_CHUNKS, PUBLIC_KEY_BYTES, TASK_KEY_BYTES,
+  MAX_ADDED_NODE_SPARES, MAX_MEMBER_CHANGES, MAX_STATE_CHUNKS, PUBLIC_KEY_BYTES, TASK_KEY_BYTES,
 } from './constants.ts';
 import type { GroupView, Recovery } from './group-view.ts';
 import type { ProcessId } from './ports.ts';
-import { encodeState, type AddedNode, type MemberChange, type OperatorOutcome, type ReplicatedState } from './replicated-state.ts';
+import { encodeState, poolWithAdded, type AddedNode, type MemberChange, type OperatorOutcome, type ReplicatedState } from './replicated-state.ts';
 import { err, ok, type Result } from './result.ts';
 import type { PendingGroup, TaskSignals } from './task-signals.ts';
 import { unpack } from './wire/frame.ts';
-import type { EnvEntry, ProcMode } from './wire/messages.ts';
+import type { AddedSpare, EnvEntry, ProcMode } from './wire/messages.ts';
 
 /** What the caller knows without the bytes: configuration, the same on every replica. */
 export type StateConfig = { timers: TaskTimers; pool: readonly ProcessId[]; spareNodes?: ReadonlyMap<ProcessId, string> };
@@ -110,6 +111,7 @@ function readState(t: unknown, config: StateConfig): ReplicatedState {
   const primary = str(f[3], 'primary');
   if (!replicas.includes(primary)) fail('primary', `${primary} is not a replica`);
   const { outcomes, outcomeOrder } = readOutcomes(f[9], 'outcomes');
+  const added = readAdded(f[12], 'added');
   return {
     rsn: uint(f[0], 'rsn'),
     gssn: uint(f[1], 'gssn'),
@@ -124,11 +126,10 @@ function readState(t: unknown, config: StateConfig): ReplicatedState {
     outcomeOrder,
     group: readGroup(f[10], 'group'),
     shutdownAt: f[11] === null ? null : uint(f[11], 'shutdownAt'),
-    added: readAdded(f[12], 'added'),
+    added,
     members: list(readMember, MAX_MEMBER_CHANGES)(f[13], 'members'),
     timers: { ...config.timers },
-    pool: [...config.pool],
-    spareNodes: new Map(config.spareNodes ?? []),
+    ...poolWithAdded({ pool: config.pool, spareNodes: config.spareNodes ?? new Map() }, added),
   };
 }
 
@@ -149,16 +150,25 @@ function readNodes(t: unknown, p: string): Map<ProcessId, NodeRecord> {
   return out;
 }
 
-/** Nodes added at run time (PROTOCOL §10.12), by agent: [agent, node, address, port, publicKey]. */
+/** Nodes added at run time (PROTOCOL §10.12), by agent: [agent, node, address, port, publicKey,
+ *  spares], each spare [id, port, publicKey]. */
 function readAdded(t: unknown, p: string): Map<ProcessId, AddedNode> {
   const out = new Map<ProcessId, AddedNode>();
   let previous: string | null = null;
+  const key = (k: unknown, q: string): Uint8Array =>
+    new Uint8Array(k instanceof Uint8Array && k.length === PUBLIC_KEY_BYTES ? k : fail(q, `expected ${PUBLIC_KEY_BYTES} bytes`));
+  const spare: Reader<AddedSpare> = (e, q) => {
+    const [id, port, publicKey] = tuple(e, 3, q);
+    return { id: str(id, `${q}.id`), port: uint(port, `${q}.port`), publicKey: key(publicKey, `${q}.publicKey`) };
+  };
   list((e, q) => {
-    const [agent, node, address, port, publicKey] = tuple(e, 5, q);
+    const [agent, node, address, port, publicKey, spares] = tuple(e, 6, q);
     const id = str(agent, `${q}.agent`);
     if (previous !== null && !(previous < id)) fail(q, `agent ${id} out of order`);
-    const key = publicKey instanceof Uint8Array && publicKey.length === PUBLIC_KEY_BYTES ? publicKey : fail(`${q}.publicKey`, `expected ${PUBLIC_KEY_BYTES} bytes`);
-    out.set(id, { node: str(node, `${q}.node`), address: str(address, `${q}.address`), port: uint(port, `${q}.port`), publicKey: new Uint8Array(key) });
+    out.set(id, {
+      node: str(node, `${q}.node`), address: str(address, `${q}.address`), port: uint(port, `${q}.port`), publicKey: key(publicKey, `${q}.publicKey`),
+      spares: list(spare, MAX_ADDED_NODE_SPARES)(spares, `${q}.spares`),
+    });
     previous = id;
   })(t, p);
   return out;

@@ -38,6 +38,9 @@ export type ReplicaStatus = {
   replacement: { id: ProcessId; node: string | null; tried: string[] } | null;
   /** Members listening on another port than cluster.json's, theirs being taken (PROTOCOL §10.6). */
   ports: MovedPort[];
+  /** Members that are spares of nodes added at run time, whose keys cluster.json lacks
+   *  (PROTOCOL §10.12): a new agent learns them here. `publicKey` in hex. */
+  added: { id: ProcessId; node: string; address: string; port: number; publicKey: string }[];
   /** `installing`: a replacement still waiting for the state; `retired`: condemned or abandoned. */
   phase: 'serving' | 'installing' | 'syncing' | 'retired';
   diagnosis: { atMs: number; view: number; kind: string; target: string; by: string; reason: string; detail: string }[];

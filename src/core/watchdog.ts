@@ -12,7 +12,7 @@ import { unreachable, type DropCode } from './result.ts';
 import type { DaemonReport, PeerHealth } from './status.ts';
 import { collectRestores, decodeJournal, memberLabel, openRestoredOp, type MembershipChanges } from './task-journal.ts';
 import { signCG } from './wire/frame.ts';
-import type { AccuseReason, Item, Role, SignedCG, NodeRestore, TaskRestore } from './wire/messages.ts';
+import type { AccuseReason, AddedReplica, Item, Role, SignedCG, NodeRestore, TaskRestore } from './wire/messages.ts';
 
 /** A heartbeat older than this many periods makes its replica `late`, older than
  *  WATCHDOG_SILENT_PERIODS `silent`. Two periods tolerate one lost heartbeat without alarm;
@@ -79,7 +79,8 @@ export type WatchdogStatus = {
   id: ProcessId;
   role: 'watchdog';
   inc: number;
-  /** The initial replicas, then every spare heard from, in membership order. */
+  /** The initial replicas, then every spare heard from, in membership order, then the added
+   *  nodes' spares learnt at run time. */
   replicas: WatchdogReplicaView[];
   /** Items ignored because the watchdog does not take them from their sender. */
   ignored: number;
@@ -145,6 +146,10 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
   // and vote for node resets like the initial three. Each signs with its own key, so one faulty
   // node still speaks for one replica only.
   const replicaIds = new Set([...membership.replicas, ...membership.spareReplicas]);
+  /** Spares of nodes added at run time, learnt from two replicas (PROTOCOL §10.12), in order. */
+  const learnt: ProcessId[] = [];
+  /** Each replica's latest `replica.keys`: bounded by the replicas, at MAX_REPLICAS entries each. */
+  const keyClaims = new Map<ProcessId, AddedReplica[]>();
   const operatorIds = new Set(membership.operators);
   /** Agents may ask for the status too: a booting node reads clusterResetCount (see above). */
   const statusClients = new Set([...membership.operators, ...membership.agents.map((a) => a.id)]);
@@ -488,6 +493,27 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     }
   }
 
+  // ---- replicas cluster.json lacks (PROTOCOL §10.12) -----------------------------------------
+
+  /** A replica names the members that are spares of added nodes, with their keys. One that two
+   *  replicas name alike (same node, address, port and key) is a replica from now on: its
+   *  frames verify, it heartbeats and votes like the others. One faulty replica alone cannot
+   *  give an id a key; an id learnt keeps its key. */
+  function onReplicaKeys(from: ProcessId, item: Extract<Item, { type: 'replica.keys' }>, out: CoreEffect[]): void {
+    if (!replicaIds.has(from)) return ignore('NOT_A_MEMBER');
+    keyClaims.set(from, item.replicas);
+    const same = (a: AddedReplica, b: AddedReplica) =>
+      a.id === b.id && a.node === b.node && a.address === b.address && a.port === b.port && toHex(a.publicKey) === toHex(b.publicKey);
+    const agreed = item.replicas.filter((x) => !replicaIds.has(x.id) && [...keyClaims].filter(([, c]) => c.some((y) => same(x, y))).length >= 2);
+    if (agreed.length === 0) return;
+    for (const x of agreed) {
+      replicaIds.add(x.id);
+      learnt.push(x.id);
+    }
+    out.push({ type: 'keys', keys: agreed.map((x) => ({ id: x.id, publicKey: x.publicKey, replica: { node: x.node, address: x.address, port: x.port } })) });
+    out.push({ type: 'log', level: 'info', event: 'replica.learnt', fields: { replicas: agreed.map((x) => x.id), by: [...keyClaims.keys()] } });
+  }
+
   // ---- rule 3: self-diagnosis initiations -------------------------------------------------
 
   /** Counted initiations within the window, each sender's share capped at perSenderCap. */
@@ -548,7 +574,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
 
   function status(nowMs: number): WatchdogStatus {
     const initial = new Set(membership.replicas);
-    const listed = [...new Set([...membership.replicas, ...membership.spareReplicas])]
+    const listed = [...new Set([...membership.replicas, ...membership.spareReplicas, ...learnt])]
       .filter((r) => initial.has(r) || records.has(r) || reportSequences.has(r));
     return {
       id,
@@ -608,6 +634,8 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
             onResetRequest(from, input.nowMs, item, out);
           } else if (item.type === 'shutdown.notice') {
             onShutdownNotice(from, input.nowMs, item, out);
+          } else if (item.type === 'replica.keys') {
+            onReplicaKeys(from, item, out);
           } else if (item.type === 'tasks.journal') {
             onJournal(from, item, out);
           } else if (item.type === 'op.reply' && replicaIds.has(from)) {

@@ -23,6 +23,7 @@ import { MAX_REPORTS_PER_REQUEST, type Timing } from '../core/constants.ts';
 import type { CoreInput, LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { AgentRequest, GroupCommand, Item, ProcReport } from '../core/wire/messages.ts';
+import { keepAddedReplicas } from '../io/added-replicas.ts';
 import { DEFAULT_AGENT_SLOTS, paths, replicaPool, restrictClusterDir, type ClusterConfig } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
 import { mkdirPrivate, writeFilePrivate } from '../io/private-files.ts';
@@ -519,6 +520,17 @@ export async function runAgent(
       exitAgent = ctl.exit;
     },
     onEffect: (effect, nowMs) => {
+      // Spares of added nodes, learnt from two replicas (PROTOCOL §10.12): kept on this node's
+      // disk before the command that may start one of them is carried out (the core emits the
+      // keys first), so the replica started here knows them too (src/io/added-replicas.ts).
+      if (effect.type === 'keys' && clusterDir !== null) {
+        const learnt = effect.keys.flatMap((k) => (k.replica === undefined ? [] : [{ id: k.id, publicKey: k.publicKey, ...k.replica }]));
+        try {
+          if (learnt.length > 0) keepAddedReplicas(clusterDir, learnt);
+        } catch (e) {
+          log?.error({ event: 'added-replicas.write-failed', error: (e as Error).message });
+        }
+      }
       if (effect.type === 'deliver.command') {
         driver?.onCommand(effect.command);
         onReplicaCommand(effect.command);
@@ -551,8 +563,8 @@ export async function runAgent(
           nonce: () => randomBytes(4).readUInt32BE(0) >>> 1,
           log: (level, event, fields) => log?.[level]({ event, ...fields }),
           onLearnt: (group) => {
-            log?.info({ event: 'agent.group.learnt', ...group });
-            f((nowMs) => ({ type: 'group', nowMs, view: group.view, primary: group.primary, replicas: [...group.replicas], ports: [...group.ports] }));
+            log?.info({ event: 'agent.group.learnt', ...group, added: group.added.map((x) => x.id) });
+            f((nowMs) => ({ type: 'group', nowMs, view: group.view, primary: group.primary, replicas: [...group.replicas], ports: [...group.ports], added: [...group.added] }));
           },
         });
       }

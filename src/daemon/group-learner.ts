@@ -14,7 +14,10 @@
 import { parseMovedPorts } from '../core/group-view.ts';
 import type { LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
-import type { Frame, Item, MovedPort } from '../core/wire/messages.ts';
+import { MAX_REPLICAS } from '../core/constants.ts';
+import { toHex } from '../core/hex.ts';
+import type { AddedReplica, Frame, Item, MovedPort } from '../core/wire/messages.ts';
+import { addedReplicaFromJson } from '../io/added-replicas.ts';
 
 /** How often the agent asks again while no two replicas agree: two answers on a LAN take
  *  milliseconds, so the keeper's standby is promoted well inside the ~400 ms a node has. */
@@ -25,7 +28,15 @@ export const AGENT_GROUP_QUERY_MS = 300;
  *  copies. */
 export const AGENT_GROUP_WAIT_MS = 60_000;
 
-export type LearntGroup = { view: number; primary: ProcessId; replicas: ProcessId[]; ports: MovedPort[] };
+export type LearntGroup = { view: number; primary: ProcessId; replicas: ProcessId[]; ports: MovedPort[]; added: AddedReplica[] };
+
+/** The members' keys a status reply gives (ReplicaStatus.added, PROTOCOL §10.12), checked as the
+ *  wire checks them; null if any entry is not one, or not a member's. */
+function parseAdded(v: unknown, members: readonly ProcessId[]): AddedReplica[] | null {
+  if (!Array.isArray(v) || v.length > MAX_REPLICAS) return null;
+  const out = v.map(addedReplicaFromJson);
+  return out.every((x): x is AddedReplica => x !== null && members.includes(x.id)) ? out : null;
+}
 
 /** What the agent takes from a replica's status reply; null if it is not that shape (a verified
  *  replica may still be faulty and send nonsense). */
@@ -45,15 +56,18 @@ export function parseGroupOf(json: string, from: ProcessId): LearntGroup | null 
   // Absent from a replica of an older release: nobody moved.
   const ports = s['ports'] === undefined ? [] : parseMovedPorts(s['ports']);
   if (ports === null) return null;
-  return { view, primary, replicas: [...members], ports };
+  const added = s['added'] === undefined ? [] : parseAdded(s['added'], members);
+  if (added === null) return null;
+  return { view, primary, replicas: [...members], ports, added };
 }
 
-/** The highest group two replicas report alike; undefined if no two agree. One faulty replica
- *  cannot choose it. */
+/** The highest group two replicas report alike, the added members' keys included; undefined if
+ *  no two agree. One faulty replica cannot choose it, nor give a member a key of its own. */
 export function agreedGroup(answers: Iterable<LearntGroup>): LearntGroup | undefined {
   const count = new Map<string, { n: number; g: LearntGroup }>();
   for (const g of answers) {
-    const key = `${g.view}|${g.primary}|${g.replicas.join(',')}|${g.ports.map((p) => `${p.id}:${p.port}`).join(',')}`;
+    const added = g.added.map((x) => `${x.id}@${x.node}/${x.address}:${x.port}/${toHex(x.publicKey)}`).join(',');
+    const key = `${g.view}|${g.primary}|${g.replicas.join(',')}|${g.ports.map((p) => `${p.id}:${p.port}`).join(',')}|${added}`;
     count.set(key, { n: (count.get(key)?.n ?? 0) + 1, g });
   }
   return [...count.values()].filter((c) => c.n >= 2).sort((a, b) => b.g.view - a.g.view)[0]?.g;

@@ -19,6 +19,7 @@ import type { DaemonReport } from '../core/status.ts';
 import { encodeFrame } from '../core/wire/frame.ts';
 import type { Frame, Item } from '../core/wire/messages.ts';
 import { loadCluster, paths, processEntry, replicaPool, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
+import { readAddedReplicas, withAddedReplicas } from '../io/added-replicas.ts';
 import { readKeyFile } from '../io/keys.ts';
 import { writeTaskJournal } from '../io/run-records.ts';
 import { createProcessLog, type ProcessLog } from '../io/log.ts';
@@ -162,8 +163,16 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   let signer: Signer;
   let linkAuth: LearningLinkAuth;
   let id: ProcessId;
+  /** Why this node's learnt replicas could not be read (logged once the log is open). */
+  let addedError: string | null = null;
   try {
     cluster = loadCluster(opts.dir);
+    // A node's agent and replicas also know the replicas its agent learnt (PROTOCOL §10.12).
+    if (opts.kind === 'agent' || opts.kind === 'replica') {
+      const added = readAddedReplicas(cluster.dir);
+      addedError = added.error;
+      cluster = withAddedReplicas(cluster, added.replicas);
+    }
     id = typeof opts.id === 'function' ? opts.id(cluster) : opts.id;
     entry = processEntry(cluster, id);
     if (entry.kind !== opts.kind) throw new Error(`${id} is a ${entry.kind}, not a ${opts.kind}: start it with \`trine ${entry.kind === 'replica' ? 'manager' : entry.kind}\``);
@@ -180,6 +189,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   const log = createProcessLog(cluster.dir, id);
   const logger = log.logger;
   const recordLog: RecordLog = (level, event, fields) => logger[level]({ event, ...fields });
+  if (addedError !== null) logger.warn({ event: 'added-replicas.unreadable', error: addedError }, 'learnt replicas not read: learning them from the group again');
   const { inc, writer: incRecord } = startIncarnation(cluster.dir, id, recordLog);
   /** The replica's task journal (PROTOCOL §10.9): the other daemons never write one. */
   const journal = new RecordWriter<Uint8Array>({
@@ -243,8 +253,17 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   const observe = opts.onEffect;
   const onEffect = (e: Exclude<CoreEffect, { type: 'send' }>): void => {
     logEffect(log, e, exit);
-    // Agents added at run time (PROTOCOL §10.12): their frames verify from now on.
-    if (e.type === 'keys') for (const k of e.keys) if (verifier.add(k.id, k.publicKey) && linkAuth.add(k.id, k.publicKey)) logger.info({ event: 'key.added', id: k.id });
+    // Processes added at run time (PROTOCOL §10.12): their frames verify from now on, and a
+    // spare of an added node is dialed, on demand until it is a member, like cluster.json's.
+    if (e.type === 'keys') {
+      for (const k of e.keys) {
+        if (verifier.add(k.id, k.publicKey) && linkAuth.add(k.id, k.publicKey)) logger.info({ event: 'key.added', id: k.id, ...k.replica });
+        if (k.replica === undefined) continue;
+        cluster = withAddedReplicas(cluster, [{ id: k.id, publicKey: k.publicKey, ...k.replica }]);
+        const ep = processEntry(cluster, k.id).listen;
+        if (ep !== null && k.id !== id) transport?.dialOnDemand(k.id, ep);
+      }
+    }
     if (e.type === 'persist.tasks') journal.put(e.journal);
     // Keep the group's replicas dialed, the rest of the pool (retired, spare) only on demand;
     // a member whose port was taken is dialed where it listens (PROTOCOL §10.6).

@@ -6,7 +6,8 @@
 // `bundle.json` that says whose bundle it is, and the host's systemd unit. A bundle is a cluster
 // directory: daemons started from it find their key where `trine up`'s find theirs, and write
 // their logs and records inside it. `trine node add` (cli/node-admin.ts) writes one more agent
-// host's bundle the same way, from the operator's cluster document plus that host's agent.
+// host's bundle the same way, from the operator's cluster document plus that host's agent and
+// spares.
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -158,9 +159,31 @@ export function writeBundle(dir: string, config: ClusterConfig, b: BundleInfo, p
 
 // ---- a node added at run time (`trine node add`, PROTOCOL §10.12) ------------------------------
 
-/** A host added to a running cluster: an agent and nothing else. It holds no spare replica id:
- *  spares stay bound to the hosts `trine init` made, whose bundles hold their keys (§10.6). */
-export type AddedNode = { host: string; address: string; agent: ProcessId; port: number; slots: number; publicKey: Uint8Array };
+/** A host added to a running cluster: an agent, and the spare replica ids whose keys its bundle
+ *  holds (PROTOCOL §10.12), which the group may start there when it replaces a replica (§10.6).
+ *  Spare k listens on the agent's port less k, where a host of `trine init` has its replica
+ *  and spare ports. */
+export type AddedNode = {
+  host: string; address: string; agent: ProcessId; port: number; slots: number; publicKey: Uint8Array;
+  spares: { id: ProcessId; port: number; publicKey: Uint8Array }[];
+};
+
+/** Spare ids a host of `trine init` holds at most (the hosts file's `spares-per-host`): what
+ *  `trine node add` gives a new host unless told otherwise. */
+export function sparesPerHost(config: ClusterConfig): number {
+  const counts = new Map<string, number>();
+  for (const node of Object.values(config.membership.spareNodes ?? {})) counts.set(node, (counts.get(node) ?? 0) + 1);
+  return Math.max(0, ...counts.values());
+}
+
+/** The `count` lowest ids `r<k>` that no process has and no key was ever recorded for, as
+ *  nextAgentId does for agents: a removed node's spares keep their keys, so no id returns. */
+export function nextSpareIds(config: ClusterConfig, count: number): ProcessId[] {
+  const taken = new Set<string>([...config.processes.map((p) => p.id), ...Object.keys(config.publicKeys)]);
+  const out: ProcessId[] = [];
+  for (let k = 1; out.length < count; k++) if (!taken.has(`r${k}`)) out.push(`r${k}`);
+  return out;
+}
 
 /** The lowest agent id `a<k>` that no process of the cluster has and no public key was ever
  *  recorded for: a removed node's agent keeps its key in the operator's cluster.json, so its id
@@ -188,30 +211,52 @@ export function agentListenPort(config: ClusterConfig): number | null {
  *  key. Everything else is as it was. */
 export function addNodeToConfig(config: ClusterConfig, n: AddedNode): ClusterConfig {
   if (config.processes.some((p) => p.id === n.agent) || config.publicKeys[n.agent] !== undefined) throw new TypeError(`agent id ${n.agent} is taken`);
-  if (n.publicKey.length !== PUBLIC_KEY_BYTES) throw new TypeError(`public key of ${n.agent} is ${n.publicKey.length} bytes`);
+  for (const k of [n, ...n.spares]) if (k.publicKey.length !== PUBLIC_KEY_BYTES) throw new TypeError(`a public key of ${n.host} is ${k.publicKey.length} bytes`);
+  for (const x of n.spares) if (config.processes.some((p) => p.id === x.id) || config.publicKeys[x.id] !== undefined) throw new TypeError(`spare id ${x.id} is taken`);
+  const spares: ProcessEntry[] = n.spares.map((x) => ({ id: x.id, kind: 'replica', node: n.host, listen: { host: n.address, port: x.port }, slots: null }));
   const entry: ProcessEntry = { id: n.agent, kind: 'agent', node: n.host, listen: { host: n.address, port: n.port }, slots: n.slots };
-  // The operator's entry stays last, as `trine init` writes it.
-  const at = config.processes.findIndex((p) => p.kind === 'operator');
-  const processes = at < 0 ? [...config.processes, entry] : [...config.processes.slice(0, at), entry, ...config.processes.slice(at)];
+  // Spares after the other replicas, the agent after the other agents; the operator's entry
+  // stays last, as `trine init` writes it.
+  const replicasEnd = config.processes.findLastIndex((p) => p.kind === 'replica') + 1;
+  const withSpares = [...config.processes.slice(0, replicasEnd), ...spares, ...config.processes.slice(replicasEnd)];
+  const at = withSpares.findIndex((p) => p.kind === 'operator');
+  const processes = at < 0 ? [...withSpares, entry] : [...withSpares.slice(0, at), entry, ...withSpares.slice(at)];
+  const keys = [[n.agent, n.publicKey] as const, ...n.spares.map((x) => [x.id, x.publicKey] as const)];
   return {
     ...config,
-    membership: { ...config.membership, agents: [...config.membership.agents, { id: n.agent, node: n.host }] },
+    membership: {
+      ...config.membership,
+      agents: [...config.membership.agents, { id: n.agent, node: n.host }],
+      spareReplicas: [...config.membership.spareReplicas, ...n.spares.map((x) => x.id)],
+      ...(n.spares.length === 0 && config.membership.spareNodes === undefined ? {} : {
+        spareNodes: { ...config.membership.spareNodes, ...Object.fromEntries(n.spares.map((x) => [x.id, n.host])) },
+      }),
+    },
     processes,
-    publicKeys: { ...config.publicKeys, [n.agent]: Buffer.from(n.publicKey).toString('base64') },
+    publicKeys: { ...config.publicKeys, ...Object.fromEntries(keys.map(([id, k]) => [id, Buffer.from(k).toString('base64')])) },
     nodeAddresses: { ...config.nodeAddresses, [n.host]: n.address },
   };
 }
 
-/** The cluster document without node `node`'s agent (process entry, membership entry, node
- *  address), once the group has removed the node. Its public key stays, so nextAgentId never
- *  gives its id to another host. Spare ids bound to the node keep their entries. */
+/** The cluster document without node `node`'s agent and spares (process entries, membership
+ *  entries, node address), once the group has removed the node: the group never starts a spare
+ *  on a node it does not have. Their public keys stay, so nextAgentId and nextSpareIds never
+ *  give their ids to another host, and the host's address is free for it to be added again. */
 export function removeNodeFromConfig(config: ClusterConfig, node: string): ClusterConfig {
-  const agents = new Set(config.processes.filter((p) => p.kind === 'agent' && p.node === node).map((p) => p.id));
+  const m = config.membership;
+  const spares = new Set(m.spareReplicas.filter((r) => m.spareNodes?.[r] === node));
+  const gone = new Set(config.processes.filter((p) => (p.kind === 'agent' && p.node === node) || spares.has(p.id)).map((p) => p.id));
   const nodeAddresses = Object.fromEntries(Object.entries(config.nodeAddresses ?? {}).filter(([n]) => n !== node));
+  const spareNodes = Object.fromEntries(Object.entries(m.spareNodes ?? {}).filter(([r]) => !spares.has(r)));
   return {
     ...config,
-    membership: { ...config.membership, agents: config.membership.agents.filter((a) => !agents.has(a.id)) },
-    processes: config.processes.filter((p) => !agents.has(p.id)),
+    membership: {
+      ...m,
+      agents: m.agents.filter((a) => !gone.has(a.id)),
+      spareReplicas: m.spareReplicas.filter((r) => !spares.has(r)),
+      ...(m.spareNodes === undefined ? {} : { spareNodes }),
+    },
+    processes: config.processes.filter((p) => !gone.has(p.id)),
     ...(config.nodeAddresses === undefined ? {} : { nodeAddresses }),
   };
 }
@@ -219,7 +264,7 @@ export function removeNodeFromConfig(config: ClusterConfig, node: string): Clust
 /** bundle.json of an added node: an agent host of the operator's cluster, installed where the
  *  operator bundle says the others are. */
 export function addedNodeBundle(ops: BundleInfo, n: AddedNode): BundleInfo {
-  return { format: BUNDLE_FORMAT, cluster: ops.cluster, host: n.host, address: n.address, roles: ['agent'], ids: [n.agent], install: { ...ops.install } };
+  return { format: BUNDLE_FORMAT, cluster: ops.cluster, host: n.host, address: n.address, roles: ['agent'], ids: [n.agent, ...n.spares.map((x) => x.id)], install: { ...ops.install } };
 }
 
 /** The systemd unit a host runs (none for an operator-only host). `KillMode=control-group`: a

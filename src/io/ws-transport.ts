@@ -226,16 +226,25 @@ export class WsTransport implements Transport {
   static async start(opts: WsTransportOptions): Promise<WsTransport> {
     const t = new WsTransport(opts);
     if (opts.listen !== undefined) await t.listen(opts.listen);
-    const dialer = (peer: ProcessId, ep: Endpoint, lazy: boolean): Dialer => ({
-      peer, url: t.urlOf(ep), conn: null, delayMs: RECONNECT_INITIAL_MS, timer: null, lastDialMs: -Infinity, lazy, lastDemandMs: -Infinity,
-    });
-    for (const [peer, ep] of Object.entries(opts.dialOnDemand ?? {})) t.dialers.set(peer, dialer(peer, ep, true));
+    for (const [peer, ep] of Object.entries(opts.dialOnDemand ?? {})) t.dialers.set(peer, t.dialer(peer, ep, true));
     for (const [peer, ep] of Object.entries(opts.dial ?? {})) {
-      const d = dialer(peer, ep, false);
+      const d = t.dialer(peer, ep, false);
       t.dialers.set(peer, d);
       t.dialNow(d);
     }
     return t;
+  }
+
+  private dialer(peer: ProcessId, ep: Endpoint, lazy: boolean): Dialer {
+    return { peer, url: this.urlOf(ep), conn: null, delayMs: RECONNECT_INITIAL_MS, timer: null, lastDialMs: -Infinity, lazy, lastDemandMs: -Infinity };
+  }
+
+  /** Dial `peer` at `ep` on demand from now on, as the spares given at start: a replica learnt at
+   *  run time (PROTOCOL §10.12). A peer already dialed keeps its dialer (setEndpoint moves it). */
+  dialOnDemand(peer: ProcessId, ep: Endpoint): void {
+    if (this.closed || this.dialers.has(peer)) return;
+    this.dialers.set(peer, this.dialer(peer, ep, true));
+    this.event('info', 'transport.endpoint', { peer, host: ep.host, port: ep.port });
   }
 
   /** The port actually bound (useful with port 0). */

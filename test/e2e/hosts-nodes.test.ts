@@ -121,7 +121,9 @@ describe.skipIf(!supported.ok)('a node added to and removed from a running clust
 
     // 1. `trine node add` from the operator's namespace: one line, the bundle beside the
     //    operator's, the operator's cluster.json lists the new agent.
-    const add = await cl.nodeOp('add', ['--id', ADDED, '--address', address]);
+    // No spare ids: a replacement replica on n5 would keep it from being removed below (a host
+    // with spares runs one: test/e2e/hosts-added-spares.test.ts).
+    const add = await cl.nodeOp('add', ['--id', ADDED, '--address', address, '--spares', '0']);
     expect(add.code, `stdout: ${add.stdout}\nstderr: ${add.stderr}`).toBe(0);
     const addLines = add.stdout.trim().split('\n');
     expect(addLines, add.stdout).toHaveLength(1);
@@ -248,7 +250,7 @@ describe.skipIf(!supported.ok)('a node added to and removed from a running clust
   it('membership changes survive a cluster reset: the watchdog power-cycles the added node and not the removed ones, and the restarted group learns both changes from the journals it kept (PROTOCOL §10.9, §10.12)', async () => {
     const cl = c as HostsCluster;
     // 1. n6 added and booted; n4, a node of the hosts file, removed: its `trine node run` exits 4.
-    const add = await cl.nodeOp('add', ['--id', KEPT, '--address', cl.bed.host(KEPT).address]);
+    const add = await cl.nodeOp('add', ['--id', KEPT, '--address', cl.bed.host(KEPT).address, '--spares', '0']);
     expect(add.code, `stdout: ${add.stdout}\nstderr: ${add.stderr}`).toBe(0);
     cl.boot(KEPT);
     await until(`${KEPT} up`, 60_000, async () => (await nodes(cl))?.find((n) => n.node === KEPT && n.state === 'up'));

@@ -37,6 +37,8 @@ export type HostsClusterOptions = {
   extraHosts?: string[];
   /** `allow-inject: true` in the hosts file: `trine inject` may act on the cluster. */
   allowInject?: boolean;
+  /** `spares-per-host` in the hosts file (default: the hosts file's default). */
+  sparesPerHost?: number;
 };
 
 /** The parts of `trine status --json` (cli/status-report.ts StatusDocument) the tests read. */
@@ -94,6 +96,7 @@ export class HostsCluster {
       writeFileSync(join(root, 'hosts.yaml'), [
         'cluster: testbed',
         ...(opts.allowInject === true ? ['allow-inject: true'] : []),
+        ...(opts.sparesPerHost === undefined ? [] : [`spares-per-host: ${opts.sparesPerHost}`]),
         'reset:',
         `  command: [${JSON.stringify(process.execPath)}, ${JSON.stringify(POWER_CYCLE)}, "{node}", "{address}"]`,
         ...(timing.length > 0 ? ['timing:', timing.trimEnd()] : []),

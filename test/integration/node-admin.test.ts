@@ -51,6 +51,8 @@ describe('trine node add: bad input is one line and exit 2, nothing sent or writ
     ['no --address', ['--id', 'n5'], ["required option '--address <addr>' not specified", 'run `trine node add --help` for its options']],
     ['no --id', ['--address', '10.0.0.15'], ["required option '--id <host>' not specified"]],
     ['zero slots', ['--id', 'n5', '--address', '10.0.0.15', '--slots', '0'], ['--slots must be an integer from 1 to 1024']],
+    ['more spares than a node.add carries', ['--id', 'n5', '--address', '10.0.0.15', '--spares', '9'], ['--spares must be an integer from 0 to 8']],
+    ['a negative spare count', ['--id', 'n5', '--address', '10.0.0.15', '--spares', '-1'], ['--spares must be an integer from 0 to 8']],
   ];
   for (const [what, args, says] of cases) {
     it(what, async () => {

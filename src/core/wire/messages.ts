@@ -6,7 +6,7 @@ import {
   MAX_ITEMS_PER_FRAME, MAX_LIST_ENTRIES, MAX_PATH_CHARS, MAX_PAYLOAD_BYTES, MAX_STATUS_CHARS, MAX_SUSPECTS,
   MAX_REPORTS_PER_REQUEST, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES, MAX_REPLICAS, MAX_ACCUSATION_BYTES,
   MAX_EVIDENCE_FRAME_BYTES, MAX_MEMBER_CG_BYTES, MAX_STATE_CHUNK_BYTES, MAX_SUBMIT_CG_BYTES, LOGS_CHUNK_BYTES, MAX_JOURNAL_ITEM_BYTES,
-  TASK_KEY_BYTES, PUBLIC_KEY_BYTES, BIND_NONCE_BYTES,
+  TASK_KEY_BYTES, PUBLIC_KEY_BYTES, BIND_NONCE_BYTES, MAX_ADDED_NODE_SPARES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { err, ok } from '../result.ts';
@@ -30,6 +30,11 @@ export const orderClaim = (id: ProcessId, view: number, rsn: number, digest: Uin
 /** A replica listening on another port than cluster.json's (PROTOCOL §10.6). */
 export type MovedPort = { id: ProcessId; port: number };
 const movedPort: Schema<MovedPort> = struct<MovedPort>(['id', 'port'], { id: processId, port: listenPort });
+/** A TCP port something listens on: 1 to 65535. */
+const tcpPort: Schema<number> = {
+  enc: (v) => v,
+  dec: (t, p) => (typeof t === 'number' && Number.isSafeInteger(t) && t >= 1 && t <= 65_535 ? ok(t) : err('WIRE_MALFORMED', `${p}: expected a port`)),
+};
 const clusterId = token(MAX_CLUSTER_ID_CHARS, /^[a-z0-9-]+$/);
 const reason = text(MAX_TEXT_CHARS);
 
@@ -151,7 +156,23 @@ export type ClusterShutdown = { type: 'cluster.shutdown'; nonce: string };
  *  network address `address` and whose agent listens on `port` (for the operator's log reads);
  *  `publicKey` is the agent's Ed25519 key, drawn by `trine node add`. The group verifies the
  *  agent's frames with it from then on; the agent joins when it starts. */
-export type NodeAdd = { type: 'node.add'; nonce: string; agent: ProcessId; node: string; address: string; port: number; publicKey: Uint8Array };
+export type NodeAdd = {
+  type: 'node.add'; nonce: string; agent: ProcessId; node: string; address: string; port: number; publicKey: Uint8Array; spares: AddedSpare[];
+};
+/** A spare replica id of a node added at run time (PROTOCOL §10.12): its key, drawn by `trine
+ *  node add` and held by that node's bundle alone, and the port it listens on at the node's
+ *  address. The group may start it there when it replaces a replica (§10.6). */
+export type AddedSpare = { id: ProcessId; port: number; publicKey: Uint8Array };
+const addedSpare: Schema<AddedSpare> = struct<AddedSpare>(['id', 'port', 'publicKey'], {
+  id: processId, port: tcpPort, publicKey: bytes(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES),
+});
+/** A replica whose key cluster.json does not hold: a spare of a node added at run time, as the
+ *  group tells the agents and the watchdog once it is a member (PROTOCOL §10.12). Each believes
+ *  it from two replicas that agree, as it believes any command. */
+export type AddedReplica = { id: ProcessId; node: string; address: string; port: number; publicKey: Uint8Array };
+export const addedReplica: Schema<AddedReplica> = struct<AddedReplica>(['id', 'node', 'address', 'port', 'publicKey'], {
+  id: processId, node: nodeName, address: hostAddress, port: tcpPort, publicKey: bytes(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES),
+});
 /** Drain node `node` and remove it (PROTOCOL §10.12): nothing new is placed on it; once no live
  *  task has a process there (with `kill`, the tasks that have are killed) its agent is told to
  *  stop and the node leaves the cluster. */
@@ -210,8 +231,11 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'cluster.shutdown': { code: 10, order: ['nonce'], fields: { nonce } },
   'node.add': {
     code: 11,
-    order: ['nonce', 'agent', 'node', 'address', 'port', 'publicKey'],
-    fields: { nonce, agent: processId, node: nodeName, address: hostAddress, port: uint, publicKey: bytes(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES) },
+    order: ['nonce', 'agent', 'node', 'address', 'port', 'publicKey', 'spares'],
+    fields: {
+      nonce, agent: processId, node: nodeName, address: hostAddress, port: tcpPort, publicKey: bytes(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES),
+      spares: list(addedSpare, MAX_ADDED_NODE_SPARES),
+    },
   },
   'node.remove': { code: 12, order: ['nonce', 'node', 'kill'], fields: { nonce, node: nodeName, kill: bool } },
   'node.restore': {
@@ -269,9 +293,11 @@ export type GroupCommand =
   /** The manager group changed (PROTOCOL §10.7): from now on the agent votes on copies from
    *  `replicas` and sends its requests to `primary`. `ports`: members that listen on another
    *  port than cluster.json's, theirs being taken (§10.6). */
-  | { type: 'replicas'; view: number; primary: ProcessId; replicas: ProcessId[]; ports: MovedPort[] }
-  /** Start manager replica `id` on this node; it joins the group of `view` (PROTOCOL §10.6). */
-  | { type: 'replica.spawn'; id: ProcessId; view: number; primary: ProcessId; replicas: ProcessId[] }
+  | { type: 'replicas'; view: number; primary: ProcessId; replicas: ProcessId[]; ports: MovedPort[]; added: AddedReplica[] }
+  /** Start manager replica `id` on this node; it joins the group of `view` (PROTOCOL §10.6).
+   *  `added`, in both: the members whose keys cluster.json lacks, spares of nodes added at run
+   *  time (§10.12), so the agent, and the replica it starts, can verify them. */
+  | { type: 'replica.spawn'; id: ProcessId; view: number; primary: ProcessId; replicas: ProcessId[]; added: AddedReplica[] }
   /** Stop manager replica `id` on this node: it was condemned or its start was abandoned. */
   | { type: 'replica.kill'; id: ProcessId }
   /** Stop this node for good, as ordered at `rsn`: the operator shut the cluster down
@@ -326,13 +352,15 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   },
   replicas: {
     code: 7,
-    order: ['view', 'primary', 'replicas', 'ports'],
-    fields: { view: uint, primary: processId, replicas: list(processId, MAX_REPLICAS), ports: list(movedPort, MAX_REPLICAS) },
+    order: ['view', 'primary', 'replicas', 'ports', 'added'],
+    fields: {
+      view: uint, primary: processId, replicas: list(processId, MAX_REPLICAS), ports: list(movedPort, MAX_REPLICAS), added: list(addedReplica, MAX_REPLICAS),
+    },
   },
   'replica.spawn': {
     code: 8,
-    order: ['id', 'view', 'primary', 'replicas'],
-    fields: { id: processId, view: uint, primary: processId, replicas: list(processId, MAX_REPLICAS) },
+    order: ['id', 'view', 'primary', 'replicas', 'added'],
+    fields: { id: processId, view: uint, primary: processId, replicas: list(processId, MAX_REPLICAS), added: list(addedReplica, MAX_REPLICAS) },
   },
   'replica.kill': { code: 9, order: ['id'], fields: { id: processId } },
   'node.shutdown': { code: 10, order: ['rsn', 'removed'], fields: { rsn: uint, removed: bool } },
@@ -594,6 +622,10 @@ export type Item =
   /** Replica → watchdog: the operator shut the cluster down at `rsn` (PROTOCOL §10.11). On two
    *  matching notices the watchdog stands down for good (no reset of any kind) and exits. */
   | { type: 'shutdown.notice'; rsn: number }
+  /** Replica → watchdog, with each heartbeat while the group has any: the members (and the one
+   *  joining) whose keys cluster.json lacks, spares of nodes added at run time (PROTOCOL
+   *  §10.12). The watchdog verifies a member's frames once two replicas gave the same key. */
+  | { type: 'replica.keys'; replicas: AddedReplica[] }
   /** Watchdog → replica: it took the shutdown of `rsn`; the replica may exit. */
   | { type: 'shutdown.ack'; rsn: number }
   /** The only frames an unbound connection carries (PROTOCOL §2.5), checked by the transport
@@ -654,6 +686,7 @@ export const itemWire: Schema<ItemWire> = union<ItemWire>({
   'shutdown.ack': { code: 20, order: ['rsn'], fields: { rsn: uint } },
   'challenge.ask': { code: 21, order: ['nonce'], fields: { nonce: uint } },
   challenge: { code: 22, order: ['nonce', 'challenge'], fields: { nonce: uint, challenge } },
+  'replica.keys': { code: 24, order: ['replicas'], fields: { replicas: list(addedReplica, MAX_REPLICAS) } },
   'bind.proof': { code: 23, order: ['nonce', 'challenge'], fields: { nonce: bytes(BIND_NONCE_BYTES, BIND_NONCE_BYTES), challenge: bytes(BIND_NONCE_BYTES) } },
 });
 

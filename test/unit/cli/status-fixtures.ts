@@ -21,7 +21,7 @@ export function replica(id: string, g: Group, over: Partial<ReplicaStatus> = {})
     replicas: g.members.filter((r) => r !== id).map((r) => ({ id: r, connected: true, lastHeartbeatAgeMs: 30, health: 'healthy' as const })),
     agents: ['a1', 'a2', 'a3', 'a4'].map((a, i) => ({ id: a, node: `n${i + 1}`, connected: true, joined: true, lastHeartbeatAgeMs: 20, health: 'healthy' as const })),
     suspicions: 0, drops: {}, view: g.view, members: [...g.members], phase: 'serving', diagnosis: [],
-    memberNodes: Object.fromEntries(g.members.map((m) => [m, `n${m.slice(1)}`])), retired: [], replacement: null, ports: [],
+    memberNodes: Object.fromEntries(g.members.map((m) => [m, `n${m.slice(1)}`])), retired: [], replacement: null, ports: [], added: [],
     cluster: view({ events: [] }), ...over,
   };
 }

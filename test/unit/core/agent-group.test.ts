@@ -37,10 +37,10 @@ describe('an agent incarnation and the group (PROTOCOL §10.7)', () => {
   it('a running incarnation takes the group two replicas reported (the `group` input) like a delivered `replicas` command: a higher view only', () => {
     const a = createAgent({ id: 'a1', membership, inc: 1, slots: 4, signer: hmacSigner('a1') });
     a.step({ type: 'tick', nowMs: 0 });
-    a.step({ type: 'group', nowMs: 10, view: 4, primary: 'r3', replicas: ['r3', 'r7', 'r4'], ports: [] });
+    a.step({ type: 'group', nowMs: 10, view: 4, primary: 'r3', replicas: ['r3', 'r7', 'r4'], ports: [], added: [] });
     expect(a.status(10).view).toBe(4);
     expect(a.status(10).replicas.map((r) => r.id).sort()).toEqual(['r3', 'r4', 'r7']);
-    a.step({ type: 'group', nowMs: 20, view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'], ports: [] }); // older: ignored
+    a.step({ type: 'group', nowMs: 20, view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'], ports: [], added: [] }); // older: ignored
     expect(a.status(20).view).toBe(4);
   });
 });

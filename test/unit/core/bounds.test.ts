@@ -30,7 +30,7 @@ describe('bounds never cost a correct agent a group message', () => {
     const delivered = c.effects('deliver.command', 'a1').map((o) => o.effect.command);
     expect(delivered.filter((cmd) => cmd.type === 'echo.reply')).toHaveLength(5001);
     // Meanwhile the silent backup was condemned and the agent told (PROTOCOL §10.7).
-    expect(delivered.filter((cmd) => cmd.type === 'replicas')).toEqual([{ type: 'replicas', view: 1, primary: 'r1', replicas: ['r1', 'r2'], ports: [] }]);
+    expect(delivered.filter((cmd) => cmd.type === 'replicas')).toEqual([{ type: 'replicas', view: 1, primary: 'r1', replicas: ['r1', 'r2'], ports: [], added: [] }]);
   });
 
   it('a replica inventing copies far ahead of the chain exhausts only its own quota', () => {

@@ -27,7 +27,7 @@ function world(opts: { nodes: number; pool: ProcessId[]; spareNodes?: Map<Proces
   const g = initialGroupView(['r1', 'r2', 'r3'], ['n1', 'n2', 'n3']);
   const ctx: GroupContext = {
     replicas: ['r1', 'r2', 'r3'], primary: 'r1', liveAgents: agents(opts.nodes), pool: opts.pool,
-    spareNodes: opts.spareNodes ?? new Map(), tick: 0, replicaStartTimeoutTicks: TIMEOUT_TICKS,
+    spareNodes: opts.spareNodes ?? new Map(), added: [], tick: 0, replicaStartTimeoutTicks: TIMEOUT_TICKS,
   };
   return { g, ctx };
 }

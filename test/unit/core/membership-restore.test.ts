@@ -23,7 +23,7 @@ type Cluster = ReturnType<typeof makeCluster>;
 const nonce = (n: number) => n.toString(16).padStart(32, '0');
 const KEY = new Uint8Array(32).fill(9);
 const add = (n: number, agent: string, node: string, address = `10.0.0.${n}`): NodeAdd =>
-  ({ type: 'node.add', nonce: nonce(n), agent, node, address, port: 7403, publicKey: KEY });
+  ({ type: 'node.add', nonce: nonce(n), agent, node, address, port: 7403, publicKey: KEY, spares: [] });
 const remove = (n: number, node: string, kill = false): NodeRemove => ({ type: 'node.remove', nonce: nonce(n), node, kill });
 const submit = (n: number, size = 1): TaskSubmit => ({
   type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', taskKey: new Uint8Array(32).fill(n & 0xff),

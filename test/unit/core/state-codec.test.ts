@@ -58,7 +58,7 @@ const kill = (task: string, what: 'task.kill' | 'task.restart' = 'task.kill'): S
  *  journal and never checks them (replicas do, before ordering). */
 const member = (request: OperatorRequest): Step => ({ kind: 'operator', request, signed: { bytes: new Uint8Array([nonces, 1, 2]), sig: new Uint8Array(64).fill(nonces) } });
 const addNode = (agent: string, node: string, address: string): Step =>
-  member({ type: 'node.add', nonce: nonce(), agent, node, address, port: 7403, publicKey: new Uint8Array(32).fill(3) });
+  member({ type: 'node.add', nonce: nonce(), agent, node, address, port: 7403, publicKey: new Uint8Array(32).fill(3), spares: [] });
 const removeNode = (node: string, kill = false): Step => member({ type: 'node.remove', nonce: nonce(), node, kill });
 const ticks = (n: number): Step[] => Array.from({ length: n }, () => ({ kind: 'input', input: { type: 'tick' } }));
 const failNode = (agent: string, inc = 1): Step => ({ kind: 'input', input: { type: 'node.failed', agent, inc } });

@@ -29,7 +29,7 @@ afterEach(() => {
 
 describe('parseGroupOf: what the agent takes from a replica\'s status reply', () => {
   it('takes view, primary and members of a reply that names its sender', () => {
-    expect(parseGroupOf(statusJson('r2', 2, 'r2', ['r2', 'r3', 'r7']), 'r2')).toEqual({ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'], ports: [] });
+    expect(parseGroupOf(statusJson('r2', 2, 'r2', ['r2', 'r3', 'r7']), 'r2')).toEqual({ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'], ports: [], added: [] });
   });
 
   it('takes the members\' moved ports (PROTOCOL §10.6); a malformed list makes the reply nothing', () => {
@@ -38,6 +38,16 @@ describe('parseGroupOf: what the agent takes from a replica\'s status reply', ()
     for (const ports of [[{ id: 'r7', port: 0 }], [{ id: 'r7', port: 70_000 }], [{ id: 7, port: 4 }], 'r7:4', [null]]) {
       expect(parseGroupOf(JSON.stringify({ ...base, ports }), 'r2')).toBeNull();
     }
+  });
+
+  it('takes the added members\' keys (PROTOCOL §10.12); a bad key, a bad address or a key of a non-member makes the reply nothing', () => {
+    const base = { id: 'r2', view: 2, primary: 'r2', members: ['r2', 'r3', 'r12'] };
+    const r12 = { id: 'r12', node: 'n5', address: '10.0.0.15', port: 7402, publicKey: '0a'.repeat(32) };
+    expect(parseGroupOf(JSON.stringify({ ...base, added: [r12] }), 'r2')?.added).toEqual([{ ...r12, publicKey: new Uint8Array(32).fill(10) }]);
+    for (const added of [
+      [{ ...r12, publicKey: '0a'.repeat(31) }], [{ ...r12, publicKey: 'zz'.repeat(32) }], [{ ...r12, address: 'a b' }], [{ ...r12, port: 0 }],
+      [{ ...r12, id: 'r13' }], [null], 'r12', [r12, r12, r12, r12, r12],
+    ]) expect(parseGroupOf(JSON.stringify({ ...base, added }), 'r2'), JSON.stringify(added)).toBeNull();
   });
 
   it('is total: not JSON, another sender, a bad view, a primary outside the members, members not strings → null', () => {
@@ -54,7 +64,15 @@ describe('parseGroupOf: what the agent takes from a replica\'s status reply', ()
 });
 
 describe('agreedGroup: two replicas alike, the highest such', () => {
-  const g = (view: number, primary: string, replicas: string[]): LearntGroup => ({ view, primary, replicas, ports: [] });
+  const g = (view: number, primary: string, replicas: string[]): LearntGroup => ({ view, primary, replicas, ports: [], added: [] });
+
+  it('two reports that differ only in an added member\'s key choose nothing: one faulty replica cannot give a member its own key', () => {
+    const r12 = { id: 'r12', node: 'n5', address: '10.0.0.15', port: 7402, publicKey: new Uint8Array(32).fill(1) };
+    const a: LearntGroup = { view: 3, primary: 'r2', replicas: ['r2', 'r3', 'r12'], ports: [], added: [r12] };
+    expect(agreedGroup([a, { ...a, added: [{ ...r12, publicKey: new Uint8Array(32).fill(2) }] }])).toBeUndefined();
+    expect(agreedGroup([a, { ...a, added: [{ ...r12, port: 7401 }] }])).toBeUndefined();
+    expect(agreedGroup([a, { ...a, added: [{ ...r12 }] }])).toEqual(a);
+  });
 
   it('one report alone, or two that differ in anything, choose nothing', () => {
     expect(agreedGroup([g(3, 'r2', ['r2', 'r3', 'r7'])])).toBeUndefined();
@@ -81,7 +99,7 @@ describe('startGroupLearner: the agent\'s question on its own transport', () => 
     l.intercept(reply('r2', statusJson('r2', 2, 'r2', ['r2', 'r3', 'r7'])));
     expect(learnt).toEqual([]);
     l.intercept(reply('r3', statusJson('r3', 2, 'r2', ['r2', 'r3', 'r7'])));
-    expect(learnt).toEqual([{ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'], ports: [] }]);
+    expect(learnt).toEqual([{ view: 2, primary: 'r2', replicas: ['r2', 'r3', 'r7'], ports: [], added: [] }]);
     vi.advanceTimersByTime(3_000);
     expect(sent).toHaveLength(2 * POOL.length);
     // A late third reply changes nothing.
@@ -126,7 +144,7 @@ describe('startGroupLearner: the agent\'s question on its own transport', () => 
     expect(learnt).toEqual([]);
     expect(logs).toContain('agent.group.bad-reply');
     l.intercept(reply('r3', statusJson('r3', 1, 'r2', ['r2', 'r3'])));
-    expect(learnt).toEqual([{ view: 1, primary: 'r2', replicas: ['r2', 'r3'], ports: [] }]);
+    expect(learnt).toEqual([{ view: 1, primary: 'r2', replicas: ['r2', 'r3'], ports: [], added: [] }]);
   });
 
   it('gives up after waitMs, says so once, and stops asking', () => {

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCluster, writeClusterConfig, type ClusterConfig } from '../../../src/io/cluster-dir.ts';
 import {
-  addedNodeBundle, addNodeToConfig, agentListenPort, loadBundle, nextAgentId, removeNodeFromConfig, systemdUnit, writeBundle, writeDeployment,
+  addedNodeBundle, addNodeToConfig, agentListenPort, loadBundle, nextAgentId, nextSpareIds, removeNodeFromConfig, sparesPerHost, systemdUnit, writeBundle, writeDeployment,
   type AddedNode, type BundleInfo,
 } from '../../../src/io/deploy.ts';
 import { readHostsFile } from '../../../src/io/hosts-file.ts';
@@ -33,7 +33,7 @@ beforeAll(() => {
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const node = (pair: KeyPair, over: Partial<AddedNode> = {}): AddedNode =>
-  ({ host: 'n5', address: '10.0.0.15', agent: nextAgentId(config), port: agentListenPort(config) as number, slots: 6, publicKey: pair.publicKey, ...over });
+  ({ host: 'n5', address: '10.0.0.15', agent: nextAgentId(config), port: agentListenPort(config) as number, slots: 6, publicKey: pair.publicKey, spares: [], ...over });
 
 describe('a node added at run time', () => {
   it('gets the next agent id and the port every agent host of `trine init` listens on', () => {
@@ -84,6 +84,37 @@ describe('a node added at run time', () => {
     const dir = join(root, 'ops-after-remove');
     writeClusterConfig(dir, removed);
     expect(loadCluster(dir).config.membership.agents.map((a) => a.id)).toEqual(['a1', 'a2', 'a3', 'a4']);
+  });
+
+  it('PROTOCOL §10.12: with spares, the next free spare ids on the ports below the agent\'s, bound to the host, whose bundle alone holds their keys', () => {
+    // examples/hosts.yaml: two spares per host, r4…r11 on n1…n4, so n5's are r12 and r13.
+    expect(sparesPerHost(config)).toBe(2);
+    expect(nextSpareIds(config, 2)).toEqual(['r12', 'r13']);
+    const pair = generateKeyPair();
+    const sparePairs = [generateKeyPair(), generateKeyPair()];
+    const n = node(pair, { spares: [{ id: 'r12', port: 7402, publicKey: sparePairs[0]!.publicKey }, { id: 'r13', port: 7401, publicKey: sparePairs[1]!.publicKey }] });
+    const added = addNodeToConfig(config, n);
+    const dir = join(root, 'n5-spares');
+    writeBundle(dir, added, addedNodeBundle(ops, n), new Map([[n.agent, pair], ['r12', sparePairs[0]!], ['r13', sparePairs[1]!]]));
+    const loaded = loadBundle(dir);
+    expect(loaded.bundle.ids).toEqual(['a5', 'r12', 'r13']);
+    expect(readdirSync(join(dir, 'keys')).sort()).toEqual(['a5.json', 'r12.json', 'r13.json']);
+    const c = loaded.cluster.config;
+    expect(c.membership.spareReplicas.slice(-2)).toEqual(['r12', 'r13']);
+    expect(c.membership.spareNodes?.['r12']).toBe('n5');
+    expect(c.processes.find((p) => p.id === 'r13')).toEqual({ id: 'r13', kind: 'replica', node: 'n5', listen: { host: '10.0.0.15', port: 7401 }, slots: null });
+    // Replicas stay before agents, and the operator last.
+    expect(c.processes.map((p) => p.kind).join(',')).toMatch(/^(replica,)+watchdog,(replica,)+(agent,)+operator$/);
+    // The next host gets the next ids; once n5 is removed its spares leave the document, their
+    // keys stay, so their ids never return, and the address is free again.
+    expect(nextSpareIds(added, 1)).toEqual(['r14']);
+    const removed = removeNodeFromConfig(added, 'n5');
+    expect(removed.membership.spareReplicas).toEqual(config.membership.spareReplicas);
+    expect(removed.membership.spareNodes).toEqual(config.membership.spareNodes);
+    expect(removed.processes.some((p) => p.node === 'n5')).toBe(false);
+    expect(nextSpareIds(removed, 1)).toEqual(['r14']);
+    writeClusterConfig(join(root, 'ops-after-spares'), removed);
+    expect(loadCluster(join(root, 'ops-after-spares')).config.membership.spareReplicas).toEqual(config.membership.spareReplicas);
   });
 
   it('an agent id already taken is a bug of the caller, not a second entry', () => {
