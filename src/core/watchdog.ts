@@ -504,7 +504,9 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     keyClaims.set(from, item.replicas);
     const same = (a: AddedReplica, b: AddedReplica) =>
       a.id === b.id && a.node === b.node && a.address === b.address && a.port === b.port && toHex(a.publicKey) === toHex(b.publicKey);
-    const agreed = item.replicas.filter((x) => !replicaIds.has(x.id) && [...keyClaims].filter(([, c]) => c.some((y) => same(x, y))).length >= 2);
+    // An id of cluster.json's (an agent, an operator, the watchdog) never becomes a replica.
+    const known = (x: AddedReplica) => replicaIds.has(x.id) || statusClients.has(x.id) || x.id === id;
+    const agreed = item.replicas.filter((x) => !known(x) && [...keyClaims].filter(([, c]) => c.some((y) => same(x, y))).length >= 2);
     if (agreed.length === 0) return;
     for (const x of agreed) {
       replicaIds.add(x.id);

@@ -166,6 +166,10 @@ describe('the watchdog learns the keys of added members from two replicas (PROTO
     hb(w, 'r4', 30);
     expect(heard(w, 30)).toEqual(['r4']);
     expect(w.status(30).replicas.map((r) => r.id)).toContain('r4');
+    // Ids of cluster.json's processes never become replicas, however many replicas say so.
+    const op = { ...r4, id: 'op' };
+    const a1 = { ...r4, id: 'a1' };
+    expect(keysFrom(w, 'r1', [op, a1], 32).concat(keysFrom(w, 'r3', [op, a1], 33)).filter((e) => e.type === 'keys')).toEqual([]);
     // Learnt once: the same claims again change nothing, and no later claim gives it another key.
     expect(keysFrom(w, 'r1', [{ ...r4, publicKey: key(9) }], 40).concat(keysFrom(w, 'r3', [{ ...r4, publicKey: key(9) }], 50)).filter((e) => e.type === 'keys')).toEqual([]);
   });
