@@ -13,13 +13,13 @@
 // hosts' cluster.json, learns both changes again from the journals the watchdog kept, and a task
 // of one process per host runs on n1, n2, n3 and n6. Needs root and network namespaces; skipped,
 // with the reason, without.
-import { execFileSync, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterView, NodeView, TaskView } from '../../src/core/status.ts';
 import { exitOf, HostsCluster, TRINE } from '../hosts/cluster.ts';
-import { NAMESPACE_PREFIX, testBedSupported } from '../hosts/testbed.ts';
+import { namespacesOf, testBedSupported } from '../hosts/testbed.ts';
 import { alive, waitFor } from './helpers.ts';
 
 const supported = testBedSupported();
@@ -106,9 +106,7 @@ describe.skipIf(!supported.ok)('a node added to and removed from a running clust
   afterAll(async () => {
     await c?.destroy();
     // Every namespace of this bed is gone, the added host's included, whatever the test did.
-    const left = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8', env: { ...process.env, PATH: `${process.env['PATH'] ?? ''}:/usr/sbin:/sbin` } })
-      .split('\n').filter((l) => l.startsWith(`${NAMESPACE_PREFIX}${tag}-`));
-    expect(left, 'namespaces left by this test').toEqual([]);
+    expect(await namespacesOf(tag), 'namespaces left by this test').toEqual([]);
   }, 60_000);
 
   it('a node added at run time takes tasks; a removed node stops receiving them (PROTOCOL §10.12)', async () => {

@@ -370,6 +370,12 @@ function destroyBed(state: BedState): Promise<void> {
   return state.destroying;
 }
 
+/** The namespaces of the bed tagged `tag` that still exist: none, once it is destroyed. */
+export async function namespacesOf(tag: string): Promise<string[]> {
+  const listing = await ipOrThrow(['netns', 'list']);
+  return listing.split('\n').map((line) => line.split(' ')[0] ?? '').filter((ns) => ns.startsWith(`${NAMESPACE_PREFIX}${tag}-`));
+}
+
 /** Remove every `trtb-` namespace whose bed has no live owner (an earlier run that crashed or was
  *  SIGKILLed), killing its processes first; returns the namespaces it deleted. */
 export async function removeStaleTestBeds(): Promise<string[]> {
