@@ -1,0 +1,300 @@
+// One replica's self-diagnosis (src/core/diagnosis.ts, docs/PROTOCOL.md §10.2–10.4), stepped
+// directly: what it accuses and sends, which accusations it keeps, when two condemn a member,
+// the silence follow-up of a missed heartbeat (spec §1.3: probe, then accuse after
+// diagnosisTimeoutMs), and the digest comparison at equal RSNs. Every row is what a peer or the
+// watchdog would observe: the sends, the reports, the condemnation and its evidence.
+import { beforeEach, describe, expect, it } from 'vitest';
+import { DEFAULT_TIMING, MAX_CHECKPOINTS } from '../../../src/core/constants.ts';
+import { createDiagnosis, MAX_DIAGNOSIS_HISTORY } from '../../../src/core/diagnosis.ts';
+import type { CoreEffect } from '../../../src/core/node.ts';
+import { signAccusation } from '../../../src/core/wire/frame.ts';
+import type { AccuseReason, PtpPayload, SignedAccusation } from '../../../src/core/wire/messages.ts';
+import { hmacSigner } from './harness.ts';
+
+const T = { ...DEFAULT_TIMING }; // diagnosisTimeoutMs 400, digestEveryRsn 16
+let view = 0;
+let members = ['r1', 'r2', 'r3'];
+let sent: { to: string; payload: PtpPayload; nowMs: number }[] = [];
+const make = (id = 'r1') => createDiagnosis({
+  id, inc: 7, signer: hmacSigner(id), timing: T, scc: 'scc', view: () => view, members: () => members,
+  send: (to, payload, nowMs) => sent.push({ to, payload, nowMs }),
+});
+const accusation = (from: string, target: string, v = view, reason: AccuseReason = 'rsn.gap'): SignedAccusation =>
+  signAccusation({ from, view: v, target, reason }, hmacSigner(from));
+const reports = (out: CoreEffect[]) => out.flatMap((e) => (e.type === 'send' && e.item.type === 'diag.report' ? [{ to: e.to, ...e.item }] : []));
+const probes = (out: CoreEffect[]) => out.flatMap((e) => (e.type === 'send' && e.item.type === 'probe' ? [e.to] : []));
+const events = (out: CoreEffect[]) => out.flatMap((e) => (e.type === 'log' ? [e.event] : []));
+const digest = (b: number) => new Uint8Array(32).fill(b);
+
+beforeEach(() => {
+  view = 0;
+  members = ['r1', 'r2', 'r3'];
+  sent = [];
+});
+
+describe('accusing (PROTOCOL §10.2)', () => {
+  it('signs it, sends it to every other member, reports it to the watchdog (not a silence: that was reported when it began) and records it', () => {
+    const d = make();
+    const out: CoreEffect[] = [];
+    d.accuse('r2', 'rsn.gap', 'gap at 5', 100, out);
+    expect(sent.map((s) => s.to)).toEqual(['r2', 'r3']);
+    for (const s of sent) {
+      expect(s.payload).toMatchObject({ type: 'accuse', signed: { accusation: { from: 'r1', view: 0, target: 'r2', reason: 'rsn.gap' } } });
+      expect(s.nowMs).toBe(100);
+    }
+    expect(reports(out)).toEqual([{ to: 'scc', type: 'diag.report', inc: 7, counter: 1, view: 0, reason: 'rsn.gap', target: 'r2' }]);
+    expect(events(out)).toEqual(['diagnosis.initiated', 'replica.accuse']);
+    expect(d.history().map((h) => `${h.kind}:${h.target}:${h.by}:${h.reason}:${h.detail}`)).toEqual(['initiated:r2:r1:rsn.gap:gap at 5', 'accused:r2:r1:rsn.gap:gap at 5']);
+    // A silent accusation is not reported again.
+    const silent: CoreEffect[] = [];
+    d.accuse('r3', 'silent', 'unresponsive', 110, silent);
+    expect(reports(silent)).toEqual([]);
+    expect(d.history().at(-1)).toMatchObject({ kind: 'accused', target: 'r3', reason: 'silent', atMs: 110, view: 0 });
+  });
+
+  it('never itself, never a non-member, and each target once per view; a new view may accuse it again', () => {
+    const d = make();
+    d.accuse('r1', 'rsn.gap', '', 0, []);
+    d.accuse('r9', 'rsn.gap', '', 0, []);
+    expect(sent).toEqual([]);
+    d.accuse('r2', 'rsn.gap', '', 0, []);
+    d.accuse('r2', 'digest', '', 1, []);
+    expect(sent).toHaveLength(2);
+    view = 1;
+    d.newView(2, []);
+    d.accuse('r2', 'digest', '', 3, []);
+    expect(sent).toHaveLength(4);
+    expect(sent[3]?.payload).toMatchObject({ signed: { accusation: { view: 1, reason: 'digest' } } });
+  });
+});
+
+describe('condemning (PROTOCOL §10.3): two accusations from two other members in the current view', () => {
+  it('ours and one peer\'s condemn the target, with both as evidence, sorted by accuser', () => {
+    const d = make();
+    const out: CoreEffect[] = [];
+    d.onAccuse('r3', accusation('r3', 'r2'), 10, out);
+    expect(d.condemned()).toBeNull();
+    expect(d.running()).toBe(false);
+    d.accuse('r2', 'digest', '', 20, out);
+    const c = d.condemned();
+    expect(c?.target).toBe('r2');
+    expect(c?.evidence.map((e) => e.accusation.from)).toEqual(['r1', 'r3']);
+    expect(d.running()).toBe(true);
+    expect(events(out).filter((e) => e === 'replica.condemned')).toHaveLength(1);
+    expect(d.history().filter((h) => h.kind === 'condemned')).toEqual([{ atMs: 20, view: 0, kind: 'condemned', target: 'r2', by: 'r1,r3', reason: 'digest', detail: '' }]);
+  });
+
+  it('two peers\' accusations condemn without ours; the target\'s own, a non-member\'s, another view\'s or a forged sender\'s do not count', () => {
+    const d = make();
+    d.onAccuse('r2', accusation('r2', 'r2'), 0, []); // the target about itself
+    d.onAccuse('r9', accusation('r9', 'r2'), 0, []); // a non-member
+    d.onAccuse('r3', accusation('r2', 'r3'), 0, []); // r2's accusation relayed as r3's
+    d.onAccuse('r3', accusation('r3', 'r2', 1), 0, []); // a view ahead
+    expect(d.condemned()).toBeNull();
+    d.onAccuse('r3', accusation('r3', 'r2'), 1, []);
+    expect(d.condemned()).toBeNull(); // one valid accuser only
+    d.onAccuse('r2', accusation('r2', 'r3'), 2, []);
+    d.accuse('r3', 'rsn.gap', '', 3, []);
+    expect(d.condemned()?.target).toBe('r3');
+  });
+
+  it('a duplicate accusation is kept once and recorded once; an accusation of a past view, or more than two views ahead, is dropped', () => {
+    const d = make();
+    view = 3;
+    d.onAccuse('r2', accusation('r2', 'r3', 3), 0, []);
+    d.onAccuse('r2', accusation('r2', 'r3', 3, 'digest'), 1, []);
+    d.onAccuse('r2', accusation('r2', 'r3', 2), 2, []);
+    d.onAccuse('r2', accusation('r2', 'r1', 6), 3, []);
+    expect(d.history().map((h) => `${h.kind}:${h.target}:${h.reason}`)).toEqual(['accusation:r3:rsn.gap']);
+    // Two views ahead is kept until we get there, then condemns at once.
+    d.onAccuse('r2', accusation('r2', 'r1', 5), 4, []);
+    d.onAccuse('r3', accusation('r3', 'r1', 5), 5, []);
+    expect(d.condemned()).toBeNull();
+    view = 5;
+    const out: CoreEffect[] = [];
+    d.newView(6, out);
+    expect(d.condemned()?.target).toBe('r1');
+    expect(events(out)).toEqual(['replica.condemned']);
+  });
+
+  it('one condemnation per view, the first member in set order with evidence; a new view forgets it and past views\' accusations', () => {
+    const d = make('r3');
+    members = ['r1', 'r2', 'r3', 'r4'];
+    for (const t of ['r2', 'r1']) for (const by of ['r3', 'r4']) (by === 'r3' ? d.accuse(t, 'rsn.gap', '', 0, []) : d.onAccuse(by, accusation(by, t), 0, []));
+    // r2 was condemned first (it had evidence first); r1's evidence waits.
+    expect(d.condemned()?.target).toBe('r2');
+    view = 1;
+    members = ['r1', 'r3', 'r4'];
+    d.newView(1, []);
+    // View 0's accusations against r1 no longer count.
+    expect(d.condemned()).toBeNull();
+    expect(d.running()).toBe(false);
+  });
+
+  it('condemned() is null once the evidence no longer holds: the target left the set', () => {
+    const d = make();
+    d.accuse('r2', 'rsn.gap', '', 0, []);
+    d.onAccuse('r3', accusation('r3', 'r2'), 0, []);
+    expect(d.condemned()?.target).toBe('r2');
+    members = ['r1', 'r3'];
+    expect(d.condemned()).toBeNull();
+  });
+});
+
+describe('a missed heartbeat (spec §1.3): probe, then accuse if still silent after diagnosisTimeoutMs', () => {
+  it('reports the silence to the watchdog and probes at once; accuses at the deadline, not before', () => {
+    const d = make();
+    const out: CoreEffect[] = [];
+    d.missed('r2', 160, 1000, out);
+    expect(reports(out)).toEqual([{ to: 'scc', type: 'diag.report', inc: 7, counter: 1, view: 0, reason: 'silent', target: 'r2' }]);
+    expect(probes(out)).toEqual(['r2']);
+    expect(d.history()[0]).toMatchObject({ kind: 'initiated', target: 'r2', reason: 'silent', detail: 'no heartbeat for 160 ms' });
+    expect(d.running()).toBe(true);
+    expect(d.nextWakeMs()).toBe(1000 + T.diagnosisTimeoutMs);
+    d.timers(1000 + T.diagnosisTimeoutMs - 1, []);
+    expect(sent).toEqual([]);
+    const late: CoreEffect[] = [];
+    d.timers(1000 + T.diagnosisTimeoutMs, late);
+    expect(sent.map((s) => s.to)).toEqual(['r2', 'r3']);
+    expect(sent[0]?.payload).toMatchObject({ signed: { accusation: { target: 'r2', reason: 'silent' } } });
+    expect(d.history().at(-1)?.detail).toBe(`unresponsive for ${T.diagnosisTimeoutMs} ms after a missed heartbeat`);
+    expect(d.nextWakeMs()).toBeNull();
+    expect(d.running()).toBe(false);
+  });
+
+  it('a heartbeat or probe reply before the deadline ends it: no accusation', () => {
+    const d = make();
+    d.missed('r2', 160, 0, []);
+    d.heard('r2');
+    d.timers(10_000, []);
+    expect(sent).toEqual([]);
+    expect(d.running()).toBe(false);
+  });
+
+  it('one follow-up per silent peer: a second miss meanwhile, or after we accused it, starts nothing; the earliest deadline wakes us', () => {
+    const d = make();
+    d.missed('r2', 160, 0, []);
+    const again: CoreEffect[] = [];
+    d.missed('r2', 310, 150, again);
+    expect(again).toEqual([]);
+    d.missed('r3', 160, 100, []);
+    expect(d.nextWakeMs()).toBe(T.diagnosisTimeoutMs);
+    d.timers(T.diagnosisTimeoutMs, []);
+    expect(d.nextWakeMs()).toBe(100 + T.diagnosisTimeoutMs);
+    const after: CoreEffect[] = [];
+    d.missed('r2', 900, 500, after);
+    expect(after).toEqual([]);
+  });
+
+  it('a new view drops the silences under way', () => {
+    const d = make();
+    d.missed('r2', 160, 0, []);
+    view = 1;
+    d.newView(10, []);
+    expect(d.nextWakeMs()).toBeNull();
+    d.timers(10_000, []);
+    expect(sent).toEqual([]);
+  });
+
+  it('report counters increase per initiation, so the watchdog counts each once', () => {
+    const d = make();
+    const out: CoreEffect[] = [];
+    d.missed('r2', 160, 0, out);
+    d.accuse('r3', 'digest', '', 1, out);
+    d.report('agent.reports', null, 'reports', 2, out);
+    expect(reports(out).map((r) => `${r.counter}:${r.reason}:${r.target}`)).toEqual(['1:silent:r2', '2:digest:r3', '3:agent.reports:']);
+  });
+});
+
+describe('digests at equal RSNs (PROTOCOL §10.4)', () => {
+  it('a peer\'s digest at an RSN we have, that differs, is accused; an equal one is not; RSN 0 is never compared', () => {
+    const d = make();
+    d.ownDigest(16, digest(1), 0, []);
+    d.ownDigest(20, digest(2), 0, []);
+    d.onClaims('r2', 0, [[16, digest(1)], [20, digest(2)], [0, digest(9)]], 1, []);
+    expect(sent).toEqual([]);
+    const out: CoreEffect[] = [];
+    d.onClaims('r3', 0, [[20, digest(3)]], 2, out);
+    expect(sent.map((s) => s.to)).toEqual(['r2', 'r3']);
+    expect(sent[0]?.payload).toMatchObject({ signed: { accusation: { target: 'r3', reason: 'digest' } } });
+    expect(d.history().find((h) => h.kind === 'accused')?.detail).toBe(`state digest at rsn 20: ${'03'.repeat(6)} vs ours ${'02'.repeat(6)}`);
+  });
+
+  it('claims of another view, or of a non-member, are ignored', () => {
+    const d = make();
+    d.ownDigest(16, digest(1), 0, []);
+    d.onClaims('r2', 1, [[16, digest(2)]], 1, []);
+    d.onClaims('r9', 0, [[16, digest(2)]], 1, []);
+    expect(sent).toEqual([]);
+  });
+
+  it('a checkpoint claim ahead of us waits for our own digest there; a non-checkpoint one is not kept', () => {
+    const d = make();
+    d.onClaims('r2', 0, [[32, digest(5)], [33, digest(5)]], 0, []);
+    d.ownDigest(33, digest(6), 1, []);
+    expect(sent).toEqual([]); // 33 was not kept
+    d.ownDigest(32, digest(6), 2, []);
+    expect(sent.map((s) => s.to)).toEqual(['r2', 'r3']);
+    expect(d.history().find((h) => h.kind === 'accused')?.detail).toBe(`state digest at rsn 32: ${'05'.repeat(6)} vs ours ${'06'.repeat(6)}`);
+    // Compared once: the claim is gone.
+    sent = [];
+    view = 1;
+    d.newView(3, []);
+    d.ownDigest(32, digest(7), 4, []);
+    expect(sent).toEqual([]);
+  });
+
+  it('a matching claim ahead of us accuses nobody when we get there; a new view forgets pending claims', () => {
+    const d = make();
+    d.onClaims('r2', 0, [[48, digest(5)]], 0, []);
+    d.ownDigest(48, digest(5), 1, []);
+    expect(sent).toEqual([]);
+    d.onClaims('r3', 0, [[64, digest(5)]], 2, []);
+    view = 1;
+    d.newView(3, []);
+    d.ownDigest(64, digest(6), 4, []);
+    expect(sent).toEqual([]);
+  });
+
+  it('at most four pending claims per peer: the oldest goes', () => {
+    const d = make();
+    d.onClaims('r2', 0, [16, 32, 48, 64, 80].map((r): [number, Uint8Array] => [r, digest(1)]), 0, []);
+    d.ownDigest(16, digest(2), 1, []);
+    expect(sent).toEqual([]); // 16 was dropped
+    d.ownDigest(32, digest(2), 2, []);
+    expect(sent.map((s) => s.to)).toEqual(['r2', 'r3']);
+  });
+
+  it('our digests: the first at an RSN stays, at most MAX_CHECKPOINTS, oldest out; the latest checkpoint is the highest multiple of digestEveryRsn', () => {
+    const d = make();
+    expect(d.latestCheckpoint()).toBeNull();
+    d.ownDigest(5, digest(1), 0, []);
+    expect(d.latestCheckpoint()).toBeNull();
+    d.ownDigest(32, digest(2), 0, []);
+    d.ownDigest(32, digest(3), 0, []);
+    d.ownDigest(16, digest(4), 0, []);
+    expect(d.latestCheckpoint()).toEqual([32, digest(2)]);
+    for (let k = 1; k <= MAX_CHECKPOINTS; k++) d.ownDigest(1001 + 2 * k, digest(5), 0, []); // odd: no checkpoint
+    expect(d.latestCheckpoint()).toBeNull(); // 5, 32 and 16 went first, and none of the rest is a checkpoint
+    // Our digest at 5 is gone: a differing claim there accuses nobody now.
+    d.onClaims('r2', 0, [[5, digest(9)]], 1, []);
+    expect(sent).toEqual([]);
+    d.onClaims('r2', 0, [[1001 + 2 * MAX_CHECKPOINTS, digest(9)]], 1, []);
+    expect(sent.map((s) => s.to)).toEqual(['r2', 'r3']);
+  });
+});
+
+describe('history', () => {
+  it(`keeps the last ${MAX_DIAGNOSIS_HISTORY} records, each with the view it happened in, and hands out a copy`, () => {
+    const d = make();
+    for (let k = 0; k < MAX_DIAGNOSIS_HISTORY + 5; k++) d.report('rsn.gap', 'r2', `n${k}`, k, []);
+    view = 4;
+    d.report('rsn.gap', 'r2', 'last', 99, []);
+    const h = d.history();
+    expect(h).toHaveLength(MAX_DIAGNOSIS_HISTORY);
+    expect(h[0]?.detail).toBe('n6');
+    expect(h.at(-1)).toEqual({ atMs: 99, view: 4, kind: 'initiated', target: 'r2', by: 'r1', reason: 'rsn.gap', detail: 'last' });
+    h.pop();
+    expect(d.history()).toHaveLength(MAX_DIAGNOSIS_HISTORY);
+  });
+});
