@@ -88,7 +88,6 @@ describe('condemning (PROTOCOL §10.3): two accusations from two other members i
     const d = make();
     d.onAccuse('r2', accusation('r2', 'r2'), 0, []); // the target about itself
     d.onAccuse('r9', accusation('r9', 'r2'), 0, []); // a non-member
-    d.onAccuse('r3', accusation('r2', 'r3'), 0, []); // r2's accusation relayed as r3's
     d.onAccuse('r3', accusation('r3', 'r2', 1), 0, []); // a view ahead
     expect(d.condemned()).toBeNull();
     d.onAccuse('r3', accusation('r3', 'r2'), 1, []);
@@ -96,6 +95,31 @@ describe('condemning (PROTOCOL §10.3): two accusations from two other members i
     d.onAccuse('r2', accusation('r2', 'r3'), 2, []);
     d.accuse('r3', 'rsn.gap', '', 3, []);
     expect(d.condemned()?.target).toBe('r3');
+  });
+
+  it('an accusation relayed by another member than its accuser counts for nothing', () => {
+    const d = make();
+    d.onAccuse('r3', accusation('r2', 'r3'), 0, []); // r2's accusation, sent by r3
+    d.accuse('r3', 'rsn.gap', '', 1, []);
+    expect(d.condemned()).toBeNull();
+    expect(d.history().map((h) => h.kind)).toEqual(['initiated', 'accused']);
+  });
+
+  it('the evidence is the two lowest accusers, whatever order the accusations came in', () => {
+    const d = make('r4');
+    members = ['r1', 'r2', 'r3', 'r4', 'r5'];
+    for (const by of ['r5', 'r3']) d.onAccuse(by, accusation(by, 'r1'), 0, []);
+    expect(d.condemned()?.evidence.map((e) => e.accusation.from)).toEqual(['r3', 'r5']);
+    d.onAccuse('r2', accusation('r2', 'r1'), 1, []);
+    expect(d.condemned()?.evidence.map((e) => e.accusation.from)).toEqual(['r2', 'r3']);
+  });
+
+  it('a peer\'s accusation is recorded and logged with who, whom, why and the view', () => {
+    const d = make();
+    const out: CoreEffect[] = [];
+    d.onAccuse('r2', accusation('r2', 'r3', 0, 'digest'), 42, out);
+    expect(d.history()).toEqual([{ atMs: 42, view: 0, kind: 'accusation', target: 'r3', by: 'r2', reason: 'digest', detail: '' }]);
+    expect(out).toEqual([{ type: 'log', level: 'warn', event: 'replica.accusation', fields: { from: 'r2', target: 'r3', reason: 'digest', view: 0 } }]);
   });
 
   it('a duplicate accusation is kept once and recorded once; an accusation of a past view, or more than two views ahead, is dropped', () => {
@@ -220,6 +244,15 @@ describe('digests at equal RSNs (PROTOCOL §10.4)', () => {
     expect(d.history().find((h) => h.kind === 'accused')?.detail).toBe(`state digest at rsn 20: ${'03'.repeat(6)} vs ours ${'02'.repeat(6)}`);
   });
 
+  it('a digest one byte off is a different digest', () => {
+    const d = make();
+    d.ownDigest(16, digest(1), 0, []);
+    const off = digest(1);
+    off[31] = 2;
+    d.onClaims('r2', 0, [[16, off]], 1, []);
+    expect(sent.map((s) => s.to)).toEqual(['r2', 'r3']);
+  });
+
   it('claims of another view, or of a non-member, are ignored', () => {
     const d = make();
     d.ownDigest(16, digest(1), 0, []);
@@ -270,16 +303,25 @@ describe('digests at equal RSNs (PROTOCOL §10.4)', () => {
     expect(d.latestCheckpoint()).toBeNull();
     d.ownDigest(5, digest(1), 0, []);
     expect(d.latestCheckpoint()).toBeNull();
-    d.ownDigest(32, digest(2), 0, []);
-    d.ownDigest(32, digest(3), 0, []);
     d.ownDigest(16, digest(4), 0, []);
-    expect(d.latestCheckpoint()).toEqual([32, digest(2)]);
-    for (let k = 1; k <= MAX_CHECKPOINTS; k++) d.ownDigest(1001 + 2 * k, digest(5), 0, []); // odd: no checkpoint
+    d.ownDigest(48, digest(2), 0, []);
+    d.ownDigest(48, digest(3), 0, []);
+    d.ownDigest(32, digest(3), 0, []);
+    // The highest, neither the first nor the last recorded.
+    expect(d.latestCheckpoint()).toEqual([48, digest(2)]);
+    for (let k = 1; k <= MAX_CHECKPOINTS - 4; k++) d.ownDigest(1001 + 2 * k, digest(5), 0, []); // odd: no checkpoint
+    // MAX_CHECKPOINTS kept: the first, at 5, is still there, so a claim there is compared.
+    d.onClaims('r3', 0, [[5, digest(8)]], 1, []);
+    expect(sent.map((s) => s.to)).toEqual(['r2', 'r3']);
+    sent = [];
+    view = 1;
+    d.newView(1, []);
+    for (let k = MAX_CHECKPOINTS - 3; k <= MAX_CHECKPOINTS; k++) d.ownDigest(1001 + 2 * k, digest(5), 0, []);
     expect(d.latestCheckpoint()).toBeNull(); // 5, 32 and 16 went first, and none of the rest is a checkpoint
     // Our digest at 5 is gone: a differing claim there accuses nobody now.
-    d.onClaims('r2', 0, [[5, digest(9)]], 1, []);
+    d.onClaims('r2', 1, [[5, digest(9)]], 1, []);
     expect(sent).toEqual([]);
-    d.onClaims('r2', 0, [[1001 + 2 * MAX_CHECKPOINTS, digest(9)]], 1, []);
+    d.onClaims('r2', 1, [[1001 + 2 * MAX_CHECKPOINTS, digest(9)]], 1, []);
     expect(sent.map((s) => s.to)).toEqual(['r2', 'r3']);
   });
 });
