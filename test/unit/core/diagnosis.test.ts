@@ -108,7 +108,8 @@ describe('condemning (PROTOCOL §10.3): two accusations from two other members i
   it('the evidence is the two lowest accusers, whatever order the accusations came in', () => {
     const d = make('r4');
     members = ['r1', 'r2', 'r3', 'r4', 'r5'];
-    for (const by of ['r5', 'r3']) d.onAccuse(by, accusation(by, 'r1'), 0, []);
+    // In arrival order r3, r5, then r2: neither sorted nor reversed.
+    for (const by of ['r3', 'r5']) d.onAccuse(by, accusation(by, 'r1'), 0, []);
     expect(d.condemned()?.evidence.map((e) => e.accusation.from)).toEqual(['r3', 'r5']);
     d.onAccuse('r2', accusation('r2', 'r1'), 1, []);
     expect(d.condemned()?.evidence.map((e) => e.accusation.from)).toEqual(['r2', 'r3']);
