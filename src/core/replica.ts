@@ -340,6 +340,17 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
 
   // ---- nodes added at run time (PROTOCOL §10.12) ---------------------------------------------
 
+  /** The added nodes' spares, as addedSpares lists them, computed again only when `added`
+   *  changed (it only grows, or is replaced whole by a transfer): the heartbeat reads it. */
+  let spareCache: { of: ReplicatedState['added']; size: number; list: ReturnType<typeof addedSpares> } | null = null;
+  const spareKeysOf = (ids: readonly ProcessId[]) => {
+    if (state.added.size === 0) return [];
+    if (spareCache === null || spareCache.of !== state.added || spareCache.size !== state.added.size) {
+      spareCache = { of: state.added, size: state.added.size, list: addedSpares(state.added) };
+    }
+    return addedAmong(spareCache.list, ids);
+  };
+
   /** Added agents whose keys (and their nodes' spares') went to the driver (the `keys` effect). */
   const announcedKeys = new Set<ProcessId>();
   /** The state added an agent (applied, or installed by a transfer): the driver learns its key,
@@ -1090,7 +1101,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       suspicions, drops: { ...drops },
       view: state.group.view, members: [...state.replicas], phase: sync !== null ? 'syncing' : phase, diagnosis: diagnosis.history(),
       memberNodes: Object.fromEntries(state.group.replicaNodes), retired: [...state.group.retired], ports: movedPorts(state.group, state.replicas),
-      added: addedAmong(addedSpares(state.added), state.replicas).map((x) => ({ ...x, publicKey: toHex(x.publicKey) })),
+      added: spareKeysOf(state.replicas).map((x) => ({ ...x, publicKey: toHex(x.publicKey) })),
       replacement: state.group.recovery === null ? null : { id: state.group.recovery.id, node: state.group.recovery.node, tried: [...state.group.recovery.tried] },
       cluster: view(),
       ...(opts.daemon === undefined ? {} : { daemon: opts.daemon() }),
@@ -1137,7 +1148,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       }
       out.push({ type: 'send', to: m.scc, item: { type: 'hb', inc: links.inc, counter: heartbeatCounter, info } });
       // The watchdog learns the members cluster.json lacks from two of us (PROTOCOL §10.12).
-      const added = state.added.size === 0 ? [] : addedAmong(addedSpares(state.added), [...state.replicas, ...(state.group.recovery === null ? [] : [state.group.recovery.id])]);
+      const added = spareKeysOf(state.group.recovery === null ? state.replicas : [...state.replicas, state.group.recovery.id]);
       if (added.length > 0) out.push({ type: 'send', to: m.scc, item: { type: 'replica.keys', replicas: added } });
       for (const [node, r] of resets) out.push({ type: 'send', to: m.scc, item: { type: 'reset.node', node, ...r } });
       replicaHeartbeatAtMs = nowMs + t.replicaHeartbeatMs;
