@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import FastFirstSequencer from './test/mutate-sequencer.ts';
 
 // The tests `npm run mutate` (StrykerJS, stryker.config.json) runs against each mutant of
 // src/core and fsm/: the unit tests and the simulator's named scenarios, in this process's
@@ -14,5 +15,6 @@ export default defineConfig({
       'test/sim/{scenarios,diagnosis-scenarios,task-scenarios,signal-scenarios,regressions,cluster-reset,checker,machinery}.test.ts',
     ],
     maxWorkers: 1,
+    sequence: { sequencer: FastFirstSequencer },
   },
 });
