@@ -175,6 +175,17 @@ describe('FsmAgentProc transitions (spec §6.3)', () => {
     expect(r.actions).toEqual([]);
   });
 
+  it('§6.3 A2, A12: os.spawned arrives at most once; a second one, with another pid, changes nothing (Spawning and Aborting)', () => {
+    const other = { type: 'os.spawned', pid: 901 } as const;
+    for (const [state, path] of [['spawning', [ev.spawn, ev.spawned]], ['aborting', [ev.spawn, ev.spawned, ev.terminate]]] as const) {
+      const r = expectStep(run(path).data, other, state);
+      expect(ctx(r.data).pid, state).toBe(900);
+      expect(r.actions, state).toEqual([]);
+    }
+    // The kill of a killed-mid-spawn process names the pid the OS gave first.
+    expect(run([ev.spawn, ev.terminate, ev.spawned, other, ev.terminate]).actions.at(-1)).toEqual(killWith('SIGKILL', 900));
+  });
+
   it('§6.3 A13: Running --os.disconnected--> Running records the clean disconnect, no report yet', () => {
     const r = expectStep(at('running'), ev.disconnected, 'running');
     expect(ctx(r.data).disconnected).toBe(true);
