@@ -1,5 +1,6 @@
 import { defineConfig } from 'vitest/config';
-import FastFirstSequencer from './test/mutate-sequencer.ts';
+import LoadFailuresAsFailedTests from './tools/mutate-load-failures.ts';
+import FastFirstSequencer from './tools/mutate-sequencer.ts';
 
 // The tests `npm run mutate` (StrykerJS, stryker.config.json) runs against each mutant of
 // src/core and fsm/: the unit tests and the simulator's named scenarios, in this process's
@@ -16,5 +17,6 @@ export default defineConfig({
     ],
     maxWorkers: 1,
     sequence: { sequencer: FastFirstSequencer },
+    reporters: ['default', new LoadFailuresAsFailedTests()],
   },
 });
