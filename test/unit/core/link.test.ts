@@ -1,10 +1,12 @@
 // Unit tests of the reliable link layer (docs/PROTOCOL.md §3–§4, spec §3.4 P1–P7).
 // Two Links objects exchange items by hand, so every step is visible.
 import { describe, expect, it } from 'vitest';
-import { ACK_DELAY_MS, DEFAULT_TIMING, RECEIVE_WINDOW } from '../../../src/core/constants.ts';
 import {
-  createLinks, flushAcks, isEstablished, linkNextWakeMs, linkReceive, linkSend, linkTimers, startLinks,
-  type Delivery, type Links,
+  ACK_DELAY_MS, DEFAULT_TIMING, MAX_RETRANSMIT_BACKOFF, MAX_RETRANSMIT_BATCH, PRIMARY_RETRIES_BEFORE_FALLBACK, RECEIVE_WINDOW,
+} from '../../../src/core/constants.ts';
+import {
+  createLinks, flushAcks, isEstablished, laneMarks, linkAddPeer, linkNextWakeMs, linkOweGroupAck, linkReceive, linkRemovePeer,
+  linkSend, linkTimers, linkView, logSessionEvent, startLinks, type Delivery, type Links,
 } from '../../../src/core/link.ts';
 import type { CoreEffect } from '../../../src/core/node.ts';
 import type { Item } from '../../../src/core/wire/messages.ts';
@@ -315,5 +317,185 @@ describe('replays inside a session', () => {
     const again = linkReceive(b, 'a', item, 1, []);
     expect(again.drop).toBe('DUPLICATE');
     expect(again.deliveries).toEqual([]);
+  });
+});
+
+describe('handshake answers and retries (PROTOCOL §3.2, §10.6)', () => {
+  const hellosTo = (out: CoreEffect[], to: string) => sends(out).filter((x) => x.to === to && x.item.type === 'hello').map((x) => x.item);
+
+  it('a hello is answered with ours (our incarnation, theirs echoed) unless the peer is established and knows this incarnation of us', () => {
+    const { a } = connected();
+    const out: CoreEffect[] = [];
+    linkReceive(a, 'b', { type: 'hello', inc: 200, echo: 100, established: true }, 0, out);
+    expect(hellosTo(out, 'b')).toEqual([]); // it knows us: an answer would only echo forever
+    linkReceive(a, 'b', { type: 'hello', inc: 200, echo: 100, established: false }, 0, out);
+    expect(hellosTo(out, 'b')).toEqual([{ type: 'hello', inc: 100, echo: 200, established: true }]);
+    const older: CoreEffect[] = [];
+    linkReceive(a, 'b', { type: 'hello', inc: 200, echo: 99, established: true }, 0, older); // it knows an older us
+    expect(hellosTo(older, 'b')).toEqual([{ type: 'hello', inc: 100, echo: 200, established: true }]);
+    expect(isEstablished(a, 'b')).toBe(true);
+  });
+
+  it('a first hello from a peer whose incarnation we did not know is no restart: nothing is reset', () => {
+    const a = createLinks('a', 100, DEFAULT_TIMING, ['b']);
+    const queued: CoreEffect[] = [];
+    expect(linkSend(a, 'b', 0, notice('kept'), 0, queued)).toBe('queued');
+    const r = linkReceive(a, 'b', { type: 'hello', inc: 200, echo: 0, established: false }, 0, []);
+    expect(r.deliveries).toEqual([]);
+    expect(linkView(a, 'b')).toEqual({ established: false, unacked: 0, queued: 1 });
+  });
+
+  it('unanswered hellos back off, doubling up to MAX_RETRANSMIT_BACKOFF; an eager peer (a replacement starting) keeps the plain period', () => {
+    const hs = DEFAULT_TIMING.handshakeRetryMs;
+    const gapsOf = (eager: boolean): number[] => {
+      const a = createLinks('a', 100, DEFAULT_TIMING, []);
+      linkAddPeer(a, 'r4', 0, [], eager);
+      const gaps: number[] = [];
+      let last = 0;
+      for (let i = 0; i < 6; i++) {
+        const at = linkNextWakeMs(a) as number;
+        const out: CoreEffect[] = [];
+        linkTimers(a, at - 1, out);
+        expect(hellosTo(out, 'r4'), 'not before it is due').toEqual([]);
+        linkTimers(a, at, out);
+        expect(hellosTo(out, 'r4')).toHaveLength(1);
+        gaps.push(at - last);
+        last = at;
+      }
+      return gaps;
+    };
+    expect(gapsOf(false)).toEqual([hs, 2 * hs, 4 * hs, 8 * hs, 8 * hs, 8 * hs]);
+    expect(MAX_RETRANSMIT_BACKOFF).toBe(8);
+    expect(gapsOf(true)).toEqual([hs, hs, hs, hs, hs, hs]);
+  });
+
+  it('adding a known peer sends nothing and only updates eagerness; adding ourselves does nothing', () => {
+    const a = createLinks('a', 100, DEFAULT_TIMING, ['b']);
+    const out: CoreEffect[] = [];
+    linkAddPeer(a, 'b', 0, out, true);
+    linkAddPeer(a, 'a', 0, out);
+    expect(out).toEqual([]);
+    expect(a.peers.get('b')?.eager).toBe(true);
+    expect([...a.peers.keys()]).toEqual(['b']);
+    linkAddPeer(a, 'c', 7, out);
+    expect(sends(out)).toEqual([{ to: 'c', item: { type: 'hello', inc: 100, echo: 0, established: false } }]);
+    expect(linkNextWakeMs(a)).toBe(7 + DEFAULT_TIMING.handshakeRetryMs);
+  });
+
+  it('a removed peer is NOT_A_MEMBER, owes and is owed nothing, and has no view', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 0, notice('x'), 0, o);
+    pass(b, 'a', o);
+    linkSend(b, 'a', 0, notice('y'), 0, []);
+    linkRemovePeer(b, 'a');
+    expect(linkView(b, 'a')).toBeNull();
+    expect(linkNextWakeMs(b)).toBeNull();
+    const out: CoreEffect[] = [];
+    flushAcks(b, out, () => 0, 1000);
+    linkTimers(b, 1000, out);
+    expect(out).toEqual([]);
+    expect(linkReceive(b, 'a', { type: 'hello', inc: 100, echo: 200, established: true }, 0, []).drop).toBe('NOT_A_MEMBER');
+    expect(linkSend(b, 'a', 0, notice('z'), 0, [])).toBe('unknown-peer');
+  });
+});
+
+describe('timers, marks and views', () => {
+  it('retransmits at most MAX_RETRANSMIT_BATCH bodies per expiry, oldest first', () => {
+    const { a } = connected();
+    for (let i = 0; i < MAX_RETRANSMIT_BATCH + 3; i++) linkSend(a, 'b', 0, notice(String(i)), 0, []);
+    const out: CoreEffect[] = [];
+    linkTimers(a, DEFAULT_TIMING.retransmitMs, out);
+    const seqs = sends(out).map((x) => (x.item.type === 'ptp' ? x.item.seq : -1));
+    expect(seqs).toEqual(Array.from({ length: MAX_RETRANSMIT_BATCH }, (_, i) => i + 1));
+  });
+
+  it('lane 1 to the steady peer (an agent\'s primary) keeps the plain period for PRIMARY_RETRIES_BEFORE_FALLBACK retransmissions, then backs off; lane 0 and other peers back off at once', () => {
+    const rto = DEFAULT_TIMING.retransmitMs;
+    const gapsOf = (lane: 0 | 1, steady: string | null): number[] => {
+      const { a } = connected();
+      if (lane === 0) linkSend(a, 'b', 0, notice('x'), 0, []);
+      else linkSend(a, 'b', 1, { type: 'gc', gc: { gssn: 1, prevGssn: 0, csnAck: 0, destInc: 0, payload: { type: 'echo.reply', origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' } }, 0, []);
+      const gaps: number[] = [];
+      let last = 0;
+      for (let i = 0; i < 6; i++) {
+        const at = linkNextWakeMs(a) as number;
+        gaps.push(at - last);
+        last = at;
+        linkTimers(a, at, [], steady);
+      }
+      return gaps;
+    };
+    expect(PRIMARY_RETRIES_BEFORE_FALLBACK).toBe(3);
+    expect(gapsOf(1, 'b')).toEqual([rto, rto, rto, rto, 2 * rto, 4 * rto]);
+    expect(gapsOf(1, 'c')).toEqual([rto, 2 * rto, 4 * rto, 8 * rto, 8 * rto, 8 * rto]);
+    expect(gapsOf(0, 'b')).toEqual([rto, 2 * rto, 4 * rto, 8 * rto, 8 * rto, 8 * rto]);
+  });
+
+  it('the next wake-up is the earliest of owed acks, retransmissions and hellos, and none when nothing is pending', () => {
+    const { a, b } = connected();
+    expect(linkNextWakeMs(a)).toBeNull();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 0, notice('x'), 100, o);
+    expect(linkNextWakeMs(a)).toBe(100 + DEFAULT_TIMING.retransmitMs);
+    for (const x of sends(o)) linkReceive(b, 'a', x.item, 100, []);
+    expect(linkNextWakeMs(b)).toBe(100 + ACK_DELAY_MS); // owed ack
+    linkAddPeer(a, 'c', 110, []);
+    expect(linkNextWakeMs(a)).toBe(100 + DEFAULT_TIMING.retransmitMs); // 140 < 160
+    linkAddPeer(a, 'd', 60, []);
+    expect(linkNextWakeMs(a)).toBe(60 + DEFAULT_TIMING.handshakeRetryMs); // 110 < 140
+  });
+
+  it('a group mark that moved is owed to an established peer only, as one gack after ACK_DELAY_MS carrying the mark and the lane receipt', () => {
+    const { a, b } = connected();
+    linkAddPeer(a, 'c', 0, []);
+    linkOweGroupAck(a, 'c', 0); // not established: owes nothing, so no wake-up at ACK_DELAY_MS
+    linkOweGroupAck(a, 'zz', 0); // unknown
+    linkOweGroupAck(a, 'b', 10);
+    expect(linkNextWakeMs(a)).toBe(10 + ACK_DELAY_MS);
+    const early: CoreEffect[] = [];
+    flushAcks(a, early, () => 42, 10 + ACK_DELAY_MS - 1);
+    expect(early).toEqual([]);
+    const out: CoreEffect[] = [];
+    flushAcks(a, out, (p) => (p === 'b' ? 42 : -1), 10 + ACK_DELAY_MS);
+    expect(sends(out)).toEqual([{ to: 'b', item: { type: 'gack', srcInc: 100, destInc: 200, ack: 42, seq: 0 } }]);
+    const again: CoreEffect[] = [];
+    flushAcks(a, again, () => 42, 100);
+    expect(again).toEqual([]); // paid
+    expect(b.peers.get('a')?.established).toBe(true);
+  });
+
+  it('lane marks: the last seq sent and the highest acknowledged, per lane; 0 for an unknown peer', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 0, notice('1'), 0, o);
+    linkSend(a, 'b', 0, notice('2'), 0, o);
+    expect(laneMarks(a, 'b', 0)).toEqual({ sent: 2, acked: 0 });
+    expect(laneMarks(a, 'b', 1)).toEqual({ sent: 0, acked: 0 });
+    pass(a, 'b', pass(b, 'a', o).out);
+    expect(laneMarks(a, 'b', 0)).toEqual({ sent: 2, acked: 2 });
+    expect(laneMarks(a, 'zz', 0)).toEqual({ sent: 0, acked: 0 });
+  });
+
+  it('the view counts both lanes\' unacknowledged and queued bodies', () => {
+    const a = createLinks('a', 100, DEFAULT_TIMING, ['b']);
+    linkSend(a, 'b', 0, notice('q'), 0, []);
+    expect(linkView(a, 'b')).toEqual({ established: false, unacked: 0, queued: 1 });
+    const { a: c } = connected();
+    linkSend(c, 'b', 0, notice('u'), 0, []);
+    linkSend(c, 'b', 1, { type: 'gc', gc: { gssn: 1, prevGssn: 0, csnAck: 0, destInc: 0, payload: { type: 'echo.reply', origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' } }, 0, []);
+    expect(linkView(c, 'b')).toEqual({ established: true, unacked: 2, queued: 0 });
+    expect(linkView(c, 'zz')).toBeNull();
+  });
+
+  it('session events are logged (established as info, a restarted peer as a warning); other deliveries are not session events', () => {
+    const out: CoreEffect[] = [];
+    expect(logSessionEvent({ type: 'established', peer: 'b' }, out)).toBe(true);
+    expect(logSessionEvent({ type: 'reset', peer: 'b' }, out)).toBe(true);
+    expect(logSessionEvent({ type: 'gack', from: 'b', ack: 1 }, out)).toBe(false);
+    expect(out).toEqual([
+      { type: 'log', level: 'info', event: 'link.established', fields: { peer: 'b' } },
+      { type: 'log', level: 'warn', event: 'link.peer-restarted', fields: { peer: 'b' } },
+    ]);
   });
 });
