@@ -2,10 +2,11 @@
 // Two Links objects exchange items by hand, so every step is visible.
 import { describe, expect, it } from 'vitest';
 import {
-  ACK_DELAY_MS, DEFAULT_TIMING, MAX_RETRANSMIT_BACKOFF, MAX_RETRANSMIT_BATCH, PRIMARY_RETRIES_BEFORE_FALLBACK, RECEIVE_WINDOW,
+  ACK_DELAY_MS, DEFAULT_TIMING, MAX_QUEUED_WHILE_DISCONNECTED, MAX_RETRANSMIT_BACKOFF, MAX_RETRANSMIT_BATCH, MAX_UNACKED_PER_LANE,
+  PRIMARY_RETRIES_BEFORE_FALLBACK, RECEIVE_WINDOW,
 } from '../../../src/core/constants.ts';
 import {
-  createLinks, flushAcks, isEstablished, laneMarks, linkAddPeer, linkNextWakeMs, linkOweGroupAck, linkReceive, linkRemovePeer,
+  createLinks, flushAcks, isEstablished, laneMarks, linkAddPeer, linkCanSend, linkNextWakeMs, linkOweGroupAck, linkReceive, linkRemovePeer,
   linkSend, linkTimers, linkView, logSessionEvent, startLinks, type Delivery, type Links,
 } from '../../../src/core/link.ts';
 import type { CoreEffect } from '../../../src/core/node.ts';
@@ -497,5 +498,114 @@ describe('timers, marks and views', () => {
       { type: 'log', level: 'info', event: 'link.established', fields: { peer: 'b' } },
       { type: 'log', level: 'warn', event: 'link.peer-restarted', fields: { peer: 'b' } },
     ]);
+  });
+});
+
+describe('link bounds and queue order (constants.ts)', () => {
+  const ptpSeqs = (out: CoreEffect[]) => sends(out).flatMap((x) => (x.item.type === 'ptp' && x.item.body !== null ? [x.item.seq] : []));
+
+  it(`queues at most MAX_QUEUED_WHILE_DISCONNECTED bodies per lane for a peer not yet connected, then refuses ('full')`, () => {
+    const a = createLinks('a', 100, DEFAULT_TIMING, ['b']);
+    for (let i = 0; i < MAX_QUEUED_WHILE_DISCONNECTED - 1; i++) linkSend(a, 'b', 0, notice('q'), 0, []);
+    expect(linkCanSend(a, 'b', 0)).toBe(true);
+    expect(linkSend(a, 'b', 0, notice('last'), 0, [])).toBe('queued');
+    expect(linkCanSend(a, 'b', 0)).toBe(false);
+    expect(linkSend(a, 'b', 0, notice('over'), 0, [])).toBe('full');
+    expect(linkCanSend(a, 'b', 1)).toBe(true); // the other lane has its own bound
+    expect(linkCanSend(a, 'zz', 0)).toBe(false);
+  });
+
+  it('keeps at most MAX_UNACKED_PER_LANE bodies in flight; the next waits, in order, until an ack frees room', () => {
+    const { a, b } = connected();
+    const out: CoreEffect[] = [];
+    for (let i = 0; i < MAX_UNACKED_PER_LANE; i++) expect(linkSend(a, 'b', 0, notice(String(i)), 0, out)).toBe('sent');
+    expect(linkSend(a, 'b', 0, notice('waits'), 0, [])).toBe('queued');
+    const freed: CoreEffect[] = [];
+    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 1, body: null }, 1, freed);
+    expect(ptpSeqs(freed)).toEqual([MAX_UNACKED_PER_LANE + 1]);
+    expect(linkView(a, 'b')).toEqual({ established: true, unacked: MAX_UNACKED_PER_LANE, queued: 0 });
+    expect(b.peers.get('a')?.established).toBe(true);
+  });
+
+  it('a body sent while an earlier one is held (for a newer incarnation) queues behind it, never overtaking', () => {
+    const { a } = connected();
+    expect(linkSend(a, 'b', 0, notice('in flight'), 0, [])).toBe('sent');
+    expect(linkSend(a, 'b', 0, notice('for 300'), 0, [], 300)).toBe('queued');
+    const out: CoreEffect[] = [];
+    expect(linkSend(a, 'b', 0, notice('after'), 0, out)).toBe('queued');
+    expect(out).toEqual([]);
+    // An ack on the session with 200 frees room, and releases nothing held for 300.
+    const acked: CoreEffect[] = [];
+    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 1, body: null }, 1, acked);
+    expect(ptpSeqs(acked)).toEqual([]);
+    expect(linkView(a, 'b')).toEqual({ established: true, unacked: 0, queued: 2 });
+  });
+
+  it('a restart carries into the new session only what was meant for the new incarnation, in order', () => {
+    const { a } = connected();
+    linkSend(a, 'b', 0, notice('old'), 0, []); // in flight to 200
+    linkSend(a, 'b', 0, notice('for 300'), 0, [], 300);
+    linkSend(a, 'b', 0, notice('for 400'), 0, [], 400);
+    linkReceive(a, 'b', { type: 'hello', inc: 300, echo: 0, established: false }, 5, []);
+    const lane = a.peers.get('b')?.lanes[0];
+    expect(lane?.queued.map((q) => (q.body as { text: string }).text)).toEqual(['for 300']);
+    expect(lane?.unacked).toEqual([]);
+  });
+
+  it('a body held for an incarnation older than the first one we hear from is dropped, not sent to the newer one', () => {
+    const a = createLinks('a', 100, DEFAULT_TIMING, ['b']);
+    expect(linkSend(a, 'b', 0, notice('for 150'), 0, [], 150)).toBe('queued');
+    expect(linkSend(a, 'b', 0, notice('any'), 0, [])).toBe('queued');
+    const out: CoreEffect[] = [];
+    linkReceive(a, 'b', { type: 'hello', inc: 200, echo: 100, established: false }, 0, out);
+    expect(isEstablished(a, 'b')).toBe(true);
+    expect(sends(out).flatMap((x) => (x.item.type === 'ptp' && x.item.body?.type === 'notice' ? [x.item.body.text] : []))).toEqual(['any']);
+  });
+
+  it('an ack that repeats the last one changes no timer; the last ack of all stops retransmission; a partial one restarts the timeout from now', () => {
+    const { a } = connected();
+    const rto = DEFAULT_TIMING.retransmitMs;
+    linkSend(a, 'b', 0, notice('1'), 0, []);
+    linkSend(a, 'b', 0, notice('2'), 0, []);
+    linkTimers(a, rto, []); // backoff 2: next at 3 rto
+    expect(linkNextWakeMs(a)).toBe(3 * rto);
+    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 0, body: null }, 2 * rto, []);
+    expect(linkNextWakeMs(a)).toBe(3 * rto); // a repeated ack is no progress
+    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 1, body: null }, 2 * rto, []);
+    expect(linkNextWakeMs(a)).toBe(3 * rto); // progress: backoff 1, from now
+    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 2, body: null }, 2 * rto + 1, []);
+    expect(linkNextWakeMs(a)).toBeNull();
+  });
+
+  it('data carrying our lane-0 ack leaves an owed group ack due when it was due, and owes nothing more once both are paid', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 0, notice('x'), 0, o);
+    linkSend(a, 'b', 1, { type: 'gc', gc: { gssn: 1, prevGssn: 0, csnAck: 0, destInc: 0, payload: { type: 'echo.reply', origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' } }, 0, o);
+    for (const x of sends(o)) linkReceive(b, 'a', x.item, 0, []);
+    linkSend(b, 'a', 0, notice('reply'), 1, []); // carries the lane-0 ack
+    const early: CoreEffect[] = [];
+    flushAcks(b, early, () => 9, 1);
+    expect(early).toEqual([]); // the gack is still due at ACK_DELAY_MS
+    expect(linkNextWakeMs(b)).toBe(ACK_DELAY_MS);
+    const due: CoreEffect[] = [];
+    flushAcks(b, due, () => 9, ACK_DELAY_MS);
+    expect(sends(due).map((x) => x.item.type)).toEqual(['gack']);
+    // Only the lane-0 ack owed, and paid by data: no wake-up for it.
+    const o2: CoreEffect[] = [];
+    linkSend(a, 'b', 0, notice('y'), 10, o2);
+    for (const x of sends(o2)) linkReceive(b, 'a', x.item, 10, []);
+    linkSend(b, 'a', 0, notice('reply 2'), 11, []);
+    expect(linkNextWakeMs(b)).toBe(1 + DEFAULT_TIMING.retransmitMs);
+  });
+
+  it('the receive window spans RECEIVE_WINDOW seqs past the last delivered one, and the out-of-order buffer empties as the gap fills', () => {
+    const { b } = connected();
+    const at = (seq: number) => linkReceive(b, 'a', { type: 'ptp', srcInc: 100, destInc: 200, seq, ackSeq: 0, body: notice(String(seq)) }, 0, []);
+    expect(at(RECEIVE_WINDOW).drop).toBeNull(); // buffered: the last seq inside the window
+    expect(at(RECEIVE_WINDOW + 1).drop).toBe('OUT_OF_WINDOW');
+    expect(at(2).drop).toBeNull();
+    expect(ptpTexts(at(1).deliveries)).toEqual(['1', '2']);
+    expect(b.peers.get('a')?.lanes[0].outOfOrder.size).toBe(1); // only RECEIVE_WINDOW still waits
   });
 });
