@@ -599,6 +599,32 @@ describe('link bounds and queue order (constants.ts)', () => {
     expect(linkNextWakeMs(b)).toBe(1 + DEFAULT_TIMING.retransmitMs);
   });
 
+  it('acks owed to a peer that restarts are not paid to its new incarnation: after the new handshake, each lane\'s body is answered by its own ack alone', () => {
+    const gcBody = { type: 'gc' as const, gc: { gssn: 1, prevGssn: 0, csnAck: 0, destInc: 0, payload: { type: 'echo.reply' as const, origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' } };
+    for (const lane of [0, 1] as const) {
+      const { a, b } = connected();
+      const o: CoreEffect[] = [];
+      linkSend(a, 'b', 0, notice('x'), 0, o);
+      linkSend(a, 'b', 1, gcBody, 0, o);
+      for (const x of sends(o)) linkReceive(b, 'a', x.item, 0, []); // b owes both acks
+      // a restarts as incarnation 101 before b pays them.
+      const a2 = createLinks('a', 101, DEFAULT_TIMING, ['b']);
+      const h: CoreEffect[] = [];
+      startLinks(a2, 1, h);
+      const r1 = pass(b, 'a', h, 1);
+      expect(r1.deliveries.map((d) => d.type)).toEqual(['reset']);
+      pass(b, 'a', pass(a2, 'b', r1.out, 1).out, 1);
+      expect(isEstablished(b, 'a')).toBe(true);
+      const g: CoreEffect[] = [];
+      if (lane === 0) linkSend(a2, 'b', 0, notice('new'), 2, g);
+      else linkSend(a2, 'b', 1, gcBody, 2, g);
+      for (const x of sends(g)) linkReceive(b, 'a', x.item, 2, []);
+      const acks: CoreEffect[] = [];
+      flushAcks(b, acks, () => 0, 2 + ACK_DELAY_MS);
+      expect(sends(acks).map((x) => x.item.type), `lane ${lane}`).toEqual([lane === 0 ? 'ptp' : 'gack']);
+    }
+  });
+
   it('the receive window spans RECEIVE_WINDOW seqs past the last delivered one, and the out-of-order buffer empties as the gap fills', () => {
     const { b } = connected();
     const at = (seq: number) => linkReceive(b, 'a', { type: 'ptp', srcInc: 100, destInc: 200, seq, ackSeq: 0, body: notice(String(seq)) }, 0, []);
