@@ -380,7 +380,15 @@ describe('handshake answers and retries (PROTOCOL §3.2, §10.6)', () => {
     expect([...a.peers.keys()]).toEqual(['b']);
     linkAddPeer(a, 'c', 7, out);
     expect(sends(out)).toEqual([{ to: 'c', item: { type: 'hello', inc: 100, echo: 0, established: false } }]);
+    expect(a.peers.get('c')?.eager).toBe(false); // not eager unless asked
     expect(linkNextWakeMs(a)).toBe(7 + DEFAULT_TIMING.handshakeRetryMs);
+    // Links over a member list that names ourselves: no session with ourselves; hellos to the rest.
+    const d = createLinks('d', 1, DEFAULT_TIMING, ['b', 'd', 'e']);
+    expect([...d.peers.keys()]).toEqual(['b', 'e']);
+    const started: CoreEffect[] = [];
+    startLinks(d, 9, started);
+    expect(sends(started).map((x) => x.to)).toEqual(['b', 'e']);
+    expect(linkNextWakeMs(d)).toBe(9 + DEFAULT_TIMING.handshakeRetryMs);
   });
 
   it('a removed peer is NOT_A_MEMBER, owes and is owed nothing, and has no view', () => {
@@ -520,10 +528,11 @@ describe('link bounds and queue order (constants.ts)', () => {
     const out: CoreEffect[] = [];
     for (let i = 0; i < MAX_UNACKED_PER_LANE; i++) expect(linkSend(a, 'b', 0, notice(String(i)), 0, out)).toBe('sent');
     expect(linkSend(a, 'b', 0, notice('waits'), 0, [])).toBe('queued');
+    expect(linkSend(a, 'b', 0, notice('waits too'), 0, [])).toBe('queued');
     const freed: CoreEffect[] = [];
     linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 1, body: null }, 1, freed);
-    expect(ptpSeqs(freed)).toEqual([MAX_UNACKED_PER_LANE + 1]);
-    expect(linkView(a, 'b')).toEqual({ established: true, unacked: MAX_UNACKED_PER_LANE, queued: 0 });
+    expect(ptpSeqs(freed)).toEqual([MAX_UNACKED_PER_LANE + 1]); // room for one
+    expect(linkView(a, 'b')).toEqual({ established: true, unacked: MAX_UNACKED_PER_LANE, queued: 1 });
     expect(b.peers.get('a')?.established).toBe(true);
   });
 
