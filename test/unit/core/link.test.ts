@@ -242,6 +242,40 @@ describe('lane 1 (group lane, spec §3.3, flaw 1 and flaw 2 fixes)', () => {
     expect(ptpTexts(pass(b, 'a', again).deliveries)).toEqual(['plain']);
   });
 
+  it('a copy the group layer has no room for is not received at all: no delivery, no ack, no drop; its retransmission is taken once there is room', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 1, gc(1), 0, o);
+    linkSend(a, 'b', 1, gc(2), 0, o);
+    const out: CoreEffect[] = [];
+    const r = linkReceive(b, 'a', sends(o)[0]?.item as Item, 0, out, () => false); // seq 1; seq 2 is lost
+    expect([r.deliveries, r.drop]).toEqual([[], null]);
+    flushAcks(b, out, () => 0, 100);
+    expect(out).toEqual([]);
+    expect(laneMarks(b, 'a', 1)).toEqual({ sent: 0, acked: 0 });
+    // Room for one body only: the run stops where the room does, even over a buffered copy (the
+    // retransmissions arrive in reverse, so seq 2 waits in the out-of-order buffer).
+    const again: CoreEffect[] = [];
+    linkTimers(a, DEFAULT_TIMING.retransmitMs, again);
+    let room = 1;
+    const got: Delivery[] = [];
+    for (const x of sends(again).reverse()) got.push(...linkReceive(b, 'a', x.item, 50, [], () => room-- > 0).deliveries);
+    expect(got.map((d) => (d.type === 'grp' && d.body.type === 'gc' ? d.body.gc.gssn : -1))).toEqual([1]);
+    expect(b.peers.get('a')?.lanes[1].seqRcvd).toBe(1);
+  });
+
+  it('an in-order copy is acknowledged after ACK_DELAY_MS, a duplicate at once', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 1, gc(1), 0, o);
+    const item = sends(o)[0]?.item as Item;
+    linkReceive(b, 'a', item, 10, []);
+    expect(linkNextWakeMs(b)).toBe(10 + ACK_DELAY_MS);
+    flushAcks(b, [], () => 0, 10 + ACK_DELAY_MS);
+    expect(linkReceive(b, 'a', item, 20, []).drop).toBe('DUPLICATE');
+    expect(linkNextWakeMs(b)).toBe(20);
+  });
+
   it('answers a retransmitted copy it already has with its receipt mark, so the sender stops', () => {
     const { a, b } = connected();
     const o: CoreEffect[] = [];
@@ -406,6 +440,30 @@ describe('handshake answers and retries (PROTOCOL §3.2, §10.6)', () => {
     expect(out).toEqual([]);
     expect(linkReceive(b, 'a', { type: 'hello', inc: 100, echo: 200, established: true }, 0, []).drop).toBe('NOT_A_MEMBER');
     expect(linkSend(b, 'a', 0, notice('z'), 0, [])).toBe('unknown-peer');
+  });
+});
+
+describe('items that are not the link\'s', () => {
+  it('a heartbeat or any other non-link item handed to the link is dropped as UNEXPECTED and changes nothing', () => {
+    const { a } = connected();
+    const out: CoreEffect[] = [];
+    const r = linkReceive(a, 'b', { type: 'status.query', counter: 1, inc: 1 } as unknown as Item, 0, out);
+    expect(r).toEqual({ deliveries: [], drop: 'UNEXPECTED' });
+    expect(out).toEqual([]);
+  });
+
+  it('a pure ack that repeats the last one resends the first unacknowledged body once (fast retransmit, P3.4); one for everything sent resends nothing', () => {
+    const { a } = connected();
+    const o: CoreEffect[] = [];
+    for (const t of ['1', '2', '3']) linkSend(a, 'b', 0, notice(t), 0, o);
+    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 1, body: null }, 1, []);
+    const dup: CoreEffect[] = [];
+    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 1, body: null }, 2, dup);
+    expect(sends(dup).map((x) => (x.item.type === 'ptp' ? x.item.seq : -1))).toEqual([2]);
+    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 3, body: null }, 3, []);
+    const last: CoreEffect[] = [];
+    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 3, body: null }, 4, last);
+    expect(last).toEqual([]);
   });
 });
 
