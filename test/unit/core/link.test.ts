@@ -404,6 +404,22 @@ describe('handshake answers and retries (PROTOCOL §3.2, §10.6)', () => {
     expect(gapsOf(true)).toEqual([hs, hs, hs, hs, hs, hs]);
   });
 
+  it('a peer whose hello comes first (we never said hello) is retried from then if our answer is lost', () => {
+    const b = createLinks('b', 200, DEFAULT_TIMING, ['a']);
+    expect(linkNextWakeMs(b)).toBeNull();
+    const out: CoreEffect[] = [];
+    linkReceive(b, 'a', { type: 'hello', inc: 100, echo: 0, established: false }, 30, out);
+    expect(hellosTo(out, 'a')).toEqual([{ type: 'hello', inc: 200, echo: 100, established: false }]);
+    expect(linkNextWakeMs(b)).toBe(30 + DEFAULT_TIMING.handshakeRetryMs);
+  });
+
+  it('after a restart, the first retry of our hello is one period after the restart, whatever hellos came during the session', () => {
+    const { a } = connected();
+    linkReceive(a, 'b', { type: 'hello', inc: 200, echo: 100, established: true }, 5, []); // during the session
+    linkReceive(a, 'b', { type: 'hello', inc: 300, echo: 0, established: false }, 1000, []); // b restarted
+    expect(linkNextWakeMs(a)).toBe(1000 + DEFAULT_TIMING.handshakeRetryMs);
+  });
+
   it('adding a known peer sends nothing and only updates eagerness; adding ourselves does nothing', () => {
     const a = createLinks('a', 100, DEFAULT_TIMING, ['b']);
     const out: CoreEffect[] = [];
@@ -450,6 +466,18 @@ describe('items that are not the link\'s', () => {
     const r = linkReceive(a, 'b', { type: 'status.query', counter: 1, inc: 1 } as unknown as Item, 0, out);
     expect(r).toEqual({ deliveries: [], drop: 'UNEXPECTED' });
     expect(out).toEqual([]);
+  });
+
+  it('a lane-0 duplicate is answered with our ack at once, in-order data after ACK_DELAY_MS', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 0, notice('x'), 0, o);
+    const item = sends(o)[0]?.item as Item;
+    linkReceive(b, 'a', item, 10, []);
+    expect(linkNextWakeMs(b)).toBe(10 + ACK_DELAY_MS);
+    flushAcks(b, [], () => 0, 10 + ACK_DELAY_MS);
+    expect(linkReceive(b, 'a', item, 20, []).drop).toBe('DUPLICATE');
+    expect(linkNextWakeMs(b)).toBe(20);
   });
 
   it('a pure ack that repeats the last one resends the first unacknowledged body once (fast retransmit, P3.4); one for everything sent resends nothing', () => {
