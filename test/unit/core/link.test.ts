@@ -40,6 +40,11 @@ function connected(): { a: Links; b: Links } {
 }
 
 const notice = (text: string) => ({ type: 'notice' as const, text });
+/** A group-lane body: a copy of group message `gssn`. */
+const gc = (gssn: number) => ({
+  type: 'gc' as const,
+  gc: { gssn, prevGssn: gssn - 1, csnAck: 0, destInc: 0, payload: { type: 'echo.reply' as const, origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' },
+});
 const ptpTexts = (ds: Delivery[]) => ds.flatMap((d) => (d.type === 'ptp' && d.payload.type === 'notice' ? [d.payload.text] : []));
 
 describe('link handshake (PROTOCOL §3.2, spec §3.4 P5)', () => {
@@ -193,11 +198,6 @@ describe('retransmission backoff', () => {
 });
 
 describe('lane 1 (group lane, spec §3.3, flaw 1 and flaw 2 fixes)', () => {
-  const gc = (gssn: number) => ({
-    type: 'gc' as const,
-    gc: { gssn, prevGssn: gssn - 1, csnAck: 0, destInc: 0, payload: { type: 'echo.reply' as const, origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' },
-  });
-
   it('is never PTP-acked: one gack per step carries the group mark and the lane receipt', () => {
     const { a, b } = connected();
     const o: CoreEffect[] = [];
@@ -262,18 +262,6 @@ describe('lane 1 (group lane, spec §3.3, flaw 1 and flaw 2 fixes)', () => {
     for (const x of sends(again).reverse()) got.push(...linkReceive(b, 'a', x.item, 50, [], () => room-- > 0).deliveries);
     expect(got.map((d) => (d.type === 'grp' && d.body.type === 'gc' ? d.body.gc.gssn : -1))).toEqual([1]);
     expect(b.peers.get('a')?.lanes[1].seqRcvd).toBe(1);
-  });
-
-  it('an in-order copy is acknowledged after ACK_DELAY_MS, a duplicate at once', () => {
-    const { a, b } = connected();
-    const o: CoreEffect[] = [];
-    linkSend(a, 'b', 1, gc(1), 0, o);
-    const item = sends(o)[0]?.item as Item;
-    linkReceive(b, 'a', item, 10, []);
-    expect(linkNextWakeMs(b)).toBe(10 + ACK_DELAY_MS);
-    flushAcks(b, [], () => 0, 10 + ACK_DELAY_MS);
-    expect(linkReceive(b, 'a', item, 20, []).drop).toBe('DUPLICATE');
-    expect(linkNextWakeMs(b)).toBe(20);
   });
 
   it('answers a retransmitted copy it already has with its receipt mark, so the sender stops', () => {
@@ -468,17 +456,20 @@ describe('items that are not the link\'s', () => {
     expect(out).toEqual([]);
   });
 
-  it('a lane-0 duplicate is answered with our ack at once, in-order data after ACK_DELAY_MS', () => {
-    const { a, b } = connected();
-    const o: CoreEffect[] = [];
-    linkSend(a, 'b', 0, notice('x'), 0, o);
-    const item = sends(o)[0]?.item as Item;
-    linkReceive(b, 'a', item, 10, []);
-    expect(linkNextWakeMs(b)).toBe(10 + ACK_DELAY_MS);
-    flushAcks(b, [], () => 0, 10 + ACK_DELAY_MS);
-    expect(linkReceive(b, 'a', item, 20, []).drop).toBe('DUPLICATE');
-    expect(linkNextWakeMs(b)).toBe(20);
-  });
+  for (const lane of [0, 1] as const) {
+    it(`lane ${lane}: in-order data is acknowledged after ACK_DELAY_MS, a duplicate at once`, () => {
+      const { a, b } = connected();
+      const o: CoreEffect[] = [];
+      if (lane === 0) linkSend(a, 'b', 0, notice('x'), 0, o);
+      else linkSend(a, 'b', 1, gc(1), 0, o);
+      const item = sends(o)[0]?.item as Item;
+      linkReceive(b, 'a', item, 10, []);
+      expect(linkNextWakeMs(b)).toBe(10 + ACK_DELAY_MS);
+      flushAcks(b, [], () => 0, 10 + ACK_DELAY_MS);
+      expect(linkReceive(b, 'a', item, 20, []).drop).toBe('DUPLICATE');
+      expect(linkNextWakeMs(b)).toBe(20);
+    });
+  }
 
   it('a pure ack that repeats the last one resends the first unacknowledged body once (fast retransmit, P3.4); one for everything sent resends nothing', () => {
     const { a } = connected();
@@ -510,7 +501,7 @@ describe('timers, marks and views', () => {
     const gapsOf = (lane: 0 | 1, steady: string | null): number[] => {
       const { a } = connected();
       if (lane === 0) linkSend(a, 'b', 0, notice('x'), 0, []);
-      else linkSend(a, 'b', 1, { type: 'gc', gc: { gssn: 1, prevGssn: 0, csnAck: 0, destInc: 0, payload: { type: 'echo.reply', origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' } }, 0, []);
+      else linkSend(a, 'b', 1, gc(1), 0, []);
       const gaps: number[] = [];
       let last = 0;
       for (let i = 0; i < 6; i++) {
@@ -578,7 +569,7 @@ describe('timers, marks and views', () => {
     expect(linkView(a, 'b')).toEqual({ established: false, unacked: 0, queued: 1 });
     const { a: c } = connected();
     linkSend(c, 'b', 0, notice('u'), 0, []);
-    linkSend(c, 'b', 1, { type: 'gc', gc: { gssn: 1, prevGssn: 0, csnAck: 0, destInc: 0, payload: { type: 'echo.reply', origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' } }, 0, []);
+    linkSend(c, 'b', 1, gc(1), 0, []);
     expect(linkView(c, 'b')).toEqual({ established: true, unacked: 2, queued: 0 });
     expect(linkView(c, 'zz')).toBeNull();
   });
@@ -676,7 +667,7 @@ describe('link bounds and queue order (constants.ts)', () => {
     const { a, b } = connected();
     const o: CoreEffect[] = [];
     linkSend(a, 'b', 0, notice('x'), 0, o);
-    linkSend(a, 'b', 1, { type: 'gc', gc: { gssn: 1, prevGssn: 0, csnAck: 0, destInc: 0, payload: { type: 'echo.reply', origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' } }, 0, o);
+    linkSend(a, 'b', 1, gc(1), 0, o);
     for (const x of sends(o)) linkReceive(b, 'a', x.item, 0, []);
     linkSend(b, 'a', 0, notice('reply'), 1, []); // carries the lane-0 ack
     const early: CoreEffect[] = [];
@@ -695,12 +686,11 @@ describe('link bounds and queue order (constants.ts)', () => {
   });
 
   it('acks owed to a peer that restarts are not paid to its new incarnation: after the new handshake, each lane\'s body is answered by its own ack alone', () => {
-    const gcBody = { type: 'gc' as const, gc: { gssn: 1, prevGssn: 0, csnAck: 0, destInc: 0, payload: { type: 'echo.reply' as const, origin: 'a', tag: '', rsn: 1, index: 0, data: new Uint8Array() }, dest: 'b' } };
     for (const lane of [0, 1] as const) {
       const { a, b } = connected();
       const o: CoreEffect[] = [];
       linkSend(a, 'b', 0, notice('x'), 0, o);
-      linkSend(a, 'b', 1, gcBody, 0, o);
+      linkSend(a, 'b', 1, gc(1), 0, o);
       for (const x of sends(o)) linkReceive(b, 'a', x.item, 0, []); // b owes both acks
       // a restarts as incarnation 101 before b pays them.
       const a2 = createLinks('a', 101, DEFAULT_TIMING, ['b']);
@@ -712,7 +702,7 @@ describe('link bounds and queue order (constants.ts)', () => {
       expect(isEstablished(b, 'a')).toBe(true);
       const g: CoreEffect[] = [];
       if (lane === 0) linkSend(a2, 'b', 0, notice('new'), 2, g);
-      else linkSend(a2, 'b', 1, gcBody, 2, g);
+      else linkSend(a2, 'b', 1, gc(1), 2, g);
       for (const x of sends(g)) linkReceive(b, 'a', x.item, 2, []);
       const acks: CoreEffect[] = [];
       flushAcks(b, acks, () => 0, 2 + ACK_DELAY_MS);
