@@ -175,18 +175,25 @@ describe('lane 0 reliability (spec §3.4 P1–P7)', () => {
   });
 });
 
+/** Let `n` retransmission timeouts of `links` expire, each when it falls due: the gaps between them,
+ *  and when the last one fired. */
+function expiries(links: Links, n: number, steady: string | null = null): { gaps: number[]; last: number } {
+  const gaps: number[] = [];
+  let last = 0;
+  for (let i = 0; i < n; i++) {
+    const at = linkNextWakeMs(links) as number;
+    gaps.push(at - last);
+    last = at;
+    linkTimers(links, at, [], steady);
+  }
+  return { gaps, last };
+}
+
 describe('retransmission backoff', () => {
   it('doubles the timeout per fruitless expiry up to 8x, and resets once an ack makes progress', () => {
     const { a, b } = connected();
     linkSend(a, 'b', 0, notice('x'), 0, []);
-    const gaps: number[] = [];
-    let last = 0;
-    for (let i = 0; i < 6; i++) {
-      const at = linkNextWakeMs(a) as number;
-      gaps.push(at - last);
-      last = at;
-      linkTimers(a, at, []);
-    }
+    const { gaps, last } = expiries(a, 6);
     const rto = DEFAULT_TIMING.retransmitMs;
     expect(gaps).toEqual([rto, 2 * rto, 4 * rto, 8 * rto, 8 * rto, 8 * rto]);
     const again: CoreEffect[] = [];
@@ -502,15 +509,7 @@ describe('timers, marks and views', () => {
       const { a } = connected();
       if (lane === 0) linkSend(a, 'b', 0, notice('x'), 0, []);
       else linkSend(a, 'b', 1, gc(1), 0, []);
-      const gaps: number[] = [];
-      let last = 0;
-      for (let i = 0; i < 6; i++) {
-        const at = linkNextWakeMs(a) as number;
-        gaps.push(at - last);
-        last = at;
-        linkTimers(a, at, [], steady);
-      }
-      return gaps;
+      return expiries(a, 6, steady).gaps;
     };
     expect(PRIMARY_RETRIES_BEFORE_FALLBACK).toBe(3);
     expect(gapsOf(1, 'b')).toEqual([rto, rto, rto, rto, 2 * rto, 4 * rto]);
