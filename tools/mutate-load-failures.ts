@@ -16,11 +16,10 @@ export function loadFailureTest(file: File): Test | null {
   if (file.result?.state !== 'fail' || file.tasks.length > 0) return null;
   // A Test as Stryker reads one (name, suite, file, mode, result); vitest's type also wants a
   // context only vitest can build, which nothing reads once the run is over.
-  const test = {
+  return {
     type: 'test', id: `${file.id}_load`, name: LOAD_FAILURE_TEST, mode: 'run', suite: file, file,
     result: { state: 'fail', errors: file.result.errors ?? [] }, meta: {}, annotations: [], artifacts: [], timeout: 0,
   } as unknown as Test;
-  return test;
 }
 
 export default class LoadFailuresAsFailedTests implements Reporter {

@@ -40,6 +40,8 @@ function connected(): { a: Links; b: Links } {
 }
 
 const notice = (text: string) => ({ type: 'notice' as const, text });
+/** b's pure lane-0 ack through `ackSeq`, on the session of `connected()`. */
+const ackFromB = (ackSeq: number): Item => ({ type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq, body: null });
 /** A group-lane body: a copy of group message `gssn`. */
 const gc = (gssn: number) => ({
   type: 'gc' as const,
@@ -170,7 +172,7 @@ describe('lane 0 reliability (spec §3.4 P1–P7)', () => {
   it('an ack for a seq never sent is ignored (a faulty peer cannot release our buffer)', () => {
     const { a } = connected();
     linkSend(a, 'b', 0, notice('x'), 0, []);
-    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 9, body: null }, 0, []);
+    linkReceive(a, 'b', ackFromB(9), 0, []);
     expect(a.peers.get('b')?.lanes[0].unacked).toHaveLength(1);
   });
 });
@@ -482,13 +484,13 @@ describe('items that are not the link\'s', () => {
     const { a } = connected();
     const o: CoreEffect[] = [];
     for (const t of ['1', '2', '3']) linkSend(a, 'b', 0, notice(t), 0, o);
-    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 1, body: null }, 1, []);
+    linkReceive(a, 'b', ackFromB(1), 1, []);
     const dup: CoreEffect[] = [];
-    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 1, body: null }, 2, dup);
+    linkReceive(a, 'b', ackFromB(1), 2, dup);
     expect(sends(dup).map((x) => (x.item.type === 'ptp' ? x.item.seq : -1))).toEqual([2]);
-    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 3, body: null }, 3, []);
+    linkReceive(a, 'b', ackFromB(3), 3, []);
     const last: CoreEffect[] = [];
-    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 3, body: null }, 4, last);
+    linkReceive(a, 'b', ackFromB(3), 4, last);
     expect(last).toEqual([]);
   });
 });
@@ -606,7 +608,7 @@ describe('link bounds and queue order (constants.ts)', () => {
     expect(linkSend(a, 'b', 0, notice('waits'), 0, [])).toBe('queued');
     expect(linkSend(a, 'b', 0, notice('waits too'), 0, [])).toBe('queued');
     const freed: CoreEffect[] = [];
-    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 1, body: null }, 1, freed);
+    linkReceive(a, 'b', ackFromB(1), 1, freed);
     expect(ptpSeqs(freed)).toEqual([MAX_UNACKED_PER_LANE + 1]); // room for one
     expect(linkView(a, 'b')).toEqual({ established: true, unacked: MAX_UNACKED_PER_LANE, queued: 1 });
     expect(b.peers.get('a')?.established).toBe(true);
@@ -621,7 +623,7 @@ describe('link bounds and queue order (constants.ts)', () => {
     expect(out).toEqual([]);
     // An ack on the session with 200 frees room, and releases nothing held for 300.
     const acked: CoreEffect[] = [];
-    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 1, body: null }, 1, acked);
+    linkReceive(a, 'b', ackFromB(1), 1, acked);
     expect(ptpSeqs(acked)).toEqual([]);
     expect(linkView(a, 'b')).toEqual({ established: true, unacked: 0, queued: 2 });
   });
@@ -654,11 +656,11 @@ describe('link bounds and queue order (constants.ts)', () => {
     linkSend(a, 'b', 0, notice('2'), 0, []);
     linkTimers(a, rto, []); // backoff 2: next at 3 rto
     expect(linkNextWakeMs(a)).toBe(3 * rto);
-    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 0, body: null }, 2 * rto, []);
+    linkReceive(a, 'b', ackFromB(0), 2 * rto, []);
     expect(linkNextWakeMs(a)).toBe(3 * rto); // a repeated ack is no progress
-    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 1, body: null }, 2 * rto, []);
+    linkReceive(a, 'b', ackFromB(1), 2 * rto, []);
     expect(linkNextWakeMs(a)).toBe(3 * rto); // progress: backoff 1, from now
-    linkReceive(a, 'b', { type: 'ptp', srcInc: 200, destInc: 100, seq: 0, ackSeq: 2, body: null }, 2 * rto + 1, []);
+    linkReceive(a, 'b', ackFromB(2), 2 * rto + 1, []);
     expect(linkNextWakeMs(a)).toBeNull();
   });
 
