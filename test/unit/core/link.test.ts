@@ -375,6 +375,9 @@ describe('handshake answers and retries (PROTOCOL §3.2, §10.6)', () => {
     const r = linkReceive(a, 'b', { type: 'hello', inc: 200, echo: 0, established: false }, 0, []);
     expect(r.deliveries).toEqual([]);
     expect(linkView(a, 'b')).toEqual({ established: false, unacked: 0, queued: 1 });
+    linkSend(a, 'b', 1, gc(1), 0, []);
+    linkSend(a, 'b', 1, gc(2), 0, []);
+    expect(linkView(a, 'b')).toEqual({ established: false, unacked: 0, queued: 3 });
   });
 
   it('unanswered hellos back off, doubling up to MAX_RETRANSMIT_BACKOFF; an eager peer (a replacement starting) keeps the plain period', () => {
@@ -533,6 +536,23 @@ describe('timers, marks and views', () => {
     expect(linkNextWakeMs(a)).toBe(60 + DEFAULT_TIMING.handshakeRetryMs); // 110 < 140
   });
 
+  it('the owed-ack wake-up is the earliest owed ack, whatever order the peers came to be owed in', () => {
+    // a, established with b, c and d, owes each a gack; Set order b, c, d, due times 20, 10, 30.
+    const a = createLinks('a', 100, DEFAULT_TIMING, ['b', 'c', 'd']);
+    const hellos: CoreEffect[] = [];
+    startLinks(a, 0, hellos);
+    for (const [id, inc] of [['b', 200], ['c', 300], ['d', 400]] as const) {
+      const peer = createLinks(id, inc, DEFAULT_TIMING, ['a']);
+      pass(peer, 'a', pass(a, id, pass(peer, 'a', hellos).out).out);
+      expect(isEstablished(a, id)).toBe(true);
+    }
+    expect(linkNextWakeMs(a)).toBeNull();
+    linkOweGroupAck(a, 'b', 20);
+    linkOweGroupAck(a, 'c', 10);
+    linkOweGroupAck(a, 'd', 30);
+    expect(linkNextWakeMs(a)).toBe(10 + ACK_DELAY_MS);
+  });
+
   it('a group mark that moved is owed to an established peer only, as one gack after ACK_DELAY_MS carrying the mark and the lane receipt', () => {
     const { a, b } = connected();
     linkAddPeer(a, 'c', 0, []);
@@ -684,6 +704,22 @@ describe('link bounds and queue order (constants.ts)', () => {
     for (const x of sends(o2)) linkReceive(b, 'a', x.item, 10, []);
     linkSend(b, 'a', 0, notice('reply 2'), 11, []);
     expect(linkNextWakeMs(b)).toBe(1 + DEFAULT_TIMING.retransmitMs);
+  });
+
+  it('a paid lane-0 ack is not paid again when only a group ack is owed next', () => {
+    const { a, b } = connected();
+    const o: CoreEffect[] = [];
+    linkSend(a, 'b', 0, notice('x'), 0, o);
+    for (const x of sends(o)) linkReceive(b, 'a', x.item, 0, []);
+    const first: CoreEffect[] = [];
+    flushAcks(b, first, () => 0, ACK_DELAY_MS);
+    expect(sends(first).map((x) => x.item.type)).toEqual(['ptp']);
+    const g: CoreEffect[] = [];
+    linkSend(a, 'b', 1, gc(1), 10, g);
+    for (const x of sends(g)) linkReceive(b, 'a', x.item, 10, []);
+    const second: CoreEffect[] = [];
+    flushAcks(b, second, () => 0, 10 + ACK_DELAY_MS);
+    expect(sends(second).map((x) => x.item.type)).toEqual(['gack']);
   });
 
   it('acks owed to a peer that restarts are not paid to its new incarnation: after the new handshake, each lane\'s body is answered by its own ack alone', () => {
