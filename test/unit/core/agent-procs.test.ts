@@ -7,10 +7,10 @@
 // (PROTOCOL §9.4: connect on the socket, finalize, signals both ways). Every report must be a valid wire request.
 import { describe, expect, it } from 'vitest';
 import {
-  ADOPTED_EXIT, ADOPTED_EXIT_TERMINATED, createAgentProcs, EXITED_WHILE_DOWN, LINKED_ORPHANED, RESTARTED_WHILE_SPAWNING, TERMINATE_KILL_GRACE_TICKS,
+  ADOPTED_EXIT, ADOPTED_EXIT_TERMINATED, ADOPTED_KILL_GRACE_TICKS, createAgentProcs, EXITED_WHILE_DOWN, LINKED_ORPHANED, RESTARTED_WHILE_SPAWNING, TERMINATE_KILL_GRACE_TICKS,
   type AgentProcs, type AgentProcsEffect, type ProcRecord, type ProcRef,
 } from '../../../src/core/agent-procs.ts';
-import { MAX_TEXT_CHARS } from '../../../src/core/constants.ts';
+import { MAX_AGENT_PROCS, MAX_TEXT_CHARS } from '../../../src/core/constants.ts';
 import { agentRequest, type GroupCommand, type ProcReport, type ProcSpawn } from '../../../src/core/wire/messages.ts';
 
 const TICKS = 4;
@@ -232,6 +232,36 @@ describe('idempotence', () => {
     expect(reports(ok)).toMatchObject([{ kind: 'spawnSucceeded', pid: 601 }]);
   });
 
+  it('a spawn past MAX_AGENT_PROCS live processes is refused as spawnFailed, and taken again once one has gone', () => {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS });
+    let first: ProcRef | undefined;
+    for (let vpid = 0; vpid < MAX_AGENT_PROCS; vpid++) {
+      const [spawn] = of(procs.command(spawnCmd({ vpid })), 'spawn');
+      first ??= spawn?.ref;
+    }
+    expect(procs.size()).toBe(MAX_AGENT_PROCS);
+    const full = procs.command(spawnCmd({ vpid: MAX_AGENT_PROCS }));
+    expect(of(full, 'spawn')).toEqual([]);
+    expect(reports(full)).toEqual([{
+      task: 't1', vpid: MAX_AGENT_PROCS, kind: 'spawnFailed', pid: 0, exitCode: null, signal: null,
+      reason: `agent process table full (${MAX_AGENT_PROCS} processes)`, endpoint: '',
+    }]);
+    procs.os(first as ProcRef, { type: 'os.forkFailed', error: 'EAGAIN' });
+    expect(procs.size()).toBe(MAX_AGENT_PROCS - 1);
+    expect(of(procs.command(spawnCmd({ vpid: MAX_AGENT_PROCS })), 'spawn')).toHaveLength(1);
+  });
+
+  it('an OS event of an earlier process of the same key, or of a key never spawned, is stale: logged, nothing reported', () => {
+    const s = running(600);
+    s.feed(s.procs.os(s.ref, { type: 'os.exited', code: 1, signal: null }));
+    const [spawn] = of(s.procs.command(SPAWN), 'spawn');
+    const stale = s.procs.os(s.ref, { type: 'os.spawned', pid: 999 });
+    expect(stale).toEqual([{ type: 'log', level: 'debug', event: 'proc.os.stale', fields: { task: 't1', vpid: 0, serial: s.ref.serial, event: 'os.spawned' } }]);
+    expect(s.procs.records()).toEqual([]);
+    expect(of(s.procs.os({ task: 't9', vpid: 0, serial: 1 }, { type: 'os.exited', code: 0, signal: null }), 'report')).toEqual([]);
+    expect(reports(s.procs.os(spawn?.ref as ProcRef, { type: 'os.spawned', pid: 601 }))).toMatchObject([{ kind: 'spawnSucceeded', pid: 601 }]);
+  });
+
   it('processes are keyed by task and vpid: another vpid or task is another process', () => {
     const procs = createAgentProcs({ connectTimeoutTicks: TICKS });
     const spawns = [SPAWN, spawnCmd({ vpid: 1 }), spawnCmd({ task: 't2' })].flatMap((c) => of(procs.command(c), 'spawn'));
@@ -270,6 +300,29 @@ describe('linked mode (PROTOCOL §9.4)', () => {
     const plain = started();
     plain.feed(plain.procs.os(plain.ref, { type: 'os.spawned', pid: 7 }));
     expect(plain.procs.appConnected('t1', 0, 'x:1').ok).toBe(false); // plain processes never link
+  });
+
+  it('a hello before the exec answered (no pid yet) is refused; the same hello after it is taken', () => {
+    const t = started(createAgentProcs({ connectTimeoutTicks: TICKS }), LINKED);
+    const early = t.procs.appConnected('t1', 0, 'x:1');
+    expect(early.ok).toBe(false);
+    expect(early.effects).toEqual([{ type: 'log', level: 'warn', event: 'app.connect.refused', fields: { task: 't1', vpid: 0 } }]);
+    t.feed(t.procs.os(t.ref, { type: 'os.spawned', pid: 4242 }));
+    expect(t.procs.appConnected('t1', 0, 'x:1').ok).toBe(true);
+  });
+
+  it('a terminating linked process still gets its signals and may still signal; once gone, neither', () => {
+    const t = connected();
+    t.feed(t.procs.command(terminate()));
+    const sig = { type: 'proc.signal' as const, task: 't1', vpids: [0], signum: 20, src: 1, dest: 0, arg: 0, epoch: 1, node: '', data: '' };
+    expect(of(t.procs.command(sig), 'deliver')).toHaveLength(1);
+    expect(of(t.procs.appSignal('t1', 0, SIG), 'request')).toHaveLength(1);
+    t.feed(t.procs.os(t.ref, { type: 'os.exited', code: null, signal: 'SIGTERM' }));
+    const late = t.procs.command(sig);
+    expect(of(late, 'deliver')).toEqual([]);
+    expect(of(late, 'log')).toMatchObject([{ event: 'proc.signal.undeliverable' }]);
+    expect(t.procs.appSignal('t1', 0, SIG)).toEqual([{ type: 'log', level: 'warn', event: 'app.signal.unconnected', fields: { task: 't1', vpid: 0, signum: SIG.signum } }]);
+    expect(t.procs.appClosed('t1', 0, false)).toEqual([]);
   });
 
   it('a linked process that never connects fails its start at the connect timeout', () => {
@@ -407,6 +460,45 @@ describe('adoption after an agent restart (PROTOCOL §8.6)', () => {
     const a = procs.adopted().find((x) => x.ref.vpid === 1);
     const end = procs.os(a?.ref as ProcRef, { type: 'os.exited', code: null, signal: null });
     expect(reports(end)).toMatchObject([{ kind: 'terminatedAbnormally', exitCode: null, reason: ADOPTED_EXIT_TERMINATED }]);
+  });
+
+  it('an adopted process under terminate gets SIGKILL by itself ADOPTED_KILL_GRACE_TICKS ticks after the SIGTERM, once', () => {
+    const { procs } = adopted();
+    expect(kills(procs.command(terminate('t1', 0)))).toEqual([{ pid: 100, signal: 'SIGTERM', child: false }]);
+    for (let i = 1; i < ADOPTED_KILL_GRACE_TICKS; i++) expect(kills(procs.tick())).toEqual([]);
+    expect(kills(procs.tick())).toEqual([{ pid: 100, signal: 'SIGKILL', child: false }]);
+    for (let i = 0; i < 2 * ADOPTED_KILL_GRACE_TICKS; i++) expect(kills(procs.tick())).toEqual([]);
+    // Untouched adopted processes are never killed by ticks.
+    expect(procs.adopted().map((a) => a.pid)).toEqual([100, 101]);
+  });
+
+  it('procs.adopt judges each key once: a repeated entry is skipped, a key already running here is only logged, a differing pid is logged and ours kept', () => {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't1', vpid: 0, pid: 100 }] });
+    const fresh = of(procs.command(spawnCmd({ task: 't7' })), 'spawn')[0];
+    procs.os(fresh?.ref as ProcRef, { type: 'os.spawned', pid: 700 });
+    const out = procs.command({
+      type: 'procs.adopt',
+      procs: [
+        { task: 't1', vpid: 0, pid: 99, linked: false },
+        { task: 't1', vpid: 0, pid: 99, linked: false },
+        { task: 't7', vpid: 0, pid: 700, linked: false },
+      ],
+    }, [{ task: 't1', vpid: 0, pid: 100, alive: true }]);
+    expect(reports(out)).toEqual([]);
+    expect(kills(out)).toEqual([]);
+    expect(of(out, 'log').map((l) => l.event)).toEqual(['proc.adopted', 'proc.adopted.pid-differs', 'procs.adopt.known']);
+    expect(of(out, 'log')[1]?.fields).toEqual({ task: 't1', vpid: 0, pid: 100, groupPid: 99 });
+    expect(procs.adopted().map((a) => a.pid)).toEqual([100]);
+    expect(procs.records()).toEqual([{ task: 't1', vpid: 0, pid: 100 }, { task: 't7', vpid: 0, pid: 700 }]);
+  });
+
+  it('a linked process alive whose start the group never heard of (pid 0) is reported running, then killed', () => {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't1', vpid: 0, pid: 100 }] });
+    const out = procs.command({ type: 'procs.adopt', procs: [{ task: 't1', vpid: 0, pid: 0, linked: true }] }, [{ task: 't1', vpid: 0, pid: 100, alive: true }]);
+    expect(reports(out)).toMatchObject([{ kind: 'spawnSucceeded', pid: 100 }]);
+    expect(kills(out)).toEqual([{ pid: 100, signal: 'SIGKILL', child: false }]);
+    // Its kill is already the last word: a terminate now is a SIGKILL again, never a SIGTERM.
+    expect(kills(procs.command(terminate('t1', 0)))).toEqual([{ pid: 100, signal: 'SIGKILL', child: false }]);
   });
 
   it('a proc.spawn for an adopted key is a duplicate; a second procs.adopt changes nothing', () => {

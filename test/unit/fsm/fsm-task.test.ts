@@ -136,6 +136,20 @@ describe('FsmTask transitions (spec §6.1)', () => {
     expect(t.state).toBe('running');
   });
 
+  it("T5 the failed start's reason says what failed: the agent's own 'spawn failed' text as it is, any other detail prefixed, none said so, a lost node's VPIDs", () => {
+    const failure = (event: FsmTaskEvent): string | null => {
+      const t = starting();
+      t.send(event);
+      expect(t.state).toBe('waitForTerminate');
+      return t.ctx.failure;
+    };
+    expect(failure({ type: 'procs.anySpawnFailed', detail: 'spawn failed: EACCES ./x' })).toBe('spawn failed: EACCES ./x');
+    expect(failure({ type: 'proc.spawnFailed', vpid: 1, detail: 'EACCES ./x' })).toBe('spawn failed: EACCES ./x');
+    expect(failure({ type: 'proc.spawnFailed', vpid: 1 })).toBe('spawn failed: no detail from the agent');
+    expect(failure({ type: 'res.removed', vpids: [2, 0] })).toBe('node lost while starting (VPIDs 2, 0)');
+    expect(failure({ type: 'procs.anyTerminatedAbnormally', vpids: [0, 1] })).toBe('process terminated abnormally while starting (VPIDs 0, 1)');
+  });
+
   it('T5 Starting → Start-TO terminates all and retries, as a spawn failure does', () => {
     const t = starting();
     t.tick(INPUT.startTimeoutTicks);
@@ -351,6 +365,14 @@ describe('FsmTask transitions (spec §6.1)', () => {
     expect(t.state).toBe('terminatedAbnormally');
     expect(t.ctx.reason).toBe("terminated at the application's request; terminate timed out after 2 attempts");
     expect(t.actions).toContainEqual(act('serviceDone', { service: 'terminate' }));
+  });
+
+  it('T17 a restart whose terminate times out ends the task abnormally with the timeout alone as reason', () => {
+    const t = running();
+    t.send({ type: 'app.restart' }, { type: 'cm.terminate' });
+    t.tick(2 * INPUT.terminateTimeoutTicks);
+    expect(t.state).toBe('terminatedAbnormally');
+    expect(t.actions.at(-1)).toEqual(act('taskFinished', { outcome: 'abnormal', reason: 'terminate timed out after 2 attempts' }));
   });
 });
 
