@@ -241,9 +241,14 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     if (!replicaIds.has(from)) return ignore('NOT_A_MEMBER');
     // A node cluster.json does not list was added at run time (PROTOCOL §10.12): its address
     // comes with the request, and two replicas must give the same one. A faulty replica's
-    // invented nodes hold at most MAX_ADDED_NODE_VOTES pending votes.
+    // invented nodes hold at most MAX_ADDED_NODE_VOTES pending votes; moving its vote for one of
+    // them to another RSN holds no more, so the node asked about is not counted.
     const added = !knownNodes.has(item.node);
-    if (added && (item.address === '' || [...resetVotes].filter(([k, v]) => !knownNodes.has(k.split('@')[0] as string) && v.has(from)).length >= MAX_ADDED_NODE_VOTES)) {
+    const heldElsewhere = (k: string, v: Set<ProcessId>): boolean => {
+      const node = k.split('@')[0] as string;
+      return !knownNodes.has(node) && node !== item.node && v.has(from);
+    };
+    if (added && (item.address === '' || [...resetVotes].filter(([k, v]) => heldElsewhere(k, v)).length >= MAX_ADDED_NODE_VOTES)) {
       return ignore('UNEXPECTED');
     }
     // After a cluster reset only the restarted group commands resets: the old group's requests
@@ -303,6 +308,9 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     // old group used is a new one.
     resetVotes.clear();
     ordered.clear();
+    // Only the current group's notices stand the watchdog down (PROTOCOL §10.11): an old vote
+    // must not make up a pair with one restarted replica's.
+    shutdownVotes.clear();
     for (const [from, r] of records) preResetInc.set(from, Math.max(preResetInc.get(from) ?? 0, r.inc));
     for (const [from, s] of reportSequences) preResetInc.set(from, Math.max(preResetInc.get(from) ?? 0, s.inc));
     push(clusterResets, { atMs: nowMs, rule, reason }, MAX_CLUSTER_RESET_HISTORY);

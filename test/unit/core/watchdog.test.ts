@@ -6,9 +6,12 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
 import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
 import { encodeJournal } from '../../../src/core/task-journal.ts';
-import { createWatchdog, RESTORE_RESEND_MS, WATCHDOG_LATE_PERIODS, type WatchdogStatus } from '../../../src/core/watchdog.ts';
+import {
+  createWatchdog, MAX_ADDED_NODE_VOTES, MAX_CLUSTER_RESET_HISTORY, MAX_RESET_HISTORY, MAX_RESTORE_HISTORY, RESTORE_RESEND_MS, SCC_SHUTDOWN_LINGER_MS, WATCHDOG_LATE_PERIODS, WATCHDOG_SILENT_PERIODS,
+  WATCHDOG_STALL_PERIODS, type WatchdogStatus,
+} from '../../../src/core/watchdog.ts';
 import { signCG } from '../../../src/core/wire/frame.ts';
-import type { Item } from '../../../src/core/wire/messages.ts';
+import type { AddedReplica, Item } from '../../../src/core/wire/messages.ts';
 import { hmacSigner, hmacVerifier } from './harness.ts';
 
 const keys = { signer: hmacSigner('scc'), verifier: hmacVerifier(['scc', 'op', 'r1', 'r2', 'r3']) };
@@ -47,6 +50,15 @@ describe('watchdog core', () => {
     expect(w.status(1000 + 5 * period).replicas[0]?.health).toBe('silent');
   });
 
+  it('health: healthy up to WATCHDOG_LATE_PERIODS periods old, late up to WATCHDOG_SILENT_PERIODS, then silent; an age is never negative', () => {
+    const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
+    w.step(frame('r1', 1000, hb(10, 1)));
+    const late = WATCHDOG_LATE_PERIODS * DEFAULT_TIMING.sccHeartbeatMs;
+    const silent = WATCHDOG_SILENT_PERIODS * DEFAULT_TIMING.sccHeartbeatMs;
+    expect([late, late + 1, silent, silent + 1].map((age) => w.status(1000 + age).replicas[0]?.health)).toEqual(['healthy', 'late', 'late', 'silent']);
+    expect(w.status(990).replicas[0]).toMatchObject({ lastHeartbeatAgeMs: 0, health: 'healthy' }); // a status read with an earlier clock
+  });
+
   it('drops replayed heartbeats: (inc, counter) must increase per sender', () => {
     const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
     w.step(frame('r1', 1000, hb(10, 5)));
@@ -57,7 +69,9 @@ describe('watchdog core', () => {
     expect(s.replicas[0]?.lastHeartbeatAgeMs).toBe(1000);
     expect(s.replicas[0]?.replays).toBe(3);
     expect(s.drops['REPLAYED']).toBe(3);
-    w.step(frame('r1', 2000, hb(11, 1))); // restarted replica: new incarnation, counter restarts
+    const restarted = w.step(frame('r1', 2000, hb(11, 1))); // restarted replica: new incarnation, counter restarts
+    expect(restarted).toEqual([{ type: 'log', level: 'info', event: 'replica.restarted', fields: { replica: 'r1', inc: 11 } }]);
+    expect(w.step(frame('r1', 2000, hb(11, 2)))).toEqual([]); // the same incarnation's next one: nothing to say
     s = w.status(2000);
     expect(s.replicas[0]?.lastHeartbeatAgeMs).toBe(0);
     expect(s.replicas[0]?.inc).toBe(11);
@@ -71,6 +85,7 @@ describe('watchdog core', () => {
     const s = w.status(1000);
     expect(s.replicas.every((r) => r.heartbeats === 0)).toBe(true);
     expect(s.ignored).toBe(3);
+    expect(s.drops).toEqual({ NOT_A_MEMBER: 2, UNEXPECTED: 1 }); // a replica's agent-type heartbeat is not a stranger's
   });
 
   it('answers status queries from operators and agents only (a booting node asks, PROTOCOL §10.10)', () => {
@@ -126,6 +141,16 @@ describe('watchdog core', () => {
     expect(w.nextWakeMs()).toBeNull();
     expect(w.status(5).drops['SIG_INVALID']).toBe(1);
   });
+
+  it('replica.keys: the watchdog\'s own id or a replica\'s never becomes an added replica, however many replicas name it (PROTOCOL §10.12)', () => {
+    const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
+    const added = (id: string): AddedReplica => ({ id, node: 'n5', address: '10.0.0.5', port: 7405, publicKey: new Uint8Array(32).fill(5) });
+    const claim: Item = { type: 'replica.keys', replicas: [added('scc'), added('r3'), added('r5')] };
+    w.step(frame('r1', 10, claim));
+    const out = w.step(frame('r2', 20, claim));
+    expect(out.filter((e) => e.type === 'keys')).toEqual([{ type: 'keys', keys: [{ id: 'r5', publicKey: added('r5').publicKey, replica: { node: 'n5', address: '10.0.0.5', port: 7405 } }] }]);
+    expect(out).toContainEqual({ type: 'log', level: 'info', event: 'replica.learnt', fields: { replicas: ['r5'], by: ['r1', 'r2'] } });
+  });
 });
 
 // ---- cluster resets (spec §1.6 rules 2 and 3) ----------------------------------------------
@@ -164,6 +189,8 @@ function setup(m: Membership = withSpare) {
   };
   return {
     w,
+    /** A frame of `items` from `from`, with the effects it gives. */
+    send: (from: string, nowMs: number, ...items: Item[]) => feed(frame(from, nowMs, ...items)),
     beat,
     tick,
     /** The watchdog not running until `nowMs` (a stall of its own), then woken once. */
@@ -318,6 +345,140 @@ describe('watchdog rule 2: consistent heartbeats from two replicas (spec §1.6)'
     g.beat('r9', 1020); // not a member, not even a spare
     expect(g.w.status(1020).drops['NOT_A_MEMBER']).toBe(1);
   });
+
+  it('keeps the last MAX_CLUSTER_RESET_HISTORY cluster resets; clusterResetCount counts every one', () => {
+    const g = setup();
+    for (let k = 0; k <= MAX_CLUSTER_RESET_HISTORY; k++) {
+      g.run(['r1', 'r2'], 10_000 * k, 10_000 * k + 2 * PERIOD, 0, 10 + k); // each time the restarted group
+      g.tick(g.deadline());
+    }
+    const s = g.w.status(10_000 * (MAX_CLUSTER_RESET_HISTORY + 1));
+    expect(s.clusterResetCount).toBe(MAX_CLUSTER_RESET_HISTORY + 1);
+    expect(s.clusterResets).toHaveLength(MAX_CLUSTER_RESET_HISTORY);
+    expect(s.clusterResets[0]?.atMs).toBe(10_000 + PERIOD + FRESH + SILENCE); // the second
+  });
+
+  it('two heartbeats exactly freshMs apart were fresh together: it arms (PROTOCOL §10.8: age ≤ 2 × sccHeartbeatMs)', () => {
+    const g = setup();
+    g.beat('r1', 1000);
+    g.beat('r2', 1000 + FRESH);
+    expect(g.w.status(1000 + FRESH).armed).toBe(true);
+    expect(g.deadline()).toBe(1000 + FRESH + SILENCE);
+  });
+
+  it('armed, it asks to be woken every period, and at the silence deadline when that comes first', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 500); // last round at 450
+    expect(g.w.nextWakeMs()).toBe(450 + PERIOD);
+    const deadline = g.deadline();
+    g.tick(deadline - 10); // the group is silent; the watchdog runs on
+    expect(g.w.nextWakeMs()).toBe(deadline);
+  });
+
+  it('the reset\'s reason gives the silence and the replicas still fresh, with their views', () => {
+    const gone = setup();
+    gone.run(['r1', 'r2'], 0, 500);
+    gone.tick(gone.deadline());
+    expect(gone.w.status(5000).clusterResets[0]?.reason).toBe(`no consistent heartbeats from two replicas for ${SILENCE} ms; fresh now: no replica`);
+    const split = setup();
+    split.run(['r1', 'r2', 'r3'], 0, 1000);
+    for (let t = 1000; t < 1000 + 2 * SILENCE; t += PERIOD) { // r3 silent; r1 and r2 in views of their own
+      split.beat('r1', t, 1);
+      split.beat('r2', t, 2);
+      split.tick(t);
+    }
+    const reason = split.w.status(5000).clusterResets[0]?.reason;
+    expect(reason).toBe(`no consistent heartbeats from two replicas for ${SILENCE} ms; fresh now: r1 (view 1), r2 (view 2)`);
+  });
+
+  it('a stall is an input more than WATCHDOG_STALL_PERIODS periods after the last one, while armed: logged with its length, and the deadline held for two periods', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 500); // armed; last input at 450
+    const stalls = (out: CoreEffect[]) => out.filter((e) => e.type === 'log' && e.event === 'watchdog.stalled');
+    const limit = WATCHDOG_STALL_PERIODS * PERIOD;
+    expect(stalls(g.stallUntil(450 + limit))).toEqual([]);
+    expect(stalls(g.stallUntil(450 + 2 * limit + 1))).toEqual([{ type: 'log', level: 'warn', event: 'watchdog.stalled', fields: { forMs: limit + 1, graceMs: FRESH } }]);
+    const late = g.deadline() + 1000;
+    g.stallUntil(late);
+    expect(g.deadline()).toBe(late + FRESH);
+    // Not armed, it asks for no wake-up, so a long gap between inputs is no stall of its own.
+    const idle = setup();
+    idle.beat('r1', 0);
+    expect(stalls(idle.beat('r1', 10_000))).toEqual([]);
+  });
+});
+
+describe('watchdog rule 1: node resets the group commands (spec §1.6, PROTOCOL §8.4)', () => {
+  const ask = (node: string, rsn: number, address = ''): Item => ({ type: 'reset.node', node, rsn, address });
+  const orders = (effects: CoreEffect[]) => effects.flatMap((e) => (e.type === 'reset.node' ? [`${e.node}@${e.rsn}`] : []));
+
+  it('two distinct replicas asking for the same (node, RSN) reset the node, once; one replica asking twice, or re-sent requests, do not', () => {
+    const g = setup();
+    expect(orders(g.send('r4', 1000, ask('n1', 5)))).toEqual([]); // a spare votes like the initial three
+    expect(orders(g.send('r4', 1010, ask('n1', 5)))).toEqual([]);
+    const out = g.send('r2', 1020, ask('n1', 5));
+    expect(out.filter((e) => e.type === 'reset.node')).toEqual([{ type: 'reset.node', node: 'n1', rsn: 5, address: '' }]);
+    expect(out).toContainEqual({ type: 'log', level: 'warn', event: 'node.reset', fields: { node: 'n1', rsn: 5, requestedBy: ['r4', 'r2'] } });
+    for (const r of ['r1', 'r2', 'r3', 'r4']) expect(orders(g.send(r, 1100, ask('n1', 5)))).toEqual([]); // re-sent with each heartbeat
+    g.send('a1', 1200, ask('n1', 6));
+    const s = g.w.status(1200);
+    expect(s.resets).toEqual([{ node: 'n1', rsn: 5, requestedBy: ['r2', 'r4'], atMs: 1020 }]);
+    expect(s.drops).toEqual({ NOT_A_MEMBER: 1 });
+  });
+
+  it('a replica\'s request at another RSN replaces its pending vote for that node: one replica holds one vote per node', () => {
+    const g = setup();
+    g.send('r1', 1000, ask('n1', 5));
+    g.send('r1', 1010, ask('n1', 6));
+    expect(orders(g.send('r2', 1020, ask('n1', 5)))).toEqual([]);
+    expect(orders(g.send('r2', 1030, ask('n1', 6)))).toEqual(['n1@6']);
+  });
+
+  it('after a cluster reset only the restarted group orders node resets; its RSNs start again, and the old group\'s pending votes are gone', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 500);
+    expect(orders([...g.send('r1', 500, ask('n1', 4)), ...g.send('r2', 500, ask('n1', 4))])).toEqual(['n1@4']);
+    g.send('r1', 500, ask('n1', 7)); // pending when the cluster is reset
+    g.tick(g.deadline());
+    expect(g.clusterResets()).toHaveLength(1);
+    expect(orders([...g.send('r1', 3000, ask('n1', 8)), ...g.send('r2', 3000, ask('n1', 8))])).toEqual([]); // the old processes
+    expect(g.w.status(3000).drops).toEqual({ UNEXPECTED: 2 });
+    g.run(['r1', 'r2'], 4000, 4100, 0, 11); // restarted
+    expect(orders(g.send('r2', 4100, ask('n1', 7)))).toEqual([]); // r1's vote was the old group's
+    expect(orders([...g.send('r1', 4100, ask('n1', 4)), ...g.send('r2', 4100, ask('n1', 4))])).toEqual(['n1@4']); // a new reset at an old RSN
+  });
+
+  it('remembers the last MAX_RESET_HISTORY node resets: re-sent requests for them are ignored, and the status lists them', () => {
+    const g = setup();
+    const order = (rsn: number) => orders([...g.send('r1', 1000, ask('n1', rsn)), ...g.send('r2', 1000, ask('n1', rsn))]);
+    for (let rsn = 1; rsn <= MAX_RESET_HISTORY; rsn++) order(rsn);
+    expect(order(1)).toEqual([]); // still remembered
+    expect(order(MAX_RESET_HISTORY + 1)).toEqual([`n1@${MAX_RESET_HISTORY + 1}`]);
+    const resets = g.w.status(1000).resets;
+    expect([resets.length, resets[0]?.rsn, resets.at(-1)?.rsn]).toEqual([MAX_RESET_HISTORY, 2, MAX_RESET_HISTORY + 1]);
+    expect(order(1)).toEqual(['n1@1']); // forgotten: the bound is the bound
+  });
+
+  it('one replica holds at most MAX_ADDED_NODE_VOTES votes for nodes cluster.json lacks; the others\' votes do not count against it (PROTOCOL §10.12)', () => {
+    const g = setup();
+    for (let i = 1; i <= MAX_ADDED_NODE_VOTES; i++) g.send('r3', 1000, ask(`x${i}`, 1, '10.1.1.1'));
+    expect(g.w.status(1000).ignored).toBe(0);
+    const over = `x${MAX_ADDED_NODE_VOTES + 1}`;
+    g.send('r3', 1000, ask(over, 1, '10.1.1.1'));
+    expect(g.w.status(1000).drops).toEqual({ UNEXPECTED: 1 });
+    expect(orders(g.send('r2', 1000, ask(over, 1, '10.1.1.1')))).toEqual([]); // r3's vote was not held
+    expect(orders(g.send('r1', 1000, ask(over, 1, '10.1.1.1')))).toEqual([`${over}@1`]);
+    expect(orders(g.send('r2', 1000, ask(`x${MAX_ADDED_NODE_VOTES}`, 1, '10.1.1.1')))).toEqual([`x${MAX_ADDED_NODE_VOTES}@1`]); // r3's last one was
+  });
+
+  it('a replica at MAX_ADDED_NODE_VOTES may still move its vote for one of those nodes to another RSN: that holds no more votes (PROTOCOL §10.12)', () => {
+    const g = setup();
+    for (let i = 1; i <= MAX_ADDED_NODE_VOTES; i++) g.send('r3', 1000, ask(`x${i}`, 1, '10.1.1.1'));
+    g.send('r3', 1000, ask('x1', 2, '10.1.1.1'));
+    expect(g.w.status(1000).drops).toEqual({});
+    expect(orders(g.send('r1', 1000, ask('x1', 1, '10.1.1.1')))).toEqual([]); // r3's vote moved to RSN 2
+    expect(orders(g.send('r1', 1000, ask('x1', 2, '10.1.1.1')))).toEqual(['x1@2']);
+  });
 });
 
 describe('watchdog rule 3: self-diagnosis initiations (spec §1.6, flaw 11c)', () => {
@@ -358,6 +519,15 @@ describe('watchdog rule 3: self-diagnosis initiations (spec §1.6, flaw 11c)', (
     const s = g.w.status(120_000);
     expect(s.replicas[0]?.diagnosisReports).toBe(12_000);
     expect(s.diagnosisInWindow).toBe(Math.floor(THRESHOLD / 2) + 1);
+  });
+
+  it('one replica alone never resets the cluster, even with a diagnosisThreshold below one (cluster.json takes any positive number)', () => {
+    const g = setup({ ...withSpare, timing: { ...DEFAULT_TIMING, diagnosisThreshold: 0.5 } });
+    for (let t = 0; t < 10 * TIMEOUT; t += TIMEOUT) g.report('r1', t);
+    expect(g.clusterResets()).toEqual([]);
+    expect(g.w.status(10 * TIMEOUT).diagnosisInWindow).toBe(1);
+    g.report('r2', 10 * TIMEOUT);
+    expect(g.clusterResets()).toHaveLength(1);
   });
 
   it('a flooding replica plus one other replica reporting once does not reset it either', () => {
@@ -416,6 +586,72 @@ describe('watchdog rule 3: self-diagnosis initiations (spec §1.6, flaw 11c)', (
     expect(s.diagnosisReports[255]?.atMs).toBe(299 * TIMEOUT);
     expect(s.drops['NOT_A_MEMBER']).toBe(1);
     expect(s.replicas.map((r) => r.id)).toEqual(['r1', 'r2', 'r3', 'r4']);
+  });
+
+  it('an initiation counts for diagnosisWindowMs, and no longer at the window\'s end', () => {
+    const g = setup();
+    g.report('r1', 0);
+    expect(g.w.status(DEFAULT_TIMING.diagnosisWindowMs - 1).diagnosisInWindow).toBe(1);
+    expect(g.w.status(DEFAULT_TIMING.diagnosisWindowMs).diagnosisInWindow).toBe(0);
+  });
+
+  it('after a cluster reset the restarted group\'s first initiation counts at once: the old group\'s rate limit is gone with it', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 500);
+    const deadline = g.deadline();
+    g.tick(deadline - PERIOD);
+    g.report('r1', deadline - PERIOD);
+    g.tick(deadline);
+    expect(g.clusterResets()).toHaveLength(1);
+    g.report('r1', deadline + 1, 11); // restarted, well within diagnosisTimeoutMs of the last
+    expect(g.w.status(deadline + 1).diagnosisReports.map((d) => d.counted)).toEqual([true, true]);
+    expect(g.w.status(deadline + 1).diagnosisInWindow).toBe(1);
+  });
+});
+
+describe('watchdog: the operator\'s shutdown (PROTOCOL §10.11)', () => {
+  const notice = (rsn: number): Item => ({ type: 'shutdown.notice', rsn });
+  const acks = (out: CoreEffect[]) => out.flatMap((e) => (e.type === 'send' && e.item.type === 'shutdown.ack' ? [`${e.to}:${e.item.rsn}`] : []));
+
+  it('taken, it resets nothing even when self-diagnosis crosses the threshold, acknowledges only notices of its RSN, and exits SCC_SHUTDOWN_LINGER_MS later', () => {
+    const g = setup();
+    const { diagnosisThreshold: threshold, diagnosisTimeoutMs: timeout } = DEFAULT_TIMING;
+    for (let k = 0; k < threshold / 2; k++) { // exactly the threshold: not more
+      g.report('r1', k * timeout);
+      g.report('r2', k * timeout + 1);
+    }
+    const at = (threshold / 2) * timeout;
+    g.send('r1', at, notice(40));
+    expect(acks(g.send('r2', at, notice(40)))).toEqual(['r1:40', 'r2:40']);
+    g.report('r1', at + 1); // one more initiation: over the threshold, from two replicas
+    expect(g.w.status(at + 1).diagnosisInWindow).toBe(threshold + 1);
+    expect(g.clusterResets()).toEqual([]);
+    expect(acks(g.send('r3', at + 2, notice(41)))).toEqual([]);
+    expect(g.w.nextWakeMs()).toBe(at + SCC_SHUTDOWN_LINGER_MS);
+    expect(g.stallUntil(at + SCC_SHUTDOWN_LINGER_MS - 1).filter((e) => e.type === 'shutdown')).toEqual([]);
+    expect(g.stallUntil(at + SCC_SHUTDOWN_LINGER_MS).filter((e) => e.type === 'shutdown')).toEqual([{ type: 'shutdown', reason: 'shutdown at RSN 40, noticed by r1, r2' }]);
+  });
+
+  it('after a cluster reset only the restarted group\'s notices count', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 500);
+    g.tick(g.deadline());
+    expect(acks([...g.send('r1', 3000, notice(40)), ...g.send('r2', 3000, notice(40))])).toEqual([]); // the old processes
+    expect(g.w.status(3000)).toMatchObject({ shutdown: null, drops: { UNEXPECTED: 2 } });
+    g.run(['r1', 'r2'], 4000, 4100, 0, 11);
+    expect(acks([...g.send('r1', 4100, notice(3)), ...g.send('r2', 4100, notice(3))])).toEqual(['r1:3', 'r2:3']);
+  });
+
+  it('a notice of the old group, sent before a cluster reset, is no vote after it: one restarted replica of the same RSN is not enough', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 500);
+    expect(acks(g.send('r2', 500, notice(40)))).toEqual([]); // one vote: not yet
+    g.tick(g.deadline());
+    expect(g.clusterResets()).toHaveLength(1);
+    g.run(['r1', 'r2'], 4000, 4100, 0, 11);
+    expect(acks(g.send('r1', 4100, notice(40)))).toEqual([]);
+    expect(g.w.status(4100).shutdown).toBeNull();
+    expect(acks(g.send('r2', 4100, notice(40)))).toEqual(['r1:40', 'r2:40']);
   });
 });
 
@@ -518,5 +754,70 @@ describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOC
     g.w.step(frame('op', 4002, { type: 'op.reply', nonce: n, rsn: 1, ok: true, text: 't1' }));
     g.w.step(frame('r2', 4003, { type: 'op.reply', nonce: n, rsn: 1, ok: true, text: 't1' }));
     expect(g.w.status(4003).restoresPending.map((p) => p.task)).toEqual(['t1']);
+  });
+
+  it('a journal replaces the kept one when of a higher incarnation, whatever its RSN, or of the same one at no lower RSN: the same journal re-sent is no replay', () => {
+    const g = setup();
+    const send = (nowMs: number, inc: number, rsn: number) =>
+      g.send('r1', nowMs, { type: 'tasks.journal', inc, journal: encodeJournal({ replica: 'r1', rsn, tasks: [], members: [] }) });
+    send(10, 10, 9);
+    send(20, 10, 9);
+    expect(g.w.status(20).drops).toEqual({});
+    send(30, 11, 1); // restarted
+    send(40, 10, 50); // the old incarnation's
+    expect(g.w.status(40).journalsKept).toEqual([{ replica: 'r1', inc: 11, rsn: 1, tasks: 0 }]);
+    expect(g.w.status(40).drops).toEqual({ REPLAYED: 1 });
+  });
+
+  /** A cluster reset of a group of r1, r2 and r3, then r1's journal of t1 loaded. */
+  const resetThenLoad = () => {
+    const g = setup();
+    g.run(['r1', 'r2', 'r3'], 0, 500);
+    g.tick(g.deadline());
+    g.w.step({ type: 'restore.load', nowMs: 5000, journals: [{ source: 'r1.tasks', data: journalOf('r1', [['t1', 1]]) }] });
+    return g;
+  };
+  const replyT1 = (g: ReturnType<typeof setup>, from: string, nowMs: number, ok: boolean, text: string) =>
+    g.send(from, nowMs, { type: 'op.reply', nonce: (1).toString(16).padStart(32, '0'), rsn: 4, ok, text });
+
+  it('restores go only to the restarted group\'s replicas heard within freshMs, again every RESTORE_RESEND_MS (it asks to be woken then)', () => {
+    const g = resetThenLoad();
+    g.beat('r1', 5010, 0, 11);
+    g.beat('r3', 5100, 0, 10); // the old r3, still up
+    const first = g.beat('r2', 5010 + FRESH, 0, 11); // armed; r1's heartbeat is exactly freshMs old
+    expect(restoresSent(first).sort()).toEqual(['r1:t1', 'r2:t1']);
+    g.beat('r2', 5300, 0, 11);
+    expect(g.w.nextWakeMs()).toBe(5010 + FRESH + RESTORE_RESEND_MS); // before the next period's wake-up
+    expect(restoresSent(g.tick(5010 + FRESH + RESTORE_RESEND_MS))).toEqual(['r2:t1']); // r1 no longer fresh
+  });
+
+  it('two replies settle a restore only if they agree on the outcome as well as its text; a refusal is recorded and logged as an error', () => {
+    const g = resetThenLoad();
+    g.run(['r1', 'r2', 'r3'], 5000, 5100, 0, 11);
+    replyT1(g, 'r1', 5100, true, 'no slots');
+    replyT1(g, 'r2', 5101, false, 'no slots');
+    expect(g.w.status(5101).restoresPending.map((p) => p.task)).toEqual(['t1']);
+    const done = replyT1(g, 'r3', 5102, false, 'no slots');
+    expect(done).toContainEqual({ type: 'log', level: 'error', event: 'restore.done', fields: { task: 't1', ok: false, text: 'no slots', rsn: 4 } });
+    expect(g.w.status(5102).restores).toEqual([{ atMs: 5102, kind: 'restored', task: 't1', ok: false, text: 'no slots' }]);
+  });
+
+  it('keeps the last MAX_RESTORE_HISTORY restore records', () => {
+    const g = resetThenLoad();
+    const junk = Array.from({ length: MAX_RESTORE_HISTORY + 1 }, (_, i) => ({ source: `j${i}`, data: new Uint8Array([0xc1]) }));
+    g.w.step({ type: 'restore.load', nowMs: 5001, journals: junk });
+    const restores = g.w.status(5001).restores;
+    expect(restores).toHaveLength(MAX_RESTORE_HISTORY);
+    expect(restores[0]).toMatchObject({ kind: 'refused', source: 'j1' });
+  });
+
+  it('the same journals loaded again add nothing: a pending restore keeps the replies it had', () => {
+    const g = resetThenLoad();
+    g.run(['r1', 'r2'], 5000, 5100, 0, 11);
+    replyT1(g, 'r1', 5100, true, 't1');
+    const again = g.w.step({ type: 'restore.load', nowMs: 5101, journals: [{ source: 'r1.tasks', data: journalOf('r1', [['t1', 1]]) }] });
+    expect(again).toContainEqual({ type: 'log', level: 'warn', event: 'restore.loaded', fields: { journals: 1, members: [], tasks: ['t1'], added: 0, refused: 0 } });
+    replyT1(g, 'r2', 5102, true, 't1');
+    expect(g.w.status(5102).restoresPending).toEqual([]);
   });
 });
