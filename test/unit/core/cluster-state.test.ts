@@ -4,10 +4,11 @@
 // (`trine ps`, answers) or a replica comparing digests could observe.
 import { describe, expect, it } from 'vitest';
 import {
-  clusterView, createClusterState, encodeCluster, operateTask, needsTicks, nodeFailed, nodeJoined, procReports, submitTask,
-  taskTimers, tick, type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
+  clusterView, createClusterState, encodeCluster, liveSubmits, liveTasks, operateTask, needsTicks, nodeFailed, nodeJoined, procReports,
+  signalRequest, slotsHeldOn, submitTask, tasksOn, taskTimers, tick, type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
 } from '../../../src/core/cluster-state.ts';
-import { DEFAULT_TIMING, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_TASK_CHARS } from '../../../src/core/constants.ts';
+import { DEFAULT_TIMING, MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_TASK_CHARS } from '../../../src/core/constants.ts';
+import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../../../src/core/signals.ts';
 import type { TaskView } from '../../../src/core/status.ts';
 import type { GroupCommand, ProcReport, ProcSpawn, TaskSubmit } from '../../../src/core/wire/messages.ts';
 
@@ -109,6 +110,41 @@ class Cluster {
   start(task: string): void {
     this.reportAll(task, 'spawnSucceeded', (v) => ({ pid: 100 + v }));
   }
+  /** Every member of a linked task connects, announcing endpoint h:<vpid>. */
+  startLinked(task: string): TaskEffect[] {
+    return this.reportAll(task, 'spawnSucceeded', (v) => ({ pid: 100 + v, endpoint: `h:${v}` }));
+  }
+  /** A signal from `task`/`vpid`, sent by its node's agent unless `agent`; the epoch is the task's current one unless given. */
+  signal(task: string, vpid: number, signum: number, dest: number, arg = 0, extra: { epoch?: number; agent?: string } = {}): TaskEffect[] {
+    const from = extra.agent ?? this.agentOf(this.proc(task, vpid).node ?? '');
+    const epoch = extra.epoch ?? this.task(task).epoch;
+    this.effects = signalRequest(this.cs, this.nodes, TIMERS, from, { task, vpid, signum, dest, arg, epoch });
+    return this.effects;
+  }
+  /** Group request `signum(arg)` from each of `vpids` in turn; returns every effect. */
+  ask(task: string, vpids: number[], signum: number, arg = 0): TaskEffect[] {
+    const all = vpids.flatMap((v) => this.signal(task, v, signum, GSIG_CM, arg));
+    this.effects = all;
+    return all;
+  }
+  /** proc.signal commands as `agent vpids signum src→dest arg @epoch`, plus node/data when set. */
+  sigs(effects = this.effects): string[] {
+    const addr = (a: number) => (a === GSIG_CM ? 'CM' : a === GSIG_BROADCAST ? 'ALL' : `${a}`);
+    return this.commands(effects).flatMap((c) => (c.command.type === 'proc.signal'
+      ? [`${c.agent} [${c.command.vpids.join(',')}] ${c.command.signum} ${addr(c.command.src)}→${addr(c.command.dest)} ${c.command.arg} @${c.command.epoch}${c.command.node === '' && c.command.data === '' ? '' : ` ${c.command.node} ${c.command.data}`}`]
+      : []));
+  }
+  mappings(effects = this.effects) {
+    return this.commands(effects).flatMap((c) => (c.command.type === 'proc.mapping' ? [{ ...c.command, agent: c.agent }] : []));
+  }
+}
+
+/** Cluster `nodes` × 1 slot with linked task t1 of `size` connected and Running. */
+function linkedRunning(size: number, nodes = size): Cluster {
+  const c = new Cluster(nodes);
+  c.submit(size, { mode: 'linked' });
+  c.startLinked('t1');
+  return c;
 }
 
 describe('cluster state: tasks and processes (spec §6)', () => {
@@ -447,5 +483,371 @@ describe('cluster state: tasks and processes (spec §6)', () => {
     expect(a.digest()).not.toBe(d.digest());
     // Plain data only: it survives JSON unchanged.
     expect(JSON.parse(a.digest())).toEqual(encodeCluster(a.cs));
+  });
+});
+
+describe('cluster state: placement and the journal (spec §6; PROTOCOL §8.2)', () => {
+  it('submit bounds: exactly MAX_TASK_PROCS processes and MAX_ARGS arguments are accepted; one more, or a fractional size, is refused', () => {
+    const c = new Cluster(1, 0);
+    expect(c.submit(MAX_TASK_PROCS)).toEqual({ ok: true, text: 't1' });
+    expect(c.submit(MAX_TASK_PROCS + 1)).toEqual({ ok: false, text: `size must be 1 to ${MAX_TASK_PROCS} processes, got ${MAX_TASK_PROCS + 1}` });
+    expect(c.submit(1.5)).toEqual({ ok: false, text: `size must be 1 to ${MAX_TASK_PROCS} processes, got 1.5` });
+    const args = (n: number) => Array.from({ length: n }, (_, i) => `${i}`);
+    expect(c.submit(1, { args: args(MAX_ARGS) })).toEqual({ ok: true, text: 't2' });
+    expect(c.submit(1, { args: args(MAX_ARGS + 1) })).toEqual({ ok: false, text: `at most ${MAX_ARGS} arguments, got ${MAX_ARGS + 1}` });
+  });
+
+  it('T3, T5 / P4: the journal tells the start attempt, the failed spawn and its node, the terminate with its cause, the exit, and the retry', () => {
+    const c = new Cluster(2);
+    c.submit(2);
+    expect(c.events()).toContain('t1 starting (attempt 1 of 3)');
+    c.report('t1', 0, 'spawnFailed', { reason: 'ENOENT' });
+    expect(c.events()).toEqual(['t1/0 spawn failed on n1: ENOENT', 't1 terminating: spawn failed: ENOENT']);
+    c.report('t1', 1, 'terminatedAbnormally', { exitCode: 143 });
+    expect(c.events()).toEqual([
+      't1/1 terminated abnormally: exit 143', 't1 retrying after: spawn failed: ENOENT', 't1 placed: n1×1 n2×1', 't1 starting (attempt 2 of 3)',
+    ]);
+  });
+
+  it('gang scheduling (spec §6) [Choice]: a terminate turn goes before a start turn queued earlier', () => {
+    const c = new Cluster(2, 2);
+    c.submit(2); // t1 starting on n1, n2
+    c.submit(2); // t2 placed on n1, n2, queued to start
+    c.report('t1', 0, 'spawnFailed', { reason: 'ENOENT' });
+    expect(c.terminates()).toEqual(['a2:t1/1']);
+    expect(c.spawns()).toEqual([]);
+    expect(c.task('t2').state).toBe('waitForStart');
+  });
+
+  it('PROTOCOL §8.6: a process placed but not yet spawned (waiting for its start turn) is not adopted', () => {
+    const c = new Cluster(2, 2);
+    c.submit(2);
+    c.submit(2);
+    expect(c.proc('t2', 1)).toMatchObject({ node: 'n2', state: 'allocated' });
+    expect(c.join('a2', 2)).toEqual([{ task: 't1', vpid: 1, pid: 0, linked: false }]);
+  });
+
+  it('PROTOCOL §10.12: a node is held by the live tasks whose processes hold a slot there: not by ended processes, nor by an abandoned task', () => {
+    const c = new Cluster(3);
+    c.submit(2);
+    c.start('t1'); // n1, n2
+    expect([1, 2, 3].map((i) => [tasksOn(c.cs, `n${i}`), slotsHeldOn(c.cs, `n${i}`)])).toEqual([[['t1'], 1], [['t1'], 1], [[], 0]]);
+    c.report('t1', 1, 'terminatedAbnormally', { signal: 'SIGKILL' });
+    expect([tasksOn(c.cs, 'n2'), slotsHeldOn(c.cs, 'n2')]).toEqual([[], 0]);
+    c.kill('t1');
+    c.tick(TIMERS.terminateTimeoutTicks * TIMERS.maxTerminateAttempts); // T17: n1's agent never answers
+    expect(c.task('t1').reason).toBe('killed by operator; terminate timed out after 2 attempts');
+    expect(c.proc('t1', 0).state).toBe('terminating');
+    expect([tasksOn(c.cs, 'n1'), slotsHeldOn(c.cs, 'n1')]).toEqual([[], 0]);
+  });
+
+  it('a task\'s wait reason is journalled once, not again at every input while it waits', () => {
+    const c = new Cluster(1);
+    c.submit(2);
+    expect(c.events()).toContain('t1 waiting: needs 2 slots, 1 free on 1 healthy node');
+    expect(c.tick()).toEqual([]);
+    c.submit(1); // takes the free slot: the reason changes, and is journalled again
+    expect(c.events()).toEqual(['t2 submitted: 1 × /bin/sleep', 't2 placed: n1×1', 't1 waiting: needs 2 slots, 0 free on 1 healthy node', 't2 starting (attempt 1 of 3)']);
+    expect(c.tick()).toEqual([]);
+  });
+
+  it('PROTOCOL §8.4: an idle node lost is journalled as such', () => {
+    const c = new Cluster(2);
+    expect(c.fail('a2')).toEqual([{ type: 'event', task: null, vpid: null, text: 'node n2 lost: no processes' }]);
+  });
+
+  it('the operator\'s kill of a task waiting for its start turn is journalled: requested, then finished (T2 path)', () => {
+    const c = new Cluster(1, 2);
+    c.submit(1);
+    c.submit(1); // placed, waits for its start turn
+    expect(c.proc('t2', 0).state).toBe('allocated');
+    c.kill('t2');
+    expect(c.events()).toEqual(['t2 kill requested by the operator', 't2 finished abnormally: killed by operator']);
+  });
+
+  it('PROTOCOL §10.12 / §7: the node view is in agent-id order with each node\'s state; nothing is placed on a draining or joining node', () => {
+    const c = new Cluster(10, 1, 9);
+    c.nodes.set('a2', { ...(c.nodes.get('a2') as NodeRecord), draining: true });
+    c.fail('a3');
+    expect(c.view().nodes.map((n) => `${n.agent}:${n.state}`)).toEqual([
+      'a1:up', 'a10:joining', 'a2:draining', 'a3:failed', 'a4:up', 'a5:up', 'a6:up', 'a7:up', 'a8:up', 'a9:up',
+    ]);
+    c.submit(7);
+    expect(c.spawns().map((x) => x.agent)).toEqual(['a1', 'a4', 'a5', 'a6', 'a7', 'a8', 'a9']);
+    c.submit(1);
+    expect(c.task('t2').waitReason).toBe('needs 1 slot, 0 free on 7 healthy nodes');
+  });
+
+  it('PROTOCOL §10.9, §10.11: live tasks and the submits to restore are listed by number, whatever order they were created in', () => {
+    const c = new Cluster(1, 0);
+    const req: TaskSubmit = {
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', taskKey: new Uint8Array(32),
+    };
+    const signed = (n: string) => ({ nonce: n, bytes: new Uint8Array([1]), sig: new Uint8Array([2]) });
+    expect(submitTask(c.cs, c.nodes, TIMERS, req, 1, signed('a'), 't10').outcome.text).toBe('t10');
+    expect(submitTask(c.cs, c.nodes, TIMERS, req, 2, signed('b'), 't9').outcome.text).toBe('t9');
+    expect(submitTask(c.cs, c.nodes, TIMERS, req, 3, signed('c')).outcome.text).toBe('t11');
+    c.submit(1); // t12: no signed submit (a unit test's), nothing to restore
+    c.kill('t11');
+    expect(liveTasks(c.cs)).toEqual(['t9', 't10', 't12']);
+    expect(liveSubmits(c.cs).map((x) => `${x.task}:${x.submit.nonce}`)).toEqual(['t9:b', 't10:a']);
+  });
+
+  it('the status view leaves out every finished task older than one it left out, however small (MAX_VIEW_TASK_CHARS)', () => {
+    const c = new Cluster(1, 0);
+    const big = Array.from({ length: 50 }, () => 'x'.repeat(4000)); // 200,000 characters
+    for (const args of [['small'], big, big]) {
+      c.submit(1, { args });
+      c.kill(`t${c.cs.nextTask - 1}`);
+    }
+    c.submit(1);
+    const v = c.view();
+    expect(v.tasks.map((t) => t.id)).toEqual(['t4', 't3']);
+    expect(v.omittedTasks).toBe(2);
+  });
+});
+
+describe('cluster state: Ghidrah signals (spec §4; PROTOCOL §9)', () => {
+  it('§9.3: a linked task reaching Running sends each agent one mapping for its members, listing every member\'s node and endpoint', () => {
+    const c = new Cluster(2, 2);
+    c.submit(3, { mode: 'linked' });
+    c.startLinked('t1');
+    const members = [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 1, node: 'n2', endpoint: 'h:1' }, { vpid: 2, node: 'n1', endpoint: 'h:2' }];
+    const mapping = { type: 'proc.mapping', task: 't1', restarted: false, recovered: false, epoch: 0, quorum: 3, members };
+    expect(c.mappings()).toEqual([{ ...mapping, agent: 'a1', vpids: [0, 2] }, { ...mapping, agent: 'a2', vpids: [1] }]);
+    expect(c.task('t1').procs.map((p) => p.endpoint)).toEqual(['h:0', 'h:1', 'h:2']);
+  });
+
+  it('§9.1: a point-to-point signal goes to its destination\'s agent alone, from the sender, with the epoch, which it leaves alone', () => {
+    const c = linkedRunning(3);
+    c.signal('t1', 1, 100, GSIG_BROADCAST); // epoch 1
+    c.signal('t1', 0, 100, 2, 7);
+    expect(c.sigs()).toEqual(['a3 [2] 100 0→2 7 @1']);
+    expect(c.task('t1')).toMatchObject({ epoch: 1, signals: { broadcasts: 1, pointToPoint: 1, groupRequests: 0, dropped: 0 } });
+    c.signal('t1', 0, 99, 2, 7);
+    expect(c.events()).toEqual(['dropped signal 99 from t1/0: signal number 99 is not an application signal']);
+    c.signal('t1', 0, 100, 5, 7);
+    expect(c.events()).toEqual(['dropped signal 100 from t1/0: destination VPID 5 is not a connected member']);
+    expect(c.commands()).toEqual([]);
+    expect(c.task('t1').signals).toMatchObject({ pointToPoint: 1, dropped: 2 });
+  });
+
+  it('§9.1: before the task is Running no signal is routed: dropped and counted, not journalled (routine)', () => {
+    const c = new Cluster(3);
+    c.submit(3, { mode: 'linked' });
+    c.report('t1', 0, 'spawnSucceeded', { pid: 1 });
+    c.report('t1', 1, 'spawnSucceeded', { pid: 2 });
+    c.signal('t1', 0, 100, 1);
+    expect(c.effects).toEqual([]);
+    c.signal('t1', 0, 100, GSIG_BROADCAST);
+    expect(c.effects).toEqual([]);
+    expect(c.task('t1')).toMatchObject({ epoch: 0, signals: { broadcasts: 0, pointToPoint: 0, dropped: 2 } });
+  });
+
+  it('§9.2 rules 1–3: the first broadcast request of an epoch reaches every live member at epoch+1; one of a stale epoch is dropped silently', () => {
+    const c = linkedRunning(3);
+    c.signal('t1', 1, 100, GSIG_BROADCAST, 9);
+    expect(c.sigs()).toEqual(['a1 [0] 100 1→ALL 9 @1', 'a2 [1] 100 1→ALL 9 @1', 'a3 [2] 100 1→ALL 9 @1']);
+    c.signal('t1', 1, 100, GSIG_BROADCAST, 9, { epoch: 0 });
+    expect(c.effects).toEqual([]);
+    expect(c.task('t1')).toMatchObject({ epoch: 1, signals: { broadcasts: 1, dropped: 1 } });
+  });
+
+  it('§9.2 rules 3–5: a group request is performed once a quorum matches; a second request of a process in the epoch does not count', () => {
+    const c = linkedRunning(3);
+    c.ask('t1', [0, 1], GSIG.REQ_SYNC, 5);
+    expect(c.effects).toEqual([]);
+    expect(needsTicks(c.cs)).toBe(true); // the group-request timeout runs
+    c.ask('t1', [0], GSIG.REQ_SYNC, 5);
+    expect(c.effects).toEqual([]);
+    c.ask('t1', [2], GSIG.REQ_SYNC, 5);
+    expect(c.events()).toEqual(['t1 group request GSIG_REQ_SYNC(5) accepted']);
+    // Accepting is one epoch change, the REP_SYNC broadcast another.
+    expect(c.sigs()).toEqual(['a1 [0] 25 CM→ALL 5 @2', 'a2 [1] 25 CM→ALL 5 @2', 'a3 [2] 25 CM→ALL 5 @2']);
+    expect(c.task('t1').signals).toEqual({ broadcasts: 1, pointToPoint: 0, groupRequests: 4, dropped: 1 });
+    expect(needsTicks(c.cs)).toBe(false);
+  });
+
+  it('§9.2 rule 6: requests that can no longer reach the quorum get GSIG_ERR_DISAGREE(0) at once', () => {
+    const c = linkedRunning(3);
+    c.ask('t1', [0], GSIG.REQ_SYNC, 1);
+    c.ask('t1', [1], GSIG.REQ_SYNC, 2);
+    expect(c.events()).toEqual(['t1 group request cannot reach quorum 3 of 3: GSIG_ERR_DISAGREE']);
+    expect(c.sigs()).toEqual(['a1 [0] 26 CM→ALL 0 @1', 'a2 [1] 26 CM→ALL 0 @1', 'a3 [2] 26 CM→ALL 0 @1']);
+  });
+
+  it('§9.2 rule 7: no quorum within groupRequestTimeoutTicks of the first request: GSIG_ERR_DISAGREE, and the clock may stop', () => {
+    const c = linkedRunning(2);
+    c.ask('t1', [0], GSIG.REQ_SYNC, 1);
+    expect(c.tick(TIMERS.groupRequestTimeoutTicks - 1)).toEqual([]);
+    expect(needsTicks(c.cs)).toBe(true);
+    c.tick();
+    expect(c.events()).toEqual(['t1 group request timed out without a quorum: GSIG_ERR_DISAGREE']);
+    expect(c.sigs()).toEqual(['a1 [0] 26 CM→ALL 0 @1', 'a2 [1] 26 CM→ALL 0 @1']);
+    expect(needsTicks(c.cs)).toBe(false);
+  });
+
+  it('§9.2 rule 8 (spec item 71): a broadcast request in an epoch with group requests is dropped and counts as a request matching none', () => {
+    const c = linkedRunning(3);
+    c.ask('t1', [0], GSIG.REQ_SYNC, 1);
+    c.signal('t1', 1, 100, GSIG_BROADCAST);
+    expect(c.events()).toEqual(['t1 group request cannot reach quorum 3 of 3: GSIG_ERR_DISAGREE']);
+    expect(c.sigs()).toEqual(['a1 [0] 26 CM→ALL 0 @1', 'a2 [1] 26 CM→ALL 0 @1', 'a3 [2] 26 CM→ALL 0 @1']);
+    expect(c.task('t1').signals).toEqual({ broadcasts: 1, pointToPoint: 0, groupRequests: 1, dropped: 1 });
+  });
+
+  it('§9.2 rule 9: a member that ends normally leaves the collection, and the rest may then reach the quorum', () => {
+    const c = linkedRunning(3);
+    c.ask('t1', [0, 1], GSIG.REQ_SYNC, 4);
+    c.report('t1', 2, 'terminatedNormally', { exitCode: 0 });
+    expect(c.events()).toEqual(['t1/2 exited 0', 't1 group request GSIG_REQ_SYNC(4) accepted']);
+    expect(c.sigs()).toEqual(['a1 [0] 25 CM→ALL 4 @2', 'a2 [1] 25 CM→ALL 4 @2']);
+  });
+
+  it('§9.2 rule 9 SETQUORUM: 1 to the live members is set and answered REP_QUORUMSET; 0 or more than the members is refused', () => {
+    const c = linkedRunning(2);
+    c.ask('t1', [0, 1], GSIG.REQ_SETQUORUM, 1);
+    expect(c.sigs()).toEqual(['a1 [0] 21 CM→ALL 1 @2', 'a2 [1] 21 CM→ALL 1 @2']);
+    expect(c.task('t1').quorum).toBe(1);
+    c.ask('t1', [0], GSIG.REQ_SETQUORUM, 2); // quorum 1: one request is enough
+    expect(c.sigs()).toEqual(['a1 [0] 21 CM→ALL 2 @4', 'a2 [1] 21 CM→ALL 2 @4']);
+    expect(c.task('t1').quorum).toBe(2);
+    for (const q of [3, 0]) {
+      c.ask('t1', [0, 1], GSIG.REQ_SETQUORUM, q);
+      expect(c.events()).toEqual([
+        `t1 group request GSIG_REQ_SETQUORUM(${q}) accepted`, `t1 GSIG_REQ_SETQUORUM(${q}) accepted but refused: quorum must be 1 to 2: GSIG_ERR_DISAGREE`,
+      ]);
+      expect(c.sigs().map((x) => x.split(' ').slice(2, 5).join(' '))).toEqual(['26 CM→ALL 0', '26 CM→ALL 0']);
+    }
+    expect(c.task('t1').quorum).toBe(2);
+  });
+
+  it('§9.2 rule 9 KILL (T10–T12): a live member is terminated and NTF_DIED answers to the rest; any other VPID is refused', () => {
+    const c = linkedRunning(2);
+    c.ask('t1', [0, 1], GSIG.REQ_KILL, 5);
+    expect(c.events()).toContain('t1 GSIG_REQ_KILL(5) accepted but refused: VPID 5 is not a live member: GSIG_ERR_DISAGREE');
+    expect(c.terminates()).toEqual([]);
+    c.ask('t1', [0, 1], GSIG.REQ_KILL, 1);
+    expect(c.terminates()).toEqual(['a2:t1/1']);
+    expect(c.task('t1').state).toBe('killing');
+    c.report('t1', 1, 'terminatedAbnormally', { signal: 'SIGTERM' });
+    expect(c.sigs()).toEqual(['a1 [0] 20 CM→ALL 1 @4']); // after the refusal (@2) and the accepted KILL (@3)
+    expect(c.task('t1').state).toBe('running');
+  });
+
+  it('[Choice, T8/T9] a restart supersedes a kill or spawn in progress: the operator may restart a Killing or Spawning task', () => {
+    for (const [signum, arg, state] of [[GSIG.REQ_KILL, 1, 'killing'], [GSIG.REQ_SPAWN, 0, 'spawning']] as const) {
+      const c = linkedRunning(2, 3);
+      c.ask('t1', [0, 1], signum, arg);
+      expect(c.task('t1').state).toBe(state);
+      expect(c.kill('t1', 'restart')).toEqual({ ok: true, text: 't1 restarting' });
+    }
+  });
+
+  it('§9.2 rule 9 SPAWN (T13, T15): the new member gets its mapping (recovered), then REP_SPAWNED with its node and endpoint reaches all', () => {
+    const c = linkedRunning(2, 3);
+    c.ask('t1', [0, 1], GSIG.REQ_SPAWN);
+    expect(c.spawns().map((s) => [s.agent, s.vpid, s.size, s.endpoints.map((e) => e.node).join(' ')])).toEqual([['a3', 2, 3, 'n1 n2 n3']]);
+    c.report('t1', 2, 'spawnSucceeded', { pid: 9, endpoint: 'h:2' });
+    expect(c.commands().map((x) => `${x.agent} ${x.command.type}`)).toEqual(['a3 proc.mapping', 'a1 proc.signal', 'a2 proc.signal', 'a3 proc.signal']);
+    expect(c.mappings()).toEqual([{
+      type: 'proc.mapping', agent: 'a3', task: 't1', vpids: [2], restarted: false, recovered: true, epoch: 1, quorum: 2,
+      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 1, node: 'n2', endpoint: 'h:1' }, { vpid: 2, node: 'n3', endpoint: 'h:2' }],
+    }]);
+    expect(c.sigs()).toEqual(['a1 [0] 24 CM→ALL 2 @2 n3 h:2', 'a2 [1] 24 CM→ALL 2 @2 n3 h:2', 'a3 [2] 24 CM→ALL 2 @2 n3 h:2']);
+    expect(c.events()).toContain('t1 GSIG_REP_SPAWNED(2) on n3 at h:2');
+  });
+
+  it('§9.2: what a process could get wrong is dropped with a journalled reason and counted, with no other effect', () => {
+    const c = linkedRunning(2);
+    const cases: [() => TaskEffect[], string | null, number | null, string][] = [
+      [() => c.signal('t1', 0, 100, 1, 0, { agent: 'a2' }), 't1', 0, 'dropped signal 100 from t1/0: the sender is on n1, not n2'],
+      [() => c.signal('t1', 7, 100, 1, 0, { agent: 'a1' }), 't1', 7, 'dropped signal 100 from t1/7: the sender is not a connected member of the task'],
+      [() => c.signal('t1', 0, 100, GSIG_CM), 't1', 0, 'dropped signal 100 from t1/0: signal number 100 is not a group request'],
+      [() => c.signal('t1', 0, GSIG.REQ_SYNC, GSIG_BROADCAST), 't1', 0, 'dropped GSIG_REQ_SYNC from t1/0: signal number 4 is not an application signal'],
+      [() => c.signal('t9', 0, 100, GSIG_BROADCAST, 0, { agent: 'a1', epoch: 0 }), null, null, 'dropped signal 100 from t9/0: no such live task'],
+    ];
+    const before = c.task('t1').epoch;
+    for (const [send, task, vpid, text] of cases) expect(send()).toEqual([{ type: 'event', task, vpid, text }]);
+    expect(c.task('t1')).toMatchObject({ epoch: before, signals: { broadcasts: 0, pointToPoint: 0, groupRequests: 0, dropped: 4 } });
+    c.submit(1);
+    c.start('t2');
+    c.signal('t2', 0, 100, GSIG_BROADCAST);
+    expect(c.events()).toEqual(['dropped signal 100 from t2/0: the task is not linked']);
+    expect(c.task('t2').signals.dropped).toBe(1);
+    c.kill('t1');
+    c.reportAll('t1', 'terminatedAbnormally', () => ({ signal: 'SIGTERM' }));
+    c.signal('t1', 0, 100, GSIG_BROADCAST);
+    expect(c.events()).toEqual(['dropped signal 100 from t1/0: no such live task']);
+  });
+
+  it('§9.2 rule 5: the quorum in force is capped at the live members, and the refusal says so', () => {
+    const c = linkedRunning(3);
+    c.report('t1', 2, 'terminatedAbnormally', { signal: 'SIGKILL' });
+    c.ask('t1', [0], GSIG.REQ_SYNC, 1);
+    c.ask('t1', [1], GSIG.REQ_SYNC, 2);
+    expect(c.events()).toEqual(['t1 group request cannot reach quorum 2 of 2: GSIG_ERR_DISAGREE']);
+    expect(c.task('t1').quorum).toBe(3);
+  });
+
+  it('spec §4.6: a plain task has no one to deliver a broadcast to: a crash commands nothing to the others, yet its epoch counts', () => {
+    const c = new Cluster(2);
+    c.submit(2);
+    c.start('t1');
+    c.report('t1', 1, 'terminatedAbnormally', { signal: 'SIGKILL' });
+    expect(c.events()).toContain('t1 GSIG_NTF_DIED(1)');
+    expect(c.commands()).toEqual([]);
+    expect(c.task('t1')).toMatchObject({ epoch: 1, signals: { broadcasts: 1 } });
+  });
+
+  it('a plain process has no endpoint, even if its agent reports one', () => {
+    const c = new Cluster(1);
+    c.submit(1);
+    c.report('t1', 0, 'spawnSucceeded', { pid: 5, endpoint: 'h:0' });
+    expect(c.proc('t1', 0)).toMatchObject({ state: 'running', endpoint: null });
+  });
+
+  it('§9.2 rule 7: a task that ends with requests collecting gets no timeout, and the clock may stop', () => {
+    const c = linkedRunning(2);
+    c.ask('t1', [0], GSIG.REQ_SYNC, 1);
+    c.kill('t1');
+    c.reportAll('t1', 'terminatedAbnormally', () => ({ signal: 'SIGTERM' }));
+    expect(c.task('t1').outcome).toBe('abnormal');
+    expect(needsTicks(c.cs)).toBe(false);
+    expect(c.tick(TIMERS.groupRequestTimeoutTicks)).toEqual([]);
+    expect(c.task('t1').signals.broadcasts).toBe(0);
+  });
+
+  it('§9.2: a restart (T9) starts afresh: the quorum is the task\'s size again and the requests collected are forgotten', () => {
+    const c = linkedRunning(3);
+    c.ask('t1', [0, 1, 2], GSIG.REQ_SETQUORUM, 2);
+    c.ask('t1', [0], GSIG.REQ_SYNC, 7);
+    expect(c.task('t1').quorum).toBe(2);
+    c.kill('t1', 'restart');
+    c.reportAll('t1', 'terminatedAbnormally', () => ({ signal: 'SIGTERM' }));
+    expect(c.events()).toContain('t1 restarting');
+    c.startLinked('t1');
+    expect(c.task('t1')).toMatchObject({ state: 'running', restarted: true, quorum: 3 });
+    expect(c.mappings().map((m) => [m.quorum, m.restarted])).toEqual([[3, true], [3, true], [3, true]]);
+    expect(needsTicks(c.cs)).toBe(false);
+  });
+
+  it('PROTOCOL §8.6: a new agent incarnation is told which adopted processes are linked', () => {
+    const c = linkedRunning(2);
+    expect(c.join('a2', 1)).toEqual([{ task: 't1', vpid: 1, pid: 101, linked: true }]);
+    expect(c.events()).toEqual(['node n2 joined: 1 slot, adopting 1 process']);
+  });
+
+  it('§9.2 rule 9 TERMINATE and RESTART feed App-terminate (a normal end) and App-restart (T8, T9)', () => {
+    const c = linkedRunning(2);
+    c.ask('t1', [0, 1], GSIG.REQ_TERMINATE);
+    expect(c.terminates()).toEqual(['a1:t1/0', 'a2:t1/1']);
+    c.reportAll('t1', 'terminatedAbnormally', () => ({ signal: 'SIGTERM' }));
+    expect(c.task('t1')).toMatchObject({ outcome: 'normal', reason: "terminated at the application's request" });
+    const d = linkedRunning(2);
+    d.ask('t1', [0, 1], GSIG.REQ_RESTART);
+    d.reportAll('t1', 'terminatedAbnormally', () => ({ signal: 'SIGTERM' }));
+    expect(d.events()).toContain('t1 restarting');
+    expect(d.spawns().map((x) => [x.vpid, x.restarted])).toEqual([[0, true], [1, true]]);
   });
 });
