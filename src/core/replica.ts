@@ -167,6 +167,19 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     if (phase !== 'serving' || sync !== null) return;
     for (const d of heldRequests.splice(0)) onDelivery(d, nowMs, out);
   };
+  /** PROTOCOL §10.6: the state each replacement is owed, as of the RSN where it joined (`view`:
+   *  the view its port claim names), kept until its `state.request` of that view shows which
+   *  incarnation asked; and the latest such request heard from each id, with the sender's
+   *  incarnation. One entry per spare id at most. */
+  const owedState = new Map<ProcessId, { view: number; payloads: PtpPayload[] }>();
+  const stateAsked = new Map<ProcessId, { view: number; inc: number }>();
+  const sendOwedState = (to: ProcessId, nowMs: number, out: CoreEffect[]): void => {
+    const owed = owedState.get(to);
+    const asked = stateAsked.get(to);
+    if (owed === undefined || asked === undefined || asked.view !== owed.view) return;
+    owedState.delete(to);
+    for (const p of owed.payloads) linkSend(links, to, 0, p, nowMs, out, asked.inc);
+  };
   /** Primary: a condemnation of a backup already ordered in this view. */
   let condemnOrdered = false;
   /** Primary: replacements whose `replica.add` is ordered, as `id@view`: a spare id may start
@@ -328,11 +341,17 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     } else {
       logDelivered(o);
       out.push({ type: 'deliver.input', rsn: state.rsn, input: o.input });
+      const claimView = state.group.view; // the view a replica.add's port claim names
       applied(applyGroupInput(state, o.input), null, nowMs, out);
-      // PROTOCOL §10.6: the new member gets the state as of the RSN where it joined.
+      // PROTOCOL §10.6: the new member gets the state as of the RSN where it joined, addressed
+      // to the incarnation that asked for it (a spare id started again may still have a session
+      // of its dead incarnation here, whose lanes die with the handshake).
       const joined = o.input.type === 'replica.add' ? o.input.id : null;
       if (joined !== null && joined !== id && isMember(joined) && isMember(id)) {
-        for (const p of statePayloads(state.rsn, encodeState(state), digest())) sendPtp(joined, p, nowMs, out);
+        const seen = heard.get(joined);
+        if (seen !== undefined) Object.assign(seen, { atMs: nowMs, sinceCheck: true, missedChecks: 0 }); // its predecessor's silence is not its own
+        owedState.set(joined, { view: claimView, payloads: statePayloads(state.rsn, encodeState(state), digest()) });
+        sendOwedState(joined, nowMs, out);
       }
     }
     if (state.rsn % t.digestEveryRsn === 0) diagnosis.ownDigest(state.rsn, digest(), nowMs, out);
@@ -419,6 +438,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       out.push({ type: 'log', level: 'error', event: 'replica.retired', fields: { view: state.group.view } });
       return;
     }
+    for (const r of [...owedState.keys()]) if (!isMember(r)) owedState.delete(r);
     diagnosis.newView(nowMs, out);
     actOnCondemnation(nowMs, out);
     releaseRequests(nowMs, out);
@@ -642,13 +662,19 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       case 'view.sync':
         onViewSync(from, p.view, p.rsn, nowMs, out);
         return false;
-      case 'state.request':
+      case 'state.request': {
+        const inc = links.peers.get(from)?.peerInc ?? 0;
+        if (poolIds.has(from) && inc !== 0 && p.view >= (stateAsked.get(from)?.view ?? 0)) {
+          stateAsked.set(from, { view: p.view, inc });
+          sendOwedState(from, nowMs, out);
+        }
         // The primary lets the replacement in at an RSN of its own; the others wait for it.
         if (state.group.recovery?.id === from && isPrimary() && phase === 'serving' && !addOrdered.has(`${from}@${state.group.view}`)) {
           addOrdered.add(`${from}@${state.group.view}`);
           orderInput({ type: 'replica.add', id: from, port: p.port, sig: p.sig }, nowMs, out);
         }
         return false;
+      }
       case 'order.evidence':
         if (!isPrimary() && otherBackups().includes(from)) onEvidence(from, p.rsn, p.frame, nowMs, out);
         return false;

@@ -36,13 +36,13 @@ export type ItemFilter = (from: ProcessId, to: ProcessId, item: Item) => Item | 
 
 export type Observed = { at: number; proc: ProcessId; effect: Exclude<CoreEffect, { type: 'send' }> };
 
-export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
+export function makeCluster(nAgents = 2, opts: { latencyMs?: number; spares?: ProcessId[] } = {}) {
   const latency = opts.latencyMs ?? 1;
   const agents = Array.from({ length: nAgents }, (_, i) => ({ id: `a${i + 1}`, node: `n${i + 1}` }));
   const membership: Membership = {
-    cluster: 'test', replicas: ['r1', 'r2', 'r3'], replicaNodes: ['n1', 'n2', 'n3'], spareReplicas: [], agents, scc: 'scc', operators: ['op'], timing: { ...DEFAULT_TIMING },
+    cluster: 'test', replicas: ['r1', 'r2', 'r3'], replicaNodes: ['n1', 'n2', 'n3'], spareReplicas: [...(opts.spares ?? [])], agents, scc: 'scc', operators: ['op'], timing: { ...DEFAULT_TIMING },
   };
-  const ids = [...membership.replicas, ...agents.map((a) => a.id), 'scc', 'op'];
+  const ids = [...membership.replicas, ...membership.spareReplicas, ...agents.map((a) => a.id), 'scc', 'op'];
   const verifier = hmacVerifier(ids);
   const hash = (d: Uint8Array) => new Uint8Array(createHash('sha256').update(d).digest());
   let now = 0;
@@ -90,6 +90,18 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
     const core = newAgent(id, inc);
     const k = agentCores.findIndex((a) => a.id === id);
     if (k >= 0) agentCores[k] = core;
+    return core;
+  }
+
+  /** A replica started by an agent on the group's command (PROTOCOL §10.6), as a fresh core of
+   *  incarnation `inc`: frames still in flight to an earlier incarnation are lost with it. */
+  function startReplica(id: ProcessId, inc: number, joining: NonNullable<Parameters<typeof createReplica>[0]['joining']>): ReplicaCore {
+    for (let i = queue.length - 1; i >= 0; i--) if (queue[i]?.to === id) queue.splice(i, 1);
+    down.delete(id);
+    const core = mk(createReplica({ id, membership, hash, inc, signer: hmacSigner(id), verifier, joining })) as ReplicaCore;
+    const k = replicas.findIndex((r) => r.id === id);
+    if (k >= 0) replicas[k] = core;
+    else replicas.push(core);
     return core;
   }
 
@@ -142,7 +154,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number } = {}) {
   }
 
   return {
-    membership, replicas, agents: agentCores, shells, observed, filters, down, restartAgent, addAgent, operate, opReplies, sendAs,
+    membership, replicas, agents: agentCores, shells, observed, filters, down, restartAgent, addAgent, startReplica, operate, opReplies, sendAs,
     now: () => now,
     runUntil,
     run: (ms: number) => runUntil(now + ms),
