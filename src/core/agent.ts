@@ -229,7 +229,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
       // Keys first: the replica a `replica.spawn` starts reads them from this node's disk.
       if (command.type === 'replicas' || command.type === 'replica.spawn') learnKeys(command.added, out);
       out.push({ type: 'deliver.command', gssn: e.gssn, command });
-      if (command.type === 'replicas') onReplicas(command, nowMs, out);
+      if (command.type === 'replicas') onReplicas(command, nowMs, out, e.gssn);
       if (e.complete) finish(e, nowMs, out);
     }
     // Undelivered entries the chain has passed were never sent by two correct replicas.
@@ -251,7 +251,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
 
   /** PROTOCOL §10.7: the group changed. Sessions follow the set; requests not yet acknowledged
    *  by f+1 members go to the new primary at once (the old one may be the faulty one). */
-  function onReplicas(c: Extract<GroupCommand, { type: 'replicas' }>, nowMs: number, out: CoreEffect[]): void {
+  function onReplicas(c: Extract<GroupCommand, { type: 'replicas' }>, nowMs: number, out: CoreEffect[], delivering: number | null = null): void {
     if (c.view <= view || !c.replicas.includes(c.primary)) return;
     view = c.view;
     const removed = replicas.filter((r) => !c.replicas.includes(r));
@@ -269,14 +269,15 @@ export function createAgent(opts: AgentOptions): AgentCore {
     out.push({ type: 'replicas', replicas: [...replicas], ports: c.ports.filter((x) => replicas.includes(x.id)) });
     // Entries that waited only for a removed member's copy have every copy they are owed now:
     // settled, without timing out three times and reporting nobody (PROTOCOL §5.3). The entry
-    // being delivered is finished by deliverReady.
+    // that carried this command (`delivering`) is finished by deliverReady right after; a group
+    // reported by two replicas (the `group` input) has no such entry, so every one is finished here.
     for (const e of [...gmb.values()]) {
       if (e.complete || !expectedFor(e.gssn).every((x) => e.copies.has(x))) continue;
       e.complete = true;
       e.timerAtMs = null;
       const best = bestContent(e);
       if (best !== null && expectedFor(e.gssn).some((x) => e.copies.get(x) !== best.key)) report('mismatch', e);
-      if (e.delivered && e.gssn !== gssnDelivered) finish(e, nowMs, out);
+      if (e.delivered && e.gssn !== delivering) finish(e, nowMs, out);
     }
     if (!primaryChanged) return;
     for (const p of pending.values()) {

@@ -281,12 +281,9 @@ describe('an agent and a change of the group (PROTOCOL §10.7)', () => {
     expect(logs(d.a.step({ type: 'tick', nowMs: 600 }), 'agent.error-report')).toEqual([]);
   });
 
-  // Open bug: a `group` input that drops the one member the last delivered GSSN waited for marks
-  // that entry complete without finishing it, so the group-ack mark sticks. Finishing it in
-  // onReplicas (tried in a536955) broke test/e2e/hosts-added-spares.test.ts (the added host's
-  // spare never came back after its second kill), so the fix is reverted until that is understood.
-  it.todo('a reported group (the `group` input) that drops the one member the last delivered GSSN waited for settles it, and the group-ack mark moves on');
-  it.skip('(the row for the todo above; it fails on the current code)', () => {
+  // The hosts-added-spares e2e failure once blamed on this fix was a replica bug: a backup sent a
+  // re-started spare its state over the dead incarnation's session (test/unit/core/replacement.test.ts).
+  it('a reported group (the `group` input) that drops the one member the last delivered GSSN waited for settles it, and the group-ack mark moves on', () => {
     const d = driven();
     d.open(0);
     d.copy('r1', 10, 1, proc(1));
