@@ -1,12 +1,29 @@
 // Replica behaviours no other row pins down (issue 15, mutation testing of src/core/replica.ts):
 // each row is what a peer or a user observes when a faulty peer tries something, or what the
-// status reports (docs/PROTOCOL.md §5.8, §6, §7).
+// status reports (docs/PROTOCOL.md §2.3, §5.8, §6, §7, §8.1, §8.3, §8.4, §10.2).
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../../src/core/wire/messages.ts';
-import { encodeFrame, signCG } from '../../../src/core/wire/frame.ts';
+import type { Item, PtpPayload } from '../../../src/core/wire/messages.ts';
+import { orderClaim } from '../../../src/core/wire/messages.ts';
+import { encodeFrame, pack, signCG } from '../../../src/core/wire/frame.ts';
+import type { ProcessId } from '../../../src/core/ports.ts';
+import { MAX_ORDER_AHEAD } from '../../../src/core/constants.ts';
 import { hmacSigner, makeCluster } from './harness.ts';
 
 const echo = (count: number) => ({ type: 'echo' as const, tag: 'x', fanout: 'self' as const, count, data: new Uint8Array([7]) });
+
+type Cluster = ReturnType<typeof makeCluster>;
+
+/** `from` (faulty) sends `to` on lane 0 whatever `body` it likes: a notice, rewritten before its
+ *  link signs it, so it travels in sequence like any lane-0 payload of `from`'s. */
+let injected = 0;
+function inject(c: Cluster, from: ProcessId, to: ProcessId, body: PtpPayload): void {
+  const text = `inject-${++injected}`;
+  c.filters.push((f, t, i): Item => (f === from && t === to && i.type === 'ptp' && i.body?.type === 'notice' && i.body.text === text ? { ...i, body } : i));
+  c.input(from, { type: 'notice', nowMs: c.now(), to, text });
+}
+
+const drops = (c: Cluster, k: number, code: string): number => (c.replicas[k]?.status(c.now()).drops as Record<string, number>)[code] ?? 0;
+const accusations = (c: Cluster, by: ProcessId) => c.effects('log', by).filter((o) => o.effect.event === 'replica.accuse');
 
 describe('only the primary orders (PROTOCOL §5.8)', () => {
   it('a backup that sends the other backup a group input as if ordered gets it dropped: nothing executed, nobody suspected', () => {
@@ -83,5 +100,220 @@ describe('heartbeats and health (PROTOCOL §6, §7)', () => {
     }
     // Removed from the group later (PROTOCOL §10.3): what matters is the order of the first reports.
     expect(seen).toEqual(['healthy', 'late', 'silent']);
+  });
+
+  it('a silent replica is suspected of heartbeat.missed once per silence, not at every check it misses', () => {
+    const c = makeCluster(1);
+    c.run(500);
+    c.down.add('r3');
+    const check = c.membership.timing.replicaCheckMs;
+    for (let k = 0; k < 60 && c.replicas[0]?.status(c.now()).replicas.find((r) => r.id === 'r3')?.health !== 'silent'; k++) c.run(10);
+    c.run(2 * check); // more missed checks, whether or not the group has removed r3 meanwhile
+    for (const r of ['r1', 'r2']) {
+      expect(c.effects('suspect', r).filter((o) => o.effect.reason === 'heartbeat.missed').map((o) => o.effect.target)).toEqual(['r3']);
+    }
+  });
+});
+
+describe('node failure needs a backup\'s word about the incarnation the group knows (PROTOCOL §8.4)', () => {
+  it('an agent that tells the primary another node is unreachable is dropped as NOT_A_MEMBER: no probe, no node.failed', () => {
+    const c = makeCluster(2);
+    c.run(300);
+    const probes: ProcessId[] = [];
+    c.filters.push((from, to, i) => {
+      if (from === 'r1' && i.type === 'probe') probes.push(to);
+      return from === 'a2' && to === 'r1' && i.type === 'probe.reply' ? null : i; // a probe of r1's would go unanswered
+    });
+    const before = drops(c, 0, 'NOT_A_MEMBER');
+    inject(c, 'a1', 'r1', { type: 'node.suspect', agent: 'a2', inc: 1, unreachable: true });
+    c.run(500);
+    expect(drops(c, 0, 'NOT_A_MEMBER')).toBe(before + 1);
+    expect(probes).toEqual([]);
+    expect(c.effects('deliver.input').filter((o) => o.effect.input.type === 'node.failed')).toHaveLength(0);
+  });
+
+  it('a backup that tells the other backup a node is unreachable is dropped as NOT_A_MEMBER: only the primary acts on it, and the other backup does not probe', () => {
+    const c = makeCluster(2);
+    c.run(300);
+    const probes: ProcessId[] = [];
+    c.filters.push((from, to, i) => {
+      if (i.type === 'probe') probes.push(`${from}>${to}`);
+      return i;
+    });
+    const before = drops(c, 2, 'NOT_A_MEMBER');
+    inject(c, 'r2', 'r3', { type: 'node.suspect', agent: 'a2', inc: 1, unreachable: true });
+    c.run(500);
+    expect(drops(c, 2, 'NOT_A_MEMBER')).toBe(before + 1);
+    expect(probes).toEqual([]);
+  });
+
+  it('a backup\'s suspicion of a process that is no agent is dropped as NOT_A_MEMBER', () => {
+    const c = makeCluster(1);
+    c.run(300);
+    const before = drops(c, 0, 'NOT_A_MEMBER');
+    inject(c, 'r2', 'r1', { type: 'node.suspect', agent: 'r3', inc: 1, unreachable: true });
+    c.run(300);
+    expect(drops(c, 0, 'NOT_A_MEMBER')).toBe(before + 1);
+  });
+
+  it('a backup\'s suspicion of another incarnation than the group knows is ignored: the primary does not probe, nothing is declared', () => {
+    const c = makeCluster(2);
+    c.run(300);
+    const probes: ProcessId[] = [];
+    c.filters.push((from, to, i) => {
+      if (from === 'r1' && i.type === 'probe') probes.push(to);
+      return from === 'a2' && to === 'r1' && i.type === 'probe.reply' ? null : i;
+    });
+    inject(c, 'r2', 'r1', { type: 'node.suspect', agent: 'a2', inc: 2, unreachable: true }); // a2 is incarnation 1
+    c.run(500);
+    expect(probes).toEqual([]);
+    expect(c.effects('deliver.input').filter((o) => o.effect.input.type === 'node.failed')).toHaveLength(0);
+    expect(c.effects('suspect').filter((o) => o.effect.target === 'r2')).toHaveLength(0);
+  });
+
+  it('a probe reply with the nonce of no current probe does not end the primary\'s probe: the dead node is declared failed on its first probe', () => {
+    const c = makeCluster(2);
+    c.run(300);
+    const probes: number[] = [];
+    c.filters.push((from, to, i) => {
+      if (from === 'r1' && to === 'a2' && i.type === 'probe') probes.push(i.nonce);
+      return i;
+    });
+    c.down.add('a2');
+    for (let k = 0; k < 200 && probes.length === 0; k++) c.run(5);
+    expect(probes).toHaveLength(1);
+    const probedAt = c.now();
+    // An answer to an earlier probe, arriving late (or replayed), while the current one runs.
+    c.sendAs('a2', 'r1', [{ type: 'probe.reply', nonce: (probes[0] as number) - 1 }]);
+    c.run(1000);
+    const failed = c.effects('deliver.input', 'r1').filter((o) => o.effect.input.type === 'node.failed');
+    expect(failed.map((o) => o.effect.input)).toEqual([{ type: 'node.failed', agent: 'a2', inc: 1 }]);
+    expect(failed[0]?.at).toBeLessThanOrEqual(probedAt + c.membership.timing.probeTimeoutMs + 10);
+    expect(probes).toHaveLength(1);
+  });
+});
+
+describe('a backup\'s signed confirmation shown to the primary (PROTOCOL §5.8, §10.2 order.lie)', () => {
+  /** A cluster whose replicas all executed `rsn` (a1's request), and a digest of no order the
+   *  primary gave there. */
+  function ordered() {
+    const c = makeCluster(1);
+    c.run(100);
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    c.run(200);
+    const rsn = c.replicas[0]?.rsn() as number;
+    expect(c.replicas.map((r) => r.rsn())).toEqual([rsn, rsn, rsn]);
+    return { c, rsn, view: c.replicas[0]?.status(c.now()).view as number, bogus: new Uint8Array(32).fill(9) };
+  }
+  const claim = (claimant: ProcessId, view: number, rsn: number, digest: Uint8Array): PtpPayload =>
+    ({ type: 'order.claim', claimant, view, rsn, digest, sig: hmacSigner(claimant).sign(pack(orderClaim(claimant, view, rsn, digest))) });
+
+  it('a backup that shows its own claim accuses nobody: the primary acts only on the other backup\'s word', () => {
+    const { c, rsn, view, bogus } = ordered();
+    inject(c, 'r2', 'r1', claim('r2', view, rsn, bogus));
+    c.run(300);
+    expect(accusations(c, 'r1')).toHaveLength(0);
+  });
+
+  it('a claim signed in another view is not held against the other backup: no order.lie accusation', () => {
+    const { c, rsn, view, bogus } = ordered();
+    inject(c, 'r2', 'r1', claim('r3', view + 1, rsn, bogus));
+    c.run(300);
+    expect(accusations(c, 'r1')).toHaveLength(0);
+    // The same claim in this view is the lie §10.2 describes: the primary accuses r3.
+    inject(c, 'r2', 'r1', claim('r3', view, rsn, bogus));
+    c.run(300);
+    expect(accusations(c, 'r1').map((o) => [o.effect.fields['target'], o.effect.fields['reason']])).toEqual([['r3', 'order.lie']]);
+  });
+});
+
+describe('requests relayed between replicas (PROTOCOL §2.3)', () => {
+  it('a wrapper relayed by an agent, not a member, is dropped as NOT_A_MEMBER and never ordered, even with a request its client signed', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const r1 = c.replicas[0];
+    const csn = (r1?.state().csnReceived.get('a1') ?? 0) + 1;
+    const signed = signCG({ csn, gssnAck: 0, payload: { ...echo(1), tag: 'relayed' }, client: 'a1', inc: 1 }, hmacSigner('a1'));
+    const before = drops(c, 0, 'NOT_A_MEMBER');
+    const rsn = r1?.rsn();
+    inject(c, 'a1', 'r1', { type: 'wrapper', rsn: 0, signed });
+    c.run(300);
+    expect(drops(c, 0, 'NOT_A_MEMBER')).toBe(before + 1);
+    expect(c.effects('deliver.request').filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'relayed')).toHaveLength(0);
+    expect(c.replicas.map((r) => r.rsn())).toEqual([rsn, rsn, rsn]);
+  });
+});
+
+describe('confirmations ahead of the order are bounded (PROTOCOL §5.8)', () => {
+  it('the other backup\'s confirmation up to MAX_ORDER_AHEAD RSNs ahead of the executed one is kept and checked when reached; one further ahead is ignored', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    const r2 = c.replicas[1];
+    const base = r2?.rsn() as number;
+    const view = r2?.status(c.now()).view as number;
+    // r3 (faulty) confirms, unsigned, digests of no order for two RSNs far ahead: the first is
+    // within the bound, the second one past it.
+    for (const rsn of [base + MAX_ORDER_AHEAD, base + MAX_ORDER_AHEAD + 1]) {
+      inject(c, 'r3', 'r2', { type: 'order', rsn, digest: new Uint8Array(32).fill(rsn & 0xff), view, sig: new Uint8Array(64) });
+    }
+    c.run(5);
+    expect(r2?.rsn()).toBe(base);
+    const before = drops(c, 1, 'SIG_INVALID');
+    for (let k = 0; k < MAX_ORDER_AHEAD + 8; k += 200) {
+      for (let j = 0; j < 200; j++) c.input('a1', { type: 'request', nowMs: c.now(), request: echo(0) });
+      c.run(4);
+    }
+    c.run(100);
+    expect(r2?.rsn()).toBeGreaterThan(base + MAX_ORDER_AHEAD + 1);
+    // The kept one disputed its RSN when it came, and counted as none (its sender did not sign
+    // it): one SIG_INVALID. The other was never kept.
+    expect(drops(c, 1, 'SIG_INVALID')).toBe(before + 1);
+    expect(c.replicas.map((r) => r.rsn())).toEqual(c.replicas.map(() => r2?.rsn()));
+    expect(new Set(c.replicas.map((r) => r.digestHex())).size).toBe(1);
+    expect(c.effects('suspect')).toHaveLength(0);
+  }, 60_000);
+});
+
+describe('the task clock\'s rate is the primary\'s word, checked by the backups (PROTOCOL §8.3)', () => {
+  it('ticks up to twice the nominal rate plus 10 in a second (50) pass; the 51st raises clock.rate, once per window at each backup', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    // r1 (faulty) orders a tick wherever it orders a1's request: a burst of ticks, in RSN order.
+    // (Its own state then differs from the backups', and they condemn it at the next digest
+    // exchange: everything below happens within a heartbeat period.)
+    c.filters.push((from, to, i): Item => (from === 'r1' && to !== 'a1' && i.type === 'ptp' && i.body?.type === 'wrapper' && i.body.signed.cg.payload.type === 'echo'
+      ? { ...i, body: { type: 'wrapper.input', rsn: i.body.rsn, input: { type: 'tick' } } } : i));
+    const rate = () => c.effects('suspect').filter((o) => o.effect.reason === 'clock.rate');
+    const limit = 2 * Math.ceil(1000 / c.membership.timing.taskTickMs) + 10;
+    expect(limit).toBe(50);
+    for (let k = 0; k < limit; k++) c.input('a1', { type: 'request', nowMs: c.now(), request: echo(0) });
+    c.run(10);
+    expect(c.effects('deliver.input', 'r2').filter((o) => o.effect.input.type === 'tick')).toHaveLength(limit);
+    expect(rate()).toHaveLength(0);
+    for (let k = 0; k < 10; k++) c.input('a1', { type: 'request', nowMs: c.now(), request: echo(0) });
+    c.run(5);
+    expect(rate().map((o) => [o.proc, o.effect.target])).toEqual([['r2', 'r1'], ['r3', 'r1']]);
+    expect(rate()[0]?.effect.detail).toMatch(/^51 ticks in 1000 ms/);
+  });
+});
+
+describe('operator requests carry no CSN and no incarnation (PROTOCOL §8.1)', () => {
+  it('an operator request signed with a CSN or an incarnation is dropped as NOT_A_MEMBER by every replica and never answered', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const before = [0, 1, 2].map((k) => drops(c, k, 'NOT_A_MEMBER'));
+    const send = (nonce: string, csn: number, inc: number) => {
+      const signed = signCG({ csn, gssnAck: 0, payload: { type: 'task.kill', nonce, task: 't1' }, client: 'op', inc }, hmacSigner('op'));
+      for (const r of c.membership.replicas) c.sendAs('op', r, [{ type: 'op.request', signed }]);
+    };
+    send('a'.repeat(32), 1, 0);
+    send('b'.repeat(32), 0, 1);
+    c.run(300);
+    expect(c.opReplies).toEqual([]);
+    expect([0, 1, 2].map((k) => drops(c, k, 'NOT_A_MEMBER'))).toEqual(before.map((n) => n + 2));
+    // The same request as an operator signs it is answered by every replica.
+    send('c'.repeat(32), 0, 0);
+    c.run(300);
+    expect(c.opReplies.map((r) => r.from).sort()).toEqual(['r1', 'r2', 'r3']);
   });
 });
