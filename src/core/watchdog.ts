@@ -495,7 +495,9 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       heartbeats: (rec?.heartbeats ?? 0) + 1,
     });
     const after = consistentUntilMs();
-    if (!armed && after !== null && after >= nowMs) {
+    // A cluster shut down by the operator stays disarmed (PROTOCOL §10.11): its replicas may
+    // still heartbeat, consistent, while they wind down.
+    if (!armed && shutDown === null && after !== null && after >= nowMs) {
       armed = true;
       out.push({ type: 'log', level: 'info', event: 'watchdog.armed', fields: { replica: from, view: item.info.view } });
     }

@@ -5,13 +5,14 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
 import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
+import type { DaemonReport } from '../../../src/core/status.ts';
 import { encodeJournal } from '../../../src/core/task-journal.ts';
 import {
   createWatchdog, MAX_ADDED_NODE_VOTES, MAX_CLUSTER_RESET_HISTORY, MAX_RESET_HISTORY, MAX_RESTORE_HISTORY, RESTORE_RESEND_MS, SCC_SHUTDOWN_LINGER_MS, WATCHDOG_LATE_PERIODS, WATCHDOG_SILENT_PERIODS,
   WATCHDOG_STALL_PERIODS, type WatchdogStatus,
 } from '../../../src/core/watchdog.ts';
 import { signCG } from '../../../src/core/wire/frame.ts';
-import type { AddedReplica, Item } from '../../../src/core/wire/messages.ts';
+import type { AddedReplica, Item, NodeAdd, NodeRemove } from '../../../src/core/wire/messages.ts';
 import { hmacSigner, hmacVerifier } from './harness.ts';
 
 const keys = { signer: hmacSigner('scc'), verifier: hmacVerifier(['scc', 'op', 'r1', 'r2', 'r3']) };
@@ -150,6 +151,47 @@ describe('watchdog core', () => {
     const out = w.step(frame('r2', 20, claim));
     expect(out.filter((e) => e.type === 'keys')).toEqual([{ type: 'keys', keys: [{ id: 'r5', publicKey: added('r5').publicKey, replica: { node: 'n5', address: '10.0.0.5', port: 7405 } }] }]);
     expect(out).toContainEqual({ type: 'log', level: 'info', event: 'replica.learnt', fields: { replicas: ['r5'], by: ['r1', 'r2'] } });
+  });
+
+  it('a replayed heartbeat or self-diagnosis report is logged at debug as hb.replayed or diag.replayed, with its sender, incarnation and counter (PROTOCOL §10.8)', () => {
+    const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
+    w.step(frame('r1', 1000, hb(10, 5)));
+    expect(w.step(frame('r1', 1010, hb(10, 5)))).toEqual([{ type: 'log', level: 'debug', event: 'hb.replayed', fields: { from: 'r1', inc: 10, counter: 5 } }]);
+    const report = (counter: number): Item => ({ type: 'diag.report', inc: 10, counter, view: 0, reason: 'silent', target: 'r3' });
+    w.step(frame('r2', 1020, report(7)));
+    expect(w.step(frame('r2', 1030, report(6)))).toEqual([{ type: 'log', level: 'debug', event: 'diag.replayed', fields: { from: 'r2', inc: 10, counter: 6 } }]);
+  });
+
+  it('an item it does not take from its sender (a probe, an op.reply from a non-replica) is ignored and counted UNEXPECTED', () => {
+    const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
+    expect(w.step(frame('r1', 10, { type: 'probe', nonce: 1 }))).toEqual([]);
+    expect(w.step(frame('op', 20, { type: 'op.reply', nonce: (1).toString(16).padStart(32, '0'), rsn: 1, ok: true, text: 't1' }))).toEqual([]);
+    expect(w.status(20)).toMatchObject({ ignored: 2, drops: { UNEXPECTED: 2 } });
+  });
+
+  it('the status carries what its daemon says of itself, read each time a status is built; none without a daemon (issue 14 item 4)', () => {
+    let restarts = 0;
+    const daemon = (): DaemonReport => ({ logDrops: { ENOSPC: 1 }, records: {}, supervisor: { restarts, lastExit: null } });
+    const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys, daemon });
+    expect(w.status(0).daemon).toEqual({ logDrops: { ENOSPC: 1 }, records: {}, supervisor: { restarts: 0, lastExit: null } });
+    restarts = 2;
+    expect(w.status(0).daemon?.supervisor).toEqual({ restarts: 2, lastExit: null });
+    expect(createWatchdog({ id: 'scc', membership, inc: 1, ...keys }).status(0)).not.toHaveProperty('daemon');
+  });
+
+  it('replica.keys: two replicas must name an added replica alike; naming it with another id, node, address, port or key, they teach it nothing (PROTOCOL §10.12)', () => {
+    const r5: AddedReplica = { id: 'r5', node: 'n5', address: '10.0.0.5', port: 7405, publicKey: new Uint8Array(32).fill(5) };
+    const unlike: AddedReplica[] = [
+      { ...r5, id: 'r6' }, { ...r5, node: 'n6' }, { ...r5, address: '10.0.0.6' }, { ...r5, port: 7406 }, { ...r5, publicKey: new Uint8Array(32).fill(6) },
+    ];
+    for (const other of unlike) {
+      const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
+      w.step(frame('r1', 10, { type: 'replica.keys', replicas: [other] }));
+      const out = w.step(frame('r2', 20, { type: 'replica.keys', replicas: [r5] }));
+      expect(out.filter((e) => e.type === 'keys' || (e.type === 'log' && e.event === 'replica.learnt'))).toEqual([]);
+      w.step(frame('r5', 30, hb(1, 1)));
+      expect(w.status(30).drops).toEqual({ NOT_A_MEMBER: 1 }); // still a stranger
+    }
   });
 });
 
@@ -406,6 +448,54 @@ describe('watchdog rule 2: consistent heartbeats from two replicas (spec §1.6)'
     idle.beat('r1', 0);
     expect(stalls(idle.beat('r1', 10_000))).toEqual([]);
   });
+
+  it('arming is logged (watchdog.armed) with the replica whose heartbeat armed it and the view the two agree on (PROTOCOL §10.8)', () => {
+    const g = setup();
+    g.beat('r1', 1000, 3);
+    expect(g.beat('r2', 1010, 3)).toEqual([{ type: 'log', level: 'info', event: 'watchdog.armed', fields: { replica: 'r2', view: 3 } }]);
+  });
+
+  it('the cluster.reset log gives the rule and the reason the status records (PROTOCOL §10.8)', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 500);
+    const deadline = g.deadline();
+    const out = g.tick(deadline);
+    const reason = `no consistent heartbeats from two replicas for ${SILENCE} ms; fresh now: no replica`;
+    expect(out).toContainEqual({ type: 'log', level: 'warn', event: 'cluster.reset', fields: { rule: 'heartbeats', reason } });
+    expect(g.w.status(deadline).clusterResets).toEqual([{ atMs: deadline, rule: 'heartbeats', reason }]);
+  });
+
+  it('the reset\'s reason counts a replica heard exactly freshMs before as fresh (PROTOCOL §10.8: age ≤ 2 × sccHeartbeatMs)', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 500); // last round at 450
+    const deadline = g.deadline();
+    g.tick(deadline - FRESH);
+    g.beat('r1', deadline - FRESH, 1); // alone in its view: the deadline stays
+    expect(g.deadline()).toBe(deadline);
+    g.tick(deadline);
+    expect(g.w.status(deadline).clusterResets[0]?.reason).toBe(`no consistent heartbeats from two replicas for ${SILENCE} ms; fresh now: r1 (view 1)`);
+  });
+
+  it('a third replica heard long after the other two does not extend their consistency: the deadline counts from the last moment two were fresh together (PROTOCOL §10.8)', () => {
+    const g = setup();
+    g.beat('r3', 0);
+    g.beat('r2', 100); // armed: r2 and r3 fresh together until 0 + FRESH
+    g.tick(1000);
+    g.beat('r1', 1000); // the same view, fresh with neither
+    expect(g.deadline()).toBe(FRESH + SILENCE);
+  });
+
+  it('two views each held by a consistent pair: the deadline follows the pair fresh the longest, whichever view was heard first (PROTOCOL §10.8)', () => {
+    for (const [again, view] of [[['r1', 'r2'], 0], [['r3', 'r4'], 1]] as const) {
+      const g = setup();
+      g.beat('r1', 0, 0);
+      g.beat('r2', 0, 0);
+      g.beat('r3', 10, 1);
+      g.beat('r4', 10, 1);
+      for (const r of again) g.beat(r, 100, view);
+      expect(g.deadline()).toBe(100 + FRESH + SILENCE);
+    }
+  });
 });
 
 describe('watchdog rule 1: node resets the group commands (spec §1.6, PROTOCOL §8.4)', () => {
@@ -607,6 +697,25 @@ describe('watchdog rule 3: self-diagnosis initiations (spec §1.6, flaw 11c)', (
     expect(g.w.status(deadline + 1).diagnosisReports.map((d) => d.counted)).toEqual([true, true]);
     expect(g.w.status(deadline + 1).diagnosisInWindow).toBe(1);
   });
+
+  it('each accepted report is logged diag.report with its sender, view, reason, target and whether it counted: info if it did, debug if the rate limit kept it out (PROTOCOL §10.8)', () => {
+    const g = setup();
+    const fields = { from: 'r1', view: 0, reason: 'silent', target: 'r3' };
+    expect(g.report('r1', 0)).toEqual([{ type: 'log', level: 'info', event: 'diag.report', fields: { ...fields, counted: true } }]);
+    expect(g.report('r1', 100)).toEqual([{ type: 'log', level: 'debug', event: 'diag.report', fields: { ...fields, counted: false } }]);
+  });
+
+  it('a rule-3 reset names its replicas sorted, whichever initiated first, in the status and the cluster.reset log (PROTOCOL §10.8)', () => {
+    const g = setup();
+    const out: CoreEffect[] = [];
+    for (let k = 0; k <= THRESHOLD / 2; k++) {
+      out.push(...g.report('r2', 1000 + 500 * k)); // r2 first
+      out.push(...g.report('r1', 1250 + 500 * k));
+    }
+    const reason = `${THRESHOLD + 1} self-diagnosis initiations from r1, r2 within ${DEFAULT_TIMING.diagnosisWindowMs} ms (threshold ${THRESHOLD})`;
+    expect(out).toContainEqual({ type: 'log', level: 'warn', event: 'cluster.reset', fields: { rule: 'diagnosis', reason } });
+    expect(g.w.status(20_000).clusterResets.map((c) => c.reason)).toEqual([reason]);
+  });
 });
 
 describe('watchdog: the operator\'s shutdown (PROTOCOL §10.11)', () => {
@@ -652,6 +761,31 @@ describe('watchdog: the operator\'s shutdown (PROTOCOL §10.11)', () => {
     expect(acks(g.send('r1', 4100, notice(40)))).toEqual([]);
     expect(g.w.status(4100).shutdown).toBeNull();
     expect(acks(g.send('r2', 4100, notice(40)))).toEqual(['r1:40', 'r2:40']);
+  });
+
+  it('taken, it disarms rule 2: no silence deadline, and a heartbeat that makes no fresh pair does not arm it again', () => {
+    const g = setup();
+    g.beat('r1', 0);
+    g.beat('r2', 0);
+    expect(g.w.status(0)).toMatchObject({ armed: true, silenceDeadlineMs: FRESH + SILENCE });
+    g.send('r1', 50, notice(40));
+    g.send('r2', 50, notice(40));
+    expect(g.w.status(50)).toMatchObject({ armed: false, silenceDeadlineMs: null });
+    const late = g.beat('r3', 400); // r1 and r2 were fresh together only until FRESH
+    expect(late.filter((e) => e.type === 'log' && e.event === 'watchdog.armed')).toEqual([]);
+    expect(g.w.status(400)).toMatchObject({ armed: false, silenceDeadlineMs: null });
+  });
+
+  it('PROTOCOL §10.11: taken, nothing arms rule 2 again: two consistent heartbeats of the group winding down leave it disarmed, with no silence deadline', () => {
+    const g = setup();
+    g.beat('r1', 0);
+    g.beat('r2', 0);
+    g.send('r1', 50, notice(40));
+    g.send('r2', 50, notice(40));
+    const again = [...g.beat('r1', 100), ...g.beat('r2', 100)]; // both fresh and alike again
+    expect(again.filter((e) => e.type === 'log' && e.event === 'watchdog.armed')).toEqual([]);
+    expect(g.w.status(100)).toMatchObject({ armed: false, silenceDeadlineMs: null });
+    expect(g.w.nextWakeMs()).toBe(50 + SCC_SHUTDOWN_LINGER_MS);
   });
 });
 
@@ -819,5 +953,69 @@ describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOC
     expect(again).toContainEqual({ type: 'log', level: 'warn', event: 'restore.loaded', fields: { journals: 1, members: [], tasks: ['t1'], added: 0, refused: 0 } });
     replyT1(g, 'r2', 5102, true, 't1');
     expect(g.w.status(5102).restoresPending).toEqual([]);
+  });
+
+  it('after a cluster reset the old group\'s journal is not kept (UNEXPECTED)', () => {
+    const g = setup();
+    g.run(['r1', 'r2'], 0, 500);
+    g.tick(g.deadline());
+    expect(g.clusterResets()).toHaveLength(1);
+    g.send('r1', 3000, { type: 'tasks.journal', inc: 10, journal: encodeJournal({ replica: 'r1', rsn: 12, tasks: [], members: [] }) });
+    expect(g.w.status(3000)).toMatchObject({ journalsKept: [], drops: { UNEXPECTED: 1 } });
+  });
+
+  const nonceOf = (n: number) => n.toString(16).padStart(32, '0');
+  const addNode = (n: number, agent: string, node: string): NodeAdd =>
+    ({ type: 'node.add', nonce: nonceOf(n), agent, node, address: `10.0.0.${n}`, port: 7403, publicKey: new Uint8Array(32).fill(9), spares: [] });
+  const removeNode = (n: number, node: string): NodeRemove => ({ type: 'node.remove', nonce: nonceOf(n), node, kill: false });
+  /** `replica`'s journal of `tasks` (as journalOf) and of the operator's membership `changes`. */
+  const journalWith = (replica: string, tasks: [string, number][], changes: (NodeAdd | NodeRemove)[]): Uint8Array => encodeJournal({
+    replica, rsn: 9, tasks: tasks.map(([task, n]) => {
+      const s = signCG({ csn: 0, gssnAck: 0, inc: 0, client: 'op', payload: {
+        type: 'task.submit', nonce: nonceOf(n), name: task, size: 1, file: '/bin/sleep', args: ['9'], cwd: '/', env: [], mode: 'plain', taskKey: new Uint8Array(32),
+      } }, opSigner);
+      return { task, nonce: nonceOf(n), submit: s.bytes, submitSig: s.sig };
+    }),
+    members: changes.map((payload) => {
+      const s = signCG({ csn: 0, gssnAck: 0, inc: 0, client: 'op', payload }, opSigner);
+      return { nonce: payload.nonce, op: s.bytes, opSig: s.sig };
+    }),
+  });
+  /** The op.requests sent, as `to:task` or `to:node.restore <nonce number>`. */
+  const requested = (effects: CoreEffect[]) => effects.flatMap((e) => {
+    if (e.type !== 'send' || e.item.type !== 'op.request') return [];
+    const p = e.item.signed.cg.payload;
+    return [`${e.to}:${p.type === 'task.restore' ? p.task : p.type === 'node.restore' ? `node.restore ${Number.parseInt(p.nonce, 16)}` : p.type}`];
+  }).sort();
+
+  it('membership restores go first: one confirmed while another is pending sends nothing early, the last one sends the tasks at once, a confirmed task hastens no other (PROTOCOL §10.9, §10.12)', () => {
+    const g = setup();
+    g.run(['r1', 'r2', 'r3'], 0, 500);
+    g.tick(g.deadline());
+    const t0 = 5000;
+    g.w.step({ type: 'restore.load', nowMs: t0, journals: [{ source: 'r1.tasks', data: journalWith('r1', [['t1', 1], ['t3', 3]], [addNode(5, 'a5', 'n5'), addNode(6, 'a6', 'n6')]) }] });
+    expect(g.w.status(t0).restoresPending.map((p) => p.task)).toEqual(['node.add n5', 'node.add n6', 't1', 't3']);
+    g.beat('r1', t0 + 10, 0, 11);
+    expect(requested(g.beat('r2', t0 + 20, 0, 11))).toEqual(['r1:node.restore 5', 'r1:node.restore 6', 'r2:node.restore 5', 'r2:node.restore 6']);
+    const reply = (from: string, n: number, text: string, nowMs: number) => g.send(from, nowMs, { type: 'op.reply', nonce: nonceOf(n), rsn: 4, ok: true, text });
+    expect(requested([...reply('r1', 5, 'n5 added', t0 + 30), ...reply('r2', 5, 'n5 added', t0 + 31)])).toEqual([]); // n6 waits for the resend
+    expect(requested([...reply('r1', 6, 'n6 added', t0 + 40), ...reply('r2', 6, 'n6 added', t0 + 41)])).toEqual(['r1:t1', 'r1:t3', 'r2:t1', 'r2:t3']);
+    expect(requested([...reply('r1', 1, 't1', t0 + 50), ...reply('r2', 1, 't1', t0 + 51)])).toEqual([]); // t3 waits for the resend
+    g.beat('r1', t0 + 200, 0, 11);
+    g.beat('r2', t0 + 200, 0, 11);
+    expect(requested(g.tick(t0 + 41 + RESTORE_RESEND_MS))).toEqual(['r1:t3', 'r2:t3']);
+  });
+
+  it('a second reset while membership restores are unconfirmed merges them with the restarted group\'s journals: the removals sorted, a node either removed not added (PROTOCOL §10.9, §10.12)', () => {
+    const g = setup();
+    g.run(['r1', 'r2', 'r3'], 0, 500);
+    g.tick(g.deadline());
+    g.w.step({ type: 'restore.load', nowMs: 5000, journals: [{ source: 'r1.tasks', data: journalWith('r1', [], [addNode(5, 'a5', 'n5'), removeNode(7, 'n7')]) }] });
+    // Nobody confirms them; the restarted group journals n5 and n6 removed, then goes silent.
+    for (const r of ['r1', 'r2']) g.send(r, 5000, { type: 'tasks.journal', inc: 11, journal: journalWith(r, [], [removeNode(8, 'n5'), removeNode(9, 'n6')]) });
+    g.run(['r1', 'r2', 'r3'], 5000, 5500, 0, 11);
+    const order = g.tick(g.deadline()).find((e) => e.type === 'reset.cluster');
+    if (order?.type !== 'reset.cluster') throw new Error('expected a cluster reset order');
+    expect(order.membership).toEqual({ added: [], removed: ['n5', 'n6', 'n7'] });
   });
 });
