@@ -84,9 +84,13 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number; spares?: Pr
     agentCores.push(core);
     return core;
   }
+  /** Frames in flight to `id` die with the process they were sent to. */
+  const dropInFlight = (id: ProcessId): void => {
+    for (let i = queue.length - 1; i >= 0; i--) if (queue[i]?.to === id) queue.splice(i, 1);
+  };
   /** A process dies and comes back as a fresh core with a higher incarnation. */
   function restartAgent(id: ProcessId, inc: number): AgentCore {
-    for (let i = queue.length - 1; i >= 0; i--) if (queue[i]?.to === id) queue.splice(i, 1);
+    dropInFlight(id);
     const core = newAgent(id, inc);
     const k = agentCores.findIndex((a) => a.id === id);
     if (k >= 0) agentCores[k] = core;
@@ -96,7 +100,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number; spares?: Pr
   /** A replica started by an agent on the group's command (PROTOCOL §10.6), as a fresh core of
    *  incarnation `inc`: frames still in flight to an earlier incarnation are lost with it. */
   function startReplica(id: ProcessId, inc: number, joining: NonNullable<Parameters<typeof createReplica>[0]['joining']>): ReplicaCore {
-    for (let i = queue.length - 1; i >= 0; i--) if (queue[i]?.to === id) queue.splice(i, 1);
+    dropInFlight(id);
     down.delete(id);
     const core = mk(createReplica({ id, membership, hash, inc, signer: hmacSigner(id), verifier, joining })) as ReplicaCore;
     const k = replicas.findIndex((r) => r.id === id);
