@@ -179,9 +179,11 @@ export function createAgent(opts: AgentOptions): AgentCore {
     return best;
   }
 
+  /** A delivered entry has every copy it is owed, or has stopped waiting for them (the callers
+   *  finish delivered entries only): the group-ack mark moves over it once every GSSN before it
+   *  is finished too. */
   function finish(e: Entry, nowMs: number, out: CoreEffect[]): void {
     forget(e);
-    if (!e.delivered) return;
     finished.add(e.gssn);
     let advanced = false;
     while (awaitingCompletion.length > 0 && finished.has(awaitingCompletion[0] as number)) {
@@ -191,7 +193,6 @@ export function createAgent(opts: AgentOptions): AgentCore {
       advanced = true;
     }
     if (advanced) for (const r of replicas) linkOweGroupAck(links, r, nowMs);
-    void nowMs;
   }
 
   function onCsnAck(from: ProcessId, ack: number, nowMs: number, out: CoreEffect[]): void {

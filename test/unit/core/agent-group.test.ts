@@ -154,6 +154,21 @@ describe('an agent acts on two matching copies of a command, in GSSN order (PROT
     expect(gacksTo(d.a.step({ type: 'tick', nowMs: 40 })).sort((x, y) => x.to.localeCompare(y.to))).toEqual([{ to: 'r1', ack: 1 }, { to: 'r2', ack: 1 }, { to: 'r3', ack: 1 }]);
   });
 
+  it('flaw 1 fix: a GSSN completed before the one it follows moves no mark and owes no replica a group ack; completing that one moves the mark over both', () => {
+    const d = driven();
+    d.open(0);
+    for (const g of [1, 2]) for (const r of ['r1', 'r2']) d.copy(r, 10, g, proc(g)); // r3 lags
+    expect(d.a.status(10)).toMatchObject({ gssnDelivered: 2, gssnAcked: 0, pendingCopies: 2 });
+    d.a.step({ type: 'tick', nowMs: 20 }); // the copies' lane acks go out
+    d.copy('r3', 30, 2, proc(2));
+    expect(d.a.status(30)).toMatchObject({ gssnAcked: 0, pendingCopies: 1 });
+    // Only r3, whose copy arrived, is owed an ack; the mark it carries has not moved.
+    expect(gacksTo(d.a.step({ type: 'tick', nowMs: 40 }))).toEqual([{ to: 'r3', ack: 0 }]);
+    d.copy('r3', 50, 1, proc(1));
+    expect(d.a.status(50)).toMatchObject({ gssnAcked: 2, pendingCopies: 0 });
+    expect(gacksTo(d.a.step({ type: 'tick', nowMs: 60 })).sort((x, y) => x.to.localeCompare(y.to))).toEqual([{ to: 'r1', ack: 2 }, { to: 'r2', ack: 2 }, { to: 'r3', ack: 2 }]);
+  });
+
   it('G2 4a: a late copy of a finished GSSN is discarded, opening no entry', () => {
     const d = driven();
     d.open(0);
@@ -320,6 +335,27 @@ describe('an agent\'s requests and heartbeats (PROTOCOL §5.6, spec §1.3, §3.6
     expect(d.a.status(30)).toMatchObject({ csnAcked: 1, pendingRequests: 0 });
   });
 
+  it('an acknowledgement by two replicas settles the requests up to its CSN, not the ones after it', () => {
+    const d = driven();
+    d.open(0); // CSN 1
+    d.a.step({ type: 'request', nowMs: 5, request: { type: 'node.join', slots: 4, resync: false } }); // CSN 2
+    d.gack('r1', 10, 1);
+    d.gack('r2', 10, 1);
+    expect(d.a.status(10)).toMatchObject({ csnSent: 2, csnAcked: 1, pendingRequests: 1 });
+  });
+
+  it('the acknowledged mark never goes back: after a member with the highest acks leaves, a lower quorum mark leaves it where it was', () => {
+    const d = driven();
+    d.open(0); // CSN 1
+    d.gack('r1', 10, 1);
+    d.gack('r2', 10, 1);
+    expect(d.a.status(10)).toMatchObject({ csnAcked: 1, pendingRequests: 0 });
+    d.a.step({ type: 'group', nowMs: 20, view: 1, primary: 'r1', replicas: ['r1', 'r3', 'r4'], ports: [], added: [] });
+    d.a.step({ type: 'request', nowMs: 20, request: { type: 'node.join', slots: 4, resync: false } }); // CSN 2
+    d.gack('r1', 30, 2); // r1 alone: the second-highest ack of r1, r3, r4 is 0
+    expect(d.a.status(30)).toMatchObject({ csnSent: 2, csnAcked: 1, pendingRequests: 1 });
+  });
+
   it('unacknowledged after four retransmission periods, a request goes to both backups; then to every member, less and less often', () => {
     const d = driven();
     d.open(0);
@@ -347,6 +383,42 @@ describe('an agent\'s requests and heartbeats (PROTOCOL §5.6, spec §1.3, §3.6
     d.copy('r1', 120, 1, proc(1));
     d.copy('r2', 120, 1, proc(1));
     expect(hbs(d.a.step({ type: 'tick', nowMs: 150 })).map((h) => h.info)).toEqual([{ type: 'agent', gssnDelivered: 1, csnSent: 1 }]);
+  });
+
+  // PROTOCOL §5.6: a request the primary has received falls back after four times the smoothed
+  // time two replicas take to acknowledge a request (1/8 gain, as TCP's SRTT), within
+  // [4 × retransmitMs, MAX_FALLBACK_MS]; 160 ms here until a sample exists.
+  /** A frame from replica `from` acknowledging CSN `ack` and our lane-1 sends up to `laneAck`. */
+  const acks = (d: ReturnType<typeof driven>, from: string, nowMs: number, ack: number, laneAck: number) =>
+    d.frame(from, nowMs, { type: 'gack', srcInc: 1, destInc: 1, ack, seq: laneAck });
+  const fallsBackAt = (d: ReturnType<typeof driven>, from: number, to: number): number | null => {
+    for (let t = from; t <= to; t++) if (logs(d.a.step({ type: 'tick', nowMs: t }), 'agent.fallback').length > 0) return t;
+    return null;
+  };
+
+  it('PROTOCOL §5.6: a request the primary received falls back after four smoothed acknowledgement times: samples of 100 and 180 ms give 110 ms, so 440 ms', () => {
+    const d = driven();
+    d.open(0); // CSN 1, lane seq 1, sent at 0
+    acks(d, 'r1', 100, 1, 1);
+    acks(d, 'r2', 100, 1, 0); // sample 100 ms
+    d.a.step({ type: 'request', nowMs: 1000, request: { type: 'node.join', slots: 4, resync: false } }); // CSN 2
+    acks(d, 'r1', 1180, 2, 2);
+    acks(d, 'r2', 1180, 2, 0); // sample 180 ms: 100 + (180 − 100) / 8 = 110 ms
+    d.a.step({ type: 'request', nowMs: 2000, request: { type: 'node.join', slots: 4, resync: false } }); // CSN 3
+    acks(d, 'r1', 2005, 2, 3); // the primary has it, two replicas have not acknowledged it
+    expect(fallsBackAt(d, 2006, 3000)).toBe(2440);
+  });
+
+  it('PROTOCOL §5.6, Karn\'s rule: a request that fell back gives no sample; the next one the primary received still falls back after 160 ms', () => {
+    const d = driven();
+    d.open(0); // CSN 1
+    expect(fallsBackAt(d, 1, 200)).toBe(160);
+    acks(d, 'r1', 600, 1, 1);
+    acks(d, 'r2', 600, 1, 0); // acknowledged 600 ms after it was first sent, but sent twice
+    expect(d.a.status(600)).toMatchObject({ csnAcked: 1, pendingRequests: 0 });
+    d.a.step({ type: 'request', nowMs: 700, request: { type: 'node.join', slots: 4, resync: false } }); // CSN 2
+    acks(d, 'r1', 705, 1, 2);
+    expect(fallsBackAt(d, 706, 3000)).toBe(860);
   });
 
   it('probes are answered for members only; a dropped frame and a restore load are counted by reason', () => {
