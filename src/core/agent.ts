@@ -223,7 +223,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
       const best = bestContent(e);
       if (best === null) break;
       e.delivered = true;
-      opened.set(e.opener, (opened.get(e.opener) ?? 1) - 1);
+      release(e.opener);
       gssnDelivered = e.gssn;
       awaitingCompletion.push(e.gssn);
       const command = best.gc.payload;
@@ -262,7 +262,6 @@ export function createAgent(opts: AgentOptions): AgentCore {
     for (const r of removed) {
       linkRemovePeer(links, r);
       csnAckBy.delete(r);
-      opened.delete(r);
     }
     const primaryChanged = c.primary !== primary;
     primary = c.primary;
@@ -290,9 +289,16 @@ export function createAgent(opts: AgentOptions): AgentCore {
     }
   }
 
-  /** spec §3.5 G2: one admitted copy from replica `from`. */
-  /** Undelivered GMB entries each replica opened (its first copy created them). */
+  /** Undelivered GMB entries each replica opened (its first copy created them). A removed
+   *  member's count stays while its entries do: a retired spare id can join again (PROTOCOL
+   *  §10.6), and its old entries still take room. */
   const opened = new Map<ProcessId, number>();
+  /** An entry `opener` opened was delivered or forgotten undelivered: its place is free again. */
+  function release(opener: ProcessId): void {
+    const n = (opened.get(opener) ?? 0) - 1;
+    if (n > 0) opened.set(opener, n);
+    else opened.delete(opener);
+  }
 
   /** Lane-1 flow control (PROTOCOL §5.2): may `from` open another undelivered entry? */
   function groupRoom(from: ProcessId, body: GroupBody): boolean {
@@ -304,9 +310,10 @@ export function createAgent(opts: AgentOptions): AgentCore {
 
   function forget(e: Entry): void {
     gmb.delete(e.gssn);
-    if (!e.delivered) opened.set(e.opener, (opened.get(e.opener) ?? 1) - 1);
+    if (!e.delivered) release(e.opener);
   }
 
+  /** spec §3.5 G2: one admitted copy from replica `from`. */
   function onCopy(from: ProcessId, gc: GroupMsgGC, nowMs: number, out: CoreEffect[]): void {
     // Copies for a predecessor incarnation chain from its chain, not ours: they are not ours to
     // vote on, and their CSN acks are not about our requests (PROTOCOL §5.7).
