@@ -53,9 +53,9 @@
 // always reported terminatedAbnormally with a null exit code — also when it was terminated on
 // command, since nothing proves it ended cleanly (a plain process ends normally only with exit
 // code 0 and no signal, which we cannot observe); the reason says which case it was.
-import { MAX_AGENT_PROCS } from './constants.ts';
+import { MAX_AGENT_PROCS, MAX_TEXT_CHARS } from './constants.ts';
 import { assert, unreachable } from './result.ts';
-import { MAX_TEXT_CHARS } from './constants.ts';
+import { clipText } from './wire/schema.ts';
 import type { LogLevel } from './node.ts';
 import type { AgentToProc } from './wire/app-wire.ts';
 import type { AdoptEntry, AgentRequest, GroupCommand, ProcMapping, ProcReport, ProcSignal, ProcSpawn } from './wire/messages.ts';
@@ -181,7 +181,7 @@ export type AgentProcs = {
 
 const keyOf = (task: string, vpid: number): string => `${task}/${vpid}`;
 
-const clip = (s: string): string => (s.length <= MAX_TEXT_CHARS ? s : `${s.slice(0, MAX_TEXT_CHARS - 1)}…`);
+const clip = (s: string): string => clipText(s, MAX_TEXT_CHARS);
 
 /** The mapping message in environment form (spec §7 item 2, see the header). It wins over a
  *  task's own variable of the same name: the process must be able to trust it. */

@@ -15,6 +15,7 @@
 // typed them and a context: the process's id, kind, cluster and core, its link faults
 // (src/io/link-faults.ts), named filters over its core's effects, and its log.
 import { MAX_TEXT_CHARS } from '../core/constants.ts';
+import { clipText } from '../core/wire/schema.ts';
 import type { Core, CoreEffect, CoreInput, LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { Frame, Item } from '../core/wire/messages.ts';
@@ -92,7 +93,7 @@ export type Injection = {
   close: () => void;
 };
 
-const clip = (text: string) => (text.length <= MAX_TEXT_CHARS ? text : `${text.slice(0, MAX_TEXT_CHARS - 1)}…`);
+const clip = (text: string) => clipText(text, MAX_TEXT_CHARS);
 
 export function installInjection(opts: InjectionOptions): Injection {
   const operators = new Set(opts.cluster.config.membership.operators);

@@ -31,6 +31,7 @@ import { randomInt } from 'node:crypto';
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
 import { relative } from 'node:path';
 import { LOGS_BYTES_PER_FRAME, LOGS_CHUNK_BYTES, MAX_LOGS_READS_PER_FRAME, MAX_TEXT_CHARS } from '../core/constants.ts';
+import { clipText } from '../core/wire/schema.ts';
 import { admitChallenge, createFreshness, issueChallenge, type FreshVerdict } from '../core/freshness.ts';
 import type { LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
@@ -68,7 +69,7 @@ export type LogsServer = {
 };
 
 const empty = new Uint8Array(0);
-const clip = (text: string) => (text.length <= MAX_TEXT_CHARS ? text : `${text.slice(0, MAX_TEXT_CHARS - 1)}…`);
+const clip = (text: string) => clipText(text, MAX_TEXT_CHARS);
 
 /** Reads what `read` asks for, at most `budgetBytes` (the frame's budget left), from `logDir`.
  *  Never throws: whatever goes wrong with the file is the answer's `error`. */

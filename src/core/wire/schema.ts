@@ -44,6 +44,16 @@ export function text(maxChars: number): Schema<string> {
   };
 }
 
+/** `s` cut to fit a text(maxChars) field, ending in an ellipsis: never between the two halves
+ *  of a surrogate pair, whose lone half the encoder refuses (a reason that embeds an operator's
+ *  path with an emoji at the cut would otherwise never be sent). */
+export function clipText(s: string, maxChars: number): string {
+  if (s.length <= maxChars) return s;
+  const end = maxChars - 1;
+  const cut = /[\uD800-\uDBFF]/.test(s.charAt(end - 1)) ? end - 1 : end;
+  return `${s.slice(0, cut)}…`;
+}
+
 /** A string drawn from a pattern, e.g. process ids. */
 export function token(maxChars: number, pattern: RegExp): Schema<string> {
   const base = text(maxChars);
