@@ -139,6 +139,9 @@ export function tasksOn(cs: ClusterState, node: string): string[] {
 /** The tasks not yet finished, in id order (a cluster shutdown kills them, PROTOCOL §10.11). */
 export const liveTasks = (cs: ClusterState): string[] =>
   [...cs.tasks.entries()].filter(([, r]) => isLive(r)).map(([id]) => id).sort((a, b) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0));
+/** A failure an agent reported without saying why (an empty reason: a terse or faulty agent). */
+const NO_REASON = 'no reason given';
+
 const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
 
 // ---- the work queue --------------------------------------------------------------------------
@@ -394,7 +397,7 @@ function reportToTask(run: Run, rec: TaskRecord, vpid: number, state: FsmProcSta
       push({ type: 'proc.running', vpid });
       break;
     case 'spawnFailed':
-      note(run, rec.id, vpid, `${at} spawn failed on ${p.node ?? '?'}: ${p.reason ?? 'no reason given'}`);
+      note(run, rec.id, vpid, `${at} spawn failed on ${p.node ?? '?'}: ${p.reason ?? NO_REASON}`);
       push(p.reason === null ? { type: 'proc.spawnFailed', vpid } : { type: 'proc.spawnFailed', vpid, detail: p.reason });
       break;
     case 'terminatedNormally':
@@ -407,7 +410,7 @@ function reportToTask(run: Run, rec: TaskRecord, vpid: number, state: FsmProcSta
     case 'terminatedAbnormally':
       // A lost node is journalled once for all its processes (nodeFailed).
       if (p.reason !== 'node lost') {
-        const how = p.signal ?? (p.exitCode !== null ? `exit ${p.exitCode}` : (p.reason ?? 'no reason given'));
+        const how = p.signal ?? (p.exitCode !== null ? `exit ${p.exitCode}` : (p.reason ?? NO_REASON));
         note(run, rec.id, vpid, `${at} terminated abnormally: ${how}`);
       }
       push({ type: 'proc.terminated', vpid, normally: false });
@@ -812,14 +815,15 @@ function applyReport(run: Run, agent: ProcessId, r: ProcReport): void {
     note(run, rec === undefined ? null : r.task, data === undefined ? null : r.vpid, `dropped ${r.kind} from ${agent} for ${at}: ${why}`);
     return;
   }
+  const reason = r.reason === '' ? NO_REASON : r.reason;
   const event: FsmProcEvent = (() => {
     switch (r.kind) {
       case 'spawnSucceeded':
         if (rec.mode === 'linked' && r.endpoint !== '') rec.endpoints.set(r.vpid, r.endpoint);
         return { type: 'agent.spawnSucceeded', pid: r.pid };
-      case 'spawnFailed': return { type: 'agent.spawnFailed', reason: r.reason };
+      case 'spawnFailed': return { type: 'agent.spawnFailed', reason };
       case 'terminatedNormally': return { type: 'agent.terminatedNormally', exitCode: r.exitCode ?? 0 };
-      case 'terminatedAbnormally': return { type: 'agent.terminatedAbnormally', exitCode: r.exitCode, signal: r.signal, reason: r.reason };
+      case 'terminatedAbnormally': return { type: 'agent.terminatedAbnormally', exitCode: r.exitCode, signal: r.signal, reason };
       default: {
         const never: never = r.kind;
         return never;
