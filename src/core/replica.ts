@@ -812,6 +812,10 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       case 'established':
       case 'reset':
         logSessionEvent(d, out);
+        // The primary can only now receive what we forwarded it: its progress is timed from here.
+        if (d.type === 'established' && d.peer === state.primary) {
+          for (const timer of progressTimers.values()) if (timer.atMs !== Infinity) timer.atMs = Math.max(timer.atMs, nowMs + t.primaryProgressMs);
+        }
         return;
       default: {
         const never: never = d;
@@ -1247,6 +1251,13 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     if (confirm.proposals.size > 0 && phase === 'serving' && sync === null) executeInOrder(nowMs, out);
     for (const timer of progressTimers.values()) {
       if (timer.atMs > nowMs) continue;
+      // A primary we have no session with has not received the forward, so its progress cannot
+      // be judged (PROTOCOL §5.6): daemons start one by one, and a backup up first must not
+      // accuse a primary still booting. Past the start grace, one never met is judged all the same.
+      if (!(linkView(links, state.primary)?.established ?? false) && nowMs - startedAtMs < t.primaryStartGraceMs) {
+        timer.atMs = nowMs + t.primaryProgressMs;
+        continue;
+      }
       // Kept (without a deadline) until delivered: forwarded again if the primary changes.
       timer.atMs = Infinity;
       // spec §3.6 G8: the primary never ordered a request this backup forwarded.

@@ -42,11 +42,17 @@ const BYZANTINE_RULES: Readonly<Record<string, readonly AccuseReason[]>> = {
   'gc.alter': ['agent.reports'],
 };
 
+/** At a crash's onset, whether another replica had not yet heard the target's heartbeat
+ *  (`unheard`), or had no session with it yet (`unmet`, which implies unheard). */
+export type EarlyCrash = { unheard: boolean; unmet: boolean };
+const NOT_EARLY: EarlyCrash = { unheard: false, unmet: false };
+
 /** The detection the plan's replica fault calls for, or null when there is none to judge.
  *  `primary`: the initial primary (within the bounds no view changes before the faulty replica
  *  is condemned). `onsetMs`: when the fault took hold, null if it never did (a corruption that
- *  found nothing to change, a crash of a replica already gone). */
-export function expectedDetection(plan: FaultPlan, timing: Timing, primary: ProcessId, replicas: readonly ProcessId[], onsetMs: number | null): Detection | null {
+ *  found nothing to change, a crash of a replica already gone). `early`: what the others knew of
+ *  the target at its onset. */
+export function expectedDetection(plan: FaultPlan, timing: Timing, primary: ProcessId, replicas: readonly ProcessId[], onsetMs: number | null, early: EarlyCrash = NOT_EARLY): Detection | null {
   const f = plan.process;
   if (f.type === 'none' || !replicas.includes(f.target) || onsetMs === null) return null;
   const cutOff = plan.partitions.some((p) => p.isolated.includes(f.target));
@@ -56,14 +62,26 @@ export function expectedDetection(plan: FaultPlan, timing: Timing, primary: Proc
   const fromMs = cutOff ? Math.max(onsetMs, plan.faultEndMs) : onsetMs;
   const slack = detectionSlackMs(timing);
   switch (f.type) {
-    case 'crash':
-      // Spec §1.3: the missed heartbeat is found within two checks, then DiagnosisTimeout.
-      return { target: f.target, fault: 'crash', reasons: silent, boundMs: 2 * timing.replicaCheckMs + timing.diagnosisTimeoutMs + slack, fromMs };
+    case 'crash': {
+      // Spec §1.3: the missed heartbeat is found within two checks, then DiagnosisTimeout. A
+      // replica a peer never heard is still starting to that peer, which never suspects it of
+      // silence (PROTOCOL §6): the agents' reports find it, by the copies it never sends (three
+      // ReplicaTimeouts, §5.2). A primary a backup never met is judged by its progress once the
+      // backups' start grace is over (§5.6), within the silence bound.
+      const bySilence = 2 * timing.replicaCheckMs + timing.diagnosisTimeoutMs + slack;
+      return {
+        target: f.target, fault: 'crash',
+        reasons: early.unheard ? [...silent, 'agent.reports'] : silent,
+        boundMs: early.unheard ? Math.max(bySilence, 3 * timing.replicaTimeoutMs + slack) : bySilence,
+        fromMs: early.unmet && f.target === primary ? Math.max(fromMs, timing.primaryStartGraceMs) : fromMs,
+      };
+    }
     case 'corrupt':
       // PROTOCOL §10.4: every heartbeat carries the current digest; a corrupted counter shows as
       // a gap as soon as the corrupted replica orders or confirms with it.
+      // The agents' reports may name it first: its copies differ from the other two (§5.2).
       return {
-        target: f.target, fault: `corrupt (${f.kind})`, reasons: cutOff ? ['digest', 'rsn.gap', ...silent] : ['digest', 'rsn.gap'],
+        target: f.target, fault: `corrupt (${f.kind})`, reasons: cutOff ? ['digest', 'rsn.gap', 'agent.reports', ...silent] : ['digest', 'rsn.gap', 'agent.reports'],
         boundMs: 2 * timing.replicaHeartbeatMs + slack, fromMs,
       };
     case 'byzantine': {

@@ -3,8 +3,8 @@
 // end-of-run checks. Pure function of (seed, options): the same seed replays exactly.
 import type { ProcessId } from '../core/ports.ts';
 import type { ByzantineBehaviour } from '../faults/byzantine.ts';
-import { expectedDetection, judgeDetection } from './detection.ts';
-import { planFor, type FaultPlan } from './fault-plan.ts';
+import { expectedDetection, judgeDetection, type EarlyCrash } from './detection.ts';
+import { DIAGNOSIS_BUDGET_MS, planFor, type FaultPlan } from './fault-plan.ts';
 import type { InvariantChecker, Violation } from './invariants.ts';
 import type { NetworkStats } from './network.ts';
 import type { SimCrypto } from './sim-signer.ts';
@@ -82,9 +82,9 @@ function sameStateAsPeer(world: World, id: ProcessId): boolean {
 
 /** The g.detection invariant, at the end of a run within the timing bounds (a run that already
  *  failed is left to its first violation). */
-function judgeDetectionOf(world: World, plan: FaultPlan, onsetMs: number | null, healed: boolean): void {
+function judgeDetectionOf(world: World, plan: FaultPlan, onsetMs: number | null, healed: boolean, early: EarlyCrash): void {
   if (world.checker.violations.length > 0 || beyondTimingBounds(plan)) return;
-  const d = expectedDetection(plan, world.membership.timing, INITIAL_PRIMARY, INITIAL_REPLICAS, onsetMs);
+  const d = expectedDetection(plan, world.membership.timing, INITIAL_PRIMARY, INITIAL_REPLICAS, onsetMs, early);
   if (d === null) return;
   world.checker.reach('inv g.detection');
   const v = judgeDetection(d, world.checker.condemnations.get(d.target), world.now, healed);
@@ -129,9 +129,18 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
   // When the replica fault took hold, for the detection bounds (src/sim/detection.ts): null
   // when it never did (a crash of a replica already gone, a corruption with nothing to change).
   let onsetMs: number | null = f.type === 'byzantine' ? f.fromMs : null;
+  // What the other replicas knew of the one that crashed (PROTOCOL §5.6's start grace, §6).
+  const early: EarlyCrash = { unheard: false, unmet: false };
   if (f.type === 'crash') {
     s.at(f.atMs, () => {
       onsetMs = world.replica(f.target) !== null ? world.now : null;
+      for (const b of INITIAL_REPLICAS) {
+        const seen = b === f.target ? undefined : world.replica(b)?.status?.(world.now).replicas.find((r) => r.id === f.target);
+        if (seen === undefined) continue;
+        if (seen.health === 'unknown') early.unheard = true;
+        if (!seen.connected) early.unmet = true;
+      }
+      if (early.unheard) world.checker.reach('path crash before heard');
       world.crash(f.target);
     });
     if (f.restartAtMs !== null) s.at(Math.min(f.restartAtMs, plan.faultEndMs), () => world.restart(f.target));
@@ -161,8 +170,12 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
   });
   // In every other seed of a replica crash, the run lasts past the watchdog's silence bound after
   // the crash (issue 15 item 3), instead of ending once the replacement serves.
+  const timing = world.membership.timing;
   const watchUntilMs = f.type === 'crash' && INITIAL_REPLICAS.includes(f.target) && seed % 2 === 0
-    ? f.atMs + world.membership.timing.watchdogSilenceMs + WATCHDOG_MARGIN_MS : 0;
+    ? f.atMs + timing.watchdogSilenceMs + WATCHDOG_MARGIN_MS : 0;
+  // A primary crashed before the backups met it is judged after their start grace: the run
+  // lasts until then and a diagnosis budget more.
+  const graceUntilMs = () => (early.unmet && f.type === 'crash' && f.target === INITIAL_PRIMARY ? timing.primaryStartGraceMs + DIAGNOSIS_BUDGET_MS : 0);
   if (watchUntilMs > 0) world.checker.reach('path watchdog past silence bound');
 
   world.runUntil(plan.faultEndMs);
@@ -172,14 +185,14 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
   const d = plan.diagnosis;
   const diagnosed = (): boolean => d === null || condemned(world, d.target);
   let t = plan.faultEndMs;
-  while (t < Math.max(plan.hardEndMs, watchUntilMs) && !failed()) {
+  while (t < Math.max(plan.hardEndMs, watchUntilMs, graceUntilMs()) && !failed()) {
     if (!plan.livenessExpected && t >= plan.faultEndMs + 4 * LIVENESS_POLL_MS) break;
     if (plan.livenessExpected && diagnosed() && world.checker.missing(1).length === 0 && t >= watchUntilMs) break;
     t += LIVENESS_POLL_MS;
     world.runUntil(t);
   }
   // The detection bound first: a replica never condemned is first of all a rule that did not fire.
-  judgeDetectionOf(world, plan, onsetMs, healed);
+  judgeDetectionOf(world, plan, onsetMs, healed, early);
   if (d !== null) world.checker.reach('inv g.recovered');
   if (d !== null && d.required && !failed() && !condemned(world, d.target)) {
     world.checker.fail('g.recovered', `${d.target} (${plan.process.type}) is still a member of the group at ${world.now} ms`);

@@ -42,6 +42,8 @@ export type ReplicaCore = Core & {
   forgetDigest?(): void;
   /** The replicated state (absent in stand-in cores of the simulator's own tests). */
   state?(): { replicas: ProcessId[]; group: { view: number; recovery: { node: string | null } | null } };
+  /** Its peers' links as it sees them (absent in stand-in cores). */
+  status?(nowMs: number): { replicas: readonly { id: ProcessId; connected: boolean; health: string }[] };
 };
 /** Simulated start-up time of a replacement replica an agent was told to start (PROTOCOL
  *  §10.6): a daemon takes about a second on a loaded machine; the simulator keeps runs short. */

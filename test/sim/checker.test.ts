@@ -153,6 +153,15 @@ describe('g.detection: the rule meant for the fault, within its bound (issue 15 
     expect(judge(['silent'], 1_021)).toBe('r3 (crash at 100 ms) was condemned for silent 921 ms later; its bound is 920 ms');
     // A crashed primary may also be found by the backups' progress timers; a backup may not.
     expect(expectedDetection({ ...plan, process: { type: 'crash', target: 'r1', atMs: 100, restartAtMs: null } }, DEFAULT_TIMING, 'r1', ['r1', 'r2', 'r3'], 100)?.reasons).toEqual(['silent', 'primary.progress']);
+    // PROTOCOL §5.6: a primary that crashed before a backup met it is judged after the start
+    // grace, within the same bound; an unmet backup is not timed from the grace.
+    const crashR1 = { ...plan, process: { type: 'crash' as const, target: 'r1', atMs: 30, restartAtMs: null } };
+    const early = { unheard: true, unmet: true };
+    expect(expectedDetection(crashR1, DEFAULT_TIMING, 'r1', ['r1', 'r2', 'r3'], 30, early)).toMatchObject({ fromMs: DEFAULT_TIMING.primaryStartGraceMs });
+    expect(expectedDetection(crashR1, DEFAULT_TIMING, 'r1', ['r1', 'r2', 'r3'], 30)).toMatchObject({ fromMs: 30, boundMs: 920 });
+    // §6: a backup a peer never heard is found by the agents' reports, within three ReplicaTimeouts.
+    expect(expectedDetection(plan, DEFAULT_TIMING, 'r1', ['r1', 'r2', 'r3'], 100, early)).toMatchObject({ fromMs: 100, reasons: ['silent', 'agent.reports'], boundMs: 1720 });
+    expect(expectedDetection(plan, DEFAULT_TIMING, 'r1', ['r1', 'r2', 'r3'], 100, { unheard: true, unmet: false })?.fromMs).toBe(100);
   });
 
   it('replicas that never compare a peer\'s digest tolerate its corrupted state, and that is reported', () => {
@@ -164,7 +173,7 @@ describe('g.detection: the rule meant for the fault, within its bound (issue 15 
       }),
     });
     const r = run({ wrapCore }, corruptR3);
-    expect(detection(r)).toEqual([expect.objectContaining({ seed: SEED, message: expect.stringMatching(/^r3 \(corrupt \(slots\) at 100 ms\) was not condemned by 470 ms \(its bound: digest or rsn\.gap within 370 ms\)/) })]);
+    expect(detection(r)).toEqual([expect.objectContaining({ seed: SEED, message: expect.stringMatching(/^r3 \(corrupt \(slots\) at 100 ms\) was not condemned by 470 ms \(its bound: digest or rsn\.gap or agent\.reports within 370 ms\)/) })]);
   });
 });
 

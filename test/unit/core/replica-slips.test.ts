@@ -228,6 +228,31 @@ describe('a backup waits for the other backup\'s confirmation only while it may 
 });
 
 describe('a backup watches a bounded number of forwarded requests (PROTOCOL §5.6)', () => {
+  it('§5.6: a primary that starts after the backups is not accused of ignoring the requests they forwarded before their sessions with it existed', () => {
+    const c = makeCluster(1);
+    // r1 boots last: the agent's node.join falls back to the backups, which forward it to a
+    // primary they have no session with yet.
+    c.down.add('r1');
+    c.run(700);
+    c.down.delete('r1');
+    c.run(1500);
+    expect(c.effects('suspect').filter((o) => o.effect.reason === 'primary.progress')).toEqual([]);
+    expect(c.effects('log').filter((o) => o.effect.event === 'replica.accuse')).toEqual([]);
+    expect(c.replicas[0]?.state().csnReceived.get('a1')).toBe(1); // the node.join, ordered once r1 is up
+  });
+
+  it('§5.6: a primary that never starts is accused of primary.progress by both backups once their start grace is over, and not before', () => {
+    const c = makeCluster(1);
+    const { primaryStartGraceMs, primaryProgressMs } = c.membership.timing;
+    const progress = () => c.effects('suspect').filter((o) => o.effect.reason === 'primary.progress' && o.effect.target === 'r1');
+    c.down.add('r1');
+    c.run(primaryStartGraceMs - 50);
+    expect(progress()).toEqual([]);
+    c.run(primaryProgressMs + 100);
+    expect([...new Set(progress().map((o) => o.proc))].sort()).toEqual(['r2', 'r3']);
+    expect(Math.min(...progress().map((o) => o.at))).toBeGreaterThanOrEqual(primaryStartGraceMs);
+  });
+
   it(`§5.6: at most MAX_HOLDBACK_PER_AGENT × agents (${2 * MAX_HOLDBACK_PER_AGENT} for two agents) PrimaryProgressTimeouts: a request forwarded beyond them raises no primary.progress of its own`, () => {
     const c = makeCluster(2);
     c.run(200);
