@@ -10,6 +10,7 @@ import { trine } from './helpers.ts';
 type Doc = {
   healthy: boolean;
   group: { view: number | null; primary: string | null; members: string[]; basis: string };
+  /** With `how`, `reason` and `by` (OPERATIONS §7), printed when a check fails. */
   retired: { id: string }[];
   replicas: { id: string; phase: string | null; answered: boolean }[];
 };
@@ -39,7 +40,7 @@ it('N-Queens n=12 survives a corrupted backup and then an equivocating primary: 
   try {
     const id = await c.start('examples/nqueens/nqueens.ts', 4, {}, ['--n', '12', '--pace-ms', '600']);
     const before = await status(c.dir);
-    expect(before.group.members).toHaveLength(3);
+    expect(before.group.members, `retired: ${JSON.stringify(before.retired)}`).toHaveLength(3);
     const view0 = before.group.view ?? 0;
 
     // A backup's state corrupted: the digest comparison condemns it.

@@ -31,6 +31,15 @@ async function nodeState(c: HostsCluster, node: string): Promise<string | undefi
   return (JSON.parse(r.stdout) as { nodes: { node: string; state: string }[] }).nodes.find((n) => n.node === node)?.state;
 }
 
+/** Every node up with no slot held: the placement of a task of one process per node is then
+ *  one on each (an earlier task's killed process holds its slot until its exit is reported). */
+async function allIdle(c: HostsCluster): Promise<true | undefined> {
+  const r = await c.op(['nodes', '--json', '--timeout', '2000']);
+  if (r.code !== 0) return undefined;
+  const nodes = (JSON.parse(r.stdout) as { nodes: { state: string; used: number }[] }).nodes;
+  return nodes.length === 4 && nodes.every((n) => n.state === 'up' && n.used === 0) ? true : undefined;
+}
+
 async function status(c: HostsCluster): Promise<StatusJson | null> {
   const r = await c.op(['status', '--json', '--timeout', '2000']);
   try {
@@ -142,6 +151,7 @@ describe.skipIf(!supported.ok)('a cluster of four hosts, a watchdog host and an 
 
   it('a linked G-MPI task spans the hosts; when a node\'s link goes down the node is declared failed, the survivors are notified and recover, the node is reset through the command driver, and it rejoins when the link is back', async () => {
     const app = join(REPO, 'test/fixtures/apps/gmpi-recover-app.ts');
+    await until('every node up and idle', 30_000, () => allIdle(c));
     const submit = await c.op(['submit', '--linked', '-n', '4', '--cwd', REPO, '--', process.execPath, '--import', 'tsx', app]);
     expect(submit.code, submit.stderr).toBe(0);
     const id = submit.stdout.trim();
