@@ -116,6 +116,27 @@ export function createAgent(opts: AgentOptions): AgentCore {
     if (!received || ackTimeMs === null) return unreceivedFallbackMs;
     return Math.min(MAX_FALLBACK_MS, Math.max(unreceivedFallbackMs, 4 * ackTimeMs));
   };
+  type Pending = typeof pending extends Map<number, infer P> ? P : never;
+  const dueOf = (p: Pending): number => (p.fellBack ? p.retryAtMs : p.sentAtMs + fallbackAfterMs(p));
+  /** The earliest deadline of the pending requests and of the ReplicaTimeouts, kept so that a
+   *  step (one per frame) does not walk every pending request and GMB entry: with the primary
+   *  unreachable, up to MAX_QUEUED_WHILE_DISCONNECTED requests wait, and walking them all at
+   *  every step made a backlog quadratic (65,536 requests: 75 s of stepping). Each is exact
+   *  after a walk, lowered by a new deadline, and may be early after a removal (the next walk
+   *  corrects it). A request's deadline also reads what fallbackAfterMs reads: a change of the
+   *  primary, of its lane's ack mark or of the smoothed ack time recomputes it. */
+  let requestsDueAtMs = Infinity;
+  let requestsDueKey = '';
+  let replicaTimeoutsDueAtMs = Infinity;
+  function requestsDue(): number {
+    const key = `${primary} ${laneMarks(links, primary, 1).acked} ${ackTimeMs}`;
+    if (key !== requestsDueKey) {
+      requestsDueKey = key;
+      requestsDueAtMs = Infinity;
+      for (const p of pending.values()) requestsDueAtMs = Math.min(requestsDueAtMs, dueOf(p));
+    }
+    return requestsDueAtMs;
+  }
   /** Error reports gathered since the last one sent, per kind (PROTOCOL §5.3). */
   const reports = new Map<ErrorReportKind, { gssn: number; count: number; suspects: Set<ProcessId> }>();
   let reportAtMs = 0;
@@ -135,7 +156,9 @@ export function createAgent(opts: AgentOptions): AgentCore {
     csnSent++;
     const signed = signCG({ csn: csnSent, gssnAck: gssnAcked, payload: request, client: id, inc: opts.inc }, opts.signer);
     const r = linkSend(links, primary, 1, { type: 'cg', signed }, nowMs, out);
-    pending.set(csnSent, { signed, sentAtMs: nowMs, fellBack: false, primarySeq: r === 'sent' ? laneMarks(links, primary, 1).sent : null, retryAtMs: Infinity });
+    const p: Pending = { signed, sentAtMs: nowMs, fellBack: false, primarySeq: r === 'sent' ? laneMarks(links, primary, 1).sent : null, retryAtMs: Infinity };
+    pending.set(csnSent, p);
+    requestsDueAtMs = Math.min(requestsDueAtMs, dueOf(p));
   }
 
   /** Note an error report; reports go out aggregated, at most one per kind per ReplicaTimeout,
@@ -327,6 +350,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
       opened.set(from, (opened.get(from) ?? 0) + 1);
       e = { gssn: gc.gssn, opener: from, copies: new Map(), contents: new Map(), delivered: false, complete: false, firings: 0, timerAtMs: nowMs + t.replicaTimeoutMs };
       gmb.set(gc.gssn, e);
+      replicaTimeoutsDueAtMs = Math.min(replicaTimeoutsDueAtMs, e.timerAtMs as number);
     }
     if (e.copies.has(from)) return; // G2 3a: a duplicate from the same replica
     e.copies.set(from, key);
@@ -375,39 +399,9 @@ export function createAgent(opts: AgentOptions): AgentCore {
   }
 
   function timers(nowMs: number, out: CoreEffect[]): void {
-    for (const [csn, p] of pending) {
-      if (p.fellBack && p.retryAtMs <= nowMs) {
-        // Still not acknowledged by f+1 long after the fallback: the replicas that received it
-        // may have lost it in a change of the group (PROTOCOL §10.5). Send it to every member
-        // again, less and less often.
-        p.retryAtMs = nowMs + Math.min(MAX_FALLBACK_MS, 2 * (p.retryAtMs - p.sentAtMs));
-        out.push({ type: 'log', level: 'warn', event: 'agent.resend', fields: { csn, primary } });
-        for (const r of replicas) linkSend(links, r, 1, { type: 'cg', signed: p.signed }, nowMs, out);
-        continue;
-      }
-      if (p.fellBack || p.sentAtMs + fallbackAfterMs(p) > nowMs) continue;
-      // spec §3.4 P6 / §3.6 G6: the primary has had the time of three retransmissions and f+1
-      // replicas still have not acknowledged: send the request to both backups as well.
-      p.fellBack = true;
-      p.retryAtMs = nowMs + MAX_FALLBACK_MS / 4;
-      out.push({ type: 'log', level: 'warn', event: 'agent.fallback', fields: { csn, primary } });
-      for (const b of backups()) linkSend(links, b, 1, { type: 'cg', signed: p.signed }, nowMs, out);
-    }
+    if (requestsDue() <= nowMs) requestTimers(nowMs, out);
     linkTimers(links, nowMs, out, primary);
-    for (const e of [...gmb.values()]) {
-      if (e.timerAtMs === null || e.timerAtMs > nowMs) continue;
-      // spec §3.5 G5 ReplicaTimeout(gssn).
-      e.firings++;
-      report('replica-timeout', e);
-      if (e.firings >= REPLICA_TIMEOUT_FIRINGS) {
-        e.timerAtMs = null;
-        // A delivered GSSN is settled without the missing copy; an undelivered one stays
-        // admitted (its copies may yet be matched) until the chain passes it.
-        if (e.delivered) finish(e, nowMs, out);
-      } else {
-        e.timerAtMs = nowMs + t.replicaTimeoutMs;
-      }
-    }
+    if (replicaTimeoutsDueAtMs <= nowMs) replicaTimeouts(nowMs, out);
     sendReports(nowMs, out);
     if (heartbeatAtMs <= nowMs) {
       // spec §1.3: every 75 ms to one backup, alternating.
@@ -420,6 +414,51 @@ export function createAgent(opts: AgentOptions): AgentCore {
       }
       heartbeatAtMs = nowMs + t.agentHeartbeatMs;
     }
+  }
+
+  /** The pending requests' fallbacks and resends that are due (spec §3.6 G6, PROTOCOL §5.6). */
+  function requestTimers(nowMs: number, out: CoreEffect[]): void {
+    let next = Infinity;
+    for (const [csn, p] of pending) {
+      if (p.fellBack && p.retryAtMs <= nowMs) {
+        // Still not acknowledged by f+1 long after the fallback: the replicas that received it
+        // may have lost it in a change of the group (PROTOCOL §10.5). Send it to every member
+        // again, less and less often.
+        p.retryAtMs = nowMs + Math.min(MAX_FALLBACK_MS, 2 * (p.retryAtMs - p.sentAtMs));
+        out.push({ type: 'log', level: 'warn', event: 'agent.resend', fields: { csn, primary } });
+        for (const r of replicas) linkSend(links, r, 1, { type: 'cg', signed: p.signed }, nowMs, out);
+      } else if (!p.fellBack && p.sentAtMs + fallbackAfterMs(p) <= nowMs) {
+        // spec §3.4 P6 / §3.6 G6: the primary has had the time of three retransmissions and f+1
+        // replicas still have not acknowledged: send the request to both backups as well.
+        p.fellBack = true;
+        p.retryAtMs = nowMs + MAX_FALLBACK_MS / 4;
+        out.push({ type: 'log', level: 'warn', event: 'agent.fallback', fields: { csn, primary } });
+        for (const b of backups()) linkSend(links, b, 1, { type: 'cg', signed: p.signed }, nowMs, out);
+      }
+      next = Math.min(next, dueOf(p));
+    }
+    requestsDueAtMs = next;
+  }
+
+  /** spec §3.5 G5 ReplicaTimeout(gssn), for the GMB entries whose timer is due. */
+  function replicaTimeouts(nowMs: number, out: CoreEffect[]): void {
+    let next = Infinity;
+    for (const e of [...gmb.values()]) {
+      if (e.timerAtMs !== null && e.timerAtMs <= nowMs) {
+        e.firings++;
+        report('replica-timeout', e);
+        if (e.firings >= REPLICA_TIMEOUT_FIRINGS) {
+          e.timerAtMs = null;
+          // A delivered GSSN is settled without the missing copy; an undelivered one stays
+          // admitted (its copies may yet be matched) until the chain passes it.
+          if (e.delivered) finish(e, nowMs, out);
+        } else {
+          e.timerAtMs = nowMs + t.replicaTimeoutMs;
+        }
+      }
+      if (e.timerAtMs !== null) next = Math.min(next, e.timerAtMs);
+    }
+    replicaTimeoutsDueAtMs = next;
   }
 
   function status(_nowMs: number): AgentStatus {
@@ -495,8 +534,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
     let next = heartbeatAtMs;
     const l = linkNextWakeMs(links);
     if (l !== null) next = Math.min(next, l);
-    for (const e of gmb.values()) if (e.timerAtMs !== null) next = Math.min(next, e.timerAtMs);
-    for (const p of pending.values()) next = Math.min(next, p.fellBack ? p.retryAtMs : p.sentAtMs + fallbackAfterMs(p));
+    next = Math.min(next, replicaTimeoutsDueAtMs, requestsDue());
     if (reports.size > 0) next = Math.min(next, reportAtMs);
     return next;
   }

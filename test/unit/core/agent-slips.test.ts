@@ -6,7 +6,7 @@
 // (docs/PROTOCOL.md §5.2, §5.3, §5.6, §10.7, §10.12; spec §1.3, §3.5 G2/G5, §3.6 G6).
 import { describe, expect, it } from 'vitest';
 import { createAgent } from '../../../src/core/agent.ts';
-import { DEFAULT_TIMING, MAX_GMB_ENTRIES } from '../../../src/core/constants.ts';
+import { DEFAULT_TIMING, MAX_GMB_ENTRIES, MAX_QUEUED_WHILE_DISCONNECTED } from '../../../src/core/constants.ts';
 import type { CoreEffect, Membership } from '../../../src/core/node.ts';
 import type { AddedReplica, GroupCommand, GroupMsgGC, Item } from '../../../src/core/wire/messages.ts';
 import { hmacSigner } from './harness.ts';
@@ -138,6 +138,35 @@ describe('PROTOCOL §5.6: when a request falls back to the backups', () => {
     expect(firstAt(d, 'agent.resend', 1161, 1700)).toBe(1660);
     expect(firstAt(d, 'agent.resend', 1661, 4000)).toBe(2980); // 1660 + 2 × 660
   });
+
+  it('a sample that lowers the smoothed ack time brings forward the fallback of a request already waiting: 3804, not the 3821 computed before it', () => {
+    const d = driven();
+    d.open(0);
+    d.acks('r1', 150, 1, 1);
+    d.acks('r2', 150, 1, 0); // a sample of 150 ms
+    d.request(1000); // CSN 2, lane seq 2
+    d.acks('r1', 1001, 1, 2);
+    d.acks('r1', 1590, 2, 2);
+    d.acks('r2', 1590, 2, 0); // a sample of 590 ms: 205 ms smoothed, 820 ms for a received request
+    d.request(3000); // CSN 3, lane seq 3
+    d.request(3001); // CSN 4, lane seq 4
+    d.acks('r1', 3002, 2, 4); // the primary has both
+    expect(logs(d.tick(3160), 'agent.fallback')).toEqual([]); // both deadlines known: 3820, 3821
+    d.acks('r1', 3170, 3, 4);
+    d.acks('r2', 3170, 3, 0); // CSN 3 acknowledged by f+1: a sample of 170 ms, 200.6 ms smoothed
+    expect(firstAt(d, 'agent.fallback', 3171, 4000)).toBe(3804); // 3001 + 4 × 200.6
+  });
+});
+
+describe('PROTOCOL §5.6: the backlog to an unreachable primary is bounded', () => {
+  it(`a request beyond MAX_QUEUED_WHILE_DISCONNECTED (${MAX_QUEUED_WHILE_DISCONNECTED}) queued for the primary is refused with request.refused and spends no CSN`, () => {
+    const d = driven();
+    d.tick(0); // node.join: CSN 1, queued (no session yet)
+    for (let k = 1; k < MAX_QUEUED_WHILE_DISCONNECTED; k++) expect(logs(d.request(1), 'request.refused')).toEqual([]);
+    expect(d.a.status(1)).toMatchObject({ csnSent: MAX_QUEUED_WHILE_DISCONNECTED, pendingRequests: MAX_QUEUED_WHILE_DISCONNECTED });
+    expect(logs(d.request(2), 'request.refused')).toEqual([{ request: 'node.join', why: 'backlog to the primary is full' }]);
+    expect(d.a.status(2)).toMatchObject({ csnSent: MAX_QUEUED_WHILE_DISCONNECTED, pendingRequests: MAX_QUEUED_WHILE_DISCONNECTED });
+  }, 60_000);
 });
 
 describe('PROTOCOL §5.5: what a request carries', () => {
