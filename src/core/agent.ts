@@ -86,6 +86,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
   const links: Links = createLinks(id, opts.inc, t, replicas);
 
   let started = false;
+  let startedAtMs = 0;
   let terminated: string | null = null;
   let csnSent = 0;
   let csnAcked = 0;
@@ -163,6 +164,19 @@ export function createAgent(opts: AgentOptions): AgentCore {
 
   /** Note an error report; reports go out aggregated, at most one per kind per ReplicaTimeout,
    *  so a slow replica under load cannot turn every GSSN into another request. */
+  /** Whether a missing copy of `r` counts against it: only with a session to it, or once the
+   *  start grace is over (PROTOCOL §5.3). Daemons start one by one, and a backup up a second and
+   *  a half after the others was condemned on the agents' reports of copies it could not send. */
+  const judged = (r: ProcessId, nowMs: number): boolean => (linkView(links, r)?.established ?? false) || nowMs - startedAtMs >= t.startGraceMs;
+
+  /** An entry whose missing copies are all owed by replicas not judged yet waits for the end of
+   *  the start grace instead of timing out: a replica booting late sends them then, and one that
+   *  never comes is named after it. */
+  const waitsOnlyForUnmet = (e: Entry, nowMs: number): boolean => {
+    const missing = expectedFor(e.gssn).filter((x) => !e.copies.has(x));
+    return missing.length > 0 && missing.every((x) => !judged(x, nowMs));
+  };
+
   function report(kind: ErrorReportKind, e: Entry): void {
     const best = bestContent(e);
     const r = reports.get(kind);
@@ -444,7 +458,9 @@ export function createAgent(opts: AgentOptions): AgentCore {
   function replicaTimeouts(nowMs: number, out: CoreEffect[]): void {
     let next = Infinity;
     for (const e of [...gmb.values()]) {
-      if (e.timerAtMs !== null && e.timerAtMs <= nowMs) {
+      if (e.timerAtMs !== null && e.timerAtMs <= nowMs && waitsOnlyForUnmet(e, nowMs)) {
+        e.timerAtMs = startedAtMs + t.startGraceMs; // the copies may come once they are up
+      } else if (e.timerAtMs !== null && e.timerAtMs <= nowMs) {
         e.firings++;
         report('replica-timeout', e);
         if (e.firings >= REPLICA_TIMEOUT_FIRINGS) {
@@ -478,6 +494,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
     const nowMs = input.nowMs;
     if (!started) {
       started = true;
+      startedAtMs = nowMs;
       startLinks(links, nowMs, out);
       heartbeatAtMs = nowMs;
       sendRequest({ type: 'node.join', slots: opts.slots, resync: opts.resync ?? false }, nowMs, out);

@@ -243,13 +243,13 @@ export const DEFAULT_TIMING = {
    *  (40 + 80 ms) and a latency spike (< 100 ms). 150 ms condemned correct primaries in the
    *  simulator and would on a loaded machine. */
   primaryProgressMs: 500,
-  /** How long after its own start a backup waits for a session with the primary before its
-   *  PrimaryProgressTimeouts count without one (PROTOCOL §5.6). Before, a primary still booting
-   *  cannot have received a forward and is not judged; after, one never met has crashed or
-   *  never started, and the progress rule exposes it. Not in the paper. The daemons of one
-   *  cluster start within about a second of each other on this machine under load (13 at once
-   *  after a cluster reset: about 3 s), so 5 s. */
-  primaryStartGraceMs: 5000,
+  /** How long after its own start a daemon does not judge a peer it has no session with: a
+   *  backup does not count its PrimaryProgressTimeouts against it (PROTOCOL §5.6), an agent
+   *  does not time out the copies only it owes (§5.3). A peer not met may still be booting; one that has
+   *  not come in this time has crashed or never started, and is judged. Not in the paper. The
+   *  daemons of one cluster start within about a second of each other on this machine under
+   *  load (13 at once after a cluster reset: about 3 s), so 5 s. */
+  startGraceMs: 5000,
   /** The group's task clock (PROTOCOL §8.3): the primary orders a tick this often while a task
    *  timer runs. Start-TO and Terminate-TO count these ticks. */
   taskTickMs: 50,

@@ -1254,7 +1254,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       // A primary we have no session with has not received the forward, so its progress cannot
       // be judged (PROTOCOL §5.6): daemons start one by one, and a backup up first must not
       // accuse a primary still booting. Past the start grace, one never met is judged all the same.
-      if (!(linkView(links, state.primary)?.established ?? false) && nowMs - startedAtMs < t.primaryStartGraceMs) {
+      if (!(linkView(links, state.primary)?.established ?? false) && nowMs - startedAtMs < t.startGraceMs) {
         timer.atMs = nowMs + t.primaryProgressMs;
         continue;
       }

@@ -73,7 +73,7 @@ export function expectedDetection(plan: FaultPlan, timing: Timing, primary: Proc
         target: f.target, fault: 'crash',
         reasons: early.unheard ? [...silent, 'agent.reports'] : silent,
         boundMs: early.unheard ? Math.max(bySilence, 3 * timing.replicaTimeoutMs + slack) : bySilence,
-        fromMs: early.unmet && f.target === primary ? Math.max(fromMs, timing.primaryStartGraceMs) : fromMs,
+        fromMs: early.unmet && f.target === primary ? Math.max(fromMs, timing.startGraceMs) : fromMs,
       };
     }
     case 'corrupt':

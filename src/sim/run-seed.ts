@@ -173,9 +173,10 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
   const timing = world.membership.timing;
   const watchUntilMs = f.type === 'crash' && INITIAL_REPLICAS.includes(f.target) && seed % 2 === 0
     ? f.atMs + timing.watchdogSilenceMs + WATCHDOG_MARGIN_MS : 0;
-  // A primary crashed before the backups met it is judged after their start grace: the run
-  // lasts until then and a diagnosis budget more.
-  const graceUntilMs = () => (early.unmet && f.type === 'crash' && f.target === INITIAL_PRIMARY ? timing.primaryStartGraceMs + DIAGNOSIS_BUDGET_MS : 0);
+  // A replica that crashed before the others met it may be judged only after their start grace
+  // (PROTOCOL §5.3, §5.6: a primary the backups never met, a backup the agents never met): the
+  // run may last until then and a diagnosis budget more.
+  const graceUntilMs = () => (early.unheard ? timing.startGraceMs + DIAGNOSIS_BUDGET_MS : 0);
   if (watchUntilMs > 0) world.checker.reach('path watchdog past silence bound');
 
   world.runUntil(plan.faultEndMs);

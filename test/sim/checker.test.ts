@@ -157,7 +157,7 @@ describe('g.detection: the rule meant for the fault, within its bound (issue 15 
     // grace, within the same bound; an unmet backup is not timed from the grace.
     const crashR1 = { ...plan, process: { type: 'crash' as const, target: 'r1', atMs: 30, restartAtMs: null } };
     const early = { unheard: true, unmet: true };
-    expect(expectedDetection(crashR1, DEFAULT_TIMING, 'r1', ['r1', 'r2', 'r3'], 30, early)).toMatchObject({ fromMs: DEFAULT_TIMING.primaryStartGraceMs });
+    expect(expectedDetection(crashR1, DEFAULT_TIMING, 'r1', ['r1', 'r2', 'r3'], 30, early)).toMatchObject({ fromMs: DEFAULT_TIMING.startGraceMs });
     expect(expectedDetection(crashR1, DEFAULT_TIMING, 'r1', ['r1', 'r2', 'r3'], 30)).toMatchObject({ fromMs: 30, boundMs: 920 });
     // §6: a backup a peer never heard is found by the agents' reports, within three ReplicaTimeouts.
     expect(expectedDetection(plan, DEFAULT_TIMING, 'r1', ['r1', 'r2', 'r3'], 100, early)).toMatchObject({ fromMs: 100, reasons: ['silent', 'agent.reports'], boundMs: 1720 });

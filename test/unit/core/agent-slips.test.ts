@@ -183,6 +183,35 @@ describe('PROTOCOL §5.5: what a request carries', () => {
 });
 
 describe('PROTOCOL §5.3: error reports', () => {
+  it(`an entry missing only the copy of a replica the agent has no session with waits for the end of the start grace (${DEFAULT_TIMING.startGraceMs} ms), then names it: it may have been booting`, () => {
+    const grace = DEFAULT_TIMING.startGraceMs;
+    const d = driven();
+    d.open(0, ['r1', 'r2']); // r3 not up yet
+    d.copy('r1', 10, 1, proc(1));
+    expect(delivered(d.copy('r2', 10, 1, proc(1)))).toEqual([1]);
+    expect(firstAt(d, 'agent.error-report', 11, grace - 1)).toBeNull();
+    expect(logs(d.tick(grace + 5), 'agent.error-report')).toEqual([{ gssn: 1, count: 1, kind: 'replica-timeout', suspects: ['r3'] }]);
+  });
+
+  it('a replica that comes up within the start grace and sends its copy is never reported', () => {
+    const d = driven();
+    d.open(0, ['r1', 'r2']);
+    d.copy('r1', 10, 1, proc(1));
+    d.copy('r2', 10, 1, proc(1));
+    d.open(2500, ['r3']);
+    d.copy('r3', 2500, 1, proc(1));
+    expect(firstAt(d, 'agent.error-report', 2501, DEFAULT_TIMING.startGraceMs + 2000)).toBeNull();
+    expect(d.a.status(2501)).toMatchObject({ gssnAcked: 1, pendingCopies: 0, errorReports: 0 });
+  });
+
+  it('within the start grace, a replica the agent has a session with is named as before', () => {
+    const d = driven();
+    d.open(0); // r3 up, its copy missing
+    d.copy('r1', 10, 1, proc(1));
+    d.copy('r2', 10, 1, proc(1));
+    expect(logs(d.tick(510), 'agent.error-report')).toEqual([{ gssn: 1, count: 1, kind: 'replica-timeout', suspects: ['r3'] }]);
+  });
+
   it('a replica that joined at GSSN g is not named for g: after r3 leaves for r4, GSSN 1 (copies of r1 and r3) names only r2', () => {
     const d = driven();
     d.open(0);
@@ -418,6 +447,7 @@ describe('PROTOCOL §5.3, §10.7: more of what a group change settles', () => {
     d.open(0);
     for (const r of ['r1', 'r2', 'r3']) d.copy(r, 10, 1, proc(1));
     d.group(20, 1, 'r1', ['r1', 'r2', 'r4']); // r4 joins at GSSN 1
+    d.frame('r4', 20, { type: 'hello', inc: 1, echo: 1, established: true }); // and is up
     d.copy('r1', 30, 2, proc(2));
     d.copy('r2', 30, 2, proc(2));
     expect(d.a.status(30)).toMatchObject({ gssnDelivered: 2, gssnAcked: 1, pendingCopies: 1 });

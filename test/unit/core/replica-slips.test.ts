@@ -227,6 +227,37 @@ describe('a backup waits for the other backup\'s confirmation only while it may 
   });
 });
 
+describe('daemons that start one by one (PROTOCOL §5.3, §5.6)', () => {
+  const requests = (c: Cluster, n: number) => {
+    for (let k = 0; k < n; k++) {
+      c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(`late-${k}`), fanout: 'all', count: 1 } });
+      c.run(100);
+    }
+  };
+
+  it('§5.3: a backup that starts 2.5 s after the others while requests flow is not condemned on the agents\' reports of the copies it could not send', () => {
+    const c = makeCluster(2);
+    c.down.add('r3');
+    c.run(300);
+    requests(c, 20);
+    c.down.delete('r3');
+    c.run(3000);
+    expect(c.effects('log').filter((o) => o.effect.event === 'replica.accuse')).toEqual([]);
+    expect(c.replicas[0]?.state().replicas).toEqual(['r1', 'r2', 'r3']);
+  });
+
+  it('§5.3: a backup that never starts is condemned on the agents\' reports once their start grace is over, not before', () => {
+    const c = makeCluster(2);
+    const { startGraceMs } = c.membership.timing;
+    c.down.add('r3');
+    c.run(300);
+    requests(c, Math.ceil((startGraceMs + 2000) / 100));
+    const condemned = c.effects('log', 'r1').filter((o) => o.effect.event === 'replica.condemned');
+    expect(condemned.map((o) => o.effect.fields)).toEqual([expect.objectContaining({ target: 'r3', reason: 'agent.reports' })]);
+    expect(condemned[0]?.at).toBeGreaterThanOrEqual(startGraceMs);
+  });
+});
+
 describe('a backup watches a bounded number of forwarded requests (PROTOCOL §5.6)', () => {
   it('§5.6: a primary that starts after the backups is not accused of ignoring the requests they forwarded before their sessions with it existed', () => {
     const c = makeCluster(1);
@@ -243,14 +274,14 @@ describe('a backup watches a bounded number of forwarded requests (PROTOCOL §5.
 
   it('§5.6: a primary that never starts is accused of primary.progress by both backups once their start grace is over, and not before', () => {
     const c = makeCluster(1);
-    const { primaryStartGraceMs, primaryProgressMs } = c.membership.timing;
+    const { startGraceMs, primaryProgressMs } = c.membership.timing;
     const progress = () => c.effects('suspect').filter((o) => o.effect.reason === 'primary.progress' && o.effect.target === 'r1');
     c.down.add('r1');
-    c.run(primaryStartGraceMs - 50);
+    c.run(startGraceMs - 50);
     expect(progress()).toEqual([]);
     c.run(primaryProgressMs + 100);
     expect([...new Set(progress().map((o) => o.proc))].sort()).toEqual(['r2', 'r3']);
-    expect(Math.min(...progress().map((o) => o.at))).toBeGreaterThanOrEqual(primaryStartGraceMs);
+    expect(Math.min(...progress().map((o) => o.at))).toBeGreaterThanOrEqual(startGraceMs);
   });
 
   it(`§5.6: at most MAX_HOLDBACK_PER_AGENT × agents (${2 * MAX_HOLDBACK_PER_AGENT} for two agents) PrimaryProgressTimeouts: a request forwarded beyond them raises no primary.progress of its own`, () => {
