@@ -162,8 +162,6 @@ export function createAgent(opts: AgentOptions): AgentCore {
     requestsDueAtMs = Math.min(requestsDueAtMs, dueOf(p));
   }
 
-  /** Note an error report; reports go out aggregated, at most one per kind per ReplicaTimeout,
-   *  so a slow replica under load cannot turn every GSSN into another request. */
   /** Whether a missing copy of `r` counts against it: only with a session to it, or once the
    *  start grace is over (PROTOCOL §5.3). Daemons start one by one, and a backup up a second and
    *  a half after the others was condemned on the agents' reports of copies it could not send. */
@@ -177,6 +175,8 @@ export function createAgent(opts: AgentOptions): AgentCore {
     return missing.length > 0 && missing.every((x) => !judged(x, nowMs));
   };
 
+  /** Note an error report; reports go out aggregated, at most one per kind per ReplicaTimeout,
+   *  so a slow replica under load cannot turn every GSSN into another request. */
   function report(kind: ErrorReportKind, e: Entry): void {
     const best = bestContent(e);
     const r = reports.get(kind);

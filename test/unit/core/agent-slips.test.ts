@@ -193,6 +193,15 @@ describe('PROTOCOL §5.3: error reports', () => {
     expect(logs(d.tick(grace + 5), 'agent.error-report')).toEqual([{ gssn: 1, count: 1, kind: 'replica-timeout', suspects: ['r3'] }]);
   });
 
+  it('the start grace runs from the agent\'s own start: an agent that starts at 10 s waits until 15 s', () => {
+    const d = driven();
+    d.open(10_000, ['r1', 'r2']); // a node that rebooted: its agent's first step
+    d.copy('r1', 10_010, 1, proc(1));
+    d.copy('r2', 10_010, 1, proc(1));
+    expect(firstAt(d, 'agent.error-report', 10_011, 14_999)).toBeNull();
+    expect(logs(d.tick(15_005), 'agent.error-report')).toEqual([{ gssn: 1, count: 1, kind: 'replica-timeout', suspects: ['r3'] }]);
+  });
+
   it('a replica that comes up within the start grace and sends its copy is never reported', () => {
     const d = driven();
     d.open(0, ['r1', 'r2']);
