@@ -458,9 +458,10 @@ export function createAgent(opts: AgentOptions): AgentCore {
   function replicaTimeouts(nowMs: number, out: CoreEffect[]): void {
     let next = Infinity;
     for (const e of [...gmb.values()]) {
-      if (e.timerAtMs !== null && e.timerAtMs <= nowMs && waitsOnlyForUnmet(e, nowMs)) {
+      const due = e.timerAtMs !== null && e.timerAtMs <= nowMs;
+      if (due && waitsOnlyForUnmet(e, nowMs)) {
         e.timerAtMs = startedAtMs + t.startGraceMs; // the copies may come once they are up
-      } else if (e.timerAtMs !== null && e.timerAtMs <= nowMs) {
+      } else if (due) {
         e.firings++;
         report('replica-timeout', e);
         if (e.firings >= REPLICA_TIMEOUT_FIRINGS) {
