@@ -10,7 +10,7 @@ import { toHex } from './hex.ts';
 import { MAX_FALLBACK_MS, MAX_GMB_ENTRIES, PRIMARY_RETRIES_BEFORE_FALLBACK, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
 import {
   createLinks, linkAddPeer, linkRemovePeer, flushAcks, laneMarks, linkCanSend, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView,
-  logSessionEvent, startLinks,
+  logSessionEvent, peerJudged, startLinks,
   type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
@@ -49,6 +49,18 @@ type Entry = {
   complete: boolean;
   firings: number;
   timerAtMs: number | null;
+};
+
+/** A request not yet acknowledged by f+1 replicas (spec §3.6 G6, PROTOCOL §5.6). */
+type Pending = {
+  signed: SignedCG;
+  sentAtMs: number;
+  /** Sent to the backups too, after the primary did not acknowledge it in time (spec §3.4 P6). */
+  fellBack: boolean;
+  /** Its sequence number on the lane to the primary, or null if the lane did not take it. */
+  primarySeq: number | null;
+  /** When it goes to the backups again, once it fell back. */
+  retryAtMs: number;
 };
 
 export type AgentStatus = {
@@ -103,7 +115,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
   const ready = new Map<number, Entry>();
   let errorReports = 0;
   /** Requests not yet acknowledged by f+1 replicas, by CSN (spec §3.6 G6, PROTOCOL §5.6). */
-  const pending = new Map<number, { signed: SignedCG; sentAtMs: number; fellBack: boolean; primarySeq: number | null; retryAtMs: number }>();
+  const pending = new Map<number, Pending>();
   /** Smoothed time for a request to be acknowledged by f+1 replicas (ms), or null. */
   let ackTimeMs: number | null = null;
   /** spec §3.4 P6: a request the primary has not even received goes to the backups after three
@@ -112,12 +124,11 @@ export function createAgent(opts: AgentOptions): AgentCore {
    *  only doubles the load: like TCP's RTO, four times the smoothed acknowledgement time,
    *  within [4 x retransmitMs, 2 s] (PROTOCOL §5.6). */
   const unreceivedFallbackMs = (1 + PRIMARY_RETRIES_BEFORE_FALLBACK) * t.retransmitMs;
-  const fallbackAfterMs = (p: { primarySeq: number | null }): number => {
+  const fallbackAfterMs = (p: Pending): number => {
     const received = p.primarySeq !== null && p.primarySeq <= laneMarks(links, primary, 1).acked;
     if (!received || ackTimeMs === null) return unreceivedFallbackMs;
     return Math.min(MAX_FALLBACK_MS, Math.max(unreceivedFallbackMs, 4 * ackTimeMs));
   };
-  type Pending = typeof pending extends Map<number, infer P> ? P : never;
   const dueOf = (p: Pending): number => (p.fellBack ? p.retryAtMs : p.sentAtMs + fallbackAfterMs(p));
   /** The earliest deadline of the pending requests and of the ReplicaTimeouts, kept so that a
    *  step (one per frame) does not walk every pending request and GMB entry: with the primary
@@ -162,17 +173,14 @@ export function createAgent(opts: AgentOptions): AgentCore {
     requestsDueAtMs = Math.min(requestsDueAtMs, dueOf(p));
   }
 
-  /** Whether a missing copy of `r` counts against it: only with a session to it, or once the
-   *  start grace is over (PROTOCOL §5.3). Daemons start one by one, and a backup up a second and
-   *  a half after the others was condemned on the agents' reports of copies it could not send. */
-  const judged = (r: ProcessId, nowMs: number): boolean => (linkView(links, r)?.established ?? false) || nowMs - startedAtMs >= t.startGraceMs;
-
-  /** An entry whose missing copies are all owed by replicas not judged yet waits for the end of
-   *  the start grace instead of timing out: a replica booting late sends them then, and one that
-   *  never comes is named after it. */
+  /** An entry whose missing copies are all owed by replicas not judged yet (peerJudged: no
+   *  session, start grace not over) waits for the end of the grace instead of timing out: a
+   *  backup up a second and a half after the others was condemned on the agents' reports of
+   *  copies it could not send. One booting late sends them then; one that never comes is named
+   *  after the grace. */
   const waitsOnlyForUnmet = (e: Entry, nowMs: number): boolean => {
     const missing = expectedFor(e.gssn).filter((x) => !e.copies.has(x));
-    return missing.length > 0 && missing.every((x) => !judged(x, nowMs));
+    return missing.length > 0 && missing.every((x) => !peerJudged(links, x, nowMs, startedAtMs, t.startGraceMs));
   };
 
   /** Note an error report; reports go out aggregated, at most one per kind per ReplicaTimeout,

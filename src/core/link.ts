@@ -433,6 +433,14 @@ export function linkNextWakeMs(links: Links): number | null {
   return next;
 }
 
+/** Whether a peer's silence counts against it yet: once there is a session with it, or once the
+ *  start grace of the process asking is over (`nowMs - startedAtMs >= graceMs`). Daemons start
+ *  one by one, and a peer never met within the grace may still be booting: an agent does not
+ *  report its missing copies (PROTOCOL §5.3), a backup does not accuse it of progress (§5.6). */
+export function peerJudged(links: Links, peer: ProcessId, nowMs: number, startedAtMs: number, graceMs: number): boolean {
+  return (links.peers.get(peer)?.established ?? false) || nowMs - startedAtMs >= graceMs;
+}
+
 /** Per-peer link facts for status output. */
 export function linkView(links: Links, peer: ProcessId): { established: boolean; unacked: number; queued: number } | null {
   const p = links.peers.get(peer);

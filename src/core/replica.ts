@@ -18,7 +18,7 @@ import { clusterView, liveSubmits, needsTicks } from './cluster-state.ts';
 import { encodeJournal, openRestoredOp, openRestoredSubmit } from './task-journal.ts';
 import {
   createLinks, flushAcks, linkAddPeer, linkNextWakeMs, linkOweGroupAck, linkReceive, linkRemovePeer, linkSend, linkTimers, linkView,
-  logSessionEvent, startLinks, type Delivery, type Links,
+  logSessionEvent, peerJudged, startLinks, type Delivery, type Links,
 } from './link.ts';
 import type { Core, CoreEffect, CoreInput, LearntKey, Membership, SuspectReason } from './node.ts';
 import { createOrderConfirm, executed, nextStep, type Ordered } from './order-confirm.ts';
@@ -1254,7 +1254,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       // A primary we have no session with has not received the forward, so its progress cannot
       // be judged (PROTOCOL §5.6): daemons start one by one, and a backup up first must not
       // accuse a primary still booting. Past the start grace, one never met is judged all the same.
-      if (!(linkView(links, state.primary)?.established ?? false) && nowMs - startedAtMs < t.startGraceMs) {
+      if (!peerJudged(links, state.primary, nowMs, startedAtMs, t.startGraceMs)) {
         timer.atMs = nowMs + t.primaryProgressMs;
         continue;
       }

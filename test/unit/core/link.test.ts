@@ -7,7 +7,7 @@ import {
 } from '../../../src/core/constants.ts';
 import {
   createLinks, flushAcks, isEstablished, laneMarks, linkAddPeer, linkCanSend, linkNextWakeMs, linkOweGroupAck, linkReceive, linkRemovePeer,
-  linkSend, linkTimers, linkView, logSessionEvent, startLinks, type Delivery, type Links,
+  linkSend, linkTimers, linkView, logSessionEvent, peerJudged, startLinks, type Delivery, type Links,
 } from '../../../src/core/link.ts';
 import type { CoreEffect } from '../../../src/core/node.ts';
 import type { Item } from '../../../src/core/wire/messages.ts';
@@ -593,6 +593,17 @@ describe('timers, marks and views', () => {
     linkSend(c, 'b', 1, gc(1), 0, []);
     expect(linkView(c, 'b')).toEqual({ established: true, unacked: 2, queued: 0 });
     expect(linkView(c, 'zz')).toBeNull();
+  });
+
+  it('a peer is judged once a session with it is up, or once the start grace is over; never met, not before (PROTOCOL §5.3, §5.6)', () => {
+    const grace = DEFAULT_TIMING.startGraceMs;
+    const a = createLinks('a', 100, DEFAULT_TIMING, ['b']);
+    expect(peerJudged(a, 'b', 1000 + grace - 1, 1000, grace)).toBe(false); // known, no session, within the grace
+    expect(peerJudged(a, 'zz', 1000 + grace - 1, 1000, grace)).toBe(false); // unknown: no session either
+    expect(peerJudged(a, 'b', 1000 + grace, 1000, grace)).toBe(true); // the grace runs from the asker's start
+    expect(peerJudged(a, 'zz', 1000 + grace, 1000, grace)).toBe(true);
+    const { a: c } = connected();
+    expect(peerJudged(c, 'b', 0, 0, grace)).toBe(true); // a session: judged from the start
   });
 
   it('session events are logged (established as info, a restarted peer as a warning); other deliveries are not session events', () => {
