@@ -39,7 +39,9 @@ const mutatedCode = (rest: string): string => rest.slice(0, rest.lastIndexOf(' â
 
 const equivalent = JSON.parse(readFileSync(equivalentFile, 'utf8')) as Record<string, string>;
 const out: Record<string, string> = {};
+/** Each file's lines at REV and now, read once. */
 const old = new Map<string, string[] | null>();
+const current = new Map<string, string[]>();
 let moved = 0;
 const unmoved: string[] = [];
 for (const [key, why] of Object.entries(equivalent)) {
@@ -52,7 +54,8 @@ for (const [key, why] of Object.entries(equivalent)) {
   }
   if (!old.has(g.file)) old.set(g.file, linesAt(g.file, rev));
   const before = old.get(g.file);
-  const now = readFileSync(`${root}${g.file}`, 'utf8').split('\n');
+  if (!current.has(g.file)) current.set(g.file, readFileSync(`${root}${g.file}`, 'utf8').split('\n'));
+  const now = current.get(g.file) ?? [];
   const line = Number(g.line);
   const text = before?.[line - 1];
   if (text === undefined) {

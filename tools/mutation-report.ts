@@ -39,6 +39,8 @@ const rows: string[] = [];
 const survivors: string[] = [];
 /** Keys of the survivors nobody explained, printed so that equivalent.json can name them. */
 const unexplained: string[] = [];
+/** Keys of every survivor, to find the explanations none of them uses. */
+const used = new Set<string>();
 let detected = 0;
 let valid = 0;
 for (const file of Object.keys(report.files).sort()) {
@@ -52,8 +54,10 @@ for (const file of Object.keys(report.files).sort()) {
   const explained = u.filter((m) => equivalent[keyOf(file, lines, m)] !== undefined).length;
   rows.push(`| \`${file}\` | ${d + u.length} | ${d} | ${u.length} | ${explained} | ${((100 * d) / (d + u.length)).toFixed(1)}% |`);
   for (const m of u.sort((a, b) => a.location.start.line - b.location.start.line)) {
-    const why = equivalent[keyOf(file, lines, m)];
-    if (why === undefined) unexplained.push(keyOf(file, lines, m));
+    const key = keyOf(file, lines, m);
+    used.add(key);
+    const why = equivalent[key];
+    if (why === undefined) unexplained.push(key);
     const code = (lines[m.location.start.line - 1] ?? '').trim().slice(0, 100).replaceAll('|', '\\|');
     survivors.push(`| \`${file}:${m.location.start.line}\` | ${m.mutatorName} | \`${(m.replacement ?? '').slice(0, 60).replaceAll('|', '\\|').replaceAll('\n', ' ')}\` | ${m.status} | \`${code}\` | ${why ?? '**unexplained**'} |`);
   }
@@ -103,9 +107,4 @@ process.stdout.write(`wrote ${out}: ${detected}/${valid} detected\n`);
 for (const k of unexplained) process.stdout.write(`unexplained: ${JSON.stringify(k)}\n`);
 // An explanation no survivor uses is stale: its line moved (npm run mutate:rekey REV moves it
 // with its line) or a test now kills the mutant (then delete it).
-const used = new Set<string>();
-for (const [file, r] of Object.entries(report.files)) {
-  const lines = r.source.split('\n');
-  for (const m of r.mutants) if (UNDETECTED.has(m.status)) used.add(keyOf(file, lines, m));
-}
 for (const k of Object.keys(equivalent)) if (!used.has(k)) process.stdout.write(`stale explanation: ${JSON.stringify(k)}\n`);
