@@ -565,8 +565,10 @@ describe('PROTOCOL §5.2: each replica\'s quota of undelivered entries', () => {
     expect(receiptFromR1(d, 30)).toEqual([s]); // the delivered entry's place
     d.copy('r3', 40, 1, proc(1)); // GSSN 1 settled and forgotten
     expect(d.a.status(40)).toMatchObject({ gssnAcked: 1, pendingCopies: MAX_GMB_ENTRIES });
-    d.frame('r1', 50, d.gcItem('r1', s + 1, proc(s + 1), { seq: s + 1 }));
-    expect(receiptFromR1(d, 50)).toEqual([]); // refused: still 4096 undelivered entries of r1's
+    // The gack GSSN 1's settling owes r1 goes out with this frame's output: read both.
+    const out = d.frame('r1', 50, d.gcItem('r1', s + 1, proc(s + 1), { seq: s + 1 }));
+    expect([...gackSeqTo(out, 'r1'), ...receiptFromR1(d, 50)]).toEqual([s]); // s + 1 refused: still 4096 undelivered entries of r1's
+    expect(d.a.status(60).pendingCopies).toBe(MAX_GMB_ENTRIES);
   });
 
   it('entries the chain passed give their opener its quota back', () => {
@@ -607,5 +609,90 @@ describe('PROTOCOL §5.2: each replica\'s quota of undelivered entries', () => {
     const s = MAX_GMB_ENTRIES + 1;
     d.frame('r1', 20, d.gcItem('r1', s + 1, proc(s + 1), { seq: s }));
     expect(receiptFromR1(d, 20)).toEqual([]); // refused
+  });
+});
+
+// Deadlines kept per entry and per request: one falling due must not fire the later ones
+// (PROTOCOL §5.3 ReplicaTimeout, §5.6 fallbacks and resends; spec §3.5 G5, §3.6 G6).
+describe('each deadline fires at its own time, not at the earliest one\'s', () => {
+  it('two GSSNs opened 290 ms apart, each missing r3\'s copy: the first ReplicaTimeout (510) reports GSSN 1 alone; GSSN 2\'s comes at 800', () => {
+    const d = driven();
+    d.open(0);
+    d.acks('r1', 5, 1, 1);
+    d.acks('r2', 5, 1, 0);
+    d.copy('r1', 10, 1, proc(1));
+    d.copy('r2', 10, 1, proc(1));
+    d.copy('r1', 300, 2, proc(2));
+    d.copy('r2', 300, 2, proc(2));
+    expect(logs(d.tick(510), 'agent.error-report')).toEqual([{ gssn: 1, count: 1, kind: 'replica-timeout', suspects: ['r3'] }]);
+    d.copy('r3', 520, 1, proc(1)); // GSSN 1 completes after its first timeout
+    expect(logs(d.tick(1010), 'agent.error-report')).toEqual([{ gssn: 2, count: 1, kind: 'replica-timeout', suspects: ['r3'] }]);
+  });
+
+  it('two requests sent 100 ms apart: the second one\'s fallback (1260) does not resend the first before its own time (1660)', () => {
+    const d = driven();
+    d.open(0);
+    d.acks('r1', 5, 1, 1);
+    d.acks('r2', 5, 1, 0); // node.join acknowledged
+    d.request(1000); // CSN 2, never acknowledged
+    d.request(1100); // CSN 3, never acknowledged
+    const seen: { t: number; event: string; csn: unknown }[] = [];
+    for (let t = 1001; t <= 1700; t++) {
+      const out = d.tick(t);
+      for (const event of ['agent.fallback', 'agent.resend']) for (const f of logs(out, event)) seen.push({ t, event, csn: f.csn });
+    }
+    expect(seen).toEqual([
+      { t: 1160, event: 'agent.fallback', csn: 2 },
+      { t: 1260, event: 'agent.fallback', csn: 3 },
+      { t: 1660, event: 'agent.resend', csn: 2 },
+    ]);
+  });
+
+  it('a request resent to a new primary whose session is down counts as not received: it falls back after 160 ms, not four smoothed ack times', () => {
+    const d = driven();
+    d.open(0);
+    d.acks('r1', 150, 1, 1);
+    d.acks('r2', 150, 1, 0); // smoothed ack time 150 ms: 600 ms for a received request
+    d.frame('r2', 900, { type: 'hello', inc: 2, echo: 0, established: false }); // r2 restarted: no session
+    d.request(1000); // CSN 2 to r1, which never acknowledges it
+    d.group(1010, 1, 'r2', ['r1', 'r2', 'r3']); // resent to r2: queued, not sent
+    expect(firstAt(d, 'agent.fallback', 1011, 3000)).toBe(1170);
+  });
+});
+
+describe('nextWakeMs and the error-report clock (PROTOCOL §5.3: at most one report per kind per ReplicaTimeout)', () => {
+  it('a report held by the clock wakes the driver at its time (1010), between heartbeats; the heartbeats before it still wake it', () => {
+    const d = driven();
+    d.open(0);
+    d.acks('r1', 5, 1, 1);
+    d.acks('r2', 5, 1, 0);
+    d.copy('r1', 10, 1, proc(1));
+    d.copy('r2', 10, 1, proc(1));
+    d.copy('r1', 20, 2, proc(2));
+    d.copy('r2', 20, 2, proc(2)); // r3 silent: ReplicaTimeouts at 510 and 520
+    d.tick(500); // a heartbeat: the next ones at 550, 600, … 1000, 1050
+    expect(logs(d.tick(510), 'agent.error-report')).toEqual([{ gssn: 1, count: 1, kind: 'replica-timeout', suspects: ['r3'] }]);
+    d.acks('r1', 515, 2, 2);
+    d.acks('r2', 515, 2, 0); // the report (CSN 2) acknowledged: the lanes are quiet
+    d.copy('r3', 515, 1, proc(1)); // GSSN 1 complete: its timer stops
+    expect(logs(d.tick(520), 'agent.error-report')).toEqual([]); // GSSN 2's report waits for the clock: 510 + 500
+    d.copy('r3', 525, 2, proc(2)); // GSSN 2 complete too: no timer left
+    expect(d.a.nextWakeMs()).toBeLessThanOrEqual(550); // the next heartbeat, not the report's 1010
+    for (let t = d.a.nextWakeMs() as number; t < 1000; t = d.a.nextWakeMs() as number) d.tick(t);
+    d.tick(1000);
+    expect(d.a.nextWakeMs()).toBe(1010);
+    expect(logs(d.tick(1010), 'agent.error-report')).toEqual([{ gssn: 2, count: 1, kind: 'replica-timeout', suspects: ['r3'] }]);
+  });
+});
+
+describe('PROTOCOL §10.12: an agent that did not start the spare learns its key from the `replicas` command', () => {
+  it('a delivered `replicas` adding r4, with no `replica.spawn` before it here, hands the driver r4\'s key before the command', () => {
+    const d = driven();
+    d.open(0);
+    const change: GroupCommand = { type: 'replicas', view: 1, primary: 'r1', replicas: ['r1', 'r2', 'r4'], ports: [], added: [added('r4')] };
+    d.copy('r1', 10, 1, change);
+    const out = d.copy('r2', 10, 1, change);
+    expect(out.filter((e) => e.type === 'keys' || e.type === 'deliver.command').map((e) => e.type)).toEqual(['keys', 'deliver.command']);
+    expect(out.flatMap((e) => (e.type === 'keys' ? e.keys.map((k) => k.id) : []))).toEqual(['r4']);
   });
 });
