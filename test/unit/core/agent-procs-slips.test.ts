@@ -232,13 +232,46 @@ describe('adoption after an agent restart (PROTOCOL §8.6)', () => {
   });
 });
 
+describe('adoption: what the operator reads, and stale events (PROTOCOL §8.6)', () => {
+  it('a process the group lists that this incarnation already spawned is logged procs.adopt.known with its task and vpid, and left alone', () => {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't1', vpid: 0, pid: 100 }] });
+    running(procs, 50, spawnCmd({ vpid: 1 })); // not recorded before: spawned at once
+    const out = procs.command({ type: 'procs.adopt', procs: [{ task: 't1', vpid: 1, pid: 50, linked: false }] }, [{ task: 't1', vpid: 0, pid: 100, alive: true }]);
+    expect(of(out, 'log').filter((l) => l.event === 'procs.adopt.known')).toEqual([{ type: 'log', level: 'warn', event: 'procs.adopt.known', fields: { task: 't1', vpid: 1 } }]);
+    expect(reports(out)).toEqual([]);
+  });
+
+  it('a process alive here that the group does not list is logged proc.orphan with its task, vpid and pid, and SIGKILLed', () => {
+    const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't3', vpid: 2, pid: 300 }] });
+    const out = procs.command({ type: 'procs.adopt', procs: [] }, [{ task: 't3', vpid: 2, pid: 300, alive: true }]);
+    expect(of(out, 'log')).toEqual([{ type: 'log', level: 'warn', event: 'proc.orphan', fields: { task: 't3', vpid: 2, pid: 300 } }]);
+    expect(kills(out)).toEqual([{ pid: 300, signal: 'SIGKILL', child: false }]);
+  });
+
+  for (const linked of [false, true]) {
+    it(`an adopted ${linked ? 'linked' : 'plain'} process's end, repeated after its VPID was spawned again (a restart), is stale: the new process is not touched`, () => {
+      const recovered = [{ task: 't1', vpid: 0, pid: 100 }, { task: 't1', vpid: 1, pid: 101 }];
+      const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered });
+      procs.command({ type: 'procs.adopt', procs: recovered.map((r) => ({ ...r, linked })) }, recovered.map((r) => ({ ...r, alive: true })));
+      const old = procs.adopted().find((a) => a.ref.vpid === 0)?.ref as ProcRef;
+      expect(reports(procs.os(old, { type: 'os.exited', code: null, signal: 'SIGKILL' }))).toMatchObject([{ vpid: 0, kind: 'terminatedAbnormally' }]);
+      const again = running(procs, 500); // t1/0 started again
+      expect(again.serial).not.toBe(old.serial);
+      const late = procs.os(old, { type: 'os.exited', code: null, signal: 'SIGKILL' });
+      expect(reports(late)).toEqual([]);
+      expect(events(late)).toEqual(['proc.os.stale']);
+      expect(procs.records()).toContainEqual({ task: 't1', vpid: 0, pid: 500 });
+    });
+  }
+});
+
 describe('linked processes and their connections (PROTOCOL §9.3, §9.4)', () => {
   it('a plain process has no connection: signals and mappings are undeliverable, its signals refused, a close kills nothing', () => {
     const procs = fresh();
     running(procs, 50);
     const sig = procs.command(signalCmd([0]));
     expect(of(sig, 'deliver')).toEqual([]);
-    expect(events(sig)).toEqual(['proc.signal.undeliverable']);
+    expect(of(sig, 'log')).toEqual([{ type: 'log', level: 'debug', event: 'proc.signal.undeliverable', fields: { task: 't1', vpid: 0, signum: 20 } }]);
     const map = procs.command({ type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: false, epoch: 1, quorum: 1, members: [{ vpid: 0, node: 'n1', endpoint: '' }] });
     expect(of(map, 'deliver')).toEqual([]);
     expect(events(procs.appSignal('t1', 0, SIG))).toEqual(['app.signal.unconnected']);
