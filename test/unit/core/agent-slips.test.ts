@@ -614,16 +614,20 @@ describe('PROTOCOL §5.2: each replica\'s quota of undelivered entries', () => {
 
 // Deadlines kept per entry and per request: one falling due must not fire the later ones
 // (PROTOCOL §5.3 ReplicaTimeout, §5.6 fallbacks and resends; spec §3.5 G5, §3.6 G6).
+/** Sessions open, node.join acknowledged (no request pending), and GSSNs 1 and 2 opened at `first`
+ *  and `second` with r1's and r2's copies only: r3 silent, ReplicaTimeouts 500 ms after each. */
+function twoMissingR3(first: number, second: number): Driven {
+  const d = driven();
+  d.open(0);
+  d.acks('r1', 5, 1, 1);
+  d.acks('r2', 5, 1, 0);
+  for (const [gssn, at] of [[1, first], [2, second]] as const) for (const r of ['r1', 'r2']) d.copy(r, at, gssn, proc(gssn));
+  return d;
+}
+
 describe('each deadline fires at its own time, not at the earliest one\'s', () => {
-  it('two GSSNs opened 290 ms apart, each missing r3\'s copy: the first ReplicaTimeout (510) reports GSSN 1 alone; GSSN 2\'s comes at 800', () => {
-    const d = driven();
-    d.open(0);
-    d.acks('r1', 5, 1, 1);
-    d.acks('r2', 5, 1, 0);
-    d.copy('r1', 10, 1, proc(1));
-    d.copy('r2', 10, 1, proc(1));
-    d.copy('r1', 300, 2, proc(2));
-    d.copy('r2', 300, 2, proc(2));
+  it('two GSSNs opened 290 ms apart, each missing r3\'s copy: the first ReplicaTimeout (510) reports GSSN 1 alone; GSSN 2\'s, due at 800, goes out with the report clock at 1010', () => {
+    const d = twoMissingR3(10, 300);
     expect(logs(d.tick(510), 'agent.error-report')).toEqual([{ gssn: 1, count: 1, kind: 'replica-timeout', suspects: ['r3'] }]);
     d.copy('r3', 520, 1, proc(1)); // GSSN 1 completes after its first timeout
     expect(logs(d.tick(1010), 'agent.error-report')).toEqual([{ gssn: 2, count: 1, kind: 'replica-timeout', suspects: ['r3'] }]);
@@ -662,14 +666,7 @@ describe('each deadline fires at its own time, not at the earliest one\'s', () =
 
 describe('nextWakeMs and the error-report clock (PROTOCOL §5.3: at most one report per kind per ReplicaTimeout)', () => {
   it('a report held by the clock wakes the driver at its time (1010), between heartbeats; the heartbeats before it still wake it', () => {
-    const d = driven();
-    d.open(0);
-    d.acks('r1', 5, 1, 1);
-    d.acks('r2', 5, 1, 0);
-    d.copy('r1', 10, 1, proc(1));
-    d.copy('r2', 10, 1, proc(1));
-    d.copy('r1', 20, 2, proc(2));
-    d.copy('r2', 20, 2, proc(2)); // r3 silent: ReplicaTimeouts at 510 and 520
+    const d = twoMissingR3(10, 20); // ReplicaTimeouts at 510 and 520
     d.tick(500); // a heartbeat: the next ones at 550, 600, … 1000, 1050
     expect(logs(d.tick(510), 'agent.error-report')).toEqual([{ gssn: 1, count: 1, kind: 'replica-timeout', suspects: ['r3'] }]);
     d.acks('r1', 515, 2, 2);
