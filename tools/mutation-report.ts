@@ -84,11 +84,12 @@ Stryker needs to retest under its vitest runner.
 A run costs 5–20 s per mutant on a 2-core machine, most of it in the mutants that survive or
 time out, which run every covering test (agent-procs.ts:301-585: 454 mutants in 38 min; all of
 agent.ts: 483 tested in 2 h 26 min). Run it alone on the machine (a loaded one turns slow runs
-into timeouts; a stopped run writes nothing), and narrow it to a file or to lines: \`npm run mutate -- --force --mutate
-"src/core/link.ts:265-445"\`; the results of narrower runs are merged. Two helpers of the mutate
-config keep it fast and true: the covering test files run fastest first (tools/mutate-sequencer.ts,
-2.9 times faster than vitest's slowest-first order), and a test file that fails to load counts as
-a failed test (tools/mutate-load-failures.ts), not as no test at all.
+into timeouts; a stopped run writes nothing), and narrow it to a file or to lines:
+\`npm run mutate -- --force --mutate "src/core/link.ts:265-445"\`; the results of narrower runs
+are merged. Two helpers of the mutate config keep it fast and true: the covering test files run
+fastest first (tools/mutate-sequencer.ts, 2.9 times faster than vitest's slowest-first order),
+and a test file that fails to load counts as a failed test (tools/mutate-load-failures.ts), not
+as no test at all.
 
 Score: **${valid === 0 ? '—' : ((100 * detected) / valid).toFixed(1)}%** (${detected} of ${valid} mutants detected) over the files mutated so far.
 

@@ -52,6 +52,14 @@ function driven(opts: { group?: { view: number; primary: string; replicas: strin
   };
 }
 type Driven = ReturnType<typeof driven>;
+/** Sessions open at 0 and node.join (CSN 1) acknowledged by r1 and r2 at 5: no request pending. */
+function joined(): Driven {
+  const d = driven();
+  d.open(0);
+  d.acks('r1', 5, 1, 1);
+  d.acks('r2', 5, 1, 0);
+  return d;
+}
 const delivered = (effects: CoreEffect[]) => effects.flatMap((e) => (e.type === 'deliver.command' ? [e.gssn] : []));
 const logs = (effects: CoreEffect[], event: string) => effects.flatMap((e) => (e.type === 'log' && e.event === event ? [e.fields] : []));
 /** Signed requests sent (lane 1 `cg` bodies): to whom, with which CSN. */
@@ -129,10 +137,7 @@ describe('PROTOCOL §5.6: when a request falls back to the backups', () => {
   });
 
   it('the resends after a fallback double the time since the request was sent: sent at 1000, resent at 1660 and 2980', () => {
-    const d = driven();
-    d.open(0);
-    d.acks('r1', 5, 1, 1);
-    d.acks('r2', 5, 1, 0); // node.join acknowledged
+    const d = joined();
     d.request(1000); // CSN 2, never acknowledged
     expect(firstAt(d, 'agent.fallback', 1001, 1200)).toBe(1160);
     expect(firstAt(d, 'agent.resend', 1161, 1700)).toBe(1660);
@@ -305,10 +310,7 @@ describe('nextWakeMs is the earliest timer, no earlier, no later (PROTOCOL §5.3
   });
 
   it('a ReplicaTimeout before the next heartbeat', () => {
-    const d = driven();
-    d.open(0);
-    d.acks('r1', 5, 1, 1);
-    d.acks('r2', 5, 1, 0); // node.join acknowledged: no request pending
+    const d = joined();
     d.copy('r1', 10, 1, proc(1));
     d.copy('r2', 10, 1, proc(1)); // r3 silent: ReplicaTimeout at 510
     d.tick(500);
@@ -614,13 +616,9 @@ describe('PROTOCOL §5.2: each replica\'s quota of undelivered entries', () => {
 
 // Deadlines kept per entry and per request: one falling due must not fire the later ones
 // (PROTOCOL §5.3 ReplicaTimeout, §5.6 fallbacks and resends; spec §3.5 G5, §3.6 G6).
-/** Sessions open, node.join acknowledged (no request pending), and GSSNs 1 and 2 opened at `first`
- *  and `second` with r1's and r2's copies only: r3 silent, ReplicaTimeouts 500 ms after each. */
+/** joined(), then GSSNs 1 and 2 opened at `first` and `second` with r1's and r2's copies only: r3 silent, ReplicaTimeouts 500 ms after each. */
 function twoMissingR3(first: number, second: number): Driven {
-  const d = driven();
-  d.open(0);
-  d.acks('r1', 5, 1, 1);
-  d.acks('r2', 5, 1, 0);
+  const d = joined();
   for (const [gssn, at] of [[1, first], [2, second]] as const) for (const r of ['r1', 'r2']) d.copy(r, at, gssn, proc(gssn));
   return d;
 }
@@ -634,10 +632,7 @@ describe('each deadline fires at its own time, not at the earliest one\'s', () =
   });
 
   it('two requests sent 100 ms apart: the second one\'s fallback (1260) does not resend the first before its own time (1660)', () => {
-    const d = driven();
-    d.open(0);
-    d.acks('r1', 5, 1, 1);
-    d.acks('r2', 5, 1, 0); // node.join acknowledged
+    const d = joined();
     d.request(1000); // CSN 2, never acknowledged
     d.request(1100); // CSN 3, never acknowledged
     const seen: { t: number; event: string; csn: unknown }[] = [];
