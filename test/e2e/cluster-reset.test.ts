@@ -52,6 +52,19 @@ function sccEventAt(event: string, sinceMs: number, match: (e: Record<string, un
   return e === undefined ? undefined : Date.parse(String(e['time']));
 }
 
+type ClusterStatus = Awaited<ReturnType<typeof clusterStatus>>['doc'];
+
+/** The last `trine status` seen and every log event since the kill of the watchdog and the
+ *  replicas (the tail of each), for a failure message. */
+function recoveryDiagnosis(last: ClusterStatus | undefined, sinceMs: number): string {
+  const lines = [`last status: ${JSON.stringify(last === undefined ? null : { healthy: last.healthy, group: last.group, replicas: last.replicas, watchdog: last.watchdog })}`];
+  for (const id of ['scc', 'r1', 'r2', 'r3']) {
+    const events = logEvents(dir, id).filter((e) => Date.parse(String(e['time'])) >= sinceMs);
+    lines.push(`${id}.log since the kill (${events.length} events, last 25):`, ...events.slice(-25).map((e) => `  ${JSON.stringify(e)}`));
+  }
+  return lines.join('\n');
+}
+
 beforeAll(async () => {
   ({ root, dir } = await upCluster('trine-cluster-reset-'));
 }, 120_000);
@@ -92,11 +105,16 @@ describe('a cluster reset on a 4-node cluster (spec §1.6 rule 2, PROTOCOL §10.
     await waitFor('the old task processes and r1 gone', SOON_MS, () => ([...oldPids, survivor].every((pid) => !alive(pid)) ? true : undefined));
 
     // A fresh group of the initial replicas, new incarnations, serving, with the restore done.
-    const recovered = await waitFor('a healthy fresh group with the restore done', RECOVERY_MS, async () => {
+    let last: ClusterStatus | undefined;
+    const recovered = await waitFor('healthy fresh group with the restore done', RECOVERY_MS, async () => {
       const { doc } = await status();
+      last = doc;
       const fresh = doc.group.members.join() === 'r1,r2,r3' && doc.replicas.every((r) => r.answered && r.phase === 'serving' && (r.inc ?? 0) > (oldIncs.get(r.id) ?? Infinity));
       const restored = doc.watchdog.restores.some((r) => r.kind === 'restored' && r.task === id && r.ok);
       return doc.healthy && fresh && restored && doc.watchdog.restoresPending.length === 0 ? doc : undefined;
+    }).catch((e: unknown) => {
+      // On failure, what the operator would look at: the last status and the daemons' own logs.
+      throw new Error(`${(e as Error).message}\n${recoveryDiagnosis(last, killedAtMs)}`);
     });
     const servingAtMs = Date.now();
     expect(recovered.group).toMatchObject({ view: 0, primary: 'r1', basis: 'agreed' });
