@@ -508,6 +508,18 @@ describe('PROTOCOL §5.5, §5.2: what else arrives on lane 1', () => {
     expect(d.a.status(10)).toMatchObject({ csnAcked: 1, pendingRequests: 0 });
   });
 
+  it('a CSN ack below the replica\'s last one (only a faulty replica sends one) lowers nothing: the next replica to reach CSN 3 makes it acknowledged', () => {
+    const d = driven();
+    d.open(0); // CSN 1
+    d.request(10); // CSN 2
+    d.request(20); // CSN 3
+    d.acks('r1', 30, 3, 0);
+    d.acks('r1', 40, 1, 0); // behind its own ack of 3
+    expect(d.a.status(40)).toMatchObject({ csnAcked: 0, pendingRequests: 3 });
+    d.acks('r2', 50, 3, 0);
+    expect(d.a.status(50)).toMatchObject({ csnAcked: 3, pendingRequests: 0 });
+  });
+
   it('a lane-1 body that is not a copy (a faulty replica sending a request back) is received and ignored', () => {
     const d = driven();
     const sent = d.open(0).flatMap((e) => (e.type === 'send' && e.item.type === 'grp' ? [e.item.body] : []));
