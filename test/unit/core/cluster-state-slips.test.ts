@@ -152,6 +152,29 @@ describe('the gang-scheduling queue (spec §6)', () => {
     d.submit(2);
     expect(enc(d).slice(3)).toEqual([[], [], [['t2', 'start']], ['t1', 'start']]);
   });
+
+  it('spec §6: a task that loses its node while it waits its start turn is placed again and queues behind the tasks that waited meanwhile', () => {
+    const c = new Cluster(4);
+    c.submit(1); // t1 on n1, starting
+    c.submit(1); // t2 on n2, waits its turn
+    c.submit(1); // t3 on n3, waits its turn
+    c.fail('a2'); // t2 is placed again, on n4
+    expect(c.events()).toContain('t2 placed: n4×1');
+    expect(enc(c).slice(5)).toEqual([[['t3', 'start'], ['t2', 'start']], ['t1', 'start']]);
+    c.start('t1');
+    expect(c.spawns().map((s) => `${s.task}/${s.vpid}`)).toEqual(['t3/0']);
+  });
+
+  it('spec §6: a finished task gives its slot to the task waiting for one, which is placed and started at once', () => {
+    const c = new Cluster(1);
+    c.submit(1);
+    c.start('t1');
+    c.submit(1); // t2 waits for the slot
+    c.report('t1', 0, 'terminatedNormally', { exitCode: 0 });
+    expect(c.events()).toContain('t2 placed: n1×1');
+    expect(c.spawns().map((s) => `${s.agent}:${s.task}/${s.vpid}`)).toEqual(['a1:t2/0']);
+    expect(enc(c).slice(4)).toEqual([[], [], ['t2', 'start']]);
+  });
 });
 
 describe('process reports (PROTOCOL §8.2, §8.4)', () => {
@@ -220,6 +243,18 @@ describe('membership changes (spec §4.5; PROTOCOL §9.2)', () => {
     c.nodes.set('a3', { node: 'n3', joined: true, slots: 1, failed: false, draining: false, inc: 1 });
     c.join('a3', 1);
     expect(c.spawns()).toEqual([]);
+  });
+
+  it('T13, PROTOCOL §8.2: a SPAWN cancelled while it waits for a slot (a kill, or Start-TO) is never journalled as placed', () => {
+    const c = linkedRunning(2);
+    c.ask('t1', [0, 1], GSIG.REQ_SPAWN);
+    c.kill('t1');
+    expect(c.events()).toEqual(['t1 kill requested by the operator', 't1 terminating: killed by operator']);
+    const d = linkedRunning(2);
+    d.ask('t1', [0, 1], GSIG.REQ_SPAWN);
+    d.tick(TIMERS.startTimeoutTicks);
+    expect(d.task('t1').state).toBe('running');
+    expect(d.events().filter((e) => e.includes('placed'))).toEqual([]);
   });
 
   it('a task killed while it waits for slots leaves no allocation request behind', () => {
