@@ -12,6 +12,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StatusDocument } from '../../cli/status-report.ts';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { killAll } from '../integration/helpers.ts';
 import { alive, clusterStatus, livePid, logEvents, processesMentioning, trine, upCluster, waitFor } from './helpers.ts';
@@ -52,11 +53,9 @@ function sccEventAt(event: string, sinceMs: number, match: (e: Record<string, un
   return e === undefined ? undefined : Date.parse(String(e['time']));
 }
 
-type ClusterStatus = Awaited<ReturnType<typeof clusterStatus>>['doc'];
-
 /** The last `trine status` seen and every log event since the kill of the watchdog and the
  *  replicas (the tail of each), for a failure message. */
-function recoveryDiagnosis(last: ClusterStatus | undefined, sinceMs: number): string {
+function recoveryDiagnosis(last: StatusDocument | undefined, sinceMs: number): string {
   const lines = [`last status: ${JSON.stringify(last === undefined ? null : { healthy: last.healthy, group: last.group, replicas: last.replicas, watchdog: last.watchdog })}`];
   for (const id of ['scc', 'r1', 'r2', 'r3']) {
     const events = logEvents(dir, id).filter((e) => Date.parse(String(e['time'])) >= sinceMs);
@@ -105,7 +104,7 @@ describe('a cluster reset on a 4-node cluster (spec §1.6 rule 2, PROTOCOL §10.
     await waitFor('the old task processes and r1 gone', SOON_MS, () => ([...oldPids, survivor].every((pid) => !alive(pid)) ? true : undefined));
 
     // A fresh group of the initial replicas, new incarnations, serving, with the restore done.
-    let last: ClusterStatus | undefined;
+    let last: StatusDocument | undefined;
     const recovered = await waitFor('healthy fresh group with the restore done', RECOVERY_MS, async () => {
       const { doc } = await status();
       last = doc;
