@@ -369,6 +369,10 @@ function checkConfig(json: unknown, path: string): ClusterConfig {
     throw invalid(path, 'membership.agents must list the agent processes with their nodes');
   }
   if (agents.length !== byKind('agent').length) throw invalid(path, 'membership.agents must list every agent process');
+  // The group counts slots and places processes per node name (PROTOCOL §8.2), as a node added at
+  // run time is refused a name in use (§10.12): two agents on one name would share one count.
+  const twice = (agents as { node: string }[]).map((a) => a.node).find((n, i, all) => all.indexOf(n) !== i);
+  if (twice !== undefined) throw invalid(path, `membership.agents puts two agents on node ${twice}: give each agent a node of its own`);
   const scc = m['scc'];
   if (typeof scc !== 'string' || !byKind('watchdog').some((e) => e.id === scc)) throw invalid(path, 'membership.scc must name the watchdog process');
   const operators = m['operators'];
