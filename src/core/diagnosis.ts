@@ -156,6 +156,11 @@ export function createDiagnosis(d: DiagnosisDeps) {
       }
     },
 
+    /** This replica was paused (PROTOCOL §6.1): no silence diagnosis runs out before `atMs`. */
+    putOff(atMs: number): void {
+      for (const [r, deadline] of silence) if (deadline < atMs) silence.set(r, atMs);
+    },
+
     /** Self-diagnosis in progress: agent-heartbeat checks are paused meanwhile (spec §1.3). */
     running(): boolean {
       return silence.size > 0 || condemnedTarget !== null;

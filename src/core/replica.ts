@@ -1281,11 +1281,28 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
   }
 
+  /** PROTOCOL §6.1: this replica did not run for `pausedMs` (its host starved it, or a long
+   *  computation held it), so the peers' heartbeats, probe replies and orders of that time may
+   *  still be unread in its sockets, and the driver runs overdue timers before it reads them. A
+   *  silence judgment due now waits until the next step (1 ms on), when they have been read. The
+   *  replica asks to run at least every heartbeat period, so a longer gap is a pause. */
+  function afterLocalPause(pausedMs: number, nowMs: number, out: CoreEffect[]): void {
+    const judgeAtMs = nowMs + 1;
+    replicaCheckAtMs = Math.max(replicaCheckAtMs, judgeAtMs);
+    agentCheckAtMs = Math.max(agentCheckAtMs, judgeAtMs);
+    diagnosis.putOff(judgeAtMs);
+    for (const p of probes.values()) if (!p.expired) p.deadlineMs = Math.max(p.deadlineMs, judgeAtMs);
+    for (const timer of progressTimers.values()) if (timer.atMs !== Infinity) timer.atMs = Math.max(timer.atMs, judgeAtMs);
+    if (pausedMs > t.replicaCheckMs) out.push({ type: 'log', level: 'warn', event: 'replica.paused', fields: { pausedMs } });
+  }
+
   function step(input: CoreInput): CoreEffect[] {
     const out: CoreEffect[] = [];
     const nowMs = input.nowMs;
+    const pausedMs = started ? nowMs - lastNowMs : 0;
     lastNowMs = nowMs;
     if (phase === 'retired') return out; // condemned or abandoned: silent until its agent kills it
+    if (pausedMs > t.replicaHeartbeatMs) afterLocalPause(pausedMs, nowMs, out);
     if (!started) {
       started = true;
       startedAtMs = nowMs;

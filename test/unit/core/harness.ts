@@ -52,6 +52,9 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number; spares?: Pr
   const filters: ItemFilter[] = [];
   const shells = new Map<ProcessId, Shell>();
   const down = new Set<ProcessId>();
+  /** Processes that do not run for now (a starved host): they neither tick nor read, and what
+   *  is sent to them waits, as in their sockets, until `resume`. */
+  const paused = new Set<ProcessId>();
 
   const mk = (core: ReplicaCore | AgentCore) => {
     const shell = new Shell({
@@ -145,20 +148,30 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number; spares?: Pr
     while (now <= endMs) {
       queue.sort((a, b) => a.at - b.at || a.seq - b.seq);
       let nextAt = endMs + 1;
-      if (queue.length > 0) nextAt = Math.min(nextAt, (queue[0] as { at: number }).at);
-      for (const [id, s] of shells) if (!down.has(id)) { const w = s.nextWakeMs(); if (w !== null) nextAt = Math.min(nextAt, Math.max(w, now)); }
+      const firstReady = queue.find((m) => !paused.has(m.to));
+      if (firstReady !== undefined) nextAt = Math.min(nextAt, firstReady.at);
+      for (const [id, s] of shells) if (!down.has(id) && !paused.has(id)) { const w = s.nextWakeMs(); if (w !== null) nextAt = Math.min(nextAt, Math.max(w, now)); }
       if (nextAt > endMs) { now = endMs + 1; break; }
       now = nextAt;
-      while (queue.length > 0 && (queue[0] as { at: number }).at <= now) {
-        const m = queue.shift() as (typeof queue)[number];
+      for (let i = 0; i < queue.length && (queue[i] as { at: number }).at <= now;) {
+        const m = queue[i] as (typeof queue)[number];
+        if (paused.has(m.to)) { i++; continue; }
+        queue.splice(i, 1);
         if (!down.has(m.to)) shells.get(m.to)?.receive(m.bytes, now, m.from);
       }
-      for (const [id, s] of shells) { if (down.has(id)) continue; const w = s.nextWakeMs(); if (w !== null && w <= now) s.tick(now); }
+      for (const [id, s] of shells) { if (down.has(id) || paused.has(id)) continue; const w = s.nextWakeMs(); if (w !== null && w <= now) s.tick(now); }
     }
   }
 
+  /** A paused process runs again: its overdue timers first, then what waited for it, in the
+   *  order Node.js takes them after a stall (timers, then I/O). */
+  function resume(id: ProcessId): void {
+    paused.delete(id);
+    shells.get(id)?.tick(now);
+  }
+
   return {
-    membership, replicas, agents: agentCores, shells, observed, filters, down, restartAgent, addAgent, startReplica, operate, opReplies, sendAs,
+    membership, replicas, agents: agentCores, shells, observed, filters, down, paused, resume, restartAgent, addAgent, startReplica, operate, opReplies, sendAs,
     now: () => now,
     runUntil,
     run: (ms: number) => runUntil(now + ms),

@@ -115,6 +115,43 @@ describe('heartbeats and health (PROTOCOL §6, §7)', () => {
   });
 });
 
+describe('a replica\'s own pause is not its peers\' silence (PROTOCOL §6.1)', () => {
+  const heartbeatSuspicions = (c: ReturnType<typeof makeCluster>, r: ProcessId, sinceMs: number) =>
+    c.effects('suspect', r).filter((o) => o.at >= sinceMs && o.effect.reason === 'heartbeat.missed').map((o) => o.effect.target);
+
+  it('a backup that did not run for 300 ms, its peers\' heartbeats waiting unread, suspects nobody and logs the pause', () => {
+    const c = makeCluster(1);
+    c.run(500);
+    const check = c.membership.timing.replicaCheckMs;
+    c.paused.add('r2');
+    const pausedAt = c.now();
+    c.run(300);
+    c.resume('r2');
+    c.run(3 * check);
+    expect(heartbeatSuspicions(c, 'r2', pausedAt)).toEqual([]);
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'replica.paused').map((o) => o.effect.fields['pausedMs'])).toEqual([expect.any(Number)]);
+    expect(c.effects('log', 'r2').find((o) => o.effect.event === 'replica.paused')?.effect.fields['pausedMs']).toBeGreaterThanOrEqual(300);
+    // The peers saw r2 silent, and heard it again before their diagnosis ran out: no accusation.
+    expect(heartbeatSuspicions(c, 'r1', pausedAt)).toEqual(['r2']);
+    expect(c.replicas.map((r) => r.status(c.now()).members)).toEqual([['r1', 'r2', 'r3'], ['r1', 'r2', 'r3'], ['r1', 'r2', 'r3']]);
+  });
+
+  it('after its pause a replica still suspects a peer that is really silent, at its next check', () => {
+    const c = makeCluster(1);
+    c.run(500);
+    const check = c.membership.timing.replicaCheckMs;
+    c.paused.add('r2');
+    c.down.add('r3');
+    c.run(300);
+    c.resume('r2');
+    const resumedAt = c.now();
+    c.run(2 * check);
+    const s = c.effects('suspect', 'r2').filter((o) => o.at >= resumedAt && o.effect.reason === 'heartbeat.missed');
+    expect(s.map((o) => o.effect.target)).toEqual(['r3']);
+    expect((s[0]?.at ?? Infinity) - resumedAt).toBeLessThanOrEqual(2 * check);
+  });
+});
+
 describe('node failure needs a backup\'s word about the incarnation the group knows (PROTOCOL §8.4)', () => {
   it('an agent that tells the primary another node is unreachable is dropped as NOT_A_MEMBER: no probe, no node.failed', () => {
     const c = makeCluster(2);
