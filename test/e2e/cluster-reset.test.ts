@@ -9,7 +9,7 @@
 // done), `trine ps` (the task running again with new, live processes, flagged restarted), and
 // `trine down` leaving nothing. The times from the kill to each step are printed, not asserted
 // (STYLE.md 17); the bounds are liveness deadlines for a loaded host.
-import { rmSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../cli/status-report.ts';
@@ -53,11 +53,15 @@ function sccEventAt(event: string, sinceMs: number, match: (e: Record<string, un
   return e === undefined ? undefined : Date.parse(String(e['time']));
 }
 
-/** The last `trine status` seen and every log event since the kill of the watchdog and the
- *  replicas (the tail of each), for a failure message. */
-function recoveryDiagnosis(last: StatusDocument | undefined, sinceMs: number): string {
-  const lines = [`last status: ${JSON.stringify(last === undefined ? null : { healthy: last.healthy, group: last.group, replicas: last.replicas, watchdog: last.watchdog })}`];
-  for (const id of ['scc', 'r1', 'r2', 'r3']) {
+/** What an operator would look at when the recovery stalls, for a failure message: the last
+ *  `trine status` or `trine ps` seen, and the tail of every daemon's log since the kill. */
+function recoveryDiagnosis(last: StatusDocument | View | undefined, sinceMs: number): string {
+  const seen = last === undefined ? null : 'replicas' in last
+    ? { healthy: last.healthy, group: last.group, replicas: last.replicas, watchdog: last.watchdog }
+    : { nodes: last.nodes, tasks: last.tasks, events: last.events.slice(-15) };
+  const lines = [`last seen: ${JSON.stringify(seen)}`];
+  const ids = readdirSync(join(dir, 'logs')).filter((f) => f.endsWith('.log')).map((f) => f.slice(0, -'.log'.length)).sort();
+  for (const id of ids) {
     const events = logEvents(dir, id).filter((e) => Date.parse(String(e['time'])) >= sinceMs);
     lines.push(`${id}.log since the kill (${events.length} events, last 25):`, ...events.slice(-25).map((e) => `  ${JSON.stringify(e)}`));
   }
@@ -124,7 +128,10 @@ describe('a cluster reset on a 4-node cluster (spec §1.6 rule 2, PROTOCOL §10.
     expect(table.stdout).toMatch(new RegExp(`restored after cluster reset:\\n  \\S+  ${id} → ${id} \\(restarted\\)\\n`));
 
     // The task runs again under its old id, restarted, with new live processes.
-    const after = await waitFor(`${id} running again`, RECOVERY_MS, async () => running(await view(), id));
+    let lastView: View | undefined;
+    const after = await waitFor(`${id} running again`, RECOVERY_MS, async () => running((lastView = await view()), id)).catch((e: unknown) => {
+      throw new Error(`${(e as Error).message}\n${recoveryDiagnosis(lastView, killedAtMs)}`);
+    });
     const runningAtMs = Date.now();
     const newPids = after.procs.map((p) => p.pid as number);
     for (const pid of newPids) taskPids.add(pid);
