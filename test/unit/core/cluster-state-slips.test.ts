@@ -109,12 +109,20 @@ describe('the journal of task states (PROTOCOL §8.2)', () => {
     expect(c.task('t1').signals.broadcasts).toBe(2);
   });
 
+  it('[Choice, T6/T7]: a running task whose every process crashes ends abnormally, never as having ended normally', () => {
+    const c = new Cluster(2);
+    c.submit(2);
+    c.start('t1');
+    c.report('t1', 0, 'terminatedAbnormally', { signal: 'SIGKILL' });
+    c.report('t1', 1, 'terminatedAbnormally', { exitCode: 3 });
+    expect(c.task('t1')).toMatchObject({ state: 'terminatedAbnormally', outcome: 'abnormal', reason: 'processes terminated abnormally (VPIDs 0, 1)' });
+  });
+
   it('a member that ran and exited normally before the last one connected still counts as having run: the task reaches Running', () => {
     const c = new Cluster(2);
     c.submit(2);
     c.report('t1', 0, 'spawnSucceeded', { pid: 5 });
     c.report('t1', 0, 'terminatedNormally', { exitCode: 0 });
-    console.log(c.events(), c.proc('t1', 0));
     c.report('t1', 1, 'spawnSucceeded', { pid: 6 });
     expect(c.events()).toContain('t1 running: 2 processes');
     expect(c.task('t1').state).toBe('running');

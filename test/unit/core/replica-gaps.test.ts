@@ -136,6 +136,26 @@ describe('a replica\'s own pause is not its peers\' silence (PROTOCOL §6.1)', (
     expect(c.replicas.map((r) => r.status(c.now()).members)).toEqual([['r1', 'r2', 'r3'], ['r1', 'r2', 'r3'], ['r1', 'r2', 'r3']]);
   });
 
+  it('a silence diagnosis that ran out while the replica was paused waits for the reply held in its socket: no accusation', () => {
+    const c = makeCluster(1);
+    c.run(500);
+    const t0 = c.now();
+    c.paused.add('r3'); // r3 starves: r1 and r2 suspect it and probe it
+    c.run(320);
+    expect(heartbeatSuspicions(c, 'r2', t0)).toEqual(['r3']);
+    const suspectedAt = c.effects('suspect', 'r2').filter((o) => o.at >= t0)[0]?.at as number;
+    c.paused.add('r2'); // then r2 starves too, past the 400 ms of its diagnosis of r3
+    c.run(80);
+    c.resume('r3'); // r3 answers the probes and heartbeats again; r2's copies wait for it
+    c.runUntil(suspectedAt + c.membership.timing.diagnosisTimeoutMs + 20);
+    c.resume('r2'); // short of what its peers would accuse it for
+    c.run(500);
+    const accusations = (r: string) => c.effects('log', r).filter((o) => o.at >= t0 && o.effect.event === 'replica.accuse').map((o) => o.effect.fields['target']);
+    expect(accusations('r2')).toEqual([]);
+    expect(accusations('r1')).toEqual([]);
+    expect(c.replicas.map((r) => r.status(c.now()).members)).toEqual([['r1', 'r2', 'r3'], ['r1', 'r2', 'r3'], ['r1', 'r2', 'r3']]);
+  });
+
   it('after its pause a replica still suspects a peer that is really silent, at its next check', () => {
     const c = makeCluster(1);
     c.run(500);
