@@ -156,6 +156,24 @@ describe('a replica\'s own pause is not its peers\' silence (PROTOCOL §6.1)', (
     expect(c.replicas.map((r) => r.status(c.now()).members)).toEqual([['r1', 'r2', 'r3'], ['r1', 'r2', 'r3'], ['r1', 'r2', 'r3']]);
   });
 
+  it('a pause puts off only the diagnoses it overran: one with time left keeps its own deadline', () => {
+    const c = makeCluster(1);
+    c.run(500);
+    const t0 = c.now();
+    c.paused.add('r3');
+    c.run(320);
+    const suspectedAt = c.effects('suspect', 'r2').filter((o) => o.at >= t0)[0]?.at as number;
+    expect(suspectedAt).toBeDefined();
+    c.paused.add('r2'); // a short pause, inside r2's 400 ms diagnosis of r3
+    c.run(100);
+    c.resume('r2');
+    c.run(10);
+    expect(c.now()).toBeLessThan(suspectedAt + c.membership.timing.diagnosisTimeoutMs - 50);
+    c.resume('r3'); // r3 answers within the diagnosis' own time
+    c.run(500);
+    expect(c.effects('log').filter((o) => o.at >= t0 && o.effect.event === 'replica.accuse')).toEqual([]);
+  });
+
   it('after its pause a replica still suspects a peer that is really silent, at its next check', () => {
     const c = makeCluster(1);
     c.run(500);
