@@ -174,6 +174,32 @@ describe('a replica\'s own pause is not its peers\' silence (PROTOCOL §6.1)', (
     expect(c.effects('log').filter((o) => o.at >= t0 && o.effect.event === 'replica.accuse')).toEqual([]);
   });
 
+  it('a node probe whose deadline a backup\'s pause overran waits for the reply held in its socket: the node is not called unreachable', () => {
+    const c = makeCluster(2);
+    c.run(500);
+    const t0 = c.now();
+    const unreachable: string[] = [];
+    c.filters.push((from, _to, i) => {
+      if (i.type === 'node.suspect' && i.unreachable) unreachable.push(`${from}: ${i.agent}`);
+      return i;
+    });
+    c.paused.add('a1'); // a1 starves: the backups miss its heartbeats and probe it
+    const probed = () => c.effects('log', 'r2').find((o) => o.at >= t0 && o.effect.event === 'node.probe');
+    for (let k = 0; k < 100 && probed() === undefined; k++) c.run(5);
+    const probedAt = probed()?.at as number;
+    expect(probedAt).toBeDefined();
+    c.paused.add('r2'); // r2 starves too, past its probe's 120 ms
+    c.run(20);
+    c.resume('a1'); // a1 answers every probe; r2's reply waits for it
+    c.runUntil(probedAt + c.membership.timing.probeTimeoutMs + 20);
+    c.resume('r2');
+    c.run(400);
+    expect(c.effects('log', 'r2').filter((o) => o.at >= t0 && o.effect.event === 'node.unreachable')).toEqual([]);
+    expect(unreachable).toEqual([]);
+    expect(c.replicas[0]?.status(c.now()).agents.find((a) => a.id === 'a1')).toMatchObject({ joined: true });
+    expect(c.effects('log').filter((o) => o.at >= t0 && o.effect.event === 'replica.accuse')).toEqual([]);
+  });
+
   it('after its pause a replica still suspects a peer that is really silent, at its next check', () => {
     const c = makeCluster(1);
     c.run(500);
