@@ -180,7 +180,7 @@ describe('a replica\'s own pause is not its peers\' silence (PROTOCOL §6.1)', (
     const t0 = c.now();
     const unreachable: string[] = [];
     c.filters.push((from, _to, i) => {
-      if (i.type === 'node.suspect' && i.unreachable) unreachable.push(`${from}: ${i.agent}`);
+      if (i.type === 'ptp' && i.body?.type === 'node.suspect' && i.body.unreachable) unreachable.push(`${from}: ${i.body.agent}`);
       return i;
     });
     c.paused.add('a1'); // a1 starves: the backups miss its heartbeats and probe it
