@@ -200,6 +200,26 @@ describe('a replica\'s own pause is not its peers\' silence (PROTOCOL §6.1)', (
     expect(c.effects('log').filter((o) => o.at >= t0 && o.effect.event === 'replica.accuse')).toEqual([]);
   });
 
+  it('a PrimaryProgressTimeout that a backup\'s pause overran waits for the primary\'s order held in its socket: no primary.progress', () => {
+    const c = makeCluster(1);
+    c.run(500);
+    const t0 = c.now();
+    const forwarded: string[] = [];
+    c.filters.push((from, to, i) => {
+      if (from === 'r2' && to === 'r1' && i.type === 'ptp' && i.body?.type === 'wrapper' && i.body.rsn === 0) forwarded.push(i.body.signed.cg.payload.type);
+      return i;
+    });
+    c.operate({ type: 'task.kill', nonce: `${'0'.repeat(31)}1`, task: 't9' }); // to every replica: the backups forward it
+    c.run(1);
+    expect(forwarded).toEqual(['task.kill']);
+    c.paused.add('r2'); // the primary orders it at once; r2 starves past its 500 ms watch
+    c.run(c.membership.timing.primaryProgressMs + 20);
+    c.resume('r2');
+    c.run(300);
+    expect(c.effects('suspect', 'r2').filter((o) => o.at >= t0 && o.effect.reason === 'primary.progress')).toEqual([]);
+    expect(c.replicas.map((r) => r.status(c.now()).members)).toEqual([['r1', 'r2', 'r3'], ['r1', 'r2', 'r3'], ['r1', 'r2', 'r3']]);
+  });
+
   it('after its pause a replica still suspects a peer that is really silent, at its next check', () => {
     const c = makeCluster(1);
     c.run(500);
