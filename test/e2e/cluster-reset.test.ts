@@ -68,6 +68,11 @@ function recoveryDiagnosis(last: StatusDocument | View | undefined, sinceMs: num
   return lines.join('\n');
 }
 
+/** For a wait's `.catch`: rethrows its error with recoveryDiagnosis of what `last` saw. */
+const diagnosed = (last: () => StatusDocument | View | undefined, sinceMs: number) => (e: unknown): never => {
+  throw new Error(`${(e as Error).message}\n${recoveryDiagnosis(last(), sinceMs)}`);
+};
+
 beforeAll(async () => {
   ({ root, dir } = await upCluster('trine-cluster-reset-'));
 }, 120_000);
@@ -116,10 +121,7 @@ describe('a cluster reset on a 4-node cluster (spec §1.6 rule 2, PROTOCOL §10.
       const fresh = doc.group.members.length === 3 && doc.replicas.every((r) => r.answered && r.phase === 'serving' && (r.inc ?? 0) > (oldIncs.get(r.id) ?? 0));
       const restored = doc.watchdog.restores.some((r) => r.kind === 'restored' && r.task === id && r.ok);
       return doc.healthy && fresh && restored && doc.watchdog.restoresPending.length === 0 ? doc : undefined;
-    }).catch((e: unknown) => {
-      // On failure, what the operator would look at: the last status and the daemons' own logs.
-      throw new Error(`${(e as Error).message}\n${recoveryDiagnosis(last, killedAtMs)}`);
-    });
+    }).catch(diagnosed(() => last, killedAtMs));
     const servingAtMs = Date.now();
     // The reset starts the initial group in view 0. On a host loaded beyond the timing bounds
     // the fresh group may condemn a starved member at once and replace it (FAULT-MODEL "Limits"):
@@ -135,9 +137,8 @@ describe('a cluster reset on a 4-node cluster (spec §1.6 rule 2, PROTOCOL §10.
 
     // The task runs again under its old id, restarted, with new live processes.
     let lastView: View | undefined;
-    const after = await waitFor(`${id} running again`, RECOVERY_MS, async () => running((lastView = await view()), id)).catch((e: unknown) => {
-      throw new Error(`${(e as Error).message}\n${recoveryDiagnosis(lastView, killedAtMs)}`);
-    });
+    const after = await waitFor(`${id} running again`, RECOVERY_MS, async () => running((lastView = await view()), id))
+      .catch(diagnosed(() => lastView, killedAtMs));
     const runningAtMs = Date.now();
     const newPids = after.procs.map((p) => p.pid as number);
     for (const pid of newPids) taskPids.add(pid);

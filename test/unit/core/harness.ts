@@ -55,6 +55,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number; spares?: Pr
   /** Processes that do not run for now (a starved host): they neither tick nor read, and what
    *  is sent to them waits, as in their sockets, until `resume`. */
   const paused = new Set<ProcessId>();
+  const runs = (id: ProcessId): boolean => !down.has(id) && !paused.has(id);
 
   const mk = (core: ReplicaCore | AgentCore) => {
     const shell = new Shell({
@@ -150,7 +151,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number; spares?: Pr
       let nextAt = endMs + 1;
       const firstReady = queue.find((m) => !paused.has(m.to));
       if (firstReady !== undefined) nextAt = Math.min(nextAt, firstReady.at);
-      for (const [id, s] of shells) if (!down.has(id) && !paused.has(id)) { const w = s.nextWakeMs(); if (w !== null) nextAt = Math.min(nextAt, Math.max(w, now)); }
+      for (const [id, s] of shells) if (runs(id)) { const w = s.nextWakeMs(); if (w !== null) nextAt = Math.min(nextAt, Math.max(w, now)); }
       if (nextAt > endMs) { now = endMs + 1; break; }
       now = nextAt;
       for (let i = 0; i < queue.length && (queue[i] as { at: number }).at <= now;) {
@@ -159,7 +160,7 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number; spares?: Pr
         queue.splice(i, 1);
         if (!down.has(m.to)) shells.get(m.to)?.receive(m.bytes, now, m.from);
       }
-      for (const [id, s] of shells) { if (down.has(id) || paused.has(id)) continue; const w = s.nextWakeMs(); if (w !== null && w <= now) s.tick(now); }
+      for (const [id, s] of shells) { if (!runs(id)) continue; const w = s.nextWakeMs(); if (w !== null && w <= now) s.tick(now); }
     }
   }
 
