@@ -638,9 +638,14 @@ export function signalRequest(
   const run = newRun(cs, nodes);
   const rec = cs.tasks.get(r.task);
   const at = `${r.task}/${r.vpid}`;
-  const drop = (why: string, journal = true): TaskEffect[] => {
+  const drop = (why: string): TaskEffect[] => {
     if (rec !== undefined) rec.sigStats.dropped++;
-    if (journal) note(run, rec === undefined ? null : r.task, rec === undefined ? null : r.vpid, `dropped ${signalName(r.signum)} from ${at}: ${why}`);
+    note(run, rec === undefined ? null : r.task, rec === undefined ? null : r.vpid, `dropped ${signalName(r.signum)} from ${at}: ${why}`);
+    return settle(run);
+  };
+  /** A routine drop (a race with the task's own progress, spec §4.6): counted, not journalled. */
+  const ignore = (task: TaskRecord): TaskEffect[] => {
+    task.sigStats.dropped++;
     return settle(run);
   };
   if (rec === undefined || !isLive(rec)) return drop('no such live task');
@@ -657,7 +662,7 @@ export function signalRequest(
     if (!members.includes(r.dest)) return drop(`destination VPID ${r.dest} is not a connected member`);
     // Only once the mappings went out (T4): a process must not hear from a peer before it knows
     // its task (its library refuses a signal before the mapping).
-    if (!SIGNALLING.includes(taskState(rec))) return drop(`the task is ${taskState(rec)}`, false);
+    if (!SIGNALLING.includes(taskState(rec))) return ignore(rec);
     rec.sigStats.pointToPoint++;
     perAgent(run, rec, [r.dest], (vpids) => ({
       type: 'proc.signal', task: rec.id, vpids, signum: r.signum, src: r.vpid, dest: r.dest, arg: r.arg, epoch: sig.epoch, node: '', data: '',
@@ -668,8 +673,8 @@ export function signalRequest(
   if (isBroadcast ? !isAppSignal(r.signum) : !isGroupRequest(r.signum)) {
     return drop(`signal number ${r.signum} is not ${isBroadcast ? 'an application signal' : 'a group request'}`);
   }
-  if (r.epoch !== sig.epoch) return drop(`stale epoch ${r.epoch}, current ${sig.epoch}`, false);
-  if (taskState(rec) !== 'running') return drop(`the task is ${taskState(rec)}`, false);
+  // A stale epoch (the request crossed a broadcast), or a task no longer running.
+  if (r.epoch !== sig.epoch || taskState(rec) !== 'running') return ignore(rec);
 
   let verdict;
   if (isBroadcast) {
@@ -686,7 +691,8 @@ export function signalRequest(
     rec.sigStats.groupRequests++;
     verdict = addGroupRequest(sig, { vpid: r.vpid, signum: r.signum, arg: r.arg }, members, cs.tick);
   }
-  if (verdict.kind === 'duplicate') return drop('a second request from the same process in one epoch', false);
+  // A second request from the same process in one epoch.
+  if (verdict.kind === 'duplicate') return ignore(rec);
   applyVerdict(run, rec, verdict, members.length);
   return settle(run);
 }
@@ -712,10 +718,8 @@ function applyVerdict(run: Run, rec: TaskRecord, verdict: GroupVerdict, members:
 /** A member left Running (it ended, normally or not): the requests it sent no longer count, and
  *  the collection is judged again with one member fewer (a quorum may now be met, or lost). */
 function rejudgeGroupRequest(run: Run, rec: TaskRecord): void {
-  if (rec.signals.pending === null || rec.mode !== 'linked') return;
   const members = liveMembers(rec);
-  const verdict = judgeGroupRequest(rec.signals, members);
-  applyVerdict(run, rec, verdict, members.length);
+  applyVerdict(run, rec, judgeGroupRequest(rec.signals, members), members.length);
 }
 
 // ---- entry points ----------------------------------------------------------------------------
@@ -809,8 +813,9 @@ function applyReport(run: Run, agent: ProcessId, r: ProcReport): void {
   const data = rec?.procs.get(r.vpid);
   const node = nodes.get(agent)?.node ?? null;
   const placedOn = data === undefined ? null : procCtx(data).node;
-  // Only the agent of the process's node speaks for it (spec §6.2: FsmProc's Agent).
-  if (rec === undefined || data === undefined || node === null || placedOn !== node) {
+  // Only the agent of the process's node speaks for it (spec §6.2: FsmProc's Agent). No such
+  // process has no node (placedOn null), so it is refused here too.
+  if (rec === undefined || node === null || placedOn !== node) {
     const why = data === undefined ? 'no such process' : `the process is on ${placedOn ?? 'no node'}, not ${node ?? 'an unknown node'}`;
     note(run, rec === undefined ? null : r.task, data === undefined ? null : r.vpid, `dropped ${r.kind} from ${agent} for ${at}: ${why}`);
     return;
