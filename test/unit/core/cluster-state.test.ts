@@ -4,7 +4,7 @@
 // (`trine ps`, answers) or a replica comparing digests could observe.
 import { describe, expect, it } from 'vitest';
 import {
-  encodeCluster, liveSubmits, liveTasks, needsTicks, nodeJoined, slotsHeldOn, submitTask, tasksOn, taskTimers, tick, type NodeRecord, type TaskEffect,
+  clusterView, encodeCluster, liveSubmits, liveTasks, needsTicks, nodeJoined, slotsHeldOn, submitTask, tasksOn, taskTimers, tick, type NodeRecord, type TaskEffect,
 } from '../../../src/core/cluster-state.ts';
 import { DEFAULT_TIMING, MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_TASK_CHARS } from '../../../src/core/constants.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../../../src/core/signals.ts';
@@ -442,7 +442,7 @@ describe('cluster state: placement and the journal (spec §6; PROTOCOL §8.2)', 
     expect(c.task('t2').waitReason).toBe('needs 1 slot, 0 free on 7 healthy nodes');
   });
 
-  it('PROTOCOL §10.9, §10.11: live tasks and the submits to restore are listed by number, whatever order they were created in', () => {
+  it('PROTOCOL §10.9, §10.11: live tasks, the submits to restore and `trine ps` list tasks by number, whatever order they were created in', () => {
     const c = new Cluster(1, 0);
     const req: TaskSubmit = {
       type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', taskKey: new Uint8Array(32),
@@ -455,6 +455,8 @@ describe('cluster state: placement and the journal (spec §6; PROTOCOL §8.2)', 
     c.kill('t11');
     expect(liveTasks(c.cs)).toEqual(['t9', 't10', 't12']);
     expect(liveSubmits(c.cs).map((x) => `${x.task}:${x.submit.nonce}`)).toEqual(['t9:b', 't10:a']);
+    // `trine ps` lists them the same way: live tasks by number, then the finished ones.
+    expect(clusterView(c.cs, c.nodes).tasks.map((t) => t.id)).toEqual(['t9', 't10', 't12', 't11']);
   });
 
   it('the status view leaves out every finished task older than one it left out, however small (MAX_VIEW_TASK_CHARS)', () => {
