@@ -49,7 +49,46 @@ describe('only the primary orders (PROTOCOL §5.8)', () => {
   });
 });
 
+/** What each replica reports to the watchdog (spec §1.6 rule 3: every diagnosis it initiates),
+ *  from now on, as `by:reason:target`. */
+function watchdogReports(c: Cluster): string[] {
+  const seen: string[] = [];
+  c.filters.push((from, to, i) => {
+    if (to === 'scc' && i.type === 'diag.report') seen.push(`${from}:${i.reason}:${i.target}`);
+    return i;
+  });
+  return seen;
+}
+
 describe('evidence of an equivocation (PROTOCOL §10.2)', () => {
+  it('§10.2, spec §1.6 rule 3: a primary that orders two backups different requests at one RSN is reported to the watchdog as an equivocation by the backups that see it', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    const reports = watchdogReports(c);
+    // r1 (faulty) signs r3 another request than r2's at the next RSN.
+    const other = signCG({ csn: 99, gssnAck: 0, payload: { type: 'echo', tag: 'forged', fanout: 'self', count: 1, data: new Uint8Array([1]) }, client: 'a1', inc: 1 }, hmacSigner('a1'));
+    let forged = false;
+    c.filters.push((from, to, i): Item => {
+      if (forged || from !== 'r1' || to !== 'r3' || i.type !== 'ptp' || i.body?.type !== 'wrapper') return i;
+      forged = true;
+      return { ...i, body: { ...i.body, signed: other } };
+    });
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    c.run(c.membership.timing.orderConfirmMs + 300);
+    expect(forged).toBe(true);
+    // Each backup reports twice: when its confirmation disagrees (a diagnosis it initiates), and
+    // with its accusation once the other's evidence shows the primary's two signed orders. (r1's
+    // own core never sent the forgery, so it takes r3 for the liar: not what this row is about.)
+    expect(reports.filter((r) => !r.startsWith('r1:')).sort()).toEqual(['r2:equivocation:r1', 'r2:equivocation:r1', 'r3:equivocation:r1', 'r3:equivocation:r1']);
+    // The operator sees the suspicion in r2's log and counted in its status (`trine status`).
+    const suspected = c.effects('suspect', 'r2');
+    expect(suspected.map((o) => `${o.effect.reason}:${o.effect.target}`)).toContain('digest.mismatch:r1');
+    expect(c.replicas[1]?.status(c.now()).suspicions).toBe(suspected.length);
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'replica.suspect').map((o) => o.effect.fields)).toContainEqual(
+      expect.objectContaining({ target: 'r1', reason: 'digest.mismatch', detail: expect.stringMatching(/^r3 was given another request at rsn \d+$/), rsn: expect.any(Number) }),
+    );
+  });
+
   it('a frame the other backup signed itself proves nothing about the primary: no accusation of a correct primary', () => {
     const c = makeCluster(1);
     c.run(100);

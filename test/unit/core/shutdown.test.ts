@@ -83,6 +83,11 @@ describe('trine shutdown in the group (PROTOCOL §10.11)', () => {
     expect(reply(c, nonce(98)).every((r) => r.ok && /already shutting down/.test(r.text))).toBe(true);
     expect(c.replicas[0]?.clusterView().tasks.map((t) => t.id)).toEqual(['t1']);
     expect(commands(c, 'a1').filter((t) => t === 'node.shutdown')).toHaveLength(1);
+    // Every replica logs the shutdown once, with the RSN that ordered it.
+    const rsn = reply(c, SHUTDOWN.nonce)[0]?.rsn;
+    for (const r of ['r1', 'r2', 'r3']) {
+      expect(c.effects('log', r).filter((o) => o.effect.event === 'shutdown.ordered').map((o) => o.effect.fields)).toEqual([{ rsn }]);
+    }
   });
 
   it('the replicas tell the watchdog at once and again every 250 ms until it acknowledges; then they exit once every agent has its copies', () => {
