@@ -171,8 +171,20 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number; spares?: Pr
     shells.get(id)?.tick(now);
   }
 
+  /** Items leaving any process from now on, as `pick` names them (null: not recorded): what a
+   *  peer or the watchdog receives. */
+  function sent(pick: (from: ProcessId, to: ProcessId, item: Item) => string | null): string[] {
+    const seen: string[] = [];
+    filters.push((from, to, item) => {
+      const name = pick(from, to, item);
+      if (name !== null) seen.push(name);
+      return item;
+    });
+    return seen;
+  }
+
   return {
-    membership, replicas, agents: agentCores, shells, observed, filters, down, paused, resume, restartAgent, addAgent, startReplica, operate, opReplies, sendAs,
+    membership, replicas, agents: agentCores, shells, observed, filters, sent, down, paused, resume, restartAgent, addAgent, startReplica, operate, opReplies, sendAs,
     now: () => now,
     runUntil,
     run: (ms: number) => runUntil(now + ms),

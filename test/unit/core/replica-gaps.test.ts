@@ -51,14 +51,8 @@ describe('only the primary orders (PROTOCOL §5.8)', () => {
 
 /** What each replica reports to the watchdog (spec §1.6 rule 3: every diagnosis it initiates),
  *  from now on, as `by:reason:target`. */
-function watchdogReports(c: Cluster): string[] {
-  const seen: string[] = [];
-  c.filters.push((from, to, i) => {
-    if (to === 'scc' && i.type === 'diag.report') seen.push(`${from}:${i.reason}:${i.target}`);
-    return i;
-  });
-  return seen;
-}
+const watchdogReports = (c: Cluster): string[] =>
+  c.sent((from, to, i) => (to === 'scc' && i.type === 'diag.report' ? `${from}:${i.reason}:${i.target}` : null));
 
 describe('evidence of an equivocation (PROTOCOL §10.2)', () => {
   it('§10.2, spec §1.6 rule 3: a primary that orders two backups different requests at one RSN is reported to the watchdog as an equivocation by the backups that see it', () => {
@@ -164,15 +158,8 @@ describe('a replica\'s own pause is not its peers\' silence (PROTOCOL §6.1)', (
   const everyonesMembers = (c: C) => c.replicas.map((r) => r.status(c.now()).members);
   const INITIAL = [['r1', 'r2', 'r3'], ['r1', 'r2', 'r3'], ['r1', 'r2', 'r3']];
   /** Lane-0 bodies leaving a process, as `pick` names them (null: not recorded), from now on. */
-  function sentBodies(c: C, pick: (from: ProcessId, to: ProcessId, body: NonNullable<Extract<Item, { type: 'ptp' }>['body']>) => string | null): string[] {
-    const seen: string[] = [];
-    c.filters.push((from, to, i) => {
-      const name = i.type === 'ptp' && i.body !== null ? pick(from, to, i.body) : null;
-      if (name !== null) seen.push(name);
-      return i;
-    });
-    return seen;
-  }
+  const sentBodies = (c: C, pick: (from: ProcessId, to: ProcessId, body: NonNullable<Extract<Item, { type: 'ptp' }>['body']>) => string | null): string[] =>
+    c.sent((from, to, i) => (i.type === 'ptp' && i.body !== null ? pick(from, to, i.body) : null));
 
   it('a backup that did not run for 300 ms, its peers\' heartbeats waiting unread, suspects nobody and logs the pause', () => {
     const c = makeCluster(1);
