@@ -57,6 +57,24 @@ describe('a replacement replica (PROTOCOL §10.6)', () => {
     expect(new Set(serving.map((r) => r.rsn())).size).toBe(1);
   });
 
+  it('§10.6: a second replacement takes the state from the members the group has when it starts, one of them the first replacement: a replica cluster.json never named as a member', () => {
+    const c = makeCluster(5, { spares: ['r4', 'r5'] });
+    c.run(300);
+    c.down.add('r2');
+    const first = startOnCommand(c, 'r4', 1, 1, 5_000);
+    c.run(1_000);
+    expect(first.core.phase()).toBe('serving');
+    // r3 dies: r5 starts with the group r1, r4, which only the command names.
+    c.down.add('r3');
+    const second = startOnCommand(c, 'r5', 1, 1, 5_000);
+    expect(spawnsOf(c, 'r5')[0]?.command).toMatchObject({ primary: 'r1', replicas: ['r1', 'r4'] });
+    c.run(2_000);
+    expect(second.core.phase()).toBe('serving');
+    const serving = c.replicas.filter((r) => ['r1', 'r4', 'r5'].includes(r.id));
+    expect(serving.map((r) => r.state().replicas)).toEqual([['r1', 'r4', 'r5'], ['r1', 'r4', 'r5'], ['r1', 'r4', 'r5']]);
+    expect(new Set(serving.map((r) => r.digestHex())).size).toBe(1);
+  });
+
   it('§10.6, §10.2: a member does not hold the dead incarnation\'s silence against the new one: no diagnosis of r4 at the first check after it joined, though its predecessor was silent for long', () => {
     const c = makeCluster(4, { spares: ['r4'] });
     c.run(300);

@@ -2,11 +2,11 @@
 // each row is what a peer or a user observes when a faulty peer tries something, or what the
 // status reports (docs/PROTOCOL.md §2.3, §5.8, §6, §7, §8.1, §8.3, §8.4, §10.2).
 import { describe, expect, it } from 'vitest';
-import type { Item, PtpPayload } from '../../../src/core/wire/messages.ts';
+import type { Item, PtpPayload, SignedCG } from '../../../src/core/wire/messages.ts';
 import { orderClaim } from '../../../src/core/wire/messages.ts';
 import { encodeFrame, pack, signCG } from '../../../src/core/wire/frame.ts';
 import type { ProcessId } from '../../../src/core/ports.ts';
-import { MAX_ORDER_AHEAD } from '../../../src/core/constants.ts';
+import { MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD } from '../../../src/core/constants.ts';
 import { hmacSigner, makeCluster } from './harness.ts';
 
 const echo = (count: number) => ({ type: 'echo' as const, tag: 'x', fanout: 'self' as const, count, data: new Uint8Array([7]) });
@@ -469,5 +469,120 @@ describe('operator requests carry no CSN and no incarnation (PROTOCOL §8.1)', (
     send('c'.repeat(32), 0, 0);
     c.run(300);
     expect(c.opReplies.map((r) => r.from).sort()).toEqual(['r1', 'r2', 'r3']);
+  });
+});
+
+describe('a backup watches each request it forwards (PROTOCOL §5.6, spec §3.6 G8)', () => {
+  it('§5.6: each forwarded request of an agent has its own PrimaryProgressTimeout: the primary ordering one of a1\'s requests does not excuse another it never ordered', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const tagOf = (s: SignedCG): string => (s.cg.payload.type === 'echo' ? s.cg.payload.tag : '');
+    // r1 never hears a1 directly, so a1 falls back to the backups (G7); of what they forward,
+    // r1 takes 'kept' and loses 'lost'.
+    c.filters.push((from, to, i) => {
+      if (to !== 'r1') return i;
+      if (from === 'a1' && i.type === 'grp') return null;
+      return i.type === 'ptp' && i.body?.type === 'wrapper' && tagOf(i.body.signed) === 'lost' ? null : i;
+    });
+    const base = c.replicas[0]?.state().csnReceived.get('a1') ?? 0;
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'kept' } });
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'lost' } });
+    c.run(2000);
+    expect(c.effects('deliver.request', 'r1').map((o) => o.effect.request).filter((r) => r.type === 'echo').map((r) => (r.type === 'echo' ? r.tag : ''))).toEqual(['kept']);
+    for (const b of ['r2', 'r3']) {
+      const progress = c.effects('suspect', b).filter((o) => o.effect.reason === 'primary.progress');
+      expect(progress.map((o) => [o.effect.target, o.effect.detail])).toEqual([['r1', `echo csn ${base + 2} of a1 not ordered by r1`]]);
+      // Watched from its first forward: suspected one PrimaryProgressTimeout later, not after
+      // the agent's next fallback.
+      const forwardedAt = c.effects('log', b).find((o) => o.effect.event === 'agent.fallback' && o.effect.fields['csn'] === base + 2)?.at as number;
+      expect(progress[0]?.at).toBe(forwardedAt + c.membership.timing.primaryProgressMs);
+    }
+  });
+});
+
+describe('acknowledgements name the incarnation they are for (PROTOCOL §5.7)', () => {
+  it('§5.7: a backup acknowledges a restarted agent\'s requests with the new incarnation\'s CSNs, never its predecessor\'s, which would tell it that requests it still has to send were received', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    for (let k = 0; k < 4; k++) c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    c.run(300);
+    const before = c.replicas[1]?.state().csnReceived.get('a1') ?? 0;
+    expect(before).toBeGreaterThanOrEqual(5); // node.join and the four echoes
+    // a1 restarts; the primary hears nothing of the new incarnation, neither from it nor from
+    // the backups it falls back to (G7), which acknowledge its requests all the same.
+    c.filters.push((from, to, i) => (to === 'r1' && ((from === 'a1' && i.type === 'grp') || (i.type === 'ptp' && i.body?.type === 'wrapper' && i.body.signed.cg.inc === 2)) ? null : i));
+    const marks = c.sent((from, to, i) => ((from === 'r2' || from === 'r3') && to === 'a1' && i.type === 'gack' && i.destInc === 2 ? `${from}:${i.ack}` : null));
+    c.restartAgent('a1', 2);
+    c.run(400); // its fallback and the backups' acknowledgements; no primary.progress yet
+    expect(c.replicas[1]?.state().clientInc.get('a1')).toBe(1);
+    expect(new Set(marks.map((m) => m.split(':')[0]))).toEqual(new Set(['r2', 'r3']));
+    expect(new Set(marks.map((m) => m.split(':')[1]))).toEqual(new Set(['0']));
+  });
+});
+
+describe('the task clock runs only while something counts its ticks (PROTOCOL §8.3, §10.6)', () => {
+  it('§8.3, §10.6: a replacement that waits for a node to host it orders no ticks: no node can start it, so no start timeout runs', () => {
+    // Three replicas on n1..n3, agents on n1 and n2 only: once r3 is removed, no live node
+    // without a member can host the spare r4.
+    const c = makeCluster(2, { spares: ['r4'] });
+    c.run(300);
+    c.down.add('r3');
+    c.run(3000);
+    const r1 = c.replicas[0];
+    expect(r1?.state().replicas).toEqual(['r1', 'r2']);
+    expect(r1?.state().group.recovery).toMatchObject({ id: 'r4', node: null });
+    const ticks = () => c.effects('deliver.input', 'r1').filter((o) => o.effect.input.type === 'tick').length;
+    const rsn = r1?.rsn();
+    const before = ticks();
+    c.run(5000);
+    expect(ticks()).toBe(before);
+    expect(r1?.rsn()).toBe(rsn);
+  });
+});
+
+describe('an agent\'s error report accuses members only (PROTOCOL §10.2)', () => {
+  it('§10.2: a report naming a member and a process that is none suspects the member alone, and the operator reads every name the agent gave', () => {
+    const c = makeCluster(2);
+    c.run(200);
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { type: 'error.report', gssn: 3, count: 2, kind: 'mismatch', suspects: ['r3', 'r9'] } });
+    c.run(200);
+    for (const r of ['r1', 'r2', 'r3']) {
+      expect(c.effects('log', r).filter((o) => o.effect.event === 'replica.suspect').map((o) => o.effect.fields)).toEqual(
+        [expect.objectContaining({ target: 'r3', reason: 'error.report', detail: 'a1 reports mismatch for 2 gssn from 3 (suspects r3,r9)' })],
+      );
+    }
+    expect(c.effects('suspect').filter((o) => o.effect.target === 'r9')).toEqual([]);
+  });
+});
+
+describe('the journal `trine ps` shows is bounded (PROTOCOL §10.9)', () => {
+  it(`the last MAX_JOURNAL_EVENTS (${MAX_JOURNAL_EVENTS}) task events, oldest first, and no more`, () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const nonce = (n: number) => n.toString(16).padStart(32, '0');
+    let n = 0;
+    let tasks = 0;
+    // Four events a task: submitted, waiting (9 slots on a node of 4), kill requested, finished.
+    const submitAndKill = (count: number) => {
+      const first = tasks + 1;
+      for (let k = 0; k < count; k++) {
+        tasks++;
+        c.operate({ type: 'task.submit', nonce: nonce(++n), name: `job${tasks}`, size: 9, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', taskKey: new Uint8Array(32).fill(tasks & 0xff) });
+      }
+      c.run(10);
+      for (let k = first; k <= tasks; k++) c.operate({ type: 'task.kill', nonce: nonce(++n), task: `t${k}` });
+      c.run(10);
+    };
+    const journal = () => (c.replicas[0]?.clusterView().events ?? []).map((e) => e.text);
+    const logged = () => c.effects('log', 'r1').filter((o) => o.effect.event === 'task.event').map((o) => String(o.effect.fields['text']));
+    while (logged().length + 64 <= MAX_JOURNAL_EVENTS) submitAndKill(16);
+    while (logged().length + 4 <= MAX_JOURNAL_EVENTS) submitAndKill(1);
+    expect(journal()).toEqual(logged());
+    for (let k = 0; k < 3; k++) {
+      submitAndKill(1);
+      expect(journal()).toEqual(logged().slice(-MAX_JOURNAL_EVENTS));
+    }
+    expect(logged().length).toBeGreaterThan(MAX_JOURNAL_EVENTS);
+    expect(journal().at(-1)).toBe(`t${tasks} finished abnormally: killed by operator`);
   });
 });

@@ -388,4 +388,53 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
     c.run(50);
     expect(entries).toEqual([behind + 1]);
   });
+
+  it('§10.5, §5.6: an operator\'s request the condemned primary ordered to the other survivor alone is executed in the sync and not forwarded again: no primary.progress against the successor', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const { orderConfirmMs, primaryProgressMs } = c.membership.timing;
+    // r3 has the request from the operator, forwards it to r1 and watches it (G8); r1 orders it
+    // to r2 alone, and r2 does not relay it (§5.8): r2 executes it, unconfirmed, after orderConfirmMs.
+    c.filters.push((from, to, i): Item => (to === 'r3' && i.type === 'ptp' && ((from === 'r1' && i.body?.type === 'wrapper') || (from === 'r2' && i.body?.type === 'order.evidence')) ? { ...i, body: notice('withheld') } : i));
+    c.operate(kill(6), ['r1', 'r3']);
+    c.run(orderConfirmMs + 100);
+    const [, r2, r3] = c.replicas;
+    expect(r2?.rsn()).toBe((r3?.rsn() as number) + 1);
+    // r1 is condemned: r3 gets the request's entry from r2 in the sync, and r2 becomes primary.
+    gapTo(c, 'r2');
+    gapTo(c, 'r3');
+    c.run(100);
+    expect(views(c, 'r3').map((v) => v[1])).toEqual(['r2']);
+    expect(r3?.state().outcomes.has(nonce(6))).toBe(true);
+    c.run(primaryProgressMs + 200);
+    // (r3 may well have suspected r1, which withheld the order from it.)
+    expect(c.effects('suspect').filter((o) => o.effect.reason === 'primary.progress' && o.effect.target === 'r2')).toEqual([]);
+    expect(r3?.rsn()).toBe(r2?.rsn());
+    expect(r3?.digestHex()).toBe(r2?.digestHex());
+  });
+
+  it('§10.5: an agent\'s request that reaches the successor while it syncs is ordered as its view starts, without waiting for the agent to send it again', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    // r3's view.sync is late to r2 (lost here, sent again below): r2 stays in its sync.
+    let holdSync = true;
+    c.filters.push((from, to, i): Item => (holdSync && from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'view.sync' ? { ...i, body: notice('held') } : i));
+    gapTo(c, 'r2');
+    gapTo(c, 'r3');
+    c.run(20);
+    expect(c.replicas.map((r) => r.phase())).toEqual(['retired', 'syncing', 'syncing']);
+    // a1's request: r1 no longer answers, so a1 falls back to r2 and r3 (G7), which hold it.
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo('held') });
+    c.run(600);
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'agent.fallback')).toEqual([]);
+    expect(c.effects('log', 'a1').filter((o) => o.effect.event === 'agent.fallback')).not.toEqual([]);
+    holdSync = false;
+    const view = c.replicas[1]?.status(c.now()).view as number;
+    injectAll(c, 'r3', 'r2', [{ type: 'view.sync', view, rsn: c.replicas[2]?.rsn() as number }]);
+    c.run(100);
+    const started = c.effects('log', 'r2').find((o) => o.effect.event === 'group.view');
+    expect(started?.effect.fields).toMatchObject({ view: view + 1, primary: 'r2' });
+    const ordered = c.effects('deliver.request', 'r2').filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'held');
+    expect(ordered.map((o) => o.at)).toEqual([started?.at]);
+  });
 });
