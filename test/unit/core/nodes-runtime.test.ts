@@ -113,6 +113,65 @@ describe('node.add (PROTOCOL §10.12)', () => {
   });
 });
 
+describe('what a replica learns from a node.add (PROTOCOL §10.12)', () => {
+  const spare = (id: string, port: number, b: number) => ({ id, port, publicKey: new Uint8Array(32).fill(b) });
+  const addWith = (agent: string, node: string, address: string, spares: ReturnType<typeof spare>[]): OperatorRequest =>
+    ({ type: 'node.add', nonce: nonce(), agent, node, address, port: 7403, publicKey: KEY, spares });
+
+  it('§10.12: each replica hands its driver the keys a node.add brings, once: the agent\'s, and its spare replicas\' with where they listen; the agents it knew keep their heartbeat record', () => {
+    const c = makeCluster(2);
+    c.run(200);
+    const health = () => c.replicas.map((r) => r.status(c.now()).agents.filter((a) => a.id === 'a1' || a.id === 'a2').map((a) => a.health));
+    // (Agents heartbeat the backups, which check them: PROTOCOL §8.4.)
+    expect(health()).toEqual([['unknown', 'unknown'], ['healthy', 'healthy'], ['healthy', 'healthy']]);
+    c.operate(addWith('a3', 'n3x', '10.0.0.9', [spare('r4', 7402, 4)]));
+    for (let k = 0; k < 100; k++) {
+      c.run(1);
+      expect(health()).toEqual([['unknown', 'unknown'], ['healthy', 'healthy'], ['healthy', 'healthy']]);
+    }
+    expect(operate(c, addWith('a4', 'n4x', '10.0.0.10', [spare('r5', 7402, 5), spare('r6', 7401, 6)])).ok).toBe(true);
+    for (const r of ['r1', 'r2', 'r3']) {
+      expect(c.effects('keys', r).map((o) => o.effect.keys)).toEqual([
+        [{ id: 'a3', publicKey: KEY }, { id: 'r4', publicKey: spare('r4', 0, 4).publicKey, replica: { node: 'n3x', address: '10.0.0.9', port: 7402 } }],
+        [
+          { id: 'a4', publicKey: KEY },
+          { id: 'r5', publicKey: spare('r5', 0, 5).publicKey, replica: { node: 'n4x', address: '10.0.0.10', port: 7402 } },
+          { id: 'r6', publicKey: spare('r6', 0, 6).publicKey, replica: { node: 'n4x', address: '10.0.0.10', port: 7401 } },
+        ],
+      ]);
+    }
+  });
+
+  it('§10.12, §10.6: a replacement started from an added node\'s spare is heard like any member: healthy in status, and suspected when it falls silent', () => {
+    const c = makeCluster(2);
+    c.run(200);
+    // Two nodes added one after the other; only the second one's agent starts, so the
+    // replacement for r3 starts there, from its spare r5.
+    expect(operate(c, addWith('a3', 'n3x', '10.0.0.9', [spare('r4', 7402, 4)])).ok).toBe(true);
+    expect(operate(c, addWith('a4', 'n4x', '10.0.0.10', [spare('r5', 7402, 5)])).ok).toBe(true);
+    c.addAgent('a4');
+    c.run(500);
+    c.down.add('r3');
+    const end = c.now() + 5_000;
+    const spawnOf = () => c.effects('deliver.command', 'a4').map((o) => o.effect.command).find((x) => x.type === 'replica.spawn');
+    while (spawnOf() === undefined && c.now() < end) c.run(10);
+    const spawn = spawnOf();
+    if (spawn?.type !== 'replica.spawn') throw new Error('no replica.spawn for r5 within 5 s');
+    const r5 = c.startReplica('r5', 1, { view: spawn.view, primary: spawn.primary, replicas: spawn.replicas });
+    c.run(1_000);
+    expect(r5.phase()).toBe('serving');
+    for (const r of [c.replicas[0], c.replicas[1], r5]) {
+      const st = r?.status(c.now());
+      // `trine status` names the member an added node brought, with where it listens.
+      expect(st?.added).toEqual([{ id: 'r5', node: 'n4x', address: '10.0.0.10', port: 7402, publicKey: '05'.repeat(32) }]);
+      if (r !== r5) expect(st?.replicas.find((x) => x.id === 'r5')?.health).toBe('healthy');
+    }
+    c.down.add('r5');
+    c.run(500);
+    for (const r of ['r1', 'r2']) expect(c.effects('suspect', r).filter((o) => o.effect.target === 'r5' && o.effect.reason === 'heartbeat.missed')).toHaveLength(1);
+  });
+});
+
 describe('node.remove (PROTOCOL §10.12)', () => {
   it('an idle node leaves at once: its agent is told to stop, the group forgets it, and a task no longer fits on it', () => {
     const c = makeCluster(4);

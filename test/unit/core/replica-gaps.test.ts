@@ -586,3 +586,87 @@ describe('the journal `trine ps` shows is bounded (PROTOCOL §10.9)', () => {
     expect(journal().at(-1)).toBe(`t${tasks} finished abnormally: killed by operator`);
   });
 });
+
+describe('a failed node is reset until it is back (PROTOCOL §8.4)', () => {
+  it('§8.4: each replica asks the watchdog to reset a failed node with its heartbeats until the node\'s agent joins again, and not after', () => {
+    const c = makeCluster(2);
+    c.run(200);
+    const asked = c.sent((from, to, i) => (to === 'scc' && i.type === 'reset.node' && i.node === 'n2' ? from : null));
+    c.down.add('a2');
+    c.run(2000);
+    expect(c.replicas[0]?.clusterView().nodes.find((n) => n.node === 'n2')?.state).toBe('failed');
+    // Again and again: a lost request would leave the node dead.
+    for (const r of ['r1', 'r2', 'r3']) expect(asked.filter((x) => x === r).length).toBeGreaterThan(3);
+    c.down.delete('a2');
+    c.restartAgent('a2', 2);
+    c.run(500);
+    expect(c.replicas[0]?.clusterView().nodes.find((n) => n.node === 'n2')?.state).not.toBe('failed');
+    const before = asked.length;
+    c.run(1000);
+    expect(asked.length).toBe(before);
+  });
+});
+
+describe('a node declared failed stays failed until a new incarnation joins (PROTOCOL §8.4)', () => {
+  it('§8.4: an agent cut off from the replicas\' checks but whose requests still get through is reset all the same: only a node.join of a new incarnation ends the resets', () => {
+    const c = makeCluster(2);
+    c.run(200);
+    const asked = c.sent((from, to, i) => (to === 'scc' && i.type === 'reset.node' && i.node === 'n2' ? from : null));
+    // a2's heartbeats and probe replies are lost; its group requests are not.
+    c.filters.push((from, _to, i) => (from === 'a2' && (i.type === 'hb' || i.type === 'probe.reply') ? null : i));
+    c.run(1500);
+    expect(c.replicas[0]?.clusterView().nodes.find((n) => n.node === 'n2')?.state).toBe('failed');
+    c.input('a2', { type: 'request', nowMs: c.now(), request: echo(1) });
+    c.run(300);
+    expect(c.effects('deliver.request', 'r1').filter((o) => o.effect.client === 'a2' && o.effect.request.type === 'echo')).toHaveLength(1);
+    const before = asked.length;
+    c.run(1000);
+    for (const r of ['r1', 'r2', 'r3']) expect(asked.slice(before).filter((x) => x === r).length).toBeGreaterThan(3);
+  });
+});
+
+describe('a backup names what the primary ordered wrongly (PROTOCOL §5.7, §8.1)', () => {
+  it('§5.7, §8.1: an RSN carrying a CSN other than the agent\'s next, or an operator\'s client with a request no operator may make, is suspected as rsn.gap, with what it carried', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const r2 = c.replicas[1];
+    const rsn = r2?.rsn() as number;
+    const next = (c.replicas[1]?.state().csnReceived.get('a1') ?? 0) + 1;
+    const skipped = signCG({ csn: next + 4, gssnAck: 0, payload: echo(1), client: 'a1', inc: 1 }, hmacSigner('a1'));
+    const asOperator = signCG({ csn: 0, gssnAck: 0, payload: echo(1), client: 'op', inc: 0 }, hmacSigner('op'));
+    inject(c, 'r1', 'r2', { type: 'wrapper', rsn: rsn + 1, signed: skipped });
+    inject(c, 'r1', 'r2', { type: 'wrapper', rsn: rsn + 2, signed: asOperator });
+    c.run(c.membership.timing.orderConfirmMs + 100);
+    const gaps = c.effects('suspect', 'r2').filter((o) => o.effect.reason === 'rsn.gap').map((o) => [o.effect.target, o.effect.detail]);
+    expect(gaps).toEqual([['r1', `rsn ${rsn + 1} carries csn ${next + 4}/1 echo of a1, expected ${next}`], ['r1', `rsn ${rsn + 2} carries a echo from op`]]);
+  });
+});
+
+describe('a member removed while it did not run (PROTOCOL §10.3)', () => {
+  /** r3's host starves it while the group condemns it; then it runs again. */
+  function starved(c: Cluster): void {
+    c.run(200);
+    c.paused.add('r3');
+    c.run(2000);
+    expect(c.replicas[0]?.state().replicas).toEqual(['r1', 'r2']);
+    expect(c.effects('deliver.input', 'r1').filter((o) => o.effect.input.type === 'replica.condemn')).toHaveLength(1);
+    c.resume('r3');
+    c.run(200);
+  }
+  const retired = (c: Cluster) => c.effects('log', 'r3').filter((o) => o.effect.event === 'replica.retired').map((o) => o.effect.fields);
+
+  it('§10.3: running again, a backup the group condemned meanwhile reads the two accusations and retires, condemned in the view they name', () => {
+    const c = makeCluster(1);
+    starved(c);
+    expect(c.replicas[2]?.phase()).toBe('retired');
+    expect(retired(c)).toEqual([{ view: 0, why: 'condemned' }]);
+  });
+
+  it('§10.3: running again, a backup that missed the accusations executes its own removal and retires in the view that no longer has it', () => {
+    const c = makeCluster(1);
+    c.filters.push((_from, to, i) => (to === 'r3' && i.type === 'ptp' && i.body?.type === 'accuse' ? { ...i, body: { type: 'notice', text: 'lost' } } : i));
+    starved(c);
+    expect(c.replicas[2]?.phase()).toBe('retired');
+    expect(retired(c)).toEqual([{ view: 1 }]);
+  });
+});

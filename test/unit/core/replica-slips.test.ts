@@ -437,4 +437,43 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
     const ordered = c.effects('deliver.request', 'r2').filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'held');
     expect(ordered.map((o) => o.at)).toEqual([started?.at]);
   });
+
+  it('§10.5, spec §3.6 G8: a request the backups forwarded to a primary that never ordered it is ordered by the successor as its view starts, once, and the survivors stay equal', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    // r1 never orders anything of a1's: it swallows a1's requests and the backups' forwards.
+    c.filters.push((from, to, i) => (to === 'r1' && ((from === 'a1' && i.type === 'grp') || (from !== 'a1' && i.type === 'ptp' && i.body?.type === 'wrapper')) ? null : i));
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo('lost') });
+    c.run(2000);
+    const started = c.effects('log', 'r2').find((o) => o.effect.event === 'group.view');
+    expect(started?.effect.fields).toMatchObject({ primary: 'r2', replicas: ['r2', 'r3'] });
+    const lost = (r: ProcessId) => c.effects('deliver.request', r).filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'lost');
+    expect(lost('r2').map((o) => o.at)).toEqual([started?.at]);
+    expect(lost('r3')).toHaveLength(1);
+    const [, r2, r3] = c.replicas;
+    expect(r3?.rsn()).toBe(r2?.rsn());
+    expect(r3?.digestHex()).toBe(r2?.digestHex());
+  });
+
+  it('§10.5, spec §3.6 G8: a request only the other backup forwarded goes from it to the successor, which orders it: a backup never orders', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    // r1 never orders anything of a1's, and r2 never hears a1 at all: only r3 has the request.
+    c.filters.push((from, to, i) => ((to === 'r1' && ((from === 'a1' && i.type === 'grp') || (from !== 'a1' && i.type === 'ptp' && i.body?.type === 'wrapper'))) || (from === 'a1' && to === 'r2' && i.type === 'grp') ? null : i));
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo('lost') });
+    c.run(1500);
+    // r3 accused r1 of primary.progress; r2 accuses it of an RSN gap: r1 is condemned.
+    expect(c.effects('suspect', 'r3').filter((o) => o.effect.reason === 'primary.progress')).toHaveLength(1);
+    gapTo(c, 'r2');
+    c.run(1000);
+    const started = c.effects('log', 'r2').find((o) => o.effect.event === 'group.view');
+    expect(started?.effect.fields).toMatchObject({ primary: 'r2', replicas: ['r2', 'r3'] });
+    const lost = (r: ProcessId) => c.effects('deliver.request', r).filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'lost');
+    expect(lost('r2')).toHaveLength(1);
+    expect(lost('r3')).toHaveLength(1);
+    expect(lost('r2')[0]?.effect.rsn).toBe(lost('r3')[0]?.effect.rsn);
+    const [, r2, r3] = c.replicas;
+    expect(r3?.rsn()).toBe(r2?.rsn());
+    expect(r3?.digestHex()).toBe(r2?.digestHex());
+  });
 });
