@@ -3,6 +3,7 @@
 // starts that core as the agent's driver would, and the members transfer it the state. The case
 // here is the one test/e2e/hosts-added-spares.test.ts met on a loaded machine: a spare id that
 // starts again as a new incarnation while a backup still holds a session of the dead one.
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { GroupCommand } from '../../../src/core/wire/messages.ts';
 import { makeCluster } from './harness.ts';
@@ -73,6 +74,98 @@ describe('a replacement replica (PROTOCOL §10.6)', () => {
     const serving = c.replicas.filter((r) => ['r1', 'r4', 'r5'].includes(r.id));
     expect(serving.map((r) => r.state().replicas)).toEqual([['r1', 'r4', 'r5'], ['r1', 'r4', 'r5'], ['r1', 'r4', 'r5']]);
     expect(new Set(serving.map((r) => r.digestHex())).size).toBe(1);
+  });
+
+  it('§10.6: the members keep asking a replacement they wait for at the plain handshake period, so its sessions open within one period of its start even if its own hellos are lost', () => {
+    const c = makeCluster(4, { spares: ['r4'] });
+    c.run(300);
+    c.down.add('r2');
+    const end = c.now() + 5_000;
+    while (spawnsOf(c, 'r4').length === 0 && c.now() < end) c.run(10);
+    // r4 starts a second after its command; its own calls are lost (its dials fail): a session
+    // opens only when a member calls it, which r4 then answers.
+    c.run(1_000);
+    const called = new Set<string>();
+    c.filters.push((from, to, item) => {
+      if (to === 'r4' && item.type === 'hello') called.add(from);
+      return from === 'r4' && item.type === 'hello' && !called.has(to) ? null : item;
+    });
+    const { view, primary, replicas } = (spawnsOf(c, 'r4')[0] as { command: Spawn }).command;
+    c.startReplica('r4', 1, { view, primary, replicas });
+    const startedAt = c.now();
+    const connected = () => ['r1', 'r3'].every((m) => c.replicas.find((r) => r.id === m)?.status(c.now()).replicas.find((x) => x.id === 'r4')?.connected === true);
+    while (!connected() && c.now() < startedAt + 1_000) c.run(1);
+    expect(c.now() - startedAt).toBeLessThanOrEqual(c.membership.timing.handshakeRetryMs + 5);
+  });
+
+  it('§10.6: hellos to a member that does not answer back off: a dead member is asked a few times a second, not at the handshake period', () => {
+    const c = makeCluster(2);
+    const hellos = c.sent((from, to, item) => (from === 'r1' && (to === 'r3' || to === 'a2') && item.type === 'hello' ? to : null));
+    c.down.add('r3');
+    c.down.add('a2');
+    c.run(3_000);
+    // 50, 100, 200, then every 400 ms (MAX_RETRANSMIT_BACKOFF × handshakeRetryMs): about 10 in 3 s.
+    for (const to of ['r3', 'a2']) expect(hellos.filter((x) => x === to).length).toBeLessThanOrEqual(12);
+  });
+
+  it('§10.6, §5.8: under a stream of requests, the backup that executes a replica.add keeps the orders that followed it: every member ends at the same RSN and state, nobody suspected', () => {
+    const c = makeCluster(4, { spares: ['r4'] });
+    c.run(300);
+    c.down.add('r2');
+    const end = c.now() + 5_000;
+    while (spawnsOf(c, 'r4').length === 0 && c.now() < end) c.run(10);
+    const { view, primary, replicas } = (spawnsOf(c, 'r4')[0] as { command: Spawn }).command;
+    const since = c.now();
+    c.startReplica('r4', 1, { view, primary, replicas });
+    // a1 asks something every 2 ms while r4 joins.
+    for (let k = 0; k < 400; k++) {
+      c.input('a1', { type: 'request', nowMs: c.now(), request: { type: 'echo', tag: `s${k}`, fanout: 'self', count: 0, data: new Uint8Array([1]) } });
+      c.run(2);
+    }
+    c.run(1_000);
+    expect(joinedAt(c, 'r3', 'r4')).toHaveLength(1);
+    const members = c.replicas.filter((r) => r.id !== 'r2');
+    expect(members.map((r) => r.phase())).toEqual(['serving', 'serving', 'serving']);
+    expect(new Set(members.map((r) => r.rsn())).size).toBe(1);
+    expect(new Set(members.map((r) => r.digestHex())).size).toBe(1);
+    expect(c.effects('suspect').filter((o) => o.at >= since)).toEqual([]);
+  });
+
+  it('§10.6: a state that two members vouch for but that does not decode is refused with its reason, and the replacement keeps waiting', () => {
+    const c = makeCluster(4, { spares: ['r4'] });
+    c.run(300);
+    c.down.add('r2');
+    // The members' copies for r4 are replaced by the same undecodable bytes, and their digests
+    // by those bytes' digest (as if both members were faulty in the same way: beyond f = 1, but
+    // the only way to reach the decoder through the transfer).
+    const junk = new Uint8Array([0xde, 0xad, 0xbe, 0xef]);
+    const digest = new Uint8Array(createHash('sha256').update(junk).digest());
+    c.filters.push((_from, to, item) => {
+      if (to !== 'r4' || item.type !== 'ptp' || item.body === null) return item;
+      if (item.body.type === 'state.digest') return { ...item, body: { ...item.body, digest } };
+      if (item.body.type === 'state.chunk') return item.body.index === 0 ? { ...item, body: { ...item.body, count: 1, data: junk } } : { ...item, body: { type: 'notice', text: 'dropped' } };
+      return item;
+    });
+    const r4 = startOnCommand(c, 'r4', 1, 1, 5_000).core;
+    c.run(1_000);
+    expect(r4.phase()).toBe('installing');
+    const refused = c.effects('log', 'r4').filter((o) => o.effect.event === 'state.refused').map((o) => o.effect.fields);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(refused[0]).toEqual({ rsn: expect.any(Number), code: expect.any(String), detail: expect.any(String) });
+    expect(refused[0]?.['rsn']).toBeGreaterThan(0);
+  });
+
+  it('§10.3: a condemned member is let go: once removed, nothing more is sent to it, not even a hello', () => {
+    const c = makeCluster(2);
+    c.run(300);
+    c.down.add('r3');
+    const end = c.now() + 3_000;
+    while (c.replicas[0]?.state().replicas.includes('r3') && c.now() < end) c.run(10);
+    expect(c.replicas[0]?.state().replicas).toEqual(['r1', 'r2']);
+    c.run(10);
+    const sent = c.sent((from, to) => ((from === 'r1' || from === 'r2') && to === 'r3' ? from : null));
+    c.run(3_000);
+    expect(sent).toEqual([]);
   });
 
   it('§10.6, §10.2: a member does not hold the dead incarnation\'s silence against the new one: no diagnosis of r4 at the first check after it joined, though its predecessor was silent for long', () => {

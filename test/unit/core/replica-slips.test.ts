@@ -476,4 +476,39 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
     expect(r3?.rsn()).toBe(r2?.rsn());
     expect(r3?.digestHex()).toBe(r2?.digestHex());
   });
+
+  it('§10.5: the successor takes how far the other survivor executed only from that survivor\'s view.sync of this view: a lower RSN claimed in another view, or by the condemned primary, does not make it order the condemnation early', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const view = c.replicas[1]?.status(c.now()).view as number;
+    // r1 withholds its next order from r2, and r3 does not relay it: only r3 executes it.
+    c.filters.push((from, to, i): Item => (to === 'r2' && i.type === 'ptp' && ((from === 'r1' && i.body?.type === 'wrapper') || (from === 'r3' && i.body?.type === 'order.evidence')) ? { ...i, body: notice('withheld') } : i));
+    c.operate(kill(8), ['r1', 'r3']);
+    c.run(c.membership.timing.orderConfirmMs + 100);
+    const [, r2, r3] = c.replicas;
+    const behind = r2?.rsn() as number;
+    expect(r3?.rsn()).toBe(behind + 1);
+    // r3's own view.sync is late to r2 (lost here, sent again below). r1 does not hear the
+    // accusations: it goes on as if still primary.
+    c.filters.push((_from, to, i): Item => (to === 'r1' && i.type === 'ptp' && i.body?.type === 'accuse' ? { ...i, body: notice('lost') } : i));
+    let holdSync = true;
+    c.filters.push((from, to, i): Item => (holdSync && from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'view.sync' ? { ...i, body: notice('held') } : i));
+    gapTo(c, 'r2');
+    gapTo(c, 'r3');
+    c.run(20);
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'group.sync').map((o) => o.effect.fields)).toEqual([{ view, target: 'r1', peer: 'r3', rsn: behind }]);
+    // Claims that r3 is no further than r2: from r3 but of another view, and from r1.
+    injectAll(c, 'r3', 'r2', [{ type: 'view.sync', view: view + 1, rsn: behind }]);
+    injectAll(c, 'r1', 'r2', [{ type: 'view.sync', view, rsn: behind }]);
+    c.run(50);
+    expect(views(c, 'r2')).toEqual([]);
+    expect(r2?.phase()).toBe('syncing');
+    // r3's view.sync: r2 catches up from r3's entries, then orders the condemnation.
+    holdSync = false;
+    injectAll(c, 'r3', 'r2', [{ type: 'view.sync', view, rsn: behind + 1 }]);
+    c.run(100);
+    expect(views(c, 'r2')).toEqual([[view + 1, 'r2']]);
+    expect(r2?.rsn()).toBe(r3?.rsn());
+    expect(r2?.digestHex()).toBe(r3?.digestHex());
+  });
 });
