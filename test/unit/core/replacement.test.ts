@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { GroupCommand } from '../../../src/core/wire/messages.ts';
-import { makeCluster } from './harness.ts';
+import { signCG } from '../../../src/core/wire/frame.ts';
+import { hmacSigner, makeCluster } from './harness.ts';
 
 type Spawn = Extract<GroupCommand, { type: 'replica.spawn' }>;
 type Cluster = ReturnType<typeof makeCluster>;
@@ -129,6 +130,16 @@ describe('a replacement replica (PROTOCOL §10.6)', () => {
     expect(new Set(members.map((r) => r.rsn())).size).toBe(1);
     expect(new Set(members.map((r) => r.digestHex())).size).toBe(1);
     expect(c.effects('suspect').filter((o) => o.at >= since)).toEqual([]);
+    // Its state in, the replacement holds the primary to the RSN sequence like any backup: an
+    // RSN it already executed, sent again, is suspected (spec §3.6 G7).
+    const r4 = c.replicas.find((r) => r.id === 'r4');
+    const rsn = r4?.rsn() as number;
+    const last = c.effects('deliver.request', 'r4').at(-1)?.effect;
+    c.filters.push((from, to, i) => (from === 'r1' && to === 'r4' && i.type === 'ptp' && i.body?.type === 'notice' && i.body.text === 'again' && last !== undefined
+      ? { ...i, body: { type: 'wrapper', rsn, signed: signCG({ csn: last.csn, gssnAck: 0, payload: last.request, client: last.client, inc: last.inc }, hmacSigner(last.client)) } } : i));
+    c.input('r1', { type: 'notice', nowMs: c.now(), to: 'r4', text: 'again' });
+    c.run(50);
+    expect(c.effects('suspect', 'r4').map((o) => [o.effect.target, o.effect.reason, o.effect.detail])).toEqual([['r1', 'rsn.gap', `wrapper rsn ${rsn}, expected ${rsn + 1}`]]);
   });
 
   it('§10.6: a state that two members vouch for but that does not decode is refused with its reason, and the replacement keeps waiting', () => {

@@ -2,7 +2,7 @@
 // each row is what a peer or a user observes when a faulty peer tries something, or what the
 // status reports (docs/PROTOCOL.md §2.3, §5.8, §6, §7, §8.1, §8.3, §8.4, §10.2).
 import { describe, expect, it } from 'vitest';
-import type { Item, PtpPayload, SignedCG } from '../../../src/core/wire/messages.ts';
+import type { AgentRequest, Item, PtpPayload, SignedCG } from '../../../src/core/wire/messages.ts';
 import { orderClaim } from '../../../src/core/wire/messages.ts';
 import { encodeFrame, pack, signCG } from '../../../src/core/wire/frame.ts';
 import type { ProcessId } from '../../../src/core/ports.ts';
@@ -53,6 +53,27 @@ describe('only the primary orders (PROTOCOL §5.8)', () => {
  *  from now on, as `by:reason:target`. */
 const watchdogReports = (c: Cluster): string[] =>
   c.sent((from, to, i) => (to === 'scc' && i.type === 'diag.report' ? `${from}:${i.reason}:${i.target}` : null));
+
+describe('only the primary orders requests (PROTOCOL §5.8)', () => {
+  it('§5.8: a backup that sends the other backup a request as if ordered at the next RSN gets nothing executed: the primary\'s order is what runs', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    const forged = signCG({ csn: 77, gssnAck: 0, payload: { type: 'echo', tag: 'forged', fanout: 'self', count: 1, data: new Uint8Array([1]) }, client: 'a1', inc: 1 }, hmacSigner('a1'));
+    // r3 (faulty) turns its confirmation to r2 into an order of its own for the next RSN.
+    c.filters.push((from, to, i): Item => (from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'order'
+      ? { ...i, body: { type: 'wrapper', rsn: i.body.rsn + 1, signed: forged } } : i));
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    c.run(300);
+    c.filters.pop();
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    c.run(c.membership.timing.orderConfirmMs + 300);
+    const [r1, r2] = c.replicas;
+    expect(c.effects('deliver.request', 'r2').filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'forged')).toEqual([]);
+    expect(c.effects('suspect', 'r2').filter((o) => o.effect.target === 'r1')).toEqual([]);
+    expect(r2?.rsn()).toBe(r1?.rsn());
+    expect(r2?.digestHex()).toBe(r1?.digestHex());
+  });
+});
 
 describe('evidence of an equivocation (PROTOCOL §10.2)', () => {
   it('§10.2, spec §1.6 rule 3: a primary that orders two backups different requests at one RSN is reported to the watchdog as an equivocation by the backups that see it', () => {
@@ -668,5 +689,62 @@ describe('a member removed while it did not run (PROTOCOL §10.3)', () => {
     starved(c);
     expect(c.replicas[2]?.phase()).toBe('retired');
     expect(retired(c)).toEqual([{ view: 1 }]);
+  });
+});
+
+describe('a backup takes the primary\'s order in RSN sequence only (spec §3.6 G7)', () => {
+  it('G7: a primary that sends a backup again an RSN it already executed is suspected of rsn.gap, with the RSN it expected', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const rsn = c.replicas[1]?.rsn() as number;
+    const again = signCG({ csn: 1, gssnAck: 0, payload: echo(1), client: 'a1', inc: 1 }, hmacSigner('a1'));
+    inject(c, 'r1', 'r2', { type: 'wrapper', rsn, signed: again });
+    c.run(50);
+    expect(c.effects('suspect', 'r2').map((o) => [o.effect.target, o.effect.reason, o.effect.detail])).toEqual([['r1', 'rsn.gap', `wrapper rsn ${rsn}, expected ${rsn + 1}`]]);
+  });
+});
+
+describe('an agent may not make an operator\'s request (PROTOCOL §8.1)', () => {
+  const kill = { type: 'task.kill' as const, nonce: 'e'.repeat(32), task: 't1' };
+
+  it('§8.1: the primary drops an agent\'s task.kill as NOT_A_MEMBER and orders nothing: nobody is suspected', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const before = [0, 1, 2].map((k) => drops(c, k, 'NOT_A_MEMBER'));
+    c.input('a1', { type: 'request', nowMs: c.now(), request: kill as unknown as AgentRequest });
+    c.run(100);
+    expect([0, 1, 2].map((k) => drops(c, k, 'NOT_A_MEMBER'))).toEqual([before[0] as number + 1, before[1], before[2]]);
+    expect(c.effects('deliver.request').filter((o) => o.effect.request.type === 'task.kill')).toEqual([]);
+    expect(c.effects('suspect')).toEqual([]);
+  });
+
+  it('§8.1: one that the agent gives the backups instead is dropped by each of them, not forwarded', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    c.filters.push((from, to, i) => (from === 'a1' && to === 'r1' && i.type === 'grp' ? null : i));
+    const before = [0, 1, 2].map((k) => drops(c, k, 'NOT_A_MEMBER'));
+    c.input('a1', { type: 'request', nowMs: c.now(), request: kill as unknown as AgentRequest });
+    c.run(400);
+    const after = [0, 1, 2].map((k) => drops(c, k, 'NOT_A_MEMBER'));
+    expect(after[0]).toBe(before[0]);
+    for (const k of [1, 2]) expect(after[k]).toBeGreaterThan(before[k] as number);
+    expect(c.effects('log').filter((o) => o.effect.event === 'agent.fallback' && o.proc !== 'a1')).toEqual([]);
+  });
+});
+
+describe('a backup acknowledges what the group already delivered (spec §3.6 G9)', () => {
+  it('G9: an agent that missed every acknowledgement and falls back to the backups with a request the group delivered is acknowledged by them, and nobody forwards it again', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    let block = true;
+    c.filters.push((_from, to, i) => (block && to === 'a1' && i.type === 'gack' ? null : i));
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(0) });
+    const end = c.now() + 2000;
+    while (c.effects('log', 'a1').filter((o) => o.effect.event === 'agent.fallback').length === 0 && c.now() < end) c.run(5);
+    expect(c.effects('log', 'a1').filter((o) => o.effect.event === 'agent.fallback')).toHaveLength(1);
+    block = false;
+    c.run(500);
+    expect(c.agents[0]?.status(c.now()).pendingRequests).toBe(0);
+    expect(c.effects('log').filter((o) => o.proc !== 'a1' && o.effect.event === 'agent.fallback')).toEqual([]);
   });
 });

@@ -477,7 +477,7 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
     expect(r3?.digestHex()).toBe(r2?.digestHex());
   });
 
-  it('§10.5: the successor takes how far the other survivor executed only from that survivor\'s view.sync of this view: a lower RSN claimed in another view, or by the condemned primary, does not make it order the condemnation early', () => {
+  it('§10.5: the successor takes how far the other survivor executed only from that survivor\'s view.sync of this view, and entries from that survivor only: a lower RSN claimed in another view or by the condemned primary, or an order of the condemned primary, changes nothing', () => {
     const c = makeCluster(1);
     c.run(200);
     const view = c.replicas[1]?.status(c.now()).view as number;
@@ -500,6 +500,9 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
     // Claims that r3 is no further than r2: from r3 but of another view, and from r1.
     injectAll(c, 'r3', 'r2', [{ type: 'view.sync', view: view + 1, rsn: behind }]);
     injectAll(c, 'r1', 'r2', [{ type: 'view.sync', view, rsn: behind }]);
+    // And the condemned primary's order of a1's next request at r2's next RSN: void.
+    const nextCsn = (r2?.state().csnReceived.get('a1') ?? 0) + 1;
+    injectAll(c, 'r1', 'r2', [{ type: 'wrapper', rsn: (r2?.rsn() as number) + 1, signed: cgOf(nextCsn, 'void') }]);
     c.run(50);
     expect(views(c, 'r2')).toEqual([]);
     expect(r2?.phase()).toBe('syncing');
@@ -510,5 +513,7 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
     expect(views(c, 'r2')).toEqual([[view + 1, 'r2']]);
     expect(r2?.rsn()).toBe(r3?.rsn());
     expect(r2?.digestHex()).toBe(r3?.digestHex());
+    expect(orderedTags(c, 'void')).toEqual([]);
+    for (const r of ['r2', 'r3']) expect(c.effects('deliver.request', r).filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'void')).toEqual([]);
   });
 });

@@ -182,6 +182,8 @@ describe('task.restore in the fresh group (PROTOCOL §10.9)', () => {
     c.run(500);
     expect(c.opReplies).toEqual([]);
     for (const r of c.replicas) {
+      // The operator reads which task's restore was refused, and why.
+      expect(c.effects('log', r.id).filter((o) => o.effect.event === 'restore.refused').map((o) => o.effect.fields['task'])).toContain('t1');
       expect(r.clusterView().tasks).toEqual([]);
       expect(r.rsn()).toBe(c.replicas[0]?.rsn());
     }
