@@ -113,11 +113,8 @@ describe('a replacement replica (PROTOCOL §10.6)', () => {
     const c = makeCluster(4, { spares: ['r4'] });
     c.run(300);
     c.down.add('r2');
-    const end = c.now() + 5_000;
-    while (spawnsOf(c, 'r4').length === 0 && c.now() < end) c.run(10);
-    const { view, primary, replicas } = (spawnsOf(c, 'r4')[0] as { command: Spawn }).command;
+    startOnCommand(c, 'r4', 1, 1, 5_000);
     const since = c.now();
-    c.startReplica('r4', 1, { view, primary, replicas });
     // a1 asks something every 2 ms while r4 joins.
     for (let k = 0; k < 400; k++) {
       c.input('a1', { type: 'request', nowMs: c.now(), request: { type: 'echo', tag: `s${k}`, fanout: 'self', count: 0, data: new Uint8Array([1]) } });

@@ -328,6 +328,9 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
     const rsn = c.replicas.find((r) => r.id === to)?.rsn() as number;
     injectAll(c, 'r1', to, [{ type: 'wrapper', rsn: rsn + 5, signed: cgOf(1, 'gap') }]);
   };
+  /** r1 (faulty) never orders anything of a1's: it swallows a1's requests and the backups' forwards. */
+  const swallowsA1 = (from: ProcessId, to: ProcessId, i: Item): boolean =>
+    to === 'r1' && ((from === 'a1' && i.type === 'grp') || (from !== 'a1' && i.type === 'ptp' && i.body?.type === 'wrapper'));
   const views = (c: Cluster, r: ProcessId) => c.effects('log', r).filter((o) => o.effect.event === 'group.view').map((o) => [o.effect.fields['view'], o.effect.fields['primary']]);
   const notice = (text: string): PtpPayload => ({ type: 'notice', text });
 
@@ -441,8 +444,7 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
   it('§10.5, spec §3.6 G8: a request the backups forwarded to a primary that never ordered it is ordered by the successor as its view starts, once, and the survivors stay equal', () => {
     const c = makeCluster(1);
     c.run(100);
-    // r1 never orders anything of a1's: it swallows a1's requests and the backups' forwards.
-    c.filters.push((from, to, i) => (to === 'r1' && ((from === 'a1' && i.type === 'grp') || (from !== 'a1' && i.type === 'ptp' && i.body?.type === 'wrapper')) ? null : i));
+    c.filters.push((from, to, i) => (swallowsA1(from, to, i) ? null : i));
     c.input('a1', { type: 'request', nowMs: c.now(), request: echo('lost') });
     c.run(2000);
     const started = c.effects('log', 'r2').find((o) => o.effect.event === 'group.view');
@@ -459,7 +461,7 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
     const c = makeCluster(1);
     c.run(100);
     // r1 never orders anything of a1's, and r2 never hears a1 at all: only r3 has the request.
-    c.filters.push((from, to, i) => ((to === 'r1' && ((from === 'a1' && i.type === 'grp') || (from !== 'a1' && i.type === 'ptp' && i.body?.type === 'wrapper'))) || (from === 'a1' && to === 'r2' && i.type === 'grp') ? null : i));
+    c.filters.push((from, to, i) => (swallowsA1(from, to, i) || (from === 'a1' && to === 'r2' && i.type === 'grp') ? null : i));
     c.input('a1', { type: 'request', nowMs: c.now(), request: echo('lost') });
     c.run(1500);
     // r3 accused r1 of primary.progress; r2 accuses it of an RSN gap: r1 is condemned.
