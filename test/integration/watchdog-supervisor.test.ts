@@ -91,8 +91,10 @@ describe('issue 14 item 4: the watchdog has a supervisor', () => {
     await runningWatchdog(hung);
     expect(isAlive(hung)).toBe(false);
     // Killed only after the long timeout: a watchdog stalled for a second or two is left alone.
+    // The supervisor kills once the silence exceeds the timeout and logs it rounded to whole
+    // milliseconds, so 10000.3 ms is logged as 10000.
     const unresponsive = lines('scc-supervisor').find((e) => e['event'] === 'child.unresponsive' && e['childPid'] === hung);
-    expect(unresponsive?.['silentMs']).toBeGreaterThan(WATCHDOG_HEARTBEAT_TIMEOUT_MS);
+    expect(unresponsive?.['silentMs']).toBeGreaterThanOrEqual(WATCHDOG_HEARTBEAT_TIMEOUT_MS);
     expect(restarts().map((e) => e['reason'])).toEqual(['heartbeats stopped']);
   });
 
