@@ -5,24 +5,15 @@
 // retests them anyway (Stryker cannot tell that a test file changed under the vitest runner).
 // Stryker writes that file with only the files (or line ranges) of this run; the results of
 // earlier, narrower runs are merged back, so a run over one file, or part of one, neither forgets
-// the others' results nor drops them from the report.
+// the others' results nor drops them from the report. After an edit to the file, an earlier
+// result is kept only for a mutant whose lines the edit left as they were (moved with them, as
+// Stryker's own incremental mode keeps it); a mutant on an edited line is gone until a run over
+// its lines tests it again.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-type Mutant = { mutatorName: string; replacement?: string; location: { start: { line: number; column: number }; end: { line: number; column: number } } };
-type FileResult = { source: string; mutants: Mutant[] };
-type Incremental = { files: Record<string, FileResult>; testFiles?: Record<string, unknown> };
-
-const mutantKey = (m: Mutant) => `${m.location.start.line}:${m.location.start.column}-${m.location.end.line}:${m.location.end.column}:${m.mutatorName}:${m.replacement ?? ''}`;
-
-/** This run's results for a file over the last run's: a run over part of a file (`--mutate
- *  file.ts:15-66`) replaces only the mutants it tested, as long as the source is unchanged. */
-function mergeFile(before: FileResult | undefined, after: FileResult): FileResult {
-  if (before === undefined || before.source !== after.source) return after;
-  const tested = new Set(after.mutants.map(mutantKey));
-  return { ...after, mutants: [...before.mutants.filter((m) => !tested.has(mutantKey(m))), ...after.mutants] };
-}
+import { type Incremental, mergeFile } from './mutation-merge.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const incrementalFile = `${root}docs/mutation/stryker-incremental.json`;

@@ -354,6 +354,13 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         sendOwedState(joined, nowMs, out);
       }
     }
+    checkpoint(nowMs, out);
+  }
+
+  /** PROTOCOL §10.4: the state's digest at every digestEveryRsn-th RSN, whichever path executed
+   *  it. The primary's too: under load no heartbeat of a backup's names an RSN the primary took a
+   *  heartbeat digest at, so a checkpoint is the only state it can compare with theirs. */
+  function checkpoint(nowMs: number, out: CoreEffect[]): void {
     if (state.rsn % t.digestEveryRsn === 0) diagnosis.ownDigest(state.rsn, digest(), nowMs, out);
   }
 
@@ -580,6 +587,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     recordOrder(state.rsn, { type: 'cg', signed });
     for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper', rsn: state.rsn, signed }, nowMs, out);
     deliver(signed, nowMs, out);
+    checkpoint(nowMs, out);
   }
 
   /** Primary: order the next request of `client` (spec §3.6 G7, with CSN hold-back). */
@@ -609,6 +617,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       recordOrder(state.rsn, { type: 'cg', signed: next });
       for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper', rsn: state.rsn, signed: next }, nowMs, out);
       deliver(next, nowMs, out);
+      checkpoint(nowMs, out);
       const held = holdback.get(client);
       const following = (state.csnReceived.get(client) ?? 0) + 1;
       next = held?.get(following);

@@ -6,6 +6,7 @@ import type { AgentRequest, Item, PtpPayload, SignedCG } from '../../../src/core
 import { orderClaim } from '../../../src/core/wire/messages.ts';
 import { encodeFrame, pack, signCG } from '../../../src/core/wire/frame.ts';
 import type { ProcessId } from '../../../src/core/ports.ts';
+import type { ReplicatedState } from '../../../src/core/replicated-state.ts';
 import { MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD } from '../../../src/core/constants.ts';
 import { hmacSigner, makeCluster } from './harness.ts';
 
@@ -746,5 +747,31 @@ describe('a backup acknowledges what the group already delivered (spec §3.6 G9)
     c.run(500);
     expect(c.agents[0]?.status(c.now()).pendingRequests).toBe(0);
     expect(c.effects('log').filter((o) => o.proc !== 'a1' && o.effect.event === 'agent.fallback')).toEqual([]);
+  });
+});
+
+describe('checkpoint digests are what replicas compare under load (PROTOCOL §10.4)', () => {
+  it('§10.4: a backup whose state went wrong while requests stream in is condemned during the stream: the primary, too far ahead to share a heartbeat RSN with it, compares checkpoints', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const every = c.membership.timing.digestEveryRsn;
+    // r3's memory flips: an operator outcome nobody ordered (it enters the digest, not the work).
+    const s = c.replicas[2]?.state() as ReplicatedState;
+    s.outcomes.set('flipped', { nonce: 'flipped', rsn: 1, ok: true, text: '' });
+    s.outcomeOrder.push('flipped');
+    // 100 requests a millisecond: the primary runs about a hundred RSNs ahead of the backups, so
+    // no heartbeat of theirs names an RSN it took a heartbeat digest at. (r2 and r3, in step,
+    // accuse each other; only the primary's word settles it.)
+    const start = c.now();
+    for (let ms = 0; ms < 40; ms++) {
+      for (let k = 0; k < 100; k++) c.input('a1', { type: 'request', nowMs: c.now(), request: echo(0) });
+      c.run(1);
+    }
+    const byPrimary = accusations(c, 'r1').filter((o) => o.at >= start).map((o) => o.effect.fields);
+    expect(byPrimary).toEqual([expect.objectContaining({ target: 'r3', reason: 'digest', detail: expect.stringMatching(/^state digest at rsn \d+:/) })]);
+    expect(Number(/rsn (\d+)/.exec(String(byPrimary[0]?.['detail']))?.[1]) % every).toBe(0);
+    const condemned = c.effects('log', 'r1').filter((o) => o.effect.event === 'replica.condemned');
+    expect(condemned.map((o) => [o.effect.fields['target'], o.effect.fields['by'], o.effect.fields['reason']])).toEqual([['r3', 'r1,r2', 'digest']]);
+    expect(c.replicas[0]?.state().replicas).toEqual(['r1', 'r2']);
   });
 });
