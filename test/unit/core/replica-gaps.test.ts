@@ -401,6 +401,33 @@ describe('a backup\'s signed confirmation shown to the primary (PROTOCOL §5.8, 
     c.run(300);
     expect(accusations(c, 'r1').map((o) => [o.effect.fields['target'], o.effect.fields['reason']])).toEqual([['r3', 'order.lie']]);
   });
+
+  it(`§10.2: the primary keeps the digests of its last MAX_ORDER_AHEAD (${MAX_ORDER_AHEAD}) orders to judge claims by: a claim about an older RSN is not judged, one within them is`, () => {
+    const { c, rsn: first, view, bogus } = ordered();
+    for (let k = 0; k < MAX_ORDER_AHEAD + 8; k += 200) {
+      for (let j = 0; j < 200; j++) c.input('a1', { type: 'request', nowMs: c.now(), request: echo(0) });
+      c.run(4);
+    }
+    c.run(100);
+    const last = c.replicas[0]?.rsn() as number;
+    expect(last - first).toBeGreaterThanOrEqual(MAX_ORDER_AHEAD);
+    inject(c, 'r2', 'r1', claim('r3', view, first, bogus));
+    c.run(300);
+    expect(accusations(c, 'r1')).toHaveLength(0);
+    inject(c, 'r2', 'r1', claim('r3', view, last - MAX_ORDER_AHEAD + 1, bogus));
+    c.run(300);
+    expect(accusations(c, 'r1').map((o) => [o.effect.fields['target'], o.effect.fields['reason']])).toEqual([['r3', 'order.lie']]);
+  }, 60_000);
+
+  it('§10.2: a backup shown the other backup\'s signed claim judges nothing: the primary may have given the other that order, and only the primary knows what it ordered', () => {
+    const { c, rsn, view, bogus } = ordered();
+    // r1 (faulty) shows r2 a claim r3 signed for another order at an RSN r2 executed: what an
+    // equivocating primary would hold. r2 leaves it to the primary, which would accuse r3.
+    inject(c, 'r1', 'r2', claim('r3', view, rsn, bogus));
+    c.run(300);
+    expect(accusations(c, 'r2')).toHaveLength(0);
+    expect(c.replicas.map((r) => r.state().replicas)).toEqual([['r1', 'r2', 'r3'], ['r1', 'r2', 'r3'], ['r1', 'r2', 'r3']]);
+  });
 });
 
 describe('requests relayed between replicas (PROTOCOL §2.3)', () => {
@@ -518,6 +545,25 @@ describe('a backup watches each request it forwards (PROTOCOL §5.6, spec §3.6 
       // the agent's next fallback.
       const forwardedAt = c.effects('log', b).find((o) => o.effect.event === 'agent.fallback' && o.effect.fields['csn'] === base + 2)?.at as number;
       expect(progress[0]?.at).toBe(forwardedAt + c.membership.timing.primaryProgressMs);
+    }
+  });
+});
+
+describe('PrimaryProgressTimeout is about ordering (PROTOCOL §5.6, spec §3.6 G8)', () => {
+  it('G8: a request the primary ordered is not held against it while the backups wait for each other\'s confirmation: no primary.progress suspicion, and every replica executes it', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    // a1 never reaches r1 and falls back to the backups, which forward; r1 orders the request,
+    // but r3's confirmations to r2 are lost, so r2 waits orderConfirmMs (1000 ms), past
+    // primaryProgressMs (500 ms), before it executes unconfirmed.
+    c.filters.push((from, to, i) => (from === 'a1' && to === 'r1' && i.type === 'grp' ? null : i));
+    c.filters.push((from, to, i) => (from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'order' ? null : i));
+    expect(c.membership.timing.orderConfirmMs).toBeGreaterThan(c.membership.timing.primaryProgressMs);
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'slow' } });
+    c.run(2500);
+    expect(c.effects('suspect').filter((o) => o.effect.reason === 'primary.progress')).toEqual([]);
+    for (const r of ['r1', 'r2', 'r3']) {
+      expect(c.effects('deliver.request', r).filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'slow')).toHaveLength(1);
     }
   });
 });
