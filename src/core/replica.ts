@@ -679,8 +679,15 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
         }
         // The primary lets the replacement in at an RSN of its own; the others wait for it.
         if (state.group.recovery?.id === from && isPrimary() && phase === 'serving' && !addOrdered.has(`${from}@${state.group.view}`)) {
+          const add: GroupInput = { type: 'replica.add', id: from, port: p.port, sig: p.sig };
+          // The backups take it only with the replacement's own signature on its port (§10.6):
+          // ordered without one, it would split the group over a replacement's lie.
+          if (!portSigned(add)) {
+            countDrop(drops, 'SIG_INVALID');
+            return false;
+          }
           addOrdered.add(`${from}@${state.group.view}`);
-          orderInput({ type: 'replica.add', id: from, port: p.port, sig: p.sig }, nowMs, out);
+          orderInput(add, nowMs, out);
         }
         return false;
       }

@@ -200,3 +200,25 @@ describe('a replacement replica (PROTOCOL §10.6)', () => {
     expect(c.replicas.find((r) => r.id === 'r4')?.phase()).toBe('serving');
   });
 });
+
+describe('a replacement\'s port is its own signed word (PROTOCOL §10.6)', () => {
+  it('§10.6: a replacement whose port claim does not verify is not let in: the primary orders no replica.add, so the backups, which would refuse it, never part from the primary; nobody is accused', () => {
+    const c = makeCluster(4, { spares: ['r4'] });
+    c.run(300);
+    // r4 (faulty) asks for the state with a signature on its port that is not its own.
+    c.filters.push((from, to, item) => (from === 'r4' && item.type === 'ptp' && item.body?.type === 'state.request' ? { ...item, body: { ...item.body, sig: new Uint8Array(64) } } : item));
+    c.down.add('r2');
+    const r4 = startOnCommand(c, 'r4', 1, 1, 5_000);
+    const since = c.now();
+    const before = (c.replicas[0]?.status(c.now()).drops as Record<string, number>)['SIG_INVALID'] ?? 0;
+    c.run(1_000);
+    expect(r4.core.phase()).toBe('installing');
+    const [r1, , r3] = c.replicas;
+    expect(c.effects('deliver.input').filter((o) => o.effect.input.type === 'replica.add')).toEqual([]);
+    expect(r1?.state().replicas).toEqual(['r1', 'r3']);
+    expect(r3?.rsn()).toBe(r1?.rsn());
+    expect(r3?.digestHex()).toBe(r1?.digestHex());
+    expect(c.effects('log').filter((o) => o.at >= since && o.effect.event === 'replica.accuse')).toEqual([]);
+    expect((r1?.status(c.now()).drops as Record<string, number>)['SIG_INVALID']).toBe(before + 1);
+  });
+});

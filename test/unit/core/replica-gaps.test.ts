@@ -3,7 +3,7 @@
 // status reports (docs/PROTOCOL.md §2.3, §5.8, §6, §7, §8.1, §8.3, §8.4, §10.2).
 import { describe, expect, it } from 'vitest';
 import type { AgentRequest, Item, PtpPayload, SignedCG } from '../../../src/core/wire/messages.ts';
-import { orderClaim } from '../../../src/core/wire/messages.ts';
+import { orderClaim, portClaim } from '../../../src/core/wire/messages.ts';
 import { encodeFrame, pack, signCG } from '../../../src/core/wire/frame.ts';
 import type { ProcessId } from '../../../src/core/ports.ts';
 import type { ReplicatedState } from '../../../src/core/replicated-state.ts';
@@ -546,6 +546,19 @@ describe('a backup watches each request it forwards (PROTOCOL §5.6, spec §3.6 
       const forwardedAt = c.effects('log', b).find((o) => o.effect.event === 'agent.fallback' && o.effect.fields['csn'] === base + 2)?.at as number;
       expect(progress[0]?.at).toBe(forwardedAt + c.membership.timing.primaryProgressMs);
     }
+  });
+});
+
+describe('only the replacement under way is let in (PROTOCOL §10.6)', () => {
+  it('§10.6: a member that asks the primary for the state, its port claim signed, gets no replica.add ordered: the RSN does not move', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const view = c.replicas[0]?.status(c.now()).view as number;
+    const rsn = c.replicas[0]?.rsn();
+    inject(c, 'r2', 'r1', { type: 'state.request', view, port: 0, sig: hmacSigner('r2').sign(pack(portClaim('r2', view, 0))) });
+    c.run(300);
+    expect(c.effects('deliver.input').filter((o) => o.effect.input.type === 'replica.add')).toEqual([]);
+    expect(c.replicas.map((r) => r.rsn())).toEqual([rsn, rsn, rsn]);
   });
 });
 
