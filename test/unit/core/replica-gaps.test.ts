@@ -832,5 +832,12 @@ describe('checkpoint digests are what replicas compare under load (PROTOCOL §10
     const condemned = c.effects('log', 'r1').filter((o) => o.effect.event === 'replica.condemned');
     expect(condemned.map((o) => [o.effect.fields['target'], o.effect.fields['by'], o.effect.fields['reason']])).toEqual([['r3', 'r1,r2', 'digest']]);
     expect(c.replicas[0]?.state().replicas).toEqual(['r1', 'r2']);
+    // The stream goes on across the view change: r2 keeps the orders it held for confirmation
+    // by r3, and follows r1 without a gap.
+    c.run(100);
+    const [r1, r2] = c.replicas;
+    expect(r2?.rsn()).toBe(r1?.rsn());
+    expect(r2?.digestHex()).toBe(r1?.digestHex());
+    expect(c.effects('suspect', 'r2').filter((o) => o.effect.target === 'r1')).toEqual([]);
   });
 });
