@@ -36,8 +36,8 @@ function moved(m: Mutant, map: ReadonlyMap<number, number>): Mutant | null {
   const shift = to - start.line;
   const location = { start: { ...start, line: start.line + shift }, end: { ...end, line: end.line + shift } };
   // Stryker's id names the place 0-based: file@line:column-line:column.
-  const id = typeof m.id === 'string' ? m.id.replace(/@\d+:\d+-\d+:\d+/, `@${location.start.line - 1}:${start.column - 1}-${location.end.line - 1}:${end.column - 1}`) : m.id;
-  return { ...m, id, location };
+  if (m.id === undefined) return { ...m, location };
+  return { ...m, id: m.id.replace(/@\d+:\d+-\d+:\d+/, `@${location.start.line - 1}:${start.column - 1}-${location.end.line - 1}:${end.column - 1}`), location };
 }
 
 /** This run's results for a file over the last run's: a run over part of a file (`--mutate

@@ -86,7 +86,9 @@ time out, which run every covering test (agent-procs.ts:301-585: 454 mutants in 
 agent.ts: 483 tested in 2 h 26 min). Run it alone on the machine (a loaded one turns slow runs
 into timeouts; a stopped run writes nothing), and narrow it to a file or to lines:
 \`npm run mutate -- --force --mutate "src/core/link.ts:265-445"\`; the results of narrower runs
-are merged. A mutant times out after 2.5 times its covering tests' dry-run time plus 10 s
+are merged (tools/mutation-merge.ts): after an edit to a file, a result stays, moved with its
+line, for each mutant whose lines the edit left as they were, and goes for the others until a run
+over their lines tests them again. A mutant times out after 2.5 times its covering tests' dry-run time plus 10 s
 (stryker.config.json): at Stryker's default, 1.5 times plus 5 s, two survivors running every
 covering test at once on the two cores were taken for timeouts, that is counted as detected.
 Two helpers of the mutate config keep it fast and true. The covering test files run in the
