@@ -842,11 +842,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
 
   const otherBackups = (): ProcessId[] => backups().filter((b) => b !== id);
 
-  /** The digest a backup confirms for an ordered item (PROTOCOL §5.8). */
   /** A `replica.add` carries the port its replacement signed (PROTOCOL §10.6); other inputs pass. */
   const portSigned = (input: GroupInput): boolean =>
     input.type !== 'replica.add' || opts.verifier.verify(input.id, pack(portClaim(input.id, state.group.view, input.port)), input.sig);
 
+  /** The digest a backup confirms for an ordered item (PROTOCOL §5.8). */
   const orderDigest = (o: Ordered): Uint8Array => (o.type === 'cg' ? hash(o.signed.bytes) : hash(pack(['group-input', groupInput.enc(o.input)])));
 
   /** PROTOCOL §10.2: the other backup shows the frame the primary signed for `rsn`. If it holds
