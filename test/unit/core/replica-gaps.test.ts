@@ -23,6 +23,12 @@ function inject(c: Cluster, from: ProcessId, to: ProcessId, body: PtpPayload): v
   c.input(from, { type: 'notice', nowMs: c.now(), to, text });
 }
 
+/** Run `c` a millisecond at a time until `done`, at most `ms`. */
+function until(c: Cluster, done: () => boolean, ms: number): void {
+  const end = c.now() + ms;
+  while (!done() && c.now() < end) c.run(1);
+}
+
 const drops = (c: Cluster, k: number, code: string): number => (c.replicas[k]?.status(c.now()).drops as Record<string, number>)[code] ?? 0;
 const accusations = (c: Cluster, by: ProcessId) => c.effects('log', by).filter((o) => o.effect.event === 'replica.accuse');
 
@@ -546,6 +552,43 @@ describe('a backup watches each request it forwards (PROTOCOL §5.6, spec §3.6 
       const forwardedAt = c.effects('log', b).find((o) => o.effect.event === 'agent.fallback' && o.effect.fields['csn'] === base + 2)?.at as number;
       expect(progress[0]?.at).toBe(forwardedAt + c.membership.timing.primaryProgressMs);
     }
+  });
+});
+
+describe('a condemned backup hands nothing over (PROTOCOL §10.3, §10.5)', () => {
+  it('§10.3: a backup that executes its own removal while it watches a request it forwarded sends it nowhere; the backup that stays forwards it to the primary of the new view, which orders it once', () => {
+    const c = makeCluster(2);
+    c.run(200);
+    const [r1, r2, r3] = c.replicas;
+    const member = (id: ProcessId) => r1?.state().replicas.includes(id) ?? false;
+    // a1 never reaches r1 and falls back to the backups; while r3 is a member, r1 hears neither
+    // backup's forward, so both watch the request, unordered.
+    c.filters.push((from, to, i) => (from === 'a1' && to === 'r1' && i.type === 'grp' ? null : i));
+    // r3 misses the accusations against it: it learns of its removal by executing it.
+    c.filters.push((from, to, i): Item => (to === 'r3' && i.type === 'ptp' && i.body?.type === 'accuse' ? { ...i, body: { type: 'notice', text: 'missed' } } : i));
+    // (Each forward, and each accusation r3 misses, becomes a notice, so the lane it travels on
+    // keeps its sequence.)
+    c.filters.push((from, to, i): Item => (to === 'r1' && (from === 'r2' || from === 'r3') && member('r3') && i.type === 'ptp' && i.body?.type === 'wrapper' && i.body.rsn === 0
+      ? { ...i, body: { type: 'notice', text: 'swallowed' } } : i));
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'watched' } });
+    until(c, () => c.effects('log', 'r3').some((o) => o.effect.event === 'agent.fallback'), 2_000);
+    // Then r3's memory flips, and a2's request moves the RSN: the digest comparison at it
+    // condemns r3, within its progress timeout.
+    const s = r3?.state() as ReplicatedState;
+    s.outcomes.set('flipped', { nonce: 'flipped', rsn: 1, ok: true, text: '' });
+    s.outcomeOrder.push('flipped');
+    c.input('a2', { type: 'request', nowMs: c.now(), request: echo(1) });
+    const before = drops(c, 0, 'NOT_A_MEMBER');
+    until(c, () => !member('r3'), 1_000);
+    c.run(300);
+    expect(r1?.state().replicas).toEqual(['r1', 'r2']);
+    expect(c.effects('log', 'r3').filter((o) => o.effect.event === 'replica.retired').map((o) => o.effect.fields['why'] ?? 'removed')).toEqual(['removed']);
+    expect(drops(c, 0, 'NOT_A_MEMBER')).toBe(before);
+    for (const r of ['r1', 'r2']) {
+      expect(c.effects('deliver.request', r).filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'watched')).toHaveLength(1);
+    }
+    expect(r2?.rsn()).toBe(r1?.rsn());
+    expect(c.effects('suspect').filter((o) => o.effect.reason === 'primary.progress')).toEqual([]);
   });
 });
 
