@@ -29,6 +29,8 @@ function until(c: Cluster, done: () => boolean, ms: number): void {
   while (!done() && c.now() < end) c.run(1);
 }
 
+const tagOf = (s: SignedCG): string => (s.cg.payload.type === 'echo' ? s.cg.payload.tag : '');
+
 const drops = (c: Cluster, k: number, code: string): number => (c.replicas[k]?.status(c.now()).drops as Record<string, number>)[code] ?? 0;
 const accusations = (c: Cluster, by: ProcessId) => c.effects('log', by).filter((o) => o.effect.event === 'replica.accuse');
 
@@ -531,7 +533,6 @@ describe('a backup watches each request it forwards (PROTOCOL §5.6, spec §3.6 
   it('§5.6: each forwarded request of an agent has its own PrimaryProgressTimeout: the primary ordering one of a1\'s requests does not excuse another it never ordered', () => {
     const c = makeCluster(1);
     c.run(200);
-    const tagOf = (s: SignedCG): string => (s.cg.payload.type === 'echo' ? s.cg.payload.tag : '');
     // r1 never hears a1 directly, so a1 falls back to the backups (G7); of what they forward,
     // r1 takes 'kept' and loses 'lost'.
     c.filters.push((from, to, i) => {
@@ -552,6 +553,36 @@ describe('a backup watches each request it forwards (PROTOCOL §5.6, spec §3.6 
       const forwardedAt = c.effects('log', b).find((o) => o.effect.event === 'agent.fallback' && o.effect.fields['csn'] === base + 2)?.at as number;
       expect(progress[0]?.at).toBe(forwardedAt + c.membership.timing.primaryProgressMs);
     }
+  });
+});
+
+describe('a withheld order is relayed (PROTOCOL §5.8)', () => {
+  it('§5.8: a primary that withholds an order from one backup cannot stall it: shown the primary\'s signed frame by the other backup, it executes the order as the primary\'s own', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const [r1, r2, r3] = c.replicas;
+    // r1 (faulty) never gives r3 its order of a1's 'withheld' request (a notice in its place
+    // keeps the lane's sequence).
+    let withheld: { rsn: number; signed: SignedCG } | null = null;
+    c.filters.push((from, to, i): Item => {
+      if (from !== 'r1' || to !== 'r3' || i.type !== 'ptp' || i.body?.type !== 'wrapper' || tagOf(i.body.signed) !== 'withheld') return i;
+      withheld = { rsn: i.body.rsn, signed: i.body.signed };
+      return { ...i, body: { type: 'notice', text: 'withheld' } };
+    });
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'withheld' } });
+    c.run(5);
+    const w = withheld as { rsn: number; signed: SignedCG } | null;
+    if (w === null) throw new Error('r1 ordered no withheld request');
+    expect(r3?.rsn()).toBe(w.rsn - 1);
+    // r2 shows r3 the frame in which r1 gave it that order, signed by r1 (as r2 does once it
+    // executed it unconfirmed, PROTOCOL §5.8).
+    const frame = encodeFrame({ from: 'r1', to: 'r2', items: [{ type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body: { type: 'wrapper', rsn: w.rsn, signed: w.signed } }] }, { cluster: 'test', signer: hmacSigner('r1') });
+    inject(c, 'r2', 'r3', { type: 'order.evidence', rsn: w.rsn, frame });
+    c.run(20);
+    expect(c.effects('log', 'r3').filter((o) => o.effect.event === 'order.relayed').map((o) => o.effect.fields)).toEqual([{ rsn: w.rsn, from: 'r2' }]);
+    expect(c.effects('deliver.request', 'r3').filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'withheld')).toHaveLength(1);
+    expect([r2?.rsn(), r3?.rsn()]).toEqual([w.rsn, w.rsn]);
+    expect(r3?.digestHex()).toBe(r1?.digestHex());
   });
 });
 
