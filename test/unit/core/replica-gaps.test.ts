@@ -557,13 +557,13 @@ describe('a backup watches each request it forwards (PROTOCOL §5.6, spec §3.6 
 });
 
 describe('a withheld order is relayed (PROTOCOL §5.8)', () => {
-  it('§5.8: a primary that withholds an order from one backup cannot stall it: shown the primary\'s signed frame by the other backup, it executes the order as the primary\'s own', () => {
+  type Withheld = { rsn: number; signed: SignedCG };
+  /** r1 (faulty) never gives r3 its order of a1's 'withheld' request (a notice in its place keeps
+   *  the lane's sequence); r2 has it, r3 lacks that RSN. */
+  function withholding() {
     const c = makeCluster(1);
     c.run(200);
-    const [r1, r2, r3] = c.replicas;
-    // r1 (faulty) never gives r3 its order of a1's 'withheld' request (a notice in its place
-    // keeps the lane's sequence).
-    let withheld: { rsn: number; signed: SignedCG } | null = null;
+    let withheld: Withheld | null = null;
     c.filters.push((from, to, i): Item => {
       if (from !== 'r1' || to !== 'r3' || i.type !== 'ptp' || i.body?.type !== 'wrapper' || tagOf(i.body.signed) !== 'withheld') return i;
       withheld = { rsn: i.body.rsn, signed: i.body.signed };
@@ -571,18 +571,58 @@ describe('a withheld order is relayed (PROTOCOL §5.8)', () => {
     });
     c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'withheld' } });
     c.run(5);
-    const w = withheld as { rsn: number; signed: SignedCG } | null;
+    const w = withheld as Withheld | null;
     if (w === null) throw new Error('r1 ordered no withheld request');
-    expect(r3?.rsn()).toBe(w.rsn - 1);
+    expect(c.replicas[2]?.rsn()).toBe(w.rsn - 1);
+    return { c, w };
+  }
+  /** A frame `signer` signed to r2 with `body` in it: what r2 shows r3 as evidence. */
+  const frameTo2 = (signer: ProcessId, body: PtpPayload): Uint8Array =>
+    encodeFrame({ from: signer, to: 'r2', items: [{ type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body }] }, { cluster: 'test', signer: hmacSigner(signer) });
+  const relayed = (c: Cluster) => c.effects('log', 'r3').filter((o) => o.effect.event === 'order.relayed').map((o) => o.effect.fields);
+
+  it('§5.8: a primary that withholds an order from one backup cannot stall it: shown the primary\'s signed frame by the other backup, it executes the order as the primary\'s own', () => {
+    const { c, w } = withholding();
+    const [r1, r2, r3] = c.replicas;
     // r2 shows r3 the frame in which r1 gave it that order, signed by r1 (as r2 does once it
     // executed it unconfirmed, PROTOCOL §5.8).
-    const frame = encodeFrame({ from: 'r1', to: 'r2', items: [{ type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body: { type: 'wrapper', rsn: w.rsn, signed: w.signed } }] }, { cluster: 'test', signer: hmacSigner('r1') });
-    inject(c, 'r2', 'r3', { type: 'order.evidence', rsn: w.rsn, frame });
+    inject(c, 'r2', 'r3', { type: 'order.evidence', rsn: w.rsn, frame: frameTo2('r1', { type: 'wrapper', rsn: w.rsn, signed: w.signed }) });
     c.run(20);
-    expect(c.effects('log', 'r3').filter((o) => o.effect.event === 'order.relayed').map((o) => o.effect.fields)).toEqual([{ rsn: w.rsn, from: 'r2' }]);
+    expect(relayed(c)).toEqual([{ rsn: w.rsn, from: 'r2' }]);
     expect(c.effects('deliver.request', 'r3').filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'withheld')).toHaveLength(1);
     expect([r2?.rsn(), r3?.rsn()]).toEqual([w.rsn, w.rsn]);
     expect(r3?.digestHex()).toBe(r1?.digestHex());
+  });
+
+  it('§5.8: a frame that proves nothing is no order: one the other backup signed itself, one whose wrapper names another RSN, one carrying a request no agent or operator signed', () => {
+    const { c, w } = withholding();
+    const stranger = signCG({ csn: 1, gssnAck: 0, payload: { ...echo(1), tag: 'stranger' }, client: 'r2', inc: 1 }, hmacSigner('r2'));
+    for (const frame of [
+      frameTo2('r2', { type: 'wrapper', rsn: w.rsn, signed: w.signed }),
+      frameTo2('r1', { type: 'wrapper', rsn: w.rsn + 1, signed: w.signed }),
+      frameTo2('r1', { type: 'wrapper', rsn: w.rsn, signed: stranger }),
+    ]) inject(c, 'r2', 'r3', { type: 'order.evidence', rsn: w.rsn, frame });
+    c.run(20);
+    expect(relayed(c)).toEqual([]);
+    expect(c.replicas[2]?.rsn()).toBe(w.rsn - 1);
+  });
+
+  it('§5.8, §10.6: a withheld group input is relayed the same way, a replica.add only with the replacement\'s own signature on its port', () => {
+    const { c, w } = withholding();
+    const view = c.replicas[0]?.status(c.now()).view as number;
+    // Group inputs r1 signed at that RSN (the test signs as r1): a replica.add whose port claim
+    // r4 never signed is not relayed; a tick is.
+    inject(c, 'r2', 'r3', { type: 'order.evidence', rsn: w.rsn, frame: frameTo2('r1', { type: 'wrapper.input', rsn: w.rsn, input: { type: 'replica.add', id: 'r4', port: 41000, sig: new Uint8Array(64) } }) });
+    c.run(5);
+    expect(relayed(c)).toEqual([]);
+    expect(view).toBe(0);
+    inject(c, 'r2', 'r3', { type: 'order.evidence', rsn: w.rsn, frame: frameTo2('r1', { type: 'wrapper.input', rsn: w.rsn, input: { type: 'tick' } }) });
+    c.run(5);
+    expect(relayed(c)).toEqual([{ rsn: w.rsn, from: 'r2' }]);
+    // r2 confirmed the request there, not a tick: r1 signed two orders for one RSN, and r3
+    // disputes it instead of executing either.
+    expect(c.effects('suspect', 'r3').map((o) => [o.effect.target, o.effect.reason])).toEqual([['r1', 'digest.mismatch']]);
+    expect(c.replicas[2]?.rsn()).toBe(w.rsn - 1);
   });
 });
 
