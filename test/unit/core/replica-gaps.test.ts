@@ -607,6 +607,21 @@ describe('a withheld order is relayed (PROTOCOL §5.8)', () => {
     expect(c.replicas[2]?.rsn()).toBe(w.rsn - 1);
   });
 
+  it('§5.8, §10.2: evidence for an RSN a backup has not reached waits for it: when the primary\'s own order for that RSN comes and differs from the frame, the backup accuses the primary of equivocation', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const base = c.replicas[2]?.rsn() as number;
+    // r2 shows r3 a frame in which r1 (the test signs as r1) ordered, two RSNs ahead, a request
+    // of a1's that r1 will not order there.
+    const other = signCG({ csn: 99, gssnAck: 0, payload: { ...echo(1), tag: 'other' }, client: 'a1', inc: 1 }, hmacSigner('a1'));
+    inject(c, 'r2', 'r3', { type: 'order.evidence', rsn: base + 2, frame: frameTo2('r1', { type: 'wrapper', rsn: base + 2, signed: other }) });
+    c.run(5);
+    expect(accusations(c, 'r3')).toHaveLength(0);
+    for (const tag of ['one', 'two']) c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag } });
+    c.run(20);
+    expect(accusations(c, 'r3').map((o) => [o.effect.fields['target'], o.effect.fields['reason']])).toEqual([['r1', 'equivocation']]);
+  });
+
   it('§5.8, §10.6: a withheld group input is relayed the same way, a replica.add only with the replacement\'s own signature on its port', () => {
     const { c, w } = withholding();
     const view = c.replicas[0]?.status(c.now()).view as number;
