@@ -427,6 +427,31 @@ describe('a backup\'s signed confirmation shown to the primary (PROTOCOL §5.8, 
     expect(accusations(c, 'r1').map((o) => [o.effect.fields['target'], o.effect.fields['reason']])).toEqual([['r3', 'order.lie']]);
   }, 60_000);
 
+  it('§10.2: a claim that matches what the primary ordered accuses nobody, and one its claimant did not sign is dropped as SIG_INVALID', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    // r3's true confirmation of a1's request, as it sent it to r2.
+    const confirmed = new Map<number, Uint8Array>();
+    c.filters.push((from, to, i) => {
+      if (from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'order') confirmed.set(i.body.rsn, i.body.digest);
+      return i;
+    });
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    c.run(200);
+    const rsn = c.replicas[0]?.rsn() as number;
+    const view = c.replicas[0]?.status(c.now()).view as number;
+    const digest = confirmed.get(rsn) as Uint8Array;
+    expect(digest).toBeDefined();
+    inject(c, 'r2', 'r1', claim('r3', view, rsn, digest));
+    c.run(100);
+    expect(accusations(c, 'r1')).toHaveLength(0);
+    const before = drops(c, 0, 'SIG_INVALID');
+    inject(c, 'r2', 'r1', { ...claim('r3', view, rsn, new Uint8Array(32).fill(9)), sig: new Uint8Array(64) });
+    c.run(100);
+    expect(accusations(c, 'r1')).toHaveLength(0);
+    expect(drops(c, 0, 'SIG_INVALID')).toBe(before + 1);
+  });
+
   it('§10.2: a backup shown the other backup\'s signed claim judges nothing: the primary may have given the other that order, and only the primary knows what it ordered', () => {
     const { c, rsn, view, bogus } = ordered();
     // r1 (faulty) shows r2 a claim r3 signed for another order at an RSN r2 executed: what an
