@@ -581,6 +581,54 @@ describe('a backup watches each request it forwards (PROTOCOL §5.6, spec §3.6 
   });
 });
 
+describe('a node is declared failed on two fresh probes (PROTOCOL §8.4)', () => {
+  it('§8.4: a node silent to the primary\'s probe and, up to probeTimeoutMs after its expiry, to a backup\'s is declared failed at once: both probes are fresh, no third one is sent', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const inc = c.replicas[0]?.state().nodes.get('a1')?.inc as number;
+    const probeTimeout = c.membership.timing.probeTimeoutMs;
+    c.filters.push((from, to, i) => (from === 'a1' && i.type === 'probe.reply' ? null : i));
+    inject(c, 'r2', 'r1', { type: 'node.suspect', agent: 'a1', inc, unreachable: false });
+    c.run(5);
+    // r3's word reaches the primary probeTimeoutMs after its probe expired: the last moment it
+    // is still fresh.
+    const probedAt = c.effects('log', 'r1').find((o) => o.effect.event === 'node.probe')?.at as number;
+    while (c.now() + 1 < probedAt + 2 * probeTimeout) c.run(1);
+    const at = c.now();
+    expect(at + 1).toBe(probedAt + 2 * probeTimeout);
+    inject(c, 'r3', 'r1', { type: 'node.suspect', agent: 'a1', inc, unreachable: true });
+    c.run(probeTimeout + 50);
+    expect(c.effects('log', 'r1').filter((o) => o.effect.event === 'node.probe')).toHaveLength(1);
+    const declared = c.effects('deliver.input', 'r1').filter((o) => o.effect.input.type === 'node.failed');
+    expect(declared.map((o) => o.effect.input)).toEqual([{ type: 'node.failed', agent: 'a1', inc }]);
+    // The backup's word takes one hop to reach the primary, which orders the failure on it.
+    expect(declared[0]?.at).toBe(at + 1);
+  });
+
+  it('§8.4: a probe the node left unanswered long ago is stale: a backup\'s later word that the node is unreachable makes the primary probe again, and a node that answers is not declared failed', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const inc = c.replicas[0]?.state().nodes.get('a1')?.inc as number;
+    const probeTimeout = c.membership.timing.probeTimeoutMs;
+    // r2 asks the primary to probe a1; a1's reply is lost, and the probe expires.
+    let lose = true;
+    c.filters.push((from, to, i) => (lose && from === 'a1' && to === 'r1' && i.type === 'probe.reply' ? null : i));
+    inject(c, 'r2', 'r1', { type: 'node.suspect', agent: 'a1', inc, unreachable: false });
+    c.run(probeTimeout + 20);
+    lose = false;
+    // Long after, r3 says a1 is unreachable: the old probe says nothing about now.
+    c.run(probeTimeout + 50);
+    inject(c, 'r3', 'r1', { type: 'node.suspect', agent: 'a1', inc, unreachable: true });
+    c.run(probeTimeout + 50);
+    const probes = c.effects('log', 'r1').filter((o) => o.effect.event === 'node.probe').map((o) => o.effect.fields);
+    expect(probes).toHaveLength(2);
+    expect(probes.map((f) => [f['agent'], f['inc']])).toEqual([['a1', inc], ['a1', inc]]);
+    expect(probes[1]?.['nonce']).not.toBe(probes[0]?.['nonce']);
+    expect(c.effects('deliver.input').filter((o) => o.effect.input.type === 'node.failed')).toEqual([]);
+    expect(c.replicas[0]?.state().nodes.get('a1')?.failed).toBe(false);
+  });
+});
+
 describe('a withheld order is relayed (PROTOCOL §5.8)', () => {
   type Withheld = { rsn: number; signed: SignedCG };
   /** r1 (faulty) never gives r3 its order of a1's 'withheld' request (a notice in its place keeps
