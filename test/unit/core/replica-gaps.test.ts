@@ -605,6 +605,23 @@ describe('a node is declared failed on two fresh probes (PROTOCOL §8.4)', () =>
     expect(declared[0]?.at).toBe(at + 1);
   });
 
+  it('§8.4: a probe is of one incarnation: a backup\'s word about the agent\'s next incarnation starts a probe of that one, and its failure is declared for it', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const probeTimeout = c.membership.timing.probeTimeoutMs;
+    c.filters.push((from, to, i) => (from === 'a1' && i.type === 'probe.reply' ? null : i));
+    inject(c, 'r2', 'r1', { type: 'node.suspect', agent: 'a1', inc: 1, unreachable: false });
+    c.run(probeTimeout + 10);
+    // a1 restarts as incarnation 2, which joins; r3 then finds it unreachable.
+    c.restartAgent('a1', 2);
+    while (c.replicas[0]?.state().nodes.get('a1')?.inc !== 2 && c.now() < 2_000) c.run(1);
+    expect(c.replicas[0]?.state().nodes.get('a1')?.inc).toBe(2);
+    inject(c, 'r3', 'r1', { type: 'node.suspect', agent: 'a1', inc: 2, unreachable: true });
+    c.run(probeTimeout + 50);
+    expect(c.effects('log', 'r1').filter((o) => o.effect.event === 'node.probe').map((o) => o.effect.fields['inc'])).toEqual([1, 2]);
+    expect(c.effects('deliver.input', 'r1').filter((o) => o.effect.input.type === 'node.failed').map((o) => o.effect.input)).toEqual([{ type: 'node.failed', agent: 'a1', inc: 2 }]);
+  });
+
   it('§8.4: a probe the node left unanswered long ago is stale: a backup\'s later word that the node is unreachable makes the primary probe again, and a node that answers is not declared failed', () => {
     const c = makeCluster(1);
     c.run(200);
