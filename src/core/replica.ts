@@ -627,10 +627,14 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
   }
 
   /** Backup: a request the primary should order (an agent's fallback, or an operator's request
-   *  sent to every replica) goes to the primary; PrimaryProgressTimeout watches it (G8). */
+   *  sent to every replica) goes to the primary; PrimaryProgressTimeout watches it (G8). Not one
+   *  the primary already ordered, which waits here for the other backup's confirmation (PROTOCOL
+   *  §5.8): its order is not in question, and a backup that withholds its confirmations must not
+   *  make a correct primary look as if it never ordered. */
   function forwardToPrimary(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
-    linkSend(links, state.primary, 0, { type: 'wrapper', rsn: 0, signed }, nowMs, out);
     const key = progressKey(signed.cg);
+    for (const p of confirm.proposals.values()) if (p.ordered.type === 'cg' && progressKey(p.ordered.signed.cg) === key) return;
+    linkSend(links, state.primary, 0, { type: 'wrapper', rsn: 0, signed }, nowMs, out);
     if (!progressTimers.has(key) && progressTimers.size < MAX_HOLDBACK_PER_AGENT * agentIds.size) {
       progressTimers.set(key, { signed, atMs: nowMs + t.primaryProgressMs });
     }

@@ -113,6 +113,40 @@ describe('evidence of an equivocation (PROTOCOL §10.2)', () => {
     );
   });
 
+  it('§5.8, §10.2: a backup that executed an RSN unconfirmed still checks the other backup\'s late confirmation of it: another digest there is the primary\'s equivocation, and the other backup has its frame as evidence, once', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    const evidence = c.sent((from, to, i) => (from === 'r2' && to === 'r3' && i.type === 'ptp' && i.body?.type === 'order.evidence' ? String(i.body.rsn) : null));
+    // r1 (faulty) signs r3 another request than r2's at the next RSN. The backups' confirmations
+    // and evidence do not reach each other (notices in their place keep the lanes' sequence),
+    // so each executes its own unconfirmed; r3's confirmation reaches r2 only later.
+    const csn = (c.replicas[0]?.state().csnReceived.get('a1') ?? 0) + 1;
+    const other = signCG({ csn, gssnAck: 0, payload: { ...echo(1), tag: 'forged' }, client: 'a1', inc: 1 }, hmacSigner('a1'));
+    let forged = 0;
+    let late: PtpPayload | null = null;
+    c.filters.push((from, to, i): Item => {
+      if (forged === 0 && from === 'r1' && to === 'r3' && i.type === 'ptp' && i.body?.type === 'wrapper') {
+        forged = i.body.rsn;
+        return { ...i, body: { ...i.body, signed: other } };
+      }
+      const between = (from === 'r2' && to === 'r3') || (from === 'r3' && to === 'r2');
+      if (!between || i.type !== 'ptp' || (i.body?.type !== 'order' && i.body?.type !== 'order.evidence')) return i;
+      if (from === 'r3' && i.body.type === 'order' && i.body.rsn === forged) late = i.body;
+      return { ...i, body: { type: 'notice', text: 'lost' } };
+    });
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    const rsn = () => forged;
+    until(c, () => c.effects('log', 'r2').some((o) => o.effect.event === 'order.unconfirmed' && o.effect.fields['rsn'] === rsn()), c.membership.timing.orderConfirmMs + 100);
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'order.unconfirmed').map((o) => o.effect.fields['rsn'])).toEqual([rsn()]);
+    expect(late).not.toBeNull();
+    const suspectedBefore = c.effects('suspect', 'r2').length;
+    inject(c, 'r3', 'r2', late as unknown as PtpPayload);
+    c.run(5);
+    expect(c.effects('suspect', 'r2').slice(suspectedBefore).map((o) => [o.effect.target, o.effect.reason, o.effect.detail])).toEqual([['r1', 'digest.mismatch', `r3 was given another request at executed rsn ${rsn()}`]]);
+    // r3 has r2's frame for that RSN as evidence, sent once (when r2 executed it unconfirmed).
+    expect(evidence).toEqual([String(rsn())]);
+  });
+
   it('a frame the other backup signed itself proves nothing about the primary: no accusation of a correct primary', () => {
     const c = makeCluster(1);
     c.run(100);
@@ -797,6 +831,25 @@ describe('PrimaryProgressTimeout is about ordering (PROTOCOL §5.6, spec §3.6 G
     for (const r of ['r1', 'r2', 'r3']) {
       expect(c.effects('deliver.request', r).filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'slow')).toHaveLength(1);
     }
+  });
+
+  it('G8, §5.8: confirmations that do not come cannot make a correct primary look as if it never ordered: the agent\'s fallback of a request a backup holds, ordered and awaiting confirmation, starts no PrimaryProgressTimeout', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    // The backups' confirmations to each other are lost (notices in their place keep the lanes'
+    // sequence), but both heartbeat: each waits orderConfirmMs for the other, and a1, short of
+    // f+1 copies, falls back to them long before.
+    c.filters.push((from, to, i): Item => (from !== 'r1' && to !== 'r1' && from !== 'a1' && to !== 'a1' && i.type === 'ptp' && i.body?.type === 'order' ? { ...i, body: { type: 'notice', text: 'lost' } } : i));
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'awaited' } });
+    c.run(c.membership.timing.orderConfirmMs + 500);
+    expect(c.effects('log', 'r2').some((o) => o.effect.event === 'agent.fallback')).toBe(true);
+    expect(c.effects('suspect', 'r2').filter((o) => o.effect.reason === 'primary.progress')).toEqual([]);
+    expect(c.effects('suspect', 'r3').filter((o) => o.effect.reason === 'primary.progress')).toEqual([]);
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'order.unconfirmed')).toHaveLength(1);
+    for (const r of ['r1', 'r2', 'r3']) {
+      expect(c.effects('deliver.request', r).filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'awaited')).toHaveLength(1);
+    }
+    expect(c.replicas[1]?.state().replicas).toEqual(['r1', 'r2', 'r3']);
   });
 });
 
