@@ -2,7 +2,7 @@
 // each row is what a peer or a user observes when a faulty peer tries something, or what the
 // status reports (docs/PROTOCOL.md §2.3, §5.8, §6, §7, §8.1, §8.3, §8.4, §10.2).
 import { describe, expect, it } from 'vitest';
-import type { AgentRequest, Item, PtpPayload, SignedCG } from '../../../src/core/wire/messages.ts';
+import type { AgentRequest, GroupInput, Item, PtpPayload, SignedCG } from '../../../src/core/wire/messages.ts';
 import { orderClaim, portClaim } from '../../../src/core/wire/messages.ts';
 import { encodeFrame, pack, signCG } from '../../../src/core/wire/frame.ts';
 import type { ProcessId } from '../../../src/core/ports.ts';
@@ -145,6 +145,22 @@ describe('evidence of an equivocation (PROTOCOL §10.2)', () => {
     expect(c.effects('suspect', 'r2').slice(suspectedBefore).map((o) => [o.effect.target, o.effect.reason, o.effect.detail])).toEqual([['r1', 'digest.mismatch', `r3 was given another request at executed rsn ${rsn()}`]]);
     // r3 has r2's frame for that RSN as evidence, sent once (when r2 executed it unconfirmed).
     expect(evidence).toEqual([String(rsn())]);
+  });
+
+  it('§5.8: a primary that orders the two backups different group inputs at one RSN is disputed before either executes it', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    // r1 (faulty) orders, where it orders a1's request, a tick for r2 and a node failure for r3.
+    const rewrite = (to: ProcessId): GroupInput => (to === 'r2' ? { type: 'tick' } : { type: 'node.failed', agent: 'a1', inc: 1 });
+    c.filters.push((from, to, i): Item => (from === 'r1' && (to === 'r2' || to === 'r3') && i.type === 'ptp' && i.body?.type === 'wrapper' && tagOf(i.body.signed) === 'split'
+      ? { ...i, body: { type: 'wrapper.input', rsn: i.body.rsn, input: rewrite(to) } } : i));
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'split' } });
+    c.run(20);
+    for (const b of ['r2', 'r3']) {
+      expect(c.effects('suspect', b).map((o) => [o.effect.target, o.effect.reason])).toEqual([['r1', 'digest.mismatch']]);
+      // Neither input runs (the group then condemns r1: its replica.condemn is the only input).
+      expect(c.effects('deliver.input', b).map((o) => o.effect.input.type).filter((t) => t !== 'replica.condemn')).toEqual([]);
+    }
   });
 
   it('a frame the other backup signed itself proves nothing about the primary: no accusation of a correct primary', () => {
@@ -484,6 +500,29 @@ describe('a backup\'s signed confirmation shown to the primary (PROTOCOL §5.8, 
     c.run(100);
     expect(accusations(c, 'r1')).toHaveLength(0);
     expect(drops(c, 0, 'SIG_INVALID')).toBe(before + 1);
+  });
+
+  it('§10.2: a claim on a group input the primary ordered is judged by that input: one that matches accuses nobody', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const confirmed = new Map<number, Uint8Array>();
+    c.filters.push((from, to, i) => {
+      if (from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'order') confirmed.set(i.body.rsn, i.body.digest);
+      return i;
+    });
+    // a1's node goes silent to two probes: r1 orders node.failed, a group input.
+    c.filters.push((from, to, i) => (from === 'a1' && i.type === 'probe.reply' ? null : i));
+    const inc = c.replicas[0]?.state().nodes.get('a1')?.inc as number;
+    inject(c, 'r2', 'r1', { type: 'node.suspect', agent: 'a1', inc, unreachable: true });
+    c.run(c.membership.timing.probeTimeoutMs + 50);
+    const failed = c.effects('deliver.input', 'r1').find((o) => o.effect.input.type === 'node.failed');
+    expect(failed).toBeDefined();
+    const rsn = failed?.effect.rsn as number;
+    const digest = confirmed.get(rsn) as Uint8Array;
+    expect(digest).toBeDefined();
+    inject(c, 'r2', 'r1', claim('r3', c.replicas[0]?.status(c.now()).view as number, rsn, digest));
+    c.run(100);
+    expect(accusations(c, 'r1')).toHaveLength(0);
   });
 
   it('§10.2: a backup shown the other backup\'s signed claim judges nothing: the primary may have given the other that order, and only the primary knows what it ordered', () => {
