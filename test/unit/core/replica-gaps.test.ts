@@ -719,6 +719,48 @@ describe('a node is declared failed on two fresh probes (PROTOCOL §8.4)', () =>
   });
 });
 
+describe('only the other backup confirms (PROTOCOL §5.8)', () => {
+  it('§5.8: a confirmation the primary sends a backup is none: the backup still waits orderConfirmMs for the other backup before it executes unconfirmed', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    // r3's confirmations to r2 are lost; r1 (faulty) confirms its own order to r2 instead, with
+    // r2's own digest, signed.
+    const digests = new Map<number, Uint8Array>();
+    c.filters.push((from, to, i): Item => {
+      if (from === 'r2' && to === 'r3' && i.type === 'ptp' && i.body?.type === 'order') digests.set(i.body.rsn, i.body.digest);
+      return from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'order' ? { ...i, body: { type: 'notice', text: 'lost' } } : i;
+    });
+    const orderedAt = c.now();
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'self-confirmed' } });
+    c.run(5);
+    const rsn = c.replicas[0]?.rsn() as number;
+    const digest = digests.get(rsn) as Uint8Array;
+    expect(digest).toBeDefined();
+    const view = c.replicas[0]?.status(c.now()).view as number;
+    inject(c, 'r1', 'r2', { type: 'order', rsn, digest, view, sig: hmacSigner('r1').sign(pack(orderClaim('r1', view, rsn, digest))) });
+    c.run(50);
+    expect(c.replicas[1]?.rsn()).toBe(rsn - 1);
+    c.run(c.membership.timing.orderConfirmMs);
+    expect(c.replicas[1]?.rsn()).toBe(rsn);
+    const unconfirmed = c.effects('log', 'r2').filter((o) => o.effect.event === 'order.unconfirmed');
+    expect(unconfirmed.map((o) => o.effect.fields['rsn'])).toEqual([rsn]);
+    expect(unconfirmed[0]?.at).toBeGreaterThanOrEqual(orderedAt + c.membership.timing.orderConfirmMs);
+  });
+});
+
+describe('a point-to-point error report is only logged (spec §2.1 (e))', () => {
+  it('an error report an agent sends one replica point to point is logged with its sender, GSSN and kind, and suspects nobody', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const rsn = c.replicas[1]?.rsn();
+    inject(c, 'a1', 'r2', { type: 'error.report', gssn: 7, kind: 'mismatch', suspects: ['r1'] });
+    c.run(20);
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'error.report.ptp').map((o) => o.effect.fields)).toEqual([{ from: 'a1', gssn: 7, kind: 'mismatch' }]);
+    expect(c.effects('suspect')).toEqual([]);
+    expect(c.replicas[1]?.rsn()).toBe(rsn);
+  });
+});
+
 describe('a withheld order is relayed (PROTOCOL §5.8)', () => {
   type Withheld = { rsn: number; signed: SignedCG };
   /** r1 (faulty) never gives r3 its order of a1's 'withheld' request (a notice in its place keeps
