@@ -812,6 +812,23 @@ describe('a withheld order is relayed (PROTOCOL §5.8)', () => {
     expect(c.replicas[2]?.rsn()).toBe(w.rsn - 1);
   });
 
+  it('§10.2: evidence for an RSN a backup executed holds only if the primary\'s frame names that RSN: a wrapper of another RSN in it accuses nobody', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'done' } });
+    c.run(20);
+    const rsn = c.replicas[2]?.rsn() as number;
+    // r2 shows r3 a frame r1 signed (the test signs as r1) with another request, at another RSN.
+    const other = signCG({ csn: 99, gssnAck: 0, payload: { ...echo(1), tag: 'other' }, client: 'a1', inc: 1 }, hmacSigner('a1'));
+    inject(c, 'r2', 'r3', { type: 'order.evidence', rsn, frame: frameTo2('r1', { type: 'wrapper', rsn: rsn + 1, signed: other }) });
+    c.run(20);
+    expect(accusations(c, 'r3')).toHaveLength(0);
+    // The same frame naming the RSN r3 executed is the proof of an equivocation.
+    inject(c, 'r2', 'r3', { type: 'order.evidence', rsn, frame: frameTo2('r1', { type: 'wrapper', rsn, signed: other }) });
+    c.run(20);
+    expect(accusations(c, 'r3').map((o) => [o.effect.fields['target'], o.effect.fields['reason']])).toEqual([['r1', 'equivocation']]);
+  });
+
   it('§5.8, §10.2: evidence for an RSN a backup has not reached waits for it: when the primary\'s own order for that RSN comes and differs from the frame, the backup accuses the primary of equivocation', () => {
     const c = makeCluster(1);
     c.run(200);
