@@ -496,7 +496,7 @@ describe('a backup\'s signed confirmation shown to the primary (PROTOCOL §5.8, 
     c.run(100);
     expect(accusations(c, 'r1')).toHaveLength(0);
     const before = drops(c, 0, 'SIG_INVALID');
-    inject(c, 'r2', 'r1', { ...claim('r3', view, rsn, new Uint8Array(32).fill(9)), sig: new Uint8Array(64) });
+    inject(c, 'r2', 'r1', { type: 'order.claim', claimant: 'r3', view, rsn, digest: new Uint8Array(32).fill(9), sig: new Uint8Array(64) });
     c.run(100);
     expect(accusations(c, 'r1')).toHaveLength(0);
     expect(drops(c, 0, 'SIG_INVALID')).toBe(before + 1);
