@@ -678,6 +678,19 @@ describe('a node is declared failed on two fresh probes (PROTOCOL §8.4)', () =>
     expect(declared[0]?.at).toBe(at + 1);
   });
 
+  it('§8.4: a backup whose probe of a silent node goes unanswered logs node.unreachable and tells the primary, which declares the node failed once its own probe went unanswered too', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    const inc = c.replicas[0]?.state().nodes.get('a1')?.inc as number;
+    // a1's node falls silent: no heartbeat, no probe reply reaches a replica.
+    c.filters.push((from, to, i) => (from === 'a1' && (i.type === 'hb' || i.type === 'probe.reply') ? null : i));
+    c.run(2_000);
+    for (const b of ['r2', 'r3']) {
+      expect(c.effects('log', b).filter((o) => o.effect.event === 'node.unreachable').map((o) => o.effect.fields)[0]).toEqual({ agent: 'a1', inc });
+    }
+    expect(c.effects('deliver.input', 'r1').filter((o) => o.effect.input.type === 'node.failed').map((o) => o.effect.input)).toEqual([{ type: 'node.failed', agent: 'a1', inc }]);
+  });
+
   it('§8.4: a probe is of one incarnation: a backup\'s word about the agent\'s next incarnation starts a probe of that one, and its failure is declared for it', () => {
     const c = makeCluster(1);
     c.run(200);
@@ -948,6 +961,31 @@ describe('PrimaryProgressTimeout is about ordering (PROTOCOL §5.6, spec §3.6 G
       expect(c.effects('deliver.request', r).filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'awaited')).toHaveLength(1);
     }
     expect(c.replicas[1]?.state().replicas).toEqual(['r1', 'r2', 'r3']);
+  });
+
+  it('G8, §5.8: only the very request the primary ordered is spared: a backup holding another order for confirmation still forwards a request the primary never ordered, and times it', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    // As above, the backups wait orderConfirmMs for each other. r1 (faulty) orders a1's 'held'
+    // request but never 'censored': it reads a1's copy as a resend of 'held', and the backups'
+    // forwards as notices.
+    c.filters.push((from, to, i): Item => (from !== 'r1' && to !== 'r1' && from !== 'a1' && to !== 'a1' && i.type === 'ptp' && i.body?.type === 'order' ? { ...i, body: { type: 'notice', text: 'lost' } } : i));
+    let held: SignedCG | null = null;
+    c.filters.push((from, to, i): Item => {
+      if (to !== 'r1') return i;
+      if (from === 'a1' && i.type === 'grp' && i.body.type === 'cg') {
+        if (tagOf(i.body.signed) === 'held') held = i.body.signed;
+        if (tagOf(i.body.signed) === 'censored' && held !== null) return { ...i, body: { ...i.body, signed: held } };
+      }
+      return i.type === 'ptp' && i.body?.type === 'wrapper' && tagOf(i.body.signed) === 'censored' ? { ...i, body: { type: 'notice', text: 'censored' } } : i;
+    });
+    const csn = (c.replicas[0]?.state().csnReceived.get('a1') ?? 0) + 2;
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'held' } });
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'censored' } });
+    c.run(c.membership.timing.orderConfirmMs);
+    for (const b of ['r2', 'r3']) {
+      expect(c.effects('suspect', b).filter((o) => o.effect.reason === 'primary.progress').map((o) => [o.effect.target, o.effect.detail])).toContainEqual(['r1', `echo csn ${csn} of a1 not ordered by r1`]);
+    }
   });
 });
 
