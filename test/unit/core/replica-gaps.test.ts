@@ -761,6 +761,25 @@ describe('only the other backup confirms (PROTOCOL §5.8)', () => {
   });
 });
 
+describe('a backup waits for no silent backup (PROTOCOL §5.8, §10.5)', () => {
+  it('§5.8: once the other backup is silent (two missed checks), a backup executes the primary\'s orders as they come, before the group has condemned it', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    c.down.add('r3');
+    const r2 = c.replicas[1];
+    until(c, () => r2?.status(c.now()).replicas.find((p) => p.id === 'r3')?.health === 'silent', 1_000);
+    expect(r2?.status(c.now()).replicas.find((p) => p.id === 'r3')?.health).toBe('silent');
+    expect(r2?.state().replicas).toEqual(['r1', 'r2', 'r3']);
+    const sentAt = c.now();
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'alone' } });
+    c.run(20);
+    const done = c.effects('deliver.request', 'r2').filter((o) => o.effect.request.type === 'echo' && o.effect.request.tag === 'alone');
+    expect(done).toHaveLength(1);
+    expect((done[0]?.at as number) - sentAt).toBeLessThan(20);
+    expect(r2?.state().replicas).toEqual(['r1', 'r2', 'r3']);
+  });
+});
+
 describe('a point-to-point error report is only logged (spec §2.1 (e))', () => {
   it('an error report an agent sends one replica point to point is logged with its sender, GSSN and kind, and suspects nobody', () => {
     const c = makeCluster(1);
