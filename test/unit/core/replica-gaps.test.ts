@@ -439,6 +439,15 @@ describe('a backup\'s signed confirmation shown to the primary (PROTOCOL §5.8, 
     expect(c.replicas.map((r) => r.rsn())).toEqual([rsn, rsn, rsn]);
     return { c, rsn, view: c.replicas[0]?.status(c.now()).view as number, bogus: new Uint8Array(32).fill(9) };
   }
+  /** r3's true confirmations, by RSN, as it sends them to r2 from now on. */
+  function r3Confirms(c: Cluster): Map<number, Uint8Array> {
+    const confirmed = new Map<number, Uint8Array>();
+    c.filters.push((from, to, i) => {
+      if (from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'order') confirmed.set(i.body.rsn, i.body.digest);
+      return i;
+    });
+    return confirmed;
+  }
   const claim = (claimant: ProcessId, view: number, rsn: number, digest: Uint8Array): PtpPayload =>
     ({ type: 'order.claim', claimant, view, rsn, digest, sig: hmacSigner(claimant).sign(pack(orderClaim(claimant, view, rsn, digest))) });
 
@@ -480,12 +489,7 @@ describe('a backup\'s signed confirmation shown to the primary (PROTOCOL §5.8, 
   it('§10.2: a claim that matches what the primary ordered accuses nobody, and one its claimant did not sign is dropped as SIG_INVALID', () => {
     const c = makeCluster(1);
     c.run(100);
-    // r3's true confirmation of a1's request, as it sent it to r2.
-    const confirmed = new Map<number, Uint8Array>();
-    c.filters.push((from, to, i) => {
-      if (from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'order') confirmed.set(i.body.rsn, i.body.digest);
-      return i;
-    });
+    const confirmed = r3Confirms(c);
     c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
     c.run(200);
     const rsn = c.replicas[0]?.rsn() as number;
@@ -505,11 +509,7 @@ describe('a backup\'s signed confirmation shown to the primary (PROTOCOL §5.8, 
   it('§10.2: a claim on a group input the primary ordered is judged by that input: one that matches accuses nobody', () => {
     const c = makeCluster(1);
     c.run(200);
-    const confirmed = new Map<number, Uint8Array>();
-    c.filters.push((from, to, i) => {
-      if (from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'order') confirmed.set(i.body.rsn, i.body.digest);
-      return i;
-    });
+    const confirmed = r3Confirms(c);
     // a1's node goes silent to two probes: r1 orders node.failed, a group input.
     c.filters.push((from, to, i) => (from === 'a1' && i.type === 'probe.reply' ? null : i));
     const inc = c.replicas[0]?.state().nodes.get('a1')?.inc as number;
