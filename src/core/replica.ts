@@ -583,6 +583,11 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       if (direct) reply(signed.cg.client, seen, out);
       return;
     }
+    orderCG(signed, nowMs, out);
+  }
+
+  /** Primary: give a request the next RSN, send it to the backups and execute it. */
+  function orderCG(signed: SignedCG, nowMs: number, out: CoreEffect[]): void {
     state.rsn++;
     recordOrder(state.rsn, { type: 'cg', signed });
     for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper', rsn: state.rsn, signed }, nowMs, out);
@@ -613,11 +618,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
     }
     let next: SignedCG | undefined = signed;
     while (next !== undefined) {
-      state.rsn++;
-      recordOrder(state.rsn, { type: 'cg', signed: next });
-      for (const b of backups()) linkSend(links, b, 0, { type: 'wrapper', rsn: state.rsn, signed: next }, nowMs, out);
-      deliver(next, nowMs, out);
-      checkpoint(nowMs, out);
+      orderCG(next, nowMs, out);
       const held = holdback.get(client);
       const following = (state.csnReceived.get(client) ?? 0) + 1;
       next = held?.get(following);
