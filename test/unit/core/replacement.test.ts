@@ -5,7 +5,7 @@
 // starts again as a new incarnation while a backup still holds a session of the dead one.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { GroupCommand } from '../../../src/core/wire/messages.ts';
+import type { GroupCommand, Item, PtpPayload } from '../../../src/core/wire/messages.ts';
 import { signCG } from '../../../src/core/wire/frame.ts';
 import { hmacSigner, makeCluster } from './harness.ts';
 
@@ -198,6 +198,47 @@ describe('a replacement replica (PROTOCOL §10.6)', () => {
     expect(silentAfter.map((o) => o.effect.fields), 'r3 diagnosing the new r4 within one check of its replica.add').toEqual([]);
     c.run(2_000);
     expect(c.replicas.find((r) => r.id === 'r4')?.phase()).toBe('serving');
+  });
+});
+
+describe('a replacement serves agents only once its state is in (PROTOCOL §10.6, §10.5)', () => {
+  it('§10.6: an agent\'s fallback that reaches a replacement still installing waits for the state: the replacement forwards it to the primary only after it installed', () => {
+    const c = makeCluster(4, { spares: ['r4'] });
+    c.run(300);
+    // r4's request for the state reaches r1 (which lets it in) but not r3, until the test sends
+    // it on: r4 installs only on two members' matching digests, so it stays installing.
+    let request: PtpPayload | null = null;
+    c.filters.push((from, to, i): Item => {
+      if (from !== 'r4' || to !== 'r3' || i.type !== 'ptp') return i;
+      if (i.body?.type === 'state.request') {
+        request = i.body;
+        return { ...i, body: { type: 'notice', text: 'held' } };
+      }
+      return i.body?.type === 'notice' && i.body.text === 'send it' && request !== null ? { ...i, body: request } : i;
+    });
+    c.down.add('r2');
+    const r4 = startOnCommand(c, 'r4', 1, 1, 5_000);
+    const end = c.now() + 2_000;
+    while (joinedAt(c, 'r3', 'r4').length === 0 && c.now() < end) c.run(1);
+    expect(joinedAt(c, 'r3', 'r4')).toHaveLength(1);
+    c.run(50); // a1 learns the group r1, r3, r4
+    // r1 (faulty) swallows a1's request and the backups' forwards of it: a1 falls back to r3
+    // and r4 (spec §3.6 G7, as in A18).
+    c.filters.push((from, to, i) => (to === 'r1' && ((from === 'a1' && i.type === 'grp') || (from !== 'a1' && i.type === 'ptp' && i.body?.type === 'wrapper')) ? null : i));
+    const toR4 = c.sent((from, to, i) => (from === 'a1' && to === 'r4' && i.type === 'grp' ? String(c.now()) : null));
+    const since = c.now();
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { type: 'echo', tag: 'x', fanout: 'self', count: 0, data: new Uint8Array([1]) } });
+    c.run(400);
+    expect(toR4.length, 'a1 fell back to r4').toBeGreaterThan(0);
+    expect(r4.core.phase()).toBe('installing');
+    const fallbacks = () => c.effects('log', 'r4').filter((o) => o.at >= since && o.effect.event === 'agent.fallback');
+    expect(fallbacks()).toEqual([]);
+    c.input('r4', { type: 'notice', nowMs: c.now(), to: 'r3', text: 'send it' });
+    c.run(300);
+    expect(r4.core.phase()).toBe('serving');
+    const installedAt = c.effects('log', 'r4').find((o) => o.effect.event === 'state.installed')?.at ?? NaN;
+    expect(fallbacks().length, 'r4 forwarded the held request').toBeGreaterThan(0);
+    expect(fallbacks().filter((o) => o.at < installedAt)).toEqual([]);
   });
 });
 

@@ -1268,3 +1268,63 @@ describe('checkpoint digests are what replicas compare under load (PROTOCOL §10
     expect(c.effects('suspect', 'r2').filter((o) => o.effect.target === 'r1')).toEqual([]);
   });
 });
+
+describe('a forward is timed from when the primary can receive it, and from nothing else (PROTOCOL §5.6)', () => {
+  it('§5.6 G8: another peer\'s session, established while a forward waits for the primary\'s order, does not put off the PrimaryProgressTimeout', () => {
+    const c = makeCluster(2);
+    c.run(200);
+    const { primaryProgressMs } = c.membership.timing;
+    // r1 (faulty) swallows a1's requests and the backups' forwards of them (as in A18).
+    c.filters.push((from, to, i) => (to === 'r1' && ((from === 'a1' && i.type === 'grp') || (from !== 'a1' && i.type === 'ptp' && i.body?.type === 'wrapper')) ? null : i));
+    const start = c.now();
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    c.run(300); // a1 falls back at about 160 ms; the backups forward and time r1
+    c.restartAgent('a2', 2); // a2's new sessions with every replica: 'reset', then 'established'
+    c.run(primaryProgressMs + 100);
+    for (const b of ['r2', 'r3']) {
+      const forwarded = c.effects('log', b).find((o) => o.at >= start && o.effect.event === 'agent.fallback')?.at ?? NaN;
+      const a2Session = c.effects('log', b).find((o) => o.at > forwarded && o.effect.event === 'link.established' && o.effect.fields['peer'] === 'a2')?.at ?? NaN;
+      const progress = c.effects('suspect', b).find((o) => o.at >= start && o.effect.reason === 'primary.progress' && o.effect.target === 'r1')?.at ?? NaN;
+      expect(a2Session).toBeLessThan(progress);
+      expect(progress - forwarded).toBe(primaryProgressMs);
+    }
+  });
+
+  it('§5.6 G8: a forward that waited for a session with the primary is timed from the session\'s establishment: the primary is suspected of primary.progress primaryProgressMs after it could first receive the forward, not sooner', () => {
+    const c = makeCluster(1);
+    const { primaryProgressMs, startGraceMs } = c.membership.timing;
+    // r1 (faulty) is not up yet, and once up it swallows a1's requests and the backups' forwards
+    // of them: a1 falls back to r2 and r3, whose forwards wait for a session with r1.
+    c.down.add('r1');
+    c.filters.push((from, to, i) => (to === 'r1' && ((from === 'a1' && i.type === 'grp') || (from !== 'a1' && i.type === 'ptp' && i.body?.type === 'wrapper')) ? null : i));
+    c.run(1_200); // within the start grace a primary never met is not judged: r2's timer waits
+    const progress = () => c.effects('suspect', 'r2').filter((o) => o.effect.reason === 'primary.progress' && o.effect.target === 'r1');
+    expect(c.effects('log', 'r2').some((o) => o.effect.event === 'agent.fallback')).toBe(true);
+    expect(progress()).toEqual([]);
+    c.down.delete('r1');
+    c.run(2 * primaryProgressMs + 500);
+    const established = c.effects('log', 'r2').find((o) => o.effect.event === 'link.established' && o.effect.fields['peer'] === 'r1')?.at ?? NaN;
+    expect(established).toBeLessThan(startGraceMs);
+    expect(Math.min(...progress().map((o) => o.at)) - established).toBe(primaryProgressMs);
+  });
+});
+
+describe('a backup\'s orders waiting for confirmation are bounded (PROTOCOL §5.8)', () => {
+  it(`§5.8: a backup holds at most MAX_ORDER_AHEAD (${MAX_ORDER_AHEAD}) orders waiting for the other backup's confirmation; the next is refused and logged as order.backlog-full`, () => {
+    const c = makeCluster(1);
+    c.run(200);
+    // r3's confirmations never reach r2: r2 executes nothing and holds every order of r1's.
+    c.filters.push((from, to, i): Item => (from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'order' ? { ...i, body: { type: 'notice', text: 'lost' } } : i));
+    const base = c.replicas[1]?.rsn() ?? NaN;
+    const start = c.now();
+    for (let ms = 0; ms < 45; ms++) {
+      for (let k = 0; k < 100; k++) c.input('a1', { type: 'request', nowMs: c.now(), request: echo(0) });
+      c.run(1);
+    }
+    c.run(20);
+    expect(c.replicas[0]?.rsn()).toBeGreaterThan(base + MAX_ORDER_AHEAD + 1);
+    expect(c.replicas[1]?.rsn()).toBe(base);
+    const full = c.effects('log', 'r2').filter((o) => o.at >= start && o.effect.event === 'order.backlog-full');
+    expect(full[0]?.effect.fields).toEqual({ rsn: base + MAX_ORDER_AHEAD + 1 });
+  });
+});
