@@ -201,6 +201,26 @@ describe('a replacement replica (PROTOCOL §10.6)', () => {
   });
 });
 
+describe('a member\'s status while the group replaces a replica (PROTOCOL §10.6, `trine status`)', () => {
+  it('§10.6: the status names the replacement under way among the replicas, with the nodes tried (the condemned replica\'s first), and the condemned replica as retired', () => {
+    const c = makeCluster(4, { spares: ['r4'] });
+    c.run(300);
+    c.down.add('r2');
+    const end = c.now() + 5_000;
+    while (spawnsOf(c, 'r4').length === 0 && c.now() < end) c.run(10);
+    const spawn = spawnsOf(c, 'r4')[0];
+    expect(spawn, 'the group started r4').toBeDefined();
+    const node = c.replicas[0]?.state().nodes.get(spawn?.agent ?? '')?.node;
+    const s = c.replicas[0]?.status(c.now());
+    expect(s?.role).toBe('primary');
+    expect(s?.members).toEqual(['r1', 'r3']);
+    expect(s?.replicas.map((r) => r.id)).toEqual(['r3', 'r4']);
+    expect(s?.retired).toEqual(['r2']);
+    // The condemned replica's node counts as tried: it may be the faulty part (spec §2.1 (ii)).
+    expect(s?.replacement).toEqual({ id: 'r4', node, tried: ['n2', node] });
+  });
+});
+
 describe('a replacement serves agents only once its state is in (PROTOCOL §10.6, §10.5)', () => {
   it('§10.6: an agent\'s fallback that reaches a replacement still installing waits for the state: the replacement forwards it to the primary only after it installed', () => {
     const c = makeCluster(4, { spares: ['r4'] });

@@ -5,7 +5,7 @@
 // watchdog stands down only on two replicas' matching notices. The daemons' side (exit codes,
 // keeper, `node run`, systemd) is test/e2e/hosts-shutdown.test.ts.
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_TIMING, SHUTDOWN_LINGER_MAX_MS } from '../../../src/core/constants.ts';
+import { DEFAULT_TIMING, SHUTDOWN_LINGER_MAX_MS, SHUTDOWN_NOTICE_MS } from '../../../src/core/constants.ts';
 import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
 import { decodeState } from '../../../src/core/state-codec.ts';
 import { encodeState } from '../../../src/core/replicated-state.ts';
@@ -98,7 +98,9 @@ describe('trine shutdown in the group (PROTOCOL §10.11)', () => {
     expect(new Set(notices.map((n) => n.from))).toEqual(new Set(['r1', 'r2', 'r3']));
     expect(notices.every((n) => n.rsn === rsn)).toBe(true);
     c.run(600);
-    expect(notices.filter((n) => n.from === 'r1').length).toBeGreaterThanOrEqual(3);
+    const byR1 = notices.filter((n) => n.from === 'r1').map((n) => n.atMs);
+    expect(byR1.length).toBeGreaterThanOrEqual(3);
+    expect(byR1.slice(1).map((at, k) => at - (byR1[k] as number))).toEqual(byR1.slice(1).map(() => SHUTDOWN_NOTICE_MS));
     expect(c.effects('shutdown')).toEqual([]);
     const ackedAt = c.now();
     for (const r of ['r1', 'r2', 'r3']) c.sendAs('scc', r, [{ type: 'shutdown.ack', rsn }]);
@@ -128,6 +130,23 @@ describe('trine shutdown in the group (PROTOCOL §10.11)', () => {
     expect(exits.map((e) => e.proc).sort()).toEqual(['r1', 'r2', 'r3']);
     expect(exits.every((e) => e.at >= orderedAt + SHUTDOWN_LINGER_MAX_MS - 100)).toBe(true);
     expect(exits[0]?.effect.reason).toMatch(/the watchdog never acknowledged/);
+  });
+
+  it('an agent that never acknowledges its copies keeps the replicas until SHUTDOWN_LINGER_MAX_MS, and their exit names it', () => {
+    const { c } = running();
+    c.down.add('a2'); // a2 dies as the shutdown comes: it never acknowledges the group's copies of it
+    c.operate(SHUTDOWN);
+    c.run(120);
+    const rsn = reply(c, SHUTDOWN.nonce)[0]?.rsn ?? NaN;
+    const ackedAt = c.now();
+    for (const r of ['r1', 'r2', 'r3']) c.sendAs('scc', r, [{ type: 'shutdown.ack', rsn }]);
+    c.run(SHUTDOWN_LINGER_MAX_MS - 500);
+    expect(c.effects('shutdown')).toEqual([]);
+    c.run(600);
+    const exits = c.effects('shutdown');
+    expect(exits.map((e) => e.proc).sort()).toEqual(['r1', 'r2', 'r3']);
+    expect(exits.every((e) => e.at > ackedAt + SHUTDOWN_LINGER_MAX_MS - 500)).toBe(true);
+    expect(new Set(exits.map((e) => e.effect.reason))).toEqual(new Set([`shutdown at RSN ${rsn}; stopped waiting after ${SHUTDOWN_LINGER_MAX_MS} ms (copies unacknowledged by a2)`]));
   });
 
   it('nodes that stop are not declared failed, replicas are not suspected, nothing is reset or replaced', () => {
