@@ -48,6 +48,8 @@ let equivalents = 0;
  *  the mutation score's denominator (killed / (mutants − equivalent), the textbook score). One
  *  that only says what a test would need ("Not killed: …"), or that the mutant differs in memory
  *  use ("Equivalent but for memory"), stays in it. */
+/** `part` of `whole` as a percentage with one decimal, or a dash for none. */
+const pct = (part: number, whole: number): string => (whole === 0 ? '—' : `${((100 * part) / whole).toFixed(1)}%`);
 const isEquivalent = (why: string | undefined): boolean => why !== undefined && why.startsWith('Equivalent') && !why.startsWith('Equivalent but for memory');
 for (const file of Object.keys(report.files).sort()) {
   const ms = report.files[file]?.mutants ?? [];
@@ -60,7 +62,7 @@ for (const file of Object.keys(report.files).sort()) {
   const explained = u.filter((m) => equivalent[keyOf(file, lines, m)] !== undefined).length;
   const eq = u.filter((m) => isEquivalent(equivalent[keyOf(file, lines, m)])).length;
   equivalents += eq;
-  rows.push(`| \`${file}\` | ${d + u.length} | ${d} | ${u.length} | ${explained} | ${eq} | ${((100 * d) / (d + u.length)).toFixed(1)}% | ${((100 * d) / (d + u.length - eq)).toFixed(1)}% |`);
+  rows.push(`| \`${file}\` | ${d + u.length} | ${d} | ${u.length} | ${explained} | ${eq} | ${pct(d, d + u.length)} | ${pct(d, d + u.length - eq)} |`);
   for (const m of u.sort((a, b) => a.location.start.line - b.location.start.line)) {
     const key = keyOf(file, lines, m);
     used.add(key);
@@ -106,8 +108,8 @@ vitest's slowest-first order, and running the named files first made cluster-sta
 (43 mutants) 1.35 times faster again (11 min 53 s → 8 min 49 s). And a test file that fails to
 load counts as a failed test (tools/mutate-load-failures.ts), not as no test at all.
 
-Score: **${valid === 0 ? '—' : ((100 * detected) / valid).toFixed(1)}%** (${detected} of ${valid} mutants detected) over the files mutated so far;
-**${valid === 0 ? '—' : ((100 * detected) / (valid - equivalents)).toFixed(1)}%** of the ${valid - equivalents} that are not equivalent. An equivalent mutant is
+Score: **${pct(detected, valid)}** (${detected} of ${valid} mutants detected) over the files mutated so far;
+**${pct(detected, valid - equivalents)}** of the ${valid - equivalents} that are not equivalent. An equivalent mutant is
 one whose explanation shows that no test can tell it from the original (it starts "Equivalent";
 those that differ only in memory use are counted as not equivalent): the second figure is the
 textbook mutation score, killed / (mutants − equivalent). The issue's bar (90% per safety file)
