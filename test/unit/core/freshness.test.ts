@@ -10,6 +10,7 @@ import {
 } from '../../../src/core/freshness.ts';
 import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
 import { createReplica } from '../../../src/core/replica.ts';
+import type { DaemonReport } from '../../../src/core/status.ts';
 import { pack, unpack } from '../../../src/core/wire/frame.ts';
 import { itemWire, type Challenge, type Item } from '../../../src/core/wire/messages.ts';
 import { hmacSigner, hmacVerifier } from './harness.ts';
@@ -84,6 +85,20 @@ describe('a replica answers status only to a fresh query (issue 14 item 7, PROTO
     expect(answers(r.step(frame('op', 60_001, { ...query, challenge: d })))).toEqual([['op', 'status.reply']]);
     const e = challengeOf(r.step(frame('a1', 60_002, { type: 'challenge.ask', nonce: 8 })));
     expect(answers(r.step(frame('a1', 60_003, { type: 'status.query', nonce: 8, challenge: e })))).toEqual([['a1', 'status.reply']]);
+  });
+
+  it('the status it answers carries its daemon\'s own report (log lines lost, record writes failed) when the daemon gives one', () => {
+    const report: DaemonReport = { logDrops: { ENOSPC: 3 }, records: { tasks: { failures: { EIO: 1 }, pending: true, lastError: 'EIO: i/o error', superseded: 2 } }, supervisor: null };
+    const answered = (r: ReturnType<typeof createReplica>) => {
+      r.step({ type: 'tick', nowMs: 1_000 });
+      const c = challengeOf(r.step(frame('op', 1_000, { type: 'challenge.ask', nonce: 5 })));
+      const reply = r.step(frame('op', 1_001, { type: 'status.query', nonce: 6, challenge: c })).find((e) => e.type === 'send' && e.item.type === 'status.reply');
+      if (reply?.type !== 'send' || reply.item.type !== 'status.reply') throw new Error('no status.reply');
+      return JSON.parse(reply.item.json) as Record<string, unknown>;
+    };
+    const withDaemon = createReplica({ id: 'r1', membership, hash, inc: 1_000, signer: hmacSigner('r1'), verifier: hmacVerifier(['r1', 'r2', 'r3', 'a1', 'op', 'scc']), daemon: () => report });
+    expect(answered(withDaemon)['daemon']).toEqual(report);
+    expect(answered(replica(1_000))).not.toHaveProperty('daemon');
   });
 
   it('a query on a challenge of the replica\'s earlier incarnation gets nothing (REPLAYED)', () => {

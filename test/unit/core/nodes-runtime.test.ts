@@ -170,6 +170,41 @@ describe('what a replica learns from a node.add (PROTOCOL §10.12)', () => {
     c.run(500);
     for (const r of ['r1', 'r2']) expect(c.effects('suspect', r).filter((o) => o.effect.target === 'r5' && o.effect.reason === 'heartbeat.missed')).toHaveLength(1);
   });
+  it('§10.12: status lists the agents by id, those of added nodes among them wherever their ids sort', () => {
+    const c = makeCluster(2);
+    c.run(200);
+    expect(operate(c, add('a0', 'n0x', '10.0.0.7')).ok).toBe(true);
+    expect(operate(c, add('a3', 'n3x', '10.0.0.8')).ok).toBe(true);
+    for (const r of c.replicas) {
+      // The added nodes' agents are not started: known, not connected, never heard.
+      const agents = r.status(c.now()).agents;
+      expect(agents.map((a) => `${a.id}@${a.node} ${a.connected ? 'connected' : 'not connected'}`)).toEqual(['a0@n0x not connected', 'a1@n1 connected', 'a2@n2 connected', 'a3@n3x not connected']);
+      expect(agents.filter((a) => a.health === 'unknown' && a.lastHeartbeatAgeMs === null).map((a) => a.id)).toEqual(expect.arrayContaining(['a0', 'a3']));
+    }
+  });
+
+  it('§10.12, §10.6: the watchdog learns an added spare\'s key from the replicas once a replacement starts from it, and while it installs; with no added member, nothing', () => {
+    const c = makeCluster(2);
+    const keys = c.sent((from, to, i) => (to === 'scc' && i.type === 'replica.keys' ? `${from}:${i.replicas.map((x) => x.id).join(',')}` : null));
+    c.run(200);
+    expect(operate(c, addWith('a4', 'n4x', '10.0.0.10', [spare('r5', 7402, 5)])).ok).toBe(true);
+    c.addAgent('a4');
+    c.run(500);
+    // r5 is not a member yet: cluster.json's members are all the watchdog needs to know.
+    expect(keys).toEqual([]);
+    c.down.add('r3');
+    const end = c.now() + 5_000;
+    const spawnOf = () => c.effects('deliver.command', 'a4').map((o) => o.effect.command).find((x) => x.type === 'replica.spawn');
+    while (spawnOf() === undefined && c.now() < end) c.run(10);
+    const spawn = spawnOf();
+    if (spawn?.type !== 'replica.spawn') throw new Error('no replica.spawn for r5 within 5 s');
+    // The replacement is under way and not started yet: the members already name it.
+    c.run(2 * c.membership.timing.replicaHeartbeatMs);
+    expect(new Set(keys)).toEqual(new Set(['r1:r5', 'r2:r5']));
+    c.startReplica('r5', 1, { view: spawn.view, primary: spawn.primary, replicas: spawn.replicas });
+    c.run(1_000);
+    expect(new Set(keys)).toEqual(new Set(['r1:r5', 'r2:r5', 'r5:r5']));
+  });
 });
 
 describe('node.remove (PROTOCOL §10.12)', () => {

@@ -214,7 +214,7 @@ describe('a member\'s status while the group replaces a replica (PROTOCOL §10.6
     const s = c.replicas[0]?.status(c.now());
     expect(s?.role).toBe('primary');
     expect(s?.members).toEqual(['r1', 'r3']);
-    expect(s?.replicas.map((r) => r.id)).toEqual(['r3', 'r4']);
+    expect(s?.replicas.map((r) => `${r.id}:${r.connected ? 'connected' : 'not connected'}`)).toEqual(['r3:connected', 'r4:not connected']); // r4 is not started yet
     expect(s?.retired).toEqual(['r2']);
     // The condemned replica's node counts as tried: it may be the faulty part (spec §2.1 (ii)).
     expect(s?.replacement).toEqual({ id: 'r4', node, tried: ['n2', node] });
@@ -259,6 +259,28 @@ describe('a replacement serves agents only once its state is in (PROTOCOL §10.6
     const installedAt = c.effects('log', 'r4').find((o) => o.effect.event === 'state.installed')?.at ?? NaN;
     expect(fallbacks().length, 'r4 forwarded the held request').toBeGreaterThan(0);
     expect(fallbacks().filter((o) => o.at < installedAt)).toEqual([]);
+  });
+});
+
+describe('a replacement diagnoses nobody before its state is in (PROTOCOL §10.6, §6)', () => {
+  it('§10.6: a member that falls silent while the replacement still installs is not reported by the replacement: no silence diagnosis, no probe', () => {
+    const c = makeCluster(4, { spares: ['r4'] });
+    c.run(300);
+    // r4's request for the state never reaches r3: r4 installs only on two members' matching
+    // digests, so it stays installing.
+    c.filters.push((from, to, i) => (from === 'r4' && to === 'r3' && i.type === 'ptp' && i.body?.type === 'state.request' ? null : i));
+    const fromR4 = c.sent((from, to, i) => (from === 'r4' && ((to === 'scc' && i.type === 'diag.report') || (i.type === 'probe')) ? `${i.type} to ${to}` : null));
+    c.down.add('r2');
+    const r4 = startOnCommand(c, 'r4', 1, 1, 5_000);
+    const end = c.now() + 2_000;
+    while (joinedAt(c, 'r3', 'r4').length === 0 && c.now() < end) c.run(1);
+    c.run(200); // r3 heartbeats r4, a member now
+    expect(r4.core.status(c.now()).replicas.find((x) => x.id === 'r3')?.health).toBe('healthy');
+    c.down.add('r3');
+    c.run(4 * c.membership.timing.replicaCheckMs);
+    expect(r4.core.phase()).toBe('installing');
+    expect(r4.core.status(c.now()).replicas.find((x) => x.id === 'r3')?.health).toBe('silent');
+    expect(fromR4).toEqual([]);
   });
 });
 

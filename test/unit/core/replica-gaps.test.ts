@@ -31,6 +31,9 @@ function until(c: Cluster, done: () => boolean, ms: number): void {
 
 const tagOf = (s: SignedCG): string => (s.cg.payload.type === 'echo' ? s.cg.payload.tag : '');
 
+/** Lane-0 bodies leaving a process, as `pick` names them (null: not recorded), from now on. */
+const sentBodies = (c: Cluster, pick: (from: ProcessId, to: ProcessId, body: NonNullable<Extract<Item, { type: 'ptp' }>['body']>) => string | null): string[] =>
+  c.sent((from, to, i) => (i.type === 'ptp' && i.body !== null ? pick(from, to, i.body) : null));
 const drops = (c: Cluster, k: number, code: string): number => (c.replicas[k]?.status(c.now()).drops as Record<string, number>)[code] ?? 0;
 const accusations = (c: Cluster, by: ProcessId) => c.effects('log', by).filter((o) => o.effect.event === 'replica.accuse');
 
@@ -201,6 +204,81 @@ describe('heartbeats and health (PROTOCOL §6, §7)', () => {
     expect(r2?.status(c.now()).drops['REPLAYED'] ?? 0).toBe(before + 1);
   });
 
+  it('a heartbeat from a process the replica keeps no record of, of an earlier incarnation (whatever its counter), or of the other kind than its sender is dropped as REPLAYED, and leaves a silent agent silent', () => {
+    const c = makeCluster(1);
+    c.run(300);
+    // a1 still runs and answers probes, but r2 hears no heartbeat of it any more.
+    c.filters.push((from, to, i) => (from === 'a1' && to === 'r2' && i.type === 'hb' ? null : i));
+    const healthOfA1 = () => c.replicas[1]?.status(c.now()).agents.find((a) => a.id === 'a1')?.health;
+    until(c, () => healthOfA1() === 'silent', 1_000);
+    expect(healthOfA1()).toBe('silent');
+    const agentHb = (inc: number): Item => ({ type: 'hb', inc, counter: 1e6, info: { type: 'agent', gssnDelivered: 0, csnSent: 0 } });
+    const replicaHb: Item = { type: 'hb', inc: 1, counter: 1e6, info: { type: 'replica', role: 'backup', rsn: 0, gssn: 0, digest: new Uint8Array(32), view: 0, ckptRsn: 0, ckptDigest: new Uint8Array(32) } };
+    const before = drops(c, 1, 'REPLAYED');
+    c.sendAs('scc', 'r2', [agentHb(1)]); // the watchdog heartbeats no replica: r2 keeps no record of it
+    c.sendAs('a1', 'r2', [agentHb(0)]); // a1's incarnation before the one the group knows
+    c.sendAs('a1', 'r2', [replicaHb]); // an agent posing as a replica
+    c.sendAs('r3', 'r2', [agentHb(1)]); // a replica posing as an agent
+    c.run(2);
+    expect(drops(c, 1, 'REPLAYED')).toBe(before + 4);
+    expect(healthOfA1()).toBe('silent');
+  });
+
+  it('§8.4: a backup probes an agent at its second missed check, and the agent heard again ends that probe: its lost probe reply does not make the node unreachable', () => {
+    const c = makeCluster(1);
+    c.run(300);
+    // r2 stops hearing a1's heartbeats, and never gets a1's reply to its probe.
+    let hbLost = true;
+    c.filters.push((from, to, i) => (from === 'a1' && to === 'r2' && (i.type === 'probe.reply' || (i.type === 'hb' && hbLost)) ? null : i));
+    // spec §1.3: the probe goes out at the second check that missed a heartbeat, when status
+    // first calls the agent silent.
+    until(c, () => c.replicas[1]?.status(c.now()).agents.find((a) => a.id === 'a1')?.health === 'silent', 1_000);
+    const probes = c.effects('log', 'r2').filter((o) => o.effect.event === 'node.probe').map((o) => o.at);
+    expect(probes).toHaveLength(1);
+    expect(c.now() - (probes[0] ?? 0)).toBeLessThan(c.membership.timing.agentCheckMs / 2); // that same check, not the next
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'agent.silent').map((o) => o.effect.fields)).toEqual([{ agent: 'a1', missedChecks: 2 }]);
+    // a1's next heartbeat to r2 comes within 2 × agentHeartbeatMs, before the probe's deadline.
+    hbLost = false;
+    c.run(3 * c.membership.timing.probeTimeoutMs);
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'node.unreachable')).toEqual([]);
+    expect(c.effects('deliver.input').filter((o) => o.effect.input.type === 'node.failed')).toEqual([]);
+  });
+
+  it('status lists the other members with the age of their last heartbeat: within a period while they heartbeat, growing once one falls silent', () => {
+    const c = makeCluster(1);
+    c.run(500);
+    const hb = c.membership.timing.replicaHeartbeatMs;
+    const ages = () => Object.fromEntries(c.replicas[0]?.status(c.now()).replicas.map((r) => [r.id, r.lastHeartbeatAgeMs]) ?? []);
+    expect(Object.keys(ages())).toEqual(['r2', 'r3']);
+    for (const age of Object.values(ages())) {
+      expect(age).toBeGreaterThanOrEqual(0);
+      expect(age).toBeLessThanOrEqual(hb + 2);
+    }
+    c.down.add('r3');
+    c.run(100);
+    expect(ages()['r3']).toBeGreaterThanOrEqual(100);
+    expect(ages()['r2']).toBeLessThanOrEqual(hb + 2);
+  });
+
+  it('spec §1.3: agent checks are paused while self-diagnosis runs, and resume from nothing heard: an agent that died meanwhile is probed at the second check after the view change', () => {
+    const c = makeCluster(2);
+    c.run(500);
+    // r3 dies: r2's silence diagnosis of it pauses r2's agent checks until the group has
+    // removed r3. The agent a2 dies once that diagnosis runs.
+    c.down.add('r3');
+    until(c, () => c.effects('log', 'r2').some((o) => o.effect.event === 'diagnosis.initiated'), 1_000);
+    c.down.add('a2');
+    const viewAt = () => c.effects('log', 'r2').find((o) => o.effect.event === 'group.view')?.at;
+    until(c, () => viewAt() !== undefined, 3_000);
+    const changed = viewAt() ?? NaN;
+    until(c, () => c.effects('log', 'r2').some((o) => o.effect.event === 'node.probe'), 1_000);
+    const probedAt = c.effects('log', 'r2').find((o) => o.effect.event === 'node.probe')?.at ?? NaN;
+    // Heartbeats a2 sent while the checks were paused count for nothing after: the first check
+    // after the view change misses one, the second starts the probe.
+    expect(probedAt - changed).toBeGreaterThan(c.membership.timing.agentCheckMs);
+    expect(probedAt - changed).toBeLessThanOrEqual(2 * c.membership.timing.agentCheckMs);
+  });
+
   it('a silent replica is reported late after one missed check, then silent (status health)', () => {
     const c = makeCluster(1);
     c.run(500);
@@ -226,6 +304,49 @@ describe('heartbeats and health (PROTOCOL §6, §7)', () => {
       expect(c.effects('suspect', r).filter((o) => o.effect.reason === 'heartbeat.missed').map((o) => o.effect.target)).toEqual(['r3']);
     }
   });
+
+  it('a missed heartbeat is suspected and diagnosed with how long the replica has been silent: more than a heartbeat period, at most two checks', () => {
+    const c = makeCluster(1);
+    c.run(500);
+    c.down.add('r3');
+    c.run(2 * c.membership.timing.replicaCheckMs);
+    const { replicaHeartbeatMs: hb, replicaCheckMs: check } = c.membership.timing;
+    for (const [k, r] of ['r1', 'r2'].entries()) {
+      const detail = c.effects('suspect', r).find((o) => o.effect.reason === 'heartbeat.missed')?.effect.detail ?? '';
+      const silentMs = Number(/^no heartbeat from r3 for (\d+) ms$/.exec(detail)?.[1]);
+      expect(silentMs).toBeGreaterThan(hb - 1);
+      expect(silentMs).toBeLessThanOrEqual(2 * check); // heard just after one check, missed at the next but one
+      // The self-diagnosis it starts (spec §1.3) records the same silence.
+      const initiated = c.replicas[k]?.status(c.now()).diagnosis.find((d) => d.kind === 'initiated' && d.target === 'r3');
+      expect(initiated?.detail).toBe(`no heartbeat for ${silentMs} ms`);
+    }
+  });
+
+  it('§6: a backup that never heard an agent does not probe it: the agent may still be starting', () => {
+    const c = makeCluster(1);
+    c.filters.push((from, to, i) => (from === 'a1' && to === 'r2' && i.type === 'hb' ? null : i));
+    c.run(1_500);
+    expect(c.replicas[0]?.clusterView().nodes.find((n) => n.agent === 'a1')?.state).toBe('up'); // it joined
+    expect(c.replicas[1]?.status(c.now()).agents.find((a) => a.id === 'a1')?.health).toBe('unknown');
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'agent.silent' || o.effect.event === 'node.probe')).toEqual([]);
+  });
+
+  it('§8.4: a backup whose probe of a silent agent runs, or just expired, tells the primary nothing more until that probe is stale', () => {
+    const c = makeCluster(1);
+    c.run(300);
+    // r2 hears nothing more from a1 (heartbeats and probe replies alike); r3 and the primary do.
+    c.filters.push((from, to, i) => (from === 'a1' && to === 'r2' ? null : i));
+    const { agentCheckMs: check, probeTimeoutMs: probe } = c.membership.timing;
+    const suspicions = sentBodies(c, (from, to, b) => (from === 'r2' && to === 'r1' && b.type === 'node.suspect' ? `${b.unreachable}` : null));
+    until(c, () => c.effects('log', 'r2').some((o) => o.effect.event === 'agent.silent'), 1_000);
+    const first = c.now();
+    // The probe runs probeTimeoutMs and is stale probeTimeoutMs after that: the checks in
+    // between, silent all, ask for nothing new.
+    c.run(2 * probe - 5);
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'agent.silent').map((o) => o.at)).toEqual([first - 1]);
+    expect(suspicions).toEqual(['false', 'true']);
+    expect(Math.floor((2 * probe - 5) / check)).toBeGreaterThan(1); // at least two such checks
+  });
 });
 
 describe('a replica\'s own pause is not its peers\' silence (PROTOCOL §6.1)', () => {
@@ -237,9 +358,6 @@ describe('a replica\'s own pause is not its peers\' silence (PROTOCOL §6.1)', (
     c.effects('log', r).filter((o) => o.at >= sinceMs && o.effect.event === 'replica.accuse').map((o) => o.effect.fields['target']);
   const everyonesMembers = (c: C) => c.replicas.map((r) => r.status(c.now()).members);
   const INITIAL = [['r1', 'r2', 'r3'], ['r1', 'r2', 'r3'], ['r1', 'r2', 'r3']];
-  /** Lane-0 bodies leaving a process, as `pick` names them (null: not recorded), from now on. */
-  const sentBodies = (c: C, pick: (from: ProcessId, to: ProcessId, body: NonNullable<Extract<Item, { type: 'ptp' }>['body']>) => string | null): string[] =>
-    c.sent((from, to, i) => (i.type === 'ptp' && i.body !== null ? pick(from, to, i.body) : null));
 
   it('a backup that did not run for 300 ms, its peers\' heartbeats waiting unread, suspects nobody and logs the pause', () => {
     const c = makeCluster(1);

@@ -348,6 +348,7 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
     gapTo(c, 'r2');
     c.run(20);
     expect(c.replicas.map((r) => r.phase())).toEqual(['retired', 'serving', 'syncing']);
+    expect(c.replicas.map((r) => r.status(c.now()).phase)).toEqual(['retired', 'serving', 'syncing']);
     expect(views(c, 'r2')).toEqual([]);
     // r3's accusation reaches r2: r2 condemns r1 and, knowing r3's RSN already, orders it.
     holdAccusation = false;
@@ -381,6 +382,7 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
     gapTo(c, 'r3');
     c.run(50);
     expect(c.replicas.map((r) => r.phase())).toEqual(['retired', 'syncing', 'syncing']);
+    expect(c.replicas.map((r) => r.status(c.now()).phase)).toEqual(['retired', 'syncing', 'syncing']);
     expect(entries).toEqual([behind + 1]);
     // r2's view.sync again (a replay of its own): nothing more.
     injectAll(c, 'r2', 'r3', [{ type: 'view.sync', view, rsn: behind }]);
@@ -426,6 +428,7 @@ describe('the survivors of a condemned primary align by view.sync (PROTOCOL §10
     gapTo(c, 'r3');
     c.run(20);
     expect(c.replicas.map((r) => r.phase())).toEqual(['retired', 'syncing', 'syncing']);
+    expect(c.replicas.map((r) => r.status(c.now()).phase)).toEqual(['retired', 'syncing', 'syncing']);
     // a1's request: r1 no longer answers, so a1 falls back to r2 and r3 (G7), which hold it.
     c.input('a1', { type: 'request', nowMs: c.now(), request: echo('held') });
     c.run(600);

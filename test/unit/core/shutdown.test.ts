@@ -129,12 +129,14 @@ describe('trine shutdown in the group (PROTOCOL §10.11)', () => {
     const exits = c.effects('shutdown');
     expect(exits.map((e) => e.proc).sort()).toEqual(['r1', 'r2', 'r3']);
     expect(exits.every((e) => e.at >= orderedAt + SHUTDOWN_LINGER_MAX_MS - 100)).toBe(true);
-    expect(exits[0]?.effect.reason).toMatch(/the watchdog never acknowledged/);
+    expect(new Set(exits.map((e) => e.effect.reason))).toEqual(new Set([`shutdown at RSN ${rsn}; stopped waiting after ${SHUTDOWN_LINGER_MAX_MS} ms (the watchdog never acknowledged; every agent acknowledged)`]));
   });
 
-  it('an agent that never acknowledges its copies keeps the replicas until SHUTDOWN_LINGER_MAX_MS, and their exit names it', () => {
+  it('agents that never acknowledge their copies keep the replicas until SHUTDOWN_LINGER_MAX_MS, and their exit names them', () => {
     const { c } = running();
-    c.down.add('a2'); // a2 dies as the shutdown comes: it never acknowledges the group's copies of it
+    // a1 and a2 die as the shutdown comes: they never acknowledge the group's copies of it.
+    c.down.add('a1');
+    c.down.add('a2');
     c.operate(SHUTDOWN);
     c.run(120);
     const rsn = reply(c, SHUTDOWN.nonce)[0]?.rsn ?? NaN;
@@ -146,7 +148,24 @@ describe('trine shutdown in the group (PROTOCOL §10.11)', () => {
     const exits = c.effects('shutdown');
     expect(exits.map((e) => e.proc).sort()).toEqual(['r1', 'r2', 'r3']);
     expect(exits.every((e) => e.at > ackedAt + SHUTDOWN_LINGER_MAX_MS - 500)).toBe(true);
-    expect(new Set(exits.map((e) => e.effect.reason))).toEqual(new Set([`shutdown at RSN ${rsn}; stopped waiting after ${SHUTDOWN_LINGER_MAX_MS} ms (copies unacknowledged by a2)`]));
+    expect(new Set(exits.map((e) => e.effect.reason))).toEqual(new Set([`shutdown at RSN ${rsn}; stopped waiting after ${SHUTDOWN_LINGER_MAX_MS} ms (copies unacknowledged by a1, a2)`]));
+  });
+
+  it('a node declared failed before the shutdown owes nothing: once the watchdog acknowledged, the replicas exit without waiting for its agent', () => {
+    const { c } = running();
+    // a2 dies as the group sends it the task's kill: those copies stay unacknowledged.
+    c.down.add('a2');
+    c.operate({ type: 'task.kill', nonce: nonce(98), task: 't1' });
+    c.run(1_000);
+    expect(c.replicas.map((r) => r.clusterView().nodes.find((n) => n.agent === 'a2')?.state)).toEqual(['failed', 'failed', 'failed']);
+    c.operate(SHUTDOWN);
+    c.run(120);
+    const rsn = reply(c, SHUTDOWN.nonce)[0]?.rsn ?? NaN;
+    for (const r of ['r1', 'r2', 'r3']) c.sendAs('scc', r, [{ type: 'shutdown.ack', rsn }]);
+    c.run(1_000);
+    const exits = c.effects('shutdown');
+    expect(exits.map((e) => e.proc).sort()).toEqual(['r1', 'r2', 'r3']);
+    expect(new Set(exits.map((e) => e.effect.reason))).toEqual(new Set([`shutdown at RSN ${rsn}: the watchdog and every agent acknowledged`]));
   });
 
   it('nodes that stop are not declared failed, replicas are not suspected, nothing is reset or replaced', () => {
