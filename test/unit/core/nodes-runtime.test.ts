@@ -117,6 +117,15 @@ describe('what a replica learns from a node.add (PROTOCOL §10.12)', () => {
   const spare = (id: string, port: number, b: number) => ({ id, port, publicKey: new Uint8Array(32).fill(b) });
   const addWith = (agent: string, node: string, address: string, spares: ReturnType<typeof spare>[]): OperatorRequest =>
     ({ type: 'node.add', nonce: nonce(), agent, node, address, port: 7403, publicKey: KEY, spares });
+  /** The first replica.spawn the group sends `agent`, within `withinMs`. */
+  function replicaSpawnTo(c: Cluster, agent: string, withinMs: number) {
+    const end = c.now() + withinMs;
+    const spawnOf = () => c.effects('deliver.command', agent).map((o) => o.effect.command).find((x) => x.type === 'replica.spawn');
+    while (spawnOf() === undefined && c.now() < end) c.run(10);
+    const spawn = spawnOf();
+    if (spawn?.type !== 'replica.spawn') throw new Error(`no replica.spawn to ${agent} within ${withinMs} ms`);
+    return spawn;
+  }
 
   it('§10.12: each replica hands its driver the keys a node.add brings, once: the agent\'s, and its spare replicas\' with where they listen; the agents it knew keep their heartbeat record', () => {
     const c = makeCluster(2);
@@ -152,11 +161,7 @@ describe('what a replica learns from a node.add (PROTOCOL §10.12)', () => {
     c.addAgent('a4');
     c.run(500);
     c.down.add('r3');
-    const end = c.now() + 5_000;
-    const spawnOf = () => c.effects('deliver.command', 'a4').map((o) => o.effect.command).find((x) => x.type === 'replica.spawn');
-    while (spawnOf() === undefined && c.now() < end) c.run(10);
-    const spawn = spawnOf();
-    if (spawn?.type !== 'replica.spawn') throw new Error('no replica.spawn for r5 within 5 s');
+    const spawn = replicaSpawnTo(c, 'a4', 5_000);
     const r5 = c.startReplica('r5', 1, { view: spawn.view, primary: spawn.primary, replicas: spawn.replicas });
     c.run(1_000);
     expect(r5.phase()).toBe('serving');
@@ -193,11 +198,7 @@ describe('what a replica learns from a node.add (PROTOCOL §10.12)', () => {
     // r5 is not a member yet: cluster.json's members are all the watchdog needs to know.
     expect(keys).toEqual([]);
     c.down.add('r3');
-    const end = c.now() + 5_000;
-    const spawnOf = () => c.effects('deliver.command', 'a4').map((o) => o.effect.command).find((x) => x.type === 'replica.spawn');
-    while (spawnOf() === undefined && c.now() < end) c.run(10);
-    const spawn = spawnOf();
-    if (spawn?.type !== 'replica.spawn') throw new Error('no replica.spawn for r5 within 5 s');
+    const spawn = replicaSpawnTo(c, 'a4', 5_000);
     // The replacement is under way and not started yet: the members already name it.
     c.run(2 * c.membership.timing.replicaHeartbeatMs);
     expect(new Set(keys)).toEqual(new Set(['r1:r5', 'r2:r5']));
