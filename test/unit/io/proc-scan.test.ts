@@ -17,8 +17,10 @@ function marked(env: Record<string, string>): ChildProcess {
   return c;
 }
 
+/** Polls `cond` every 10 ms, up to 15 s: under the full suite on 2 cores a shell can take over
+ *  2 s to fork its child (CI run of f193fde). The assertions after it say what was missing. */
 const until = async (cond: () => boolean): Promise<void> => {
-  for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 1_500 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
 };
 
 describe('scanning /proc for marked task processes (issue 14 item 6)', () => {
