@@ -8,6 +8,7 @@ import { encodeFrame, pack, signCG } from '../../../src/core/wire/frame.ts';
 import type { ProcessId } from '../../../src/core/ports.ts';
 import type { ReplicatedState } from '../../../src/core/replicated-state.ts';
 import { MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD } from '../../../src/core/constants.ts';
+import { corruptState } from '../../../src/faults/byzantine.ts';
 import { hmacSigner, makeCluster } from './harness.ts';
 
 const echo = (count: number) => ({ type: 'echo' as const, tag: 'x', fanout: 'self' as const, count, data: new Uint8Array([7]) });
@@ -346,6 +347,25 @@ describe('heartbeats and health (PROTOCOL §6, §7)', () => {
     expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'agent.silent').map((o) => o.at)).toEqual([first - 1]);
     expect(suspicions).toEqual(['false', 'true']);
     expect(Math.floor((2 * probe - 5) / check)).toBeGreaterThan(1); // at least two such checks
+  });
+});
+
+describe('a replica whose state is corrupted in memory (PROTOCOL §10.4, `trine inject corrupt-replica`)', () => {
+  it('§10.4: in an idle cluster (no RSN to move on to), the corrupted replica\'s next heartbeat digest differs from the others\' at the same RSN: both accuse it and the group removes it', () => {
+    const c = makeCluster(1);
+    c.run(300);
+    const r3 = c.replicas[2];
+    const rsn = r3?.rsn();
+    // As the injection does (src/daemon/inject-replica.ts): change the state in place, then
+    // drop the digest the replica cached for this RSN.
+    expect(corruptState(r3?.state() as ReplicatedState, 'slots')).not.toBeNull();
+    r3?.forgetDigest();
+    c.run(1_000);
+    expect(c.replicas[0]?.rsn()).toBeGreaterThan(rsn ?? Infinity); // the removal is ordered
+    for (const k of [0, 1]) {
+      expect(accusations(c, c.replicas[k]?.id ?? '').map((o) => o.effect.fields['target'])).toContain('r3');
+      expect(c.replicas[k]?.status(c.now()).members).toEqual(['r1', 'r2']);
+    }
   });
 });
 
