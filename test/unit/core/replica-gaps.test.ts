@@ -35,6 +35,8 @@ const tagOf = (s: SignedCG): string => (s.cg.payload.type === 'echo' ? s.cg.payl
 /** Lane-0 bodies leaving a process, as `pick` names them (null: not recorded), from now on. */
 const sentBodies = (c: Cluster, pick: (from: ProcessId, to: ProcessId, body: NonNullable<Extract<Item, { type: 'ptp' }>['body']>) => string | null): string[] =>
   c.sent((from, to, i) => (i.type === 'ptp' && i.body !== null ? pick(from, to, i.body) : null));
+/** The health replica `k` gives `agent` in its status (PROTOCOL §7). */
+const agentHealth = (c: Cluster, k: number, agent: ProcessId) => c.replicas[k]?.status(c.now()).agents.find((a) => a.id === agent)?.health;
 const drops = (c: Cluster, k: number, code: string): number => (c.replicas[k]?.status(c.now()).drops as Record<string, number>)[code] ?? 0;
 const accusations = (c: Cluster, by: ProcessId) => c.effects('log', by).filter((o) => o.effect.event === 'replica.accuse');
 
@@ -210,7 +212,7 @@ describe('heartbeats and health (PROTOCOL §6, §7)', () => {
     c.run(300);
     // a1 still runs and answers probes, but r2 hears no heartbeat of it any more.
     c.filters.push((from, to, i) => (from === 'a1' && to === 'r2' && i.type === 'hb' ? null : i));
-    const healthOfA1 = () => c.replicas[1]?.status(c.now()).agents.find((a) => a.id === 'a1')?.health;
+    const healthOfA1 = () => agentHealth(c, 1, 'a1');
     until(c, () => healthOfA1() === 'silent', 1_000);
     expect(healthOfA1()).toBe('silent');
     const agentHb = (inc: number): Item => ({ type: 'hb', inc, counter: 1e6, info: { type: 'agent', gssnDelivered: 0, csnSent: 0 } });
@@ -233,7 +235,7 @@ describe('heartbeats and health (PROTOCOL §6, §7)', () => {
     c.filters.push((from, to, i) => (from === 'a1' && to === 'r2' && (i.type === 'probe.reply' || (i.type === 'hb' && hbLost)) ? null : i));
     // spec §1.3: the probe goes out at the second check that missed a heartbeat, when status
     // first calls the agent silent.
-    until(c, () => c.replicas[1]?.status(c.now()).agents.find((a) => a.id === 'a1')?.health === 'silent', 1_000);
+    until(c, () => agentHealth(c, 1, 'a1') === 'silent', 1_000);
     const probes = c.effects('log', 'r2').filter((o) => o.effect.event === 'node.probe').map((o) => o.at);
     expect(probes).toHaveLength(1);
     expect(c.now() - (probes[0] ?? 0)).toBeLessThan(c.membership.timing.agentCheckMs / 2); // that same check, not the next
@@ -328,7 +330,7 @@ describe('heartbeats and health (PROTOCOL §6, §7)', () => {
     c.filters.push((from, to, i) => (from === 'a1' && to === 'r2' && i.type === 'hb' ? null : i));
     c.run(1_500);
     expect(c.replicas[0]?.clusterView().nodes.find((n) => n.agent === 'a1')?.state).toBe('up'); // it joined
-    expect(c.replicas[1]?.status(c.now()).agents.find((a) => a.id === 'a1')?.health).toBe('unknown');
+    expect(agentHealth(c, 1, 'a1')).toBe('unknown');
     expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'agent.silent' || o.effect.event === 'node.probe')).toEqual([]);
   });
 
