@@ -151,6 +151,39 @@ describe('trine shutdown in the group (PROTOCOL §10.11)', () => {
     expect(new Set(exits.map((e) => e.effect.reason))).toEqual(new Set([`shutdown at RSN ${rsn}; stopped waiting after ${SHUTDOWN_LINGER_MAX_MS} ms (copies unacknowledged by a1, a2)`]));
   });
 
+  it('an agent whose every connection is down owes nothing; one whose connection came back owes its copies again', () => {
+    const { c } = running();
+    c.down.add('a1');
+    c.down.add('a2');
+    c.operate(SHUTDOWN);
+    c.run(120);
+    const rsn = reply(c, SHUTDOWN.nonce)[0]?.rsn ?? NaN;
+    // Each replica's driver saw both agents' connections drop, and a1's come back (a hint the
+    // replica takes as it is: a1 may still acknowledge).
+    for (const r of ['r1', 'r2', 'r3']) {
+      for (const peer of ['a1', 'a2']) c.input(r, { type: 'transport.down', nowMs: c.now(), peer });
+      c.input(r, { type: 'transport.up', nowMs: c.now(), peer: 'a1' });
+      c.sendAs('scc', r, [{ type: 'shutdown.ack', rsn }]);
+    }
+    c.run(SHUTDOWN_LINGER_MAX_MS - 500);
+    expect(c.effects('shutdown')).toEqual([]);
+    c.run(600);
+    expect(new Set(c.effects('shutdown').map((e) => `${e.proc} ${e.effect.reason}`))).toEqual(new Set(['r1', 'r2', 'r3'].map((r) =>
+      `${r} shutdown at RSN ${rsn}; stopped waiting after ${SHUTDOWN_LINGER_MAX_MS} ms (copies unacknowledged by a1)`)));
+  });
+
+  it('a replica shutting down still wakes for its next heartbeat, not only for the watchdog\'s deadline', () => {
+    const { c } = running();
+    c.operate(SHUTDOWN);
+    c.run(50);
+    expect(reply(c, SHUTDOWN.nonce)).toHaveLength(3);
+    for (let k = 0; k < 2 * SHUTDOWN_NOTICE_MS; k++) {
+      c.run(1);
+      for (const r of c.replicas) expect(r.nextWakeMs(), `${r.id} at ${c.now()}`).toBeLessThanOrEqual(c.now() + DEFAULT_TIMING.replicaHeartbeatMs);
+    }
+    expect(c.effects('shutdown')).toEqual([]);
+  });
+
   it('a node declared failed before the shutdown owes nothing: once the watchdog acknowledged, the replicas exit without waiting for its agent', () => {
     const { c } = running();
     // a2 dies as the group sends it the task's kill: those copies stay unacknowledged.
