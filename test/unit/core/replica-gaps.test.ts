@@ -1468,3 +1468,55 @@ describe('a backup\'s orders waiting for confirmation are bounded (PROTOCOL §5.
     expect(full[0]?.effect.fields).toEqual({ rsn: base + MAX_ORDER_AHEAD + 1 });
   });
 });
+
+describe('a backup runs when its order deadlines fall, and still for its heartbeat (PROTOCOL §5.8, §10.2)', () => {
+  const ORDER_CONFIRM_MS = 1000;
+  /** Every millisecond for `ms`, replica `k` asks to run again within a heartbeat period. */
+  function wakesForHeartbeats(c: Cluster, k: number, ms: number): void {
+    for (let n = 0; n < ms; n++) {
+      expect(c.replicas[k]?.nextWakeMs(), `at ${c.now()}`).toBeLessThanOrEqual(c.now() + c.membership.timing.replicaHeartbeatMs);
+      c.run(1);
+    }
+  }
+
+  it('§5.8: an order whose confirmation never comes is executed unconfirmed orderConfirmMs after it reached the backup, to the millisecond; meanwhile the backup still wakes for its heartbeat', () => {
+    const c = makeCluster(1);
+    expect(c.membership.timing.orderConfirmMs).toBe(ORDER_CONFIRM_MS);
+    c.run(100);
+    let rsn = -1;
+    let arrivesAt = -1;
+    c.filters.push((from, to, i): Item => {
+      if (rsn < 0 && from === 'r1' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'wrapper') {
+        rsn = i.body.rsn;
+        arrivesAt = c.now() + 1; // the harness's latency
+      }
+      // r3's confirmations and evidence never reach r2 (notices in their place keep the lane's sequence).
+      const lost = from === 'r3' && to === 'r2' && i.type === 'ptp' && (i.body?.type === 'order' || i.body?.type === 'order.evidence');
+      return lost ? { ...i, body: { type: 'notice', text: 'lost' } } : i;
+    });
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    until(c, () => rsn > 0 && c.now() > arrivesAt, 50);
+    wakesForHeartbeats(c, 1, 300);
+    until(c, () => c.effects('log', 'r2').some((o) => o.effect.event === 'order.unconfirmed'), ORDER_CONFIRM_MS);
+    expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'order.unconfirmed').map((o) => [o.at, o.effect.fields['rsn']])).toEqual([[arrivesAt + ORDER_CONFIRM_MS, rsn]]);
+  });
+
+  it('§10.2: a backup holding a dispute still wakes for its heartbeat, and accuses the other backup of order.lie orderConfirmMs after the dispute, to the millisecond, when it shows no frame of the primary\'s', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    const view = c.replicas[1]?.status(c.now()).view as number;
+    const bogus = new Uint8Array(32).fill(9);
+    // r3 (faulty) confirms to r2, signed, a digest of no order of the primary's, and never shows a frame.
+    c.filters.push((from, to, i): Item => {
+      if (from !== 'r3' || to !== 'r2' || i.type !== 'ptp') return i;
+      if (i.body?.type === 'order') return { ...i, body: { ...i.body, digest: bogus, sig: hmacSigner('r3').sign(pack(orderClaim('r3', view, i.body.rsn, bogus))) } };
+      return i.body?.type === 'order.evidence' ? { ...i, body: { type: 'notice', text: 'withheld' } } : i;
+    });
+    c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    const disputedAt = () => c.effects('suspect', 'r2').find((o) => o.effect.reason === 'digest.mismatch')?.at;
+    until(c, () => disputedAt() !== undefined, 50);
+    wakesForHeartbeats(c, 1, 300);
+    until(c, () => accusations(c, 'r2').length > 0, ORDER_CONFIRM_MS);
+    expect(accusations(c, 'r2').map((o) => [o.at, o.effect.fields['target'], o.effect.fields['reason']])).toContainEqual([(disputedAt() as number) + ORDER_CONFIRM_MS, 'r3', 'order.lie']);
+  });
+});
