@@ -169,6 +169,19 @@ describe('evidence of an equivocation (PROTOCOL §10.2)', () => {
     }
   });
 
+  it('§5.8, §10.2: a primary that orders the two backups different group inputs at one RSN is convicted by its own frames: each backup accuses it of equivocation, neither accuses the other', () => {
+    const c = makeCluster(1);
+    c.run(100);
+    const rewrite = (to: ProcessId): GroupInput => (to === 'r2' ? { type: 'tick' } : { type: 'node.failed', agent: 'a1', inc: 1 });
+    c.filters.push((from, to, i): Item => (from === 'r1' && (to === 'r2' || to === 'r3') && i.type === 'ptp' && i.body?.type === 'wrapper' && tagOf(i.body.signed) === 'split'
+      ? { ...i, body: { type: 'wrapper.input', rsn: i.body.rsn, input: rewrite(to) } } : i));
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'split' } });
+    c.run(300);
+    for (const b of ['r2', 'r3']) {
+      expect(accusations(c, b).map((o) => [o.effect.fields['target'], o.effect.fields['reason']])).toEqual([['r1', 'equivocation']]);
+    }
+  });
+
   it('a frame the other backup signed itself proves nothing about the primary: no accusation of a correct primary', () => {
     const c = makeCluster(1);
     c.run(100);
