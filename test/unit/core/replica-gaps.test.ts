@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AgentRequest, GroupInput, Item, PtpPayload, SignedCG } from '../../../src/core/wire/messages.ts';
 import { orderClaim, portClaim } from '../../../src/core/wire/messages.ts';
-import { encodeFrame, pack, signCG } from '../../../src/core/wire/frame.ts';
+import { encodeFrame, pack, peekSender, signCG } from '../../../src/core/wire/frame.ts';
 import type { ProcessId } from '../../../src/core/ports.ts';
 import type { ReplicatedState } from '../../../src/core/replicated-state.ts';
 import { MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD } from '../../../src/core/constants.ts';
@@ -119,10 +119,10 @@ describe('evidence of an equivocation (PROTOCOL §10.2)', () => {
     );
   });
 
-  it('§5.8, §10.2: a backup that executed an RSN unconfirmed still checks the other backup\'s late confirmation of it: another digest there is the primary\'s equivocation, and the other backup has its frame as evidence, once', () => {
+  it('§5.8, §10.2: a backup that executed an RSN unconfirmed still checks the other backup\'s late confirmation of it: another digest there is the primary\'s equivocation, and the other backup has the primary\'s frame as evidence, once (not one a faulty agent sent with that RSN)', () => {
     const c = makeCluster(1);
     c.run(100);
-    const evidence = c.sent((from, to, i) => (from === 'r2' && to === 'r3' && i.type === 'ptp' && i.body?.type === 'order.evidence' ? String(i.body.rsn) : null));
+    const evidence = c.sent((from, to, i) => (from === 'r2' && to === 'r3' && i.type === 'ptp' && i.body?.type === 'order.evidence' ? `${i.body.rsn} ${peekSender(i.body.frame)}` : null));
     // r1 (faulty) signs r3 another request than r2's at the next RSN. The backups' confirmations
     // and evidence do not reach each other (notices in their place keep the lanes' sequence),
     // so each executes its own unconfirmed; r3's confirmation reaches r2 only later.
@@ -141,6 +141,10 @@ describe('evidence of an equivocation (PROTOCOL §10.2)', () => {
       return { ...i, body: { type: 'notice', text: 'lost' } };
     });
     c.input('a1', { type: 'request', nowMs: c.now(), request: echo(1) });
+    until(c, () => forged > 0, 50);
+    c.run(2);
+    // a1 (faulty too) sends r2 a frame of its own with a wrapper at that RSN: it is nobody's order.
+    c.sendAs('a1', 'r2', [{ type: 'ptp', srcInc: 1, destInc: 1, seq: 1, ackSeq: 0, body: { type: 'wrapper', rsn: forged, signed: other } }]);
     const rsn = () => forged;
     until(c, () => c.effects('log', 'r2').some((o) => o.effect.event === 'order.unconfirmed' && o.effect.fields['rsn'] === rsn()), c.membership.timing.orderConfirmMs + 100);
     expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'order.unconfirmed').map((o) => o.effect.fields['rsn'])).toEqual([rsn()]);
@@ -150,7 +154,7 @@ describe('evidence of an equivocation (PROTOCOL §10.2)', () => {
     c.run(5);
     expect(c.effects('suspect', 'r2').slice(suspectedBefore).map((o) => [o.effect.target, o.effect.reason, o.effect.detail])).toEqual([['r1', 'digest.mismatch', `r3 was given another request at executed rsn ${rsn()}`]]);
     // r3 has r2's frame for that RSN as evidence, sent once (when r2 executed it unconfirmed).
-    expect(evidence).toEqual([String(rsn())]);
+    expect(evidence).toEqual([`${rsn()} r1`]);
   });
 
   it('§5.8: a primary that orders the two backups different group inputs at one RSN is disputed before either executes it', () => {
