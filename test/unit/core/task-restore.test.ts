@@ -4,7 +4,7 @@
 // what the replicas journal, what the fresh group makes of the watchdog's `task.restore`, and
 // what either refuses. The daemon side (files, the reset itself) is test/e2e/cluster-reset.
 import { describe, expect, it } from 'vitest';
-import { JOURNAL_RESEND_MS } from '../../../src/core/constants.ts';
+import { JOURNAL_RESEND_MS, MAX_JOURNAL_ITEM_BYTES } from '../../../src/core/constants.ts';
 import { collectRestores, decodeJournal, encodeJournal, type TaskJournal } from '../../../src/core/task-journal.ts';
 import { signCG } from '../../../src/core/wire/frame.ts';
 import type { OperatorRequest, TaskRestore } from '../../../src/core/wire/messages.ts';
@@ -61,6 +61,67 @@ describe('the task journal (PROTOCOL §10.9)', () => {
       expect(again.length, `${r} resends its journal`).toBeGreaterThanOrEqual(1);
       expect(again.every((x) => x.tasks.join() === 't1' && x.rsn === last(r)?.rsn)).toBe(true);
     }
+  });
+
+  it('an unchanged journal goes to the watchdog again JOURNAL_RESEND_MS after the last copy, not a millisecond sooner', () => {
+    const c = makeCluster(2);
+    const sent = c.sent((from, to, i) => (from === 'r1' && to === 'scc' && i.type === 'tasks.journal' ? String(c.now()) : null));
+    c.run(100);
+    c.operate(submit(1, 2));
+    c.run(200);
+    const last = Number(sent.at(-1));
+    const copies = sent.length;
+    c.runUntil(last + JOURNAL_RESEND_MS - 2);
+    expect(sent.length).toBe(copies);
+    // r1's next steps, at the last millisecond before the resend is due and at that one.
+    c.input('r1', { type: 'tick', nowMs: last + JOURNAL_RESEND_MS - 1 });
+    expect(sent.length).toBe(copies);
+    c.input('r1', { type: 'tick', nowMs: last + JOURNAL_RESEND_MS });
+    expect(sent.length).toBe(copies + 1);
+  });
+
+  it(`a journal larger than MAX_JOURNAL_ITEM_BYTES (${MAX_JOURNAL_ITEM_BYTES} bytes) is still written to disk, but no longer sent to the watchdog: each replica logs tasks.journal.too-large with its size`, () => {
+    const c = makeCluster(2);
+    const sent = c.sent((from, to, i) => (to === 'scc' && i.type === 'tasks.journal' ? i.journal.length : null));
+    c.run(100);
+    // Four submits of about 200 KB each (50 arguments of 4000 characters).
+    for (let n = 1; n <= 4; n++) c.operate({ ...submit(n, 1), args: Array.from({ length: 50 }, () => 'x'.repeat(4000)) });
+    c.run(300);
+    for (const r of ['r1', 'r2', 'r3']) {
+      const written = c.effects('persist.tasks', r).at(-1)?.effect.journal as Uint8Array;
+      const j = decodeJournal(written);
+      expect(j.ok && j.value.tasks.map((t) => t.task)).toEqual(['t1', 't2', 't3', 't4']);
+      expect(written.length).toBeGreaterThan(MAX_JOURNAL_ITEM_BYTES);
+      const tooLarge = c.effects('log', r).filter((o) => o.effect.event === 'tasks.journal.too-large').map((o) => [o.effect.level, o.effect.fields]);
+      expect(tooLarge.at(-1)).toEqual(['error', { bytes: written.length, max: MAX_JOURNAL_ITEM_BYTES }]);
+    }
+    expect(sent.length).toBeGreaterThan(0); // the smaller journals before it went
+    expect(sent.filter((bytes) => bytes > MAX_JOURNAL_ITEM_BYTES)).toEqual([]);
+  });
+
+  it(`a journal of exactly MAX_JOURNAL_ITEM_BYTES still goes to the watchdog`, () => {
+    /** r1's last journal and the last it sent the watchdog, after four submits of about 200 KB
+     *  (the fourth a little smaller, its last argument `lastArg` characters long). */
+    const journalWith = (lastArg: number) => {
+      const c = makeCluster(2);
+      const sent = c.sent((from, to, i) => (from === 'r1' && to === 'scc' && i.type === 'tasks.journal' ? i.journal.length : null));
+      c.run(100);
+      for (let n = 1; n <= 4; n++) c.operate({ ...submit(n, 1), args: [...Array.from({ length: n < 4 ? 49 : 46 }, () => 'x'.repeat(4000)), 'x'.repeat(n < 4 ? 4000 : lastArg)] });
+      c.run(300);
+      const tooLarge = c.effects('log', 'r1').filter((o) => o.effect.event === 'tasks.journal.too-large');
+      return { written: c.effects('persist.tasks', 'r1').at(-1)?.effect.journal.length ?? NaN, sent: sent.at(-1), tooLarge };
+    };
+    // The encoding's length prefixes make the size a step function of the argument's: aim, then
+    // correct until it lands.
+    let lastArg = 1000;
+    let got = journalWith(lastArg);
+    for (let k = 0; k < 3 && got.written !== MAX_JOURNAL_ITEM_BYTES; k++) {
+      lastArg += MAX_JOURNAL_ITEM_BYTES - got.written;
+      got = journalWith(lastArg);
+    }
+    expect(got.written).toBe(MAX_JOURNAL_ITEM_BYTES);
+    expect(got.sent).toBe(MAX_JOURNAL_ITEM_BYTES);
+    expect(got.tooLarge).toEqual([]);
   });
 
   it('every replica journals each accepted task with the operator\'s signed submit, and drops it once the task ends', () => {
