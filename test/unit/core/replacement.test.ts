@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { GroupCommand, Item, PtpPayload } from '../../../src/core/wire/messages.ts';
 import { signCG } from '../../../src/core/wire/frame.ts';
+import { decodeJournal } from '../../../src/core/task-journal.ts';
 import { hmacSigner, makeCluster } from './harness.ts';
 
 type Spawn = Extract<GroupCommand, { type: 'replica.spawn' }>;
@@ -281,6 +282,28 @@ describe('a replacement diagnoses nobody before its state is in (PROTOCOL §10.6
     expect(r4.core.phase()).toBe('installing');
     expect(r4.core.status(c.now()).replicas.find((x) => x.id === 'r3')?.health).toBe('silent');
     expect(fromR4).toEqual([]);
+  });
+});
+
+describe('a replacement journals the tasks only once its state is in (PROTOCOL §10.6, §10.9)', () => {
+  it('§10.6, §10.9: a replacement writes and sends no task journal while it installs (it would overwrite its node\'s with an empty one); once installed, its journal lists the members\' tasks', () => {
+    const c = makeCluster(4, { spares: ['r4'] });
+    c.run(300);
+    c.operate({ type: 'task.submit', nonce: '1'.padStart(32, '0'), name: 'job', size: 1, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', taskKey: new Uint8Array(32).fill(1) });
+    c.run(200);
+    const sentByR4 = c.sent((from, to, i) => (from === 'r4' && to === 'scc' && i.type === 'tasks.journal' ? String(c.now()) : null));
+    c.down.add('r2');
+    const { core } = startOnCommand(c, 'r4', 1, 1, 5_000);
+    c.run(1_000);
+    expect(core.phase()).toBe('serving');
+    const installedAt = c.effects('log', 'r4').find((o) => o.effect.event === 'state.installed')?.at as number;
+    expect(installedAt).toBeGreaterThan(0);
+    const written = c.effects('persist.tasks', 'r4');
+    expect(written.filter((o) => o.at < installedAt)).toEqual([]);
+    expect(sentByR4.filter((at) => Number(at) < installedAt)).toEqual([]);
+    const last = decodeJournal(written.at(-1)?.effect.journal as Uint8Array);
+    expect(last.ok && last.value.tasks.map((t) => t.task)).toEqual(['t1']);
+    expect(sentByR4.length).toBeGreaterThan(0);
   });
 });
 
