@@ -1537,3 +1537,26 @@ describe('a backup runs when its order deadlines fall, and still for its heartbe
     expect(accusations(c, 'r2').map((o) => [o.at, o.effect.fields['target'], o.effect.fields['reason']])).toContainEqual([(disputedAt() as number) + ORDER_CONFIRM_MS, 'r3', 'order.lie']);
   });
 });
+
+describe('a forward the group no longer owes accuses nobody (spec §3.6 G8, PROTOCOL §5.6)', () => {
+  it('G8: a request of an agent incarnation that has since been replaced is not held against the primary that never ordered it: no primary.progress', () => {
+    const c = makeCluster(1);
+    c.run(200);
+    // r1 never orders a1's 'lost' request: it swallows a1's copies, and the backups' forwards arrive as notices.
+    c.filters.push((from, to, i): Item | null => {
+      if (to !== 'r1') return i;
+      if (from === 'a1' && i.type === 'grp' && i.body.type === 'cg' && tagOf(i.body.signed) === 'lost') return null;
+      return i.type === 'ptp' && i.body?.type === 'wrapper' && tagOf(i.body.signed) === 'lost' ? { ...i, body: { type: 'notice', text: 'swallowed' } } : i;
+    });
+    c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), tag: 'lost' } });
+    const fellBack = () => ['r2', 'r3'].every((b) => c.effects('log', b).some((o) => o.effect.event === 'agent.fallback'));
+    until(c, fellBack, 400);
+    expect(fellBack()).toBe(true);
+    // a1's process dies and a new incarnation joins, well before the backups' PrimaryProgressTimeouts.
+    c.restartAgent('a1', 2);
+    until(c, () => c.replicas.every((r) => r.state().nodes.get('a1')?.inc === 2), 300);
+    expect(c.replicas.map((r) => r.state().nodes.get('a1')?.inc)).toEqual([2, 2, 2]);
+    c.run(c.membership.timing.primaryProgressMs + 200);
+    expect(c.effects('suspect').filter((o) => o.effect.reason === 'primary.progress')).toEqual([]);
+  });
+});
