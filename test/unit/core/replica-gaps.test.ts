@@ -1560,3 +1560,25 @@ describe('a forward the group no longer owes accuses nobody (spec §3.6 G8, PROT
     expect(c.effects('suspect').filter((o) => o.effect.reason === 'primary.progress')).toEqual([]);
   });
 });
+
+describe('a probe that expired before a backup\'s pause is stale on the backup\'s own clock (PROTOCOL §6.1, §8.4)', () => {
+  it('§6.1, §8.4: a pause puts off only probes still running: an agent that stays silent to a backup is probed again at the first check probeTimeoutMs after the last probe expired, pause or not', () => {
+    const c = makeCluster(1);
+    c.run(300);
+    // a1 is cut off from r2 alone: r1 and r3 still hear it, so nobody declares its node failed.
+    c.filters.push((from, to, i) => (from === 'a1' && to === 'r2' ? null : i));
+    const probes = () => c.effects('log', 'r2').filter((o) => o.effect.event === 'node.probe' && o.effect.fields['agent'] === 'a1').map((o) => o.at);
+    const expired = () => c.effects('log', 'r2').filter((o) => o.effect.event === 'node.unreachable').map((o) => o.at);
+    until(c, () => expired().length > 0, 1_000);
+    const deadline = expired()[0] as number;
+    expect(probes()).toHaveLength(1);
+    c.runUntil(deadline + 5);
+    c.paused.add('r2');
+    c.runUntil(deadline + 114);
+    c.resume('r2'); // at deadline + 115: a pause of 110 ms
+    until(c, () => probes().length > 1, 400);
+    const again = probes()[1] as number;
+    expect(again).toBeGreaterThan(deadline + c.membership.timing.probeTimeoutMs);
+    expect(again).toBeLessThanOrEqual(deadline + c.membership.timing.probeTimeoutMs + c.membership.timing.agentCheckMs + 1);
+  });
+});
