@@ -7,7 +7,7 @@ import { orderClaim, portClaim } from '../../../src/core/wire/messages.ts';
 import { encodeFrame, pack, peekSender, signCG } from '../../../src/core/wire/frame.ts';
 import type { ProcessId } from '../../../src/core/ports.ts';
 import type { ReplicatedState } from '../../../src/core/replicated-state.ts';
-import { MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD } from '../../../src/core/constants.ts';
+import { MAX_EVIDENCE_FRAME_BYTES, MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD, MAX_PAYLOAD_BYTES } from '../../../src/core/constants.ts';
 import { corruptState } from '../../../src/faults/byzantine.ts';
 import { hmacSigner, makeCluster } from './harness.ts';
 
@@ -1580,5 +1580,27 @@ describe('a probe that expired before a backup\'s pause is stale on the backup\'
     const again = probes()[1] as number;
     expect(again).toBeGreaterThan(deadline + c.membership.timing.probeTimeoutMs);
     expect(again).toBeLessThanOrEqual(deadline + c.membership.timing.probeTimeoutMs + c.membership.timing.agentCheckMs + 1);
+  });
+});
+
+describe('the evidence a backup shows has a size bound (PROTOCOL §10.2)', () => {
+  it(`§10.2: a backup shows the other backup the primary's frame as evidence up to MAX_EVIDENCE_FRAME_BYTES (${MAX_EVIDENCE_FRAME_BYTES}) bytes, and not a byte more`, () => {
+    /** The sizes of the evidence r2 shows r3 after it executed, unconfirmed, a1's request
+     *  carrying `bytes` of data. */
+    const evidenceFor = (bytes: number): number[] => {
+      const c = makeCluster(1);
+      c.run(100);
+      const shown = c.sent((from, to, i) => (from === 'r2' && to === 'r3' && i.type === 'ptp' && i.body?.type === 'order.evidence' ? String(i.body.frame.length) : null));
+      c.filters.push((from, to, i): Item => (from === 'r3' && to === 'r2' && i.type === 'ptp' && i.body?.type === 'order' ? { ...i, body: { type: 'notice', text: 'lost' } } : i));
+      c.input('a1', { type: 'request', nowMs: c.now(), request: { ...echo(1), data: new Uint8Array(bytes) } });
+      c.run(c.membership.timing.orderConfirmMs + 200);
+      expect(c.effects('log', 'r2').filter((o) => o.effect.event === 'order.unconfirmed')).toHaveLength(1);
+      return shown.map(Number);
+    };
+    const below = evidenceFor(MAX_PAYLOAD_BYTES - 4096);
+    expect(below).toHaveLength(1);
+    const exact = MAX_PAYLOAD_BYTES - 4096 + MAX_EVIDENCE_FRAME_BYTES - (below[0] as number);
+    expect(evidenceFor(exact)).toEqual([MAX_EVIDENCE_FRAME_BYTES]);
+    expect(evidenceFor(exact + 1)).toEqual([]);
   });
 });
