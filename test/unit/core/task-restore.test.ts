@@ -82,7 +82,7 @@ describe('the task journal (PROTOCOL §10.9)', () => {
 
   it(`a journal larger than MAX_JOURNAL_ITEM_BYTES (${MAX_JOURNAL_ITEM_BYTES} bytes) is still written to disk, but no longer sent to the watchdog: each replica logs tasks.journal.too-large with its size`, () => {
     const c = makeCluster(2);
-    const sent = c.sent((from, to, i) => (to === 'scc' && i.type === 'tasks.journal' ? i.journal.length : null));
+    const sent = c.sent((from, to, i) => (to === 'scc' && i.type === 'tasks.journal' ? String(i.journal.length) : null));
     c.run(100);
     // Four submits of about 200 KB each (50 arguments of 4000 characters).
     for (let n = 1; n <= 4; n++) c.operate({ ...submit(n, 1), args: Array.from({ length: 50 }, () => 'x'.repeat(4000)) });
@@ -96,7 +96,7 @@ describe('the task journal (PROTOCOL §10.9)', () => {
       expect(tooLarge.at(-1)).toEqual(['error', { bytes: written.length, max: MAX_JOURNAL_ITEM_BYTES }]);
     }
     expect(sent.length).toBeGreaterThan(0); // the smaller journals before it went
-    expect(sent.filter((bytes) => bytes > MAX_JOURNAL_ITEM_BYTES)).toEqual([]);
+    expect(sent.filter((bytes) => Number(bytes) > MAX_JOURNAL_ITEM_BYTES)).toEqual([]);
   });
 
   it(`a journal of exactly MAX_JOURNAL_ITEM_BYTES still goes to the watchdog`, () => {
@@ -104,12 +104,12 @@ describe('the task journal (PROTOCOL §10.9)', () => {
      *  (the fourth a little smaller, its last argument `lastArg` characters long). */
     const journalWith = (lastArg: number) => {
       const c = makeCluster(2);
-      const sent = c.sent((from, to, i) => (from === 'r1' && to === 'scc' && i.type === 'tasks.journal' ? i.journal.length : null));
+      const sent = c.sent((from, to, i) => (from === 'r1' && to === 'scc' && i.type === 'tasks.journal' ? String(i.journal.length) : null));
       c.run(100);
       for (let n = 1; n <= 4; n++) c.operate({ ...submit(n, 1), args: [...Array.from({ length: n < 4 ? 49 : 46 }, () => 'x'.repeat(4000)), 'x'.repeat(n < 4 ? 4000 : lastArg)] });
       c.run(300);
       const tooLarge = c.effects('log', 'r1').filter((o) => o.effect.event === 'tasks.journal.too-large');
-      return { written: c.effects('persist.tasks', 'r1').at(-1)?.effect.journal.length ?? NaN, sent: sent.at(-1), tooLarge };
+      return { written: c.effects('persist.tasks', 'r1').at(-1)?.effect.journal.length ?? NaN, sent: Number(sent.at(-1)), tooLarge };
     };
     // The encoding's length prefixes make the size a step function of the argument's: aim, then
     // correct until it lands.
