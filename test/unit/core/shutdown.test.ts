@@ -49,6 +49,16 @@ function running() {
 const reply = (c: ReturnType<typeof makeCluster>, n: string) => c.opReplies.filter((r) => r.nonce === n);
 const commands = (c: ReturnType<typeof makeCluster>, agent: string) => c.effects('deliver.command', agent).map((o) => o.effect.command.type);
 
+/** a1 and a2 die as the shutdown comes: they never acknowledge the group's copies of it. The
+ *  shutdown's RSN. */
+function shutDownWithoutAgents(c: ReturnType<typeof makeCluster>): number {
+  c.down.add('a1');
+  c.down.add('a2');
+  c.operate(SHUTDOWN);
+  c.run(120);
+  return reply(c, SHUTDOWN.nonce)[0]?.rsn ?? NaN;
+}
+
 describe('trine shutdown in the group (PROTOCOL §10.11)', () => {
   it('the group kills every task and tells every node to stop, after the terminates; every replica answers the operator alike', () => {
     const { c } = running();
@@ -134,12 +144,7 @@ describe('trine shutdown in the group (PROTOCOL §10.11)', () => {
 
   it('agents that never acknowledge their copies keep the replicas until SHUTDOWN_LINGER_MAX_MS, and their exit names them', () => {
     const { c } = running();
-    // a1 and a2 die as the shutdown comes: they never acknowledge the group's copies of it.
-    c.down.add('a1');
-    c.down.add('a2');
-    c.operate(SHUTDOWN);
-    c.run(120);
-    const rsn = reply(c, SHUTDOWN.nonce)[0]?.rsn ?? NaN;
+    const rsn = shutDownWithoutAgents(c);
     const ackedAt = c.now();
     for (const r of ['r1', 'r2', 'r3']) c.sendAs('scc', r, [{ type: 'shutdown.ack', rsn }]);
     c.run(SHUTDOWN_LINGER_MAX_MS - 500);
@@ -153,11 +158,7 @@ describe('trine shutdown in the group (PROTOCOL §10.11)', () => {
 
   it('an agent whose every connection is down owes nothing; one whose connection came back owes its copies again', () => {
     const { c } = running();
-    c.down.add('a1');
-    c.down.add('a2');
-    c.operate(SHUTDOWN);
-    c.run(120);
-    const rsn = reply(c, SHUTDOWN.nonce)[0]?.rsn ?? NaN;
+    const rsn = shutDownWithoutAgents(c);
     // Each replica's driver saw both agents' connections drop, and a1's come back (a hint the
     // replica takes as it is: a1 may still acknowledge).
     for (const r of ['r1', 'r2', 'r3']) {
