@@ -2,6 +2,9 @@
 //   npm run sim -- --seeds N [--from S]     run seeds S .. S+N-1 (default 100 from 1)
 //   npm run sim -- --seed S                 replay one seed, printing its plan and every violation
 //   --agents M (default 4)   --crypto keyed|ed25519 (default keyed: keyed SHA-512)
+//   --digests FILE           also write `SEED DIGEST` per seed to FILE: the digest of the seed's
+//                            whole trace (src/sim/trace-digest.ts); two runs of a change that
+//                            alters nothing observable write the same file (issue 16)
 //   --tasks                  task seeds instead (src/sim/task-seed.ts, issue 3): tasks, process
 //                            crashes, agent deaths, power-offs, partitions, and in one seed of 20
 //                            two replicas at once (A21: a cluster reset); replay with --tasks --seed S
@@ -9,6 +12,7 @@
 // of several seeds) the coverage: how many seeds injected each kind of fault, had each invariant
 // judge something, and took each protocol path (issue 15 item 4); and ends with exactly
 // `sim: N seeds, V violations`; exits 1 when V > 0, 2 on a usage error.
+import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { realCores } from './cores.ts';
 import { describePlan, faultLabels } from './fault-plan.ts';
@@ -23,7 +27,7 @@ export const DEFAULT_SIM_AGENTS = 4;
 export const DEFAULT_SEEDS = 100;
 
 function usage(message: string): never {
-  process.stderr.write(`sim: ${message}. Usage: npm run sim -- [--tasks] --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519]\n`);
+  process.stderr.write(`sim: ${message}. Usage: npm run sim -- [--tasks] --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519] [--digests FILE]\n`);
   process.exit(2);
 }
 
@@ -63,7 +67,7 @@ function main(): void {
     parsed = parseArgs({
       options: {
         seeds: { type: 'string' }, from: { type: 'string' }, seed: { type: 'string' },
-        agents: { type: 'string' }, crypto: { type: 'string' }, tasks: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+        agents: { type: 'string' }, crypto: { type: 'string' }, tasks: { type: 'boolean' }, digests: { type: 'string' }, help: { type: 'boolean', short: 'h' },
       },
       strict: true, allowPositionals: false,
     });
@@ -72,7 +76,7 @@ function main(): void {
   }
   const v = parsed.values;
   if (v.help === true) {
-    process.stdout.write('npm run sim -- [--tasks] --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519]\n');
+    process.stdout.write('npm run sim -- [--tasks] --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519] [--digests FILE]\n');
     return;
   }
   if (v.seed !== undefined && (v.seeds !== undefined || v.from !== undefined)) usage('--seed replays one seed; do not combine it with --seeds or --from');
@@ -85,6 +89,11 @@ function main(): void {
   const tasks = v.tasks === true;
   if (tasks && crypto !== 'keyed') usage('--tasks seeds use the keyed signer; drop --crypto');
   const extra = `${tasks ? ' --tasks' : ''}${agents !== DEFAULT_SIM_AGENTS ? ` --agents ${agents}` : ''}${crypto !== 'keyed' ? ` --crypto ${crypto}` : ''}`;
+
+  const digestsTo = v.digests;
+  if (digestsTo === '') usage('--digests needs a file to write');
+  const digest = digestsTo !== undefined;
+  const digests: string[] = [];
 
   let violations = 0;
   let failingSeeds = 0;
@@ -104,7 +113,8 @@ function main(): void {
   };
   for (let seed = from; seed < from + count; seed++) {
     if (tasks) {
-      const r = runTaskSeed(seed, { agents, cores: realCores });
+      const r = runTaskSeed(seed, { agents, cores: realCores, digest });
+      if (digest) digests.push(`${seed} ${r.traceDigest ?? ''}\n`);
       simulatedMs += r.simulatedMs;
       cover(taskFaultLabels(r.plan), r.reached);
       if (single) {
@@ -117,7 +127,8 @@ function main(): void {
       fail(seed, r.violations);
       continue;
     }
-    const r = runSeed(seed, { agents, cores: realCores, crypto });
+    const r = runSeed(seed, { agents, cores: realCores, crypto, digest });
+    if (digest) digests.push(`${seed} ${r.traceDigest ?? ''}\n`);
     simulatedMs += r.simulatedMs;
     cover(faultLabels(r.plan), r.reached);
     if (single) {
@@ -133,6 +144,15 @@ function main(): void {
     fail(seed, r.violations);
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  if (digestsTo !== undefined) {
+    try {
+      writeFileSync(digestsTo, digests.join(''));
+    } catch (e) {
+      process.stderr.write(`sim: cannot write the digests to ${digestsTo}: ${(e as Error).message}; give a writable path\n`);
+      process.exitCode = 2;
+      return;
+    }
+  }
   if (!single) {
     process.stdout.write(coverageReport(seedsWith, count));
     process.stdout.write(`sim: ${failingSeeds} failing seeds; ${(simulatedMs / 1000).toFixed(1)} s simulated in ${seconds.toFixed(1)} s (${(count / seconds).toFixed(1)} seeds/s)\n`);

@@ -31,6 +31,8 @@ export type SeedOptions = {
   wrapLinkAuth?: WorldOptions['wrapLinkAuth'];
   /** Record the full trace and hand the world over at the end (debugging, tests). */
   trace?: boolean;
+  /** Keep a digest of the whole trace, returned as `traceDigest` (src/sim/trace-digest.ts). */
+  digest?: boolean;
   inspect?: (world: World) => void;
 };
 
@@ -44,6 +46,8 @@ export type SeedResult = {
   counts: InvariantChecker['counts'];
   /** What the run reached (InvariantChecker.reached). */
   reached: ReadonlyMap<string, number>;
+  /** The digest of its whole trace, when asked for (SeedOptions.digest). */
+  traceDigest?: string;
 };
 
 /** Network faults beyond the fault model's timing bounds: frequent loss (three lost
@@ -106,6 +110,7 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
     clockOffsetMs: (id) => plan.clockOffsetsMs[id] ?? 0,
     ...(opts.bugs !== undefined ? { bugs: opts.bugs } : {}),
     ...(opts.trace === true ? { trace: true } : {}),
+    ...(opts.digest === true ? { digest: true } : {}),
     ...(opts.wrapCore !== undefined ? { wrapCore: opts.wrapCore } : {}),
     ...(opts.wrapVerifier !== undefined ? { wrapVerifier: opts.wrapVerifier } : {}),
     ...(opts.wrapLinkAuth !== undefined ? { wrapLinkAuth: opts.wrapLinkAuth } : {}),
@@ -202,6 +207,6 @@ export function runSeed(seed: number, opts: SeedOptions): SeedResult {
   opts.inspect?.(world);
   return {
     seed, plan, violations: world.checker.violations, simulatedMs: world.now, events: s.eventsRun, network: world.network.stats,
-    counts: world.checker.counts, reached: world.checker.reached,
+    counts: world.checker.counts, reached: world.checker.reached, ...(opts.digest === true ? { traceDigest: world.traceDigest() ?? '' } : {}),
   };
 }

@@ -127,14 +127,17 @@ export type TaskSeedResult = {
   stats: TaskSim['stats'];
   /** What the run reached (InvariantChecker.reached). */
   reached: ReadonlyMap<string, number>;
+  /** The digest of its whole trace, when asked for (src/sim/trace-digest.ts). */
+  traceDigest?: string;
 };
 
-export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFactories; inspect?: (sim: TaskSim) => void }): TaskSeedResult {
+export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFactories; digest?: boolean; inspect?: (sim: TaskSim) => void }): TaskSeedResult {
   const agentIds = Array.from({ length: opts.agents }, (_, i) => `a${i + 1}`);
   const plan = taskPlanFor(seed, agentIds);
   const sim = new TaskSim({
     seed, agents: opts.agents, cores: opts.cores, crypto: 'keyed', link: DEFAULT_LINK,
     networkFaults: { loss: plan.loss, duplicate: plan.loss / 2, corrupt: 0, spike: 0, spikeMaxMs: 0 },
+    ...(opts.digest === true ? { digest: true } : {}),
   });
   const w = sim.world;
   const s = w.scheduler;
@@ -278,5 +281,8 @@ export function runTaskSeed(seed: number, opts: { agents: number; cores: CoreFac
   sim.finish(true);
   w.checker.finish({ livenessExpected: true, digests: w.digests() });
   opts.inspect?.(sim);
-  return { seed, plan, violations: w.checker.violations, simulatedMs: w.now, accepted: sim.accepted.size, stats: sim.stats, reached: w.checker.reached };
+  return {
+    seed, plan, violations: w.checker.violations, simulatedMs: w.now, accepted: sim.accepted.size, stats: sim.stats, reached: w.checker.reached,
+    ...(opts.digest === true ? { traceDigest: w.traceDigest() ?? '' } : {}),
+  };
 }

@@ -18,6 +18,7 @@ import {
 import { streamFor } from './random.ts';
 import { Scheduler } from './scheduler.ts';
 import { createKeyring, type SimCrypto, type SimKeyring } from './sim-signer.ts';
+import { TraceDigest } from './trace-digest.ts';
 
 /** A shell is ticked at least this often even when its core asks for no wake-up, as a daemon's
  *  timer would: a core that forgets to ask still makes progress, just later. */
@@ -84,6 +85,9 @@ export type WorldOptions = {
   bugs?: ReadonlyMap<ProcessId, readonly ByzantineBehaviour[]>;
   /** Record every frame and effect in `trace` (scenario tests; costs time). */
   trace?: boolean;
+  /** Keep a digest of the whole trace (`traceDigest()`, src/sim/trace-digest.ts) without keeping
+   *  the trace: what a change that should alter nothing observable is checked by. */
+  digest?: boolean;
   /** Tests of the checker: wrap any core (after a Byzantine wrapper) or the shared verifier,
    *  to plant a bug the invariants must catch. */
   wrapCore?: (id: ProcessId, core: Core) => Core;
@@ -159,6 +163,7 @@ export class World {
   readonly membership: Membership;
   readonly keyring: SimKeyring;
   readonly trace: TraceEvent[] = [];
+  private readonly digest: TraceDigest | null;
   private readonly procs = new Map<ProcessId, SimProcess>();
   /** The bytes being handed to a shell right now, for the admission check (c). */
   private delivering: Uint8Array | null = null;
@@ -192,7 +197,8 @@ export class World {
       timing: opts.link ?? DEFAULT_LINK,
       faults: opts.networkFaults ?? NO_NETWORK_FAULTS,
     };
-    if (opts.trace === true) net.onDeliver = (frame, corrupted) => this.record({ type: 'delivered', atMs: this.now, frame, corrupted });
+    this.digest = opts.digest === true ? new TraceDigest() : null;
+    if (opts.trace === true || this.digest !== null) net.onDeliver = (frame, corrupted) => this.record({ type: 'delivered', atMs: this.now, frame, corrupted });
     this.network = new SimNetwork(net);
     for (const id of replicas) this.addProcess(id, 'replica');
     for (const id of SIM_SPARE_REPLICAS) this.addProcess(id, 'replica', true);
@@ -459,6 +465,11 @@ export class World {
     return out;
   }
 
+  /** The digest of the trace so far (needs `digest`; src/sim/trace-digest.ts). */
+  traceDigest(): string | null {
+    return this.digest?.hex() ?? null;
+  }
+
   /** Effects as they happened, optionally filtered (needs `trace`). */
   effects(filter: (e: TracedEffect, at: ProcessId) => boolean = () => true): { atMs: number; at: ProcessId; effect: TracedEffect }[] {
     const out: { atMs: number; at: ProcessId; effect: TracedEffect }[] = [];
@@ -470,6 +481,7 @@ export class World {
 
   private record(e: TraceEvent): void {
     if (this.opts.trace === true) this.trace.push(e);
+    this.digest?.add(e);
   }
 
   private proc(id: ProcessId): SimProcess {
