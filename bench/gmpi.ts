@@ -12,6 +12,7 @@ import { allreduce } from '../src/app/gmpi/collectives.ts';
 import { CommLayer } from '../src/app/gmpi/comm.ts';
 import { ANY_TAG, P2P } from '../src/app/gmpi/p2p.ts';
 import type { Figure } from './crypto.ts';
+import { quantile } from './stats.ts';
 
 export type { Figure } from './crypto.ts';
 
@@ -33,10 +34,6 @@ const BENCH_TASK_KEY = new Uint8Array(32).fill(0x42);
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 
-function quantile(sorted: readonly number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-}
 
 function label(size: number): string {
   if (size >= 1 << 20) return `${size / (1 << 20)}MiB`;

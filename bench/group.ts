@@ -15,6 +15,7 @@ import { trineCommand } from '../cli/daemons.ts';
 import { processesNaming } from './cluster-tools.ts';
 import type { Figure } from './crypto.ts';
 import type { FromProc, ToProc } from './node-proc.ts';
+import { quantile } from './stats.ts';
 
 export type { Figure } from './crypto.ts';
 
@@ -24,10 +25,6 @@ const NODES = Number(process.env['TRINE_BENCH_NODES'] ?? 4);
 const FLOOD_SETTLE_MS = 10_000;
 const here = fileURLToPath(new URL('.', import.meta.url));
 
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-}
 
 type Proc = { id: string; child: ChildProcess };
 

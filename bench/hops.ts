@@ -14,13 +14,13 @@ import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Figure } from './crypto.ts';
+import { quantile } from './stats.ts';
 
 const RELAY = fileURLToPath(new URL('./hop-relay.mjs', import.meta.url));
 const SAMPLES = Number(process.env.TRINE_BENCH_HOP_SAMPLES ?? 100);
 const SETTLE_MS = 150;
 const MESSAGE = Buffer.alloc(100, 0x78);
 
-const quantile = (sorted: number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] ?? NaN;
 
 /** Round trips through `relays` processes (relays + 1 hops), one every `gapMs`: sorted ms. */
 async function chain(relays: number, gapMs: number, samples: number): Promise<number[]> {

@@ -25,6 +25,7 @@ import type { TaskSubmit } from '../src/core/wire/messages.ts';
 import { loadCluster, readPidFiles, replicaPool, SPARE_REPLICA_COUNT } from '../src/io/cluster-dir.ts';
 import { logEvents, processesNaming, tearDown } from './cluster-tools.ts';
 import type { Figure } from './crypto.ts';
+import { quantile } from './stats.ts';
 
 /** Trials per fault kind. */
 const TRIALS = Number(process.env['TRINE_BENCH_RECOVERY_TRIALS'] ?? 3);
@@ -158,10 +159,6 @@ async function trial(dir: string, pool: readonly ProcessId[], fault: Fault, grou
   }
 }
 
-const quantile = (xs: readonly number[], q: number): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : (s[Math.min(s.length - 1, Math.floor(q * s.length))] as number);
-};
 
 export async function benchRecovery(): Promise<Figure[]> {
   const samples = new Map<string, Sample[]>(FAULTS.map((f) => [f.name, []]));

@@ -40,6 +40,7 @@ import { procStartTime } from '../src/io/run-records.ts';
 import { HostsCluster } from '../test/hosts/cluster.ts';
 import { killQuietly, logEvents, processesNaming, startKeeper, tearDown } from './cluster-tools.ts';
 import type { Figure } from './crypto.ts';
+import { p50, p99 } from './stats.ts';
 
 export type { Figure } from './crypto.ts';
 
@@ -70,13 +71,6 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** CLOCK_MONOTONIC in ms, as bench-app.ts stamps its lines. */
 const monoNow = (): number => Number(process.hrtime.bigint()) / 1e6;
 
-function quantile(xs: readonly number[], q: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))] as number;
-}
-const p50 = (xs: readonly number[]) => quantile(xs, 0.5);
-const p99 = (xs: readonly number[]) => quantile(xs, 0.99);
 const maxOf = (xs: readonly number[]) => (xs.length === 0 ? NaN : Math.max(...xs));
 
 /** Wall clock (Date.now(), what pino logs) minus the monotonic clock, at a Date.now() edge. */

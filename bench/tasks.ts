@@ -29,6 +29,7 @@ import { loadCluster, paths, type Cluster } from '../src/io/cluster-dir.ts';
 import { HostsCluster } from '../test/hosts/cluster.ts';
 import { killQuietly, logEvents, processesNaming, startKeeper, tearDown } from './cluster-tools.ts';
 import type { Figure } from './crypto.ts';
+import { p50, p99 } from './stats.ts';
 
 export type { Figure } from './crypto.ts';
 
@@ -47,14 +48,6 @@ const RESET_GRACE_MS = 4_000;
 const POLL_MS = 200;
 const here = fileURLToPath(new URL('.', import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function quantile(sorted: readonly number[], q: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-}
-const sorted = (xs: readonly number[]) => [...xs].sort((a, b) => a - b);
-const p50 = (xs: readonly number[]) => quantile(sorted(xs), 0.5);
-const p99 = (xs: readonly number[]) => quantile(sorted(xs), 0.99);
 
 /** The replicas' clock (run-core clockMs: wall time at process start + monotonic time) as this
  *  process can reproduce it. The wall clock is slewed (≈ 50 ppm on the VM), so Node processes
