@@ -28,7 +28,8 @@ import {
   isOperatorRequest, mayRequest, type ApplyResult, type OperatorOutcome, type ReplicatedState,
 } from './replicated-state.ts';
 import type { ClusterEvent, ClusterView, DaemonReport, ReplicaStatus, PeerHealth } from './status.ts';
-import { decodeFrame, pack, sameBytes } from './wire/frame.ts';
+import { bytesEqual } from './bytes.ts';
+import { decodeFrame, pack } from './wire/frame.ts';
 import { groupInput, orderClaim, portClaim, type AccuseReason, type GroupInput, type Item, type PtpPayload, type SignedAccusation, type SignedCG } from './wire/messages.ts';
 
 /** `joining`: a replacement replica, started by an agent on the group's command with the group
@@ -809,7 +810,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
             // We executed this RSN without its confirmation: a different one still exposes the lie,
             // and the other backup, which disputes it, needs our frame as evidence.
             const mine = executedDigests.get(p.rsn);
-            if (mine !== undefined && !sameBytes(mine, p.digest)) {
+            if (mine !== undefined && !bytesEqual(mine, p.digest)) {
               suspect(out, state.primary, 'digest.mismatch', `${d.from} was given another request at executed rsn ${p.rsn}`);
               sendEvidence(d.from, p.rsn, nowMs, out);
             }
@@ -870,7 +871,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       const b = item.type === 'ptp' ? item.body : null;
       if (b === null || (b.type !== 'wrapper' && b.type !== 'wrapper.input') || b.rsn !== rsn) continue;
       const theirs = orderDigest(b.type === 'wrapper' ? { type: 'cg', signed: b.signed } : { type: 'input', input: b.input });
-      if (!sameBytes(theirs, mine)) {
+      if (!bytesEqual(theirs, mine)) {
         disputes.delete(rsn);
         // The other backup holds proof only if it has our frame too (we may have executed this
         // RSN without disputing it); the accusation is once per view, the frame is cheap.
@@ -926,7 +927,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
       countDrop(drops, 'SIG_INVALID');
       return;
     }
-    if (sameBytes(c.digest, mine)) return;
+    if (bytesEqual(c.digest, mine)) return;
     diagnosis.accuse(c.claimant, 'order.lie', `${c.claimant} confirmed rsn ${c.rsn} with a digest of no order of ours (${from} showed its signed claim)`, nowMs, out);
     actOnCondemnation(nowMs, out);
   }

@@ -13,6 +13,7 @@
 import type { Service } from '../../fsm/fsm-task.ts';
 import { decodeData, type MachineData } from '../../fsm/plain-data.ts';
 import type { AllocationRequest, ClusterState, NodeRecord, ServiceTurn, SignedSubmit, TaskRecord, TaskTimers } from './cluster-state.ts';
+import { bytesEqual } from './bytes.ts';
 import {
   MAX_ARGS, MAX_ENV_ENTRIES, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_OPERATOR_OUTCOMES, MAX_REPLICAS, MAX_STATE_CHUNK_BYTES,
   MAX_ADDED_NODE_SPARES, MAX_MEMBER_CHANGES, MAX_STATE_CHUNKS, PUBLIC_KEY_BYTES, TASK_KEY_BYTES,
@@ -355,7 +356,6 @@ function readGroup(t: unknown, p: string): GroupView {
 
 // ---- entry point -----------------------------------------------------------------------------
 
-const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
 /** Decode a replicated state from its canonical bytes (`encodeState`); never throws. */
 export function decodeState(bytes: Uint8Array, config: StateConfig): Result<ReplicatedState> {
@@ -373,6 +373,6 @@ export function decodeState(bytes: Uint8Array, config: StateConfig): Result<Repl
     // Not reachable from any input the tests found; the contract is still never to throw.
     return err('WIRE_MALFORMED', `state: decoder fault: ${e instanceof Error ? e.message : String(e)}`);
   }
-  if (!sameBytes(again, bytes)) return err('WIRE_MALFORMED', 'state: decoded state does not re-encode to the same bytes');
+  if (!bytesEqual(again, bytes)) return err('WIRE_MALFORMED', 'state: decoded state does not re-encode to the same bytes');
   return ok(state);
 }

@@ -11,6 +11,7 @@
 // injection hooks (src/daemon/inject.ts) and puts them between the Shell, the core and the
 // transport; otherwise that code is not even loaded.
 import { createHash } from 'node:crypto';
+import { bytesEqual } from '../core/bytes.ts';
 import { EXIT_SHUTDOWN } from '../core/constants.ts';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { Hash, LinkAuth, ProcessId, Signer, Verifier } from '../core/ports.ts';
@@ -178,7 +179,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     if (entry.kind !== opts.kind) throw new Error(`${id} is a ${entry.kind}, not a ${opts.kind}: start it with \`trine ${entry.kind === 'replica' ? 'manager' : entry.kind}\``);
     const key = readKeyFile(paths.keyFile(cluster.dir, id));
     const expected = cluster.publicKeys.get(id);
-    if (key.id !== id || expected === undefined || !Buffer.from(expected).equals(Buffer.from(key.publicKey))) {
+    if (key.id !== id || expected === undefined || !bytesEqual(expected, key.publicKey)) {
       throw new Error(`${paths.keyFile(cluster.dir, id)} does not hold ${id}'s key in cluster.json: recreate the cluster with \`trine up\``);
     }
     signer = createNodeSigner(id, key.seed);

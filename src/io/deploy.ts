@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { bytesEqual } from '../core/bytes.ts';
 import { DEFAULT_TIMING, EXIT_SHUTDOWN, PUBLIC_KEY_BYTES } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
 import {
@@ -343,7 +344,7 @@ export function loadBundle(dirArg: string): { bundle: BundleInfo; cluster: Clust
       throw new BundleError('BUNDLE_KEY_MISSING', `bundle of host ${b.host} ${missing ? `has no key for ${id} (${path})` : `has a bad key for ${id}: ${(e as Error).message}`}: copy the host's keys/ from \`trine init\`'s output again`);
     }
     const expected = cluster.publicKeys.get(id);
-    if (expected === undefined || !Buffer.from(expected).equals(Buffer.from(key.publicKey))) {
+    if (expected === undefined || !bytesEqual(expected, key.publicKey)) {
       throw new BundleError('BUNDLE_KEY_MISSING', `${path} is not ${id}'s key in this cluster's cluster.json: the bundle mixes two clusters; copy it again from one \`trine init\` output`);
     }
   }

@@ -4,6 +4,7 @@
 // whose message says what was wrong and what to do (STYLE.md 7).
 import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
+import { bytesEqual } from '../core/bytes.ts';
 import { PUBLIC_KEY_BYTES } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { quoted } from '../core/quoted.ts';
@@ -113,7 +114,7 @@ export function readKeyFile(path: string): KeyFile {
   const publicKey = decodeKey(json.publicKey, PUBLIC_KEY_BYTES);
   if (publicKey === null) throw invalid(`"publicKey" must be ${PUBLIC_KEY_BYTES} bytes in base64`);
   const derived = publicKeyFromSeed(seed);
-  if (!Buffer.from(derived).equals(Buffer.from(publicKey))) {
+  if (!bytesEqual(derived, publicKey)) {
     throw invalid(`"publicKey" does not belong to "seed" (the file was edited or mixed up)`);
   }
   return { id: json.id, seed, publicKey };

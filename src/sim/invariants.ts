@@ -18,7 +18,8 @@ import { unreachable } from '../core/result.ts';
 import { groupInput, type AgentRequest, type Frame, type GroupCommand, type GroupMsgGC, type Item } from '../core/wire/messages.ts';
 import { pack } from '../core/wire/frame.ts';
 import { toHex } from '../core/hex.ts';
-import { commandKey, describeGC, frameKey, gcKey, requestKey, sameBytes } from './canonical.ts';
+import { bytesEqual } from '../core/bytes.ts';
+import { commandKey, describeGC, frameKey, gcKey, requestKey } from './canonical.ts';
 
 /** Violations kept per seed: the first explains the failure, the rest are usually echoes. */
 export const MAX_VIOLATIONS_PER_SEED = 20;
@@ -382,7 +383,7 @@ export class InvariantChecker {
   onAccepted(to: ProcessId, bytes: Uint8Array, frame: Frame): void {
     this.reach('inv c.admission');
     const sent = this.emitted.get(frame.from)?.get(frameKey(bytes));
-    if (sent === undefined || !sameBytes(sent, bytes)) {
+    if (sent === undefined || !bytesEqual(sent, bytes)) {
       this.fail('c.admission', `${to} accepted a frame claiming to be from ${frame.from} that ${frame.from}'s shell never emitted (${bytes.length} bytes)`);
     }
     if (frame.to !== to) this.fail('c.admission', `${to} accepted a frame addressed to ${frame.to}`);

@@ -29,12 +29,8 @@ function secretFor(salt: string, id: ProcessId): Buffer {
   return nodeCrypto.createHash('sha256').update(`trine-sim/${salt}/${id}`).digest();
 }
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= (a[i] as number) ^ (b[i] as number);
-  return diff === 0;
-}
+/** A MAC compared in constant time (its length is no secret). */
+const sameMac = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && nodeCrypto.timingSafeEqual(a, b);
 
 /** Frames larger than this are hashed through a fresh buffer instead of the shared one. */
 const SCRATCH_BYTES = 64 * 1024;
@@ -59,7 +55,7 @@ export function createKeyedHashKeyring(ids: readonly ProcessId[], salt = 'defaul
     verify: (id, data, signature) => {
       const secret = secrets.get(id);
       if (secret === undefined || signature.length !== SIGNATURE_BYTES) return false;
-      return sameBytes(tag(secret, data), signature);
+      return sameMac(tag(secret, data), signature);
     },
   };
   // Link keys the same way: a secret per ordered pair, the tag the first MAC_BYTES of the hash.
@@ -91,7 +87,7 @@ export function createKeyedHashKeyring(ids: readonly ProcessId[], salt = 'defaul
         check: (from, data, t) => {
           if (!(t instanceof Uint8Array) || !(data instanceof Uint8Array)) return false;
           const s = linkSecret(from, id);
-          return s !== null && t.length === MAC_BYTES && sameBytes(tag(s, data).subarray(0, MAC_BYTES), t);
+          return s !== null && t.length === MAC_BYTES && sameMac(tag(s, data).subarray(0, MAC_BYTES), t);
         },
       };
     },

@@ -25,6 +25,7 @@
 // its challenge. A dialler whose connection closes before the challenge retries (DIAL_RETRY_*),
 // so a burst of genuine peers from one address is delayed by the cap, never refused.
 import { createServer, connect as dial, type Server, type Socket } from 'node:net';
+import { bytesEqual } from '../../core/bytes.ts';
 import { LOOPBACK_HOST } from '../../core/constants.ts';
 import { assert } from '../../core/result.ts';
 import { helloMac, helloMacValid, helloNonce, isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
@@ -319,7 +320,7 @@ export class P2P {
   setTaskKey(key: Uint8Array): void {
     if (!isTaskKey(key)) throw new P2PError('BAD_ARGUMENT', `a task key is ${TASK_KEY_BYTES} bytes`);
     if (this.taskKey !== null) {
-      if (!Buffer.from(this.taskKey).equals(key)) throw new P2PError('BAD_ARGUMENT', 'the task key is already set to another key');
+      if (!bytesEqual(this.taskKey, key)) throw new P2PError('BAD_ARGUMENT', 'the task key is already set to another key');
       return;
     }
     this.taskKey = new Uint8Array(key);
@@ -856,7 +857,7 @@ export class P2P {
     const ourNonce = conn.ourNonce;
     assert(ourNonce !== null, 'our nonce is drawn with the challenge');
     const transcript = { role: 'acceptor', taskId: this.taskId, sender: dialled, receiver: this.self, diallerNonce: ourNonce, acceptorNonce: conn.theirNonce } as const;
-    if (!sameBytes(frame.nonce, conn.theirNonce) || !helloMacValid(key, transcript, frame.mac)) {
+    if (!bytesEqual(frame.nonce, conn.theirNonce) || !helloMacValid(key, transcript, frame.mac)) {
       return this.fail(conn, { code: 'BAD_MAC', detail: `hello from ${frame.id} does not verify under the task key` });
     }
     this.attribute(conn, dialled);
@@ -996,6 +997,5 @@ export class P2P {
 }
 
 const noop = (): void => {};
-const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.length).equals(b);
 const finishedError = (id: number): P2PError => new P2PError('PEER_FINISHED', `peer ${id} finalized: it sends and receives nothing more`);
 const isLibTag = (tag: number): boolean => Number.isInteger(tag) && tag >= MIN_LIB_TAG && tag <= MAX_LIB_TAG;

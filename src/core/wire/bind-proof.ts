@@ -10,7 +10,8 @@
 import { BIND_NONCE_BYTES } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
 import { err, ok, type Result } from '../result.ts';
-import { decodeFrame, encodeFrame, sameBytes, type DecodeContext, type EncodeContext } from './frame.ts';
+import { bytesEqual } from '../bytes.ts';
+import { decodeFrame, encodeFrame, type DecodeContext, type EncodeContext } from './frame.ts';
 
 /** The proof `ctx.signer` sends `to` for the connection whose nonce (from `to`) is `nonce`,
  *  with `challenge` for `to` to answer (empty in a listener's answer). */
@@ -26,7 +27,7 @@ export function openBindProof(data: Uint8Array, nonce: Uint8Array, ctx: DecodeCo
   if (!frame.ok) return frame;
   const [item, ...rest] = frame.value.items;
   if (item?.type !== 'bind.proof' || rest.length > 0) return err('UNEXPECTED', `${frame.value.from}: a frame before its bind.proof`);
-  if (item.nonce.length !== BIND_NONCE_BYTES || !sameBytes(item.nonce, nonce)) return err('REPLAYED', `${frame.value.from}: the proof of another connection`);
+  if (item.nonce.length !== BIND_NONCE_BYTES || !bytesEqual(item.nonce, nonce)) return err('REPLAYED', `${frame.value.from}: the proof of another connection`);
   if (item.challenge.length !== 0 && item.challenge.length !== BIND_NONCE_BYTES) return err('WIRE_MALFORMED', `${frame.value.from}: a challenge of ${item.challenge.length} bytes`);
   return ok({ from: frame.value.from, challenge: item.challenge });
 }

@@ -10,6 +10,7 @@
 // replica accepts exactly the same frames (canonical input, not only canonical output).
 // decodeFrame is total.
 import { Packr } from 'msgpackr';
+import { bytesEqual } from '../bytes.ts';
 import {
   MAC_BYTES, MAX_FRAME_BYTES, MAX_ID_CHARS, MAX_SIGNED_ITEMS_PER_FRAME, MIN_FRAME_BYTES, MIN_MAC_FRAME_BYTES, SIGNATURE_BYTES,
   WIRE_VERSION, WIRE_VERSION_MAC,
@@ -30,18 +31,12 @@ export function pack(tree: unknown): Uint8Array {
   return packr.pack(tree);
 }
 
-export const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-};
-
 /** Parse untrusted msgpack bytes strictly and insist they are the canonical encoding of what
  *  they hold; never throws. */
 export function unpack(data: Uint8Array): Result<unknown> {
   const tree = decodeStrict(data);
   if (!tree.ok) return tree;
-  if (!sameBytes(pack(tree.value), data)) return err('WIRE_MALFORMED', 'msgpack: not the canonical encoding');
+  if (!bytesEqual(pack(tree.value), data)) return err('WIRE_MALFORMED', 'msgpack: not the canonical encoding');
   return tree;
 }
 
@@ -76,7 +71,7 @@ export function signAccusation(a: Accusation, signer: Signer): SignedAccusation 
 
 /** Check a decoded accusation: canonical bytes, signed by the replica it names as accuser. */
 export function verifyAccusation(s: SignedAccusation, verifier: Verifier): Result<SignedAccusation> {
-  if (!sameBytes(pack(accusationSchema.enc(s.accusation)), s.bytes)) return err('WIRE_MALFORMED', 'accusation: not canonical');
+  if (!bytesEqual(pack(accusationSchema.enc(s.accusation)), s.bytes)) return err('WIRE_MALFORMED', 'accusation: not canonical');
   const from = s.accusation.from;
   if (!verifier.has(from)) return err('SIG_UNKNOWN_KEY', `accusation by unknown ${from}`);
   if (!verifier.verify(from, s.bytes, s.sig)) return err('SIG_INVALID', `accusation signature of ${from}`);
