@@ -7,7 +7,7 @@
 // Deterministic: no clock, no I/O, no randomness.
 import { countDrop, type DropCode } from './result.ts';
 import { toHex } from './hex.ts';
-import { MAX_FALLBACK_MS, MAX_GMB_ENTRIES, PRIMARY_RETRIES_BEFORE_FALLBACK, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
+import { MAX_FALLBACK_MS, MAX_GMB_ENTRIES, PRIMARY_RETRIES_BEFORE_FALLBACK, QUORUM, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
 import {
   createLinks, linkAddPeer, linkRemovePeer, flushAcks, laneMarks, linkCanSend, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView,
   logSessionEvent, peerJudged, startLinks,
@@ -93,7 +93,7 @@ export function createAgent(opts: AgentOptions): AgentCore {
   let replicas = [...(known?.replicas ?? m.replicas)];
   let primary = known?.primary ?? (replicas[0] as ProcessId);
   let view = known?.view ?? 0;
-  const deliverQuorum = 2; // f + 1 (f = 1, DESIGN.md §2)
+  const deliverQuorum = QUORUM;
   const maxMismatches = 1; // with |R| = 3: more than this and 2 matching copies are impossible
   const links: Links = createLinks(id, opts.inc, t, replicas);
 

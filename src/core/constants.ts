@@ -75,6 +75,11 @@ export const JOURNAL_RESEND_MS = 2_000;
 /** Replicas in a manager group (DESIGN.md §1): f = 1 needs three. The pool lists them first,
  *  then the spares. */
 export const REPLICA_COUNT = 3;
+/** Replicas that must say the same for anyone to act on it: f + 1 (f = 1, DESIGN.md §2), so
+ *  one faulty replica never decides alone. Two matching copies of a command at an agent; two
+ *  members vouching for a transferred state; two accusations condemning a member; two replicas
+ *  asking the watchdog to reset a node or the cluster, to stand down, or settling a restore. */
+export const QUORUM = 2;
 /** The one-host default address (DESIGN.md §6): `trine up` daemons and G-MPI listeners bind it
  *  when no node address is configured, so a local cluster is not reachable from the network. */
 export const LOOPBACK_HOST = '127.0.0.1';

@@ -3,7 +3,7 @@
 // `diagnosisTimeoutMs`, and the comparison of state digests at equal RSNs. Not replicated: each
 // replica judges from what it saw; only two matching accusations change the group, through an
 // ordered `replica.condemn` that carries them as evidence. Pure: no clock, no I/O.
-import { MAX_CHECKPOINTS, type Timing } from './constants.ts';
+import { MAX_CHECKPOINTS, QUORUM, type Timing } from './constants.ts';
 import { toHex } from './hex.ts';
 import type { CoreEffect } from './node.ts';
 import type { ProcessId, Signer } from './ports.ts';
@@ -78,7 +78,7 @@ export function createDiagnosis(d: DiagnosisDeps) {
     if (byAccuser === undefined || !members.includes(target)) return null;
     const valid = [...byAccuser.values()].filter((s) => s.accusation.from !== target && members.includes(s.accusation.from));
     valid.sort((a, b) => (a.accusation.from < b.accusation.from ? -1 : 1));
-    return valid.length >= 2 ? valid.slice(0, 2) : null;
+    return valid.length >= QUORUM ? valid.slice(0, QUORUM) : null;
   }
 
   function checkCondemned(nowMs: number, out: CoreEffect[]): void {

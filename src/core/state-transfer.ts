@@ -4,7 +4,7 @@
 // distinct members sent for that RSN: with at most one faulty member, two matching digests
 // include a correct one, so a faulty member can neither forge the state nor block the transfer
 // (the correct member's copy completes too). Pure: no clock, no I/O.
-import { MAX_STATE_CHUNK_BYTES, MAX_STATE_CHUNKS } from './constants.ts';
+import { MAX_STATE_CHUNK_BYTES, MAX_STATE_CHUNKS, QUORUM } from './constants.ts';
 import type { Hash, ProcessId } from './ports.ts';
 import type { PtpPayload } from './wire/messages.ts';
 
@@ -56,7 +56,7 @@ export function createStateTransfer(hash: Hash, members: () => readonly ProcessI
         const h = hash(bytes);
         let vouching = 0;
         for (const d of digests.values()) if (d.rsn === c.rsn && same(d.digest, h)) vouching++;
-        if (vouching >= 2) return { rsn: c.rsn, bytes: new Uint8Array(bytes) };
+        if (vouching >= QUORUM) return { rsn: c.rsn, bytes: new Uint8Array(bytes) };
       }
       return null;
     },

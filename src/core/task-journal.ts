@@ -17,7 +17,7 @@
 // of it beyond the operator's signature: a faulty journal can name only tasks an operator really
 // submitted (at worst one that had finished, started again), never invent one, and the union
 // over every replica's journal misses a task only if every replica that journalled it lost it.
-import { MAX_CG_BYTES, MAX_LIVE_TASKS, MAX_MEMBER_CG_BYTES, MAX_MEMBER_CHANGES, SIGNATURE_BYTES } from './constants.ts';
+import { MAX_CG_BYTES, MAX_LIVE_TASKS, MAX_MEMBER_CG_BYTES, MAX_MEMBER_CHANGES, QUORUM, SIGNATURE_BYTES } from './constants.ts';
 import type { ProcessId, Verifier } from './ports.ts';
 import { err, ok, type Result } from './result.ts';
 import { openCG, pack, unpack } from './wire/frame.ts';
@@ -168,12 +168,12 @@ export function collectRestores(
       changes.set(e.nonce, { restore, change: opened.value });
     }
   }
-  /** Journals written after the latest that holds `nonce` and without it, or null if fewer than two. */
+  /** Journals written after the latest that holds `nonce` and without it, or null if fewer than QUORUM. */
   const endedSince = (nonce: string): string | null => {
     const rsn = newestWith.get(nonce) ?? -1;
     const without = new Map<string, number>();
     for (const j of read) if (j.rsn > rsn && !j.nonces.has(nonce)) without.set(j.source, Math.max(without.get(j.source) ?? -1, j.rsn));
-    if (without.size < 2) return null;
+    if (without.size < QUORUM) return null;
     const later = [...without].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([source, at]) => `${source} (RSN ${at})`).join(' and ');
     return `last journalled at RSN ${rsn}, absent from ${later}`;
   };

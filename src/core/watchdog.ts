@@ -4,6 +4,7 @@
 // cluster when consistent heartbeats from two replicas stop (rule 2) or self-diagnosis repeats
 // too often (rule 3), and answers operator status queries. It is kept tiny and never sends on
 // the routine path (spec §1.6: "must not be burdened with routine operation").
+import { QUORUM } from './constants.ts';
 import { admitChallenge, createFreshness, issueChallenge } from './freshness.ts';
 import { toHex } from './hex.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
@@ -268,7 +269,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       resetVotes.set(key, (votes = new Set()));
     }
     votes.add(from);
-    if (votes.size < 2) return;
+    if (votes.size < QUORUM) return;
     resetVotes.delete(key);
     ordered.add(key);
     if (ordered.size > MAX_RESET_HISTORY) ordered.delete(ordered.values().next().value as string);
@@ -289,7 +290,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     }
     shutdownVotes.set(from, item.rsn);
     const by = [...shutdownVotes].filter(([, rsn]) => rsn === item.rsn).map(([r]) => r).sort();
-    if (by.length < 2) return;
+    if (by.length < QUORUM) return;
     shutDown = { rsn: item.rsn, by, atMs: nowMs, exited: false };
     armed = false;
     consistentPastMs = null;
@@ -399,7 +400,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     }
     const outcome = `${item.ok ? 'ok' : 'refused'}\u0000${item.text}`;
     pending.replies.set(from, outcome);
-    if ([...pending.replies.values()].filter((o) => o === outcome).length < 2) return;
+    if ([...pending.replies.values()].filter((o) => o === outcome).length < QUORUM) return;
     restoring.delete(item.nonce);
     const task = pending.label;
     // The last membership change confirmed: the tasks go at once, not a resend period later.
@@ -516,7 +517,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
       a.id === b.id && a.node === b.node && a.address === b.address && a.port === b.port && toHex(a.publicKey) === toHex(b.publicKey);
     // An id of cluster.json's (an agent, an operator, the watchdog) never becomes a replica.
     const known = (x: AddedReplica) => replicaIds.has(x.id) || statusClients.has(x.id) || x.id === id;
-    const agreed = item.replicas.filter((x) => !known(x) && [...keyClaims].filter(([, c]) => c.some((y) => same(x, y))).length >= 2);
+    const agreed = item.replicas.filter((x) => !known(x) && [...keyClaims].filter(([, c]) => c.some((y) => same(x, y))).length >= QUORUM);
     if (agreed.length === 0) return;
     for (const x of agreed) {
       replicaIds.add(x.id);
@@ -570,7 +571,7 @@ export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: nu
     while (counted.length > 0 && nowMs - (counted[0]?.atMs ?? nowMs) >= diagnosisWindowMs) counted.shift();
     push(counted, { atMs: nowMs, from }, MAX_COUNTED_INITIATIONS);
     const { total, senders } = tally(nowMs);
-    if (total <= diagnosisThreshold || senders.length < 2) return;
+    if (total <= diagnosisThreshold || senders.length < QUORUM) return;
     resetCluster(nowMs, 'diagnosis',
       `${total} self-diagnosis initiations from ${senders.join(', ')} within ${diagnosisWindowMs} ms (threshold ${diagnosisThreshold})`, out);
   }
