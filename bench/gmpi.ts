@@ -34,7 +34,6 @@ const BENCH_TASK_KEY = new Uint8Array(32).fill(0x42);
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 
-
 function label(size: number): string {
   if (size >= 1 << 20) return `${size / (1 << 20)}MiB`;
   if (size >= 1024) return `${size / 1024}KiB`;

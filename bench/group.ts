@@ -25,7 +25,6 @@ const NODES = Number(process.env['TRINE_BENCH_NODES'] ?? 4);
 const FLOOD_SETTLE_MS = 10_000;
 const here = fileURLToPath(new URL('.', import.meta.url));
 
-
 type Proc = { id: string; child: ChildProcess };
 
 export async function benchGroup(opts: { latencySamples?: number; floodRequests?: number } = {}): Promise<Figure[]> {

@@ -21,7 +21,6 @@ const SAMPLES = Number(process.env.TRINE_BENCH_HOP_SAMPLES ?? 100);
 const SETTLE_MS = 150;
 const MESSAGE = Buffer.alloc(100, 0x78);
 
-
 /** Round trips through `relays` processes (relays + 1 hops), one every `gapMs`: sorted ms. */
 async function chain(relays: number, gapMs: number, samples: number): Promise<number[]> {
   const latencies: number[] = [];

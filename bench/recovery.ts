@@ -159,7 +159,6 @@ async function trial(dir: string, pool: readonly ProcessId[], fault: Fault, grou
   }
 }
 
-
 export async function benchRecovery(): Promise<Figure[]> {
   const samples = new Map<string, Sample[]>(FAULTS.map((f) => [f.name, []]));
   const failures: string[] = [];

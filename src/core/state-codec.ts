@@ -356,7 +356,6 @@ function readGroup(t: unknown, p: string): GroupView {
 
 // ---- entry point -----------------------------------------------------------------------------
 
-
 /** Decode a replicated state from its canonical bytes (`encodeState`); never throws. */
 export function decodeState(bytes: Uint8Array, config: StateConfig): Result<ReplicatedState> {
   if (!(bytes instanceof Uint8Array)) return err('WIRE_MALFORMED', 'state: not bytes');

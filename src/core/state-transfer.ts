@@ -4,6 +4,7 @@
 // distinct members sent for that RSN: with at most one faulty member, two matching digests
 // include a correct one, so a faulty member can neither forge the state nor block the transfer
 // (the correct member's copy completes too). Pure: no clock, no I/O.
+import { bytesEqual } from './bytes.ts';
 import { MAX_STATE_CHUNK_BYTES, MAX_STATE_CHUNKS, QUORUM } from './constants.ts';
 import type { Hash, ProcessId } from './ports.ts';
 import type { PtpPayload } from './wire/messages.ts';
@@ -19,8 +20,6 @@ export function statePayloads(rsn: number, bytes: Uint8Array, digest: Uint8Array
 }
 
 type Copy = { rsn: number; count: number; parts: (Uint8Array | undefined)[]; have: number };
-
-const same = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
 export type StateTransfer = ReturnType<typeof createStateTransfer>;
 
@@ -55,7 +54,7 @@ export function createStateTransfer(hash: Hash, members: () => readonly ProcessI
         const bytes = Buffer.concat(c.parts as Uint8Array[]);
         const h = hash(bytes);
         let vouching = 0;
-        for (const d of digests.values()) if (d.rsn === c.rsn && same(d.digest, h)) vouching++;
+        for (const d of digests.values()) if (d.rsn === c.rsn && bytesEqual(d.digest, h)) vouching++;
         if (vouching >= QUORUM) return { rsn: c.rsn, bytes: new Uint8Array(bytes) };
       }
       return null;
