@@ -3,6 +3,7 @@
 // `diagnosisTimeoutMs`, and the comparison of state digests at equal RSNs. Not replicated: each
 // replica judges from what it saw; only two matching accusations change the group, through an
 // ordered `replica.condemn` that carries them as evidence. Pure: no clock, no I/O.
+import { bytesEqual } from './bytes.ts';
 import { MAX_CHECKPOINTS, QUORUM, type Timing } from './constants.ts';
 import { toHex } from './hex.ts';
 import type { CoreEffect } from './node.ts';
@@ -31,8 +32,6 @@ export const MAX_DIAGNOSIS_HISTORY = 64;
 export type DiagnosisRecord = { atMs: number; view: number; kind: 'initiated' | 'accused' | 'accusation' | 'condemned'; target: string; by: string; reason: string; detail: string };
 
 export type Diagnosis = ReturnType<typeof createDiagnosis>;
-
-const same = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
 export function createDiagnosis(d: DiagnosisDeps) {
   /** Accusations by view, then target, then accuser. */
@@ -183,7 +182,7 @@ export function createDiagnosis(d: DiagnosisDeps) {
         const theirs = byRsn.get(rsn);
         if (theirs === undefined) continue;
         byRsn.delete(rsn);
-        if (!same(theirs, digest)) this.accuse(peer, 'digest', `state digest at rsn ${rsn}: ${toHex(theirs).slice(0, 12)} vs ours ${toHex(digest).slice(0, 12)}`, nowMs, out);
+        if (!bytesEqual(theirs, digest)) this.accuse(peer, 'digest', `state digest at rsn ${rsn}: ${toHex(theirs).slice(0, 12)} vs ours ${toHex(digest).slice(0, 12)}`, nowMs, out);
       }
     },
 
@@ -196,7 +195,7 @@ export function createDiagnosis(d: DiagnosisDeps) {
         if (rsn === 0) continue;
         const ours = mine.get(rsn);
         if (ours !== undefined) {
-          if (!same(ours, digest)) this.accuse(peer, 'digest', `state digest at rsn ${rsn}: ${toHex(digest).slice(0, 12)} vs ours ${toHex(ours).slice(0, 12)}`, nowMs, out);
+          if (!bytesEqual(ours, digest)) this.accuse(peer, 'digest', `state digest at rsn ${rsn}: ${toHex(digest).slice(0, 12)} vs ours ${toHex(ours).slice(0, 12)}`, nowMs, out);
           continue;
         }
         if (rsn % d.timing.digestEveryRsn !== 0) continue; // only checkpoints are worth waiting for

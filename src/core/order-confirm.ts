@@ -6,6 +6,7 @@
 // each RSN, and executes an RSN only when the other's digest matches, or when the other backup
 // cannot answer (not heartbeat-healthy, or silent for `orderConfirmMs`): a lying primary together
 // with a silent backup is two faults, outside the model. Pure: no clock, no I/O.
+import { bytesEqual } from './bytes.ts';
 import type { GroupInput, SignedCG } from './wire/messages.ts';
 
 /** What the primary orders at an RSN: a client's signed request, or an input of the group's own
@@ -23,8 +24,6 @@ export type OrderConfirm = {
 };
 
 export const createOrderConfirm = (): OrderConfirm => ({ proposedRsn: 0, proposals: new Map(), confirmations: new Map(), disputed: new Set() });
-
-const sameDigest = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
 export type NextStep =
   | { type: 'execute'; ordered: Ordered; confirmed: boolean }
@@ -44,7 +43,7 @@ export function nextStep(oc: OrderConfirm, rsn: number, nowMs: number, otherAnsw
   if (oc.disputed.has(rsn)) return { type: 'wait', untilMs: null };
   const c = oc.confirmations.get(rsn);
   if (c !== undefined) {
-    if (!sameDigest(c, p.digest)) {
+    if (!bytesEqual(c, p.digest)) {
       oc.disputed.add(rsn);
       return { type: 'dispute', rsn };
     }
