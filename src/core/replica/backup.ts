@@ -6,7 +6,7 @@
 // (PrimaryProgressTimeout).
 import { MAX_EVIDENCE_FRAME_BYTES, MAX_HOLDBACK_PER_AGENT, MAX_ORDER_AHEAD } from '../constants.ts';
 import { bytesEqual } from '../bytes.ts';
-import { countDrop } from '../result.ts';
+import { assert, countDrop } from '../result.ts';
 import { linkSend, peerJudged } from '../link.ts';
 import type { CoreEffect } from '../node.ts';
 import { createOrderConfirm, executed, nextStep, type OrderConfirm, type Ordered } from '../order-confirm.ts';
@@ -174,7 +174,11 @@ function sendEvidence(r: Replica, to: ProcessId, rsn: number, nowMs: number, out
   const frame = b.orderFrames.get(rsn);
   if (frame === undefined || b.evidenceSent.has(rsn)) return;
   b.evidenceSent.add(rsn);
-  if (b.evidenceSent.size > EXECUTED_FRAMES_KEPT) b.evidenceSent.delete(b.evidenceSent.values().next().value as number);
+  if (b.evidenceSent.size > EXECUTED_FRAMES_KEPT) {
+    const oldest = b.evidenceSent.values().next().value;
+    assert(oldest !== undefined, 'evidenceSent is over its bound, so not empty');
+    b.evidenceSent.delete(oldest);
+  }
   sendPtp(r, to, { type: 'order.evidence', rsn, frame }, nowMs, out);
 }
 
@@ -237,8 +241,10 @@ function othersAnswer(r: Replica, others: readonly ProcessId[], condemned: Proce
  *  to the primary, and the RSN waits; false: the claim was unsigned and is forgotten. */
 function dispute(r: Replica, rsn: number, others: readonly ProcessId[], nowMs: number, out: CoreEffect[]): boolean {
   const b = r.backup;
-  const other = others[0] as ProcessId;
-  const theirs = b.confirm.confirmations.get(rsn) as Uint8Array;
+  const other = others[0];
+  const theirs = b.confirm.confirmations.get(rsn);
+  // nextStep disputes only an RSN the other backup confirmed with another digest.
+  assert(other !== undefined && theirs !== undefined, `a dispute at rsn ${rsn} without the other backup's confirmation`);
   const claim = b.confirmClaims.get(rsn);
   if (claim === undefined || claim.view !== r.state.group.view || !r.opts.verifier.verify(other, pack(orderClaim(other, claim.view, rsn, theirs)), claim.sig)) {
     // A confirmation its sender did not sign proves nothing and confirms nothing: as if it

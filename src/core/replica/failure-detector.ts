@@ -249,7 +249,8 @@ export function probeTimers(r: Replica, nowMs: number, out: CoreEffect[]): void 
 export function checkTickRate(r: Replica, nowMs: number, out: CoreEffect[]): void {
   const d = r.detector;
   d.tickArrivals.push(nowMs);
-  while ((d.tickArrivals[0] as number) <= nowMs - TICK_RATE_WINDOW_MS) d.tickArrivals.shift();
+  // Never empties: the tick just pushed is inside the window.
+  for (let first = d.tickArrivals[0]; first !== undefined && first <= nowMs - TICK_RATE_WINDOW_MS; first = d.tickArrivals[0]) d.tickArrivals.shift();
   // Twice the nominal count, plus slack for a burst after a retransmission.
   const limit = 2 * Math.ceil(TICK_RATE_WINDOW_MS / r.t.taskTickMs) + TICK_RATE_SLACK;
   if (d.tickArrivals.length > limit && nowMs - d.tickRateSuspectedAtMs >= TICK_RATE_WINDOW_MS) {

@@ -136,11 +136,12 @@ export function csnMark(r: Replica, peer: ProcessId): number {
 
 /** The replicated state's digest, computed again only when the state moved on. */
 export function digest(r: Replica): Uint8Array {
-  const c = r.digestCache;
+  let c = r.digestCache;
   if (c === null || c.rsn !== r.state.rsn || c.gssn !== r.state.gssn) {
-    r.digestCache = { rsn: r.state.rsn, gssn: r.state.gssn, digest: digestState(r.state, r.hash) };
+    c = { rsn: r.state.rsn, gssn: r.state.gssn, digest: digestState(r.state, r.hash) };
+    r.digestCache = c;
   }
-  return (r.digestCache as { digest: Uint8Array }).digest;
+  return c.digest;
 }
 
 /** Suspicions that are, from a correct replica, a sound judgement about the one it names
