@@ -7,6 +7,7 @@
 // This file is the replica's step: it routes each input to the part that owns it (the state
 // record and the parts are in ./replica/, listed in record.ts) and runs the timers in a fixed
 // order. The driver stamps each input with nowMs and asks nextWakeMs when to step again.
+import { diagnosisNextWakeMs, diagnosisTimers } from './diagnosis.ts';
 import { countDrop } from './result.ts';
 import { toHex } from './hex.ts';
 import { admitChallenge, issueChallenge } from './freshness.ts';
@@ -191,7 +192,7 @@ function timers(r: Replica, nowMs: number, out: CoreEffect[]): void {
   disputeTimers(r, nowMs, out);
   shutdownTimers(r, nowMs, out);
   detectorTimers(r, nowMs, out);
-  r.diagnosis.timers(nowMs, out);
+  diagnosisTimers(r.diagnosis, nowMs, out);
   actOnCondemnation(r, nowMs, out);
   if (r.backup.confirm.proposals.size > 0 && r.phase === 'serving' && r.change.sync === null) executeInOrder(r, nowMs, out);
   progressTimeouts(r, nowMs, out);
@@ -205,7 +206,7 @@ export function nextWakeMs(r: Replica): number | null {
   let next = Math.min(detectorNextWakeMs(r.detector), shutdownNextWakeMs(r), backupNextWakeMs(r));
   const l = linkNextWakeMs(r.links);
   if (l !== null) next = Math.min(next, l);
-  const d = r.diagnosis.nextWakeMs();
+  const d = diagnosisNextWakeMs(r.diagnosis);
   if (d !== null) next = Math.min(next, d);
   const tick = tickNextWakeMs(r);
   if (tick !== null) next = Math.min(next, tick);

@@ -4,6 +4,7 @@
 // two orders, or the other backup lied about one), relays an order the primary withheld from the
 // other backup, and watches the primary's progress on the requests it forwarded
 // (PrimaryProgressTimeout).
+import { accuse, condemned } from '../diagnosis.ts';
 import { MAX_EVIDENCE_FRAME_BYTES, MAX_HOLDBACK_PER_AGENT, MAX_ORDER_AHEAD } from '../constants.ts';
 import { bytesEqual } from '../bytes.ts';
 import { assert, countDrop } from '../result.ts';
@@ -150,7 +151,7 @@ export function onEvidence(r: Replica, from: ProcessId, rsn: number, frame: Uint
   // The other backup holds proof only if it has our frame too (we may have executed this
   // RSN without disputing it); the accusation is once per view, the frame is cheap.
   sendEvidence(r, from, rsn, nowMs, out);
-  r.diagnosis.accuse(r.state.primary, 'equivocation', `the primary signed two orders for rsn ${rsn} (${from} holds the other)`, nowMs, out);
+  accuse(r.diagnosis, r.state.primary, 'equivocation', `the primary signed two orders for rsn ${rsn} (${from} holds the other)`, nowMs, out);
   actOnCondemnation(r, nowMs, out);
 }
 
@@ -189,7 +190,7 @@ export function disputeTimers(r: Replica, nowMs: number, out: CoreEffect[]): voi
     if (d.deadlineMs > nowMs) continue;
     r.backup.disputes.delete(rsn);
     if (!otherBackups(r).includes(d.other)) continue;
-    r.diagnosis.accuse(d.other, 'order.lie', `${d.other} confirmed rsn ${rsn} with another digest than the primary's order and showed no frame of the primary's for it within ${r.t.orderConfirmMs} ms`, nowMs, out);
+    accuse(r.diagnosis, d.other, 'order.lie', `${d.other} confirmed rsn ${rsn} with another digest than the primary's order and showed no frame of the primary's for it within ${r.t.orderConfirmMs} ms`, nowMs, out);
     actOnCondemnation(r, nowMs, out);
   }
 }
@@ -270,10 +271,10 @@ export function executeInOrder(r: Replica, nowMs: number, out: CoreEffect[]): vo
   const { state } = r;
   const b = r.backup;
   const others = otherBackups(r);
-  const condemned = r.diagnosis.condemned()?.target;
-  const answers = othersAnswer(r, others, condemned, nowMs);
+  const condemnedBackup = condemned(r.diagnosis)?.target;
+  const answers = othersAnswer(r, others, condemnedBackup, nowMs);
   for (;;) {
-    const next = nextStep(b.confirm, state.rsn + 1, nowMs, answers, others.length === 0 || others.every((x) => x === condemned), r.t.orderConfirmMs);
+    const next = nextStep(b.confirm, state.rsn + 1, nowMs, answers, others.length === 0 || others.every((x) => x === condemnedBackup), r.t.orderConfirmMs);
     if (next.type === 'wait') return;
     if (next.type === 'dispute') {
       if (dispute(r, next.rsn, others, nowMs, out)) return;

@@ -2,6 +2,7 @@
 // deliveries (an agent's request on the group lane, a replica's lane-0 message, session events)
 // and an operator's request. Every lane-0 payload type has exactly one case in `onPtp`; the
 // parts it hands them to are the primary, the backup, the failure detector and group change.
+import { onAccuse } from '../diagnosis.ts';
 import { MAX_DELIVERED_LOG } from '../constants.ts';
 import { countDrop } from '../result.ts';
 import { logSessionEvent, type Delivery } from '../link.ts';
@@ -103,7 +104,7 @@ function onPtp(r: Replica, from: ProcessId, p: PtpPayload, nowMs: number, out: C
       if (isPrimary(r) && backups(r).includes(from)) onOrderClaim(r, from, p, nowMs, out);
       return;
     case 'accuse':
-      r.diagnosis.onAccuse(from, p.signed, nowMs, out);
+      onAccuse(r.diagnosis, from, p.signed, nowMs, out);
       actOnCondemnation(r, nowMs, out);
       return;
     case 'view.sync':

@@ -2,6 +2,7 @@
 // backup, runs each ordered input at its RSN against the replicated state and sends what it
 // produced — group messages on lane 1, the operator's answer, journal entries, the watchdog's
 // reset or shutdown notice, self-diagnosis triggers — then takes a checkpoint digest when due.
+import { accuse, ownDigest } from '../diagnosis.ts';
 import { MAX_JOURNAL_EVENTS } from '../constants.ts';
 import { linkAddPeer, linkSend } from '../link.ts';
 import type { CoreEffect, LearntKey } from '../node.ts';
@@ -107,7 +108,7 @@ function applied(r: Replica, result: ApplyResult, client: ProcessId | null, nowM
     out.push({ type: 'log', level: 'info', event: 'task.event', fields: { rsn: state.rsn, task: e.task, vpid: e.vpid, text: e.text } });
   }
   if (journal.length > MAX_JOURNAL_EVENTS) journal.splice(0, journal.length - MAX_JOURNAL_EVENTS);
-  for (const target of result.accuse) r.diagnosis.accuse(target, 'agent.reports', 'error reports from two agents', nowMs, out);
+  for (const target of result.accuse) accuse(r.diagnosis, target, 'agent.reports', 'error reports from two agents', nowMs, out);
   syncAgents(r, nowMs, out);
   if (result.viewChanged) onViewChanged(r, nowMs, out);
   else syncLinks(r, nowMs, out); // a replacement may have been commanded or abandoned
@@ -128,7 +129,7 @@ function applied(r: Replica, result: ApplyResult, client: ProcessId | null, nowM
  *  it. The primary's too: under load no heartbeat of a backup's names an RSN the primary took a
  *  heartbeat digest at, so a checkpoint is the only state it can compare with theirs. */
 export function checkpoint(r: Replica, nowMs: number, out: CoreEffect[]): void {
-  if (r.state.rsn % r.t.digestEveryRsn === 0) r.diagnosis.ownDigest(r.state.rsn, digest(r), nowMs, out);
+  if (r.state.rsn % r.t.digestEveryRsn === 0) ownDigest(r.diagnosis, r.state.rsn, digest(r), nowMs, out);
 }
 
 /** The state added an agent (applied, or installed by a transfer): the driver learns its key,

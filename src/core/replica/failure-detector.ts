@@ -3,6 +3,7 @@
 // member, the agent check and the probes that lead the primary to declare a node failed, the
 // backups' watch on the rate of the primary's task-clock ticks, and what a pause of this replica
 // itself does to all of those judgements (§6.1).
+import { diagnosisRunning, heardFrom, latestCheckpoint, missedHeartbeat, onDigestClaims, ownDigest, putOffDiagnosis } from '../diagnosis.ts';
 import { TICK_RATE_SLACK, TICK_RATE_WINDOW_MS } from '../constants.ts';
 import { countDrop } from '../result.ts';
 import { linkSend } from '../link.ts';
@@ -74,9 +75,9 @@ export function onHeartbeat(r: Replica, from: ProcessId, item: Extract<Item, { t
   seen.sinceCheck = true;
   seen.missedChecks = 0;
   if (item.info.type === 'replica' && r.phase === 'serving') {
-    r.diagnosis.heard(from);
+    heardFrom(r.diagnosis, from);
     const i = item.info;
-    r.diagnosis.onClaims(from, i.view, [[i.rsn, i.digest], [i.ckptRsn, i.ckptDigest]], nowMs, out);
+    onDigestClaims(r.diagnosis, from, i.view, [[i.rsn, i.digest], [i.ckptRsn, i.ckptDigest]], nowMs, out);
   }
   if (item.info.type === 'agent') {
     const p = r.detector.probes.get(from);
@@ -91,8 +92,8 @@ function sendHeartbeats(r: Replica, nowMs: number, out: CoreEffect[]): void {
   const d = r.detector;
   const { state } = r;
   d.heartbeatCounter++;
-  if (r.phase === 'serving') r.diagnosis.ownDigest(state.rsn, digest(r), nowMs, out);
-  const ckpt = r.phase === 'serving' ? r.diagnosis.latestCheckpoint() : null;
+  if (r.phase === 'serving') ownDigest(r.diagnosis, state.rsn, digest(r), nowMs, out);
+  const ckpt = r.phase === 'serving' ? latestCheckpoint(r.diagnosis) : null;
   const info = {
     type: 'replica' as const, role: isPrimary(r) ? ('primary' as const) : ('backup' as const), rsn: state.rsn, gssn: state.gssn, digest: digest(r),
     view: state.group.view, ckptRsn: ckpt?.[0] ?? 0, ckptDigest: ckpt?.[1] ?? new Uint8Array(32),
@@ -118,7 +119,7 @@ function checkReplicas(r: Replica, nowMs: number, out: CoreEffect[]): void {
       seen.missedChecks++;
       // Once per silence: a dead replica is one suspicion, not one every 150 ms.
       if (seen.missedChecks === 1) suspect(r, out, x, 'heartbeat.missed', `no heartbeat from ${x} for ${nowMs - seen.atMs} ms`);
-      if (r.phase === 'serving') r.diagnosis.missed(x, nowMs - seen.atMs, nowMs, out);
+      if (r.phase === 'serving') missedHeartbeat(r.diagnosis, x, nowMs - seen.atMs, nowMs, out);
     }
     seen.sinceCheck = false;
   }
@@ -129,7 +130,7 @@ function checkReplicas(r: Replica, nowMs: number, out: CoreEffect[]): void {
  *  checks are ignored (a node hosting a replica is diagnosed as a replica first). */
 function checkAgents(r: Replica, nowMs: number, out: CoreEffect[]): void {
   const { heard, probes } = r.detector;
-  const paused = r.diagnosis.running() || r.change.sync !== null || r.phase !== 'serving';
+  const paused = diagnosisRunning(r.diagnosis) || r.change.sync !== null || r.phase !== 'serving';
   if (paused) for (const a of r.agentIds) {
     const seen = heard.get(a);
     if (seen !== undefined) seen.sinceCheck = false;
@@ -269,7 +270,7 @@ export function afterLocalPause(r: Replica, pausedMs: number, nowMs: number, out
   const judgeAtMs = nowMs + 1;
   d.replicaCheckAtMs = Math.max(d.replicaCheckAtMs, judgeAtMs);
   d.agentCheckAtMs = Math.max(d.agentCheckAtMs, judgeAtMs);
-  r.diagnosis.putOff(judgeAtMs);
+  putOffDiagnosis(r.diagnosis, judgeAtMs);
   for (const p of d.probes.values()) if (!p.expired) p.deadlineMs = Math.max(p.deadlineMs, judgeAtMs);
   for (const timer of r.backup.progressTimers.values()) if (timer.atMs !== Infinity) timer.atMs = Math.max(timer.atMs, judgeAtMs);
   if (pausedMs > r.t.replicaCheckMs) out.push({ type: 'log', level: 'warn', event: 'replica.paused', fields: { pausedMs } });

@@ -3,6 +3,7 @@
 // primary by its successor's, after the two survivors aligned their executed RSNs), and the
 // state transfer to a replacement: the members' side (the state owed as of the RSN it joined)
 // and the replacement's own (install, then replay what came meanwhile).
+import { condemned, diagnosisNewView, ownDigest } from '../diagnosis.ts';
 import { MAX_DELIVERED_LOG } from '../constants.ts';
 import { countDrop } from '../result.ts';
 import { movedPorts, successor } from '../group-view.ts';
@@ -92,7 +93,7 @@ export function onViewChanged(r: Replica, nowMs: number, out: CoreEffect[]): voi
     return;
   }
   for (const x of [...change.owedState.keys()]) if (!isMember(r, x)) change.owedState.delete(x);
-  r.diagnosis.newView(nowMs, out);
+  diagnosisNewView(r.diagnosis, nowMs, out);
   actOnCondemnation(r, nowMs, out);
   releaseRequests(r, nowMs, out);
 }
@@ -100,7 +101,7 @@ export function onViewChanged(r: Replica, nowMs: number, out: CoreEffect[]): voi
 /** Two accusations condemn a member (PROTOCOL §10.3): a backup is removed by the primary's
  *  ordered `replica.condemn`; a condemned primary by its successor's, after a sync. */
 export function actOnCondemnation(r: Replica, nowMs: number, out: CoreEffect[]): void {
-  const c = r.diagnosis.condemned();
+  const c = condemned(r.diagnosis);
   if (c === null || r.phase !== 'serving') return;
   if (c.target === r.id) {
     // Two members accuse us, one of them correct: the group removes us whatever we do, and
@@ -235,8 +236,8 @@ export function onStatePart(r: Replica, from: ProcessId, p: PtpPayload, nowMs: n
   out.push({ type: 'replicas', replicas: [...state.replicas], ports: movedPorts(state.group, state.replicas) });
   syncAgents(r, nowMs, out);
   syncLinks(r, nowMs, out);
-  r.diagnosis.newView(nowMs, out);
-  r.diagnosis.ownDigest(state.rsn, digest(r), nowMs, out);
+  diagnosisNewView(r.diagnosis, nowMs, out);
+  ownDigest(r.diagnosis, state.rsn, digest(r), nowMs, out);
   r.change.replaying = true;
   for (const d of r.change.heldWhileInstalling.splice(0)) onDelivery(r, d, nowMs, out);
   r.change.replaying = false;

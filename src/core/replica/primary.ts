@@ -3,6 +3,7 @@
 // WRAPPER-MSG and is executed here at once. Agents' requests are taken in CSN order (later ones
 // are held back until the missing one comes); operators' are taken once per nonce. The primary
 // also runs the task clock, and judges a backup's confirmation another backup shows it.
+import { accuse } from '../diagnosis.ts';
 import { MAX_HOLDBACK_PER_AGENT, MAX_ORDER_AHEAD } from '../constants.ts';
 import { bytesEqual } from '../bytes.ts';
 import { countDrop } from '../result.ts';
@@ -115,7 +116,7 @@ export function onOrderClaim(r: Replica, from: ProcessId, c: Extract<PtpPayload,
     return;
   }
   if (bytesEqual(c.digest, mine)) return;
-  r.diagnosis.accuse(c.claimant, 'order.lie', `${c.claimant} confirmed rsn ${c.rsn} with a digest of no order of ours (${from} showed its signed claim)`, nowMs, out);
+  accuse(r.diagnosis, c.claimant, 'order.lie', `${c.claimant} confirmed rsn ${c.rsn} with a digest of no order of ours (${from} showed its signed claim)`, nowMs, out);
   actOnCondemnation(r, nowMs, out);
 }
 

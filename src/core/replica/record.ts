@@ -11,7 +11,7 @@
 // does (an executed input may change the view, which orders the requests forwarded meanwhile),
 // so their imports form cycles inside this directory; nothing runs when a module loads.
 import { type DropCode } from '../result.ts';
-import { createDiagnosis, type Diagnosis } from '../diagnosis.ts';
+import { accuse, createDiagnosis, reportInitiation, type Diagnosis } from '../diagnosis.ts';
 import { createFreshness, type Freshness } from '../freshness.ts';
 import { createStateTransfer, type StateTransfer } from '../state-transfer.ts';
 import { needsTicks } from '../cluster-state.ts';
@@ -156,10 +156,10 @@ export function suspect(r: Replica, out: CoreEffect[], target: ProcessId | null,
   r.suspicions++;
   out.push({ type: 'suspect', target, reason, detail });
   out.push({ type: 'log', level: 'warn', event: 'replica.suspect', fields: { target, reason, detail, rsn: r.state.rsn } });
-  const accuse = ACCUSING[reason];
-  if (accuse !== undefined && target !== null) r.diagnosis.accuse(target, accuse, detail, r.lastNowMs, out);
+  const accusation = ACCUSING[reason];
+  if (accusation !== undefined && target !== null) accuse(r.diagnosis, target, accusation, detail, r.lastNowMs, out);
   else if (reason === 'digest.mismatch' || reason === 'error.report') {
-    r.diagnosis.report(reason === 'error.report' ? 'agent.reports' : 'equivocation', target, detail, r.lastNowMs, out);
+    reportInitiation(r.diagnosis, reason === 'error.report' ? 'agent.reports' : 'equivocation', target, detail, r.lastNowMs, out);
   }
 }
 

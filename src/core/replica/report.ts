@@ -1,6 +1,7 @@
 // What a replica tells the outside (docs/PROTOCOL.md §7, §10.9, §10.11, §10.12): its status for
 // `trine status` and `trine ps`, the journal of applied task events, the task journal it writes
 // to disk and sends the watchdog, and the cluster shutdown it carries out once ordered.
+import { diagnosisHistory } from '../diagnosis.ts';
 import { JOURNAL_RESEND_MS, MAX_JOURNAL_ITEM_BYTES, SHUTDOWN_LINGER_MAX_MS, SHUTDOWN_NOTICE_MS } from '../constants.ts';
 import { toHex } from '../hex.ts';
 import { addedAmong, movedPorts } from '../group-view.ts';
@@ -67,7 +68,7 @@ export function status(r: Replica, nowMs: number): ReplicaStatus {
       health: health(heard.get(a.id)),
     })),
     suspicions: r.suspicions, drops: { ...r.drops },
-    view: state.group.view, members: [...state.replicas], phase: r.change.sync !== null ? 'syncing' : r.phase, diagnosis: r.diagnosis.history(),
+    view: state.group.view, members: [...state.replicas], phase: r.change.sync !== null ? 'syncing' : r.phase, diagnosis: diagnosisHistory(r.diagnosis),
     memberNodes: Object.fromEntries(state.group.replicaNodes), retired: [...state.group.retired], ports: movedPorts(state.group, state.replicas),
     added: spareKeysOf(r, state.replicas).map((x) => ({ ...x, publicKey: toHex(x.publicKey) })),
     replacement: state.group.recovery === null ? null : { id: state.group.recovery.id, node: state.group.recovery.node, tried: [...state.group.recovery.tried] },
