@@ -81,7 +81,11 @@ describe('issue 14 item 4: the watchdog has a supervisor', () => {
     expect(await supervisor.exited).toBe(0);
     expect(isAlive(second)).toBe(false);
     expect(existsSync(supervisedPidFile(dir, 'scc'))).toBe(false);
-    expect(lines('scc').filter((e) => e['event'] === 'exit').map((e) => e['code'])).toEqual([0]);
+    // The watchdog exits 0 on the SIGTERM; one that has not within WATCHDOG_STOP_GRACE_MS (a
+    // loaded machine: CI runs this beside the simulator's slices) is SIGKILLed, which the
+    // supervisor logs, and then it logs no exit of its own.
+    const killed = lines('scc-supervisor').some((e) => e['event'] === 'child.kill' && e['childPid'] === second);
+    expect(lines('scc').filter((e) => e['event'] === 'exit').map((e) => e['code'])).toEqual(killed ? [] : [0]);
   });
 
   it('a hung watchdog (SIGSTOP) is SIGKILLed once its heartbeats have stopped for WATCHDOG_HEARTBEAT_TIMEOUT_MS, and replaced', { timeout: 120_000 }, async () => {
