@@ -51,6 +51,13 @@ let equivalents = 0;
 /** `part` of `whole` as a percentage with one decimal, or a dash for none. */
 const pct = (part: number, whole: number): string => (whole === 0 ? '—' : `${((100 * part) / whole).toFixed(1)}%`);
 const isEquivalent = (why: string | undefined): boolean => why !== undefined && why.startsWith('Equivalent') && !why.startsWith('Equivalent but for memory');
+/** Whether the file still has the source its last run saw: its figures and line numbers are that
+ *  source's, kept until a run covers the file again. */
+function sinceRun(file: string): string {
+  const path = `${root}${file}`;
+  if (!existsSync(path)) return ' (gone since its run: moved or removed)';
+  return readFileSync(path, 'utf8') === report.files[file]?.source ? '' : ' (edited since its run)';
+}
 for (const file of Object.keys(report.files).sort()) {
   const ms = report.files[file]?.mutants ?? [];
   const d = ms.filter((m) => DETECTED.has(m.status)).length;
@@ -62,7 +69,7 @@ for (const file of Object.keys(report.files).sort()) {
   const explained = u.filter((m) => equivalent[keyOf(file, lines, m)] !== undefined).length;
   const eq = u.filter((m) => isEquivalent(equivalent[keyOf(file, lines, m)])).length;
   equivalents += eq;
-  rows.push(`| \`${file}\` | ${d + u.length} | ${d} | ${u.length} | ${explained} | ${eq} | ${pct(d, d + u.length)} | ${pct(d, d + u.length - eq)} |`);
+  rows.push(`| \`${file}\`${sinceRun(file)} | ${d + u.length} | ${d} | ${u.length} | ${explained} | ${eq} | ${pct(d, d + u.length)} | ${pct(d, d + u.length - eq)} |`);
   for (const m of u.sort((a, b) => a.location.start.line - b.location.start.line)) {
     const key = keyOf(file, lines, m);
     used.add(key);
@@ -114,6 +121,10 @@ one whose explanation shows that no test can tell it from the original (it start
 those that differ only in memory use are counted as not equivalent): the second figure is the
 textbook mutation score, killed / (mutants − equivalent). The issue's bar (90% per safety file)
 is read on it, and every undetected mutant, equivalent or not, is listed below with its reason.
+
+A file marked "edited since its run" or "gone since its run" keeps the figures, line numbers and
+reasons of the source its last run saw (stored in the incremental report) until a run covers it
+again.
 
 | file | mutants | detected | undetected | of which explained | of which equivalent | score | score without equivalents |
 |---|---:|---:|---:|---:|---:|---:|---:|
