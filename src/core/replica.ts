@@ -71,7 +71,7 @@ export function createReplica(opts: ReplicaOptions): ReplicaCore {
 
 /** The first step: links, heartbeats and checks start; a replacement asks every member for the
  *  state (PROTOCOL §10.6). */
-function start(r: Replica, nowMs: number, out: CoreEffect[]): void {
+export function firstStep(r: Replica, nowMs: number, out: CoreEffect[]): void {
   r.started = true;
   r.startedAtMs = nowMs;
   startLinks(r.links, nowMs, out);
@@ -90,7 +90,7 @@ export function step(r: Replica, input: CoreInput): CoreEffect[] {
   r.lastNowMs = nowMs;
   if (r.phase === 'retired') return out; // condemned or abandoned: silent until its agent kills it
   if (pausedMs > r.t.replicaHeartbeatMs) afterLocalPause(r, pausedMs, nowMs, out);
-  if (!r.started) start(r, nowMs, out);
+  if (!r.started) firstStep(r, nowMs, out);
   switch (input.type) {
     case 'tick':
       break;

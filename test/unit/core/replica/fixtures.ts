@@ -1,5 +1,5 @@
 // Shared by the unit tests of the replica's parts (src/core/replica/): one replica's state record,
-// made by createReplicaRecord and started as ../../../../src/core/replica.ts starts it, whose
+// made by createReplicaRecord and started by replica.ts's firstStep, whose
 // verbs a test calls by hand at exact times, as test/unit/core/link.test.ts steps two links. The
 // helpers read back what a peer would observe: the sends (and the lane-0 payloads inside them),
 // the suspicions, the logs, and the status.
@@ -8,8 +8,9 @@ import { DEFAULT_TIMING } from '../../../../src/core/constants.ts';
 import { createLinks, linkReceive, startLinks } from '../../../../src/core/link.ts';
 import type { CoreEffect, Membership } from '../../../../src/core/node.ts';
 import type { ProcessId } from '../../../../src/core/ports.ts';
+import { firstStep } from '../../../../src/core/replica.ts';
 import { createReplicaRecord, type Replica } from '../../../../src/core/replica/record.ts';
-import { onHeartbeat, startDetector } from '../../../../src/core/replica/failure-detector.ts';
+import { onHeartbeat } from '../../../../src/core/replica/failure-detector.ts';
 import { order } from '../../../../src/core/replica/primary.ts';
 import { onConfirmation, onOrderedRequest } from '../../../../src/core/replica/backup.ts';
 import { pack, signCG } from '../../../../src/core/wire/frame.ts';
@@ -28,14 +29,11 @@ export const hash = (d: Uint8Array): Uint8Array => new Uint8Array(createHash('sh
 export const record = (id: ProcessId): Replica =>
   createReplicaRecord({ id, membership, hash, inc: 1, signer: hmacSigner(id), verifier: hmacVerifier(['r1', 'r2', 'r3', 'a1', 'a4', 'scc', 'op']) });
 
-/** Replica `id` started at `nowMs` as replica.ts's first step starts it (links, detector), with
+/** Replica `id` started at `nowMs` by its first step (firstStep: links, detector), with
  *  sessions open to `peers`: what it sends them on lane 0 then leaves at once as `send` effects. */
 export function started(id: ProcessId, peers: readonly ProcessId[] = [], nowMs = 0): Replica {
   const r = record(id);
-  r.started = true;
-  r.startedAtMs = nowMs;
-  startLinks(r.links, nowMs, []);
-  startDetector(r.detector, r, nowMs);
+  firstStep(r, nowMs, []);
   for (const p of peers) connect(r, p, nowMs);
   return r;
 }
