@@ -5,6 +5,7 @@
 // group at the same RSN and sends the agents the same `replicas`, `replica.spawn` and
 // `replica.kill` commands. Pure: no clock, no I/O.
 import { REPLICA_COUNT } from './constants.ts';
+import { assert } from './result.ts';
 import type { ProcessId } from './ports.ts';
 import type { AccuseReason, AddedReplica, ErrorReportKind, GroupCommand, MovedPort, SignedAccusation } from './wire/messages.ts';
 
@@ -187,7 +188,9 @@ function placeRecovery(ctx: GroupContext, g: GroupView, replicas: ProcessId[], p
     if (pick !== undefined) r.tried = [];
   }
   if (pick === undefined) return;
-  r.id = find(ctx, g, replicas, pick.node) as ProcessId;
+  const id = find(ctx, g, replicas, pick.node);
+  assert(id !== undefined, `node ${pick.node} was picked for holding a spare id`); // eligible: withSpare(find)
+  r.id = id;
   r.node = pick.node;
   r.sinceTick = ctx.tick;
   r.tried.push(pick.node);
@@ -211,7 +214,13 @@ function retire(ctx: GroupContext, g: GroupView, id: ProcessId, out: ViewChange)
 export function applyCondemn(ctx: GroupContext, g: GroupView, target: ProcessId, reason: AccuseReason): ViewChange {
   const out: ViewChange = { replicas: ctx.replicas, primary: ctx.primary, commands: [], events: [] };
   const replicas = ctx.replicas.filter((r) => r !== target);
-  const primary = target === ctx.primary ? (successor(ctx.replicas, target) as ProcessId) : ctx.primary;
+  let primary = ctx.primary;
+  if (target === ctx.primary) {
+    const next = successor(ctx.replicas, target);
+    // Two other members accused it (PROTOCOL §10.3): the group has more than the target.
+    assert(next !== undefined, `the condemned primary ${target} has no successor`);
+    primary = next;
+  }
   const condemnedNode = g.replicaNodes.get(target);
   g.view++;
   g.reports = new Map();

@@ -4,7 +4,8 @@
 // distinct members sent for that RSN: with at most one faulty member, two matching digests
 // include a correct one, so a faulty member can neither forge the state nor block the transfer
 // (the correct member's copy completes too). Pure: no clock, no I/O.
-import { bytesEqual } from './bytes.ts';
+import { bytesEqual, concatBytes } from './bytes.ts';
+import { assert } from './result.ts';
 import { MAX_STATE_CHUNK_BYTES, MAX_STATE_CHUNKS, QUORUM } from './constants.ts';
 import type { Hash, ProcessId } from './ports.ts';
 import type { PtpPayload } from './wire/messages.ts';
@@ -51,11 +52,14 @@ export function createStateTransfer(hash: Hash, members: () => readonly ProcessI
     ready(): { rsn: number; bytes: Uint8Array } | null {
       for (const c of copies.values()) {
         if (c.have !== c.count) continue;
-        const bytes = Buffer.concat(c.parts as Uint8Array[]);
+        // Every index has its part: `have` counts the distinct indexes received.
+        const parts = c.parts.filter((x): x is Uint8Array => x !== undefined);
+        assert(parts.length === c.count, `state copy of rsn ${c.rsn}: ${parts.length} parts of ${c.count}`);
+        const bytes = concatBytes(parts);
         const h = hash(bytes);
         let vouching = 0;
         for (const d of digests.values()) if (d.rsn === c.rsn && bytesEqual(d.digest, h)) vouching++;
-        if (vouching >= QUORUM) return { rsn: c.rsn, bytes: new Uint8Array(bytes) };
+        if (vouching >= QUORUM) return { rsn: c.rsn, bytes };
       }
       return null;
     },
