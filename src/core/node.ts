@@ -30,7 +30,9 @@ export type Membership = {
   timing: Timing;
 };
 
-export type CoreInput =
+/** What every core takes (docs/ARCHITECTURE.md §2): the driver's wake-up, frames, the
+ *  transport's hints and a plain lane-0 message to send. */
+export type BaseInput =
   | { type: 'tick'; nowMs: number }
   /** A frame that decoded and verified; `raw`: its bytes, kept by a replica as evidence of what
    *  the sender signed (PROTOCOL §10.2 equivocation). */
@@ -40,16 +42,27 @@ export type CoreInput =
   /** The transport to a peer came up or went down (a hint; the protocol does not rely on it). */
   | { type: 'transport.up'; nowMs: number; peer: ProcessId }
   | { type: 'transport.down'; nowMs: number; peer: ProcessId }
-  /** Agent only: send a request to the manager group (spec §3.6 G6). */
-  | { type: 'request'; nowMs: number; request: AgentRequest }
   /** Send a plain point-to-point message on lane 0 (spec §9.2 A15). */
-  | { type: 'notice'; nowMs: number; to: ProcessId; text: string }
-  /** Watchdog only, after a cluster reset: the task journals found on the nodes' disks, raw
-   *  (src/core/task-journal.ts), each with where it was read from (PROTOCOL §10.9). */
-  | { type: 'restore.load'; nowMs: number; journals: { source: string; data: Uint8Array }[] }
-  /** Agents: the group as two replicas reported it alike in their status (PROTOCOL §10.7), which
-   *  a new incarnation asks for while it runs; taken like a delivered `replicas` command. */
+  | { type: 'notice'; nowMs: number; to: ProcessId; text: string };
+
+/** A replica takes the base inputs only. */
+export type ReplicaInput = BaseInput;
+
+/** The agent's: its requests to the group, and the group as the replicas' status showed it. */
+export type AgentInput =
+  | BaseInput
+  /** Send a request to the manager group (spec §3.6 G6). */
+  | { type: 'request'; nowMs: number; request: AgentRequest }
+  /** The group as two replicas reported it alike in their status (PROTOCOL §10.7), which a new
+   *  incarnation asks for while it runs; taken like a delivered `replicas` command. */
   | { type: 'group'; nowMs: number; view: number; primary: ProcessId; replicas: ProcessId[]; ports: MovedPort[]; added: AddedReplica[] };
+
+/** The watchdog's: after a cluster reset, the task journals found on the nodes' disks, raw
+ *  (src/core/task-journal.ts), each with where it was read from (PROTOCOL §10.9). */
+export type WatchdogInput = BaseInput | { type: 'restore.load'; nowMs: number; journals: { source: string; data: Uint8Array }[] };
+
+/** Any core's input: what a driver that serves every kind of core passes on. */
+export type CoreInput = ReplicaInput | AgentInput | WatchdogInput;
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
@@ -106,9 +119,11 @@ export type SuspectReason =
 
 /** A protocol core as the shell drives it. `step` owns and mutates the core's state; the core
  *  has no clock, no I/O and no randomness of its own (STYLE.md 1). */
-export interface Core {
+export interface Core<I extends { type: string; nowMs: number } = CoreInput> {
   readonly id: ProcessId;
-  step(input: CoreInput): CoreEffect[];
+  /** Each core takes its own inputs (`I`): a driver that passes another core's has a wiring
+   *  fault, which the core's exhaustive switch turns into an InvariantError. */
+  step(input: I): CoreEffect[];
   /** The earliest time at which a `tick` has something to do, or null. */
   nextWakeMs(): number | null;
 }

@@ -8,11 +8,11 @@
 // record and the parts are in ./replica/, listed in record.ts) and runs the timers in a fixed
 // order. The driver stamps each input with nowMs and asks nextWakeMs when to step again.
 import { diagnosisNextWakeMs, diagnosisTimers } from './diagnosis.ts';
-import { countDrop } from './result.ts';
+import { countDrop, unreachable } from './result.ts';
 import { toHex } from './hex.ts';
 import { admitChallenge, issueChallenge } from './freshness.ts';
 import { flushAcks, linkNextWakeMs, linkReceive, linkSend, linkTimers, startLinks } from './link.ts';
-import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
+import type { Core, CoreEffect, Membership, ReplicaInput } from './node.ts';
 import type { Hash, ProcessId, Signer, Verifier } from './ports.ts';
 import type { ReplicatedState } from './replicated-state.ts';
 import type { ClusterView, DaemonReport, ReplicaStatus } from './status.ts';
@@ -39,7 +39,7 @@ export type ReplicaOptions = {
   daemon?: () => DaemonReport;
 };
 
-export type ReplicaCore = Core & {
+export type ReplicaCore = Core<ReplicaInput> & {
   status(nowMs: number): ReplicaStatus;
   /** Serving, a replacement installing the state, aligning after the primary was condemned,
    *  or retired (PROTOCOL §10). */
@@ -83,7 +83,7 @@ export function firstStep(r: Replica, nowMs: number, out: CoreEffect[]): void {
   startDetector(r.detector, r, nowMs);
 }
 
-export function step(r: Replica, input: CoreInput): CoreEffect[] {
+export function step(r: Replica, input: ReplicaInput): CoreEffect[] {
   const out: CoreEffect[] = [];
   const nowMs = input.nowMs;
   const pausedMs = r.started ? nowMs - r.lastNowMs : 0;
@@ -103,23 +103,14 @@ export function step(r: Replica, input: CoreInput): CoreEffect[] {
     case 'dropped':
       countDrop(r.drops, input.code);
       break;
-    case 'request':
-      out.push({ type: 'log', level: 'warn', event: 'request.ignored', fields: { why: 'replicas do not send agent requests' } });
-      break;
-    case 'restore.load':
-    case 'group':
-      countDrop(r.drops, 'UNEXPECTED'); // the watchdog's and the agents' inputs (PROTOCOL §10.9, §10.7)
-      break;
     case 'notice':
       linkSend(r.links, input.to, 0, { type: 'notice', text: input.text }, nowMs, out);
       break;
     case 'frame':
       for (const item of input.frame.items) onItem(r, input.frame.from, item, input.raw, nowMs, out);
       break;
-    default: {
-      const never: never = input;
-      return never;
-    }
+    default:
+      return unreachable(input);
   }
   timers(r, nowMs, out);
   flushAcks(r.links, out, (peer) => csnMark(r, peer), nowMs);

@@ -8,7 +8,7 @@ import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
 import {
   admitChallenge, CHALLENGE_TTL_MS, createFreshness, issueChallenge, MAX_CHALLENGES_PER_SENDER,
 } from '../../../src/core/freshness.ts';
-import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
+import type { CoreEffect, Membership, ReplicaInput } from '../../../src/core/node.ts';
 import { createReplica } from '../../../src/core/replica.ts';
 import type { DaemonReport } from '../../../src/core/status.ts';
 import { pack, unpack } from '../../../src/core/wire/frame.ts';
@@ -61,7 +61,7 @@ describe('a replica answers status only to a fresh query (issue 14 item 7, PROTO
   const hash = (d: Uint8Array) => new Uint8Array(createHash('sha256').update(d).digest());
   const replica = (inc: number) =>
     createReplica({ id: 'r1', membership, hash, inc, signer: hmacSigner('r1'), verifier: hmacVerifier(['r1', 'r2', 'r3', 'a1', 'op', 'scc']) });
-  const frame = (from: string, nowMs: number, ...items: Item[]): CoreInput => ({ type: 'frame', nowMs, frame: { from, to: 'r1', items } });
+  const frame = (from: string, nowMs: number, ...items: Item[]): ReplicaInput => ({ type: 'frame', nowMs, frame: { from, to: 'r1', items } });
   /** What the step answered: status and challenges (not the link's own hellos and heartbeats). */
   const answers = (effects: CoreEffect[]) =>
     effects.flatMap((e) => (e.type === 'send' && (e.item.type === 'status.reply' || e.item.type === 'challenge') ? [[e.to, e.item.type]] : []));

@@ -4,7 +4,7 @@
 import { createHmac } from 'node:crypto';
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
 import { createAgent, type AgentCore } from '../../../src/core/agent.ts';
-import type { CoreEffect, Membership } from '../../../src/core/node.ts';
+import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
 import type { ProcessId, Signer, Verifier } from '../../../src/core/ports.ts';
 import { createReplica, type ReplicaCore } from '../../../src/core/replica.ts';
 import { Shell } from '../../../src/core/shell.ts';
@@ -68,8 +68,10 @@ export function makeCluster(nAgents = 2, opts: { latencyMs?: number; spares?: Pr
       },
     });
     // Apply filters before signing by wrapping the core's step.
-    const step = core.step.bind(core);
-    (core as { step: typeof core.step }).step = (input) =>
+    // The harness routes each core only its own inputs; the wrapper passes on whatever it gets.
+    type AnyStep = (input: CoreInput) => CoreEffect[];
+    const step = core.step.bind(core) as AnyStep;
+    (core as unknown as { step: AnyStep }).step = (input) =>
       step(input).flatMap((e): CoreEffect[] => {
         if (e.type !== 'send') return [e];
         let item: Item | null = e.item;

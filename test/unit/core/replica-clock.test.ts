@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
-import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
+import type { CoreEffect, Membership, ReplicaInput } from '../../../src/core/node.ts';
+import { InvariantError } from '../../../src/core/result.ts';
 import type { ProcessId } from '../../../src/core/ports.ts';
 import { createReplica } from '../../../src/core/replica.ts';
 import type { HeartbeatInfo, Item } from '../../../src/core/wire/messages.ts';
@@ -24,7 +25,7 @@ function driven(id: ProcessId) {
   const r = createReplica({ id, membership, hash, inc: 1, signer: hmacSigner(id), verifier: hmacVerifier(['r1', 'r2', 'r3', 'a1', 'scc', 'op']) });
   const seen: { at: number; effect: CoreEffect }[] = [];
   let counter = 0;
-  const step = (input: CoreInput): CoreEffect[] => {
+  const step = (input: ReplicaInput): CoreEffect[] => {
     const out = r.step(input);
     for (const effect of out) seen.push({ at: input.nowMs, effect });
     return out;
@@ -106,12 +107,12 @@ describe('what a replica makes of its driver\'s inputs and of probes (PROTOCOL Â
     expect(d.r.status(5).drops).toEqual({ SIG_INVALID: 1 });
   });
 
-  it('an agent request handed to a replica is refused with a warning saying why, and counts as no peer\'s drop', () => {
+  it('an agent\'s input is no replica\'s: the types refuse it (typecheck.test.ts), and a driver wired wrong gets an InvariantError, not a silent step', () => {
     const d = driven('r2');
     d.tick(0);
-    d.step({ type: 'request', nowMs: 5, request: { type: 'echo', tag: 'x', fanout: 'self', count: 1, data: new Uint8Array([1]) } });
-    expect(d.seen.filter((s) => s.effect.type === 'log' && s.effect.level === 'warn').map((s) => s.effect.type === 'log' && [s.effect.event, s.effect.fields]))
-      .toEqual([['request.ignored', { why: 'replicas do not send agent requests' }]]);
+    const request = { type: 'request', nowMs: 5, request: { type: 'echo', tag: 'x', fanout: 'self', count: 1, data: new Uint8Array([1]) } } as const;
+    // @ts-expect-error a replica takes ReplicaInput only (issue 16 item 5)
+    expect(() => d.r.step(request)).toThrow(InvariantError);
     expect(d.r.status(5).drops).toEqual({});
   });
 
