@@ -16,13 +16,16 @@
 // standby whose keeper goes away (the channel closes) exits: nobody can promote it.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { createAgent } from '../core/agent.ts';
+import { drainOutbox } from '../core/agent-outbox.ts';
+import { adoptedProcs, recoveredProcs, stepProcs } from '../core/agent-procs.ts';
+import { connectApp } from '../core/agent-procs-app.ts';
 import {
-  createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcOsEvent, type ProcRecord, type ProcRef,
-} from '../core/agent-procs.ts';
-import { MAX_REPORTS_PER_REQUEST, type Timing } from '../core/constants.ts';
+  createAgentProcs, procRecords, type AgentProcs, type AgentProcsEffect, type ProcOsEvent, type ProcRecord, type ProcRef,
+} from '../core/agent-procs-state.ts';
+import type { Timing } from '../core/constants.ts';
 import type { CoreInput, LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
-import type { AgentRequest, GroupCommand, Item, ProcReport } from '../core/wire/messages.ts';
+import type { AgentRequest, GroupCommand, Item } from '../core/wire/messages.ts';
 import { keepAddedReplicas } from '../io/added-replicas.ts';
 import { DEFAULT_AGENT_SLOTS, paths, replicaPool, restrictClusterDir, type ClusterConfig } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
@@ -90,16 +93,12 @@ export class ProcDriver {
   /** Start times by `task/vpid/pid`: keyed by the record, not the pid alone, so a recovered
    *  record and a new child that reused its pid never share one. */
   private readonly startTimes = new Map<string, string | null>();
-  /** Reports waiting for the end of this event-loop turn: they leave as one request. */
-  private readonly outbox: ProcReport[] = [];
   /** The procs file's next content, written once at the end of the turn. */
   private pendingRecords: ProcRecord[] | null = null;
   /** Children forked but not yet reported `os.spawned` to the table, by task/vpid: recorded at
    *  once, so an agent that dies in between leaves them to its successor to adopt, not to leak. */
   private readonly forked = new Map<string, ProcRecord>();
   private flushScheduled = false;
-  /** Signal requests of this turn, sent after the reports of the same turn. */
-  private readonly requests: AgentRequest[] = [];
   /** Per linked process (task/vpid): the secret it must show on the socket. */
   private readonly tokens = new Map<string, string>();
   /** Per linked process (task/vpid): its task's key, handed over in the welcome (PROTOCOL §9.5). */
@@ -170,13 +169,13 @@ export class ProcDriver {
       // Set with the token at spawn, so present whenever authenticate accepted.
       taskKey: (task, vpid) => this.taskKeys.get(`${task}/${vpid}`) ?? null,
       onConnected: (task, vpid, endpoint) => {
-        const r = this.procs.appConnected(task, vpid, endpoint);
+        const r = connectApp(this.procs, task, vpid, endpoint);
         if (!r.ok) this.app?.disconnect(task, vpid, `${task}/${vpid} is not starting on this node`);
         this.run(r.effects);
       },
-      onSignal: (task, vpid, req) => this.run(this.procs.appSignal(task, vpid, req)),
-      onFinalized: (task, vpid) => this.run(this.procs.appFinalized(task, vpid)),
-      onClosed: (task, vpid, clean) => this.run(this.procs.appClosed(task, vpid, clean)),
+      onSignal: (task, vpid, request) => this.run(stepProcs(this.procs, { type: 'app.signal', task, vpid, request })),
+      onFinalized: (task, vpid) => this.run(stepProcs(this.procs, { type: 'app.finalized', task, vpid })),
+      onClosed: (task, vpid, clean) => this.run(stepProcs(this.procs, { type: 'app.closed', task, vpid, clean })),
       log: (event) => this.opts.log('info', `app.${event.type}`, { ...event }),
     });
   }
@@ -202,17 +201,17 @@ export class ProcDriver {
    *  to NODE_SHUTDOWN_GRACE_MS for them to end, SIGKILLs what is left (and any predecessor's
    *  process still on record), then stops acting. Resolves with how many are still alive. */
   async shutdown(rsn: number): Promise<number> {
-    const alive = (): ProcRecord[] => this.procs.records().filter((r) => isSameProcess(r.pid, this.startTimes.get(recordKey(r)) ?? null));
+    const alive = (): ProcRecord[] => procRecords(this.procs).filter((r) => isSameProcess(r.pid, this.startTimes.get(recordKey(r)) ?? null));
     const until = Date.now() + NODE_SHUTDOWN_GRACE_MS;
     while (alive().length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, NODE_SHUTDOWN_POLL_MS));
     if (alive().length > 0) {
-      this.run(this.procs.command({ type: 'node.shutdown', rsn, removed: false }));
+      this.run(stepProcs(this.procs, { type: 'command', command: { type: 'node.shutdown', rsn, removed: false } }));
       for (const r of alive()) this.spawner.killProcess(r.pid, 'SIGKILL');
       const killUntil = Date.now() + NODE_SHUTDOWN_POLL_MS * 10;
       while (alive().length > 0 && Date.now() < killUntil) await new Promise((r) => setTimeout(r, NODE_SHUTDOWN_POLL_MS));
     }
     const left = alive().length;
-    this.writeRecords(this.procs.records().filter((r) => isSameProcess(r.pid, this.startTimes.get(recordKey(r)) ?? null)));
+    this.writeRecords(procRecords(this.procs).filter((r) => isSameProcess(r.pid, this.startTimes.get(recordKey(r)) ?? null)));
     this.stop();
     return left;
   }
@@ -220,21 +219,21 @@ export class ProcDriver {
   onCommand(command: GroupCommand): void {
     if (this.stopped) return;
     if (command.type === 'procs.adopt') {
-      const local = this.procs.recovered().map((r) => ({ ...r, alive: isSameProcess(r.pid, this.startTimes.get(recordKey(r)) ?? null) }));
-      this.run(this.procs.command(command, local));
+      const local = recoveredProcs(this.procs).map((r) => ({ ...r, alive: isSameProcess(r.pid, this.startTimes.get(recordKey(r)) ?? null) }));
+      this.run(stepProcs(this.procs, { type: 'command', command, local }));
       return;
     }
-    this.run(this.procs.command(command));
+    this.run(stepProcs(this.procs, { type: 'command', command }));
   }
 
   /** One task tick: connect timeouts, and the liveness of adopted processes (not our children,
    *  so no exit event will ever come for them). */
   tick(): void {
     if (this.stopped) return;
-    this.run(this.procs.tick());
-    for (const { ref, pid } of this.procs.adopted()) {
+    this.run(stepProcs(this.procs, { type: 'tick' }));
+    for (const { ref, pid } of adoptedProcs(this.procs)) {
       if (!isSameProcess(pid, this.startTimes.get(recordKey({ ...ref, pid })) ?? null)) {
-        this.run(this.procs.os(ref, { type: 'os.exited', code: null, signal: null }));
+        this.run(stepProcs(this.procs, { type: 'os', ref, event: { type: 'os.exited', code: null, signal: null } }));
       }
     }
   }
@@ -244,7 +243,7 @@ export class ProcDriver {
     // The table knows the process from here on (or that it never ran).
     this.forked.delete(`${ref.task}/${ref.vpid}`);
     if (event.type === 'os.spawned') this.startTimes.set(recordKey({ ...ref, pid: event.pid }), procStartTime(event.pid));
-    this.run(this.procs.os(ref, event satisfies ProcOsEvent));
+    this.run(stepProcs(this.procs, { type: 'os', ref, event: event satisfies ProcOsEvent }));
   }
 
   private run(effects: AgentProcsEffect[]): void {
@@ -276,16 +275,15 @@ export class ProcDriver {
           this.kill(e);
           break;
         case 'report':
+          // Queued in the table's outbox: only logged here, and a process that ended loses its
+          // socket credentials.
           this.opts.log(e.report.kind === 'terminatedAbnormally' || e.report.kind === 'spawnFailed' ? 'warn' : 'info', 'proc.report', { ...e.report });
-          this.outbox.push(e.report);
           if (e.report.kind !== 'spawnSucceeded') {
             this.tokens.delete(`${e.report.task}/${e.report.vpid}`);
             this.taskKeys.delete(`${e.report.task}/${e.report.vpid}`);
           }
-          this.scheduleFlush();
           break;
-        case 'request':
-          this.requests.push(e.request);
+        case 'flush':
           this.scheduleFlush();
           break;
         case 'deliver':
@@ -308,7 +306,7 @@ export class ProcDriver {
     }
     // Forks are on record before this turn ends (one write for the batch of spawns).
     if (forked) {
-      this.writeRecords(this.pendingRecords ?? this.procs.records());
+      this.writeRecords(this.pendingRecords ?? procRecords(this.procs));
       this.pendingRecords = null;
     }
   }
@@ -338,11 +336,11 @@ export class ProcDriver {
     }
   }
 
-  /** Reports leave on a later event-loop turn: the table runs inside the core's effect
-   *  dispatch, and feeding the core from there would re-enter it. Everything of one turn goes
-   *  together: the procs file is written once (before the reports), and the reports leave as
-   *  one request each MAX_REPORTS_PER_REQUEST (one signature and one RSN for a burst of spawns:
-   *  measured, a 16-process task cost 16 requests and 16 file writes, bench/tasks.ts). */
+  /** The table's outbox is drained on a later event-loop turn: the table runs inside the core's
+   *  effect dispatch, and feeding the core from there would re-enter it. Everything of one turn
+   *  goes together: the procs file is written once (before the requests: measured, a 16-process
+   *  task cost 16 file writes, bench/tasks.ts), then what the outbox gives, in its order
+   *  (src/core/agent-outbox.ts). */
   private scheduleFlush(): void {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
@@ -353,14 +351,7 @@ export class ProcDriver {
         this.writeRecords(this.pendingRecords);
         this.pendingRecords = null;
       }
-      // Signals first: a process that signals and then dies in the same turn must have its
-      // signals ordered while it is still a member (spec §4.1 (c)). No signal of a turn can
-      // depend on a report of the same turn: a process signals only after its mapping.
-      for (const request of this.requests.splice(0)) this.opts.send(request);
-      const reports = this.outbox.splice(0);
-      for (let i = 0; i < reports.length; i += MAX_REPORTS_PER_REQUEST) {
-        this.opts.send({ type: 'proc.report', reports: reports.slice(i, i + MAX_REPORTS_PER_REQUEST) });
-      }
+      for (const request of drainOutbox(this.procs.outbox)) this.opts.send(request);
     });
   }
 }
@@ -507,7 +498,7 @@ export async function runAgent(
       driver.start();
       void driver.listen().catch((e: Error) => logger.error({ event: 'app.socket.failed', error: e.message }));
       // A predecessor left processes on record: ask the group which are still ours (PROTOCOL §8.6).
-      const resync = driver.procs.recovered().length > 0;
+      const resync = driver.procs.recovered.length > 0;
       pool = replicaPool(cluster.config.membership);
       return createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });
     },

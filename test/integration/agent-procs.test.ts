@@ -14,7 +14,9 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { stopTasks } from '../../cli/down.ts';
 import {
   ADOPTED_EXIT, ADOPTED_EXIT_TERMINATED, EXITED_WHILE_DOWN, RESTARTED_WHILE_SPAWNING,
-} from '../../src/core/agent-procs.ts';
+} from '../../src/core/agent-procs-adopt.ts';
+import { recoveredProcs } from '../../src/core/agent-procs.ts';
+import { procRecords } from '../../src/core/agent-procs-state.ts';
 import type { AgentRequest, ProcReport, ProcSpawn } from '../../src/core/wire/messages.ts';
 import {
   isSameProcess, procStartTime, ProcDriver, readProcsFile,
@@ -146,7 +148,7 @@ describe('ProcDriver with the real spawner', () => {
     await vi.waitFor(() => expect(output('t1', 0)).toContain('ready'), WAIT);
     expect(output('t1', 0).match(/ready/g)).toHaveLength(1);
     expect(reports.filter((r) => r.kind === 'spawnSucceeded')).toHaveLength(1);
-    expect(d.procs.size()).toBe(1);
+    expect(d.procs.entries.size).toBe(1);
   });
 
   it('a start time tells a live process from a reused pid', async () => {
@@ -181,7 +183,7 @@ describe('adoption after a simulated agent restart', () => {
     // The next incarnation reads the procs file; the group lists what it believes runs here:
     // t1/1 never confirmed (pid 0), t3/0 was being spawned, t9/0 is not listed (an orphan).
     const second = driver();
-    expect(second.d.procs.recovered()).toHaveLength(4);
+    expect(recoveredProcs(second.d.procs)).toHaveLength(4);
     second.d.start();
     second.d.onCommand({
       type: 'procs.adopt',
