@@ -1,6 +1,6 @@
 // The agent's report batching (issue 16 item 3): what its process table sends the group, held
 // until the driver's next event-loop turn and then given back in the order and the chunks it goes
-// on the wire. Both drivers (src/daemon/agent.ts, src/sim/tasks.ts) only decide WHEN to drain it
+// on the wire. Both drivers (src/daemon/proc-driver.ts, src/sim/tasks.ts) only decide WHEN to drain it
 // (a later turn, never inside the agent core's step: the requests feed that core); WHAT leaves,
 // in which order and how many per request, is decided here once.
 //   - Signals first: a process that signals and then dies in the same turn must have its signals

@@ -5,7 +5,7 @@
 // spawn, kill, the set of live processes to record, and log lines; what goes back to the group
 // (reports, a linked process's signals) waits in the table's outbox until the driver drains it
 // (src/core/agent-outbox.ts). Pure (STYLE.md 1): no clock, no I/O; the drivers
-// (src/daemon/agent.ts, src/sim/tasks.ts) execute the effects.
+// (src/daemon/proc-driver.ts, src/sim/tasks.ts) execute the effects.
 //
 // The state is one record (src/core/agent-procs-state.ts) and each part of the table is a module
 // of verbs over it: the children and their machines (agent-procs-child.ts, plain mode there),

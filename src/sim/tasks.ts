@@ -491,7 +491,7 @@ export class TaskSim implements NodeHooks {
     this.run(n, stepProcs(procs, { type: 'command', command, local }));
   }
 
-  /** The agent driver's work (src/daemon/agent.ts does the same against the real OS). */
+  /** The agent driver's work (src/daemon/proc-driver.ts does the same against the real OS). */
   private run(n: Node, effects: AgentProcsEffect[]): void {
     const epoch = n.epoch;
     for (const e of effects) {

@@ -1,5 +1,5 @@
 // The agent's process driver with real processes (issue 3 item 2; spec §1.4, §6.3, §7): the
-// real Spawner under the pure process table (src/daemon/agent.ts ProcDriver), the procs file
+// real Spawner under the pure process table (src/daemon/proc-driver.ts ProcDriver), the procs file
 // with start times, adoption by a second driver after a simulated agent restart (survivors
 // adopted and monitored, the dead reported, orphans killed), `trine down`'s task sweep, and the
 // keeper (src/daemon/keeper.ts) restarting a real `trine agent` that was killed or stopped
@@ -18,9 +18,8 @@ import {
 import { recoveredProcs } from '../../src/core/agent-procs.ts';
 import { procRecords } from '../../src/core/agent-procs-state.ts';
 import type { AgentRequest, ProcReport, ProcSpawn } from '../../src/core/wire/messages.ts';
-import {
-  isSameProcess, procStartTime, ProcDriver, readProcsFile,
-} from '../../src/daemon/agent.ts';
+import { isSameProcess, procStartTime, readProcsFile } from '../../src/daemon/agent.ts';
+import { ProcDriver } from '../../src/daemon/proc-driver.ts';
 import { agentPidFile, readAgentPid } from '../../src/daemon/keeper.ts';
 import {
   allocatePorts, clusterIds, generateClusterKeys, isClusterProcess, paths, planCluster, writeClusterConfig,
