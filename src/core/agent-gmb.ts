@@ -6,6 +6,7 @@
 import { MAX_GMB_ENTRIES, QUORUM, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
 import { linkOweGroupAck, peerJudged } from './link.ts';
 import type { CoreEffect } from './node.ts';
+import { assert } from './result.ts';
 import type { ProcessId } from './ports.ts';
 import type { ErrorReportKind, GroupBody } from './wire/messages.ts';
 import { sendRequest } from './agent-requests.ts';
@@ -35,11 +36,12 @@ export function groupRoom(s: AgentState, from: ProcessId, body: GroupBody): bool
  *  finish delivered entries only): the group-ack mark moves over it once every GSSN before it
  *  is finished too. */
 export function finish(s: AgentState, e: Entry, nowMs: number): void {
+  assert(e.delivered, 'only a delivered entry is finished');
   forget(s, e);
   s.finished.add(e.gssn);
   let advanced = false;
-  while (s.awaitingCompletion.length > 0 && s.finished.has(s.awaitingCompletion[0] as number)) {
-    const g = s.awaitingCompletion.shift() as number;
+  for (let g = s.awaitingCompletion[0]; g !== undefined && s.finished.has(g); g = s.awaitingCompletion[0]) {
+    s.awaitingCompletion.shift();
     s.finished.delete(g);
     s.gssnAcked = g;
     advanced = true;

@@ -116,5 +116,6 @@ export function applyGroup(
     completeEntry(s, e);
     if (e.delivered && e.gssn !== delivering) finish(s, e, nowMs);
   }
+  assert(s.replicas.includes(s.primary), 'the primary is a member of the group');
   if (primaryChanged) resendToPrimary(s, nowMs, out);
 }

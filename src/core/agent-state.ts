@@ -8,7 +8,7 @@ import { PRIMARY_RETRIES_BEFORE_FALLBACK, type Timing } from './constants.ts';
 import { createLinks, type Links } from './link.ts';
 import type { Membership } from './node.ts';
 import type { ProcessId, Signer } from './ports.ts';
-import type { DropCode } from './result.ts';
+import { assert, type DropCode } from './result.ts';
 import type { ErrorReportKind, GroupMsgGC, SignedCG } from './wire/messages.ts';
 
 export type AgentOptions = {
@@ -120,10 +120,12 @@ export function createAgentState(opts: AgentOptions): AgentState {
   const m = opts.membership;
   const known = opts.group !== undefined && opts.group.replicas.includes(opts.group.primary) ? opts.group : null;
   const replicas = [...(known?.replicas ?? m.replicas)];
+  const primary = known?.primary ?? replicas[0];
+  assert(primary !== undefined && replicas.includes(primary), 'the group an agent starts from has its primary among its members');
   return {
     id: opts.id, inc: opts.inc, slots: opts.slots, resync: opts.resync ?? false, signer: opts.signer, timing: m.timing,
     links: createLinks(opts.id, opts.inc, m.timing, replicas),
-    replicas, primary: known?.primary ?? (replicas[0] as ProcessId), view: known?.view ?? 0,
+    replicas, primary, view: known?.view ?? 0,
     started: false, startedAtMs: 0, terminated: null,
     csnSent: 0, csnAcked: 0, csnAckBy: new Map(),
     gssnDelivered: 0, gssnAcked: 0, gmb: new Map(), awaitingCompletion: [], finished: new Set(), ready: new Map(),
