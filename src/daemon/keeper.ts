@@ -1,7 +1,7 @@
 // `trine keeper`: the Agent-Keeper (spec §1.4): a very small process that runs its node's agent
 // as a child, watches its heartbeats over the IPC channel, and replaces it when it exits or when
 // the heartbeats stop. The replacement is a new incarnation; it adopts the task processes that
-// survived (src/daemon/agent.ts, PROTOCOL §8.6).
+// survived (src/daemon/proc-driver.ts, PROTOCOL §8.6).
 //
 // Warm standby. Starting a TypeScript process through tsx costs about a second, more than the
 // group takes to declare a silent node failed (≈ 400 ms, PROTOCOL §8.4): a cold restart would

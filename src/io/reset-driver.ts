@@ -17,7 +17,7 @@
 // `cluster.json` may choose one with a top-level `"resetDriver": "local" | "log" | "command"`.
 //
 // Limits of `local`: it finds task processes through the procs file, which the agent writes in
-// the same event-loop turn as its forks (src/daemon/agent.ts), so only a process whose fork and
+// the same event-loop turn as its forks (src/daemon/proc-driver.ts), so only a process whose fork and
 // record were cut apart by the agent's death inside that turn would be missed. Nothing else on
 // the node is touched: see LocalResetDriver on replicas.
 //

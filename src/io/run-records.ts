@@ -16,7 +16,7 @@
 // task keys, and the rest is nobody else's business.
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ProcRecord } from '../core/agent-procs.ts';
+import type { ProcRecord } from '../core/agent-procs-state.ts';
 import { excerpt } from '../core/quoted.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { processId, taskId } from '../core/wire/messages.ts';

@@ -34,7 +34,10 @@
 //                     watchdog has no restore pending, and the fresh group holds no task that is
 //                     neither restored from the journals nor submitted by the operator;
 //   and the group layer's invariants, digests equal at equal RSN among them (src/sim/invariants.ts).
-import { createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcRecord, type ProcRef } from '../core/agent-procs.ts';
+import { drainOutbox } from '../core/agent-outbox.ts';
+import { adoptedProcs, recoveredProcs, stepProcs } from '../core/agent-procs.ts';
+import { connectApp } from '../core/agent-procs-app.ts';
+import { createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcRecord, type ProcRef } from '../core/agent-procs-state.ts';
 import type { Timing } from '../core/constants.ts';
 import type { CoreEffect } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
@@ -43,7 +46,7 @@ import type { ClusterView } from '../core/status.ts';
 import type { WatchdogStatus } from '../core/watchdog.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../core/signals.ts';
 import type { AgentToProc, Mapping } from '../core/wire/app-wire.ts';
-import type { AgentRequest, Frame, GroupCommand, OperatorRequest, ProcMode, ProcReport, TaskSubmit } from '../core/wire/messages.ts';
+import type { Frame, GroupCommand, OperatorRequest, ProcMode, TaskSubmit } from '../core/wire/messages.ts';
 import type { SpawnerEvent } from '../io/spawner.ts';
 import { checkGroupRequests, type QuorumHeard, type SentRequest } from './group-requests.ts';
 import type { InvariantName } from './invariants.ts';
@@ -111,10 +114,6 @@ type Node = {
   epoch: number;
   /** proc.spawn commands delivered to the current incarnation, by task/vpid: each allows one spawn. */
   allowed: Map<string, number>;
-  /** Reports of this moment, sent together on the next event. */
-  outbox: ProcReport[];
-  /** Signal requests of this moment, sent after the reports. */
-  requests: AgentRequest[];
 };
 
 type Pending = { payload: OperatorRequest; replies: Map<ProcessId, string>; done: ((ok: boolean, text: string) => void) | null };
@@ -166,7 +165,7 @@ export class TaskSim implements NodeHooks {
     for (const a of this.world.membership.agents) {
       this.nodes.set(a.id, {
         agent: a.id, node: a.node, os: new SimSpawner(a.node, this.world.scheduler, this.rng, this.pids), records: [], procs: null,
-        epoch: 0, allowed: new Map(), outbox: [], requests: [],
+        epoch: 0, allowed: new Map(),
       });
     }
     // The watchdog: the real core on its own computer, fed by the replicas (src/sim/sim-watchdog.ts).
@@ -252,7 +251,7 @@ export class TaskSim implements NodeHooks {
     const n = this.node(app.agent);
     if (!app.alive || n.procs === null) return;
     this.sentRequests.push({ era: app.era, task: app.task, vpid: app.vpid, pid: app.pid, signum, dest, arg, epoch, atMs: this.now });
-    this.run(n, n.procs.appSignal(app.task, app.vpid, { signum, dest, arg, epoch }));
+    this.run(n, stepProcs(n.procs, { type: 'app.signal', task: app.task, vpid: app.vpid, request: { signum, dest, arg, epoch } }));
   }
 
   private onDeliver(n: Node, task: string, vpid: number, message: AgentToProc): void {
@@ -444,9 +443,9 @@ export class TaskSim implements NodeHooks {
     const epoch = n.epoch;
     const tick = (): void => {
       if (n.epoch !== epoch || n.procs === null) return;
-      this.run(n, n.procs.tick());
-      for (const { ref, pid } of n.procs.adopted()) {
-        if (!n.os.alive(pid)) this.run(n, n.procs.os(ref, { type: 'os.exited', code: null, signal: null }));
+      this.run(n, stepProcs(n.procs, { type: 'tick' }));
+      for (const { ref, pid } of adoptedProcs(n.procs)) {
+        if (!n.os.alive(pid)) this.run(n, stepProcs(n.procs, { type: 'os', ref, event: { type: 'os.exited', code: null, signal: null } }));
       }
       this.world.scheduler.after(this.timing.taskTickMs, tick);
     };
@@ -459,8 +458,6 @@ export class TaskSim implements NodeHooks {
     if (n === undefined) return;
     n.epoch++;
     n.procs = null;
-    n.outbox = [];
-    n.requests = [];
     n.os.detachObservers();
   }
 
@@ -490,11 +487,11 @@ export class TaskSim implements NodeHooks {
       const k = `${command.task}/${command.vpid}`;
       n.allowed.set(k, (n.allowed.get(k) ?? 0) + 1);
     }
-    const local = procs.recovered().map((r) => ({ ...r, alive: n.os.alive(r.pid) }));
-    this.run(n, procs.command(command, local));
+    const local = recoveredProcs(procs).map((r) => ({ ...r, alive: n.os.alive(r.pid) }));
+    this.run(n, stepProcs(procs, { type: 'command', command, local }));
   }
 
-  /** The agent driver's work (src/daemon/agent.ts does the same against the real OS). */
+  /** The agent driver's work (src/daemon/proc-driver.ts does the same against the real OS). */
   private run(n: Node, effects: AgentProcsEffect[]): void {
     const epoch = n.epoch;
     for (const e of effects) {
@@ -519,7 +516,7 @@ export class TaskSim implements NodeHooks {
               const app = this.apps.get(key);
               if (app !== undefined && app.agent === n.agent) app.alive = false;
             }
-            if (n.epoch === epoch && n.procs !== null) this.run(n, n.procs.os(ref, ev));
+            if (n.epoch === epoch && n.procs !== null) this.run(n, stepProcs(n.procs, { type: 'os', ref, event: ev }));
             if (linked && ev.type === 'os.spawned') {
               const app: SimApp = {
                 task: ref.task, vpid: ref.vpid, agent: n.agent, pid: ev.pid, epoch: 0, mapping: null, mappedEpoch: null, received: [], alive: true, era: this.world.resets, onSignal: null,
@@ -530,7 +527,7 @@ export class TaskSim implements NodeHooks {
               this.allApps.push(app);
               this.world.scheduler.after(APP_CONNECT_MS, () => {
                 if (n.epoch !== epoch || n.procs === null || !n.os.alive(ev.pid)) return;
-                const r = n.procs.appConnected(ref.task, ref.vpid, `sim-${n.node}:${ev.pid}`);
+                const r = connectApp(n.procs, ref.task, ref.vpid, `sim-${n.node}:${ev.pid}`);
                 this.run(n, r.effects);
               });
             }
@@ -541,24 +538,16 @@ export class TaskSim implements NodeHooks {
           this.stats.kills++;
           n.os.killProcess(e.pid, e.signal);
           break;
-        case 'report': {
-          this.stats.reports++;
-          // Not from inside the core's step: on the next event, as the daemon's setImmediate,
-          // every report of this moment in one request.
-          if (n.outbox.length === 0 && n.requests.length === 0) this.world.scheduler.after(0, () => this.flushRequests(n, epoch));
-          n.outbox.push(e.report);
+        case 'report':
+          this.stats.reports++; // queued in the table's outbox
           break;
-        }
+        case 'flush':
+          // Not from inside the core's step: on the next event, as the daemon's setImmediate.
+          this.world.scheduler.after(0, () => this.flushRequests(n, epoch));
+          break;
         case 'records':
           n.records = e.procs;
           break;
-        case 'request': {
-          if (n.requests.length === 0 && n.outbox.length === 0) {
-            this.world.scheduler.after(0, () => this.flushRequests(n, epoch));
-          }
-          n.requests.push(e.request);
-          break;
-        }
         case 'deliver':
           this.onDeliver(n, e.task, e.vpid, e.message);
           break;
@@ -570,14 +559,11 @@ export class TaskSim implements NodeHooks {
     }
   }
 
-  /** What the daemon's setImmediate flush does: this moment's signal requests, then its reports
-   *  in one request. */
+  /** What the daemon's setImmediate flush does: what the table's outbox gives, in its order
+   *  (src/core/agent-outbox.ts). An incarnation that went down meanwhile took its outbox along. */
   private flushRequests(n: Node, epoch: number): void {
-    const reports = n.outbox.splice(0);
-    const requests = n.requests.splice(0);
-    if (n.epoch !== epoch) return;
-    for (const r of requests) this.world.request(n.agent, r);
-    if (reports.length > 0) this.world.request(n.agent, { type: 'proc.report', reports });
+    if (n.epoch !== epoch || n.procs === null) return;
+    for (const r of drainOutbox(n.procs.outbox)) this.world.request(n.agent, r);
   }
 
   /** t.atomic-broadcast (spec §4.1 (b), §9.1 item 54): the processes of a task received the

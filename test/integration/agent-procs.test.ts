@@ -1,5 +1,5 @@
 // The agent's process driver with real processes (issue 3 item 2; spec §1.4, §6.3, §7): the
-// real Spawner under the pure process table (src/daemon/agent.ts ProcDriver), the procs file
+// real Spawner under the pure process table (src/daemon/proc-driver.ts ProcDriver), the procs file
 // with start times, adoption by a second driver after a simulated agent restart (survivors
 // adopted and monitored, the dead reported, orphans killed), `trine down`'s task sweep, and the
 // keeper (src/daemon/keeper.ts) restarting a real `trine agent` that was killed or stopped
@@ -14,11 +14,12 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { stopTasks } from '../../cli/down.ts';
 import {
   ADOPTED_EXIT, ADOPTED_EXIT_TERMINATED, EXITED_WHILE_DOWN, RESTARTED_WHILE_SPAWNING,
-} from '../../src/core/agent-procs.ts';
+} from '../../src/core/agent-procs-adopt.ts';
+import { recoveredProcs } from '../../src/core/agent-procs.ts';
+import { procRecords } from '../../src/core/agent-procs-state.ts';
 import type { AgentRequest, ProcReport, ProcSpawn } from '../../src/core/wire/messages.ts';
-import {
-  isSameProcess, procStartTime, ProcDriver, readProcsFile,
-} from '../../src/daemon/agent.ts';
+import { isSameProcess, procStartTime, readProcsFile } from '../../src/daemon/agent.ts';
+import { ProcDriver } from '../../src/daemon/proc-driver.ts';
 import { agentPidFile, readAgentPid } from '../../src/daemon/keeper.ts';
 import {
   allocatePorts, clusterIds, generateClusterKeys, isClusterProcess, paths, planCluster, writeClusterConfig,
@@ -146,7 +147,7 @@ describe('ProcDriver with the real spawner', () => {
     await vi.waitFor(() => expect(output('t1', 0)).toContain('ready'), WAIT);
     expect(output('t1', 0).match(/ready/g)).toHaveLength(1);
     expect(reports.filter((r) => r.kind === 'spawnSucceeded')).toHaveLength(1);
-    expect(d.procs.size()).toBe(1);
+    expect(d.procs.entries.size).toBe(1);
   });
 
   it('a start time tells a live process from a reused pid', async () => {
@@ -181,7 +182,7 @@ describe('adoption after a simulated agent restart', () => {
     // The next incarnation reads the procs file; the group lists what it believes runs here:
     // t1/1 never confirmed (pid 0), t3/0 was being spawned, t9/0 is not listed (an orphan).
     const second = driver();
-    expect(second.d.procs.recovered()).toHaveLength(4);
+    expect(recoveredProcs(second.d.procs)).toHaveLength(4);
     second.d.start();
     second.d.onCommand({
       type: 'procs.adopt',

@@ -4,6 +4,7 @@
 // processes observe — the broadcasts they receive, in order — then the group and task
 // invariants.
 import { describe, expect, it } from 'vitest';
+import { finalizeApp } from '../../src/core/agent-procs-app.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../../src/core/signals.ts';
 import type { TaskView } from '../../src/core/status.ts';
 import { realCores } from '../../src/sim/cores.ts';
@@ -370,7 +371,7 @@ describe('Ghidrah signals in the simulator (spec §4)', () => {
     s.world.runUntil(s.now + 20);
     // a2 finalizes and exits 0: a normal end, no broadcast of its own.
     const n2 = [...s.nodes.values()].find((n) => n.agent === a2.agent);
-    n2?.procs?.appFinalized('t1', 2);
+    if (n2?.procs != null) finalizeApp(n2.procs, 't1', 2);
     n2?.os.finish(a2.pid, 0);
     s.world.runUntil(s.now + 50);
     [0, 1].forEach((i) => expect(seen(apps[i] as SimApp, m[i])).toEqual(['REP_SYNC(1)']));

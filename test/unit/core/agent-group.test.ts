@@ -5,9 +5,12 @@
 // bench/tasks.ts on namespace hosts: a node reset after the second replacement never ran a task.
 import { describe, expect, it } from 'vitest';
 import { createAgent } from '../../../src/core/agent.ts';
+import { applyGroup, onCopy } from '../../../src/core/agent-group.ts';
+import { sendRequest } from '../../../src/core/agent-requests.ts';
 import { DEFAULT_TIMING, MAX_GMB_ENTRIES } from '../../../src/core/constants.ts';
 import type { CoreEffect, Membership } from '../../../src/core/node.ts';
 import type { GroupCommand, GroupMsgGC, Item } from '../../../src/core/wire/messages.ts';
+import { copyOf, freshAgent } from './agent-state-fixture.ts';
 import { hmacSigner } from './harness.ts';
 
 const membership: Membership = {
@@ -430,5 +433,43 @@ describe('an agent\'s requests and heartbeats (PROTOCOL §5.6, spec §1.3, §3.6
     d.a.step({ type: 'dropped', nowMs: 20, from: 'r1', code: 'SIG_INVALID', detail: '' });
     d.a.step({ type: 'restore.load', nowMs: 20, journals: [] });
     expect(d.a.status(20).drops).toEqual({ SIG_INVALID: 1, UNEXPECTED: 1 });
+  });
+});
+
+describe('the vote and the group change, stepped by hand on the state record (src/core/agent-group.ts)', () => {
+  it('delivers on the second matching copy, finishes on the third, and acknowledges through it', () => {
+    const s = freshAgent();
+    const out: CoreEffect[] = [];
+    onCopy(s, 'r1', copyOf(1, proc(1)), 0, out);
+    expect(s.gssnDelivered).toBe(0);
+    onCopy(s, 'r2', copyOf(1, proc(1)), 1, out);
+    expect(out.filter((e) => e.type === 'deliver.command')).toEqual([{ type: 'deliver.command', gssn: 1, command: proc(1) }]);
+    expect([s.gssnDelivered, s.gssnAcked]).toEqual([1, 0]);
+    onCopy(s, 'r3', copyOf(1, proc(1)), 2, out);
+    expect([s.gssnAcked, s.gmb.size]).toEqual([1, 0]);
+  });
+
+  it('G2 3e: three different copies of one GSSN make two matching impossible: the agent terminates', () => {
+    const s = freshAgent();
+    const out: CoreEffect[] = [];
+    onCopy(s, 'r1', copyOf(1, proc(1)), 0, out);
+    onCopy(s, 'r2', copyOf(1, proc(2)), 0, out);
+    expect(s.terminated).toBeNull();
+    onCopy(s, 'r3', copyOf(1, proc(3)), 0, out);
+    expect(s.terminated).toBe('gssn 1: 3 copies, no 2 match');
+    expect(out.filter((e) => e.type === 'terminate')).toHaveLength(1);
+  });
+
+  it('a group change of a higher view moves the sessions and the primary; a stale one changes nothing', () => {
+    const s = freshAgent();
+    sendRequest(s, { type: 'node.join', slots: 4, resync: false }, 0, []);
+    const change = { type: 'replicas' as const, view: 1, primary: 'r2', replicas: ['r2', 'r3', 'r4'], ports: [], added: [] };
+    const out: CoreEffect[] = [];
+    applyGroup(s, change, 10, out);
+    expect([s.view, s.primary, s.replicas]).toEqual([1, 'r2', ['r2', 'r3', 'r4']]);
+    expect(s.joinedAtGssn.get('r4')).toBe(0);
+    expect(s.pending.get(1)?.sentAtMs).toBe(10); // the unacknowledged request went to the new primary
+    applyGroup(s, { ...change, view: 1, primary: 'r3' }, 20, []);
+    expect(s.primary).toBe('r2');
   });
 });

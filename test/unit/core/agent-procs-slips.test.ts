@@ -5,10 +5,13 @@
 // (docs/PROTOCOL.md §8.5 processes on the agent, §8.6 agent restart, §9.3 the mapping message,
 // §9.4 the local socket). test/unit/core/agent-procs.test.ts holds the main paths.
 import { describe, expect, it } from 'vitest';
+import { drainOutbox } from '../../../src/core/agent-outbox.ts';
+import { adoptedProcs, commandProcs, onProcOs, recoveredProcs, tickProcs } from '../../../src/core/agent-procs.ts';
+import { ADOPTED_EXIT_TERMINATED, EXITED_WHILE_DOWN, LINKED_ORPHANED, RESTARTED_WHILE_SPAWNING } from '../../../src/core/agent-procs-adopt.ts';
+import { closeApp, connectApp, finalizeApp, signalFromApp } from '../../../src/core/agent-procs-app.ts';
 import {
-  ADOPTED_EXIT_TERMINATED, ADOPTED_KILL_GRACE_TICKS, createAgentProcs, EXITED_WHILE_DOWN, LINKED_ORPHANED, RESTARTED_WHILE_SPAWNING,
-  TERMINATE_KILL_GRACE_TICKS, type AgentProcs, type AgentProcsEffect, type ProcRef,
-} from '../../../src/core/agent-procs.ts';
+  ADOPTED_KILL_GRACE_TICKS, createAgentProcs, procRecords, TERMINATE_KILL_GRACE_TICKS, type AgentProcs, type AgentProcsEffect, type ProcRef,
+} from '../../../src/core/agent-procs-state.ts';
 import { DEFAULT_TIMING, MAX_TEXT_CHARS } from '../../../src/core/constants.ts';
 import type { GroupCommand, ProcReport, ProcSignal, ProcSpawn } from '../../../src/core/wire/messages.ts';
 import { agentRequest } from '../../../src/core/wire/messages.ts';
@@ -48,7 +51,7 @@ const fresh = (): AgentProcs => createAgentProcs({ connectTimeoutTicks: TICKS })
 
 /** Spawns `cmd` on `procs`; returns its ref. */
 function spawn(procs: AgentProcs, cmd: ProcSpawn = SPAWN): ProcRef {
-  const ref = of(procs.command(cmd), 'spawn')[0]?.ref;
+  const ref = of(commandProcs(procs, cmd), 'spawn')[0]?.ref;
   if (ref === undefined) throw new Error(`no spawn for ${cmd.task}/${cmd.vpid}`);
   return ref;
 }
@@ -56,22 +59,22 @@ function spawn(procs: AgentProcs, cmd: ProcSpawn = SPAWN): ProcRef {
 /** A plain process of `cmd` running with `pid`. */
 function running(procs: AgentProcs, pid: number, cmd: ProcSpawn = SPAWN): ProcRef {
   const ref = spawn(procs, cmd);
-  procs.os(ref, { type: 'os.spawned', pid });
+  onProcOs(procs, ref, { type: 'os.spawned', pid });
   return ref;
 }
 
 /** A linked process of `cmd` connected (its library said hello) with `pid`. */
 function connected(procs: AgentProcs, pid: number, cmd: ProcSpawn = spawnCmd(LINKED)): ProcRef {
   const ref = running(procs, pid, cmd);
-  if (!procs.appConnected(cmd.task, cmd.vpid, `10.0.0.${cmd.vpid}:5000`).ok) throw new Error('hello refused');
+  if (!connectApp(procs, cmd.task, cmd.vpid, `10.0.0.${cmd.vpid}:5000`).ok) throw new Error('hello refused');
   return ref;
 }
 
 /** An agent whose predecessor left t1/0 (pid 100) running, adopted by a procs.adopt. */
 function adoptedOne(pid = 100) {
   const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't1', vpid: 0, pid }] });
-  const out = procs.command({ type: 'procs.adopt', procs: [{ task: 't1', vpid: 0, pid, linked: false }] }, [{ task: 't1', vpid: 0, pid, alive: true }]);
-  const ref = procs.adopted()[0]?.ref;
+  const out = commandProcs(procs, { type: 'procs.adopt', procs: [{ task: 't1', vpid: 0, pid, linked: false }] }, [{ task: 't1', vpid: 0, pid, alive: true }]);
+  const ref = adoptedProcs(procs)[0]?.ref;
   if (ref === undefined) throw new Error('nothing adopted');
   return { procs, out, ref };
 }
@@ -80,16 +83,16 @@ describe('reports and the procs file (PROTOCOL §8.5)', () => {
   it('a reason of exactly MAX_TEXT_CHARS travels unchanged; one character more is clipped to MAX_TEXT_CHARS with an ellipsis', () => {
     const exact = 'e'.repeat(MAX_TEXT_CHARS);
     const a = fresh();
-    expect(reports(a.os(spawn(a), { type: 'os.forkFailed', error: exact }))[0]?.reason).toBe(exact);
+    expect(reports(onProcOs(a, spawn(a), { type: 'os.forkFailed', error: exact }))[0]?.reason).toBe(exact);
     const b = fresh();
-    const over = reports(b.os(spawn(b), { type: 'os.forkFailed', error: `${exact}x` }))[0]?.reason;
+    const over = reports(onProcOs(b, spawn(b), { type: 'os.forkFailed', error: `${exact}x` }))[0]?.reason;
     expect(over).toBe(`${'e'.repeat(MAX_TEXT_CHARS - 1)}…`);
   });
 
   it('a clipped reason never ends in half a surrogate pair: a path with an emoji at the cut still makes a report the wire encodes', () => {
     const a = fresh();
     const error = `${'e'.repeat(MAX_TEXT_CHARS - 2)}\u{1F600}tail`; // the emoji's halves at MAX_TEXT_CHARS - 2 and - 1
-    const report = reports(a.os(spawn(a), { type: 'os.forkFailed', error }))[0] as ProcReport;
+    const report = reports(onProcOs(a, spawn(a), { type: 'os.forkFailed', error }))[0] as ProcReport;
     expect(report.reason).toBe(`${'e'.repeat(MAX_TEXT_CHARS - 2)}…`);
     expect(() => agentRequest.enc({ type: 'proc.report', reports: [report] })).not.toThrow();
   });
@@ -97,11 +100,11 @@ describe('reports and the procs file (PROTOCOL §8.5)', () => {
   it('a linked process that exits before its hello is spawnFailed with its exit code or signal (PROTOCOL §9.4)', () => {
     const procs = fresh();
     const ref = running(procs, 700, spawnCmd(LINKED));
-    expect(reports(procs.os(ref, { type: 'os.exited', code: 3, signal: null }))).toEqual([
+    expect(reports(onProcOs(procs, ref, { type: 'os.exited', code: 3, signal: null }))).toEqual([
       { task: 't1', vpid: 0, kind: 'spawnFailed', pid: 700, exitCode: 3, signal: null, reason: 'exited before connecting (code 3)', endpoint: '' },
     ]);
     const ref2 = running(procs, 701, spawnCmd({ ...LINKED, vpid: 1 }));
-    expect(reports(procs.os(ref2, { type: 'os.exited', code: null, signal: 'SIGSEGV' }))).toEqual([
+    expect(reports(onProcOs(procs, ref2, { type: 'os.exited', code: null, signal: 'SIGSEGV' }))).toEqual([
       { task: 't1', vpid: 1, kind: 'spawnFailed', pid: 701, exitCode: null, signal: 'SIGSEGV', reason: 'exited before connecting (signal SIGSEGV)', endpoint: '' },
     ]);
   });
@@ -112,17 +115,17 @@ describe('reports and the procs file (PROTOCOL §8.5)', () => {
     running(procs, 14, spawnCmd({ task: 't3', vpid: 0 }));
     running(procs, 12, spawnCmd({ task: 't2', vpid: 10 }));
     running(procs, 11, spawnCmd({ task: 't2', vpid: 2 }));
-    const out = procs.command(spawnCmd({ task: 't2', vpid: 1 })); // no pid yet: not in the file
+    const out = commandProcs(procs, spawnCmd({ task: 't2', vpid: 1 })); // no pid yet: not in the file
     expect(of(out, 'records')).toEqual([]);
     const expected = [{ task: 't1', vpid: 5, pid: 13 }, { task: 't2', vpid: 2, pid: 11 }, { task: 't2', vpid: 10, pid: 12 }, { task: 't3', vpid: 0, pid: 14 }];
-    expect(procs.records()).toEqual(expected);
+    expect(procRecords(procs)).toEqual(expected);
   });
 
   it('a connect timeout of one tick is accepted (the first tick aborts); zero or a fraction is refused at construction', () => {
     const procs = createAgentProcs({ connectTimeoutTicks: 1 });
     const ref = running(procs, 900, spawnCmd(LINKED));
-    expect(kills(procs.tick())).toEqual([{ pid: 900, signal: 'SIGKILL', child: true }]);
-    expect(reports(procs.os(ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }))).toMatchObject([{ kind: 'spawnFailed', reason: 'no connection within 1 ticks' }]);
+    expect(kills(tickProcs(procs))).toEqual([{ pid: 900, signal: 'SIGKILL', child: true }]);
+    expect(reports(onProcOs(procs, ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }))).toMatchObject([{ kind: 'spawnFailed', reason: 'no connection within 1 ticks' }]);
     expect(() => createAgentProcs({ connectTimeoutTicks: 0 })).toThrow();
     expect(() => createAgentProcs({ connectTimeoutTicks: 1.5 })).toThrow();
   });
@@ -132,18 +135,18 @@ describe('spawn (PROTOCOL §8.5, §8.6)', () => {
   it('a duplicate proc.spawn is logged with the state of the live entry: spawning, running or adopted', () => {
     const procs = fresh();
     const ref = spawn(procs);
-    expect(of(procs.command(SPAWN), 'log').map((l) => l.fields)).toEqual([{ task: 't1', vpid: 0, state: 'spawning' }]);
-    procs.os(ref, { type: 'os.spawned', pid: 5 });
-    expect(of(procs.command(SPAWN), 'log').map((l) => l.fields)).toEqual([{ task: 't1', vpid: 0, state: 'running' }]);
+    expect(of(commandProcs(procs, SPAWN), 'log').map((l) => l.fields)).toEqual([{ task: 't1', vpid: 0, state: 'spawning' }]);
+    onProcOs(procs, ref, { type: 'os.spawned', pid: 5 });
+    expect(of(commandProcs(procs, SPAWN), 'log').map((l) => l.fields)).toEqual([{ task: 't1', vpid: 0, state: 'running' }]);
     const { procs: after } = adoptedOne();
-    expect(of(after.command(SPAWN), 'log').map((l) => l.fields)).toEqual([{ task: 't1', vpid: 0, state: 'adopted' }]);
+    expect(of(commandProcs(after, SPAWN), 'log').map((l) => l.fields)).toEqual([{ task: 't1', vpid: 0, state: 'adopted' }]);
   });
 
   it('before procs.adopt only the recorded key waits: another vpid of its task and another task spawn at once', () => {
     const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't1', vpid: 0, pid: 100 }] });
-    expect(of(procs.command(spawnCmd({ vpid: 1 })), 'spawn')).toHaveLength(1);
-    expect(of(procs.command(spawnCmd({ task: 't2' })), 'spawn')).toHaveLength(1);
-    const held = procs.command(SPAWN);
+    expect(of(commandProcs(procs, spawnCmd({ vpid: 1 })), 'spawn')).toHaveLength(1);
+    expect(of(commandProcs(procs, spawnCmd({ task: 't2' })), 'spawn')).toHaveLength(1);
+    const held = commandProcs(procs, SPAWN);
     expect(of(held, 'spawn')).toEqual([]);
     expect(of(held, 'log')).toEqual([{ type: 'log', level: 'warn', event: 'proc.spawn.before-adopt', fields: { task: 't1', vpid: 0 } }]);
   });
@@ -158,23 +161,23 @@ describe('terminate: the SIGKILL grace (PROTOCOL §9.4)', () => {
   it('a child that ignores SIGTERM gets exactly one SIGKILL, on the grace tick: not before, never again', () => {
     const procs = fresh();
     running(procs, 800);
-    expect(kills(procs.command(terminate()))).toEqual([{ pid: 800, signal: 'SIGTERM', child: true }]);
-    for (let i = 1; i < TERMINATE_KILL_GRACE_TICKS; i++) expect(kills(procs.tick())).toEqual([]);
-    expect(kills(procs.tick())).toEqual([{ pid: 800, signal: 'SIGKILL', child: true }]);
-    for (let i = 0; i < 3 * TERMINATE_KILL_GRACE_TICKS; i++) expect(kills(procs.tick())).toEqual([]);
+    expect(kills(commandProcs(procs, terminate()))).toEqual([{ pid: 800, signal: 'SIGTERM', child: true }]);
+    for (let i = 1; i < TERMINATE_KILL_GRACE_TICKS; i++) expect(kills(tickProcs(procs))).toEqual([]);
+    expect(kills(tickProcs(procs))).toEqual([{ pid: 800, signal: 'SIGKILL', child: true }]);
+    for (let i = 0; i < 3 * TERMINATE_KILL_GRACE_TICKS; i++) expect(kills(tickProcs(procs))).toEqual([]);
   });
 
   it('an adopted process terminated twice has had its SIGKILL: no further SIGKILL from the grace', () => {
     const { procs } = adoptedOne();
-    procs.command(terminate());
-    expect(kills(procs.command(terminate()))).toEqual([{ pid: 100, signal: 'SIGKILL', child: false }]);
-    for (let i = 0; i < 3 * ADOPTED_KILL_GRACE_TICKS; i++) expect(kills(procs.tick())).toEqual([]);
+    commandProcs(procs, terminate());
+    expect(kills(commandProcs(procs, terminate()))).toEqual([{ pid: 100, signal: 'SIGKILL', child: false }]);
+    for (let i = 0; i < 3 * ADOPTED_KILL_GRACE_TICKS; i++) expect(kills(tickProcs(procs))).toEqual([]);
   });
 
   it('an adopted process terminated once that then ends is reported as terminated on command (PROTOCOL §8.6)', () => {
     const { procs, ref } = adoptedOne();
-    procs.command(terminate());
-    expect(reports(procs.os(ref, { type: 'os.exited', code: null, signal: null }))).toEqual([
+    commandProcs(procs, terminate());
+    expect(reports(onProcOs(procs, ref, { type: 'os.exited', code: null, signal: null }))).toEqual([
       { task: 't1', vpid: 0, kind: 'terminatedAbnormally', pid: 100, exitCode: null, signal: null, reason: ADOPTED_EXIT_TERMINATED, endpoint: '' },
     ]);
   });
@@ -189,29 +192,29 @@ describe('adoption after an agent restart (PROTOCOL §8.6)', () => {
 
   it('the adoption log names our pid and the group\'s when they differ', () => {
     const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't1', vpid: 0, pid: 100 }] });
-    const out = procs.command({ type: 'procs.adopt', procs: [{ task: 't1', vpid: 0, pid: 99, linked: false }] }, [{ task: 't1', vpid: 0, pid: 100, alive: true }]);
+    const out = commandProcs(procs, { type: 'procs.adopt', procs: [{ task: 't1', vpid: 0, pid: 99, linked: false }] }, [{ task: 't1', vpid: 0, pid: 100, alive: true }]);
     expect(of(out, 'log')[0]).toEqual({ type: 'log', level: 'info', event: 'proc.adopted', fields: { task: 't1', vpid: 0, pid: 100, groupPid: 99 } });
   });
 
   it('a second procs.adopt is logged with the size of its list', () => {
     const { procs } = adoptedOne();
-    const again = procs.command({ type: 'procs.adopt', procs: [{ task: 't1', vpid: 0, pid: 100, linked: false }, { task: 't2', vpid: 0, pid: 0, linked: false }] }, []);
+    const again = commandProcs(procs, { type: 'procs.adopt', procs: [{ task: 't1', vpid: 0, pid: 100, linked: false }, { task: 't2', vpid: 0, pid: 0, linked: false }] }, []);
     expect(of(again, 'log')).toEqual([{ type: 'log', level: 'warn', event: 'procs.adopt.again', fields: { count: 2 } }]);
   });
 
   it('a linked process found alive with a known pid: SIGKILL only, no spawnSucceeded; the grace never kills it again; its end says why', () => {
     const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't1', vpid: 0, pid: 100 }] });
-    const out = procs.command({ type: 'procs.adopt', procs: [{ task: 't1', vpid: 0, pid: 100, linked: true }] }, [{ task: 't1', vpid: 0, pid: 100, alive: true }]);
+    const out = commandProcs(procs, { type: 'procs.adopt', procs: [{ task: 't1', vpid: 0, pid: 100, linked: true }] }, [{ task: 't1', vpid: 0, pid: 100, alive: true }]);
     expect(reports(out)).toEqual([]);
     expect(kills(out)).toEqual([{ pid: 100, signal: 'SIGKILL', child: false }]);
-    for (let i = 0; i < 3 * ADOPTED_KILL_GRACE_TICKS; i++) expect(kills(procs.tick())).toEqual([]);
-    const ref = procs.adopted()[0]?.ref as ProcRef;
-    expect(reports(procs.os(ref, { type: 'os.exited', code: null, signal: null }))).toMatchObject([{ kind: 'terminatedAbnormally', pid: 100, reason: LINKED_ORPHANED }]);
+    for (let i = 0; i < 3 * ADOPTED_KILL_GRACE_TICKS; i++) expect(kills(tickProcs(procs))).toEqual([]);
+    const ref = adoptedProcs(procs)[0]?.ref as ProcRef;
+    expect(reports(onProcOs(procs, ref, { type: 'os.exited', code: null, signal: null }))).toMatchObject([{ kind: 'terminatedAbnormally', pid: 100, reason: LINKED_ORPHANED }]);
   });
 
   it('linked processes found dead are reported like plain ones: never started, or exited while the agent was down; nothing killed', () => {
     const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't1', vpid: 1, pid: 7 }] });
-    const out = procs.command({
+    const out = commandProcs(procs, {
       type: 'procs.adopt',
       procs: [{ task: 't1', vpid: 0, pid: 0, linked: true }, { task: 't1', vpid: 1, pid: 7, linked: true }],
     }, [{ task: 't1', vpid: 1, pid: 7, alive: false }]);
@@ -220,15 +223,15 @@ describe('adoption after an agent restart (PROTOCOL §8.6)', () => {
       { task: 't1', vpid: 1, kind: 'terminatedAbnormally', pid: 7, exitCode: null, signal: null, reason: EXITED_WHILE_DOWN, endpoint: '' },
     ]);
     expect(kills(out)).toEqual([]);
-    expect(procs.size()).toBe(0);
+    expect(procs.entries.size).toBe(0);
   });
 
   it('an adopted process is reported only at its exit: any other OS event about it changes nothing', () => {
     const { procs, ref } = adoptedOne();
     for (const event of [{ type: 'os.spawned', pid: 5 }, { type: 'os.connected' }, { type: 'os.disconnected' }, { type: 'os.forkFailed', error: 'x' }] as const) {
-      expect(procs.os(ref, event)).toEqual([]);
+      expect(onProcOs(procs, ref, event)).toEqual([]);
     }
-    expect(procs.adopted()).toEqual([{ ref, pid: 100 }]);
+    expect(adoptedProcs(procs)).toEqual([{ ref, pid: 100 }]);
   });
 });
 
@@ -236,14 +239,14 @@ describe('adoption: what the operator reads, and stale events (PROTOCOL §8.6)',
   it('a process the group lists that this incarnation already spawned is logged procs.adopt.known with its task and vpid, and left alone', () => {
     const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't1', vpid: 0, pid: 100 }] });
     running(procs, 50, spawnCmd({ vpid: 1 })); // not recorded before: spawned at once
-    const out = procs.command({ type: 'procs.adopt', procs: [{ task: 't1', vpid: 1, pid: 50, linked: false }] }, [{ task: 't1', vpid: 0, pid: 100, alive: true }]);
+    const out = commandProcs(procs, { type: 'procs.adopt', procs: [{ task: 't1', vpid: 1, pid: 50, linked: false }] }, [{ task: 't1', vpid: 0, pid: 100, alive: true }]);
     expect(of(out, 'log').filter((l) => l.event === 'procs.adopt.known')).toEqual([{ type: 'log', level: 'warn', event: 'procs.adopt.known', fields: { task: 't1', vpid: 1 } }]);
     expect(reports(out)).toEqual([]);
   });
 
   it('a process alive here that the group does not list is logged proc.orphan with its task, vpid and pid, and SIGKILLed', () => {
     const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered: [{ task: 't3', vpid: 2, pid: 300 }] });
-    const out = procs.command({ type: 'procs.adopt', procs: [] }, [{ task: 't3', vpid: 2, pid: 300, alive: true }]);
+    const out = commandProcs(procs, { type: 'procs.adopt', procs: [] }, [{ task: 't3', vpid: 2, pid: 300, alive: true }]);
     expect(of(out, 'log')).toEqual([{ type: 'log', level: 'warn', event: 'proc.orphan', fields: { task: 't3', vpid: 2, pid: 300 } }]);
     expect(kills(out)).toEqual([{ pid: 300, signal: 'SIGKILL', child: false }]);
   });
@@ -252,15 +255,15 @@ describe('adoption: what the operator reads, and stale events (PROTOCOL §8.6)',
     it(`an adopted ${linked ? 'linked' : 'plain'} process's end, repeated after its VPID was spawned again (a restart), is stale: the new process is not touched`, () => {
       const recovered = [{ task: 't1', vpid: 0, pid: 100 }, { task: 't1', vpid: 1, pid: 101 }];
       const procs = createAgentProcs({ connectTimeoutTicks: TICKS, recovered });
-      procs.command({ type: 'procs.adopt', procs: recovered.map((r) => ({ ...r, linked })) }, recovered.map((r) => ({ ...r, alive: true })));
-      const old = procs.adopted().find((a) => a.ref.vpid === 0)?.ref as ProcRef;
-      expect(reports(procs.os(old, { type: 'os.exited', code: null, signal: 'SIGKILL' }))).toMatchObject([{ vpid: 0, kind: 'terminatedAbnormally' }]);
+      commandProcs(procs, { type: 'procs.adopt', procs: recovered.map((r) => ({ ...r, linked })) }, recovered.map((r) => ({ ...r, alive: true })));
+      const old = adoptedProcs(procs).find((a) => a.ref.vpid === 0)?.ref as ProcRef;
+      expect(reports(onProcOs(procs, old, { type: 'os.exited', code: null, signal: 'SIGKILL' }))).toMatchObject([{ vpid: 0, kind: 'terminatedAbnormally' }]);
       const again = running(procs, 500); // t1/0 started again
       expect(again.serial).not.toBe(old.serial);
-      const late = procs.os(old, { type: 'os.exited', code: null, signal: 'SIGKILL' });
+      const late = onProcOs(procs, old, { type: 'os.exited', code: null, signal: 'SIGKILL' });
       expect(reports(late)).toEqual([]);
       expect(events(late)).toEqual(['proc.os.stale']);
-      expect(procs.records()).toContainEqual({ task: 't1', vpid: 0, pid: 500 });
+      expect(procRecords(procs)).toContainEqual({ task: 't1', vpid: 0, pid: 500 });
     });
   }
 });
@@ -269,29 +272,31 @@ describe('linked processes and their connections (PROTOCOL §9.3, §9.4)', () =>
   it('a plain process has no connection: signals and mappings are undeliverable, its signals refused, a close kills nothing', () => {
     const procs = fresh();
     running(procs, 50);
-    const sig = procs.command(signalCmd([0]));
+    const sig = commandProcs(procs, signalCmd([0]));
     expect(of(sig, 'deliver')).toEqual([]);
     expect(of(sig, 'log')).toEqual([{ type: 'log', level: 'debug', event: 'proc.signal.undeliverable', fields: { task: 't1', vpid: 0, signum: 20 } }]);
-    const map = procs.command({ type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: false, epoch: 1, quorum: 1, members: [{ vpid: 0, node: 'n1', endpoint: '' }] });
+    const map = commandProcs(procs, { type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: false, epoch: 1, quorum: 1, members: [{ vpid: 0, node: 'n1', endpoint: '' }] });
     expect(of(map, 'deliver')).toEqual([]);
-    expect(events(procs.appSignal('t1', 0, SIG))).toEqual(['app.signal.unconnected']);
-    expect(procs.appFinalized('t1', 0)).toEqual([]);
-    expect(procs.appClosed('t1', 0, false)).toEqual([]);
+    expect(events(signalFromApp(procs, 't1', 0, SIG))).toEqual(['app.signal.unconnected']);
+    expect(finalizeApp(procs, 't1', 0)).toEqual([]);
+    expect(closeApp(procs, 't1', 0, false)).toEqual([]);
   });
 
   it('a linked process started but not yet connected gets no signals, may not signal, and a close of a stray connection kills nothing', () => {
     const procs = fresh();
     running(procs, 60, spawnCmd(LINKED));
-    expect(of(procs.command(signalCmd([0])), 'deliver')).toEqual([]);
-    expect(of(procs.appSignal('t1', 0, SIG), 'request')).toEqual([]);
-    expect(procs.appClosed('t1', 0, false)).toEqual([]);
-    expect(procs.appFinalized('t1', 0)).toEqual([]);
+    expect(of(commandProcs(procs, signalCmd([0])), 'deliver')).toEqual([]);
+    drainOutbox(procs.outbox);
+    expect(of(signalFromApp(procs, 't1', 0, SIG), 'flush')).toEqual([]);
+    expect(drainOutbox(procs.outbox)).toEqual([]);
+    expect(closeApp(procs, 't1', 0, false)).toEqual([]);
+    expect(finalizeApp(procs, 't1', 0)).toEqual([]);
   });
 
   it('proc.signal carries the sender node and data to the process', () => {
     const procs = fresh();
     connected(procs, 61);
-    const out = procs.command(signalCmd([0], { node: 'n7', data: 'payload', src: 3, dest: 0, arg: 9, epoch: 2, signum: 33 }));
+    const out = commandProcs(procs, signalCmd([0], { node: 'n7', data: 'payload', src: 3, dest: 0, arg: 9, epoch: 2, signum: 33 }));
     expect(of(out, 'deliver')).toEqual([{
       type: 'deliver', task: 't1', vpid: 0,
       message: { type: 'signal', signum: 33, src: 3, dest: 0, arg: 9, epoch: 2, node: 'n7', data: 'payload' },
@@ -303,7 +308,7 @@ describe('linked processes and their connections (PROTOCOL §9.3, §9.4)', () =>
     connected(procs, 70);
     connected(procs, 71, spawnCmd({ ...LINKED, vpid: 1 }));
     const members = [{ vpid: 0, node: 'n1', endpoint: 'a:1' }, { vpid: 1, node: 'n1', endpoint: 'b:1' }, { vpid: 2, node: 'n2', endpoint: 'c:1' }];
-    const out = procs.command({ type: 'proc.mapping', task: 't1', vpids: [0, 2, 1], restarted: true, recovered: false, epoch: 5, quorum: 2, members });
+    const out = commandProcs(procs, { type: 'proc.mapping', task: 't1', vpids: [0, 2, 1], restarted: true, recovered: false, epoch: 5, quorum: 2, members });
     expect(of(out, 'deliver').map((d) => [d.vpid, d.message.type === 'mapping' ? d.message.vpid : -1, d.message.type === 'mapping' ? d.message.size : -1])).toEqual([[0, 0, 3], [1, 1, 3]]);
     expect(of(out, 'log')).toEqual([{ type: 'log', level: 'debug', event: 'proc.mapping.undeliverable', fields: { task: 't1', vpid: 2 } }]);
   });
@@ -311,7 +316,7 @@ describe('linked processes and their connections (PROTOCOL §9.3, §9.4)', () =>
   it('a connection lost without finalize is logged for the operator with the pid it SIGKILLs', () => {
     const procs = fresh();
     connected(procs, 90);
-    expect(procs.appClosed('t1', 0, false)).toEqual([
+    expect(closeApp(procs, 't1', 0, false)).toEqual([
       { type: 'log', level: 'warn', event: 'app.connection.lost', fields: { task: 't1', vpid: 0, pid: 90 } },
       { type: 'kill', task: 't1', vpid: 0, pid: 90, signal: 'SIGKILL', child: true },
     ]);
@@ -320,8 +325,8 @@ describe('linked processes and their connections (PROTOCOL §9.3, §9.4)', () =>
   it('a connection that closes after finalize kills nothing, even if the close is not flagged clean', () => {
     const procs = fresh();
     const ref = connected(procs, 80);
-    procs.appFinalized('t1', 0);
-    expect(procs.appClosed('t1', 0, false)).toEqual([]);
-    expect(reports(procs.os(ref, { type: 'os.exited', code: 0, signal: null }))).toMatchObject([{ kind: 'terminatedNormally', pid: 80 }]);
+    finalizeApp(procs, 't1', 0);
+    expect(closeApp(procs, 't1', 0, false)).toEqual([]);
+    expect(reports(onProcOs(procs, ref, { type: 'os.exited', code: 0, signal: null }))).toMatchObject([{ kind: 'terminatedNormally', pid: 80 }]);
   });
 });

@@ -1,0 +1,105 @@
+// Linked processes (PROTOCOL §9.4) in an agent's process table (src/core/agent-procs.ts): what
+// passes between the table and a process's connection to the agent's Unix socket. Pure: no
+// clock, no I/O.
+//
+// A `linked` process links the application library, which connects to the agent's Unix socket
+// and says hello with its task, VPID and the secret token the driver put in its environment.
+// The driver authenticates the token and calls `connectApp`: that is FsmAgentProc's
+// Process-connect (A3), and the spawnSucceeded report carries the endpoint the process
+// announced. `finalizeApp` is Process-disconnect (A13/A16). A connection that closes without
+// finalize while the process lives means the library is gone: the process is killed (SIGKILL),
+// so its end is reported abnormal and promptly. The mapping message travels as the group's
+// `proc.mapping` command once every member has connected (the machine's own `sendMapping` at
+// connect has no endpoints to send yet); `proc.signal` commands are delivered to the named
+// processes' connections in the order they arrive, and a process's own signals go to the group
+// through the outbox (src/core/agent-outbox.ts).
+import { queueSignal } from './agent-outbox.ts';
+import { advanceChild } from './agent-procs-child.ts';
+import {
+  contextOf, keyOf, logEffect, noteRecords, stateOf, type AgentProcs, type AgentProcsEffect, type ChildEntry,
+} from './agent-procs-state.ts';
+import type { ProcMapping, ProcSignal } from './wire/messages.ts';
+
+/** A connected linked child of `task`/`vpid`, or null. */
+function linkedRunning(s: AgentProcs, task: string, vpid: number): ChildEntry | null {
+  const e = s.entries.get(keyOf(task, vpid));
+  if (e === undefined || e.kind !== 'child' || !e.linked) return null;
+  const state = stateOf(e.data);
+  return state === 'running' || state === 'terminating' ? e : null;
+}
+
+/** `proc.signal`: the signal to each named process's connection. */
+export function deliverSignal(s: AgentProcs, cmd: ProcSignal, out: AgentProcsEffect[]): void {
+  for (const vpid of cmd.vpids) {
+    if (linkedRunning(s, cmd.task, vpid) === null) {
+      out.push(logEffect('debug', 'proc.signal.undeliverable', { task: cmd.task, vpid, signum: cmd.signum }));
+      continue;
+    }
+    out.push({
+      type: 'deliver', task: cmd.task, vpid,
+      message: { type: 'signal', signum: cmd.signum, src: cmd.src, dest: cmd.dest, arg: cmd.arg, epoch: cmd.epoch, node: cmd.node, data: cmd.data },
+    });
+  }
+}
+
+/** `proc.mapping`: the mapping to each named process's connection. */
+export function deliverMapping(s: AgentProcs, cmd: ProcMapping, out: AgentProcsEffect[]): void {
+  for (const vpid of cmd.vpids) {
+    if (linkedRunning(s, cmd.task, vpid) === null) {
+      out.push(logEffect('debug', 'proc.mapping.undeliverable', { task: cmd.task, vpid }));
+      continue;
+    }
+    out.push({
+      type: 'deliver', task: cmd.task, vpid,
+      message: {
+        type: 'mapping', task: cmd.task, vpid, size: cmd.members.length, restarted: cmd.restarted, recovered: cmd.recovered,
+        epoch: cmd.epoch, quorum: cmd.quorum, members: cmd.members.map((m) => ({ ...m })),
+      },
+    });
+  }
+}
+
+/** A linked process proved its identity on the agent's socket (Process-connect). `ok` false:
+ *  refuse the connection (no such spawning linked process). */
+export function connectApp(s: AgentProcs, task: string, vpid: number, endpoint: string): { ok: boolean; effects: AgentProcsEffect[] } {
+  const out: AgentProcsEffect[] = [];
+  const e = s.entries.get(keyOf(task, vpid));
+  if (e === undefined || e.kind !== 'child' || !e.linked || stateOf(e.data) !== 'spawning' || contextOf(e.data).pid === null) {
+    out.push(logEffect('warn', 'app.connect.refused', { task, vpid }));
+    return { ok: false, effects: out };
+  }
+  e.endpoint = endpoint;
+  advanceChild(s, e, { type: 'os.connected' }, out);
+  return { ok: true, effects: noteRecords(s, out) };
+}
+
+/** Its connection said finalize (Process-disconnect). */
+export function finalizeApp(s: AgentProcs, task: string, vpid: number): AgentProcsEffect[] {
+  const out: AgentProcsEffect[] = [];
+  const e = linkedRunning(s, task, vpid);
+  if (e === null) return out;
+  e.finalized = true;
+  advanceChild(s, e, { type: 'os.disconnected' }, out);
+  return noteRecords(s, out);
+}
+
+/** Its connection closed; `clean` when finalize came first. */
+export function closeApp(s: AgentProcs, task: string, vpid: number, clean: boolean): AgentProcsEffect[] {
+  const out: AgentProcsEffect[] = [];
+  const e = linkedRunning(s, task, vpid);
+  if (e === null || clean || e.finalized) return out;
+  // The library vanished while its process runs on (see the header): a crash.
+  const pid = contextOf(e.data).pid;
+  out.push(logEffect('warn', 'app.connection.lost', { task, vpid, pid }));
+  if (pid !== null) out.push({ type: 'kill', task, vpid, pid, signal: 'SIGKILL', child: true });
+  return out;
+}
+
+/** A signal from the process, queued for the group (PROTOCOL §9). */
+export function signalFromApp(
+  s: AgentProcs, task: string, vpid: number, req: { signum: number; dest: number; arg: number; epoch: number },
+): AgentProcsEffect[] {
+  if (linkedRunning(s, task, vpid) === null) return [logEffect('warn', 'app.signal.unconnected', { task, vpid, signum: req.signum })];
+  const first = queueSignal(s.outbox, { type: 'sig.request', task, vpid, signum: req.signum, dest: req.dest, arg: req.arg, epoch: req.epoch });
+  return first ? [{ type: 'flush' }] : [];
+}
