@@ -11,9 +11,9 @@
 // error reports (agent-gmb.ts), and the voting, delivery and group changes (agent-group.ts).
 // This file dispatches the inputs (stepAgent), runs the timers and the heartbeat, and offers the
 // record as a Core (createAgent) to the drivers.
-import { countDrop } from './result.ts';
+import { countDrop, unreachable } from './result.ts';
 import { flushAcks, linkNextWakeMs, linkReceive, linkSend, linkTimers, linkView, logSessionEvent, startLinks, type Delivery } from './link.ts';
-import type { Core, CoreEffect, CoreInput } from './node.ts';
+import type { AgentInput, Core, CoreEffect } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import type { Frame } from './wire/messages.ts';
 import { groupRoom, replicaTimeouts, sendReports } from './agent-gmb.ts';
@@ -39,7 +39,7 @@ export type AgentStatus = {
   view: number;
 };
 
-export type AgentCore = Core & { status(nowMs: number): AgentStatus };
+export type AgentCore = Core<AgentInput> & { status(nowMs: number): AgentStatus };
 
 /** The agent as the drivers' Core port: its state record behind the port's three methods. */
 export function createAgent(opts: AgentOptions): AgentCore {
@@ -102,7 +102,7 @@ function timers(s: AgentState, nowMs: number, out: CoreEffect[]): void {
   }
 }
 
-export function stepAgent(s: AgentState, input: CoreInput): CoreEffect[] {
+export function stepAgent(s: AgentState, input: AgentInput): CoreEffect[] {
   const out: CoreEffect[] = [];
   if (s.terminated !== null) return out;
   const nowMs = input.nowMs;
@@ -124,9 +124,6 @@ export function stepAgent(s: AgentState, input: CoreInput): CoreEffect[] {
     case 'request':
       sendRequest(s, input.request, nowMs, out);
       break;
-    case 'restore.load':
-      countDrop(s.drops, 'UNEXPECTED'); // the watchdog's input (PROTOCOL §10.9)
-      break;
     case 'group':
       learnKeys(s, input.added, out);
       applyGroup(s, { type: 'replicas', view: input.view, primary: input.primary, replicas: input.replicas, ports: input.ports, added: input.added }, nowMs, out);
@@ -137,10 +134,8 @@ export function stepAgent(s: AgentState, input: CoreInput): CoreEffect[] {
     case 'frame':
       onFrame(s, input.frame, nowMs, out);
       break;
-    default: {
-      const never: never = input;
-      return never;
-    }
+    default:
+      return unreachable(input);
   }
   if (s.terminated === null) timers(s, nowMs, out);
   flushAcks(s.links, out, () => s.gssnAcked, nowMs);

@@ -9,6 +9,7 @@ import { applyGroup, onCopy } from '../../../src/core/agent-group.ts';
 import { sendRequest } from '../../../src/core/agent-requests.ts';
 import { DEFAULT_TIMING, MAX_GMB_ENTRIES } from '../../../src/core/constants.ts';
 import type { CoreEffect, Membership } from '../../../src/core/node.ts';
+import { InvariantError } from '../../../src/core/result.ts';
 import type { GroupCommand, GroupMsgGC, Item } from '../../../src/core/wire/messages.ts';
 import { copyOf, freshAgent } from './agent-state-fixture.ts';
 import { hmacSigner } from './harness.ts';
@@ -424,15 +425,16 @@ describe('an agent\'s requests and heartbeats (PROTOCOL §5.6, spec §1.3, §3.6
     expect(fallsBackAt(d, 706, 3000)).toBe(860);
   });
 
-  it('probes are answered for members only; a dropped frame and a restore load are counted by reason', () => {
+  it('probes are answered for members only; a dropped frame is counted by reason; the watchdog\'s restore load is no agent input (issue 16 item 5)', () => {
     const d = driven();
     d.open(0);
     const probe = (from: string) => d.frame(from, 10, { type: 'probe', nonce: 7 }).filter((e) => e.type === 'send' && e.item.type === 'probe.reply');
     expect(probe('r2')).toEqual([{ type: 'send', to: 'r2', item: { type: 'probe.reply', nonce: 7 } }]);
     expect(probe('r5')).toEqual([]);
     d.a.step({ type: 'dropped', nowMs: 20, from: 'r1', code: 'SIG_INVALID', detail: '' });
-    d.a.step({ type: 'restore.load', nowMs: 20, journals: [] });
-    expect(d.a.status(20).drops).toEqual({ SIG_INVALID: 1, UNEXPECTED: 1 });
+    expect(d.a.status(20).drops).toEqual({ SIG_INVALID: 1 });
+    // @ts-expect-error an agent takes AgentInput only: a driver wired wrong gets an InvariantError
+    expect(() => d.a.step({ type: 'restore.load', nowMs: 20, journals: [] })).toThrow(InvariantError);
   });
 });
 
