@@ -18,7 +18,7 @@ import { randomInt } from 'node:crypto';
 import { LOGS_CHUNK_BYTES, MAX_LOGS_READS_PER_FRAME } from '../src/core/constants.ts';
 import type { ProcessId, Signer } from '../src/core/ports.ts';
 import type { ReplicaStatus } from '../src/core/status.ts';
-import type { WatchdogStatus } from '../src/core/watchdog.ts';
+import type { WatchdogStatus } from '../src/core/watchdog-state.ts';
 import { decodeFrame, encodeFrame } from '../src/core/wire/frame.ts';
 import type { Challenge, Item, LogStream, SignedCG } from '../src/core/wire/messages.ts';
 import { isClusterProcess, paths, readPidFiles, replicaPool, type Cluster } from '../src/io/cluster-dir.ts';

@@ -5,7 +5,7 @@
 // replaced by a spare id (docs/PROTOCOL.md §10). What the daemons say of their disks and the
 // watchdog of its restarts (issue 14 item 4) are `warnings`, not problems (OPERATIONS §3.4).
 // Pure: no I/O here.
-import type { ClusterResetRecord, DiagnosisRecord, RestoreRecord, WatchdogStatus } from '../src/core/watchdog.ts';
+import type { ClusterResetRecord, DiagnosisRecord, RestoreRecord, WatchdogStatus } from '../src/core/watchdog-state.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import type { DaemonReport, PeerHealth, ReplicaStatus } from '../src/core/status.ts';
 import type { Role } from '../src/core/wire/messages.ts';

@@ -6,7 +6,7 @@
 import type { ProcessId } from '../core/ports.ts';
 import type { ReplicatedState } from '../core/replicated-state.ts';
 import { decodeJournal } from '../core/task-journal.ts';
-import type { WatchdogStatus } from '../core/watchdog.ts';
+import type { WatchdogStatus } from '../core/watchdog-state.ts';
 import type { World } from './world.ts';
 
 /** A task as a replica holds it, found by its submit's nonce. */

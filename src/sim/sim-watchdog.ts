@@ -6,7 +6,8 @@
 // what it accepts (it may act only on frames their sender's shell emitted).
 import type { CoreEffect, CoreInput } from '../core/node.ts';
 import { Shell } from '../core/shell.ts';
-import { createWatchdog, type WatchdogStatus } from '../core/watchdog.ts';
+import { createWatchdog } from '../core/watchdog.ts';
+import type { WatchdogStatus } from '../core/watchdog-state.ts';
 import type { Item } from '../core/wire/messages.ts';
 import { MAX_TICKS_AT_SAME_MS, type World } from './world.ts';
 

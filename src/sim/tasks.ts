@@ -43,7 +43,7 @@ import type { CoreEffect } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { unreachable } from '../core/result.ts';
 import type { ClusterView } from '../core/status.ts';
-import type { WatchdogStatus } from '../core/watchdog.ts';
+import type { WatchdogStatus } from '../core/watchdog-state.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../core/signals.ts';
 import type { AgentToProc, Mapping } from '../core/wire/app-wire.ts';
 import type { Frame, GroupCommand, OperatorRequest, ProcMode, TaskSubmit } from '../core/wire/messages.ts';

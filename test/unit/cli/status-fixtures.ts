@@ -2,7 +2,7 @@
 // a local 4-node cluster's config, and status replies of a group that changed.
 import type { Answer, StatusAnswers } from '../../../cli/status-client.ts';
 import type { ReplicaStatus } from '../../../src/core/status.ts';
-import type { WatchdogReplicaView, WatchdogStatus } from '../../../src/core/watchdog.ts';
+import type { WatchdogReplicaView, WatchdogStatus } from '../../../src/core/watchdog-state.ts';
 import { clusterIds, planCluster, type ClusterConfig } from '../../../src/io/cluster-dir.ts';
 import { view } from './fixtures.ts';
 

@@ -13,7 +13,8 @@ import { DEFAULT_TIMING, MAX_MEMBER_CHANGES } from '../../../src/core/constants.
 import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
 import { applyOperatorRequest, applyRequest, initialState } from '../../../src/core/replicated-state.ts';
 import { collectRestores, decodeJournal, encodeJournal, JOURNAL_VERSION, openRestoredOp, type MemberEntry, type TaskJournal } from '../../../src/core/task-journal.ts';
-import { createWatchdog, RESTORE_RESEND_MS } from '../../../src/core/watchdog.ts';
+import { createWatchdog } from '../../../src/core/watchdog.ts';
+import { RESTORE_RESEND_MS } from '../../../src/core/watchdog-state.ts';
 import { pack, signCG } from '../../../src/core/wire/frame.ts';
 import type { Item, NodeAdd, NodeRemove, NodeRestore, OperatorRequest, TaskSubmit } from '../../../src/core/wire/messages.ts';
 import { hmacSigner, hmacVerifier, journals, makeCluster } from './harness.ts';

@@ -9,7 +9,8 @@ import { DEFAULT_TIMING, SHUTDOWN_LINGER_MAX_MS, SHUTDOWN_NOTICE_MS } from '../.
 import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
 import { decodeState } from '../../../src/core/state-codec.ts';
 import { encodeState } from '../../../src/core/replicated-state.ts';
-import { createWatchdog, SCC_SHUTDOWN_LINGER_MS } from '../../../src/core/watchdog.ts';
+import { createWatchdog } from '../../../src/core/watchdog.ts';
+import { SCC_SHUTDOWN_LINGER_MS } from '../../../src/core/watchdog-state.ts';
 import type { Item, OperatorRequest } from '../../../src/core/wire/messages.ts';
 import { hmacSigner, hmacVerifier, makeCluster } from './harness.ts';
 
