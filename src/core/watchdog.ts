@@ -9,7 +9,7 @@
 // added replicas) and watchdog-restore.ts (journals and restores). This file answers status
 // queries and holds `stepWatchdog`, the dispatch from an input to those verbs.
 import { admitChallenge, issueChallenge } from './freshness.ts';
-import type { Core, CoreEffect, CoreInput } from './node.ts';
+import type { Core, CoreEffect, WatchdogInput } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import { unreachable } from './result.ts';
 import type { PeerHealth } from './status.ts';
@@ -104,7 +104,7 @@ function onItem(s: WatchdogState, from: ProcessId, nowMs: number, item: Item, ou
   }
 }
 
-export function stepWatchdog(s: WatchdogState, input: CoreInput): CoreEffect[] {
+export function stepWatchdog(s: WatchdogState, input: WatchdogInput): CoreEffect[] {
   const out: CoreEffect[] = [];
   // Every input carries the time: a silence deadline that has passed acts before the input
   // (a heartbeat arriving after the deadline does not undo the silence before it).
@@ -120,9 +120,7 @@ export function stepWatchdog(s: WatchdogState, input: CoreInput): CoreEffect[] {
     case 'tick':
     case 'transport.up':
     case 'transport.down':
-    case 'request':
-    case 'notice':
-    case 'group':
+    case 'notice': // the watchdog sends no lane-0 message
       break;
     case 'restore.load':
       onRestoreLoad(s, input.nowMs, input.journals, out);
@@ -148,7 +146,7 @@ export function watchdogWakeMs(s: WatchdogState): number | null {
 }
 
 /** The watchdog as a Core for its drivers (src/daemon/scc.ts, src/sim/sim-watchdog.ts). */
-export function createWatchdog(opts: WatchdogOptions): Core & { status(nowMs: number): WatchdogStatus } {
+export function createWatchdog(opts: WatchdogOptions): Core<WatchdogInput> & { status(nowMs: number): WatchdogStatus } {
   const s = createWatchdogState(opts);
   return {
     id: s.id,

@@ -10,7 +10,7 @@
 // test/unit/core/nodes-runtime.test.ts.
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING, MAX_MEMBER_CHANGES } from '../../../src/core/constants.ts';
-import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
+import type { CoreEffect, WatchdogInput, Membership } from '../../../src/core/node.ts';
 import { applyOperatorRequest, applyRequest, initialState } from '../../../src/core/replicated-state.ts';
 import { collectRestores, decodeJournal, encodeJournal, JOURNAL_VERSION, openRestoredOp, type MemberEntry, type TaskJournal } from '../../../src/core/task-journal.ts';
 import { createWatchdog } from '../../../src/core/watchdog.ts';
@@ -323,7 +323,7 @@ describe('watchdog: membership restores go first after a cluster reset (PROTOCOL
   const hb = (inc: number, counter: number): Item => ({
     type: 'hb', inc, counter, info: { type: 'replica', role: 'backup', rsn: 1, gssn: 2, digest: new Uint8Array(32), view: 0, ckptRsn: 0, ckptDigest: new Uint8Array(32) },
   });
-  const frame = (from: string, nowMs: number, ...items: Item[]): CoreInput => ({ type: 'frame', nowMs, frame: { from, to: 'scc', items } });
+  const frame = (from: string, nowMs: number, ...items: Item[]): WatchdogInput => ({ type: 'frame', nowMs, frame: { from, to: 'scc', items } });
   /** The op.requests sent, as `to:label`. */
   const requests = (out: CoreEffect[]) => out.flatMap((e) => {
     if (e.type !== 'send' || e.item.type !== 'op.request') return [];

@@ -5,7 +5,7 @@
 // CLI and a real added host: test/integration/node-admin.test.ts, test/e2e/hosts-nodes.test.ts.
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
-import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
+import type { CoreEffect, WatchdogInput, Membership } from '../../../src/core/node.ts';
 import { decodeState } from '../../../src/core/state-codec.ts';
 import { createWatchdog } from '../../../src/core/watchdog.ts';
 import { MAX_ADDED_NODE_VOTES } from '../../../src/core/watchdog-state.ts';
@@ -287,7 +287,7 @@ describe('the watchdog resets an added node at the address two replicas give (PR
     scc: 'scc', operators: ['op'], timing: DEFAULT_TIMING,
   };
   const keys = { signer: hmacSigner('scc'), verifier: hmacVerifier(['scc', 'op', 'r1', 'r2', 'r3', 'a1']) };
-  const reset = (from: string, node: string, rsn: number, address: string): CoreInput =>
+  const reset = (from: string, node: string, rsn: number, address: string): WatchdogInput =>
     ({ type: 'frame', nowMs: 1000, frame: { from, to: 'scc', items: [{ type: 'reset.node', node, rsn, address }] } });
   const orders = (out: CoreEffect[]) => out.flatMap((e) => (e.type === 'reset.node' ? [`${e.node}@${e.rsn}@${e.address}`] : []));
 

@@ -6,7 +6,7 @@
 // keeper, `node run`, systemd) is test/e2e/hosts-shutdown.test.ts.
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING, SHUTDOWN_LINGER_MAX_MS, SHUTDOWN_NOTICE_MS } from '../../../src/core/constants.ts';
-import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
+import type { CoreEffect, WatchdogInput, Membership } from '../../../src/core/node.ts';
 import { decodeState } from '../../../src/core/state-codec.ts';
 import { encodeState } from '../../../src/core/replicated-state.ts';
 import { createWatchdog } from '../../../src/core/watchdog.ts';
@@ -248,7 +248,7 @@ describe('the watchdog stands down on two replicas\' notices (PROTOCOL §10.11)'
     scc: 'scc', operators: ['op'], timing: DEFAULT_TIMING,
   };
   const keys = { signer: hmacSigner('scc'), verifier: hmacVerifier(['scc', 'op', 'r1', 'r2', 'r3', 'a1']) };
-  const frame = (from: string, nowMs: number, ...items: Item[]): CoreInput => ({ type: 'frame', nowMs, frame: { from, to: 'scc', items } });
+  const frame = (from: string, nowMs: number, ...items: Item[]): WatchdogInput => ({ type: 'frame', nowMs, frame: { from, to: 'scc', items } });
   const hb = (counter: number): Item => ({
     type: 'hb', inc: 10, counter, info: { type: 'replica', role: 'backup', rsn: 1, gssn: 2, digest: new Uint8Array(32), view: 0, ckptRsn: 0, ckptDigest: new Uint8Array(32) },
   });

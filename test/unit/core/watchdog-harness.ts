@@ -1,7 +1,7 @@
 // Shared by the watchdog's tests (watchdog*.test.ts): a membership with keys, heartbeat and
 // frame builders, and `setup`, a watchdog driven by a group whose (inc, counter) always increase.
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
-import type { CoreEffect, CoreInput, Membership } from '../../../src/core/node.ts';
+import type { CoreEffect, WatchdogInput, Membership } from '../../../src/core/node.ts';
 import { createWatchdog } from '../../../src/core/watchdog.ts';
 import { WATCHDOG_LATE_PERIODS } from '../../../src/core/watchdog-state.ts';
 import type { Item } from '../../../src/core/wire/messages.ts';
@@ -23,7 +23,7 @@ export const membership: Membership = {
 export const hb = (inc: number, counter: number, rsn = 1, role: 'primary' | 'backup' = 'backup', view = 0): Extract<Item, { type: 'hb' }> => ({
   type: 'hb', inc, counter, info: { type: 'replica', role, rsn, gssn: 2, digest: new Uint8Array(32).fill(0xab), view, ckptRsn: 0, ckptDigest: new Uint8Array(32) },
 });
-export const frame = (from: string, nowMs: number, ...items: Item[]): CoreInput => ({ type: 'frame', nowMs, frame: { from, to: 'scc', items } });
+export const frame = (from: string, nowMs: number, ...items: Item[]): WatchdogInput => ({ type: 'frame', nowMs, frame: { from, to: 'scc', items } });
 export const sends = (effects: CoreEffect[]) => effects.filter((e) => e.type === 'send');
 
 export const PERIOD = DEFAULT_TIMING.sccHeartbeatMs;
@@ -43,7 +43,7 @@ export function setup(m: Membership = withSpare) {
   };
   const effects: CoreEffect[] = [];
   let lastMs = -Infinity;
-  const feed = (input: CoreInput) => {
+  const feed = (input: WatchdogInput) => {
     const out = w.step(input);
     lastMs = input.nowMs;
     effects.push(...out);

@@ -5,7 +5,7 @@
 // watchdog-restore.test.ts (restores).
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
-import type { CoreInput } from '../../../src/core/node.ts';
+import type { WatchdogInput } from '../../../src/core/node.ts';
 import type { DaemonReport } from '../../../src/core/status.ts';
 import { createWatchdog } from '../../../src/core/watchdog.ts';
 import { WATCHDOG_LATE_PERIODS, WATCHDOG_SILENT_PERIODS, type WatchdogStatus } from '../../../src/core/watchdog-state.ts';
@@ -109,7 +109,7 @@ describe('watchdog core', () => {
 
   it('never sends on ticks, link changes or drops, and never needs a wake-up', () => {
     const w = createWatchdog({ id: 'scc', membership, inc: 1, ...keys });
-    const inputs: CoreInput[] = [
+    const inputs: WatchdogInput[] = [
       { type: 'tick', nowMs: 1 },
       { type: 'transport.up', nowMs: 2, peer: 'r1' },
       { type: 'transport.down', nowMs: 3, peer: 'r1' },
