@@ -4,7 +4,8 @@
 // whose copies are late (G5), and the error reports they give rise to, sent aggregated. Verbs
 // over the agent's state (src/core/agent-state.ts). Pure: no clock, no I/O.
 import { MAX_GMB_ENTRIES, QUORUM, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
-import { linkOweGroupAck, peerJudged } from './link.ts';
+import { linkOweGroupAck } from './link.ts';
+import { peerJudged } from './link-views.ts';
 import type { CoreEffect } from './node.ts';
 import { assert } from './result.ts';
 import type { ProcessId } from './ports.ts';

@@ -4,7 +4,8 @@
 // that goes to every member again, less and less often. Verbs over the agent's state
 // (src/core/agent-state.ts). Pure: no clock, no I/O.
 import { MAX_FALLBACK_MS, QUORUM } from './constants.ts';
-import { laneMarks, linkCanSend, linkSend } from './link.ts';
+import { linkSend } from './link.ts';
+import { laneMarks, linkCanSend } from './link-views.ts';
 import type { CoreEffect } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import { signCG } from './wire/frame.ts';

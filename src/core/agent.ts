@@ -12,7 +12,8 @@
 // This file dispatches the inputs (stepAgent), runs the timers and the heartbeat, and offers the
 // record as a Core (createAgent) to the drivers.
 import { countDrop, unreachable } from './result.ts';
-import { flushAcks, linkNextWakeMs, linkReceive, linkSend, linkTimers, linkView, logSessionEvent, startLinks, type Delivery } from './link.ts';
+import { flushAcks, linkReceive, linkSend, linkTimers, startLinks, type Delivery } from './link.ts';
+import { linkNextWakeMs, linkView, logSessionEvent } from './link-views.ts';
 import type { AgentInput, Core, CoreEffect } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import type { Frame } from './wire/messages.ts';

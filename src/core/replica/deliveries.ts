@@ -5,7 +5,8 @@
 import { onAccuse } from '../diagnosis.ts';
 import { MAX_DELIVERED_LOG } from '../constants.ts';
 import { countDrop } from '../result.ts';
-import { logSessionEvent, type Delivery } from '../link.ts';
+import { type Delivery } from '../link.ts';
+import { logSessionEvent } from '../link-views.ts';
 import type { CoreEffect } from '../node.ts';
 import type { ProcessId } from '../ports.ts';
 import { isOperatorRequest, mayRequest } from '../replicated-state.ts';

@@ -6,7 +6,7 @@ import { JOURNAL_RESEND_MS, MAX_JOURNAL_ITEM_BYTES, SHUTDOWN_LINGER_MAX_MS, SHUT
 import { toHex } from '../hex.ts';
 import { addedAmong, movedPorts } from '../group-view.ts';
 import { clusterView, liveSubmits } from '../cluster-state.ts';
-import { linkView } from '../link.ts';
+import { linkView } from '../link-views.ts';
 import type { CoreEffect } from '../node.ts';
 import type { ProcessId } from '../ports.ts';
 import { addedSpares, type ReplicatedState } from '../replicated-state.ts';

@@ -5,10 +5,8 @@ import {
   ACK_DELAY_MS, DEFAULT_TIMING, MAX_QUEUED_WHILE_DISCONNECTED, MAX_RETRANSMIT_BACKOFF, MAX_RETRANSMIT_BATCH, MAX_UNACKED_PER_LANE,
   PRIMARY_RETRIES_BEFORE_FALLBACK, RECEIVE_WINDOW,
 } from '../../../src/core/constants.ts';
-import {
-  createLinks, flushAcks, isEstablished, laneMarks, linkAddPeer, linkCanSend, linkNextWakeMs, linkOweGroupAck, linkReceive, linkRemovePeer,
-  linkSend, linkTimers, linkView, logSessionEvent, peerJudged, startLinks, type Delivery, type Links,
-} from '../../../src/core/link.ts';
+import { createLinks, flushAcks, linkAddPeer, linkOweGroupAck, linkReceive, linkRemovePeer, linkSend, linkTimers, startLinks, type Delivery, type Links } from '../../../src/core/link.ts';
+import { isEstablished, laneMarks, linkCanSend, linkNextWakeMs, linkView, logSessionEvent, peerJudged } from '../../../src/core/link-views.ts';
 import type { CoreEffect } from '../../../src/core/node.ts';
 import type { Item } from '../../../src/core/wire/messages.ts';
 
