@@ -35,7 +35,9 @@ import { FLAG } from '../link/flags.ts';
 import { Link, type DeliveredSignal, type LinkOptions } from '../link/link.ts';
 import * as coll from './collectives.ts';
 import { CommLayer, type Comm, type CommMessage } from './comm.ts';
-import { ANY_SOURCE, ANY_TAG, P2P, P2PError, type P2POptions } from './p2p.ts';
+import { ANY_SOURCE, ANY_TAG } from './matching.ts';
+import { P2P } from './p2p.ts';
+import { P2PError, type P2POptions } from './p2p-types.ts';
 
 // ---- constants ---------------------------------------------------------------------------------
 
