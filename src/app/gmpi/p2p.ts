@@ -40,8 +40,8 @@ import {
 } from './p2p-types.ts';
 import { helloMac, helloMacValid, helloNonce, isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
 import {
-  DEFAULT_MAX_MESSAGE_BYTES, encodeFrame, FrameDecoder, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_RANKS, MAX_TAG, MAX_U32,
-  MIN_LIB_TAG, type GmpiFrame, type HelloFrame, type WireCode,
+  DEFAULT_MAX_MESSAGE_BYTES, encodeFrame, FrameDecoder, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_TAG, MAX_U32,
+  MIN_LIB_TAG, type GmpiFrame, type HelloFrame,
 } from './wire.ts';
 
 type Waiter = { resolve: () => void; reject: (e: P2PError) => void };
