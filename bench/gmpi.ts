@@ -10,7 +10,8 @@ import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { allreduce } from '../src/app/gmpi/collectives.ts';
 import { CommLayer } from '../src/app/gmpi/comm.ts';
-import { ANY_TAG, P2P } from '../src/app/gmpi/p2p.ts';
+import { ANY_TAG } from '../src/app/gmpi/matching.ts';
+import { P2P } from '../src/app/gmpi/p2p.ts';
 import type { Figure } from './crypto.ts';
 import { quantile } from './stats.ts';
 

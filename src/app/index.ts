@@ -9,9 +9,11 @@ export {
   type ReplyClass, type Signal, type SignalRequest,
 } from '../core/signals.ts';
 export type { Mapping, Member } from '../core/wire/app-wire.ts';
+export { Gmpi } from './gmpi/gmpi.ts';
 export {
-  ANY_SOURCE, ANY_TAG, G_MPI_SIG, Gmpi, GmpiError, RECOVER_SYNC_ARG,
-  type GmpiErrorCode, type GmpiHandler, type GmpiOptions, type InitCode, type RecoverCode, type TimerHandle,
-} from './gmpi/gmpi.ts';
+  G_MPI_SIG, GmpiError, RECOVER_SYNC_ARG, type GmpiErrorCode, type GmpiHandler, type GmpiOptions, type InitCode, type RecoverCode,
+} from './gmpi/gmpi-api.ts';
+export { ANY_SOURCE, ANY_TAG } from './gmpi/matching.ts';
+export type { TimerHandle } from './gmpi/timers.ts';
 export type { Comm, CommMessage } from './gmpi/comm.ts';
 export type { ReduceOp } from './gmpi/collectives.ts';

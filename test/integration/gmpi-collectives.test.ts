@@ -14,7 +14,8 @@ import {
   allgather, allreduce, barrier, bcast, gather, reduce, scatter, type ReduceOp,
 } from '../../src/app/gmpi/collectives.ts';
 import { CommLayer, type Comm } from '../../src/app/gmpi/comm.ts';
-import { P2P, P2PError, type P2POptions } from '../../src/app/gmpi/p2p.ts';
+import { P2P } from '../../src/app/gmpi/p2p.ts';
+import { P2PError, type P2POptions } from '../../src/app/gmpi/p2p-types.ts';
 import { expectCode, TEST_TASK_KEY, track, turns, until } from './gmpi-test-tools.ts';
 
 const TASK = 't9';

@@ -9,7 +9,9 @@ import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { allreduce, barrier } from '../../src/app/gmpi/collectives.ts';
 import { CommLayer, type Comm } from '../../src/app/gmpi/comm.ts';
-import { ANY_SOURCE, ANY_TAG, P2P, P2PError, type LostReason, type P2POptions, type PeerAddress } from '../../src/app/gmpi/p2p.ts';
+import { ANY_SOURCE, ANY_TAG } from '../../src/app/gmpi/matching.ts';
+import { P2P } from '../../src/app/gmpi/p2p.ts';
+import { P2PError, type LostReason, type P2POptions, type PeerAddress } from '../../src/app/gmpi/p2p-types.ts';
 import { encodeFrame, FLAG_STRUCTURED } from '../../src/app/gmpi/wire.ts';
 import { expectCode, RawPeer, TEST_TASK_KEY, track, turns, until } from './gmpi-test-tools.ts';
 

@@ -14,9 +14,9 @@ import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  ANY_SOURCE, ANY_TAG, P2P, P2PError, type LostReason, type P2PLogEvent, type P2POptions,
-} from '../../src/app/gmpi/p2p.ts';
+import { ANY_SOURCE, ANY_TAG } from '../../src/app/gmpi/matching.ts';
+import { P2P } from '../../src/app/gmpi/p2p.ts';
+import { P2PError, type LostReason, type P2PLogEvent, type P2POptions } from '../../src/app/gmpi/p2p-types.ts';
 import { encodeFrame } from '../../src/app/gmpi/wire.ts';
 import { expectCode, RawPeer, rawAcceptor, TEST_TASK_KEY, track, turns, until } from './gmpi-test-tools.ts';
 

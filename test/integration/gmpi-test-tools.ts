@@ -4,7 +4,7 @@
 import { createServer, connect as dial, type AddressInfo, type Server, type Socket } from 'node:net';
 import { expect } from 'vitest';
 import { helloMac, helloNonce, TASK_KEY_BYTES } from '../../src/app/gmpi/hello-auth.ts';
-import { P2PError } from '../../src/app/gmpi/p2p.ts';
+import { P2PError } from '../../src/app/gmpi/p2p-types.ts';
 import { encodeFrame, FrameDecoder, type ChallengeFrame, type GmpiFrame } from '../../src/app/gmpi/wire.ts';
 
 /** Let I/O run until `cond` holds: a bounded count of event-loop turns, not a time limit. */

@@ -19,7 +19,7 @@
 // the same order with the same root; a rank whose call is refused (BAD_RANK, BAD_ARGUMENT)
 // before any message leaves it leaves the others blocked until abort.
 import { type Comm, type CommLayer, type CollectiveContext } from './comm.ts';
-import { P2PError } from './p2p.ts';
+import { P2PError } from './p2p-types.ts';
 import { decodePayload, EMPTY_PAYLOAD, encodePayload, type EncodedPayload } from './payload.ts';
 
 /** A reduction operator: a built-in for numbers, bigints and arrays (number[] or typed arrays,

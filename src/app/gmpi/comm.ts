@@ -8,7 +8,9 @@
 // A communicator is identified by its id: ids are fresh (G_MPI_Recover_comm creates a new one
 // and destroys the rest, spec §5.5), so create() refuses an id in use or discarded.
 import { MAX_RANKS, MAX_U32 } from './wire.ts';
-import { ANY_SOURCE, MAX_LIB_TAG, P2PError, type P2P } from './p2p.ts';
+import { ANY_SOURCE } from './matching.ts';
+import type { P2P } from './p2p.ts';
+import { MAX_LIB_TAG, P2PError } from './p2p-types.ts';
 import { decodePayload, encodePayload, type EncodedPayload } from './payload.ts';
 
 // ---- Named limits (STYLE.md 9) -----------------------------------------------------------------

@@ -25,175 +25,24 @@
 //   - a process spawned into a running task waits for its own REP_SPAWNED (its mapping comes
 //     one epoch before), then joins that barrier and initialises with RECOVERED; with ERR_ALERT
 //     if a flag is raised by then or the barrier fails.
-import { cpuUsage, hrtime } from 'node:process';
 import { LOOPBACK_HOST } from '../../core/constants.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM, isSignalArg } from '../../core/signals.ts';
-import type { Member } from '../../core/wire/app-wire.ts';
-import { LinkError } from '../link/errors.ts';
 import { readLinkEnv } from '../link/env.ts';
 import { FLAG } from '../link/flags.ts';
-import { Link, type DeliveredSignal, type LinkOptions } from '../link/link.ts';
+import { Link, type DeliveredSignal } from '../link/link.ts';
 import * as coll from './collectives.ts';
 import { CommLayer, type Comm, type CommMessage } from './comm.ts';
-import { ANY_SOURCE, ANY_TAG, P2P, P2PError, type P2POptions } from './p2p.ts';
-
-// ---- constants ---------------------------------------------------------------------------------
-
-/** Return codes (spec §5: MPI_SUCCESS, MPI_RECOVERED, MPI_ERR_ALERT). */
-export type InitCode = 'SUCCESS' | 'RECOVERED' | 'ERR_ALERT';
-export type RecoverCode = 'SUCCESS' | 'ERR_ALERT';
-
-/** Table 4.2 (G_MPI_SIG_*) and Table 4.3 (local signals). The local signals' numbers are ours. */
-export const G_MPI_SIG = {
-  ...GSIG,
-  /** A broken P2P connection with rank `arg` (spec §5.4). */
-  LOCAL_CONNECTION: 30,
-  /** A timer expired; `arg` is the timer's argument (spec §5.4). */
-  LOCAL_ALARM: 31,
-  /** Pseudo-ranks for G_MPI_Signal's destination and a handler's source. */
-  CLUSTER_MANAGER: GSIG_CM,
-  BROADCAST: GSIG_BROADCAST,
-} as const;
-export { ANY_SOURCE, ANY_TAG };
-
-/** The SYNC value recoverComm agrees on: all callers must send the same arg (spec §4.5). */
-export const RECOVER_SYNC_ARG = 0x474d5049; // 'GMPI'
-/** The task clock advances in steps of this; a gap much longer means the process was stopped
- *  or its main thread was busy. */
-export const TASK_CLOCK_STEP_MS = 5;
-/** A step gap beyond this many steps counts only the CPU time the process used in it: a
- *  stopped process (SIGSTOP, descheduled by gang scheduling) uses none, a busy one all of it. */
-export const TASK_CLOCK_GAP_STEPS = 4;
-/** REP_SYNCs of the recovery barrier remembered: one answers our request, a later one (a
- *  barrier completed without us after a new crash) may be adopted next; older ones are moot. */
-export const MAX_SYNC_POINTS = 4;
-/** Timer durations are C longs of microseconds in the source; this bound (about 24.8 days) is
- *  what Node's timers accept. */
-export const MAX_TIMER_US = 2_147_483_647 * 1000;
-
-export type GmpiErrorCode = 'ERR_ALERT' | 'BAD_RANK' | 'BAD_TAG' | 'BAD_ARGUMENT' | 'TOO_LARGE' | 'BAD_PAYLOAD' | 'CLOSED' | 'LIMIT' | 'NOT_CONNECTED' | 'PEER_FINISHED';
-
-export class GmpiError extends Error {
-  constructor(readonly code: GmpiErrorCode, message: string, override readonly cause?: unknown) {
-    super(message);
-    this.name = 'GmpiError';
-  }
-}
-
-/** handler(signum, srcRank, destRank, arg) of spec §5.3: ranks in the current world
- *  communicator; src = CLUSTER_MANAGER for the manager; dest = BROADCAST for a broadcast;
- *  src = dest = own rank for a local signal. A dead process's rank stays valid until
- *  recoverComm(); a rank not in the communicator (a spawned process) is -1. */
-export type GmpiHandler = (signum: number, srcRank: number, destRank: number, arg: number) => void;
-
-export type TimerHandle = { readonly id: number };
-
-export type GmpiOptions = LinkOptions & {
-  /** Address the P2P listener binds and advertises: TRINE_NODE_HOST on a cluster of several
-   *  hosts, else the one-host default LOOPBACK_HOST (DESIGN.md §6). */
-  readonly host?: string;
-  /** Largest message a send may carry (and a peer may send us): larger is TOO_LARGE. */
-  readonly maxMessageBytes?: number;
-  /** Arrived, unreceived message bytes held per peer before reading from that peer stops
-   *  (backpressure). */
-  readonly maxUnexpectedBytes?: number;
-};
-
-/** A REP_SYNC of the recovery barrier as delivered: the members then (spec §5.5: the same at
- *  every process, since broadcasts are atomic) and its place in this process's deliveries. */
-type SyncPoint = { readonly epoch: number; readonly members: readonly number[]; readonly seq: number };
+import {
+  G_MPI_SIG, GmpiError, mapError, parseEndpoint, RECOVER_SYNC_ARG, type GmpiHandler, type GmpiOptions, type InitCode, type RecoverCode,
+} from './gmpi-api.ts';
+import { P2P } from './p2p.ts';
+import {
+  adoptableSync, createRecoveryLedger, flagsClearedBy, noteAlertCall, noteAlertRaised, noteDelivery, noteInvalidRaised, noteMembershipChange,
+  recordSyncPoint, syncPointAt,
+} from './recovery-ledger.ts';
+import { GmpiTimers, MAX_TIMER_US, type TimerHandle } from './timers.ts';
 
 const ALERT_SIGNUMS_WITH_RANK_ARG: readonly number[] = [GSIG.NTF_DIED, GSIG.REP_ACK_KILL];
-
-function mapError(e: unknown): GmpiError {
-  if (e instanceof GmpiError) return e;
-  if (e instanceof P2PError) {
-    switch (e.code) {
-      case 'ABORTED':
-        return new GmpiError('ERR_ALERT', 'MPI_ERR_ALERT: the alert flag is raised or the communicator is invalid', e);
-      case 'PEER_LOST':
-      case 'PEER_REMOVED':
-        return new GmpiError('ERR_ALERT', `MPI_ERR_ALERT: ${e.message}`, e);
-      case 'BAD_RANK':
-      case 'BAD_TAG':
-      case 'TOO_LARGE':
-      case 'BAD_PAYLOAD':
-      case 'LIMIT':
-      case 'CLOSED':
-      case 'NOT_CONNECTED':
-      case 'PEER_FINISHED':
-        return new GmpiError(e.code, e.message, e);
-      default:
-        return new GmpiError('BAD_ARGUMENT', e.message, e);
-    }
-  }
-  if (e instanceof LinkError) return new GmpiError('BAD_ARGUMENT', e.message, e);
-  return new GmpiError('BAD_ARGUMENT', String(e), e);
-}
-
-const parseEndpoint = (m: Member): { host: string; port: number } | null => {
-  const i = m.endpoint.lastIndexOf(':');
-  if (i <= 0) return null;
-  const port = Number(m.endpoint.slice(i + 1));
-  return Number.isInteger(port) && port > 0 && port <= 0xffff ? { host: m.endpoint.slice(0, i), port } : null;
-};
-
-// ---- the task clock (spec §5.4 task timers) ----------------------------------------------------
-
-/** Time this process actually ran: wall time less the gaps in which it could not run (it was
- *  stopped, as gang scheduling stops a descheduled task). Measured by a ticker: a step that
- *  took far longer than its period counts as one period. */
-const wallMs = (): number => Number(hrtime.bigint()) / 1e6;
-const cpuMs = (): number => {
-  const u = cpuUsage();
-  return (u.user + u.system) / 1000;
-};
-
-class TaskClock {
-  private ms = 0;
-  private last = wallMs();
-  private lastCpu = cpuMs();
-  private timer: NodeJS.Timeout | null = null;
-  private readonly waiting = new Map<number, { at: number; fire: () => void }>();
-
-  now(): number {
-    this.step();
-    return this.ms;
-  }
-
-  at(id: number, afterMs: number, fire: () => void): void {
-    this.waiting.set(id, { at: this.now() + afterMs, fire });
-    // Referenced, like a wall timer's setTimeout: a pending timer keeps the process alive.
-    if (this.timer === null) this.timer = setInterval(() => this.step(), TASK_CLOCK_STEP_MS);
-  }
-
-  cancel(id: number): void {
-    this.waiting.delete(id);
-    if (this.waiting.size === 0 && this.timer !== null) {
-      clearInterval(this.timer);
-      this.timer = null;
-    }
-  }
-
-  private step(): void {
-    const t = wallMs();
-    const c = cpuMs();
-    const d = t - this.last;
-    const used = c - this.lastCpu;
-    this.last = t;
-    this.lastCpu = c;
-    // While ticking, a long gap is either a stop (no CPU used) or a busy main thread (CPU used
-    // throughout): count the CPU time, at least one step. Not ticking, nothing is waiting.
-    const gap = this.timer !== null && d > TASK_CLOCK_STEP_MS * TASK_CLOCK_GAP_STEPS;
-    this.ms += gap ? Math.max(TASK_CLOCK_STEP_MS, Math.min(d, used)) : d;
-    for (const [id, w] of [...this.waiting]) {
-      if (this.ms >= w.at) {
-        this.cancel(id);
-        w.fire();
-      }
-    }
-  }
-}
 
 // ---- G-MPI ---------------------------------------------------------------------------------------
 
@@ -203,23 +52,13 @@ export class Gmpi {
   private worldNow: Comm;
   private readonly handlers = new Map<number, GmpiHandler>();
   private readonly hooked = new Set<number>();
-  private readonly timers = new Map<number, NodeJS.Timeout | 'task'>();
-  private nextTimer = 1;
-  private readonly taskClock = new TaskClock();
+  /** Wall and task timers (timers.ts). */
+  private readonly timers = new GmpiTimers();
   private finalized = false;
   /** Signal numbers that raise the alert flag (alertOn). */
   private readonly alertSignums = new Set<number>();
-  /** Deliveries (and alertRaise calls) so far: orders flag raises against a REP_SYNC. */
-  private seq = 0;
-  /** seq of the last delivery or call that raised the invalid / alert flag. */
-  private invalidSeq = 0;
-  private alertSeq = 0;
-  /** seq of the last membership change delivered (NTF_DIED, REP_SPAWNED). */
-  private membershipSeq = 0;
-  /** The latest REP_SYNCs of the recovery barrier, oldest first. */
-  private syncPoints: SyncPoint[] = [];
-  /** This process's own REP_SPAWNED was delivered (a process spawned into a running task). */
-  private spawnedSelf = false;
+  /** Deliveries numbered against the recovery barrier's REP_SYNCs (recovery-ledger.ts). */
+  private readonly ledger = createRecoveryLedger();
 
   private constructor(
     readonly link: Link,
@@ -287,7 +126,7 @@ export class Gmpi {
   }
 
   private async untilSpawnedSelf(): Promise<void> {
-    while (!this.spawnedSelf) {
+    while (!this.ledger.spawnedSelf) {
       try {
         await this.link.waitSignal();
       } catch (e) {
@@ -371,7 +210,7 @@ export class Gmpi {
 
   /** G_MPI_Alert_raise: every MPI call unblocks and fails with ERR_ALERT. */
   alertRaise(): void {
-    this.alertSeq = ++this.seq;
+    noteAlertCall(this.ledger);
     this.link.alertRaise();
     this.p2p.abort('alert');
   }
@@ -464,27 +303,26 @@ export class Gmpi {
   }
 
   private deliver(signum: number, src: number, dest: number, arg: number, sig: DeliveredSignal): void {
-    this.seq++;
+    noteDelivery(this.ledger);
     const fromCm = src === GSIG_CM && sig.dest === GSIG_BROADCAST;
     // The link's worker raised the flags when the signal arrived, but the application may
     // have cleared them since (alertClear, recoverComm): delivery raises them again, as the
     // source's handler calling G_MPI_Alert_raise would (spec §5.2, §5.3).
     if (signum === GSIG.NTF_DIED && fromCm) {
-      this.invalidSeq = this.seq;
+      noteInvalidRaised(this.ledger);
       this.link.flagRaise(FLAG.INVALID);
     }
     if (this.alertSignums.has(signum)) {
-      this.alertSeq = this.seq;
+      noteAlertRaised(this.ledger);
       this.link.alertRaise();
     }
-    if (fromCm && (signum === GSIG.NTF_DIED || signum === GSIG.REP_SPAWNED)) this.membershipSeq = this.seq;
+    if (fromCm && (signum === GSIG.NTF_DIED || signum === GSIG.REP_SPAWNED)) noteMembershipChange(this.ledger);
     if (fromCm && signum === GSIG.REP_SPAWNED) {
-      if (arg === this.p2p.self) this.spawnedSelf = true;
+      if (arg === this.p2p.self) this.ledger.spawnedSelf = true;
       else if (arg > this.p2p.self && !this.finalized) this.p2p.expect([arg]);
     }
     if (fromCm && signum === GSIG.REP_SYNC && arg === RECOVER_SYNC_ARG) {
-      this.syncPoints.push({ epoch: sig.epoch, members: this.link.memberList.map((m) => m.vpid), seq: this.seq });
-      if (this.syncPoints.length > MAX_SYNC_POINTS) this.syncPoints.shift();
+      recordSyncPoint(this.ledger, sig.epoch, this.link.memberList.map((m) => m.vpid));
     }
     if (!this.finalized) this.syncFlags();
     const h = this.handlers.get(signum);
@@ -516,26 +354,14 @@ export class Gmpi {
    *  for a negative or non-finite time or an arg that is not a signed 32-bit integer. */
   setWallTimer(us: number, arg: number): TimerHandle {
     this.checkTimer(us, arg);
-    const id = this.nextTimer++;
-    const t = setTimeout(() => {
-      this.timers.delete(id);
-      this.alarm(arg);
-    }, us / 1000);
-    this.timers.set(id, t);
-    return { id };
+    return this.timers.setWall(us, () => this.alarm(arg));
   }
 
   /** G_MPI_set_task_timer: the same in task time, which stops while the process is stopped
-   *  (TaskClock). */
+   *  (timers.ts TaskClock). */
   setTaskTimer(us: number, arg: number): TimerHandle {
     this.checkTimer(us, arg);
-    const id = this.nextTimer++;
-    this.timers.set(id, 'task');
-    this.taskClock.at(id, us / 1000, () => {
-      this.timers.delete(id);
-      this.alarm(arg);
-    });
-    return { id };
+    return this.timers.setTask(us, () => this.alarm(arg));
   }
 
   private checkTimer(us: number, arg: number): void {
@@ -552,10 +378,7 @@ export class Gmpi {
   }
 
   dismissTimer(h: TimerHandle): void {
-    const t = this.timers.get(h.id);
-    this.timers.delete(h.id);
-    if (t === 'task') this.taskClock.cancel(h.id);
-    else if (t !== undefined) clearTimeout(t);
+    this.timers.dismiss(h);
   }
 
   // ---- recovery (spec §5.5) ----------------------------------------------------------------------
@@ -569,7 +392,7 @@ export class Gmpi {
    *  readable). CLOSED after finalize or once the link to the agent is lost. */
   async recoverComm(): Promise<RecoverCode> {
     this.requireLink();
-    let point = this.adoptableSync();
+    let point = adoptableSync(this.ledger, this.worldNow.id);
     if (point === null) {
       try {
         // At most one request at a time (spec §4.4): let ours settle, or a caller looping on
@@ -585,7 +408,7 @@ export class Gmpi {
       if (outcome === null || outcome.class !== 'own-reply') return 'ERR_ALERT';
       // Our hook recorded the REP_SYNC that answered us when it was delivered, before this
       // continuation; a notification delivered after it leaves a flag raised (below).
-      point = this.syncPoints.find((p) => p.epoch === outcome.signal.epoch) ?? null;
+      point = syncPointAt(this.ledger, outcome.signal.epoch);
       if (point === null) return 'ERR_ALERT'; // pushed out by later barriers: adopt the latest next time
     }
     const members = [...point.members].sort((a, b) => a - b);
@@ -609,8 +432,9 @@ export class Gmpi {
     }
     // A flag raised by a delivery after REP_SYNC stays raised: that notification concerns the
     // new communicator.
-    if (this.invalidSeq <= point.seq) this.link.flagClear(FLAG.INVALID);
-    if (this.alertSeq <= point.seq) this.link.alertClear();
+    const clear = flagsClearedBy(this.ledger, point);
+    if (clear.invalid) this.link.flagClear(FLAG.INVALID);
+    if (clear.alert) this.link.alertClear();
     this.syncFlags();
     if (this.flagsRaised()) return 'ERR_ALERT';
     // A member whose connection broke but who lives on is connected again (P2P.revive).
@@ -628,14 +452,6 @@ export class Gmpi {
     return this.flagsRaised() ? 'ERR_ALERT' : 'SUCCESS';
   }
 
-  /** A REP_SYNC of the recovery barrier that completed without our request (the quorum is
-   *  below the membership) after the current communicator was built, with no membership
-   *  change since: the others built their communicator from it, so must we. */
-  private adoptableSync(): SyncPoint | null {
-    const p = this.syncPoints.at(-1);
-    return p !== undefined && p.epoch > this.worldNow.id && p.seq > this.membershipSeq ? p : null;
-  }
-
   private requireLink(): void {
     if (this.finalized) throw new GmpiError('CLOSED', 'G-MPI is finalized');
     if (this.link.state !== 'ready') throw new GmpiError('CLOSED', `the link to the agent is ${this.link.state}`);
@@ -647,7 +463,7 @@ export class Gmpi {
   async finalize(): Promise<void> {
     if (this.finalized) return;
     this.finalized = true;
-    for (const h of [...this.timers.keys()]) this.dismissTimer({ id: h });
+    this.timers.dismissAll();
     await this.p2p.close();
     await this.link.finalize();
   }

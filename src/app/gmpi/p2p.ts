@@ -2,10 +2,12 @@
 // item 3). This file owns the TCP mesh between the task's processes, keyed by VPID (the
 // task-wide process id the manager assigns; a new process always gets a higher VPID than every
 // existing one), its dynamic membership (spec §5.5: dead processes leave, spawned replacements
-// join), MPI message matching on (source VPID, tag, communicator id), the unexpected-message
-// queue, bounded per peer, with receive-side backpressure per connection, the resumable abort the alert flag uses (spec
-// §5.2) and connection-loss reporting, which the library turns into G_MPI_SIG_LOCAL_CONNECTION
-// (spec §5.4 Table 4.3). Ranks and communicators are comm.ts's; payload encoding is payload.ts's.
+// join), receive-side backpressure per connection (pausing a peer whose share of the
+// unexpected queue is full), the resumable abort the alert flag uses (spec §5.2) and
+// connection-loss reporting, which the library turns into G_MPI_SIG_LOCAL_CONNECTION (spec
+// §5.4 Table 4.3). MPI message matching on (source VPID, tag, communicator id) and the
+// unexpected-message queue are matching.ts's (no sockets); limits, errors and public types are
+// p2p-types.ts's. Ranks and communicators are comm.ts's; payload encoding is payload.ts's.
 //
 // Connections: one per pair; the higher VPID dials the lower, so a spawned replacement dials
 // every survivor named in its mapping message and survivors only accept. The handshake is
@@ -28,177 +30,19 @@ import { createServer, connect as dial, type Server, type Socket } from 'node:ne
 import { bytesEqual } from '../../core/bytes.ts';
 import { LOOPBACK_HOST } from '../../core/constants.ts';
 import { assert } from '../../core/result.ts';
+import {
+  ANY_SOURCE, ANY_TAG, arrive, cancelRecvs, createMatching, discardComm, dropQueued, type Matching, type Message, postRecv, queuedFrom, takeQueued,
+} from './matching.ts';
+import {
+  BYE_LINGER_MS, COMM_WORLD, DEFAULT_MAX_UNEXPECTED_BYTES, DIAL_RETRY_FIRST_MS, DIAL_RETRY_LIMIT, DIAL_RETRY_MAX_MS, type LostReason, MAX_CONNECT_WAITERS,
+  MAX_LIB_TAG, MAX_PENDING_RECVS, MAX_UNATTRIBUTED_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS, MAX_UNAUTHENTICATED_PER_ADDRESS, P2PError,
+  type P2PLogEvent, type P2POptions, type P2PStats, type PeerAddress, UNAUTHENTICATED_TIMEOUT_MS,
+} from './p2p-types.ts';
 import { helloMac, helloMacValid, helloNonce, isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
 import {
-  DEFAULT_MAX_MESSAGE_BYTES, encodeFrame, FrameDecoder, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_RANKS, MAX_TAG, MAX_U32,
-  MIN_LIB_TAG, type GmpiFrame, type HelloFrame, type WireCode,
+  DEFAULT_MAX_MESSAGE_BYTES, encodeFrame, FrameDecoder, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_TAG, MAX_U32,
+  MIN_LIB_TAG, type GmpiFrame, type HelloFrame,
 } from './wire.ts';
-
-// ---- Named limits (STYLE.md 9) -----------------------------------------------------------------
-
-/** Default bound on unexpected (arrived, not yet received) message bytes from one peer. Two
- *  default-size messages: one large message can always be queued while another is being
- *  received. The bound is per peer so that one peer's flood, which the application will
- *  receive later, cannot stop the messages of others that a posted receive is waiting for
- *  (MPI's progress rule); memory is bounded by peers × (this + one message). */
-export const DEFAULT_MAX_UNEXPECTED_BYTES = 2 * DEFAULT_MAX_MESSAGE_BYTES;
-/** Bytes each queued message is charged beyond its payload, so a flood of empty messages also
- *  fills the queue (an entry's object, header fields and array slot cost about this much). */
-export const UNEXPECTED_ENTRY_OVERHEAD_BYTES = 64;
-/** Receives one process may have posted and unmatched at once. The application controls this,
- *  but each is a closure held until a message or an abort: beyond this it is a bug (a loop
- *  posting receives), refused with LIMIT rather than growing without bound. */
-export const MAX_PENDING_RECVS = 4096;
-/** Authenticated accepted sockets whose VPID is not (yet) expected, held until expect(). One per
- *  VPID, and only task peers (at most MAX_RANKS) dial us; more than that are refused. */
-export const MAX_UNATTRIBUTED_CONNECTIONS = MAX_RANKS;
-/** How long an accepted connection has to authenticate (its hello's MAC checked, PROTOCOL §9.5).
- *  A genuine peer answers the challenge within a round trip; 5 s covers a loaded host, and a
- *  process whose own task key is still on its way from its agent. A silent or forging socket
- *  holds a slot no longer (before issue 13, idle sockets held theirs for ever). */
-export const UNAUTHENTICATED_TIMEOUT_MS = 5000;
-/** Accepted, unauthenticated connections kept per remote address. A node's processes dial us in
- *  one burst and each authenticates within a round trip, so 16 pending at once is already a
- *  busy node; those beyond wait and retry (DIAL_RETRY_*). One host — maybe not a task's — cannot
- *  take every slot. */
-export const MAX_UNAUTHENTICATED_PER_ADDRESS = 16;
-/** The same over every address: eight addresses' worth. Bounds the sockets and buffers that
- *  strangers can make a task process hold (each costs an fd and a timer). */
-export const MAX_UNAUTHENTICATED_CONNECTIONS = 128;
-/** Dial attempts to one peer whose connection closed before its challenge arrived: the
- *  acceptor was full of unauthenticated connections from our address (above), which clear
- *  within a round trip each. Backoff doubles from DIAL_RETRY_FIRST_MS to DIAL_RETRY_MAX_MS: 8
- *  attempts span about 3.6 s, then the peer is lost (LOCAL_CONNECTION) like any failed
- *  connection. A refused dial (nobody listens: the peer is gone) is not retried. */
-export const DIAL_RETRY_LIMIT = 8;
-export const DIAL_RETRY_FIRST_MS = 25;
-export const DIAL_RETRY_MAX_MS = 1000;
-/** connect()/whenConnected() calls pending at once. Init and each recovery wait once; beyond
- *  this it is a loop bug, refused with LIMIT. */
-export const MAX_CONNECT_WAITERS = 64;
-/** How long close() leaves a connection half-closed after its bye for the peer to close its
- *  side, before destroying it: a hung or paused peer must not hold finalisation longer. */
-export const BYE_LINGER_MS = 200;
-
-/** MPI_ANY_SOURCE / MPI_ANY_TAG. Negative, so they never collide with a VPID or a sendable tag. */
-export const ANY_SOURCE = -1;
-export const ANY_TAG = -1;
-/** The highest library tag: library traffic uses [MIN_LIB_TAG, MAX_LIB_TAG]; -1 is ANY_TAG. */
-export const MAX_LIB_TAG = -2;
-/** The default communicator id of send/recv: MPI_COMM_WORLD's until recovery replaces it. */
-export const COMM_WORLD = 0;
-
-// ---- Errors ------------------------------------------------------------------------------------
-
-export type P2PErrorCode =
-  /** abort(reason) was called: the alert flag / MPI_ERR_ALERT path (spec §5.2). */
-  | 'ABORTED'
-  /** The connection to that peer is broken (spec §5.4 G_MPI_SIG_LOCAL_CONNECTION). */
-  | 'PEER_LOST'
-  /** removePeer() took that VPID out of the task (spec §5.5 GSIG_NTF_DIED). */
-  | 'PEER_REMOVED'
-  /** That peer finalized (its bye arrived): it sends nothing more and receives nothing. */
-  | 'PEER_FINISHED'
-  /** A VPID this process neither knows nor expects (or not a u32). */
-  | 'UNKNOWN_PEER'
-  | 'CLOSED'
-  /** send to a known peer whose connection is not yet established. */
-  | 'NOT_CONNECTED'
-  | 'TOO_LARGE'
-  /** A rank outside the communicator (comm.ts, collectives.ts). */
-  | 'BAD_RANK'
-  | 'BAD_TAG'
-  /** A communicator id that is not a u32, not created, or discarded. */
-  | 'BAD_COMM'
-  | 'BAD_ARGUMENT'
-  /** A structured payload from a peer that does not decode (payload.ts). */
-  | 'BAD_PAYLOAD'
-  /** A reduction operator failed or met values it cannot combine (collectives.ts). */
-  | 'OP_FAILED'
-  | 'LIMIT';
-
-export class P2PError extends Error {
-  constructor(readonly code: P2PErrorCode, message: string, readonly reason?: unknown) {
-    super(message);
-    this.name = 'P2PError';
-  }
-}
-
-/** Why a connection was closed: a wire decode error or a protocol rule above the framing. */
-export type LostCode =
-  | WireCode
-  | 'HELLO_EXPECTED'
-  | 'UNEXPECTED_HELLO'
-  /** The dialler's first frame from the acceptor was not its challenge. */
-  | 'CHALLENGE_EXPECTED'
-  /** A challenge where none belongs: to an acceptor, or a second one. */
-  | 'UNEXPECTED_CHALLENGE'
-  /** A hello whose MAC does not verify under the task key for this connection's nonces: a
-   *  forger, a replay from another connection, or another task's process (PROTOCOL §9.5). */
-  | 'BAD_MAC'
-  /** No authenticated hello within UNAUTHENTICATED_TIMEOUT_MS of the accept. */
-  | 'AUTH_TIMEOUT'
-  | 'WRONG_TASK'
-  /** A hello from a VPID that may not use this connection: not the one dialled, not higher
-   *  than ours on an accepted one, or removed. */
-  | 'WRONG_ID'
-  | 'DUPLICATE_PEER'
-  | 'BAD_SENDER'
-  | 'BAD_SEQUENCE'
-  /** Over MAX_UNAUTHENTICATED_* (closed before its challenge) or MAX_UNATTRIBUTED_CONNECTIONS. */
-  | 'TOO_MANY_CONNECTIONS'
-  | 'SOCKET_CLOSED'
-  | 'SOCKET_ERROR'
-  /** removePeer() closed it (logged, never reported as a loss). */
-  | 'REMOVED'
-  /** The peer finalized and said so (a bye frame): an ending, never reported as a loss. */
-  | 'FINISHED';
-export type LostReason = { readonly code: LostCode; readonly detail: string };
-export type P2PLogEvent = { readonly type: 'connection.closed'; readonly id: number | null; readonly reason: LostReason };
-
-/** One arrived message. `source` is the sender's VPID; `structured` says `data` is a msgpack
- *  value (payload.ts) rather than raw bytes. */
-export type Message = {
-  readonly source: number;
-  readonly tag: number;
-  readonly comm: number;
-  readonly structured: boolean;
-  readonly data: Uint8Array;
-};
-export type PeerAddress = { readonly id: number; readonly host: string; readonly port: number };
-
-export type P2POptions = {
-  readonly taskId: string;
-  /** This process's VPID. */
-  readonly self: number;
-  /** The task key (TASK_KEY_BYTES, PROTOCOL §9.5). Gmpi sets it after open (setTaskKey), once
-   *  the agent has handed it over; connect() needs it. */
-  readonly taskKey?: Uint8Array;
-  /** UNAUTHENTICATED_TIMEOUT_MS unless given (tests). */
-  readonly authTimeoutMs?: number;
-  readonly listenHost?: string;
-  readonly maxMessageBytes?: number;
-  /** Per peer (DEFAULT_MAX_UNEXPECTED_BYTES). */
-  readonly maxUnexpectedBytes?: number;
-  /** Raised once per peer when its connection breaks (spec §5.4 LOCAL_CONNECTION). */
-  readonly onConnectionLost?: (id: number, reason: LostReason) => void;
-  readonly log?: (event: P2PLogEvent) => void;
-};
-
-export type P2PStats = {
-  readonly unexpectedMessages: number;
-  readonly unexpectedBytes: number;
-  readonly pendingRecvs: number;
-  /** Connections paused because their peer's share of the unexpected queue is full
-   *  (backpressure). */
-  readonly pausedConnections: number;
-  /** Accepted connections whose hello names a VPID not yet expected. */
-  readonly heldConnections: number;
-  /** Accepted connections not authenticated yet (PROTOCOL §9.5). */
-  readonly unauthenticatedConnections: number;
-  /** Messages dropped because their communicator was discarded or their sender removed. */
-  readonly discardedMessages: number;
-};
 
 type Waiter = { resolve: () => void; reject: (e: P2PError) => void };
 type ConnectWaiter = Waiter & { ids: readonly number[] };
@@ -235,10 +79,6 @@ type Conn = {
 type Peer = { readonly id: number; state: 'expected' | 'connected' | 'lost' | 'finished'; conn: Conn | null };
 
 const isU32 = (n: number): boolean => Number.isInteger(n) && n >= 0 && n <= MAX_U32;
-/** ANY_TAG matches application tags only: library traffic (negative tags) is never stolen by
- *  an application's wildcard receive. */
-const matches = (r: PendingRecv, m: Message): boolean =>
-  r.comm === m.comm && (r.source === ANY_SOURCE || r.source === m.source) && (r.tag === ANY_TAG ? m.tag >= 0 : r.tag === m.tag);
 
 export class P2P {
   readonly taskId: string;
@@ -259,15 +99,8 @@ export class P2P {
   private readonly held = new Map<number, Conn>();
   private taskKey: Uint8Array | null = null;
   private readonly authTimeoutMs: number;
-  private readonly discarded = new Set<number>();
-  /** Arrived, unmatched messages in arrival order: scanning from the front gives MPI's
-   *  "earliest matching" rule, and non-overtaking per sender follows from TCP order. */
-  private unexpected: Message[] = [];
-  private unexpectedBytes = 0;
-  /** unexpectedBytes by source VPID: backpressure is per peer. */
-  private readonly queuedBytesFrom = new Map<number, number>();
-  private discardedMessages = 0;
-  private pendingRecvs: PendingRecv[] = [];
+  /** Posted receives, unexpected messages, discarded communicators (matching.ts). */
+  private readonly matching: Matching<PendingRecv> = createMatching();
   private connectWaiters: ConnectWaiter[] = [];
   private alert: { reason: unknown } | null = null;
   private closed = false;
@@ -430,30 +263,22 @@ export class P2P {
     const peer = this.peers.get(id);
     this.peers.delete(id);
     if (peer?.conn) this.close1(peer.conn, { code: 'REMOVED', detail: `peer ${id} removed` }, removedError);
-    this.pendingRecvs = this.pendingRecvs.filter((r) => {
-      if (r.source !== id) return true;
-      r.reject(removedError());
-      return false;
-    });
+    for (const r of cancelRecvs(this.matching, (r) => r.source === id)) r.reject(removedError());
     this.rejectWaitersNaming(id, removedError);
-    this.dropQueued((m) => m.source === id);
+    dropQueued(this.matching, (m) => m.source === id);
+    this.resumeReading();
   }
 
   /** Forget communicator `comm` (replaced by recovery, spec §5.5): drop its queued messages,
    *  reject receives posted on it with BAD_COMM, and silently discard later arrivals for it. */
   discardComm(comm: number): void {
     if (!isU32(comm)) throw new P2PError('BAD_COMM', `comm ${comm}`);
-    this.discarded.add(comm);
-    this.pendingRecvs = this.pendingRecvs.filter((r) => {
-      if (r.comm !== comm) return true;
-      r.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
-      return false;
-    });
-    this.dropQueued((m) => m.comm === comm);
+    for (const r of discardComm(this.matching, comm)) r.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
+    this.resumeReading();
   }
 
   isDiscarded(comm: number): boolean {
-    return this.discarded.has(comm);
+    return this.matching.discarded.has(comm);
   }
 
   /** Known peer VPIDs and their state (self excluded). */
@@ -546,13 +371,13 @@ export class P2P {
   stats(): P2PStats {
     const conns = this.conns();
     return {
-      unexpectedMessages: this.unexpected.length,
-      unexpectedBytes: this.unexpectedBytes,
-      pendingRecvs: this.pendingRecvs.length,
+      unexpectedMessages: this.matching.unexpected.length,
+      unexpectedBytes: this.matching.unexpectedBytes,
+      pendingRecvs: this.matching.pendingRecvs.length,
       pausedConnections: conns.filter((c) => c.paused && c.heldId === null && c.awaitingKey === null && !c.dead).length,
       heldConnections: this.held.size,
       unauthenticatedConnections: this.unauthenticated.size,
-      discardedMessages: this.discardedMessages,
+      discardedMessages: this.matching.discardedMessages,
     };
   }
 
@@ -580,7 +405,7 @@ export class P2P {
   }
 
   private rejectEverything(error: () => P2PError): void {
-    for (const r of this.pendingRecvs.splice(0)) r.reject(error());
+    for (const r of cancelRecvs(this.matching)) r.reject(error());
     for (const p of this.peers.values()) for (const w of p.conn?.drainWaiters.splice(0) ?? []) w.reject(error());
     for (const w of this.connectWaiters.splice(0)) w.reject(error());
   }
@@ -601,25 +426,11 @@ export class P2P {
     });
   }
 
-  private dropQueued(drop: (m: Message) => boolean): void {
-    const keep: Message[] = [];
-    for (const m of this.unexpected) {
-      if (!drop(m)) {
-        keep.push(m);
-        continue;
-      }
-      this.unqueued(m);
-      this.discardedMessages++;
-    }
-    this.unexpected = keep;
-    this.resumeReading();
-  }
-
   private post(dest: number, tag: number, data: Uint8Array, comm: number, structured: boolean): Promise<void> {
     const gate = this.gate();
     if (gate !== null) return Promise.reject(gate);
     if (!isU32(comm)) return Promise.reject(new P2PError('BAD_COMM', `comm ${comm}`));
-    if (this.discarded.has(comm)) return Promise.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
+    if (this.matching.discarded.has(comm)) return Promise.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
     if (!(data instanceof Uint8Array)) return Promise.reject(new P2PError('BAD_ARGUMENT', 'data is not a Uint8Array'));
     if (data.length > this.maxMessageBytes) {
       return Promise.reject(new P2PError('TOO_LARGE', `${data.length} bytes > maxMessageBytes ${this.maxMessageBytes}`));
@@ -648,13 +459,9 @@ export class P2P {
     if (gate !== null) return Promise.reject(gate);
     if (source !== ANY_SOURCE && source !== this.self && !this.peers.has(source)) return Promise.reject(this.unknown(source));
     if (!isU32(comm)) return Promise.reject(new P2PError('BAD_COMM', `comm ${comm}`));
-    if (this.discarded.has(comm)) return Promise.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
-    const r: PendingRecv = { source, tag, comm, resolve: noop, reject: noop };
-    const i = this.unexpected.findIndex((m) => matches(r, m));
-    if (i >= 0) {
-      const [m] = this.unexpected.splice(i, 1);
-      assert(m !== undefined, 'matched index out of range');
-      this.unqueued(m);
+    if (this.matching.discarded.has(comm)) return Promise.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
+    const m = takeQueued(this.matching, { source, tag, comm });
+    if (m !== null) {
       this.resumeReading();
       return Promise.resolve(m);
     }
@@ -663,12 +470,8 @@ export class P2P {
       return Promise.reject(new P2PError('PEER_LOST', `connection to ${source} is lost`));
     }
     if (source !== ANY_SOURCE && this.peers.get(source)?.state === 'finished') return Promise.reject(finishedError(source));
-    if (this.pendingRecvs.length >= MAX_PENDING_RECVS) return Promise.reject(new P2PError('LIMIT', `${MAX_PENDING_RECVS} receives already pending`));
-    return new Promise<Message>((resolve, reject) => {
-      r.resolve = resolve;
-      r.reject = reject;
-      this.pendingRecvs.push(r);
-    });
+    if (this.matching.pendingRecvs.length >= MAX_PENDING_RECVS) return Promise.reject(new P2PError('LIMIT', `${MAX_PENDING_RECVS} receives already pending`));
+    return new Promise<Message>((resolve, reject) => postRecv(this.matching, { source, tag, comm, resolve, reject }));
   }
 
   private addExpected(id: number): void {
@@ -778,7 +581,7 @@ export class P2P {
    *  unblocks it. */
   private pump(conn: Conn): void {
     while (!conn.dead) {
-      if (conn.heldId !== null || conn.awaitingKey !== null || this.queuedFrom(conn.id) >= this.maxUnexpectedBytes) {
+      if (conn.heldId !== null || conn.awaitingKey !== null || queuedFrom(this.matching, conn.id) >= this.maxUnexpectedBytes) {
         if (!conn.paused) {
           conn.paused = true;
           conn.socket.pause();
@@ -800,20 +603,7 @@ export class P2P {
   }
 
   private resumeReading(): void {
-    for (const c of this.conns()) if (c.paused && c.heldId === null && c.awaitingKey === null && this.queuedFrom(c.id) < this.maxUnexpectedBytes) this.pump(c);
-  }
-
-  private queuedFrom(id: number | null): number {
-    return id === null ? 0 : (this.queuedBytesFrom.get(id) ?? 0);
-  }
-
-  /** Account for a message leaving the unexpected queue (received or dropped). */
-  private unqueued(m: Message): void {
-    const size = m.data.length + UNEXPECTED_ENTRY_OVERHEAD_BYTES;
-    this.unexpectedBytes -= size;
-    const left = this.queuedFrom(m.source) - size;
-    if (left > 0) this.queuedBytesFrom.set(m.source, left);
-    else this.queuedBytesFrom.delete(m.source);
+    for (const c of this.conns()) if (c.paused && c.heldId === null && c.awaitingKey === null && queuedFrom(this.matching, c.id) < this.maxUnexpectedBytes) this.pump(c);
   }
 
   private onFrame(conn: Conn, frame: GmpiFrame): void {
@@ -919,21 +709,8 @@ export class P2P {
   }
 
   private arrive(m: Message): void {
-    if (this.discarded.has(m.comm)) {
-      this.discardedMessages++;
-      return;
-    }
-    const i = this.pendingRecvs.findIndex((r) => matches(r, m));
-    if (i >= 0) {
-      const [r] = this.pendingRecvs.splice(i, 1);
-      assert(r !== undefined, 'matched index out of range');
-      r.resolve(m);
-      return;
-    }
-    this.unexpected.push(m);
-    const size = m.data.length + UNEXPECTED_ENTRY_OVERHEAD_BYTES;
-    this.unexpectedBytes += size;
-    this.queuedBytesFrom.set(m.source, this.queuedFrom(m.source) + size);
+    const a = arrive(this.matching, m);
+    if (a.kind === 'delivered') a.recv.resolve(m);
   }
 
   /** The peer said bye (it finalized): keep what it sent, which receives may still take; end
@@ -948,11 +725,7 @@ export class P2P {
     if (peer === undefined || peer.conn !== conn) return;
     peer.state = 'finished';
     peer.conn = null;
-    this.pendingRecvs = this.pendingRecvs.filter((r) => {
-      if (r.source !== id) return true;
-      r.reject(finishedError(id));
-      return false;
-    });
+    for (const r of cancelRecvs(this.matching, (r) => r.source === id)) r.reject(finishedError(id));
     this.rejectWaitersNaming(id, () => finishedError(id));
   }
 
@@ -986,16 +759,11 @@ export class P2P {
     peer.state = 'lost';
     peer.conn = null;
     const lost = () => new P2PError('PEER_LOST', `connection to ${id} lost: ${reason.code} ${reason.detail}`);
-    this.pendingRecvs = this.pendingRecvs.filter((r) => {
-      if (r.source !== id) return true;
-      r.reject(lost());
-      return false;
-    });
+    for (const r of cancelRecvs(this.matching, (r) => r.source === id)) r.reject(lost());
     this.rejectWaitersNaming(id, lost);
     this.onLost?.(id, reason);
   }
 }
 
-const noop = (): void => {};
 const finishedError = (id: number): P2PError => new P2PError('PEER_FINISHED', `peer ${id} finalized: it sends and receives nothing more`);
 const isLibTag = (tag: number): boolean => Number.isInteger(tag) && tag >= MIN_LIB_TAG && tag <= MAX_LIB_TAG;

@@ -1,25 +1,26 @@
 // The application library's main-thread API (spec §4.2, §5.2, §5.4, §7): Ghidrah signals, the
 // shared alert and invalid flags, critical sections and finalisation. A worker thread owns the
 // agent socket (worker.mjs); this file owns every decision: what may be sent, the epoch and the
-// outstanding request (requests.ts), and delivery to handlers, one at a time in order
-// (dispatcher.ts). The source delivers by SIGINT into a signal handler; here a delivery is a
+// outstanding request (requests.ts), the task view and call rules (task-view.ts), and delivery
+// to handlers, one at a time in order (dispatcher.ts). The source delivers by SIGINT into a signal handler; here a delivery is a
 // message from the worker, and the flags the worker raises on arrival stand in for the
 // interruption of a computation that never yields.
-import {
-  GSIG, GSIG_BROADCAST, GSIG_CM, isAppSignal, isGroupRequest, isSignalArg, MAX_SIGNAL, MIN_APP_SIGNAL,
-  type Signal, type SignalRequest,
-} from '../../core/signals.ts';
+import { GSIG_BROADCAST, GSIG_CM, type Signal, type SignalRequest } from '../../core/signals.ts';
 import { MAX_ENDPOINT_CHARS, type AgentToProc, type Mapping, type Member } from '../../core/wire/app-wire.ts';
 import type { WorkerToMain } from './channel.ts';
 import { AgentConnection } from './connection.ts';
 import { Dispatcher } from './dispatcher.ts';
 import { readLinkEnv, type LinkEnv } from './env.ts';
 import { LinkError } from './errors.ts';
-import { FLAG, isFlagWord, isRuleSignal, SharedFlags } from './flags.ts';
+import { FLAG, SharedFlags } from './flags.ts';
 import {
-  FINALIZE_TIMEOUT_MS, FLAG_WORDS, INIT_TIMEOUT_MS, MAX_CS_DEPTH, MAX_QUEUED_SIGNALS,
+  FINALIZE_TIMEOUT_MS, INIT_TIMEOUT_MS, MAX_CS_DEPTH, MAX_QUEUED_SIGNALS,
 } from './limits.ts';
 import { isRequestDest, RequestTracker, type RequestOutcome } from './requests.ts';
+import {
+  adoptMapping, applyManagerBroadcast, checkFlagWord, checkRuleSignal, checkRuleSignals, checkSignalArg, checkSignalToSend, createTaskView,
+  memberList,
+} from './task-view.ts';
 import { Waiters } from './waiters.ts';
 
 /** A signal as handlers see it: `node` and `data` carry GSIG_REP_SPAWNED's new member (its node
@@ -44,10 +45,9 @@ export class Link {
   readonly task: string;
   readonly vpid: number;
   private stateNow: LinkState = 'connecting';
-  private mappingNow: Mapping | null = null;
   private tracker: RequestTracker;
-  private readonly members = new Map<number, Member>();
-  private quorumNow = 0;
+  /** The mapping, the members now and the quorum (task-view.ts). */
+  private readonly view = createTaskView();
   private readonly handlers = new Map<number, SignalHandler>();
   private readonly dispatcher: Dispatcher<DeliveredSignal>;
   private readonly flags = SharedFlags.create();
@@ -128,8 +128,8 @@ export class Link {
 
   /** The mapping as received at init. */
   get mapping(): Mapping {
-    if (this.mappingNow === null) throw new LinkError('LINK_LOST', 'no mapping yet');
-    return this.mappingNow;
+    if (this.view.mapping === null) throw new LinkError('LINK_LOST', 'no mapping yet');
+    return this.view.mapping;
   }
 
   /** The current epoch (spec §4.6): the mapping's, then each delivered broadcast's. */
@@ -139,15 +139,15 @@ export class Link {
 
   /** The members now: the mapping's, less GSIG_NTF_DIED's, plus GSIG_REP_SPAWNED's (spec §5.5). */
   get memberList(): readonly Member[] {
-    return [...this.members.values()].sort((a, b) => a.vpid - b.vpid);
+    return memberList(this.view);
   }
 
   isMember(vpid: number): boolean {
-    return this.members.has(vpid);
+    return this.view.members.has(vpid);
   }
 
   get quorum(): number {
-    return this.quorumNow;
+    return this.view.quorum;
   }
 
   /** The request sent and not yet classified, if any. */
@@ -173,26 +173,7 @@ export class Link {
    *  follows every earlier signal to the agent. */
   signal(signum: number, dest: number, arg: number): SignalRequest {
     this.requireReady();
-    if (dest === GSIG_CM) {
-      if (!isGroupRequest(signum)) {
-        throw new LinkError('BAD_SIGNAL', `signal ${signum} to GSIG_CM: only group requests (GSIG.REQ_*) go to the cluster manager`);
-      }
-    } else {
-      if (!isAppSignal(signum)) {
-        throw new LinkError('BAD_SIGNAL', `signal ${signum}: application signals are numbered ${MIN_APP_SIGNAL}..${MAX_SIGNAL}`);
-      }
-      if (dest !== GSIG_BROADCAST && !this.members.has(dest)) {
-        throw new LinkError('NOT_A_MEMBER', `destination ${dest} is not a member of task ${this.task}`);
-      }
-    }
-    if (!isSignalArg(arg)) throw new LinkError('BAD_ARG', `argument ${arg} is not a signed 32-bit integer`);
-    const refusal = this.tracker.refusal(dest);
-    if (refusal === 'REQUEST_OUTSTANDING') {
-      throw new LinkError('REQUEST_OUTSTANDING', 'a broadcast or group request is still outstanding: wait for requestOutcome() (spec §4.4: at most one)');
-    }
-    if (refusal === 'ACK_PENDING') {
-      throw new LinkError('ACK_PENDING', 'our group request was acknowledged: no new group request until its reply (spec §4.6)');
-    }
+    checkSignalToSend(this.view, this.task, this.tracker, signum, dest, arg);
     const req = this.tracker.send(signum, dest, arg);
     if (isRequestDest(dest)) this.waiters.newRequest();
     this.conn?.send({ type: 'signal', ...req });
@@ -201,7 +182,7 @@ export class Link {
 
   /** G_Signal_handler: one handler per signal number; null removes it. */
   on(signum: number, handler: SignalHandler | null): void {
-    if (!isRuleSignal(signum)) throw new LinkError('BAD_SIGNAL', `signal ${signum} is not in 1..${MAX_SIGNAL}`);
+    checkRuleSignal(signum);
     if (handler === null) this.handlers.delete(signum);
     else this.handlers.set(signum, handler);
   }
@@ -210,8 +191,8 @@ export class Link {
    *  Delivered before this returns unless a critical section or a handler is running. */
   raiseLocal(signum: number, arg: number): void {
     this.requireReady();
-    if (!isRuleSignal(signum)) throw new LinkError('BAD_SIGNAL', `signal ${signum} is not in 1..${MAX_SIGNAL}`);
-    if (!isSignalArg(arg)) throw new LinkError('BAD_ARG', `argument ${arg} is not a signed 32-bit integer`);
+    checkRuleSignal(signum);
+    checkSignalArg(arg);
     this.flags.applyRules(signum);
     this.dispatcher.push({ signum, src: this.vpid, dest: this.vpid, arg, epoch: this.tracker.epoch, node: '', data: '' });
     this.dispatcher.drain();
@@ -298,24 +279,24 @@ export class Link {
   }
 
   flagRaise(word: number): void {
-    this.flags.raise(this.flagWord(word));
+    this.flags.raise(checkFlagWord(word));
   }
 
   flagClear(word: number): void {
-    this.flags.clear(this.flagWord(word));
+    this.flags.clear(checkFlagWord(word));
   }
 
   flagCheck(word: number): boolean {
-    return this.flags.check(this.flagWord(word));
+    return this.flags.check(checkFlagWord(word));
   }
 
   /** Raise `word` on arrival of any of `signums` (e.g. FLAG.INVALID on GSIG.NTF_DIED). */
   flagOn(word: number, signums: readonly number[]): void {
-    this.flags.addRule(this.flagWord(word), this.ruleSignals(signums));
+    this.flags.addRule(checkFlagWord(word), checkRuleSignals(signums));
   }
 
   flagOff(word: number, signums: readonly number[]): void {
-    this.flags.removeRule(this.flagWord(word), this.ruleSignals(signums));
+    this.flags.removeRule(checkFlagWord(word), checkRuleSignals(signums));
   }
 
   /** The shared words themselves (Atomics.wait on one blocks until a raise). */
@@ -358,16 +339,6 @@ export class Link {
     }
   }
 
-  private flagWord(word: number): number {
-    if (!isFlagWord(word)) throw new LinkError('BAD_FLAG', `flag word ${word} is not in 0..${FLAG_WORDS - 1}`);
-    return word;
-  }
-
-  private ruleSignals(signums: readonly number[]): readonly number[] {
-    for (const s of signums) if (!isRuleSignal(s)) throw new LinkError('BAD_SIGNAL', `signal ${s} is not in 1..${MAX_SIGNAL}`);
-    return signums;
-  }
-
   private onWorkerMessage(m: WorkerToMain): void {
     switch (m.type) {
       case 'agent':
@@ -400,10 +371,8 @@ export class Link {
         if (mapping.task !== this.task || mapping.vpid !== this.vpid) {
           return this.fail('PROTOCOL', `mapping for ${mapping.task}/${mapping.vpid}, we are ${this.task}/${this.vpid}`);
         }
-        this.mappingNow = mapping;
+        adoptMapping(this.view, mapping);
         this.tracker = new RequestTracker(this.vpid, mapping.epoch);
-        this.quorumNow = mapping.quorum;
-        for (const m of mapping.members) this.members.set(m.vpid, m);
         this.stateNow = 'ready';
         // Hold deliveries until the code awaiting init() has run and registered its handlers.
         this.dispatcher.enter();
@@ -432,7 +401,7 @@ export class Link {
     if (this.stateNow !== 'ready') return;
     this.deliveredCount++;
     if (s.dest === GSIG_BROADCAST) {
-      if (s.src === GSIG_CM) this.updateMembership(s);
+      if (s.src === GSIG_CM) applyManagerBroadcast(this.view, s);
       const effect = this.tracker.onBroadcast(s);
       for (const o of effect.outcomes) if (this.waiters.outcome(o)) this.updateRef();
       if (effect.selfDiagnosis) this.guard(s, () => this.selfDiagnosisHook?.(s));
@@ -440,12 +409,6 @@ export class Link {
     const handler = this.handlers.get(s.signum);
     if (handler !== undefined) this.guard(s, () => handler(s.signum, s.src, s.dest, s.arg, s));
     if (this.waiters.signalDelivered(s)) this.updateRef();
-  }
-
-  private updateMembership(s: DeliveredSignal): void {
-    if (s.signum === GSIG.NTF_DIED) this.members.delete(s.arg);
-    else if (s.signum === GSIG.REP_SPAWNED) this.members.set(s.arg, { vpid: s.arg, node: s.node, endpoint: s.data });
-    else if (s.signum === GSIG.REP_QUORUMSET) this.quorumNow = s.arg;
   }
 
   private guard(s: DeliveredSignal, fn: () => void): void {
