@@ -14,7 +14,8 @@ import { admitChallenge, createFreshness, issueChallenge } from './freshness.ts'
 import { addedAmong, movedPorts, successor } from './group-view.ts';
 import { decodeState } from './state-codec.ts';
 import { createStateTransfer, statePayloads } from './state-transfer.ts';
-import { clusterView, liveSubmits, needsTicks } from './cluster-state.ts';
+import { liveSubmits, needsTicks } from './cluster-state.ts';
+import { clusterView } from './cluster-view.ts';
 import { encodeJournal, openRestoredOp, openRestoredSubmit } from './task-journal.ts';
 import {
   createLinks, flushAcks, linkAddPeer, linkNextWakeMs, linkOweGroupAck, linkReceive, linkRemovePeer, linkSend, linkTimers, linkView,
@@ -23,8 +24,9 @@ import {
 import type { Core, CoreEffect, CoreInput, LearntKey, Membership, SuspectReason } from './node.ts';
 import { createOrderConfirm, executed, nextStep, type Ordered } from './order-confirm.ts';
 import type { Hash, ProcessId, Signer, Verifier } from './ports.ts';
+import { applyGroupInput, applyOperatorRequest, applyRequest } from './replicated-apply.ts';
 import {
-  addedSpares, adoptIncarnation, applyGroupInput, applyOperatorRequest, applyRequest, digestState, encodeState, expectedCsn, initialState,
+  addedSpares, adoptIncarnation, digestState, encodeState, expectedCsn, initialState,
   isOperatorRequest, mayRequest, type ApplyResult, type OperatorOutcome, type ReplicatedState,
 } from './replicated-state.ts';
 import type { ClusterEvent, ClusterView, DaemonReport, ReplicaStatus, PeerHealth } from './status.ts';

@@ -3,9 +3,9 @@
 // ordered ticks. Every assertion is something an agent (the commands it receives), an operator
 // (`trine ps`, answers) or a replica comparing digests could observe.
 import { describe, expect, it } from 'vitest';
-import {
-  clusterView, encodeCluster, liveSubmits, liveTasks, needsTicks, nodeJoined, slotsHeldOn, submitTask, tasksOn, taskTimers, tick, type NodeRecord, type TaskEffect,
-} from '../../../src/core/cluster-state.ts';
+import { submitTask } from '../../../src/core/cluster-inputs.ts';
+import { liveSubmits, liveTasks, needsTicks, slotsHeldOn, tasksOn, taskTimers, type NodeRecord, type TaskEffect } from '../../../src/core/cluster-state.ts';
+import { clusterView, encodeCluster } from '../../../src/core/cluster-view.ts';
 import { DEFAULT_TIMING, MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_TASK_CHARS } from '../../../src/core/constants.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../../../src/core/signals.ts';
 import type { TaskSubmit } from '../../../src/core/wire/messages.ts';
