@@ -1,7 +1,7 @@
 // A manager's replicated task and process state driven directly, for the unit rows of
-// src/core/cluster-state.ts (cluster-state.test.ts, cluster-state-slips.test.ts): a fake node
-// table, synthetic agent reports, ordered ticks, and readers of what an agent, an operator or a
-// replica comparing digests observes.
+// src/core/cluster-inputs.ts and the cluster-* modules behind it (cluster-inputs.test.ts,
+// cluster-inputs-slips.test.ts): a fake node table, synthetic agent reports, ordered ticks, and
+// readers of what an agent, an operator or a replica comparing digests observes.
 import { nodeFailed, nodeJoined, operateTask, procReports, signalRequest, submitTask, tick } from '../../../src/core/cluster-inputs.ts';
 import { createClusterState, type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers } from '../../../src/core/cluster-state.ts';
 import { clusterView, encodeCluster } from '../../../src/core/cluster-view.ts';

@@ -1,5 +1,5 @@
 // Cluster-state behaviours no other row pins down (issue 15, mutation testing of
-// src/core/cluster-state.ts lines 201–972): each row is what an agent (the group commands it
+// src/core/cluster-state.ts lines 201–972, now the cluster-* modules behind cluster-inputs.ts): each row is what an agent (the group commands it
 // receives), an operator (`trine ps`, answers, the journal) or a replica comparing digests
 // observes after a slip in placement, the service queue, process reports, node failure and
 // adoption, signals and group requests, submit validation or the canonical encoding

@@ -1,5 +1,5 @@
-// The manager's replicated task and process state (src/core/cluster-state.ts; spec §6, §6.1
-// rows T1–T17, §6.2 rows P1–P15) driven directly: a fake node table, synthetic agent reports,
+// The manager's replicated task and process state (src/core/cluster-inputs.ts and the cluster-*
+// modules behind it; spec §6, §6.1 rows T1–T17, §6.2 rows P1–P15) driven through its entry points: a fake node table, synthetic agent reports,
 // ordered ticks. Every assertion is something an agent (the commands it receives), an operator
 // (`trine ps`, answers) or a replica comparing digests could observe.
 import { describe, expect, it } from 'vitest';
