@@ -24,172 +24,19 @@
 // - `broadcast {signal, arg}`: a Ghidrah signal to the task's processes; `arg` is a VPID. For
 //   GSIG_REP_SPAWNED the manager adds the node address of FsmProc(arg) (spec §4.3).
 // - `taskFinished {outcome, reason}`: the task reached a final state; release what it holds.
+//
+// Its types are in fsm-task-types.ts; the guards, the effect actions computed from the context
+// and the helpers they share are in fsm-task-rules.ts.
 
-import { and, assign, enqueueActions, setup } from 'xstate';
+import { and, assign, setup } from 'xstate';
 import { assert } from '../src/core/result.ts';
-
-export type FsmTaskInput = {
-  taskId: string;
-  /** Processes at submission: VPIDs 0 … size-1. */
-  size: number;
-  startTimeoutTicks: number;
-  terminateTimeoutTicks: number;
-  /** Start attempts (T3) before the task is given up (T5). */
-  maxStartAttempts: number;
-  /** Terminate commands sent (T8, T17) before the task is given up. */
-  maxTerminateAttempts: number;
-  /** Started again after a cluster reset (PROTOCOL §10.9): the mapping's restarted flag is set
-   *  from the first start, as after a restart (T9). Absent: false. */
-  restarted?: boolean;
-};
-
-/** What the task does once all its processes have terminated (T16). */
-export type AfterTerminate = 'retry' | 'restart' | 'end-normally' | 'end-abnormally';
-
-export type FsmTaskContext = FsmTaskInput & {
-  /** Members, ascending: the processes the task consists of now. */
-  vpids: number[];
-  nextVpid: number;
-  /** Members that died abnormally while the task ran; each has had its GSIG_NTF_DIED. */
-  deadVpids: number[];
-  /** Members that terminated normally while the task ran (no broadcast: not a crash). */
-  exitedVpids: number[];
-  /** Remaining ticks of Start-TO / Terminate-TO; null when not scheduled. */
-  startTimerTicks: number | null;
-  terminateTimerTicks: number | null;
-  startCount: number;
-  terminateCount: number;
-  acked: boolean;
-  /** x of Killing(x); null outside Killing. */
-  killVpid: number | null;
-  /** The process of an App-spawn in progress; null outside Spawning. */
-  spawnVpid: number | null;
-  spawnAllocated: boolean;
-  /** Mapping message flag (spec §7): set by a restart (T9). */
-  restarted: boolean;
-  afterTerminate: AfterTerminate | null;
-  /** Why the last start attempt failed (T5). */
-  failure: string | null;
-  /** Why the task ended (or will end, once terminated). */
-  reason: string | null;
-};
-
-export type FsmTaskEvent =
-  | { type: 'res.allocated' }
-  | { type: 'res.removed'; vpids: number[] }
-  | { type: 'cm.spawn' }
-  | { type: 'cm.terminate' }
-  | { type: 'clock.tick' }
-  | { type: 'app.restart' }
-  | { type: 'app.terminate' }
-  | { type: 'app.kill'; vpid: number }
-  | { type: 'app.spawn' }
-  /** The operator's `trine kill TASK`: accepted in every state that is not final. */
-  | { type: 'task.kill' }
-  | { type: 'procs.allRunning' }
-  | { type: 'procs.anySpawnFailed'; detail?: string }
-  | { type: 'procs.allTerminatedNormally' }
-  | { type: 'procs.anyTerminatedAbnormally'; vpids: number[] }
-  | { type: 'procs.allTerminated' }
-  | { type: 'proc.running'; vpid: number }
-  | { type: 'proc.spawnFailed'; vpid: number; detail?: string }
-  | { type: 'proc.terminated'; vpid: number; normally: boolean };
-
-/** State values: the spec's names (§6.1) camelCased, as FsmProc and FsmAgentProc do; Killing
- *  and Spawning are the states of Fig. 4.21 (T10–T15). The last two are final. */
-export type FsmTaskState =
-  | 'waitForResource'
-  | 'waitForStart'
-  | 'starting'
-  | 'running'
-  | 'killing'
-  | 'spawning'
-  | 'waitForTerminate'
-  | 'terminating'
-  | 'terminatedNormally'
-  | 'terminatedAbnormally';
-
-export const FSM_TASK_FINAL_STATES: readonly FsmTaskState[] = ['terminatedNormally', 'terminatedAbnormally'];
-
-export type Service = 'start' | 'terminate';
-export type SendToProcsParams = { command: 'spawn' | 'terminate' | 'res-allocated'; vpids: number[] };
-export type BroadcastParams = {
-  signal: 'GSIG_NTF_DIED' | 'GSIG_REP_ACK_KILL' | 'GSIG_REP_ACK_SPAWN' | 'GSIG_REP_SPAWNED';
-  arg: number;
-};
-export type TaskFinishedParams = { outcome: 'normal' | 'abnormal'; reason: string };
-
-type Ctx = FsmTaskContext;
-type Ev = FsmTaskEvent;
-type EffectAction =
-  | { type: 'sendToProcs'; params: SendToProcsParams }
-  | { type: 'broadcast'; params: BroadcastParams }
-  | { type: 'cancelResources'; params: { vpids: number[] } };
-
-/** `enqueueActions` typed with the effects it may enqueue (inference cannot see them). */
-type CollectEffects = Parameters<typeof enqueueActions<Ctx, Ev, undefined, Ev, never, EffectAction, never, never>>[0];
-const enqueueEffects = (collect: CollectEffects) =>
-  enqueueActions<Ctx, Ev, undefined, Ev, never, EffectAction, never, never>(collect);
-
-const KILLED_BY_OPERATOR = 'killed by operator';
-const BY_APPLICATION = "terminated at the application's request";
-/** The App-spawn failed: its ack if not yet sent, other deaths of the same event, its answer. */
-const SPAWN_FAILED: Array<'ackSpawnOnce' | 'recordDeaths' | 'failSpawn'> = [
-  'ackSpawnOnce',
-  'recordDeaths',
-  'failSpawn',
-];
-const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
-const sorted = (xs: number[]): number[] => [...new Set(xs)].sort((a, b) => a - b);
-
-/** The processes an event reports dead, and whether they died abnormally. */
-function deathsOf(event: Ev): { vpids: number[]; abnormal: boolean } {
-  switch (event.type) {
-    case 'procs.anyTerminatedAbnormally':
-    case 'res.removed': // a lost node takes its processes with it (spec §6.2 [INTERP])
-      return { vpids: event.vpids, abnormal: true };
-    case 'proc.terminated':
-      return { vpids: [event.vpid], abnormal: !event.normally };
-    default:
-      return { vpids: [], abnormal: false };
-  }
-}
-
-const hasEnded = (context: Ctx, v: number) => context.deadVpids.includes(v) || context.exitedVpids.includes(v);
-
-/** Members newly ended by `event`, excluding the process a kill/spawn request is about. */
-function newlyEnded(context: Ctx, event: Ev, abnormal: boolean): number[] {
-  const deaths = deathsOf(event);
-  if (deaths.abnormal !== abnormal) return [];
-  const pending = context.killVpid ?? context.spawnVpid;
-  return sorted(deaths.vpids.filter((v) => context.vpids.includes(v) && !hasEnded(context, v) && v !== pending));
-}
-const newCrashes = (context: Ctx, event: Ev) => newlyEnded(context, event, true);
-const newExits = (context: Ctx, event: Ev) => newlyEnded(context, event, false);
-
-/** The process of the App-spawn in progress (only called in Spawning). */
-function spawnTarget(context: Ctx): number {
-  assert(context.spawnVpid !== null, 'no App-spawn in progress');
-  return context.spawnVpid;
-}
-
-const touchesMembers = (context: Ctx, vpids: number[]) => vpids.some((v) => context.vpids.includes(v));
-const failureDetail = (event: Ev, context: Ctx): string => {
-  switch (event.type) {
-    case 'procs.anySpawnFailed':
-    case 'proc.spawnFailed': {
-      // The agent's text usually says "spawn failed: ENOENT …" itself (src/io/spawner.ts).
-      const detail = event.detail ?? 'no detail from the agent';
-      return detail.startsWith('spawn failed') ? detail : `spawn failed: ${detail}`;
-    }
-    case 'clock.tick':
-      return `start timed out after ${context.startTimeoutTicks} ticks`;
-    case 'res.removed':
-      return `node lost while starting (VPIDs ${event.vpids.join(', ')})`;
-    default:
-      return `process terminated abnormally while starting (VPIDs ${deathsOf(event).vpids.join(', ')})`;
-  }
-};
+import {
+  ackSpawnOnce, BY_APPLICATION, completeKill, dropUnplacedSpawn, failSpawn, failStart, KILLED_BY_OPERATOR, range, recordDeaths, sendTerminateAll,
+  SPAWN_FAILED, spawnTarget, taskGuards,
+} from './fsm-task-rules.ts';
+import type {
+  BroadcastParams, FsmTaskContext, FsmTaskEvent, FsmTaskInput, SendToProcsParams, Service, TaskFinishedParams,
+} from './fsm-task-types.ts';
 
 /** The effects: no-ops here; `transition()` returns them with their params for the manager. */
 const withEffects = setup({
@@ -220,83 +67,7 @@ const taskSetup = withEffects.extend({
     tickTerminateTimer: assign({
       terminateTimerTicks: ({ context }) => (context.terminateTimerTicks ?? 1) - 1,
     }),
-
-    /** T7, T11, T14: GSIG_NTF_DIED once per crashed member; while a kill/spawn is in progress
-     *  its ack goes first, once (AckedFlag; spec §9.1 item 68). Normal exits are recorded only. */
-    recordDeaths: enqueueEffects(({ context, event, enqueue }) => {
-      const exited = newExits(context, event);
-      if (exited.length > 0) enqueue.assign({ exitedVpids: sorted([...context.exitedVpids, ...exited]) });
-      const crashed = newCrashes(context, event);
-      if (crashed.length === 0) return;
-      if (!context.acked && context.killVpid !== null) {
-        enqueue({ type: 'broadcast', params: { signal: 'GSIG_REP_ACK_KILL', arg: context.killVpid } });
-        enqueue.assign({ acked: true });
-      } else if (!context.acked && context.spawnVpid !== null) {
-        enqueue({ type: 'broadcast', params: { signal: 'GSIG_REP_ACK_SPAWN', arg: context.spawnVpid } });
-        enqueue.assign({ acked: true });
-      }
-      for (const v of crashed) enqueue({ type: 'broadcast', params: { signal: 'GSIG_NTF_DIED', arg: v } });
-      enqueue.assign({ deadVpids: sorted([...context.deadVpids, ...crashed]) });
-    }),
-
-    /** T5: terminate everything, then retry while Start-ctr < limit, else give up. */
-    failStart: enqueueEffects(({ context, event, enqueue }) => {
-      const detail = failureDetail(event, context);
-      if (context.startCount < context.maxStartAttempts) {
-        enqueue.assign({ afterTerminate: 'retry', failure: detail });
-      } else {
-        const reason = `${detail} (gave up after ${context.startCount} start attempts)`;
-        enqueue.assign({ afterTerminate: 'end-abnormally', failure: detail, reason });
-      }
-    }),
-
-    /** The ack of an App-spawn whose spawn failed, if not yet sent: so the application learns
-     *  the VPID of the GSIG_NTF_DIED that answers it (spec §9.1 item 68). */
-    ackSpawnOnce: enqueueEffects(({ context, enqueue }) => {
-      if (context.acked || context.spawnVpid === null) return;
-      enqueue({ type: 'broadcast', params: { signal: 'GSIG_REP_ACK_SPAWN', arg: context.spawnVpid } });
-      enqueue.assign({ acked: true });
-    }),
-
-    /** The App-spawn of T13 failed: a hung or unconnected process is terminated, an unplaced one
-     *  dropped, and GSIG_NTF_DIED(s) answers the request. [Choice, T13–T15] No retry: the
-     *  application asked once and may ask again. */
-    failSpawn: enqueueEffects(({ context, event, enqueue }) => {
-      const s = spawnTarget(context);
-      if (!context.spawnAllocated) enqueue({ type: 'cancelResources', params: { vpids: [s] } });
-      else if (!deathsOf(event).vpids.includes(s)) {
-        enqueue({ type: 'sendToProcs', params: { command: 'terminate', vpids: [s] } });
-      }
-      enqueue({ type: 'broadcast', params: { signal: 'GSIG_NTF_DIED', arg: s } });
-      enqueue.assign({ vpids: context.vpids.filter((v) => v !== s) });
-    }),
-
-    /** T12: the reply to the kill (spec §4.3: KILL → NTF_DIED(x)); x leaves the task. */
-    completeKill: enqueueEffects(({ context, enqueue }) => {
-      const x = context.killVpid;
-      assert(x !== null, 'completeKill outside Killing');
-      enqueue({ type: 'broadcast', params: { signal: 'GSIG_NTF_DIED', arg: x } });
-      enqueue.assign({ vpids: context.vpids.filter((v) => v !== x), killVpid: null, acked: false });
-    }),
-
-    /** A process of an App-spawn that was never placed is dropped with its request. */
-    dropUnplacedSpawn: enqueueEffects(({ context, enqueue }) => {
-      const s = context.spawnVpid;
-      if (s === null || context.spawnAllocated) return;
-      enqueue({ type: 'cancelResources', params: { vpids: [s] } });
-      enqueue.assign({ vpids: context.vpids.filter((v) => v !== s) });
-    }),
-
-    /** T8/T9 "on Terminate", and T17: send Terminate to all FsmProc, (re)schedule
-     *  Terminate-TO, increment Terminate-ctr. */
-    sendTerminateAll: enqueueEffects(({ context, enqueue }) => {
-      enqueue({ type: 'sendToProcs', params: { command: 'terminate', vpids: context.vpids } });
-      enqueue.assign({
-        terminateTimerTicks: context.terminateTimeoutTicks,
-        terminateCount: context.terminateCount + 1,
-      });
-    }),
-
+    recordDeaths, failStart, ackSpawnOnce, failSpawn, completeKill, dropUnplacedSpawn, sendTerminateAll,
     /** T16 → restart (T9): the task as submitted, with the mapping's restarted flag set. */
     resetForRestart: assign(({ context }) => ({
       vpids: range(context.size),
@@ -314,29 +85,7 @@ const taskSetup = withEffects.extend({
       acked: false,
     }),
   },
-  guards: {
-    startTimerExpires: ({ context }) => context.startTimerTicks !== null && context.startTimerTicks <= 1,
-    terminateTimerExpires: ({ context }) =>
-      context.terminateTimerTicks !== null && context.terminateTimerTicks <= 1,
-    terminateAttemptsRemain: ({ context }) => context.terminateCount < context.maxTerminateAttempts,
-    touchesMembers: ({ context, event }) => touchesMembers(context, deathsOf(event).vpids),
-    crashedMember: ({ context, event }) => touchesMembers(context, deathsOf(event).vpids) && deathsOf(event).abnormal,
-    noCrashes: ({ context }) => context.deadVpids.length === 0,
-    isLiveMember: ({ context, event }) =>
-      event.type === 'app.kill' && context.vpids.includes(event.vpid) && !hasEnded(context, event.vpid),
-    killTargetDied: ({ context, event }) =>
-      context.killVpid !== null && deathsOf(event).vpids.includes(context.killVpid),
-    spawnTargetDied: ({ context, event }) =>
-      context.spawnVpid !== null && deathsOf(event).vpids.includes(context.spawnVpid),
-    isSpawnTarget: ({ context, event }) =>
-      (event.type === 'proc.running' || event.type === 'proc.spawnFailed') && event.vpid === context.spawnVpid,
-    spawnFailedMember: ({ context, event }) =>
-      event.type === 'proc.spawnFailed' && context.vpids.includes(event.vpid),
-    spawnNotAllocated: ({ context }) => !context.spawnAllocated,
-    afterIsRetry: ({ context }) => context.afterTerminate === 'retry',
-    afterIsRestart: ({ context }) => context.afterTerminate === 'restart',
-    afterIsEndNormally: ({ context }) => context.afterTerminate === 'end-normally',
-  },
+  guards: taskGuards,
 });
 
 /** T8, T9 and the operator's kill, the same from Running and from Killing(x) (which they

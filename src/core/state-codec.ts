@@ -10,7 +10,7 @@
 // `decodeState` turns it into a Result, which keeps each reader a one-liner.
 // `timers` and `pool` are configuration (cluster.json), not state: the caller supplies them, and
 // the pool grows by the added nodes' spares the bytes name (poolWithAdded).
-import type { Service } from '../../fsm/fsm-task.ts';
+import type { Service } from '../../fsm/fsm-task-types.ts';
 import { decodeData, type MachineData } from '../../fsm/plain-data.ts';
 import type { AllocationRequest, ClusterState, NodeRecord, ServiceTurn, SignedSubmit, TaskRecord, TaskTimers } from './cluster-state.ts';
 import { bytesEqual } from './bytes.ts';

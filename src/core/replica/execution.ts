@@ -8,9 +8,9 @@ import { linkAddPeer, linkSend } from '../link.ts';
 import type { CoreEffect, LearntKey } from '../node.ts';
 import type { Ordered } from '../order-confirm.ts';
 import type { ProcessId } from '../ports.ts';
+import { applyGroupInput, applyOperatorRequest, applyRequest } from '../replicated-apply.ts';
 import {
-  adoptIncarnation, applyGroupInput, applyOperatorRequest, applyRequest, encodeState, expectedCsn, isOperatorRequest, mayRequest,
-  type ApplyResult, type OperatorOutcome,
+  adoptIncarnation, encodeState, expectedCsn, isOperatorRequest, mayRequest, type ApplyResult, type OperatorOutcome,
 } from '../replicated-state.ts';
 import { statePayloads } from '../state-transfer.ts';
 import type { SignedCG } from '../wire/messages.ts';

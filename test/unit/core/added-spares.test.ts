@@ -10,9 +10,8 @@ import { describe, expect, it } from 'vitest';
 import { createAgent } from '../../../src/core/agent.ts';
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
 import type { CoreEffect, Membership } from '../../../src/core/node.ts';
-import {
-  addedSpares, applyGroupInput, applyOperatorRequest, applyRequest, encodeState, initialState, type ApplyResult, type ReplicatedState,
-} from '../../../src/core/replicated-state.ts';
+import { applyGroupInput, applyOperatorRequest, applyRequest } from '../../../src/core/replicated-apply.ts';
+import { addedSpares, encodeState, initialState, type ApplyResult, type ReplicatedState } from '../../../src/core/replicated-state.ts';
 import { decodeState } from '../../../src/core/state-codec.ts';
 import { createWatchdog } from '../../../src/core/watchdog.ts';
 import type { AddedReplica, AddedSpare, GroupCommand, NodeAdd, SignedAccusation } from '../../../src/core/wire/messages.ts';

@@ -1,11 +1,10 @@
 // A manager's replicated task and process state driven directly, for the unit rows of
-// src/core/cluster-state.ts (cluster-state.test.ts, cluster-state-slips.test.ts): a fake node
-// table, synthetic agent reports, ordered ticks, and readers of what an agent, an operator or a
-// replica comparing digests observes.
-import {
-  clusterView, createClusterState, encodeCluster, operateTask, nodeFailed, nodeJoined, procReports,
-  signalRequest, submitTask, tick, type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers,
-} from '../../../src/core/cluster-state.ts';
+// src/core/cluster-inputs.ts and the cluster-* modules behind it (cluster-inputs.test.ts,
+// cluster-inputs-slips.test.ts): a fake node table, synthetic agent reports, ordered ticks, and
+// readers of what an agent, an operator or a replica comparing digests observes.
+import { nodeFailed, nodeJoined, operateTask, procReports, signalRequest, submitTask, tick } from '../../../src/core/cluster-inputs.ts';
+import { createClusterState, type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers } from '../../../src/core/cluster-state.ts';
+import { clusterView, encodeCluster } from '../../../src/core/cluster-view.ts';
 import { GSIG_BROADCAST, GSIG_CM } from '../../../src/core/signals.ts';
 import type { TaskView } from '../../../src/core/status.ts';
 import type { GroupCommand, ProcReport, ProcSpawn, TaskSubmit } from '../../../src/core/wire/messages.ts';

@@ -11,7 +11,8 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING, MAX_MEMBER_CHANGES } from '../../../src/core/constants.ts';
 import type { CoreEffect, WatchdogInput, Membership } from '../../../src/core/node.ts';
-import { applyOperatorRequest, applyRequest, initialState } from '../../../src/core/replicated-state.ts';
+import { applyOperatorRequest, applyRequest } from '../../../src/core/replicated-apply.ts';
+import { initialState } from '../../../src/core/replicated-state.ts';
 import { collectRestores, decodeJournal, encodeJournal, JOURNAL_VERSION, openRestoredOp, type MemberEntry, type TaskJournal } from '../../../src/core/task-journal.ts';
 import { createWatchdog } from '../../../src/core/watchdog.ts';
 import { RESTORE_RESEND_MS } from '../../../src/core/watchdog-state.ts';

@@ -5,9 +5,9 @@ import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { TaskTimers } from '../../../src/core/cluster-state.ts';
 import type { Signer } from '../../../src/core/ports.ts';
+import { applyGroupInput, applyOperatorRequest, applyRequest } from '../../../src/core/replicated-apply.ts';
 import {
-  adoptIncarnation, applyGroupInput, applyOperatorRequest, applyRequest, digestState, encodeState, expectedCsn, initialState,
-  type ApplyResult, type ReplicatedState,
+  adoptIncarnation, digestState, encodeState, expectedCsn, initialState, type ApplyResult, type ReplicatedState,
 } from '../../../src/core/replicated-state.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../../../src/core/signals.ts';
 import { decodeState, MAX_STATE_BYTES } from '../../../src/core/state-codec.ts';

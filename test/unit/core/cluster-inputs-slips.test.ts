@@ -1,11 +1,13 @@
 // Cluster-state behaviours no other row pins down (issue 15, mutation testing of
-// src/core/cluster-state.ts lines 201–972): each row is what an agent (the group commands it
+// src/core/cluster-state.ts lines 201–972, now the cluster-* modules behind cluster-inputs.ts): each row is what an agent (the group commands it
 // receives), an operator (`trine ps`, answers, the journal) or a replica comparing digests
 // observes after a slip in placement, the service queue, process reports, node failure and
 // adoption, signals and group requests, submit validation or the canonical encoding
 // (docs/PROTOCOL.md §8.1–§8.6, §9.1–§9.3, §10.9, §10.12). The driver is cluster-driver.ts.
 import { describe, expect, it } from 'vitest';
-import { encodeCluster, nodeFailed, nodeJoined, procReports, submitTask, tick, type NodeRecord } from '../../../src/core/cluster-state.ts';
+import { nodeFailed, nodeJoined, procReports, submitTask } from '../../../src/core/cluster-inputs.ts';
+import type { NodeRecord } from '../../../src/core/cluster-state.ts';
+import { encodeCluster } from '../../../src/core/cluster-view.ts';
 import { MAX_VIEW_TASK_CHARS } from '../../../src/core/constants.ts';
 import { GSIG, GSIG_BROADCAST } from '../../../src/core/signals.ts';
 import type { TaskSubmit } from '../../../src/core/wire/messages.ts';

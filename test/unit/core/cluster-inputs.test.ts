@@ -1,11 +1,11 @@
-// The manager's replicated task and process state (src/core/cluster-state.ts; spec §6, §6.1
-// rows T1–T17, §6.2 rows P1–P15) driven directly: a fake node table, synthetic agent reports,
+// The manager's replicated task and process state (src/core/cluster-inputs.ts and the cluster-*
+// modules behind it; spec §6, §6.1 rows T1–T17, §6.2 rows P1–P15) driven through its entry points: a fake node table, synthetic agent reports,
 // ordered ticks. Every assertion is something an agent (the commands it receives), an operator
 // (`trine ps`, answers) or a replica comparing digests could observe.
 import { describe, expect, it } from 'vitest';
-import {
-  clusterView, encodeCluster, liveSubmits, liveTasks, needsTicks, nodeJoined, slotsHeldOn, submitTask, tasksOn, taskTimers, tick, type NodeRecord, type TaskEffect,
-} from '../../../src/core/cluster-state.ts';
+import { submitTask } from '../../../src/core/cluster-inputs.ts';
+import { liveSubmits, liveTasks, needsTicks, slotsHeldOn, tasksOn, taskTimers, type NodeRecord, type TaskEffect } from '../../../src/core/cluster-state.ts';
+import { clusterView, encodeCluster } from '../../../src/core/cluster-view.ts';
 import { DEFAULT_TIMING, MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_TASK_CHARS } from '../../../src/core/constants.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../../../src/core/signals.ts';
 import type { TaskSubmit } from '../../../src/core/wire/messages.ts';

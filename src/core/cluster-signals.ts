@@ -1,0 +1,104 @@
+// Ghidrah signals in the manager (spec §4; docs/PROTOCOL.md §9): the live members, the mapping
+// message, broadcasts with their epochs, and the group requests that reached (or can no longer
+// reach) their quorum. The signal requests themselves enter through cluster-inputs.ts.
+import type { FsmTaskEvent } from '../../fsm/fsm-task-types.ts';
+import { note, perAgent, type Run } from './cluster-run.ts';
+import { procNode, procState, taskCtx, type TaskRecord } from './cluster-state.ts';
+import { GSIG, GSIG_BROADCAST, GSIG_CM } from './signals.ts';
+import { accept, judgeGroupRequest, nextBroadcastEpoch, quorumInForce, type GroupVerdict } from './task-signals.ts';
+import type { Member } from './wire/messages.ts';
+
+/** Members that can send and receive signals: connected (FsmProc Running), in VPID order. */
+export function liveMembers(rec: TaskRecord): number[] {
+  return taskCtx(rec).vpids.filter((v) => {
+    const d = rec.procs.get(v);
+    return d !== undefined && procState(d) === 'running';
+  });
+}
+
+/** The mapping message (spec §7 item 2) to `vpids`, listing every live member. */
+export function sendMappings(run: Run, rec: TaskRecord, vpids: readonly number[], recovered: boolean): void {
+  if (rec.mode !== 'linked' || vpids.length === 0) return;
+  const members: Member[] = liveMembers(rec).map((v) => ({ vpid: v, node: procNode(rec, v) ?? '', endpoint: rec.endpoints.get(v) ?? '' }));
+  const c = taskCtx(rec);
+  perAgent(run, rec, vpids, (list) => ({
+    type: 'proc.mapping', task: rec.id, vpids: list, restarted: c.restarted, recovered, epoch: rec.signals.epoch,
+    quorum: rec.signals.quorum, members,
+  }));
+}
+
+/** A broadcast to every live member (spec §4.6): the epoch is incremented first and carried,
+ *  and the group requests collected in the old epoch are dropped. Plain tasks have no one to
+ *  deliver to; their epoch still counts. */
+export function broadcastSignal(run: Run, rec: TaskRecord, signum: number, src: number, arg: number, node = '', data = ''): void {
+  const epoch = nextBroadcastEpoch(rec.signals);
+  rec.sigStats.broadcasts++;
+  if (rec.mode !== 'linked') return;
+  perAgent(run, rec, liveMembers(rec), (vpids) => ({
+    type: 'proc.signal', task: rec.id, vpids, signum, src, dest: GSIG_BROADCAST, arg, epoch, node, data,
+  }));
+}
+
+/** Task states in which every member has its mapping (T4 onwards, until it terminates). */
+export const SIGNALLING = ['running', 'killing', 'spawning'];
+
+const SIGNAL_NAMES = new Map<number, string>(Object.entries(GSIG).map(([k, v]) => [v, `GSIG_${k}`]));
+export const signalName = (signum: number): string => SIGNAL_NAMES.get(signum) ?? `signal ${signum}`;
+
+/** A group request reached its quorum (spec §4.5): run the service. SETQUORUM and SYNC reply at
+ *  once (atomic); KILL, SPAWN, RESTART and TERMINATE go to FsmTask (T8–T15), which replies. */
+function performGroupRequest(run: Run, rec: TaskRecord, signum: number, arg: number): void {
+  const members = liveMembers(rec);
+  const disagree = (why: string) => {
+    note(run, rec.id, null, `${rec.id} ${signalName(signum)}(${arg}) accepted but refused: ${why}: GSIG_ERR_DISAGREE`);
+    broadcastSignal(run, rec, GSIG.ERR_DISAGREE, GSIG_CM, 0);
+  };
+  note(run, rec.id, null, `${rec.id} group request ${signalName(signum)}(${arg}) accepted`);
+  const push = (event: FsmTaskEvent): void => {
+    run.queue.push({ kind: 'task', task: rec.id, event });
+  };
+  switch (signum) {
+    case GSIG.REQ_SETQUORUM:
+      if (arg < 1 || arg > members.length) return disagree(`quorum must be 1 to ${members.length}`);
+      rec.signals.quorum = arg;
+      return broadcastSignal(run, rec, GSIG.REP_QUORUMSET, GSIG_CM, arg);
+    case GSIG.REQ_SYNC:
+      return broadcastSignal(run, rec, GSIG.REP_SYNC, GSIG_CM, arg);
+    case GSIG.REQ_KILL:
+      if (!members.includes(arg)) return disagree(`VPID ${arg} is not a live member`);
+      return push({ type: 'app.kill', vpid: arg });
+    case GSIG.REQ_SPAWN:
+      return push({ type: 'app.spawn' });
+    case GSIG.REQ_RESTART:
+      return push({ type: 'app.restart' });
+    case GSIG.REQ_TERMINATE:
+      return push({ type: 'app.terminate' });
+    default:
+      return disagree('not a group request');
+  }
+}
+
+export function applyVerdict(run: Run, rec: TaskRecord, verdict: GroupVerdict, members: number): void {
+  switch (verdict.kind) {
+    case 'accept':
+      accept(rec.signals);
+      return performGroupRequest(run, rec, verdict.signum, verdict.arg);
+    case 'disagree':
+      note(run, rec.id, null, `${rec.id} group request cannot reach quorum ${quorumInForce(rec.signals, members)} of ${members}: GSIG_ERR_DISAGREE`);
+      return broadcastSignal(run, rec, GSIG.ERR_DISAGREE, GSIG_CM, 0);
+    case 'duplicate':
+    case 'wait':
+      return;
+    default: {
+      const never: never = verdict;
+      return never;
+    }
+  }
+}
+
+/** A member left Running (it ended, normally or not): the requests it sent no longer count, and
+ *  the collection is judged again with one member fewer (a quorum may now be met, or lost). */
+export function rejudgeGroupRequest(run: Run, rec: TaskRecord): void {
+  const members = liveMembers(rec);
+  applyVerdict(run, rec, judgeGroupRequest(rec.signals, members), members.length);
+}

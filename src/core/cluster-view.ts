@@ -1,0 +1,77 @@
+// The manager's task and process state as others read it (DESIGN.md §3; docs/PROTOCOL.md §8,
+// §9.5): its canonical plain tree, which the state digest and state transfer carry, and the
+// cluster view `trine ps` shows.
+import { encodeData } from '../../fsm/plain-data.ts';
+import { MAX_VIEW_TASK_CHARS } from './constants.ts';
+import { encodeTaskSignals } from './task-signals.ts';
+import { byNumber, isLive, procCtx, procState, sortedProcs, taskCtx, taskState, usedSlots, type ClusterState, type NodeRecord, type TaskRecord } from './cluster-state.ts';
+import { toHex } from './hex.ts';
+import type { ProcessId } from './ports.ts';
+import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
+
+/** Canonical plain tree (DESIGN.md §3): fixed field order, Maps sorted by key; the machines'
+ *  data in its array form (fsm/plain-data.ts encodeData: a plain object would be a msgpack
+ *  map, which the strict decoder refuses, so state transfer could not read it back). The task's
+ *  `number` is not encoded: it is the digits of its id. */
+export function encodeCluster(cs: ClusterState): unknown {
+  return [
+    cs.tick, cs.nextTask,
+    [...cs.tasks.values()].sort(byNumber).map((r) => [
+      r.id, r.name, r.size, r.file, r.args, r.cwd, r.env, r.submittedRsn, encodeData(r.fsm),
+      sortedProcs(r).map(([vpid, d]) => [vpid, encodeData(d)]), [...r.reserved].sort((a, b) => a[0] - b[0]), r.waitReason, r.outcome, r.reason,
+      r.mode, encodeTaskSignals(r.signals), [...r.endpoints].sort((a, b) => a[0] - b[0]),
+      [r.sigStats.broadcasts, r.sigStats.pointToPoint, r.sigStats.groupRequests, r.sigStats.dropped],
+      r.submit === null ? null : [r.submit.nonce, r.submit.bytes, r.submit.sig],
+      // Part of the digest like the rest of the request (hex: the tree stays plain data); never
+      // in clusterView (PROTOCOL §9.5).
+      toHex(r.taskKey),
+    ]),
+    cs.finished,
+    cs.allocations.map((a) => [a.task, a.vpids]),
+    cs.serviceQueue.map((s) => [s.task, s.service]),
+    cs.serviceActive === null ? null : [cs.serviceActive.task, cs.serviceActive.service],
+  ];
+}
+
+export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>): Omit<ClusterView, 'events'> {
+  const used = usedSlots(cs);
+  const nodeViews: NodeView[] = [...nodes].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([agent, n]) => ({
+    agent, node: n.node, slots: n.slots, used: used.get(n.node) ?? 0,
+    state: n.failed ? 'failed' : n.draining ? 'draining' : n.joined ? 'up' : 'joining', inc: n.inc,
+  }));
+  const all = [...cs.tasks.values()].sort(byNumber);
+  const toView = (r: TaskRecord): TaskView => {
+    const c = taskCtx(r);
+    const procs: ProcView[] = sortedProcs(r).map(([vpid, d]) => {
+      const p = procCtx(d);
+      return {
+        vpid, node: p.node, pid: p.pid, state: procState(d), exitCode: p.exitCode, signal: p.signal, reason: p.reason,
+        endpoint: r.endpoints.get(vpid) ?? null,
+      };
+    });
+    return {
+      id: r.id, name: r.name, size: r.size, state: taskState(r), command: [r.file, ...r.args], cwd: r.cwd,
+      submittedRsn: r.submittedRsn, startAttempts: c.startCount, restarted: c.restarted, waitReason: r.waitReason,
+      outcome: r.outcome, reason: r.reason, failure: c.failure, mode: r.mode, epoch: r.signals.epoch,
+      quorum: r.signals.quorum, signals: { ...r.sigStats }, procs,
+    };
+  };
+  const tasks = all.filter(isLive).map(toView);
+  // Finished tasks, newest first, while the view fits the status reply (MAX_VIEW_TASK_CHARS):
+  // a status reply over the wire limit would reach no operator at all. The size counts only
+  // replicated data, so every replica trims the same tasks.
+  let chars = JSON.stringify(tasks).length;
+  const finished: TaskView[] = [];
+  let omittedTasks = 0;
+  for (const r of all.filter((x) => !isLive(x)).reverse()) {
+    const v = toView(r);
+    const size = JSON.stringify(v).length + 1;
+    if (omittedTasks > 0 || chars + size > MAX_VIEW_TASK_CHARS) {
+      omittedTasks++;
+      continue;
+    }
+    chars += size;
+    finished.push(v);
+  }
+  return { tick: cs.tick, nodes: nodeViews, tasks: [...tasks, ...finished.reverse()], omittedTasks };
+}
