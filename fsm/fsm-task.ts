@@ -26,7 +26,7 @@
 // - `taskFinished {outcome, reason}`: the task reached a final state; release what it holds.
 
 import { and, assign, enqueueActions, setup } from 'xstate';
-import { assert } from '../src/core/result.ts';
+import { assert } from '../src/base/result.ts';
 
 export type FsmTaskInput = {
   taskId: string;

@@ -54,7 +54,7 @@
 // command, since nothing proves it ended cleanly (a plain process ends normally only with exit
 // code 0 and no signal, which we cannot observe); the reason says which case it was.
 import { MAX_AGENT_PROCS, MAX_TEXT_CHARS } from './constants.ts';
-import { assert, unreachable } from './result.ts';
+import { assert, unreachable } from '../base/result.ts';
 import { clipText } from './wire/schema.ts';
 import type { LogLevel } from './node.ts';
 import type { AgentToProc } from './wire/app-wire.ts';

@@ -5,8 +5,8 @@
 // keeps each until f+1 replicas acknowledge it, falls back to both backups when that takes
 // longer than four retransmission periods, and heartbeats the backups.
 // Deterministic: no clock, no I/O, no randomness.
-import { countDrop, type DropCode } from './result.ts';
-import { toHex } from './hex.ts';
+import { countDrop, type DropCode } from '../base/result.ts';
+import { toHex } from '../base/hex.ts';
 import { MAX_FALLBACK_MS, MAX_GMB_ENTRIES, PRIMARY_RETRIES_BEFORE_FALLBACK, QUORUM, REPLICA_TIMEOUT_FIRINGS } from './constants.ts';
 import {
   createLinks, linkAddPeer, linkRemovePeer, flushAcks, laneMarks, linkCanSend, linkNextWakeMs, linkOweGroupAck, linkReceive, linkSend, linkTimers, linkView,

@@ -15,8 +15,8 @@ import { fsmTask, type FsmTaskContext, type FsmTaskEvent, type Service } from '.
 import { encodeData, initialStep, step, type MachineAction, type MachineData } from '../../fsm/plain-data.ts';
 import { MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_TASK_CHARS, type Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
-import { toHex } from './hex.ts';
-import { assert } from './result.ts';
+import { toHex } from '../base/hex.ts';
+import { assert } from '../base/result.ts';
 import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM, isAppSignal, isGroupRequest } from './signals.ts';
 import {

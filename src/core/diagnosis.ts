@@ -4,7 +4,7 @@
 // replica judges from what it saw; only two matching accusations change the group, through an
 // ordered `replica.condemn` that carries them as evidence. Pure: no clock, no I/O.
 import { MAX_CHECKPOINTS, QUORUM, type Timing } from './constants.ts';
-import { toHex } from './hex.ts';
+import { toHex } from '../base/hex.ts';
 import type { CoreEffect } from './node.ts';
 import type { ProcessId, Signer } from './ports.ts';
 import { signAccusation } from './wire/frame.ts';

@@ -3,8 +3,8 @@
 // the backups; backups: check the RSN sequence and the primary's progress), applies them to the
 // replicated state, sends each resulting group message replica on lane 1, and heartbeats its
 // peers and the watchdog. Deterministic: no clock, no I/O, no randomness.
-import { countDrop, type DropCode } from './result.ts';
-import { toHex } from './hex.ts';
+import { countDrop, type DropCode } from '../base/result.ts';
+import { toHex } from '../base/hex.ts';
 import {
   MAX_DELIVERED_LOG, MAX_EVIDENCE_FRAME_BYTES, MAX_HOLDBACK_PER_AGENT, MAX_JOURNAL_EVENTS, MAX_ORDER_AHEAD, TICK_RATE_SLACK, TICK_RATE_WINDOW_MS,
   JOURNAL_RESEND_MS, MAX_JOURNAL_ITEM_BYTES, SHUTDOWN_LINGER_MAX_MS, SHUTDOWN_NOTICE_MS,
@@ -28,7 +28,7 @@ import {
   isOperatorRequest, mayRequest, type ApplyResult, type OperatorOutcome, type ReplicatedState,
 } from './replicated-state.ts';
 import type { ClusterEvent, ClusterView, DaemonReport, ReplicaStatus, PeerHealth } from './status.ts';
-import { bytesEqual } from './bytes.ts';
+import { bytesEqual } from '../base/bytes.ts';
 import { decodeFrame, pack } from './wire/frame.ts';
 import { groupInput, orderClaim, portClaim, type AccuseReason, type GroupInput, type Item, type PtpPayload, type SignedAccusation, type SignedCG } from './wire/messages.ts';
 

@@ -15,7 +15,7 @@ import {
 } from './group-view.ts';
 import { DEFAULT_TIMING, MAX_BURST_COUNT, MAX_MEMBER_CHANGES, MAX_OPERATOR_OUTCOMES, type Timing } from './constants.ts';
 import type { Hash, ProcessId } from './ports.ts';
-import { unreachable } from './result.ts';
+import { unreachable } from '../base/result.ts';
 import { pack, unpack } from './wire/frame.ts';
 import { groupMsgCG, type AgentRequest, type GroupInput, type GroupMsgGC, type GroupCommand, type NodeAdd, type NodeRemove, type NodeRestore, type OperatorRequest, type TaskRestore, type TaskSubmit, type AddedReplica, type AddedSpare } from './wire/messages.ts';
 

@@ -8,7 +8,7 @@
 import { MAX_FRAME_BYTES, MAX_ITEMS_PER_FRAME, MAX_SIGNED_ITEMS_PER_FRAME } from './constants.ts';
 import type { Core, CoreEffect, CoreInput } from './node.ts';
 import type { LinkAuth, ProcessId, Signer, Verifier } from './ports.ts';
-import type { DropCode } from './result.ts';
+import type { DropCode } from '../base/result.ts';
 import { decodeFrame, encodeFrame } from './wire/frame.ts';
 import { embeddedSignatures, type Frame, type Item } from './wire/messages.ts';
 

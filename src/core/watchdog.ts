@@ -6,10 +6,10 @@
 // the routine path (spec §1.6: "must not be burdened with routine operation").
 import { QUORUM } from './constants.ts';
 import { admitChallenge, createFreshness, issueChallenge } from './freshness.ts';
-import { toHex } from './hex.ts';
+import { toHex } from '../base/hex.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from './node.ts';
 import type { ProcessId, Signer, Verifier } from './ports.ts';
-import { unreachable, type DropCode } from './result.ts';
+import { unreachable, type DropCode } from '../base/result.ts';
 import type { DaemonReport, PeerHealth } from './status.ts';
 import { collectRestores, decodeJournal, memberLabel, openRestoredOp, type MembershipChanges } from './task-journal.ts';
 import { signCG } from './wire/frame.ts';

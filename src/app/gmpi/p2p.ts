@@ -25,9 +25,9 @@
 // its challenge. A dialler whose connection closes before the challenge retries (DIAL_RETRY_*),
 // so a burst of genuine peers from one address is delayed by the cap, never refused.
 import { createServer, connect as dial, type Server, type Socket } from 'node:net';
-import { bytesEqual } from '../../core/bytes.ts';
+import { bytesEqual } from '../../base/bytes.ts';
 import { LOOPBACK_HOST } from '../../core/constants.ts';
-import { assert } from '../../core/result.ts';
+import { assert } from '../../base/result.ts';
 import { helloMac, helloMacValid, helloNonce, isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
 import {
   DEFAULT_MAX_MESSAGE_BYTES, encodeFrame, FrameDecoder, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_RANKS, MAX_TAG, MAX_U32,

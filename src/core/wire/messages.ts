@@ -9,7 +9,7 @@ import {
   TASK_KEY_BYTES, PUBLIC_KEY_BYTES, BIND_NONCE_BYTES, MAX_ADDED_NODE_SPARES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
-import { err, ok } from '../result.ts';
+import { err, ok } from '../../base/result.ts';
 import { MAX_SIGNAL_ARG, MIN_SIGNAL_ARG } from '../signals.ts';
 import { decodeStrict } from './msgpack-strict.ts';
 import { bool, bytes, list, nullable, oneOf, struct, text, token, uint, union, type Schema } from './schema.ts';
