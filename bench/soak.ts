@@ -22,9 +22,8 @@ import { fileURLToPath } from 'node:url';
 import type { StatusDocument } from '../cli/status-report.ts';
 import { up } from '../cli/up.ts';
 import type { ClusterView } from '../src/core/status.ts';
-import { listSupervisedPids } from '../src/daemon/supervisor.ts';
 import { readPidFiles } from '../src/io/cluster-dir.ts';
-import { listKeeperChildPids } from '../src/io/run-records.ts';
+import { listKeeperChildPids, listSupervisedPids } from '../src/io/run-records.ts';
 import { flood, type Flood } from '../test/fixtures/flood.ts';
 import { tearDown } from './cluster-tools.ts';
 

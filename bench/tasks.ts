@@ -18,7 +18,8 @@ import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFi
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { newNonce, OP_TIMEOUT_MS, readClusterView, requestOp, toViewAnswer, VIEW_TIMEOUT_MS } from '../cli/op-client.ts';
+import { newNonce, OP_TIMEOUT_MS, readClusterView, requestOp, VIEW_TIMEOUT_MS } from '../cli/op-client.ts';
+import { toViewAnswer } from '../cli/replies.ts';
 import { OperatorClient } from '../cli/status-client.ts';
 import { buildSubmit, newTaskKey } from '../cli/task-args.ts';
 import { up } from '../cli/up.ts';

@@ -17,9 +17,9 @@ import {
   ClusterDirError, isClusterProcess, paths, readPidFiles, removePidFile, resolveClusterDir, runningProcesses,
 } from '../src/io/cluster-dir.ts';
 import {
-  isSameProcess, listKeeperChildPids, listProcsFiles, liveRecordedProcs, removeKeeperChildPid, removeProcsFile, signalGroup, waitGone,
+  isSameProcess, listKeeperChildPids, listProcsFiles, listSupervisedPids, liveRecordedProcs, recordSupervisedPid, removeKeeperChildPid,
+  removeProcsFile, signalGroup, waitGone,
 } from '../src/io/run-records.ts';
-import { listSupervisedPids, recordSupervisedPid } from '../src/daemon/supervisor.ts';
 import { ownerMark, scanMarked } from '../src/io/proc-scan.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
 

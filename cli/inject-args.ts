@@ -1,5 +1,5 @@
 // Checking what the operator typed for `trine inject MODE ARGS…` (docs/OPERATIONS.md §7): the
-// mode and its argument count (src/daemon/inject-modes.ts), then the names in the arguments
+// mode and its argument count (src/io/inject-modes.ts), then the names in the arguments
 // against cluster.json, giving a plan: which process-level fault the CLI performs itself, or
 // which daemon it asks. Pure (no I/O): every problem is a CliError with exit code 2 whose one
 // line says what to type instead. Whether the named processes run is checked when acting.
@@ -7,7 +7,7 @@ import { MAX_ARG_CHARS } from '../src/core/constants.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import type { ClusterConfig, ProcessKind } from '../src/io/cluster-dir.ts';
 import { MAX_INJECT_DELAY_MS } from '../src/io/link-faults.ts';
-import { INJECT_MODES, injectModeSpec, linked, type InjectModeSpec } from '../src/daemon/inject-modes.ts';
+import { INJECT_MODES, injectModeSpec, linked, type InjectModeSpec } from '../src/io/inject-modes.ts';
 import { CliError, excerpt, EXIT_USAGE, quoted } from './errors.ts';
 
 export type InjectPlan =

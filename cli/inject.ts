@@ -14,12 +14,13 @@ import {
   isClusterProcess, loadCluster, readPidFiles, runningProcesses, type Cluster,
 } from '../src/io/cluster-dir.ts';
 import { powerOffNode, ResetError } from '../src/io/reset-driver.ts';
-import { listSupervisedPids } from '../src/daemon/supervisor.ts';
-import { listKeeperChildPids, listProcsFiles, liveRecordedProcs, readKeeperChildPid, signalGroup, waitGone } from '../src/io/run-records.ts';
+import {
+  listKeeperChildPids, listProcsFiles, listSupervisedPids, liveRecordedProcs, readKeeperChildPid, signalGroup, waitGone,
+} from '../src/io/run-records.ts';
 import { CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './errors.ts';
 import { PID_PATTERN, planInject, requireMode, TASK_PROC_PATTERN, type InjectPlan } from './inject-args.ts';
 import { agentListeners, OperatorClient } from './status-client.ts';
-import { INJECT_MODES } from '../src/daemon/inject-modes.ts';
+import { INJECT_MODES } from '../src/io/inject-modes.ts';
 
 /** How long `trine inject` waits for a daemon's answer: it answers within a turn of its event
  *  loop; a second is already a hung or overloaded daemon, 3 s leaves room on a loaded host. */

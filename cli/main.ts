@@ -4,11 +4,9 @@
 import { endQuietlyWhenReaderLeaves, exitWhenFlushed } from './exit.ts';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { MAX_ADDED_NODE_SPARES, MAX_TASK_PROCS } from '../src/core/constants.ts';
-import { INJECT_MODES } from '../src/daemon/inject-modes.ts';
+import { INJECT_MODES } from '../src/io/inject-modes.ts';
 import { DEFAULT_AGENT_SLOTS, DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
 import { MAX_SLOTS } from '../src/io/hosts-file.ts';
-import { runManagerStandby } from '../src/daemon/manager.ts';
-import { startAgent, startManager, startWatchdog } from './daemons.ts';
 import { down } from './down.ts';
 import { CliError, excerpt, EXIT_OK, EXIT_USAGE, printError, reportError } from './errors.ts';
 import { inject, INJECT_TIMEOUT_MS } from './inject.ts';
@@ -166,24 +164,23 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--join <view:primary:members>', 'start as a replacement joining this group (PROTOCOL §10.6; the agent passes it)')
     .option('--standby <spares...>', 'load and wait, as an agent\'s warm standby, to become one of these spare ids (the agent passes it)')
     .action((o: { dir?: string; id?: string; join?: string; standby?: string[] }) => {
-      if (o.standby !== undefined) return setOutcome(runManagerStandby(o.dir, o.standby).then(() => null));
+      if (o.standby !== undefined) return setOutcome(daemons().then((d) => d.startStandby({ dir: o.dir, standby: o.standby as string[] })).then(() => null));
       if (o.id === undefined) return setOutcome(Promise.reject(new CliError('trine manager: --id is required (e.g. --id r1)', EXIT_USAGE)));
-      return setOutcome(startManager({ ...o, id: o.id }).then(() => null));
+      return setOutcome(daemons().then((d) => d.startManager({ ...o, id: o.id as string })).then(() => null));
     });
 
   program.command('agent')
     .description('run a node agent in the foreground')
     .option('--dir <dir>', DIR_HELP)
     .requiredOption('--id <id>', 'agent id, e.g. a1')
-    .action((o: { dir?: string; id: string }) => setOutcome(startAgent(o).then(() => null)));
+    .action((o: { dir?: string; id: string }) => setOutcome(daemons().then((d) => d.startAgent(o)).then(() => null)));
 
   program.command('keeper')
     .description('run an agent under its keeper in the foreground: replaces the agent with a warm standby when it exits or stops heartbeating')
     .option('--dir <dir>', DIR_HELP)
     .requiredOption('--id <id>', 'agent id, e.g. a1')
     .action((o: { dir?: string; id: string }) =>
-      // Imported here so this command stays one self-contained block of this file.
-      setOutcome(import('./daemons.ts').then((d) => d.startKeeper(o)).then(() => null)));
+      setOutcome(daemons().then((d) => d.startKeeper(o)).then(() => null)));
 
   program.command('scc')
     .description('run the watchdog in the foreground (`trine scc run --bundle DIR` on the watchdog host of a cluster of several hosts)')
@@ -191,7 +188,7 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--dir <dir>', DIR_HELP)
     .option('--bundle <dir>', 'the watchdog host\'s bundle, from `trine init`')
     .action((action: string | undefined, o: { dir?: string; bundle?: string }) => {
-      if (action === undefined && o.bundle === undefined) return setOutcome(startWatchdog(o).then(() => null));
+      if (action === undefined && o.bundle === undefined) return setOutcome(daemons().then((d) => d.startWatchdog(o)).then(() => null));
       if (action !== 'run' || o.bundle === undefined) {
         return setOutcome(Promise.reject(new CliError('trine scc: use `trine scc run --bundle DIR` (a host of several) or `trine scc --dir DIR` (one host)', EXIT_USAGE)));
       }
@@ -266,6 +263,10 @@ function usageMessage(e: CommanderError, argv: readonly string[], program: Comma
       : `run \`trine ${cmd.path} --help\` for its options`;
   return `${what}: ${hint}`;
 }
+
+/** The daemons' entry point, loaded only by the commands that run one (the CLI itself takes
+ *  nothing from src/daemon). */
+const daemons = () => import('../src/daemon/main.ts');
 
 /** Commands that run a daemon in the foreground: they keep running when nobody reads their
  *  output (cli/exit.ts). */

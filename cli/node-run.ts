@@ -14,7 +14,7 @@ import { isAlive, paths, processEntry, runningProcesses, type Cluster } from '..
 import { StatusClient } from './status-client.ts';
 import { BundleError, loadBundle, NODE_UNIT, SCC_UNIT, writeDeployment } from '../src/io/deploy.ts';
 import { readHostsFile } from '../src/io/hosts-file.ts';
-import { spawnDaemon, startWatchdog } from './daemons.ts';
+import { spawnDaemon } from './daemons.ts';
 import { stopCluster } from './down.ts';
 import { CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './errors.ts';
 
@@ -182,13 +182,14 @@ async function decideReplica(
 }
 
 /** Runs the watchdog from the watchdog host's bundle, in the foreground, under its supervisor:
- *  this process is the supervisor (cli/daemons.ts startWatchdog), which exits 4 once the watchdog
+ *  this process is the supervisor (src/daemon/main.ts startWatchdog), which exits 4 once the watchdog
  *  stood down for a shutdown, so systemd's RestartPreventExitStatus=4 holds. */
 export async function sccRun(opts: { bundle: string }): Promise<null> {
   const { cluster } = bundleFor(opts.bundle, 'watchdog');
   if (!existsSync(paths.keyFile(cluster.dir, cluster.config.membership.scc))) {
     throw new CliError(`the bundle in ${cluster.dir} has no watchdog key: copy it again from \`trine init\`'s output`, EXIT_USAGE);
   }
+  const { startWatchdog } = await import('../src/daemon/main.ts');
   await startWatchdog({ dir: cluster.dir });
   return null;
 }

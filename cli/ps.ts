@@ -2,7 +2,8 @@
 // cli/op-client.ts), as a table or, with --json, the ClusterView (docs/OPERATIONS.md §1.1).
 import { loadCluster } from '../src/io/cluster-dir.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
-import { readClusterView, VIEW_TIMEOUT_MS, type ViewPick } from './op-client.ts';
+import { readClusterView, VIEW_TIMEOUT_MS } from './op-client.ts';
+import type { ViewPick } from './replies.ts';
 import { OperatorClient } from './status-client.ts';
 import { parseTaskId } from './task-args.ts';
 import { formatEvents, formatTasks, narrowView } from './task-report.ts';

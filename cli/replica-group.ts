@@ -8,7 +8,7 @@ import type { Membership } from '../src/core/node.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import type { ClusterEvent, ReplicaStatus } from '../src/core/status.ts';
 import type { MovedPort } from '../src/core/wire/messages.ts';
-import { AGREEING_REPLIES, parseClusterView } from './op-client.ts';
+import { AGREEING_REPLIES, parseClusterView } from './replies.ts';
 
 export type ReplicaPhase = ReplicaStatus['phase'];
 type GroupStatus = Pick<ReplicaStatus, 'id' | 'view' | 'members' | 'primary' | 'phase'>;

@@ -26,9 +26,9 @@ import { readKeyFile } from '../src/io/keys.ts';
 import { createNodeLinkAuth } from '../src/io/link-auth-node.ts';
 import { createNodeSigner, createNodeVerifier } from '../src/io/signer-node.ts';
 import { WsTransport, type Endpoint } from '../src/io/ws-transport.ts';
-import { dialTargets } from '../src/daemon/run-core.ts';
+import { dialTargets } from '../src/io/dial-targets.ts';
 import { PortPlacement, statusSettled } from './replica-group.ts';
-import { AGREEING_REPLIES } from './op-client.ts';
+import { AGREEING_REPLIES, type OpReply } from './replies.ts';
 import { CliError, EXIT_USAGE } from './errors.ts';
 
 /** Unanswered queries are resent this often: a query sent before the link was up is lost. A
@@ -51,9 +51,6 @@ export type StatusAnswers = {
    *  absent: not known. */
   running?: ProcessId[];
 };
-
-/** One replica's `op.reply`: the outcome of a request ordered at `rsn`. */
-export type OpReply = { rsn: number; ok: boolean; text: string };
 
 /** Unanswered injections are resent this often (the same nonce: the daemon answers a resend
  *  from its record, never injecting twice). */

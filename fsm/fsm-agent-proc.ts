@@ -44,7 +44,7 @@
 //                          without a prior clean disconnect (even with code 0).
 // This holds whether or not the manager asked for the termination (Running or Terminating).
 import { assign, setup } from 'xstate';
-import { assert } from '../src/core/result.ts';
+import { assert } from '../src/base/result.ts';
 
 /** What a `cm.spawn` command carries: how to start the process (issue 3 item 2) and the mapping
  *  message sent to it when it connects (spec §7 item 2). Plain data only. */

@@ -31,7 +31,7 @@
 //   P15 Wait-for-resource | Allocated --task.terminate--> Terminated-normally (nothing ran)
 // Any other event in any state is ignored: the snapshot is returned unchanged, no action.
 import { assertEvent, assign, setup } from 'xstate';
-import { assert } from '../src/core/result.ts';
+import { assert } from '../src/base/result.ts';
 
 export type FsmProcInput = { taskId: string; vpid: number };
 

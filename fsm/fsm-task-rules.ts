@@ -3,7 +3,7 @@
 // their GSIG_NTF_DIED, a failed start or App-spawn, a kill's reply, terminating all) and the
 // guards. Pure functions of the context and event; the machine (fsm-task.ts) names them.
 import { enqueueActions } from 'xstate';
-import { assert } from '../src/core/result.ts';
+import { assert } from '../src/base/result.ts';
 import type { BroadcastParams, FsmTaskContext, FsmTaskEvent, SendToProcsParams } from './fsm-task-types.ts';
 
 type Ctx = FsmTaskContext;

@@ -29,7 +29,7 @@
 // and the helpers they share are in fsm-task-rules.ts.
 
 import { and, assign, setup } from 'xstate';
-import { assert } from '../src/core/result.ts';
+import { assert } from '../src/base/result.ts';
 import {
   ackSpawnOnce, BY_APPLICATION, completeKill, dropUnplacedSpawn, failSpawn, failStart, KILLED_BY_OPERATOR, range, recordDeaths, sendTerminateAll,
   SPAWN_FAILED, spawnTarget, taskGuards,

@@ -7,7 +7,7 @@
 
 import { initialTransition, transition } from 'xstate';
 import type { AnyStateMachine, EventFromLogic, InputFrom, SnapshotFrom } from 'xstate';
-import { assert, err, ok, type Result } from '../src/core/result.ts';
+import { assert, err, ok, type Result } from '../src/base/result.ts';
 
 /** A machine snapshot as stored in replicated state: only the state value and the context. */
 export type MachineData = { value: unknown; context: unknown };

@@ -7,7 +7,7 @@ import { MAX_GMB_ENTRIES, QUORUM, REPLICA_TIMEOUT_FIRINGS } from './constants.ts
 import { linkOweGroupAck } from './link.ts';
 import { peerJudged } from './link-views.ts';
 import type { CoreEffect } from './node.ts';
-import { assert } from './result.ts';
+import { assert } from '../base/result.ts';
 import type { ProcessId } from './ports.ts';
 import type { ErrorReportKind, GroupBody } from './wire/messages.ts';
 import { sendRequest } from './agent-requests.ts';

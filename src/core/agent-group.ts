@@ -4,11 +4,11 @@
 // (PROTOCOL §10.7) and the keys of members added at run time (§10.12). Verbs over the agent's
 // state (src/core/agent-state.ts). Pure: no clock, no I/O.
 import { QUORUM } from './constants.ts';
-import { toHex } from './hex.ts';
+import { toHex } from '../base/hex.ts';
 import { linkAddPeer, linkRemovePeer } from './link.ts';
 import type { CoreEffect } from './node.ts';
 import type { ProcessId } from './ports.ts';
-import { assert } from './result.ts';
+import { assert } from '../base/result.ts';
 import { pack } from './wire/frame.ts';
 import { groupMsgGC, type AddedReplica, type GroupCommand, type GroupMsgGC } from './wire/messages.ts';
 import { completeEntry, finish, forget, release } from './agent-gmb.ts';

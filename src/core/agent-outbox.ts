@@ -11,7 +11,7 @@
 //     and never more than the wire's list takes (src/core/wire/messages.ts).
 // Pure: no clock, no I/O.
 import { MAX_REPORTS_PER_REQUEST } from './constants.ts';
-import { assert } from './result.ts';
+import { assert } from '../base/result.ts';
 import type { AgentRequest, ProcReport } from './wire/messages.ts';
 
 export type SignalRequest = Extract<AgentRequest, { type: 'sig.request' }>;

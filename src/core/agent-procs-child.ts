@@ -23,7 +23,7 @@
 // never starts two processes. Dead entries are removed as soon as they report, so "dead" and
 // "absent" are the same.
 import { MAX_AGENT_PROCS } from './constants.ts';
-import { assert, unreachable } from './result.ts';
+import { assert, unreachable } from '../base/result.ts';
 import type { ProcSpawn } from './wire/messages.ts';
 import {
   fsmAgentProc, type AgentProcReport, type FsmAgentProcContext, type FsmAgentProcEvent, type KillProcessParams,

@@ -6,7 +6,7 @@
 // helpers every part of the table uses to emit them. Pure: no clock, no I/O.
 import { MAX_TEXT_CHARS } from './constants.ts';
 import { createOutbox, queueReport, type Outbox } from './agent-outbox.ts';
-import { assert } from './result.ts';
+import { assert } from '../base/result.ts';
 import { clipText } from './wire/schema.ts';
 import type { LogLevel } from './node.ts';
 import type { AgentToProc } from './wire/app-wire.ts';

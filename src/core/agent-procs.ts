@@ -14,7 +14,7 @@
 //
 // A terminate for an absent key reports nothing (FsmProc already has, or will get, the death
 // report) and is logged.
-import { unreachable } from './result.ts';
+import { unreachable } from '../base/result.ts';
 import type { GroupCommand } from './wire/messages.ts';
 import { adoptProcs, onAdoptedEvent, terminateAdopted, tickAdopted } from './agent-procs-adopt.ts';
 import { closeApp, deliverMapping, deliverSignal, finalizeApp, signalFromApp } from './agent-procs-app.ts';

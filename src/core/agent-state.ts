@@ -8,7 +8,7 @@ import { PRIMARY_RETRIES_BEFORE_FALLBACK, type Timing } from './constants.ts';
 import { createLinks, type Links } from './link.ts';
 import type { Membership } from './node.ts';
 import type { ProcessId, Signer } from './ports.ts';
-import { assert, type DropCode } from './result.ts';
+import { assert, type DropCode } from '../base/result.ts';
 import type { ErrorReportKind, GroupMsgGC, SignedCG } from './wire/messages.ts';
 
 export type AgentOptions = {

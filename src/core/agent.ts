@@ -11,7 +11,7 @@
 // error reports (agent-gmb.ts), and the voting, delivery and group changes (agent-group.ts).
 // This file dispatches the inputs (stepAgent), runs the timers and the heartbeat, and offers the
 // record as a Core (createAgent) to the drivers.
-import { countDrop, unreachable } from './result.ts';
+import { countDrop, unreachable } from '../base/result.ts';
 import { flushAcks, linkReceive, linkSend, linkTimers, startLinks, type Delivery } from './link.ts';
 import { linkNextWakeMs, linkView, logSessionEvent } from './link-views.ts';
 import type { AgentInput, Core, CoreEffect } from './node.ts';

@@ -13,7 +13,7 @@ import { broadcastSignal, liveMembers, rejudgeGroupRequest, sendMappings } from 
 import {
   isFinal, isLive, NO_REASON, plural, procCtx, procNode, procState, taskCtx, taskState, usedSlots, type ClusterState, type TaskEffect, type TaskRecord,
 } from './cluster-state.ts';
-import { assert } from './result.ts';
+import { assert } from '../base/result.ts';
 import { GSIG, GSIG_CM } from './signals.ts';
 import type { EnvEntry, GroupCommand } from './wire/messages.ts';
 

@@ -5,7 +5,7 @@ import { encodeData } from '../../fsm/plain-data.ts';
 import { MAX_VIEW_TASK_CHARS } from './constants.ts';
 import { encodeTaskSignals } from './task-signals.ts';
 import { byNumber, isLive, procCtx, procState, sortedProcs, taskCtx, taskState, usedSlots, type ClusterState, type NodeRecord, type TaskRecord } from './cluster-state.ts';
-import { toHex } from './hex.ts';
+import { toHex } from '../base/hex.ts';
 import type { ProcessId } from './ports.ts';
 import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
 

@@ -3,10 +3,10 @@
 // `diagnosisTimeoutMs`, and the comparison of state digests at equal RSNs. Not replicated: each
 // replica judges from what it saw; only two matching accusations change the group, through an
 // ordered `replica.condemn` that carries them as evidence. Pure: no clock, no I/O.
-import { bytesEqual } from './bytes.ts';
+import { bytesEqual } from '../base/bytes.ts';
 import { MAX_CHECKPOINTS, QUORUM, type Timing } from './constants.ts';
-import { assert } from './result.ts';
-import { toHex } from './hex.ts';
+import { assert } from '../base/result.ts';
+import { toHex } from '../base/hex.ts';
 import type { CoreEffect } from './node.ts';
 import type { ProcessId, Signer } from './ports.ts';
 import { signAccusation } from './wire/frame.ts';

@@ -22,7 +22,7 @@
 // which only the requester's key can turn into a request. The challenge is no secret: it only
 // has to be new. Pure (STYLE.md 1): the driver's clock comes in as `nowMs`.
 import type { ProcessId } from './ports.ts';
-import { assert, type DropCode } from './result.ts';
+import { assert, type DropCode } from '../base/result.ts';
 import type { Challenge } from './wire/messages.ts';
 
 /** How long a challenge stays good. It is issued and used within one round trip: milliseconds

@@ -5,7 +5,7 @@
 // group at the same RSN and sends the agents the same `replicas`, `replica.spawn` and
 // `replica.kill` commands. Pure: no clock, no I/O.
 import { REPLICA_COUNT } from './constants.ts';
-import { assert } from './result.ts';
+import { assert } from '../base/result.ts';
 import type { ProcessId } from './ports.ts';
 import type { AccuseReason, AddedReplica, ErrorReportKind, GroupCommand, MovedPort, SignedAccusation } from './wire/messages.ts';
 

@@ -13,7 +13,7 @@ import {
 } from './constants.ts';
 import type { CoreEffect } from './node.ts';
 import type { ProcessId } from './ports.ts';
-import type { DropCode } from './result.ts';
+import type { DropCode } from '../base/result.ts';
 import type { GroupBody, Item, PtpPayload } from './wire/messages.ts';
 
 export type LaneId = 0 | 1;

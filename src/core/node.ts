@@ -4,7 +4,7 @@
 // the simulator differ only in the transport and clock they hand the shell.
 import type { Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
-import type { DropCode } from './result.ts';
+import type { DropCode } from '../base/result.ts';
 import type { AddedReplica, AgentRequest, Frame, GroupCommand, GroupInput, Item, MovedPort } from './wire/messages.ts';
 import type { MembershipChanges } from './task-journal.ts';
 

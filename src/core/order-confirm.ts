@@ -6,7 +6,7 @@
 // each RSN, and executes an RSN only when the other's digest matches, or when the other backup
 // cannot answer (not heartbeat-healthy, or silent for `orderConfirmMs`): a lying primary together
 // with a silent backup is two faults, outside the model. Pure: no clock, no I/O.
-import { bytesEqual } from './bytes.ts';
+import { bytesEqual } from '../base/bytes.ts';
 import type { GroupInput, SignedCG } from './wire/messages.ts';
 
 /** What the primary orders at an RSN: a client's signed request, or an input of the group's own

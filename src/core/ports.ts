@@ -3,6 +3,12 @@
 
 export type ProcessId = string;
 
+/** Carries the node shell's frames to a peer (src/io/ws-transport.ts; src/sim/network.ts). */
+export interface Transport {
+  /** Best effort: a frame sent while the link is down is lost; the protocol retransmits. */
+  send(to: ProcessId, frame: Uint8Array): void;
+}
+
 /** Signs outgoing bytes as one process (docs/PROTOCOL.md §2.3). Synchronous: Ed25519 signing
  *  is ~40 µs with node:crypto, cheaper than an extra event-loop turn. */
 export interface Signer {

@@ -8,18 +8,18 @@
 // record and the parts are in ./replica/, listed in record.ts) and runs the timers in a fixed
 // order. The driver stamps each input with nowMs and asks nextWakeMs when to step again.
 import { diagnosisNextWakeMs, diagnosisTimers } from './diagnosis.ts';
-import { countDrop, unreachable } from './result.ts';
-import { toHex } from './hex.ts';
+import { countDrop, unreachable } from '../base/result.ts';
+import { toHex } from '../base/hex.ts';
 import { admitChallenge, issueChallenge } from './freshness.ts';
 import { flushAcks, linkReceive, linkSend, linkTimers, startLinks } from './link.ts';
 import { linkNextWakeMs } from './link-views.ts';
-import type { Core, CoreEffect, Membership, ReplicaInput } from './node.ts';
-import type { Hash, ProcessId, Signer, Verifier } from './ports.ts';
+import type { Core, CoreEffect, ReplicaInput } from './node.ts';
+import type { ProcessId } from './ports.ts';
 import type { ReplicatedState } from './replicated-state.ts';
-import type { ClusterView, DaemonReport, ReplicaStatus } from './status.ts';
+import type { ClusterView, ReplicaStatus } from './status.ts';
 import { pack } from './wire/frame.ts';
 import { portClaim, type Item } from './wire/messages.ts';
-import { createReplicaRecord, csnMark, digest, isPrimary, sendPtp, type Replica } from './replica/record.ts';
+import { createReplicaRecord, csnMark, digest, isPrimary, sendPtp, type Replica, type ReplicaOptions } from './replica/record.ts';
 import {
   afterLocalPause, detectorNextWakeMs, detectorTimers, onHeartbeat, onProbeReply, probeTimers, startDetector,
 } from './replica/failure-detector.ts';
@@ -28,17 +28,6 @@ import { backupNextWakeMs, disputeTimers, executeInOrder, keepOrderFrame, progre
 import { actOnCondemnation } from './replica/group-change.ts';
 import { onDelivery, onOperatorRequest } from './replica/deliveries.ts';
 import { persistJournal, replicaClusterView, shutdownNextWakeMs, shutdownTimers, status } from './replica/report.ts';
-
-/** `joining`: a replacement replica, started by an agent on the group's command with the group
- *  as it was then (PROTOCOL §10.6); it asks the members for the state before it serves, and
- *  tells them `port` when it listens on another than cluster.json's (its own being taken). */
-export type ReplicaOptions = {
-  id: ProcessId; membership: Membership; hash: Hash; inc: number; signer: Signer; verifier: Verifier;
-  joining?: { view: number; primary: ProcessId; replicas: readonly ProcessId[]; port?: number };
-  /** What the daemon says of itself (its disk), added to the status as read (issue 14 item 4):
-   *  nothing the replica decides depends on it. */
-  daemon?: () => DaemonReport;
-};
 
 export type ReplicaCore = Core<ReplicaInput> & {
   status(nowMs: number): ReplicaStatus;

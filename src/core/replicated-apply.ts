@@ -8,7 +8,7 @@ import { MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES } from './constants.ts';
 import type { ProcessId } from './ports.ts';
 import { addNode, finishDrains, removeNode, shutdown, wasRemoved, type Done } from './replicated-members.ts';
 import { absorb, absorbView, addedSpares, emit, groupContext, noResult, type ApplyResult, type OperatorOutcome, type ReplicatedState } from './replicated-state.ts';
-import { unreachable } from './result.ts';
+import { unreachable } from '../base/result.ts';
 import { unpack } from './wire/frame.ts';
 import {
   groupMsgCG, type AgentRequest, type GroupInput, type GroupMsgGC, type NodeAdd, type NodeRemove, type NodeRestore, type OperatorRequest, type TaskRestore, type TaskSubmit,

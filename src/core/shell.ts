@@ -7,15 +7,10 @@
 // (PROTOCOL §2.4 says which).
 import { MAX_FRAME_BYTES, MAX_ITEMS_PER_FRAME, MAX_SIGNED_ITEMS_PER_FRAME } from './constants.ts';
 import type { Core, CoreEffect, CoreInput } from './node.ts';
-import type { LinkAuth, ProcessId, Signer, Verifier } from './ports.ts';
-import type { DropCode } from './result.ts';
+import type { LinkAuth, ProcessId, Signer, Transport, Verifier } from './ports.ts';
+import type { DropCode } from '../base/result.ts';
 import { decodeFrame, encodeFrame } from './wire/frame.ts';
 import { embeddedSignatures, type Frame, type Item } from './wire/messages.ts';
-
-export interface Transport {
-  /** Best effort: a frame sent while the link is down is lost; the protocol retransmits. */
-  send(to: ProcessId, frame: Uint8Array): void;
-}
 
 export type ShellCounters = {
   framesIn: number;

@@ -13,7 +13,7 @@
 import type { Service } from '../../fsm/fsm-task-types.ts';
 import { decodeData, type MachineData } from '../../fsm/plain-data.ts';
 import type { AllocationRequest, ClusterState, NodeRecord, ServiceTurn, SignedSubmit, TaskRecord, TaskTimers } from './cluster-state.ts';
-import { bytesEqual } from './bytes.ts';
+import { bytesEqual } from '../base/bytes.ts';
 import {
   MAX_ARGS, MAX_ENV_ENTRIES, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_OPERATOR_OUTCOMES, MAX_REPLICAS, MAX_STATE_CHUNK_BYTES,
   MAX_ADDED_NODE_SPARES, MAX_MEMBER_CHANGES, MAX_STATE_CHUNKS, PUBLIC_KEY_BYTES, TASK_KEY_BYTES,
@@ -21,7 +21,7 @@ import {
 import type { GroupView, Recovery } from './group-view.ts';
 import type { ProcessId } from './ports.ts';
 import { encodeState, poolWithAdded, type AddedNode, type MemberChange, type OperatorOutcome, type ReplicatedState } from './replicated-state.ts';
-import { err, ok, type Result } from './result.ts';
+import { err, ok, type Result } from '../base/result.ts';
 import type { PendingGroup, TaskSignals } from './task-signals.ts';
 import { unpack } from './wire/frame.ts';
 import type { AddedSpare, EnvEntry, ProcMode } from './wire/messages.ts';

@@ -4,8 +4,8 @@
 // distinct members sent for that RSN: with at most one faulty member, two matching digests
 // include a correct one, so a faulty member can neither forge the state nor block the transfer
 // (the correct member's copy completes too). Pure: no clock, no I/O.
-import { bytesEqual, concatBytes } from './bytes.ts';
-import { assert } from './result.ts';
+import { bytesEqual, concatBytes } from '../base/bytes.ts';
+import { assert } from '../base/result.ts';
 import { MAX_STATE_CHUNK_BYTES, MAX_STATE_CHUNKS, QUORUM } from './constants.ts';
 import type { Hash, ProcessId } from './ports.ts';
 import type { PtpPayload } from './wire/messages.ts';

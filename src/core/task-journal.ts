@@ -19,7 +19,7 @@
 // over every replica's journal misses a task only if every replica that journalled it lost it.
 import { MAX_CG_BYTES, MAX_LIVE_TASKS, MAX_MEMBER_CG_BYTES, MAX_MEMBER_CHANGES, QUORUM, SIGNATURE_BYTES } from './constants.ts';
 import type { ProcessId, Verifier } from './ports.ts';
-import { err, ok, type Result } from './result.ts';
+import { err, ok, type Result } from '../base/result.ts';
 import { openCG, pack, unpack } from './wire/frame.ts';
 import { nonce, processId, taskId, type NodeAdd, type NodeRemove, type NodeRestore, type TaskRestore, type TaskSubmit } from './wire/messages.ts';
 import { bytes, list, struct, uint, type Schema } from './wire/schema.ts';

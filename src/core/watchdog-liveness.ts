@@ -3,7 +3,7 @@
 // self-diagnosis initiations counted towards rule 3. Either rule, when it fires, hands over to
 // resetCluster (watchdog-resets.ts). Verbs over WatchdogState (watchdog-state.ts).
 import { QUORUM } from './constants.ts';
-import { toHex } from './hex.ts';
+import { toHex } from '../base/hex.ts';
 import type { CoreEffect } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import { resetCluster } from './watchdog-resets.ts';

@@ -3,7 +3,7 @@
 // order (watchdog-liveness.ts), and the replicas of nodes added at run time that two replicas
 // name alike. Verbs over WatchdogState (watchdog-state.ts).
 import { QUORUM } from './constants.ts';
-import { toHex } from './hex.ts';
+import { toHex } from '../base/hex.ts';
 import type { CoreEffect } from './node.ts';
 import type { ProcessId } from './ports.ts';
 import { collectRestores } from './task-journal.ts';

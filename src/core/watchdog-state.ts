@@ -5,7 +5,7 @@
 import { createFreshness, type Freshness } from './freshness.ts';
 import type { CoreEffect, Membership } from './node.ts';
 import type { ProcessId, Signer, Verifier } from './ports.ts';
-import type { DropCode } from './result.ts';
+import type { DropCode } from '../base/result.ts';
 import type { DaemonReport, PeerHealth } from './status.ts';
 import type { MembershipChanges } from './task-journal.ts';
 import type { AccuseReason, AddedReplica, Role, SignedCG } from './wire/messages.ts';

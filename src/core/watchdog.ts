@@ -11,7 +11,7 @@
 import { admitChallenge, issueChallenge } from './freshness.ts';
 import type { Core, CoreEffect, WatchdogInput } from './node.ts';
 import type { ProcessId } from './ports.ts';
-import { unreachable } from './result.ts';
+import { unreachable } from '../base/result.ts';
 import type { PeerHealth } from './status.ts';
 import { checkSilence, noteInput, onDiagReport, onHeartbeat, silenceDeadlineMs, tally } from './watchdog-liveness.ts';
 import { endShutdown, onReplicaKeys, onResetRequest, onShutdownNotice } from './watchdog-resets.ts';

@@ -12,7 +12,7 @@
 // peer credentials (SO_PEERCRED) on a Unix socket, an abstract socket has no file permissions,
 // and the (task, VPID) a hello names is as easy for a guesser to give as for the process. It
 // would keep the right process out for as long as the flood lasts.
-import { assert } from '../core/result.ts';
+import { assert } from '../base/result.ts';
 
 /** Refusals answered with their reason in a burst. A task start whose processes are refused
  *  (a predecessor's process with a dead token, a duplicate) is a handful of processes at once;

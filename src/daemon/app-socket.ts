@@ -33,7 +33,7 @@
 // APP_CONNECT_ATTEMPTS), which covers being dropped as the oldest during a flood.
 import { lstat, unlink, chmod } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import { unreachable, type DropCode } from '../core/result.ts';
+import { unreachable, type DropCode } from '../base/result.ts';
 import type { SignalRequest } from '../core/signals.ts';
 import {
   agentToProc, AppFrameDecoder, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent,

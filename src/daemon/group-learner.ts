@@ -15,7 +15,7 @@ import { parseMovedPorts } from '../core/group-view.ts';
 import type { LogLevel } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { MAX_REPLICAS } from '../core/constants.ts';
-import { toHex } from '../core/hex.ts';
+import { toHex } from '../base/hex.ts';
 import type { AddedReplica, Frame, Item, MovedPort } from '../core/wire/messages.ts';
 import { addedReplicaFromJson } from '../io/added-replicas.ts';
 

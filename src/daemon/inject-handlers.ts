@@ -2,7 +2,7 @@
 // them all with src/daemon/inject.ts. src/daemon/run-core.ts imports it — dynamically, and only
 // for a cluster started with --allow-inject. To add modes, write a module that calls
 // `registerInjectHandler(mode, handler)` and import it here; list the mode in
-// src/daemon/inject-modes.ts so `trine inject` knows its arguments and whom to ask.
+// src/io/inject-modes.ts so `trine inject` knows its arguments and whom to ask.
 import './inject-link.ts';
 import './inject-replica.ts';
 

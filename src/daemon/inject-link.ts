@@ -5,7 +5,7 @@
 // delays what arrives from A: the same loss, seen from the other end. Faults last until `heal`
 // or until the daemon restarts.
 import { LinkFaults, MAX_INJECT_DELAY_MS, type LinkDirection, type LinkFault } from '../io/link-faults.ts';
-import { linked } from './inject-modes.ts';
+import { linked } from '../io/inject-modes.ts';
 import { registerInjectHandler, type InjectContext, type InjectOutcome } from './inject.ts';
 
 type End = { direction: LinkDirection; peer: string };

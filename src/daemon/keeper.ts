@@ -43,13 +43,13 @@ import type { ProcessId } from '../core/ports.ts';
 import { isClusterProcess, loadCluster, processEntry } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
 import {
-  keeperChildPidFile, listKeeperChildPids, readKeeperChildPid, removeKeeperChildPid, signalGroup, writeKeeperChildPid,
+  keeperChildPidFile, listKeeperChildPids, readKeeperChildPid, removeKeeperChildPid, signalGroup, tryRecord, writeKeeperChildPid,
   type KeeperChildRole,
 } from '../io/run-records.ts';
 import { EXIT_CONFIG, EXIT_CRASH, EXIT_SHUTDOWN } from './run-core.ts';
 import {
   CHILD_LOAD_TIMEOUT_MS, createBackoff, exitVerdict, HEALTHY_RESET_MS, killStale, messageType, nextDelay, resetBackoff,
-  RESTART_BACKOFF_MAX_MS, RESTART_BACKOFF_MIN_MS, stopGracefully, SUPERVISED_HEARTBEAT_MS, SUPERVISOR_CHECK_MS, tryRecord, type ChildHeartbeat,
+  RESTART_BACKOFF_MAX_MS, RESTART_BACKOFF_MIN_MS, stopGracefully, SUPERVISED_HEARTBEAT_MS, SUPERVISOR_CHECK_MS, type ChildHeartbeat,
 } from './supervisor.ts';
 
 /** The agent's heartbeat period to its keeper. */

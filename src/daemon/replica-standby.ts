@@ -31,7 +31,7 @@ export type ReplicaStandbyToAgent = { type: 'standby.ready' };
 export type AgentToReplicaStandby = { type: 'go'; id: ProcessId; join: JoinTarget };
 
 export type ReplicaStandbyOptions = {
-  /** Starts `trine manager --standby …` detached with an IPC channel (cli/daemons.ts). */
+  /** Starts `trine manager --standby …` detached with an IPC channel (src/daemon/main.ts). */
   spawn: () => ChildProcess;
   /** Records a promoted standby's pid as `id`'s (run/<id>.pid). */
   writePid: (id: ProcessId, pid: number) => void;

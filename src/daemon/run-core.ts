@@ -11,11 +11,11 @@
 // injection hooks (src/daemon/inject.ts) and puts them between the Shell, the core and the
 // transport; otherwise that code is not even loaded.
 import { createHash } from 'node:crypto';
-import { bytesEqual } from '../core/bytes.ts';
+import { bytesEqual } from '../base/bytes.ts';
 import { EXIT_SHUTDOWN } from '../core/constants.ts';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
-import type { Hash, LinkAuth, ProcessId, Signer, Verifier } from '../core/ports.ts';
-import { Shell, type Transport } from '../core/shell.ts';
+import type { Hash, LinkAuth, ProcessId, Signer, Transport, Verifier } from '../core/ports.ts';
+import { Shell } from '../core/shell.ts';
 import type { DaemonReport } from '../core/status.ts';
 import { encodeFrame } from '../core/wire/frame.ts';
 import type { Frame, Item } from '../core/wire/messages.ts';
@@ -23,6 +23,7 @@ import { loadCluster, paths, processEntry, replicaPool, type Cluster, type Proce
 import { readAddedReplicas, withAddedReplicas } from '../io/added-replicas.ts';
 import { readKeyFile } from '../io/keys.ts';
 import { writeTaskJournal } from '../io/run-records.ts';
+import { dialTargets, splitSpares } from '../io/dial-targets.ts';
 import { createProcessLog, type ProcessLog } from '../io/log.ts';
 import { createNodeLinkAuth, type LearningLinkAuth } from '../io/link-auth-node.ts';
 import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
@@ -103,54 +104,6 @@ export type RunCoreOptions = RunHooks & {
 
 /** Monotonic milliseconds on the Date scale: the wall clock may step, the core's must not. */
 export const clockMs = (): number => Math.floor(performance.timeOrigin + performance.now());
-
-/** Peers a process dials (issue 2): agents dial every replica; replica ri dials rj for j > i
- *  and the watchdog; the operator dials the replicas and the watchdog; the watchdog listens.
- *  "Every replica" is the whole pool, spares included (PROTOCOL §10.6); a daemon dials the
- *  spares only on demand (splitSpares). Nobody dials an agent here, even one that listens (a
- *  cluster of several hosts): only the operator does, on demand, when it reads task output
- *  from it (PROTOCOL §7.1, cli/status-client.ts). */
-export function dialTargets(cluster: Cluster, id: ProcessId): Record<ProcessId, Endpoint> {
-  const c = cluster.config;
-  const self = processEntry(cluster, id);
-  const listenOf = (peer: ProcessId): Endpoint => {
-    const ep = processEntry(cluster, peer).listen;
-    if (ep === null) throw new TypeError(`${peer} has no listen address`);
-    return ep;
-  };
-  const replicas = replicaPool(c.membership);
-  const out: Record<ProcessId, Endpoint> = {};
-  switch (self.kind) {
-    case 'agent':
-      for (const r of replicas) out[r] = listenOf(r);
-      break;
-    case 'replica': {
-      const i = replicas.indexOf(id);
-      for (const r of replicas.slice(i + 1)) out[r] = listenOf(r);
-      out[c.membership.scc] = listenOf(c.membership.scc);
-      break;
-    }
-    case 'operator':
-      for (const r of replicas) out[r] = listenOf(r);
-      out[c.membership.scc] = listenOf(c.membership.scc);
-      break;
-    case 'watchdog':
-      break;
-  }
-  return out;
-}
-
-/** The spare replicas among `targets` (the pool beyond cluster.json's initial replicas) are
- *  dialed only while the core addresses them (ws-transport DIAL_DEMAND_MS): a spare mostly is
- *  not running, and dialing six of them every 500 ms cost each daemon ~12 refused connects a
- *  second. The core's hellos to a replacement make the transport dial it at once. */
-export function splitSpares(cluster: Cluster, targets: Record<ProcessId, Endpoint>): { dial: Record<ProcessId, Endpoint>; dialOnDemand: Record<ProcessId, Endpoint> } {
-  const initial = new Set(cluster.config.membership.replicas);
-  const spares = new Set(replicaPool(cluster.config.membership).filter((r) => !initial.has(r)));
-  const out = { dial: {} as Record<ProcessId, Endpoint>, dialOnDemand: {} as Record<ProcessId, Endpoint> };
-  for (const [peer, ep] of Object.entries(targets)) (spares.has(peer) ? out.dialOnDemand : out.dial)[peer] = ep;
-  return out;
-}
 
 /** One-line error for a daemon that cannot start, then exit 2. */
 function startupFailure(message: string): never {

@@ -47,7 +47,7 @@ export type ClusterResetContext = {
 };
 
 export type WatchdogHooks = RunHooks & {
-  /** Builds the reset driver cluster.json chose (cli/daemons.ts). `stopping` is aborted when the
+  /** Builds the reset driver cluster.json chose (src/daemon/main.ts). `stopping` is aborted when the
    *  watchdog stops. Without it, resets are only logged. */
   makeResetDriver?: (kind: ResetDriverKind, cluster: Cluster, log: ResetLog, stopping: AbortSignal) => NodeResetDriver;
   /** Power-resets every node of a local cluster, as the watchdog core ordered (`reset.cluster`),

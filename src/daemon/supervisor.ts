@@ -25,15 +25,11 @@
 // is recorded in `run/<id>.supervised-pid`: `trine down` finds it if the supervisor was killed,
 // and a new supervisor stops it before starting its own. A child whose supervisor dies runs on.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import type { ProcessId } from '../core/ports.ts';
 import type { DaemonReport } from '../core/status.ts';
-import { processId } from '../core/wire/messages.ts';
-import { isClusterProcess, loadCluster, paths, type Cluster } from '../io/cluster-dir.ts';
-import { createProcessLog, errorCode, type Logger } from '../io/log.ts';
-import { mkdirPrivate, writeFileAtomic } from '../io/private-files.ts';
-import { signalGroup, waitGone } from '../io/run-records.ts';
+import { isClusterProcess, loadCluster, type Cluster } from '../io/cluster-dir.ts';
+import { createProcessLog, type Logger } from '../io/log.ts';
+import { readSupervisedPid, recordSupervisedPid, signalGroup, supervisedPidFile, waitGone } from '../io/run-records.ts';
 import { EXIT_CONFIG, EXIT_CRASH, EXIT_SHUTDOWN } from './run-core.ts';
 
 /** A supervised child's heartbeat period. */
@@ -158,58 +154,6 @@ export function heartbeatSupervisor(): void {
   process.once('disconnect', () => clearInterval(timer));
   // The channel alone must not keep the child alive.
   process.channel?.unref();
-}
-
-// ---- the child's record -------------------------------------------------------------------------
-
-const SUPERVISED_PID_SUFFIX = '.supervised-pid';
-
-/** Where a supervisor records its child's pid (not `.pid`: pid files name what `trine up`
- *  started, the supervisor). */
-export const supervisedPidFile = (dir: string, id: ProcessId): string => join(paths.run(dir), `${id}${SUPERVISED_PID_SUFFIX}`);
-
-export function readSupervisedPid(dir: string, id: ProcessId): number | null {
-  try {
-    const text = readFileSync(supervisedPidFile(dir, id), 'utf8').trim();
-    return /^[1-9][0-9]{0,9}$/.test(text) ? Number(text) : null;
-  } catch {
-    return null;
-  }
-}
-
-/** Runs a write of a record (a pid record) that must not stop a supervisor: a full disk or a
- *  failing one is reported, not thrown. Returns the error code, or null. */
-export function tryRecord(write: () => void): string | null {
-  try {
-    write();
-    return null;
-  } catch (e) {
-    return errorCode(e);
-  }
-}
-
-/** Records the child's pid, or removes the record (null). Returns the error code of a record it
- *  could not write (the caller logs it: a child whose supervisor is then killed too is missed by
- *  `trine down`), or null. */
-export function recordSupervisedPid(dir: string, id: ProcessId, pid: number | null): string | null {
-  return tryRecord(() => {
-    if (pid === null) return rmSync(supervisedPidFile(dir, id), { force: true });
-    mkdirPrivate(paths.run(dir));
-    writeFileAtomic(supervisedPidFile(dir, id), `${pid}\n`);
-  });
-}
-
-/** Every supervised child recorded in a cluster's run dir, with the id it runs as (for `trine
- *  down`: a child whose supervisor was killed still runs). */
-export function listSupervisedPids(dir: string): { id: ProcessId; pid: number | null }[] {
-  let names: string[];
-  try {
-    names = readdirSync(paths.run(dir));
-  } catch {
-    return [];
-  }
-  return names.filter((n) => n.endsWith(SUPERVISED_PID_SUFFIX)).sort().map((n) => n.slice(0, -SUPERVISED_PID_SUFFIX.length))
-    .filter((id) => processId.dec(id, 'id').ok).map((id) => ({ id, pid: readSupervisedPid(dir, id) }));
 }
 
 // ---- the supervisor -----------------------------------------------------------------------------

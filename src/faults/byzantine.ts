@@ -8,7 +8,7 @@ import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { ProcessId, Signer } from '../core/ports.ts';
 import { pack } from '../core/wire/frame.ts';
 import type { ReplicatedState } from '../core/replicated-state.ts';
-import { unreachable } from '../core/result.ts';
+import { unreachable } from '../base/result.ts';
 import { orderClaim, type GroupMsgGC, type Item, type PtpPayload, type SignedCG } from '../core/wire/messages.ts';
 
 export type ByzantineBehaviour =

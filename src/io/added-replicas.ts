@@ -8,7 +8,7 @@
 // learns the members again from the group).
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { toHex } from '../core/hex.ts';
+import { toHex } from '../base/hex.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { addedReplica, type AddedReplica } from '../core/wire/messages.ts';
 import { paths, type Cluster, type ProcessEntry } from './cluster-dir.ts';

@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { bytesEqual } from '../core/bytes.ts';
+import { bytesEqual } from '../base/bytes.ts';
 import { DEFAULT_TIMING, EXIT_SHUTDOWN, PUBLIC_KEY_BYTES } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
 import {

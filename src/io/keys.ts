@@ -4,7 +4,7 @@
 // whose message says what was wrong and what to do (STYLE.md 7).
 import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { bytesEqual } from '../core/bytes.ts';
+import { bytesEqual } from '../base/bytes.ts';
 import { PUBLIC_KEY_BYTES } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { quoted } from '../core/quoted.ts';

@@ -1,9 +1,10 @@
 // What a local node's processes record in `<dir>/run`, and how to stop what a record names: the
 // agent's procs file (its task processes with their start times, PROTOCOL §8.6), the keeper's
 // records of its two children (`<id>.agent-pid`, the active agent; `<id>.standby-pid`, the warm
-// standby), start-time checks, and signalling a process group. Shared by the agent, its keeper,
-// `trine down` and the watchdog's local reset driver (src/io/reset-driver.ts), which must all
-// agree on what a record means.
+// standby), the watchdog supervisor's record of its child (`<id>.supervised-pid`), start-time
+// checks, and signalling a process group. Shared by the agent, its keeper, the watchdog's
+// supervisor, `trine down`, `trine inject` and the watchdog's local reset driver
+// (src/io/reset-driver.ts), which must all agree on what a record means.
 //
 // The procs file holds every process the agent believes alive with its start time
 // (/proc/<pid>/stat field 22, clock ticks since boot): a pid alone could name an unrelated
@@ -21,6 +22,7 @@ import { excerpt } from '../core/quoted.ts';
 import type { ProcessId } from '../core/ports.ts';
 import { processId, taskId } from '../core/wire/messages.ts';
 import { isAlive, paths, TASK_JOURNAL_SUFFIX } from './cluster-dir.ts';
+import { errorCode } from './log.ts';
 import { mkdirPrivate, writeFileAtomic } from './private-files.ts';
 
 // ---- start times --------------------------------------------------------------------------------
@@ -202,6 +204,58 @@ export function listKeeperChildPids(dir: string): { id: ProcessId; role: KeeperC
     }
   }
   return out;
+}
+
+// ---- a supervised child's record (src/daemon/supervisor.ts) ----------------------------------
+
+const SUPERVISED_PID_SUFFIX = '.supervised-pid';
+
+/** Where a supervisor records its child's pid (not `.pid`: pid files name what `trine up`
+ *  started, the supervisor). */
+export const supervisedPidFile = (dir: string, id: ProcessId): string => join(paths.run(dir), `${id}${SUPERVISED_PID_SUFFIX}`);
+
+export function readSupervisedPid(dir: string, id: ProcessId): number | null {
+  try {
+    const text = readFileSync(supervisedPidFile(dir, id), 'utf8').trim();
+    return /^[1-9][0-9]{0,9}$/.test(text) ? Number(text) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Runs a write of a record (a pid record) that must not stop a supervisor: a full disk or a
+ *  failing one is reported, not thrown. Returns the error code, or null. */
+export function tryRecord(write: () => void): string | null {
+  try {
+    write();
+    return null;
+  } catch (e) {
+    return errorCode(e);
+  }
+}
+
+/** Records the child's pid, or removes the record (null). Returns the error code of a record it
+ *  could not write (the caller logs it: a child whose supervisor is then killed too is missed by
+ *  `trine down`), or null. */
+export function recordSupervisedPid(dir: string, id: ProcessId, pid: number | null): string | null {
+  return tryRecord(() => {
+    if (pid === null) return rmSync(supervisedPidFile(dir, id), { force: true });
+    mkdirPrivate(paths.run(dir));
+    writeFileAtomic(supervisedPidFile(dir, id), `${pid}\n`);
+  });
+}
+
+/** Every supervised child recorded in a cluster's run dir, with the id it runs as (for `trine
+ *  down`: a child whose supervisor was killed still runs). */
+export function listSupervisedPids(dir: string): { id: ProcessId; pid: number | null }[] {
+  let names: string[];
+  try {
+    names = readdirSync(paths.run(dir));
+  } catch {
+    return [];
+  }
+  return names.filter((n) => n.endsWith(SUPERVISED_PID_SUFFIX)).sort().map((n) => n.slice(0, -SUPERVISED_PID_SUFFIX.length))
+    .filter((id) => processId.dec(id, 'id').ok).map((id) => ({ id, pid: readSupervisedPid(dir, id) }));
 }
 
 // ---- task journals (PROTOCOL §10.9) --------------------------------------------------------------

@@ -53,7 +53,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { FsmAgentProcEvent, KillProcessParams, SpawnProcessParams } from '../../fsm/fsm-agent-proc.ts';
-import { assert } from '../core/result.ts';
+import { assert } from '../base/result.ts';
 import { isUserName } from './cluster-dir.ts';
 import { mkdirPrivate, openPrivate } from './private-files.ts';
 

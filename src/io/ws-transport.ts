@@ -12,7 +12,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { BIND_NONCE_BYTES, MAX_FRAME_BYTES } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
-import type { Transport } from '../core/shell.ts';
+import type { Transport } from '../core/ports.ts';
 import { randomBytes } from 'node:crypto';
 import { bindProof, openBindProof } from '../core/wire/bind-proof.ts';
 import { peekSender, type DecodeContext, type EncodeContext } from '../core/wire/frame.ts';

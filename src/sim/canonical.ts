@@ -1,7 +1,7 @@
 // Canonical keys and readable descriptions of wire values, for the invariant checker: equality
 // is decided on canonical bytes (every field, including ones added later), messages print what
 // a reader of a violation needs.
-import { unreachable } from '../core/result.ts';
+import { unreachable } from '../base/result.ts';
 import { pack } from '../core/wire/frame.ts';
 import { agentRequest, groupCommand, groupMsgGC, type AgentRequest, type GroupCommand, type GroupMsgGC } from '../core/wire/messages.ts';
 

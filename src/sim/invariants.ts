@@ -14,11 +14,11 @@
 import { isOperatorRequest } from '../core/replicated-state.ts';
 import type { CoreEffect } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
-import { unreachable } from '../core/result.ts';
+import { unreachable } from '../base/result.ts';
 import { groupInput, type AgentRequest, type Frame, type GroupCommand, type GroupMsgGC, type Item } from '../core/wire/messages.ts';
 import { pack } from '../core/wire/frame.ts';
-import { toHex } from '../core/hex.ts';
-import { bytesEqual } from '../core/bytes.ts';
+import { toHex } from '../base/hex.ts';
+import { bytesEqual } from '../base/bytes.ts';
 import { commandKey, describeGC, frameKey, gcKey, requestKey } from './canonical.ts';
 
 /** Violations kept per seed: the first explains the failure, the rest are usually echoes. */

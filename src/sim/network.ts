@@ -4,7 +4,7 @@
 // Crashed processes neither send nor receive. Every decision comes from the seeded generator.
 import { SIGNATURE_BYTES } from '../core/constants.ts';
 import type { ProcessId } from '../core/ports.ts';
-import type { Transport } from '../core/shell.ts';
+import type { Transport } from '../core/ports.ts';
 import { crc32 } from '../core/wire/crc32.ts';
 import type { Item } from '../core/wire/messages.ts';
 import type { SeededRandom } from './random.ts';

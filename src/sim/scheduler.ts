@@ -1,7 +1,7 @@
 // The simulated clock and the discrete-event scheduler. Time only moves when the next event
 // is taken from the queue; events at the same time run in the order they were scheduled
 // (a global sequence number breaks ties), so a run is a pure function of its seed.
-import { assert } from '../core/result.ts';
+import { assert } from '../base/result.ts';
 
 /** Events one seed may run before the scheduler refuses: a livelocked core (a timer that
  *  always re-arms at `now`) must end as a reported failure, not a hung test. */

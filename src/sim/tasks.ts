@@ -41,7 +41,7 @@ import { createAgentProcs, type AgentProcs, type AgentProcsEffect, type ProcReco
 import type { Timing } from '../core/constants.ts';
 import type { CoreEffect } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
-import { unreachable } from '../core/result.ts';
+import { unreachable } from '../base/result.ts';
 import type { ClusterView } from '../core/status.ts';
 import type { WatchdogStatus } from '../core/watchdog-state.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../core/signals.ts';

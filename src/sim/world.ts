@@ -5,9 +5,9 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_TIMING, type Timing } from '../core/constants.ts';
 import type { Core, CoreEffect, CoreInput, Membership } from '../core/node.ts';
-import type { Hash, LinkAuth, ProcessId, Signer, Verifier } from '../core/ports.ts';
+import type { Hash, LinkAuth, ProcessId, Signer, Transport, Verifier } from '../core/ports.ts';
 import type { ReplicatedState } from '../core/replicated-state.ts';
-import { Shell, type Transport } from '../core/shell.ts';
+import { Shell } from '../core/shell.ts';
 import { decodeFrame, encodeFrame, signCG } from '../core/wire/frame.ts';
 import type { AgentRequest, Frame, Item, OperatorRequest } from '../core/wire/messages.ts';
 import { byzantineCore, corruptState, type ByzantineBehaviour, type Corruption } from '../faults/byzantine.ts';

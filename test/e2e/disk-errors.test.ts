@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../cli/status-report.ts';
-import { readSupervisedPid } from '../../src/daemon/supervisor.ts';
+import { readSupervisedPid } from '../../src/io/run-records.ts';
 import { alive, downCluster, logEvents, trine, waitFor } from './helpers.ts';
 
 const isRoot = process.getuid?.() === 0;

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusDocument } from '../../cli/status-report.ts';
 import { EXIT_SHUTDOWN } from '../../src/core/constants.ts';
-import { readSupervisedPid, supervisedPidFile } from '../../src/daemon/supervisor.ts';
+import { readSupervisedPid, supervisedPidFile } from '../../src/io/run-records.ts';
 import { alive, logEvents, processesMentioning, trine, upCluster, waitFor } from './helpers.ts';
 
 async function status(dir: string): Promise<StatusDocument | undefined> {

@@ -16,7 +16,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { allocatePorts, clusterIds, generateClusterKeys, isAlive, paths, planCluster, writeClusterConfig } from '../../src/io/cluster-dir.ts';
 import { logPath } from '../../src/io/log.ts';
-import { readSupervisedPid, supervisedPidFile, WATCHDOG_HEARTBEAT_TIMEOUT_MS } from '../../src/daemon/supervisor.ts';
+import { readSupervisedPid, supervisedPidFile } from '../../src/io/run-records.ts';
+import { WATCHDOG_HEARTBEAT_TIMEOUT_MS } from '../../src/daemon/supervisor.ts';
 import { EXIT_CONFIG } from '../../src/daemon/run-core.ts';
 import { killAll, NODE, TRINE } from './helpers.ts';
 

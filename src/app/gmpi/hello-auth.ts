@@ -16,7 +16,7 @@
 // sent, and the comparison is constant-time.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { TASK_KEY_BYTES } from '../../core/constants.ts';
-import { assert } from '../../core/result.ts';
+import { assert } from '../../base/result.ts';
 import { HELLO_MAC_BYTES, HELLO_NONCE_BYTES } from './wire.ts';
 
 /** A task key: 256 bits, drawn by the operator's `trine submit` (PROTOCOL §8.1). */

@@ -10,7 +10,7 @@
 // An arrival goes to the earliest-posted matching receive; a receive takes the earliest-arrived
 // matching message (MPI's non-overtaking rule per sender follows from arrival order, which TCP
 // keeps per connection).
-import { assert } from '../../core/result.ts';
+import { assert } from '../../base/result.ts';
 
 /** MPI_ANY_SOURCE / MPI_ANY_TAG. Negative, so they never collide with a VPID or a sendable tag. */
 export const ANY_SOURCE = -1;

@@ -27,9 +27,9 @@
 // its challenge. A dialler whose connection closes before the challenge retries (DIAL_RETRY_*),
 // so a burst of genuine peers from one address is delayed by the cap, never refused.
 import { createServer, connect as dial, type Server, type Socket } from 'node:net';
-import { bytesEqual } from '../../core/bytes.ts';
+import { bytesEqual } from '../../base/bytes.ts';
 import { LOOPBACK_HOST } from '../../core/constants.ts';
-import { assert } from '../../core/result.ts';
+import { assert } from '../../base/result.ts';
 import {
   ANY_SOURCE, ANY_TAG, arrive, cancelRecvs, createMatching, discardComm, dropQueued, type Matching, type Message, postRecv, queuedFrom, takeQueued,
 } from './matching.ts';

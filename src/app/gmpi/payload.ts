@@ -5,7 +5,7 @@
 // the receiving caller, never a throw out of an event handler (STYLE.md 5). The wire says which
 // kind a payload is (wire.ts flag STRUCTURED), so raw bytes never pay for encoding.
 import { C1, Packr } from 'msgpackr';
-import type { Ok } from '../../core/result.ts';
+import type { Ok } from '../../base/result.ts';
 
 export type EncodedPayload = { readonly bytes: Uint8Array; readonly structured: boolean };
 export type PayloadErr = { readonly ok: false; readonly code: 'BAD_PAYLOAD' | 'BAD_ARGUMENT'; readonly detail: string };

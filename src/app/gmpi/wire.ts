@@ -30,7 +30,7 @@
 //   says the payload is a msgpack-encoded value rather than raw bytes (payload.ts); no other
 //   bit is defined.
 import { MAX_ID_CHARS, MAX_TASK_PROCS } from '../../core/constants.ts';
-import { assert, ok, unreachable, type Ok } from '../../core/result.ts';
+import { assert, ok, unreachable, type Ok } from '../../base/result.ts';
 import { taskId as taskIdSchema } from '../../core/wire/messages.ts';
 
 // ---- Named limits (STYLE.md 9) -----------------------------------------------------------------

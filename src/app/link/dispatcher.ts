@@ -2,7 +2,7 @@
 // delivery order, never concurrently and never re-entered; a critical section holds deliveries
 // and exitCs() delivers what was held before it returns. Pure: the caller feeds items and
 // supplies `deliver`, which must not throw (the link catches handler errors itself).
-import { assert } from '../../core/result.ts';
+import { assert } from '../../base/result.ts';
 
 export class Dispatcher<T> {
   private items: T[] = [];

@@ -6,8 +6,8 @@
 // (PrimaryProgressTimeout).
 import { accuse, condemned } from '../diagnosis.ts';
 import { MAX_EVIDENCE_FRAME_BYTES, MAX_HOLDBACK_PER_AGENT, MAX_ORDER_AHEAD } from '../constants.ts';
-import { bytesEqual } from '../bytes.ts';
-import { assert, countDrop } from '../result.ts';
+import { bytesEqual } from '../../base/bytes.ts';
+import { assert, countDrop } from '../../base/result.ts';
 import { linkSend } from '../link.ts';
 import { peerJudged } from '../link-views.ts';
 import type { CoreEffect } from '../node.ts';

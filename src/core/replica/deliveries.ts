@@ -4,7 +4,7 @@
 // parts it hands them to are the primary, the backup, the failure detector and group change.
 import { onAccuse } from '../diagnosis.ts';
 import { MAX_DELIVERED_LOG } from '../constants.ts';
-import { countDrop } from '../result.ts';
+import { countDrop } from '../../base/result.ts';
 import { type Delivery } from '../link.ts';
 import { logSessionEvent } from '../link-views.ts';
 import type { CoreEffect } from '../node.ts';

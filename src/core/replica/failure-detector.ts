@@ -5,7 +5,7 @@
 // itself does to all of those judgements (§6.1).
 import { diagnosisRunning, heardFrom, latestCheckpoint, missedHeartbeat, onDigestClaims, ownDigest, putOffDiagnosis } from '../diagnosis.ts';
 import { TICK_RATE_SLACK, TICK_RATE_WINDOW_MS } from '../constants.ts';
-import { countDrop } from '../result.ts';
+import { countDrop } from '../../base/result.ts';
 import { linkSend } from '../link.ts';
 import type { CoreEffect } from '../node.ts';
 import type { ProcessId } from '../ports.ts';

@@ -5,7 +5,7 @@
 // and the replacement's own (install, then replay what came meanwhile).
 import { condemned, diagnosisNewView, ownDigest } from '../diagnosis.ts';
 import { MAX_DELIVERED_LOG } from '../constants.ts';
-import { countDrop } from '../result.ts';
+import { countDrop } from '../../base/result.ts';
 import { movedPorts, successor } from '../group-view.ts';
 import { linkAddPeer, linkRemovePeer, linkSend, type Delivery } from '../link.ts';
 import type { CoreEffect } from '../node.ts';

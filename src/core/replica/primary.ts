@@ -5,8 +5,8 @@
 // also runs the task clock, and judges a backup's confirmation another backup shows it.
 import { accuse } from '../diagnosis.ts';
 import { MAX_HOLDBACK_PER_AGENT, MAX_ORDER_AHEAD } from '../constants.ts';
-import { bytesEqual } from '../bytes.ts';
-import { countDrop } from '../result.ts';
+import { bytesEqual } from '../../base/bytes.ts';
+import { countDrop } from '../../base/result.ts';
 import { linkSend } from '../link.ts';
 import type { CoreEffect } from '../node.ts';
 import type { Ordered } from '../order-confirm.ts';

@@ -10,7 +10,7 @@
 // and ../replica.ts routes each input to one of them. The parts call each other as the protocol
 // does (an executed input may change the view, which orders the requests forwarded meanwhile),
 // so their imports form cycles inside this directory; nothing runs when a module loads.
-import { type DropCode } from '../result.ts';
+import { type DropCode } from '../../base/result.ts';
 import { accuse, createDiagnosis, reportInitiation, type Diagnosis } from '../diagnosis.ts';
 import { createFreshness, type Freshness } from '../freshness.ts';
 import { createStateTransfer, type StateTransfer } from '../state-transfer.ts';
@@ -19,7 +19,6 @@ import { createLinks, linkSend, linkOweGroupAck, type Links } from '../link.ts';
 import type { CoreEffect, Membership, SuspectReason } from '../node.ts';
 import type { Timing } from '../constants.ts';
 import { createOrderConfirm, type Ordered } from '../order-confirm.ts';
-import type { ProcessId } from '../ports.ts';
 import { MAX_DELIVERED_LOG } from '../constants.ts';
 import { digestState, expectedCsn, initialState, isOperatorRequest, type ReplicatedState } from '../replicated-state.ts';
 import { pack } from '../wire/frame.ts';
@@ -29,7 +28,19 @@ import { createPrimaryOrder, type PrimaryOrder } from './primary.ts';
 import { createBackupConfirm, type BackupConfirm } from './backup.ts';
 import { createGroupChange, type GroupChange } from './group-change.ts';
 import { createReport, type Report } from './report.ts';
-import type { ReplicaOptions } from '../replica.ts';
+import type { Hash, ProcessId, Signer, Verifier } from '../ports.ts';
+import type { DaemonReport } from '../status.ts';
+
+/** `joining`: a replacement replica, started by an agent on the group's command with the group
+ *  as it was then (PROTOCOL §10.6); it asks the members for the state before it serves, and
+ *  tells them `port` when it listens on another than cluster.json's (its own being taken). */
+export type ReplicaOptions = {
+  id: ProcessId; membership: Membership; hash: Hash; inc: number; signer: Signer; verifier: Verifier;
+  joining?: { view: number; primary: ProcessId; replicas: readonly ProcessId[]; port?: number };
+  /** What the daemon says of itself (its disk), added to the status as read (issue 14 item 4):
+   *  nothing the replica decides depends on it. */
+  daemon?: () => DaemonReport;
+};
 
 /** A replica's whole state. The fields above the parts are fixed at creation (the sets grow
  *  when nodes are added, PROTOCOL §10.12); `state` is the replicated state, the rest is this

@@ -3,7 +3,7 @@
 // to disk and sends the watchdog, and the cluster shutdown it carries out once ordered.
 import { diagnosisHistory } from '../diagnosis.ts';
 import { JOURNAL_RESEND_MS, MAX_JOURNAL_ITEM_BYTES, SHUTDOWN_LINGER_MAX_MS, SHUTDOWN_NOTICE_MS } from '../constants.ts';
-import { toHex } from '../hex.ts';
+import { toHex } from '../../base/hex.ts';
 import { addedAmong, movedPorts } from '../group-view.ts';
 import { liveSubmits } from '../cluster-state.ts';
 import { clusterView } from '../cluster-view.ts';

@@ -14,7 +14,7 @@
 // once every member of the task has connected, or at once for a process spawned into a running
 // task (`recovered`); then `signal`s in the order the manager sent them.
 import { MAX_ID_CHARS, MAX_TASK_PROCS, MAX_TEXT_CHARS, TASK_KEY_BYTES } from '../constants.ts';
-import { err, ok, type Result } from '../result.ts';
+import { err, ok, type Result } from '../../base/result.ts';
 import { pack, unpack } from './frame.ts';
 import { endpointText, int32, member, taskId, u32, type Member } from './messages.ts';
 import { bool, bytes, list, struct, text, token, uint, union, type Schema } from './schema.ts';

@@ -3,7 +3,7 @@
 // requests and commands carry. Part of the schemas that messages.ts gathers.
 import { MAX_ARG_CHARS, MAX_CLUSTER_ID_CHARS, MAX_ENV_ENTRIES, MAX_ID_CHARS, MAX_PATH_CHARS, MAX_TEXT_CHARS, TASK_KEY_BYTES } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
-import { err, ok } from '../result.ts';
+import { err, ok } from '../../base/result.ts';
 import { MAX_SIGNAL_ARG, MIN_SIGNAL_ARG } from '../signals.ts';
 import { bytes, list, nullable, oneOf, struct, text, token, uint, type Schema } from './schema.ts';
 

@@ -9,8 +9,8 @@
 // §10.6) never gets a frame meant for the member.
 import { BIND_NONCE_BYTES } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
-import { err, ok, type Result } from '../result.ts';
-import { bytesEqual } from '../bytes.ts';
+import { err, ok, type Result } from '../../base/result.ts';
+import { bytesEqual } from '../../base/bytes.ts';
 import { decodeFrame, encodeFrame, type DecodeContext, type EncodeContext } from './frame.ts';
 
 /** The proof `ctx.signer` sends `to` for the connection whose nonce (from `to`) is `nonce`,

@@ -10,13 +10,13 @@
 // replica accepts exactly the same frames (canonical input, not only canonical output).
 // decodeFrame is total.
 import { Packr } from 'msgpackr';
-import { bytesEqual } from '../bytes.ts';
+import { bytesEqual } from '../../base/bytes.ts';
 import {
   MAC_BYTES, MAX_FRAME_BYTES, MAX_ID_CHARS, MAX_SIGNED_ITEMS_PER_FRAME, MIN_FRAME_BYTES, MIN_MAC_FRAME_BYTES, SIGNATURE_BYTES,
   WIRE_VERSION, WIRE_VERSION_MAC,
 } from '../constants.ts';
 import type { LinkAuth, ProcessId, Signer, Verifier } from '../ports.ts';
-import { assert, err, ok, type Result } from '../result.ts';
+import { assert, err, ok, type Result } from '../../base/result.ts';
 import { crc32 } from './crc32.ts';
 import {
   accusation as accusationSchema, embeddedSignatures, frameBody, groupMsgCG, needsFrameSignature, PROCESS_ID_PATTERN, type Accusation, type Frame,

@@ -6,7 +6,7 @@ import {
   SIGNATURE_BYTES, MAX_REPLICAS, LOGS_CHUNK_BYTES, MAX_JOURNAL_ITEM_BYTES, BIND_NONCE_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
-import { ok } from '../result.ts';
+import { ok } from '../../base/result.ts';
 import { bool, bytes, list, nullable, oneOf, struct, text, uint, union, type Schema } from './schema.ts';
 import { arg, clusterId, member, nodeName, nonce, processId, reason, taskId } from './basics.ts';
 import { addedReplica, type AddedReplica } from './requests.ts';

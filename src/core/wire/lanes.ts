@@ -6,7 +6,7 @@ import {
   MAX_EVIDENCE_FRAME_BYTES, MAX_STATE_CHUNK_BYTES, LOGS_CHUNK_BYTES,
 } from '../constants.ts';
 import type { ProcessId } from '../ports.ts';
-import { err, ok } from '../result.ts';
+import { err, ok } from '../../base/result.ts';
 import { decodeStrict } from './msgpack-strict.ts';
 import { bool, bytes, list, oneOf, struct, text, token, uint, union, type Schema } from './schema.ts';
 import { listenPort, member, orderClaim, portClaim, processId, reason } from './basics.ts';

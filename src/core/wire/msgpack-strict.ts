@@ -4,7 +4,7 @@
 // machine accepts or rejects the same bytes the same way (msgpackr's optional native addon and
 // its JS path disagree on invalid UTF-8). Every length is checked against the remaining input
 // before anything is allocated, so a header claiming 2^32 elements costs nothing.
-import { err, ok, type Result } from '../result.ts';
+import { err, ok, type Result } from '../../base/result.ts';
 
 /** Deepest nesting any Trine message has is 6 (frame → items → item → body → payload → list). */
 export const MAX_DEPTH = 12;

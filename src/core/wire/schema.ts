@@ -2,7 +2,7 @@
 // A schema both encodes a value to a msgpack-ready array tree in a fixed field order and
 // decodes an untrusted tree back, checking every type and every length against a named limit.
 // Decoding is total: it returns a Result and never throws on peer input (STYLE.md 5).
-import { err, InvariantError, ok, type Result } from '../result.ts';
+import { err, InvariantError, ok, type Result } from '../../base/result.ts';
 
 export interface Schema<T> {
   /** Value → plain tree (arrays, numbers, strings, booleans, Uint8Array, null). */

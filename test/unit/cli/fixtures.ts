@@ -1,6 +1,6 @@
 // Views, tasks and replica answers for the CLI's pure tests (cli/op-client.ts, cli/task-report.ts).
 import type { ClusterView, NodeView, ProcView, TaskView } from '../../../src/core/status.ts';
-import type { ViewAnswer } from '../../../cli/op-client.ts';
+import type { ViewAnswer } from '../../../cli/replies.ts';
 
 export const proc = (vpid: number, over: Partial<ProcView> = {}): ProcView => ({
   vpid, node: `n${vpid + 1}`, pid: 1000 + vpid, state: 'running', exitCode: null, signal: null, reason: null, endpoint: null, ...over,

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { modeList, planInject, requireMode } from '../../../cli/inject-args.ts';
 import { CliError, EXIT_USAGE } from '../../../cli/errors.ts';
 import { clusterIds, planCluster } from '../../../src/io/cluster-dir.ts';
-import { INJECT_MODES } from '../../../src/daemon/inject-modes.ts';
+import { INJECT_MODES } from '../../../src/io/inject-modes.ts';
 
 const ids = clusterIds(4).all;
 const keys = new Map(ids.map((id, i) => [id, new Uint8Array(32).fill(i + 1)]));

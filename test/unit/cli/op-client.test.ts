@@ -1,8 +1,8 @@
 // Which replies and views the operator believes (cli/op-client.ts): f + 1 = 2 replicas must
 // report the same thing, so one faulty replica cannot lie to the operator (PROTOCOL §8.1).
 import { describe, expect, it } from 'vitest';
-import { newNonce, parseClusterView, pickClusterView, pickOutcome, toViewAnswer, viewSettled } from '../../../cli/op-client.ts';
-import type { OpReply } from '../../../cli/status-client.ts';
+import { newNonce } from '../../../cli/op-client.ts';
+import { parseClusterView, pickClusterView, pickOutcome, toViewAnswer, viewSettled, type OpReply } from '../../../cli/replies.ts';
 import type { ReplicaStatus } from '../../../src/core/status.ts';
 import { answer, task, view } from './fixtures.ts';
 

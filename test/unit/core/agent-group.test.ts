@@ -9,7 +9,7 @@ import { applyGroup, onCopy } from '../../../src/core/agent-group.ts';
 import { sendRequest } from '../../../src/core/agent-requests.ts';
 import { DEFAULT_TIMING, MAX_GMB_ENTRIES } from '../../../src/core/constants.ts';
 import type { CoreEffect, Membership } from '../../../src/core/node.ts';
-import { InvariantError } from '../../../src/core/result.ts';
+import { InvariantError } from '../../../src/base/result.ts';
 import type { GroupCommand, GroupMsgGC, Item } from '../../../src/core/wire/messages.ts';
 import { copyOf, freshAgent } from './agent-state-fixture.ts';
 import { hmacSigner } from './harness.ts';

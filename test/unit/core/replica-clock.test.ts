@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_TIMING } from '../../../src/core/constants.ts';
 import type { CoreEffect, Membership, ReplicaInput } from '../../../src/core/node.ts';
-import { InvariantError } from '../../../src/core/result.ts';
+import { InvariantError } from '../../../src/base/result.ts';
 import type { ProcessId } from '../../../src/core/ports.ts';
 import { createReplica } from '../../../src/core/replica.ts';
 import type { HeartbeatInfo, Item } from '../../../src/core/wire/messages.ts';

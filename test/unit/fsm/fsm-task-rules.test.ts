@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { deathsOf, failureDetail, newCrashes, newExits, range, sorted, spawnTarget, taskGuards } from '../../../fsm/fsm-task-rules.ts';
 import type { FsmTaskContext, FsmTaskEvent } from '../../../fsm/fsm-task-types.ts';
-import { InvariantError } from '../../../src/core/result.ts';
+import { InvariantError } from '../../../src/base/result.ts';
 
 const context = (over: Partial<FsmTaskContext> = {}): FsmTaskContext => ({
   taskId: 't1', size: 3, startTimeoutTicks: 5, terminateTimeoutTicks: 4, maxStartAttempts: 2, maxTerminateAttempts: 2,

@@ -7,7 +7,7 @@ import { fsmTask } from '../../../fsm/fsm-task.ts';
 import type { FsmTaskContext, FsmTaskEvent, FsmTaskInput } from '../../../fsm/fsm-task-types.ts';
 import { fromData, initialStep, step, toData } from '../../../fsm/plain-data.ts';
 import type { MachineAction, MachineData } from '../../../fsm/plain-data.ts';
-import { InvariantError } from '../../../src/core/result.ts';
+import { InvariantError } from '../../../src/base/result.ts';
 
 const INPUT: FsmTaskInput = {
   taskId: 't1',

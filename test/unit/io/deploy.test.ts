@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dialTargets } from '../../../src/daemon/run-core.ts';
+import { dialTargets } from '../../../src/io/dial-targets.ts';
 import { ClusterDirError, loadCluster, type ClusterConfig } from '../../../src/io/cluster-dir.ts';
 import { BundleError, loadBundle, NODE_UNIT, planDeployment, SCC_UNIT, systemdUnit, writeDeployment, type BundleInfo, type Plan } from '../../../src/io/deploy.ts';
 import { readHostsFile, type HostsFile } from '../../../src/io/hosts-file.ts';

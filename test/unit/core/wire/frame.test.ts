@@ -12,7 +12,7 @@ import {
   SIGNATURE_BYTES, WIRE_VERSION, WIRE_VERSION_MAC,
 } from '../../../../src/core/constants.ts';
 import type { LinkAuth, Signer, Verifier } from '../../../../src/core/ports.ts';
-import type { Result } from '../../../../src/core/result.ts';
+import type { Result } from '../../../../src/base/result.ts';
 import { crc32 } from '../../../../src/core/wire/crc32.ts';
 import { decodeFrame, encodeFrame, openCG, pack, peekSender, signCG } from '../../../../src/core/wire/frame.ts';
 import {

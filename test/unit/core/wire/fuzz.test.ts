@@ -15,7 +15,7 @@ import { describe, expect, it } from 'vitest';
 import {
   MAC_BYTES, MAX_FRAME_BYTES, MAX_TEXT_CHARS, MIN_FRAME_BYTES, MIN_MAC_FRAME_BYTES, SIGNATURE_BYTES, WIRE_VERSION, WIRE_VERSION_MAC,
 } from '../../../../src/core/constants.ts';
-import type { DropCode } from '../../../../src/core/result.ts';
+import type { DropCode } from '../../../../src/base/result.ts';
 import { decodeFrame, encodeFrame, pack, unpack, type DecodeContext, type EncodeContext } from '../../../../src/core/wire/frame.ts';
 import * as messages from '../../../../src/core/wire/messages.ts';
 import type { AgentRequest, Frame, Item, ItemWire } from '../../../../src/core/wire/messages.ts';

@@ -5,7 +5,7 @@
 // the input is WIRE_MALFORMED, returned and never thrown.
 import { Unpackr } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
-import type { Result } from '../../../../src/core/result.ts';
+import type { Result } from '../../../../src/base/result.ts';
 import { encodeFrame, pack } from '../../../../src/core/wire/frame.ts';
 import { decodeStrict, MAX_DEPTH } from '../../../../src/core/wire/msgpack-strict.ts';
 import { CLUSTER, encodeLoose, itemsFrom, mp, signerOf, splitFrame } from './wire-samples.ts';

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import {
   LOGS_CHUNK_BYTES, MAX_FRAME_BYTES, MAX_ID_CHARS, MAX_ITEMS_PER_FRAME, MAX_PAYLOAD_BYTES, MAX_TASK_PROCS, MAX_TEXT_CHARS, SIGNATURE_BYTES,
 } from '../../../../src/core/constants.ts';
-import type { Result } from '../../../../src/core/result.ts';
+import type { Result } from '../../../../src/base/result.ts';
 import { decodeFrame, encodeFrame, pack, unpack } from '../../../../src/core/wire/frame.ts';
 import { agentToProc, type AgentToProc } from '../../../../src/core/wire/app-wire.ts';
 import {

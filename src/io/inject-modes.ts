@@ -7,7 +7,7 @@
 // src/daemon/inject-handlers.ts. A daemon mode listed here but registered by no daemon answers
 // "not available yet".
 import type { ProcessId } from '../core/ports.ts';
-import type { ClusterConfig } from '../io/cluster-dir.ts';
+import type { ClusterConfig } from './cluster-dir.ts';
 
 export type InjectModeSpec = {
   mode: string;

@@ -1,5 +1,7 @@
 // Result values and the stable error codes of the wire (STYLE.md 5, 7). Decoders never throw
 // on peer input: they return one of these codes, which daemons log and count per peer.
+// A leaf of src/base: it imports nothing of the project, so src/core and fsm/ both use it and
+// neither imports the other for it (test/unit/layering.test.ts).
 
 export type DropCode =
   | 'WIRE_TOO_SHORT'
