@@ -16,8 +16,6 @@ import type { Hash, ProcessId } from './ports.ts';
 import { pack } from './wire/frame.ts';
 import type { AgentRequest, GroupMsgGC, GroupCommand, OperatorRequest, AddedReplica, AddedSpare } from './wire/messages.ts';
 
-export type { NodeRecord } from './cluster-state.ts';
-
 /** The answer to an operator request, kept so a retried request is answered again, never
  *  applied twice (PROTOCOL §8.1). */
 export type OperatorOutcome = { nonce: string; rsn: number; ok: boolean; text: string };

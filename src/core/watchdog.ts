@@ -22,7 +22,6 @@ import {
 } from './watchdog-state.ts';
 import type { Item } from './wire/messages.ts';
 
-
 /** Status to operators and agents, on a fresh challenge only (PROTOCOL §7): a replayed query
  *  costs a lookup and gets nothing. */
 export function onStatusQuery(s: WatchdogState, from: ProcessId, nowMs: number, item: Extract<Item, { type: 'status.query' | 'challenge.ask' }>, out: CoreEffect[]): void {
