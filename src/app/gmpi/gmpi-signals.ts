@@ -6,7 +6,8 @@
 // (rank → VPID) stays with Gmpi.signal, which owns the world communicator.
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../../core/signals.ts';
 import { FLAG } from '../link/flags.ts';
-import type { DeliveredSignal, Link } from '../link/link.ts';
+import type { Link } from '../link/link.ts';
+import type { DeliveredSignal } from '../link/link-types.ts';
 import { G_MPI_SIG, RECOVER_SYNC_ARG, type GmpiHandler } from './gmpi-api.ts';
 import type { P2P } from './p2p.ts';
 import {
