@@ -20,6 +20,8 @@
 // other's verified hello, so no message can arrive on an unattributed connection, and a hello
 // that fails its MAC closes the connection (BAD_MAC) before anything it says is acted on. After
 // the hello, the frames of that TCP connection are trusted as the peer's (no per-frame MAC).
+// The handshake's decisions (frames, checks, who may dial us) and the count of strangers are
+// handshake.ts's; this file applies them to sockets and peers.
 //
 // Strangers: an accepted connection that has not authenticated within UNAUTHENTICATED_TIMEOUT_MS
 // is closed, and at most MAX_UNAUTHENTICATED_PER_ADDRESS of them per remote address and
@@ -35,10 +37,13 @@ import {
 } from './matching.ts';
 import {
   BYE_LINGER_MS, COMM_WORLD, DEFAULT_MAX_UNEXPECTED_BYTES, DIAL_RETRY_FIRST_MS, DIAL_RETRY_LIMIT, DIAL_RETRY_MAX_MS, type LostReason, MAX_CONNECT_WAITERS,
-  MAX_LIB_TAG, MAX_PENDING_RECVS, MAX_UNATTRIBUTED_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS, MAX_UNAUTHENTICATED_PER_ADDRESS, P2PError,
+  MAX_LIB_TAG, MAX_PENDING_RECVS, P2PError,
   type P2PLogEvent, type P2POptions, type P2PStats, type PeerAddress, UNAUTHENTICATED_TIMEOUT_MS,
 } from './p2p-types.ts';
-import { helloMac, helloMacValid, helloNonce, isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
+import {
+  acceptorHello, admitHello, admitStranger, challenge, checkHello, createStrangers, diallerStep, type HandshakeSelf, leaveStrangers, type Strangers,
+} from './handshake.ts';
+import { isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
 import {
   DEFAULT_MAX_MESSAGE_BYTES, encodeFrame, FrameDecoder, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_TAG, MAX_U32,
   MIN_LIB_TAG, type GmpiFrame, type HelloFrame,
@@ -91,9 +96,8 @@ export class P2P {
   private readonly peers = new Map<number, Peer>();
   /** VPIDs taken out by removePeer: never reused (spec §7 item 2), so a later hello is stale. */
   private readonly removed = new Set<number>();
-  /** Accepted connections whose hello is not verified yet, and their count by remote address. */
-  private readonly unauthenticated = new Set<Conn>();
-  private readonly unauthenticatedFrom = new Map<string, number>();
+  /** Accepted connections whose hello is not verified yet (handshake.ts). */
+  private readonly strangers: Strangers<Conn> = createStrangers();
   /** Dial retries waiting for their backoff (cleared by close()). */
   private readonly retryTimers = new Set<NodeJS.Timeout>();
   private readonly held = new Map<number, Conn>();
@@ -157,7 +161,7 @@ export class P2P {
       return;
     }
     this.taskKey = new Uint8Array(key);
-    for (const conn of [...this.unauthenticated]) {
+    for (const conn of [...this.strangers.conns]) {
       const hello = conn.awaitingKey;
       if (hello === null || conn.dead) continue;
       conn.awaitingKey = null;
@@ -376,7 +380,7 @@ export class P2P {
       pendingRecvs: this.matching.pendingRecvs.length,
       pausedConnections: conns.filter((c) => c.paused && c.heldId === null && c.awaitingKey === null && !c.dead).length,
       heldConnections: this.held.size,
-      unauthenticatedConnections: this.unauthenticated.size,
+      unauthenticatedConnections: this.strangers.conns.size,
       discardedMessages: this.matching.discardedMessages,
     };
   }
@@ -384,7 +388,7 @@ export class P2P {
   // ---- internals -------------------------------------------------------------------------------
 
   private conns(): Conn[] {
-    const out = [...this.unauthenticated, ...this.held.values()];
+    const out = [...this.strangers.conns, ...this.held.values()];
     for (const p of this.peers.values()) if (p.conn !== null) out.push(p.conn);
     return out;
   }
@@ -502,20 +506,11 @@ export class P2P {
     if (dialledId === null) {
       // A stranger until its hello verifies: bounded in number, per address and in time, and
       // refused before we spend a challenge on it (see the header).
-      const fromAddress = this.unauthenticatedFrom.get(conn.address) ?? 0;
-      if (this.unauthenticated.size >= MAX_UNAUTHENTICATED_CONNECTIONS || fromAddress >= MAX_UNAUTHENTICATED_PER_ADDRESS) {
-        this.fail(conn, {
-          code: 'TOO_MANY_CONNECTIONS',
-          detail: `${fromAddress} unauthenticated connections from ${conn.address}, ${this.unauthenticated.size} in all`,
-        });
-        return;
-      }
-      this.unauthenticated.add(conn);
-      this.unauthenticatedFrom.set(conn.address, fromAddress + 1);
+      const refused = admitStranger(this.strangers, conn, conn.address);
+      if (refused !== null) return this.fail(conn, refused);
       conn.authTimer = setTimeout(() => this.fail(conn, { code: 'AUTH_TIMEOUT', detail: `no authenticated hello within ${this.authTimeoutMs} ms` }), this.authTimeoutMs);
       conn.authTimer.unref();
-      conn.ourNonce = helloNonce();
-      socket.write(encodeFrame({ type: 'challenge', id: this.self, nonce: conn.ourNonce }));
+      socket.write(encodeFrame(challenge(this.self, conn)));
     } else {
       const peer = this.peers.get(dialledId);
       assert(peer !== undefined && peer.conn === null, `dialling ${dialledId} twice`);
@@ -566,10 +561,7 @@ export class P2P {
   private leaveUnauthenticated(conn: Conn): void {
     if (conn.authTimer !== null) clearTimeout(conn.authTimer);
     conn.authTimer = null;
-    if (!this.unauthenticated.delete(conn)) return;
-    const left = (this.unauthenticatedFrom.get(conn.address) ?? 1) - 1;
-    if (left > 0) this.unauthenticatedFrom.set(conn.address, left);
-    else this.unauthenticatedFrom.delete(conn.address);
+    leaveStrangers(this.strangers, conn, conn.address);
   }
 
   /** Pull decoded frames while the peer's share of the unexpected queue has room; pause the
@@ -624,69 +616,43 @@ export class P2P {
     this.arrive({ source: conn.id, tag: frame.tag, comm: frame.comm, structured: frame.structured, data: frame.payload });
   }
 
-  /** The dialler's side of the handshake (PROTOCOL §9.5): the acceptor's challenge, answered
-   *  with our hello; then the acceptor's hello, checked. */
+  /** The dialler's side of the handshake (PROTOCOL §9.5, handshake.ts). */
   private onDiallerHandshake(conn: Conn, dialled: number, frame: GmpiFrame): void {
-    const key = this.taskKey;
-    assert(key !== null, 'dialling without a task key'); // connect() refuses without one
-    if (conn.theirNonce === null) {
-      if (frame.type !== 'challenge') return this.fail(conn, { code: 'CHALLENGE_EXPECTED', detail: `${frame.type} before the challenge` });
-      if (frame.id !== dialled) return this.fail(conn, { code: 'WRONG_ID', detail: `challenge from ${frame.id}, dialled ${dialled}` });
-      conn.theirNonce = new Uint8Array(frame.nonce);
-      conn.ourNonce = helloNonce();
-      const mac = helloMac(key, {
-        role: 'dialler', taskId: this.taskId, sender: this.self, receiver: dialled, diallerNonce: conn.ourNonce, acceptorNonce: conn.theirNonce,
-      });
-      conn.socket.write(encodeFrame({ type: 'hello', id: this.self, taskId: this.taskId, nonce: conn.ourNonce, mac }));
-      return;
-    }
-    if (frame.type === 'challenge') return this.fail(conn, { code: 'UNEXPECTED_CHALLENGE', detail: 'second challenge' });
-    if (frame.type !== 'hello') return this.fail(conn, { code: 'HELLO_EXPECTED', detail: 'message before hello' });
-    if (frame.taskId !== this.taskId) return this.fail(conn, { code: 'WRONG_TASK', detail: `hello from task ${frame.taskId}` });
-    if (frame.id !== dialled) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from ${frame.id}, dialled ${dialled}` });
-    const ourNonce = conn.ourNonce;
-    assert(ourNonce !== null, 'our nonce is drawn with the challenge');
-    const transcript = { role: 'acceptor', taskId: this.taskId, sender: dialled, receiver: this.self, diallerNonce: ourNonce, acceptorNonce: conn.theirNonce } as const;
-    if (!bytesEqual(frame.nonce, conn.theirNonce) || !helloMacValid(key, transcript, frame.mac)) {
-      return this.fail(conn, { code: 'BAD_MAC', detail: `hello from ${frame.id} does not verify under the task key` });
-    }
-    this.attribute(conn, dialled);
+    const step = diallerStep(this.handshakeSelf(), conn, dialled, frame);
+    if (step.kind === 'fail') return this.fail(conn, step.reason);
+    if (step.kind === 'send') conn.socket.write(encodeFrame(step.frame));
+    else this.attribute(conn, dialled);
   }
 
-  /** The acceptor's side: the dialler's hello. Its MAC is checked first, against the nonce of
-   *  our challenge on this very connection, so nothing a stranger says is acted on; then the
-   *  rules of who may dial us. Without our task key yet (the agent has not handed it over), the
-   *  hello waits for it, its socket paused and its AUTH_TIMEOUT running. */
+  private handshakeSelf(): HandshakeSelf {
+    const key = this.taskKey;
+    assert(key !== null, 'a handshake without a task key'); // connect() refuses without one; hellos wait for it
+    return { taskId: this.taskId, self: this.self, key };
+  }
+
+  /** The acceptor's side: the dialler's hello. Its MAC is checked first (handshake.ts), so
+  *  nothing a stranger says is acted on; then the rules of who may dial us. Without our task
+  *  key yet (the agent has not handed it over), the hello waits for it, its socket paused and
+  *  its AUTH_TIMEOUT running. */
   private onHello(conn: Conn, hello: HelloFrame): void {
     const { id, taskId } = hello;
     if (taskId !== this.taskId) return this.fail(conn, { code: 'WRONG_TASK', detail: `hello from task ${taskId}` });
-    const key = this.taskKey;
-    if (key === null) {
+    if (this.taskKey === null) {
       conn.awaitingKey = hello;
       return;
     }
-    const ourNonce = conn.ourNonce;
-    assert(ourNonce !== null, 'an accepted connection has sent its challenge');
-    const transcript = { role: 'dialler', taskId, sender: id, receiver: this.self, diallerNonce: hello.nonce, acceptorNonce: ourNonce } as const;
-    if (!helloMacValid(key, transcript, hello.mac)) {
-      return this.fail(conn, { code: 'BAD_MAC', detail: `hello claiming ${id} does not verify under the task key` });
-    }
-    conn.theirNonce = new Uint8Array(hello.nonce);
+    const check = checkHello(this.handshakeSelf(), conn, hello);
+    if (check.kind === 'fail') return this.fail(conn, check.reason);
     this.leaveUnauthenticated(conn);
-    // The higher VPID dials the lower: one connection per pair, no tie to break.
-    if (id <= this.self) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from ${id}: only higher ids dial ${this.self}` });
-    if (this.removed.has(id)) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from removed peer ${id}` });
     const peer = this.peers.get(id);
-    // Unknown yet, or lost and maybe about to be revived (recovery): held until expected.
-    if (peer === undefined || peer.state === 'lost') {
-      if (this.held.has(id)) return this.fail(conn, { code: 'DUPLICATE_PEER', detail: `a hello from ${id} is already held` });
-      if (this.held.size >= MAX_UNATTRIBUTED_CONNECTIONS) return this.fail(conn, { code: 'TOO_MANY_CONNECTIONS', detail: `${this.held.size} held connections` });
-      conn.heldId = id; // pump() pauses the socket until expect(id) attributes it
-      this.held.set(id, conn);
-      return;
-    }
-    if (peer.state !== 'expected' || peer.conn !== null) return this.fail(conn, { code: 'DUPLICATE_PEER', detail: `${id} already connected or lost` });
-    this.attribute(conn, id);
+    const admission = admitHello({
+      id, self: this.self, removed: this.removed.has(id), peer: peer === undefined ? undefined : { state: peer.state, hasConn: peer.conn !== null },
+      alreadyHeld: this.held.has(id), heldCount: this.held.size,
+    });
+    if (admission.kind === 'fail') return this.fail(conn, admission.reason);
+    if (admission.kind === 'attribute') return this.attribute(conn, id);
+    conn.heldId = id; // pump() pauses the socket until expect(id) attributes it
+    this.held.set(id, conn);
   }
 
   private attribute(conn: Conn, id: number): void {
@@ -696,15 +662,8 @@ export class P2P {
     conn.heldId = null;
     peer.conn = conn;
     peer.state = 'connected';
-    if (conn.dialledId === null) {
-      // Our reply: proves to the dialler that it reached a process of the task.
-      const key = this.taskKey;
-      assert(key !== null && conn.ourNonce !== null && conn.theirNonce !== null, 'attributing an unauthenticated connection');
-      const mac = helloMac(key, {
-        role: 'acceptor', taskId: this.taskId, sender: this.self, receiver: id, diallerNonce: conn.theirNonce, acceptorNonce: conn.ourNonce,
-      });
-      conn.socket.write(encodeFrame({ type: 'hello', id: this.self, taskId: this.taskId, nonce: conn.ourNonce, mac }));
-    }
+    // Our reply: proves to the dialler that it reached a process of the task.
+    if (conn.dialledId === null) conn.socket.write(encodeFrame(acceptorHello(this.handshakeSelf(), conn, id)));
     this.checkWaiters();
   }
 
