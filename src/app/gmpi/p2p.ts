@@ -36,54 +36,17 @@ import {
   ANY_SOURCE, ANY_TAG, arrive, cancelRecvs, createMatching, discardComm, dropQueued, type Matching, type Message, postRecv, queuedFrom, takeQueued,
 } from './matching.ts';
 import {
-  BYE_LINGER_MS, COMM_WORLD, DEFAULT_MAX_UNEXPECTED_BYTES, DIAL_RETRY_FIRST_MS, DIAL_RETRY_LIMIT, DIAL_RETRY_MAX_MS, type LostReason, MAX_CONNECT_WAITERS,
-  MAX_LIB_TAG, MAX_PENDING_RECVS, P2PError,
-  type P2PLogEvent, type P2POptions, type P2PStats, type PeerAddress, UNAUTHENTICATED_TIMEOUT_MS,
+  BYE_LINGER_MS, COMM_WORLD, DIAL_RETRY_LIMIT, type LostReason, MAX_LIB_TAG, MAX_PENDING_RECVS, P2PError, type P2PLogEvent, type P2POptions, type P2PStats, type PeerAddress, UNAUTHENTICATED_TIMEOUT_MS,
 } from './p2p-types.ts';
 import {
   acceptorHello, admitHello, admitStranger, challenge, checkHello, createStrangers, diallerStep, type HandshakeSelf, leaveStrangers, type Strangers,
 } from './handshake.ts';
 import { isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
+import { checkP2POptions, checkPeerList, isU32 } from './p2p-checks.ts';
 import {
-  DEFAULT_MAX_MESSAGE_BYTES, encodeFrame, FrameDecoder, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_TAG, MAX_U32,
-  MIN_LIB_TAG, type GmpiFrame, type HelloFrame,
-} from './wire.ts';
-
-type Waiter = { resolve: () => void; reject: (e: P2PError) => void };
-type ConnectWaiter = Waiter & { ids: readonly number[] };
-type PendingRecv = { source: number; tag: number; comm: number; resolve: (m: Message) => void; reject: (e: P2PError) => void };
-type Conn = {
-  socket: Socket;
-  decoder: FrameDecoder;
-  /** Set once the connection is attributed to a peer (hellos exchanged and verified). */
-  id: number | null;
-  /** The VPID we dialled (null: accepted). */
-  dialledId: number | null;
-  /** Dialled: where, which attempt, and whether TCP connected (only then is a close before the
-   *  challenge a refusal worth retrying). */
-  dial: { host: string; port: number; attempt: number; connected: boolean } | null;
-  /** An accepted connection whose hello named this VPID before we expected it. */
-  heldId: number | null;
-  /** The remote address an accepted connection counts against (MAX_UNAUTHENTICATED_PER_ADDRESS). */
-  address: string;
-  /** Handshake nonces (PROTOCOL §9.5): the acceptor's goes in its challenge at accept, the
-   *  dialler's in its hello once the challenge came. Null until then. */
-  ourNonce: Uint8Array | null;
-  theirNonce: Uint8Array | null;
-  /** Accepted, not yet authenticated: closed with AUTH_TIMEOUT when this fires. */
-  authTimer: NodeJS.Timeout | null;
-  /** A hello that arrived before this process had its task key: checked when it comes. */
-  awaitingKey: HelloFrame | null;
-  nextSendSeq: number;
-  expectedSeq: number;
-  paused: boolean;
-  dead: boolean;
-  /** Sends whose bytes are queued in the socket beyond its high-water mark, awaiting 'drain'. */
-  drainWaiters: Waiter[];
-};
-type Peer = { readonly id: number; state: 'expected' | 'connected' | 'lost' | 'finished'; conn: Conn | null };
-
-const isU32 = (n: number): boolean => Number.isInteger(n) && n >= 0 && n <= MAX_U32;
+  type Conn, createConn, createConnectWaits, type PendingRecv, type Peer, redialDelayMs, rejectAllWaits, rejectWaitsNaming, settleConnected, waitForConnected,
+} from './p2p-conn.ts';
+import { encodeFrame, MAX_TAG, MAX_U32, MIN_LIB_TAG, type GmpiFrame, type HelloFrame } from './wire.ts';
 
 export class P2P {
   readonly taskId: string;
@@ -105,7 +68,7 @@ export class P2P {
   private readonly authTimeoutMs: number;
   /** Posted receives, unexpected messages, discarded communicators (matching.ts). */
   private readonly matching: Matching<PendingRecv> = createMatching();
-  private connectWaiters: ConnectWaiter[] = [];
+  private readonly connectWaits = createConnectWaits();
   private alert: { reason: unknown } | null = null;
   private closed = false;
 
@@ -124,17 +87,7 @@ export class P2P {
 
   /** Listen on an ephemeral port of listenHost; `port` is what the mapping message advertises. */
   static async open(opts: P2POptions): Promise<P2P> {
-    if (!isU32(opts.self)) throw new P2PError('BAD_ARGUMENT', `self ${opts.self} is not a u32 VPID`);
-    const maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-    if (!Number.isInteger(maxMessageBytes) || maxMessageBytes < 0 || maxMessageBytes > MAX_CONFIGURABLE_MESSAGE_BYTES) {
-      throw new P2PError('BAD_ARGUMENT', `maxMessageBytes ${maxMessageBytes} not in 0..${MAX_CONFIGURABLE_MESSAGE_BYTES}`);
-    }
-    const maxUnexpectedBytes = opts.maxUnexpectedBytes ?? DEFAULT_MAX_UNEXPECTED_BYTES;
-    if (!Number.isInteger(maxUnexpectedBytes) || maxUnexpectedBytes < 1) throw new P2PError('BAD_ARGUMENT', `maxUnexpectedBytes ${maxUnexpectedBytes}`);
-    if (opts.taskKey !== undefined && !isTaskKey(opts.taskKey)) throw new P2PError('BAD_ARGUMENT', `taskKey must be ${TASK_KEY_BYTES} bytes`);
-    if (opts.authTimeoutMs !== undefined && (!Number.isSafeInteger(opts.authTimeoutMs) || opts.authTimeoutMs < 1)) {
-      throw new P2PError('BAD_ARGUMENT', `authTimeoutMs ${opts.authTimeoutMs}`);
-    }
+    const { maxMessageBytes, maxUnexpectedBytes } = checkP2POptions(opts);
     const server = createServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -179,13 +132,8 @@ export class P2P {
     const gate = this.gate();
     if (gate !== null) return Promise.reject(gate);
     if (this.taskKey === null) return Promise.reject(new P2PError('BAD_ARGUMENT', 'no task key yet: setTaskKey() before connect() (PROTOCOL §9.5)'));
-    const seen = new Set<number>();
-    for (const p of peers) {
-      if (!isU32(p.id) || seen.has(p.id)) return Promise.reject(new P2PError('BAD_ARGUMENT', `peer list: id ${p.id} not a u32 or repeated`));
-      if (typeof p.host !== 'string' || !Number.isInteger(p.port) || p.port < 0 || p.port > 0xffff) return Promise.reject(new P2PError('BAD_ARGUMENT', `peer ${p.id}: address ${String(p.host)}:${p.port}`));
-      if (this.removed.has(p.id)) return Promise.reject(new P2PError('PEER_REMOVED', `peer ${p.id} was removed`));
-      seen.add(p.id);
-    }
+    const bad = checkPeerList(peers, this.removed);
+    if (bad !== null) return Promise.reject(bad);
     const ids: number[] = [];
     for (const p of peers) {
       if (p.id === this.self) continue;
@@ -250,8 +198,7 @@ export class P2P {
       if (peer.state === 'expected') wanted.push(id);
     }
     if (wanted.length === 0) return Promise.resolve();
-    if (this.connectWaiters.length >= MAX_CONNECT_WAITERS) return Promise.reject(new P2PError('LIMIT', `${MAX_CONNECT_WAITERS} connection waits pending`));
-    return new Promise<void>((resolve, reject) => this.connectWaiters.push({ ids: wanted, resolve, reject }));
+    return waitForConnected(this.connectWaits, wanted);
   }
 
   /** Take `id` out of the task (spec §5.5 GSIG_NTF_DIED): close its connection, reject the
@@ -268,7 +215,7 @@ export class P2P {
     this.peers.delete(id);
     if (peer?.conn) this.close1(peer.conn, { code: 'REMOVED', detail: `peer ${id} removed` }, removedError);
     for (const r of cancelRecvs(this.matching, (r) => r.source === id)) r.reject(removedError());
-    this.rejectWaitersNaming(id, removedError);
+    rejectWaitsNaming(this.connectWaits, id, removedError);
     dropQueued(this.matching, (m) => m.source === id);
     this.resumeReading();
   }
@@ -411,23 +358,7 @@ export class P2P {
   private rejectEverything(error: () => P2PError): void {
     for (const r of cancelRecvs(this.matching)) r.reject(error());
     for (const p of this.peers.values()) for (const w of p.conn?.drainWaiters.splice(0) ?? []) w.reject(error());
-    for (const w of this.connectWaiters.splice(0)) w.reject(error());
-  }
-
-  private rejectWaitersNaming(id: number, error: () => P2PError): void {
-    this.connectWaiters = this.connectWaiters.filter((w) => {
-      if (!w.ids.includes(id)) return true;
-      w.reject(error());
-      return false;
-    });
-  }
-
-  private checkWaiters(): void {
-    this.connectWaiters = this.connectWaiters.filter((w) => {
-      if (!w.ids.every((id) => this.peers.get(id)?.state === 'connected')) return true;
-      w.resolve();
-      return false;
-    });
+    rejectAllWaits(this.connectWaits, error);
   }
 
   private post(dest: number, tag: number, data: Uint8Array, comm: number, structured: boolean): Promise<void> {
@@ -494,11 +425,7 @@ export class P2P {
   }
 
   private adopt(socket: Socket, dialledId: number | null, dialInfo: Conn['dial'] = null): void {
-    const conn: Conn = {
-      socket, decoder: new FrameDecoder({ maxMessageBytes: this.maxMessageBytes }), id: null, dialledId, dial: dialInfo, heldId: null,
-      address: socket.remoteAddress ?? 'unknown', ourNonce: null, theirNonce: null, authTimer: null, awaitingKey: null,
-      nextSendSeq: 0, expectedSeq: 0, paused: false, dead: false, drainWaiters: [],
-    };
+    const conn = createConn(socket, this.maxMessageBytes, dialledId, dialInfo);
     if (this.closed) {
       socket.destroy();
       return;
@@ -539,14 +466,11 @@ export class P2P {
     const d = conn.dial;
     const id = conn.dialledId;
     const peer = id === null ? undefined : this.peers.get(id);
-    if (conn.dead || this.closed || d === null || id === null || !d.connected || conn.theirNonce !== null || d.attempt >= DIAL_RETRY_LIMIT || peer?.conn !== conn) {
-      this.fail(conn, reason);
-      return;
-    }
+    const delayMs = this.closed || peer?.conn !== conn ? null : redialDelayMs(conn);
+    if (delayMs === null || d === null || id === null || peer === undefined) return this.fail(conn, reason);
     conn.dead = true;
     conn.socket.destroy();
     peer.conn = null;
-    const delayMs = Math.min(DIAL_RETRY_MAX_MS, DIAL_RETRY_FIRST_MS * 2 ** (d.attempt - 1));
     this.log?.({ type: 'connection.closed', id, reason: { code: reason.code, detail: `${reason.detail} before the challenge: dial again in ${delayMs} ms (attempt ${d.attempt + 1} of ${DIAL_RETRY_LIMIT})` } });
     const timer = setTimeout(() => {
       this.retryTimers.delete(timer);
@@ -664,7 +588,7 @@ export class P2P {
     peer.state = 'connected';
     // Our reply: proves to the dialler that it reached a process of the task.
     if (conn.dialledId === null) conn.socket.write(encodeFrame(acceptorHello(this.handshakeSelf(), conn, id)));
-    this.checkWaiters();
+    settleConnected(this.connectWaits, (id) => this.peers.get(id)?.state === 'connected');
   }
 
   private arrive(m: Message): void {
@@ -685,7 +609,7 @@ export class P2P {
     peer.state = 'finished';
     peer.conn = null;
     for (const r of cancelRecvs(this.matching, (r) => r.source === id)) r.reject(finishedError(id));
-    this.rejectWaitersNaming(id, () => finishedError(id));
+    rejectWaitsNaming(this.connectWaits, id, () => finishedError(id));
   }
 
   /** Close one connection deliberately (removePeer), rejecting its waiting sends. */
@@ -719,7 +643,7 @@ export class P2P {
     peer.conn = null;
     const lost = () => new P2PError('PEER_LOST', `connection to ${id} lost: ${reason.code} ${reason.detail}`);
     for (const r of cancelRecvs(this.matching, (r) => r.source === id)) r.reject(lost());
-    this.rejectWaitersNaming(id, lost);
+    rejectWaitsNaming(this.connectWaits, id, lost);
     this.onLost?.(id, reason);
   }
 }
