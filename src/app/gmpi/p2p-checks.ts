@@ -1,6 +1,7 @@
 // The checks of what P2P's callers pass (p2p.ts): its options at open and the peer list of
 // connect(), each refused with BAD_ARGUMENT (or PEER_REMOVED) naming what is wrong, before
-// anything is opened or dialled.
+// anything is opened or dialled; a communicator id a call names; and the error for a call that
+// names a peer whose connection ended (lost or finished).
 import { isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
 import { DEFAULT_MAX_UNEXPECTED_BYTES, P2PError, type P2POptions, type PeerAddress } from './p2p-types.ts';
 import { DEFAULT_MAX_MESSAGE_BYTES, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_U32 } from './wire.ts';
@@ -32,5 +33,21 @@ export function checkPeerList(peers: readonly PeerAddress[], removed: ReadonlySe
     if (removed.has(p.id)) return new P2PError('PEER_REMOVED', `peer ${p.id} was removed`);
     seen.add(p.id);
   }
+  return null;
+}
+
+export const finishedError = (id: number): P2PError => new P2PError('PEER_FINISHED', `peer ${id} finalized: it sends and receives nothing more`);
+
+/** A call naming peer `id` in this state: PEER_LOST or PEER_FINISHED once its connection ended, else null. */
+export function endedPeerError(state: 'expected' | 'connected' | 'lost' | 'finished' | undefined, id: number): P2PError | null {
+  if (state === 'lost') return new P2PError('PEER_LOST', `connection to ${id} is lost`);
+  if (state === 'finished') return finishedError(id);
+  return null;
+}
+
+/** A communicator id a send or receive names: BAD_COMM if not a u32 or discarded, else null. */
+export function commError(comm: number, discarded: ReadonlySet<number>): P2PError | null {
+  if (!isU32(comm)) return new P2PError('BAD_COMM', `comm ${comm}`);
+  if (discarded.has(comm)) return new P2PError('BAD_COMM', `communicator ${comm} was discarded`);
   return null;
 }

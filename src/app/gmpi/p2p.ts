@@ -42,7 +42,7 @@ import {
   acceptorHello, admitHello, admitStranger, challenge, checkHello, createStrangers, diallerStep, type HandshakeSelf, leaveStrangers, type Strangers,
 } from './handshake.ts';
 import { isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
-import { checkP2POptions, checkPeerList, isU32 } from './p2p-checks.ts';
+import { checkP2POptions, checkPeerList, commError, endedPeerError, finishedError, isU32 } from './p2p-checks.ts';
 import {
   type Conn, createConn, createConnectWaits, type PendingRecv, type Peer, redialDelayMs, rejectAllWaits, rejectWaitsNaming, settleConnected, waitForConnected,
 } from './p2p-conn.ts';
@@ -193,8 +193,8 @@ export class P2P {
       if (id === this.self) continue;
       const peer = this.peers.get(id);
       if (peer === undefined) return Promise.reject(this.unknown(id));
-      if (peer.state === 'lost') return Promise.reject(new P2PError('PEER_LOST', `connection to ${id} is lost`));
-      if (peer.state === 'finished') return Promise.reject(finishedError(id));
+      const ended = endedPeerError(peer.state, id);
+      if (ended !== null) return Promise.reject(ended);
       if (peer.state === 'expected') wanted.push(id);
     }
     if (wanted.length === 0) return Promise.resolve();
@@ -364,8 +364,8 @@ export class P2P {
   private post(dest: number, tag: number, data: Uint8Array, comm: number, structured: boolean): Promise<void> {
     const gate = this.gate();
     if (gate !== null) return Promise.reject(gate);
-    if (!isU32(comm)) return Promise.reject(new P2PError('BAD_COMM', `comm ${comm}`));
-    if (this.matching.discarded.has(comm)) return Promise.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
+    const badComm = commError(comm, this.matching.discarded);
+    if (badComm !== null) return Promise.reject(badComm);
     if (!(data instanceof Uint8Array)) return Promise.reject(new P2PError('BAD_ARGUMENT', 'data is not a Uint8Array'));
     if (data.length > this.maxMessageBytes) {
       return Promise.reject(new P2PError('TOO_LARGE', `${data.length} bytes > maxMessageBytes ${this.maxMessageBytes}`));
@@ -378,8 +378,8 @@ export class P2P {
     }
     const peer = this.peers.get(dest);
     if (peer === undefined) return Promise.reject(this.unknown(dest));
-    if (peer.state === 'lost') return Promise.reject(new P2PError('PEER_LOST', `connection to ${dest} is lost`));
-    if (peer.state === 'finished') return Promise.reject(finishedError(dest));
+    const ended = endedPeerError(peer.state, dest);
+    if (ended !== null) return Promise.reject(ended);
     const conn = peer.conn;
     if (peer.state !== 'connected' || conn === null) return Promise.reject(new P2PError('NOT_CONNECTED', `${dest} not connected yet`));
     const seq = conn.nextSendSeq;
@@ -393,18 +393,16 @@ export class P2P {
     const gate = this.gate();
     if (gate !== null) return Promise.reject(gate);
     if (source !== ANY_SOURCE && source !== this.self && !this.peers.has(source)) return Promise.reject(this.unknown(source));
-    if (!isU32(comm)) return Promise.reject(new P2PError('BAD_COMM', `comm ${comm}`));
-    if (this.matching.discarded.has(comm)) return Promise.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
+    const badComm = commError(comm, this.matching.discarded);
+    if (badComm !== null) return Promise.reject(badComm);
     const m = takeQueued(this.matching, { source, tag, comm });
     if (m !== null) {
       this.resumeReading();
       return Promise.resolve(m);
     }
     // Messages that already arrived were delivered above; a lost source sends no more.
-    if (source !== ANY_SOURCE && this.peers.get(source)?.state === 'lost') {
-      return Promise.reject(new P2PError('PEER_LOST', `connection to ${source} is lost`));
-    }
-    if (source !== ANY_SOURCE && this.peers.get(source)?.state === 'finished') return Promise.reject(finishedError(source));
+    const ended = source === ANY_SOURCE ? null : endedPeerError(this.peers.get(source)?.state, source);
+    if (ended !== null) return Promise.reject(ended);
     if (this.matching.pendingRecvs.length >= MAX_PENDING_RECVS) return Promise.reject(new P2PError('LIMIT', `${MAX_PENDING_RECVS} receives already pending`));
     return new Promise<Message>((resolve, reject) => postRecv(this.matching, { source, tag, comm, resolve, reject }));
   }
@@ -648,5 +646,4 @@ export class P2P {
   }
 }
 
-const finishedError = (id: number): P2PError => new P2PError('PEER_FINISHED', `peer ${id} finalized: it sends and receives nothing more`);
 const isLibTag = (tag: number): boolean => Number.isInteger(tag) && tag >= MIN_LIB_TAG && tag <= MAX_LIB_TAG;
