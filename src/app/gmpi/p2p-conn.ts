@@ -1,12 +1,13 @@
 // The records of G-MPI's TCP mesh (p2p.ts): one connection (Conn, made by createConn) with
 // its handshake nonces, sequence numbers, backpressure state and waiting sends; a peer's entry
-// (Peer); a posted receive (PendingRecv); when a refused dial is tried again (redialDelayMs);
+// (Peer); a posted receive (PendingRecv); the rules for a frame after the handshake
+// (receiveFrame); when a refused dial is tried again (redialDelayMs);
 // and the waits for peers to connect (ConnectWaits), with the verbs that settle them. No
 // sockets are opened or read here.
 import type { Socket } from 'node:net';
 import type { Message } from './matching.ts';
-import { DIAL_RETRY_FIRST_MS, DIAL_RETRY_LIMIT, DIAL_RETRY_MAX_MS, MAX_CONNECT_WAITERS, P2PError } from './p2p-types.ts';
-import { FrameDecoder, type HelloFrame } from './wire.ts';
+import { DIAL_RETRY_FIRST_MS, DIAL_RETRY_LIMIT, DIAL_RETRY_MAX_MS, type LostReason, MAX_CONNECT_WAITERS, P2PError } from './p2p-types.ts';
+import { FrameDecoder, type GmpiFrame, type HelloFrame, MAX_U32 } from './wire.ts';
 
 export type Waiter = { resolve: () => void; reject: (e: P2PError) => void };
 export type PendingRecv = { source: number; tag: number; comm: number; resolve: (m: Message) => void; reject: (e: P2PError) => void };
@@ -47,6 +48,22 @@ export function createConn(socket: Socket, maxMessageBytes: number, dialledId: n
     address: socket.remoteAddress ?? 'unknown', ourNonce: null, theirNonce: null, authTimer: null, awaitingKey: null,
     nextSendSeq: 0, expectedSeq: 0, paused: false, dead: false, drainWaiters: [],
   };
+}
+
+/** A frame on a connection attributed to peer `id`: a message (the expected sequence advances),
+ *  the peer's bye, or why the connection is no longer trusted. */
+export function receiveFrame(conn: Pick<Conn, 'expectedSeq'>, id: number, frame: GmpiFrame):
+  { readonly kind: 'fail'; readonly reason: LostReason } | { readonly kind: 'bye' } | { readonly kind: 'message'; readonly message: Message } {
+  const fail = (code: LostReason['code'], detail: string) => ({ kind: 'fail', reason: { code, detail } }) as const;
+  if (frame.type === 'hello') return fail('UNEXPECTED_HELLO', 'second hello');
+  if (frame.type === 'challenge') return fail('UNEXPECTED_CHALLENGE', 'challenge after the handshake');
+  if (frame.id !== id) return fail('BAD_SENDER', `sender ${frame.id} on ${id}'s connection`);
+  // TCP delivers in order, so a gap or repeat means a broken or hostile sender: stop trusting
+  // the stream rather than deliver out of MPI order. A bye counts what came before it.
+  if (frame.seq !== conn.expectedSeq) return fail('BAD_SEQUENCE', `${frame.type} seq ${frame.seq}, expected ${conn.expectedSeq}`);
+  if (frame.type === 'bye') return { kind: 'bye' };
+  conn.expectedSeq = frame.seq === MAX_U32 ? 0 : frame.seq + 1;
+  return { kind: 'message', message: { source: id, tag: frame.tag, comm: frame.comm, structured: frame.structured, data: frame.payload } };
 }
 
 /** A dialled connection that closed: if TCP connected but it closed before the challenge, a full

@@ -44,7 +44,7 @@ import {
 import { isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
 import { checkP2POptions, checkPeerList, commError, endedPeerError, finishedError, isU32 } from './p2p-checks.ts';
 import {
-  type Conn, createConn, createConnectWaits, type PendingRecv, type Peer, redialDelayMs, rejectAllWaits, rejectWaitsNaming, settleConnected, waitForConnected,
+  type Conn, createConn, createConnectWaits, type PendingRecv, type Peer, receiveFrame, redialDelayMs, rejectAllWaits, rejectWaitsNaming, settleConnected, waitForConnected,
 } from './p2p-conn.ts';
 import { encodeFrame, MAX_TAG, MAX_U32, MIN_LIB_TAG, type GmpiFrame, type HelloFrame } from './wire.ts';
 
@@ -527,15 +527,10 @@ export class P2P {
       if (frame.type !== 'hello') return this.fail(conn, { code: 'HELLO_EXPECTED', detail: 'message before hello' });
       return this.onHello(conn, frame);
     }
-    if (frame.type === 'hello') return this.fail(conn, { code: 'UNEXPECTED_HELLO', detail: 'second hello' });
-    if (frame.type === 'challenge') return this.fail(conn, { code: 'UNEXPECTED_CHALLENGE', detail: 'challenge after the handshake' });
-    if (frame.id !== conn.id) return this.fail(conn, { code: 'BAD_SENDER', detail: `sender ${frame.id} on ${conn.id}'s connection` });
-    // TCP delivers in order, so a gap or repeat means a broken or hostile sender: stop trusting
-    // the stream rather than deliver out of MPI order. A bye counts what came before it.
-    if (frame.seq !== conn.expectedSeq) return this.fail(conn, { code: 'BAD_SEQUENCE', detail: `${frame.type} seq ${frame.seq}, expected ${conn.expectedSeq}` });
-    if (frame.type === 'bye') return this.finished(conn, conn.id);
-    conn.expectedSeq = frame.seq === MAX_U32 ? 0 : frame.seq + 1;
-    this.arrive({ source: conn.id, tag: frame.tag, comm: frame.comm, structured: frame.structured, data: frame.payload });
+    const step = receiveFrame(conn, conn.id, frame);
+    if (step.kind === 'fail') return this.fail(conn, step.reason);
+    if (step.kind === 'bye') return this.finished(conn, conn.id);
+    this.arrive(step.message);
   }
 
   /** The dialler's side of the handshake (PROTOCOL §9.5, handshake.ts). */
