@@ -1,5 +1,7 @@
 // `trine/app`: the library a task's processes link (spec §4, §7). Start with Link.init().
-export { Link, type DeliveredSignal, type LinkOptions, type LinkState, type LinkStats, type SignalHandler } from './link/link.ts';
+export { Link } from './link/link.ts';
+export type { DeliveredSignal, LinkOptions, LinkStats, SignalHandler } from './link/link-types.ts';
+export type { LinkState } from './link/lifecycle.ts';
 export { LinkError, type LinkErrorCode } from './link/errors.ts';
 export { FLAG } from './link/flags.ts';
 export { ENV_VARS } from './link/env.ts';

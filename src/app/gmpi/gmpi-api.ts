@@ -3,7 +3,7 @@
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../../core/signals.ts';
 import type { Member } from '../../core/wire/app-wire.ts';
 import { LinkError } from '../link/errors.ts';
-import type { LinkOptions } from '../link/link.ts';
+import type { LinkOptions } from '../link/link-types.ts';
 import { P2PError } from './p2p-types.ts';
 
 // ---- constants ---------------------------------------------------------------------------------

@@ -29,36 +29,30 @@ import { LOOPBACK_HOST } from '../../core/constants.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM, isSignalArg } from '../../core/signals.ts';
 import { readLinkEnv } from '../link/env.ts';
 import { FLAG } from '../link/flags.ts';
-import { Link, type DeliveredSignal } from '../link/link.ts';
+import { Link } from '../link/link.ts';
 import * as coll from './collectives.ts';
 import { CommLayer, type Comm, type CommMessage } from './comm.ts';
 import {
-  G_MPI_SIG, GmpiError, mapError, parseEndpoint, RECOVER_SYNC_ARG, type GmpiHandler, type GmpiOptions, type InitCode, type RecoverCode,
+  GmpiError, mapError, parseEndpoint, RECOVER_SYNC_ARG, type GmpiHandler, type GmpiOptions, type InitCode, type RecoverCode,
 } from './gmpi-api.ts';
-import { P2P } from './p2p.ts';
 import {
-  adoptableSync, createRecoveryLedger, flagsClearedBy, noteAlertCall, noteAlertRaised, noteDelivery, noteInvalidRaised, noteMembershipChange,
-  recordSyncPoint, syncPointAt,
-} from './recovery-ledger.ts';
+  alertOnSignals, createGmpiSignals, installInternalHandlers, raiseAlarm, raiseConnectionLost, setSignalHandler, type GmpiSignals,
+} from './gmpi-signals.ts';
+import { P2P } from './p2p.ts';
+import { adoptableSync, createRecoveryLedger, flagsClearedBy, noteAlertCall, syncPointAt } from './recovery-ledger.ts';
 import { GmpiTimers, MAX_TIMER_US, type TimerHandle } from './timers.ts';
-
-const ALERT_SIGNUMS_WITH_RANK_ARG: readonly number[] = [GSIG.NTF_DIED, GSIG.REP_ACK_KILL];
-
-// ---- G-MPI ---------------------------------------------------------------------------------------
 
 export class Gmpi {
   /** The code init returned (MPI_Init's rc). */
   initCode: InitCode = 'SUCCESS';
   private worldNow: Comm;
-  private readonly handlers = new Map<number, GmpiHandler>();
-  private readonly hooked = new Set<number>();
   /** Wall and task timers (timers.ts). */
   private readonly timers = new GmpiTimers();
   private finalized = false;
-  /** Signal numbers that raise the alert flag (alertOn). */
-  private readonly alertSignums = new Set<number>();
   /** Deliveries numbered against the recovery barrier's REP_SYNCs (recovery-ledger.ts). */
   private readonly ledger = createRecoveryLedger();
+  /** The application's handlers and what each delivery does first (gmpi-signals.ts). */
+  private readonly signals: GmpiSignals;
 
   private constructor(
     readonly link: Link,
@@ -67,6 +61,9 @@ export class Gmpi {
     world: Comm,
   ) {
     this.worldNow = world;
+    this.signals = createGmpiSignals({
+      link, p2p, ledger: this.ledger, rankOf: (vpid) => this.layer.rankOf(this.worldNow, vpid), isFinalized: () => this.finalized, syncFlags: () => this.syncFlags(),
+    });
   }
 
   /** MPI_Init: open the P2P listener, link to the agent (its mapping lists every member's
@@ -83,7 +80,7 @@ export class Gmpi {
       taskId: who.task, self: who.vpid, listenHost: host,
       ...(opts.maxMessageBytes === undefined ? {} : { maxMessageBytes: opts.maxMessageBytes }),
       ...(opts.maxUnexpectedBytes === undefined ? {} : { maxUnexpectedBytes: opts.maxUnexpectedBytes }),
-      onConnectionLost: (id) => self?.connectionLost(id),
+      onConnectionLost: (id) => self !== null && raiseConnectionLost(self.signals, id),
     }).catch((e: unknown) => {
       throw mapError(e);
     });
@@ -99,7 +96,7 @@ export class Gmpi {
     const world = layer.create(0, members.map((m) => m.vpid));
     const g = new Gmpi(link, p2p, layer, world);
     self = g;
-    g.installInternalHandlers();
+    installInternalHandlers(g.signals);
     const peers = members.flatMap((m) => {
       const ep = parseEndpoint(m);
       return m.vpid === who.vpid || ep === null ? [] : [{ id: m.vpid, ...ep }];
@@ -236,11 +233,7 @@ export class Gmpi {
    *  so a compute loop polling alertCheck() sees it (the spec's handler calling
    *  G_MPI_Alert_raise, done by the link's worker). */
   alertOn(signums: readonly number[]): void {
-    this.link.alertOn(signums);
-    for (const s of signums) {
-      this.alertSignums.add(s);
-      this.hook(s);
-    }
+    alertOnSignals(this.signals, signums);
   }
 
   private flagsRaised(): boolean {
@@ -267,9 +260,7 @@ export class Gmpi {
 
   /** G_MPI_Signal_handler; null removes it. */
   onSignal(signum: number, handler: GmpiHandler | null): void {
-    if (handler === null) this.handlers.delete(signum);
-    else this.handlers.set(signum, handler);
-    this.hook(signum);
+    setSignalHandler(this.signals, signum, handler);
   }
 
   /** G_MPI_Signal_wait: resolves after the next signal was delivered (its handler ran). */
@@ -290,78 +281,20 @@ export class Gmpi {
     return this.link.requestOutcome();
   }
 
-  private rankOrMinus(vpid: number): number {
-    return this.layer.rankOf(this.worldNow, vpid);
-  }
-
-  /** One link handler per signal number: it keeps P2P in step with the flags, then calls the
-   *  application's handler with ranks. */
-  private hook(signum: number): void {
-    if (this.hooked.has(signum)) return;
-    this.hooked.add(signum);
-    this.link.on(signum, (_s, src, dest, arg, sig) => this.deliver(signum, src, dest, arg, sig));
-  }
-
-  private deliver(signum: number, src: number, dest: number, arg: number, sig: DeliveredSignal): void {
-    noteDelivery(this.ledger);
-    const fromCm = src === GSIG_CM && sig.dest === GSIG_BROADCAST;
-    // The link's worker raised the flags when the signal arrived, but the application may
-    // have cleared them since (alertClear, recoverComm): delivery raises them again, as the
-    // source's handler calling G_MPI_Alert_raise would (spec §5.2, §5.3).
-    if (signum === GSIG.NTF_DIED && fromCm) {
-      noteInvalidRaised(this.ledger);
-      this.link.flagRaise(FLAG.INVALID);
-    }
-    if (this.alertSignums.has(signum)) {
-      noteAlertRaised(this.ledger);
-      this.link.alertRaise();
-    }
-    if (fromCm && (signum === GSIG.NTF_DIED || signum === GSIG.REP_SPAWNED)) noteMembershipChange(this.ledger);
-    if (fromCm && signum === GSIG.REP_SPAWNED) {
-      if (arg === this.p2p.self) this.ledger.spawnedSelf = true;
-      else if (arg > this.p2p.self && !this.finalized) this.p2p.expect([arg]);
-    }
-    if (fromCm && signum === GSIG.REP_SYNC && arg === RECOVER_SYNC_ARG) {
-      recordSyncPoint(this.ledger, sig.epoch, this.link.memberList.map((m) => m.vpid));
-    }
-    if (!this.finalized) this.syncFlags();
-    const h = this.handlers.get(signum);
-    if (h === undefined) return;
-    const isLocal = src === this.p2p.self && dest === this.p2p.self && sig.dest !== GSIG_BROADCAST;
-    const srcRank = src === GSIG_CM ? GSIG_CM : this.rankOrMinus(src);
-    const destRank = dest === GSIG_BROADCAST ? GSIG_BROADCAST : this.rankOrMinus(dest);
-    // Manager notifications about a process carry its rank; REP_SPAWNED's is undefined until
-    // recoverComm gives the new process one (spec §5.3): -1.
-    const a = isLocal ? arg : ALERT_SIGNUMS_WITH_RANK_ARG.includes(signum) && src === GSIG_CM ? this.rankOrMinus(arg) : signum === GSIG.REP_SPAWNED ? -1 : arg;
-    h(signum, srcRank, destRank, a);
-  }
-
-  private installInternalHandlers(): void {
-    // The communicator is invalid from the moment a crash notification arrives (spec §5.2).
-    this.link.flagOn(FLAG.INVALID, [GSIG.NTF_DIED]);
-    for (const s of [GSIG.NTF_DIED, GSIG.REP_SPAWNED, GSIG.REP_SYNC, G_MPI_SIG.LOCAL_CONNECTION, G_MPI_SIG.LOCAL_ALARM]) this.hook(s);
-  }
-
-  private connectionLost(vpid: number): void {
-    const rank = this.rankOrMinus(vpid);
-    if (rank < 0 || this.finalized || this.link.state !== 'ready') return;
-    this.link.raiseLocal(G_MPI_SIG.LOCAL_CONNECTION, rank);
-  }
-
   // ---- timers (spec §5.4) ------------------------------------------------------------------------
 
   /** G_MPI_set_wall_timer: LOCAL_ALARM(arg) after `us` microseconds of wall time. BAD_ARGUMENT
    *  for a negative or non-finite time or an arg that is not a signed 32-bit integer. */
   setWallTimer(us: number, arg: number): TimerHandle {
     this.checkTimer(us, arg);
-    return this.timers.setWall(us, () => this.alarm(arg));
+    return this.timers.setWall(us, () => raiseAlarm(this.signals, arg));
   }
 
   /** G_MPI_set_task_timer: the same in task time, which stops while the process is stopped
    *  (timers.ts TaskClock). */
   setTaskTimer(us: number, arg: number): TimerHandle {
     this.checkTimer(us, arg);
-    return this.timers.setTask(us, () => this.alarm(arg));
+    return this.timers.setTask(us, () => raiseAlarm(this.signals, arg));
   }
 
   private checkTimer(us: number, arg: number): void {
@@ -370,11 +303,6 @@ export class Gmpi {
       throw new GmpiError('BAD_ARGUMENT', `timer time ${us} µs not in 0..${MAX_TIMER_US}`);
     }
     if (!isSignalArg(arg)) throw new GmpiError('BAD_ARGUMENT', `timer arg ${arg} is not a signed 32-bit integer`);
-  }
-
-  /** A timer's LOCAL_ALARM; dropped once the link is gone (a timer callback must not throw). */
-  private alarm(arg: number): void {
-    if (!this.finalized && this.link.state === 'ready') this.link.raiseLocal(G_MPI_SIG.LOCAL_ALARM, arg);
   }
 
   dismissTimer(h: TimerHandle): void {

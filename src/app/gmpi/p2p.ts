@@ -20,6 +20,8 @@
 // other's verified hello, so no message can arrive on an unattributed connection, and a hello
 // that fails its MAC closes the connection (BAD_MAC) before anything it says is acted on. After
 // the hello, the frames of that TCP connection are trusted as the peer's (no per-frame MAC).
+// The handshake's decisions (frames, checks, who may dial us) and the count of strangers are
+// handshake.ts's; this file applies them to sockets and peers.
 //
 // Strangers: an accepted connection that has not authenticated within UNAUTHENTICATED_TIMEOUT_MS
 // is closed, and at most MAX_UNAUTHENTICATED_PER_ADDRESS of them per remote address and
@@ -34,51 +36,17 @@ import {
   ANY_SOURCE, ANY_TAG, arrive, cancelRecvs, createMatching, discardComm, dropQueued, type Matching, type Message, postRecv, queuedFrom, takeQueued,
 } from './matching.ts';
 import {
-  BYE_LINGER_MS, COMM_WORLD, DEFAULT_MAX_UNEXPECTED_BYTES, DIAL_RETRY_FIRST_MS, DIAL_RETRY_LIMIT, DIAL_RETRY_MAX_MS, type LostReason, MAX_CONNECT_WAITERS,
-  MAX_LIB_TAG, MAX_PENDING_RECVS, MAX_UNATTRIBUTED_CONNECTIONS, MAX_UNAUTHENTICATED_CONNECTIONS, MAX_UNAUTHENTICATED_PER_ADDRESS, P2PError,
-  type P2PLogEvent, type P2POptions, type P2PStats, type PeerAddress, UNAUTHENTICATED_TIMEOUT_MS,
+  BYE_LINGER_MS, COMM_WORLD, DIAL_RETRY_LIMIT, type LostReason, MAX_LIB_TAG, MAX_PENDING_RECVS, P2PError, type P2PLogEvent, type P2POptions, type P2PStats, type PeerAddress, UNAUTHENTICATED_TIMEOUT_MS,
 } from './p2p-types.ts';
-import { helloMac, helloMacValid, helloNonce, isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
 import {
-  DEFAULT_MAX_MESSAGE_BYTES, encodeFrame, FrameDecoder, MAX_CONFIGURABLE_MESSAGE_BYTES, MAX_TAG, MAX_U32,
-  MIN_LIB_TAG, type GmpiFrame, type HelloFrame,
-} from './wire.ts';
-
-type Waiter = { resolve: () => void; reject: (e: P2PError) => void };
-type ConnectWaiter = Waiter & { ids: readonly number[] };
-type PendingRecv = { source: number; tag: number; comm: number; resolve: (m: Message) => void; reject: (e: P2PError) => void };
-type Conn = {
-  socket: Socket;
-  decoder: FrameDecoder;
-  /** Set once the connection is attributed to a peer (hellos exchanged and verified). */
-  id: number | null;
-  /** The VPID we dialled (null: accepted). */
-  dialledId: number | null;
-  /** Dialled: where, which attempt, and whether TCP connected (only then is a close before the
-   *  challenge a refusal worth retrying). */
-  dial: { host: string; port: number; attempt: number; connected: boolean } | null;
-  /** An accepted connection whose hello named this VPID before we expected it. */
-  heldId: number | null;
-  /** The remote address an accepted connection counts against (MAX_UNAUTHENTICATED_PER_ADDRESS). */
-  address: string;
-  /** Handshake nonces (PROTOCOL §9.5): the acceptor's goes in its challenge at accept, the
-   *  dialler's in its hello once the challenge came. Null until then. */
-  ourNonce: Uint8Array | null;
-  theirNonce: Uint8Array | null;
-  /** Accepted, not yet authenticated: closed with AUTH_TIMEOUT when this fires. */
-  authTimer: NodeJS.Timeout | null;
-  /** A hello that arrived before this process had its task key: checked when it comes. */
-  awaitingKey: HelloFrame | null;
-  nextSendSeq: number;
-  expectedSeq: number;
-  paused: boolean;
-  dead: boolean;
-  /** Sends whose bytes are queued in the socket beyond its high-water mark, awaiting 'drain'. */
-  drainWaiters: Waiter[];
-};
-type Peer = { readonly id: number; state: 'expected' | 'connected' | 'lost' | 'finished'; conn: Conn | null };
-
-const isU32 = (n: number): boolean => Number.isInteger(n) && n >= 0 && n <= MAX_U32;
+  acceptorHello, admitHello, admitStranger, challenge, checkHello, createStrangers, diallerStep, type HandshakeSelf, leaveStrangers, type Strangers,
+} from './handshake.ts';
+import { isTaskKey, TASK_KEY_BYTES } from './hello-auth.ts';
+import { checkP2POptions, checkPeerList, commError, endedPeerError, finishedError, isU32 } from './p2p-checks.ts';
+import {
+  type Conn, createConn, createConnectWaits, type PendingRecv, type Peer, receiveFrame, redialDelayMs, rejectAllWaits, rejectWaitsNaming, settleConnected, waitForConnected,
+} from './p2p-conn.ts';
+import { encodeFrame, MAX_TAG, MAX_U32, MIN_LIB_TAG, type GmpiFrame, type HelloFrame } from './wire.ts';
 
 export class P2P {
   readonly taskId: string;
@@ -91,9 +59,8 @@ export class P2P {
   private readonly peers = new Map<number, Peer>();
   /** VPIDs taken out by removePeer: never reused (spec §7 item 2), so a later hello is stale. */
   private readonly removed = new Set<number>();
-  /** Accepted connections whose hello is not verified yet, and their count by remote address. */
-  private readonly unauthenticated = new Set<Conn>();
-  private readonly unauthenticatedFrom = new Map<string, number>();
+  /** Accepted connections whose hello is not verified yet (handshake.ts). */
+  private readonly strangers: Strangers<Conn> = createStrangers();
   /** Dial retries waiting for their backoff (cleared by close()). */
   private readonly retryTimers = new Set<NodeJS.Timeout>();
   private readonly held = new Map<number, Conn>();
@@ -101,7 +68,7 @@ export class P2P {
   private readonly authTimeoutMs: number;
   /** Posted receives, unexpected messages, discarded communicators (matching.ts). */
   private readonly matching: Matching<PendingRecv> = createMatching();
-  private connectWaiters: ConnectWaiter[] = [];
+  private readonly connectWaits = createConnectWaits();
   private alert: { reason: unknown } | null = null;
   private closed = false;
 
@@ -120,17 +87,7 @@ export class P2P {
 
   /** Listen on an ephemeral port of listenHost; `port` is what the mapping message advertises. */
   static async open(opts: P2POptions): Promise<P2P> {
-    if (!isU32(opts.self)) throw new P2PError('BAD_ARGUMENT', `self ${opts.self} is not a u32 VPID`);
-    const maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-    if (!Number.isInteger(maxMessageBytes) || maxMessageBytes < 0 || maxMessageBytes > MAX_CONFIGURABLE_MESSAGE_BYTES) {
-      throw new P2PError('BAD_ARGUMENT', `maxMessageBytes ${maxMessageBytes} not in 0..${MAX_CONFIGURABLE_MESSAGE_BYTES}`);
-    }
-    const maxUnexpectedBytes = opts.maxUnexpectedBytes ?? DEFAULT_MAX_UNEXPECTED_BYTES;
-    if (!Number.isInteger(maxUnexpectedBytes) || maxUnexpectedBytes < 1) throw new P2PError('BAD_ARGUMENT', `maxUnexpectedBytes ${maxUnexpectedBytes}`);
-    if (opts.taskKey !== undefined && !isTaskKey(opts.taskKey)) throw new P2PError('BAD_ARGUMENT', `taskKey must be ${TASK_KEY_BYTES} bytes`);
-    if (opts.authTimeoutMs !== undefined && (!Number.isSafeInteger(opts.authTimeoutMs) || opts.authTimeoutMs < 1)) {
-      throw new P2PError('BAD_ARGUMENT', `authTimeoutMs ${opts.authTimeoutMs}`);
-    }
+    const { maxMessageBytes, maxUnexpectedBytes } = checkP2POptions(opts);
     const server = createServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -157,7 +114,7 @@ export class P2P {
       return;
     }
     this.taskKey = new Uint8Array(key);
-    for (const conn of [...this.unauthenticated]) {
+    for (const conn of [...this.strangers.conns]) {
       const hello = conn.awaitingKey;
       if (hello === null || conn.dead) continue;
       conn.awaitingKey = null;
@@ -175,13 +132,8 @@ export class P2P {
     const gate = this.gate();
     if (gate !== null) return Promise.reject(gate);
     if (this.taskKey === null) return Promise.reject(new P2PError('BAD_ARGUMENT', 'no task key yet: setTaskKey() before connect() (PROTOCOL §9.5)'));
-    const seen = new Set<number>();
-    for (const p of peers) {
-      if (!isU32(p.id) || seen.has(p.id)) return Promise.reject(new P2PError('BAD_ARGUMENT', `peer list: id ${p.id} not a u32 or repeated`));
-      if (typeof p.host !== 'string' || !Number.isInteger(p.port) || p.port < 0 || p.port > 0xffff) return Promise.reject(new P2PError('BAD_ARGUMENT', `peer ${p.id}: address ${String(p.host)}:${p.port}`));
-      if (this.removed.has(p.id)) return Promise.reject(new P2PError('PEER_REMOVED', `peer ${p.id} was removed`));
-      seen.add(p.id);
-    }
+    const bad = checkPeerList(peers, this.removed);
+    if (bad !== null) return Promise.reject(bad);
     const ids: number[] = [];
     for (const p of peers) {
       if (p.id === this.self) continue;
@@ -241,13 +193,12 @@ export class P2P {
       if (id === this.self) continue;
       const peer = this.peers.get(id);
       if (peer === undefined) return Promise.reject(this.unknown(id));
-      if (peer.state === 'lost') return Promise.reject(new P2PError('PEER_LOST', `connection to ${id} is lost`));
-      if (peer.state === 'finished') return Promise.reject(finishedError(id));
+      const ended = endedPeerError(peer.state, id);
+      if (ended !== null) return Promise.reject(ended);
       if (peer.state === 'expected') wanted.push(id);
     }
     if (wanted.length === 0) return Promise.resolve();
-    if (this.connectWaiters.length >= MAX_CONNECT_WAITERS) return Promise.reject(new P2PError('LIMIT', `${MAX_CONNECT_WAITERS} connection waits pending`));
-    return new Promise<void>((resolve, reject) => this.connectWaiters.push({ ids: wanted, resolve, reject }));
+    return waitForConnected(this.connectWaits, wanted);
   }
 
   /** Take `id` out of the task (spec §5.5 GSIG_NTF_DIED): close its connection, reject the
@@ -264,7 +215,7 @@ export class P2P {
     this.peers.delete(id);
     if (peer?.conn) this.close1(peer.conn, { code: 'REMOVED', detail: `peer ${id} removed` }, removedError);
     for (const r of cancelRecvs(this.matching, (r) => r.source === id)) r.reject(removedError());
-    this.rejectWaitersNaming(id, removedError);
+    rejectWaitsNaming(this.connectWaits, id, removedError);
     dropQueued(this.matching, (m) => m.source === id);
     this.resumeReading();
   }
@@ -376,7 +327,7 @@ export class P2P {
       pendingRecvs: this.matching.pendingRecvs.length,
       pausedConnections: conns.filter((c) => c.paused && c.heldId === null && c.awaitingKey === null && !c.dead).length,
       heldConnections: this.held.size,
-      unauthenticatedConnections: this.unauthenticated.size,
+      unauthenticatedConnections: this.strangers.conns.size,
       discardedMessages: this.matching.discardedMessages,
     };
   }
@@ -384,7 +335,7 @@ export class P2P {
   // ---- internals -------------------------------------------------------------------------------
 
   private conns(): Conn[] {
-    const out = [...this.unauthenticated, ...this.held.values()];
+    const out = [...this.strangers.conns, ...this.held.values()];
     for (const p of this.peers.values()) if (p.conn !== null) out.push(p.conn);
     return out;
   }
@@ -407,30 +358,14 @@ export class P2P {
   private rejectEverything(error: () => P2PError): void {
     for (const r of cancelRecvs(this.matching)) r.reject(error());
     for (const p of this.peers.values()) for (const w of p.conn?.drainWaiters.splice(0) ?? []) w.reject(error());
-    for (const w of this.connectWaiters.splice(0)) w.reject(error());
-  }
-
-  private rejectWaitersNaming(id: number, error: () => P2PError): void {
-    this.connectWaiters = this.connectWaiters.filter((w) => {
-      if (!w.ids.includes(id)) return true;
-      w.reject(error());
-      return false;
-    });
-  }
-
-  private checkWaiters(): void {
-    this.connectWaiters = this.connectWaiters.filter((w) => {
-      if (!w.ids.every((id) => this.peers.get(id)?.state === 'connected')) return true;
-      w.resolve();
-      return false;
-    });
+    rejectAllWaits(this.connectWaits, error);
   }
 
   private post(dest: number, tag: number, data: Uint8Array, comm: number, structured: boolean): Promise<void> {
     const gate = this.gate();
     if (gate !== null) return Promise.reject(gate);
-    if (!isU32(comm)) return Promise.reject(new P2PError('BAD_COMM', `comm ${comm}`));
-    if (this.matching.discarded.has(comm)) return Promise.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
+    const badComm = commError(comm, this.matching.discarded);
+    if (badComm !== null) return Promise.reject(badComm);
     if (!(data instanceof Uint8Array)) return Promise.reject(new P2PError('BAD_ARGUMENT', 'data is not a Uint8Array'));
     if (data.length > this.maxMessageBytes) {
       return Promise.reject(new P2PError('TOO_LARGE', `${data.length} bytes > maxMessageBytes ${this.maxMessageBytes}`));
@@ -443,8 +378,8 @@ export class P2P {
     }
     const peer = this.peers.get(dest);
     if (peer === undefined) return Promise.reject(this.unknown(dest));
-    if (peer.state === 'lost') return Promise.reject(new P2PError('PEER_LOST', `connection to ${dest} is lost`));
-    if (peer.state === 'finished') return Promise.reject(finishedError(dest));
+    const ended = endedPeerError(peer.state, dest);
+    if (ended !== null) return Promise.reject(ended);
     const conn = peer.conn;
     if (peer.state !== 'connected' || conn === null) return Promise.reject(new P2PError('NOT_CONNECTED', `${dest} not connected yet`));
     const seq = conn.nextSendSeq;
@@ -458,18 +393,16 @@ export class P2P {
     const gate = this.gate();
     if (gate !== null) return Promise.reject(gate);
     if (source !== ANY_SOURCE && source !== this.self && !this.peers.has(source)) return Promise.reject(this.unknown(source));
-    if (!isU32(comm)) return Promise.reject(new P2PError('BAD_COMM', `comm ${comm}`));
-    if (this.matching.discarded.has(comm)) return Promise.reject(new P2PError('BAD_COMM', `communicator ${comm} was discarded`));
+    const badComm = commError(comm, this.matching.discarded);
+    if (badComm !== null) return Promise.reject(badComm);
     const m = takeQueued(this.matching, { source, tag, comm });
     if (m !== null) {
       this.resumeReading();
       return Promise.resolve(m);
     }
     // Messages that already arrived were delivered above; a lost source sends no more.
-    if (source !== ANY_SOURCE && this.peers.get(source)?.state === 'lost') {
-      return Promise.reject(new P2PError('PEER_LOST', `connection to ${source} is lost`));
-    }
-    if (source !== ANY_SOURCE && this.peers.get(source)?.state === 'finished') return Promise.reject(finishedError(source));
+    const ended = source === ANY_SOURCE ? null : endedPeerError(this.peers.get(source)?.state, source);
+    if (ended !== null) return Promise.reject(ended);
     if (this.matching.pendingRecvs.length >= MAX_PENDING_RECVS) return Promise.reject(new P2PError('LIMIT', `${MAX_PENDING_RECVS} receives already pending`));
     return new Promise<Message>((resolve, reject) => postRecv(this.matching, { source, tag, comm, resolve, reject }));
   }
@@ -490,11 +423,7 @@ export class P2P {
   }
 
   private adopt(socket: Socket, dialledId: number | null, dialInfo: Conn['dial'] = null): void {
-    const conn: Conn = {
-      socket, decoder: new FrameDecoder({ maxMessageBytes: this.maxMessageBytes }), id: null, dialledId, dial: dialInfo, heldId: null,
-      address: socket.remoteAddress ?? 'unknown', ourNonce: null, theirNonce: null, authTimer: null, awaitingKey: null,
-      nextSendSeq: 0, expectedSeq: 0, paused: false, dead: false, drainWaiters: [],
-    };
+    const conn = createConn(socket, this.maxMessageBytes, dialledId, dialInfo);
     if (this.closed) {
       socket.destroy();
       return;
@@ -502,20 +431,11 @@ export class P2P {
     if (dialledId === null) {
       // A stranger until its hello verifies: bounded in number, per address and in time, and
       // refused before we spend a challenge on it (see the header).
-      const fromAddress = this.unauthenticatedFrom.get(conn.address) ?? 0;
-      if (this.unauthenticated.size >= MAX_UNAUTHENTICATED_CONNECTIONS || fromAddress >= MAX_UNAUTHENTICATED_PER_ADDRESS) {
-        this.fail(conn, {
-          code: 'TOO_MANY_CONNECTIONS',
-          detail: `${fromAddress} unauthenticated connections from ${conn.address}, ${this.unauthenticated.size} in all`,
-        });
-        return;
-      }
-      this.unauthenticated.add(conn);
-      this.unauthenticatedFrom.set(conn.address, fromAddress + 1);
+      const refused = admitStranger(this.strangers, conn, conn.address);
+      if (refused !== null) return this.fail(conn, refused);
       conn.authTimer = setTimeout(() => this.fail(conn, { code: 'AUTH_TIMEOUT', detail: `no authenticated hello within ${this.authTimeoutMs} ms` }), this.authTimeoutMs);
       conn.authTimer.unref();
-      conn.ourNonce = helloNonce();
-      socket.write(encodeFrame({ type: 'challenge', id: this.self, nonce: conn.ourNonce }));
+      socket.write(encodeFrame(challenge(this.self, conn)));
     } else {
       const peer = this.peers.get(dialledId);
       assert(peer !== undefined && peer.conn === null, `dialling ${dialledId} twice`);
@@ -544,14 +464,11 @@ export class P2P {
     const d = conn.dial;
     const id = conn.dialledId;
     const peer = id === null ? undefined : this.peers.get(id);
-    if (conn.dead || this.closed || d === null || id === null || !d.connected || conn.theirNonce !== null || d.attempt >= DIAL_RETRY_LIMIT || peer?.conn !== conn) {
-      this.fail(conn, reason);
-      return;
-    }
+    const delayMs = this.closed || peer?.conn !== conn ? null : redialDelayMs(conn);
+    if (delayMs === null || d === null || id === null || peer === undefined) return this.fail(conn, reason);
     conn.dead = true;
     conn.socket.destroy();
     peer.conn = null;
-    const delayMs = Math.min(DIAL_RETRY_MAX_MS, DIAL_RETRY_FIRST_MS * 2 ** (d.attempt - 1));
     this.log?.({ type: 'connection.closed', id, reason: { code: reason.code, detail: `${reason.detail} before the challenge: dial again in ${delayMs} ms (attempt ${d.attempt + 1} of ${DIAL_RETRY_LIMIT})` } });
     const timer = setTimeout(() => {
       this.retryTimers.delete(timer);
@@ -566,10 +483,7 @@ export class P2P {
   private leaveUnauthenticated(conn: Conn): void {
     if (conn.authTimer !== null) clearTimeout(conn.authTimer);
     conn.authTimer = null;
-    if (!this.unauthenticated.delete(conn)) return;
-    const left = (this.unauthenticatedFrom.get(conn.address) ?? 1) - 1;
-    if (left > 0) this.unauthenticatedFrom.set(conn.address, left);
-    else this.unauthenticatedFrom.delete(conn.address);
+    leaveStrangers(this.strangers, conn, conn.address);
   }
 
   /** Pull decoded frames while the peer's share of the unexpected queue has room; pause the
@@ -613,80 +527,49 @@ export class P2P {
       if (frame.type !== 'hello') return this.fail(conn, { code: 'HELLO_EXPECTED', detail: 'message before hello' });
       return this.onHello(conn, frame);
     }
-    if (frame.type === 'hello') return this.fail(conn, { code: 'UNEXPECTED_HELLO', detail: 'second hello' });
-    if (frame.type === 'challenge') return this.fail(conn, { code: 'UNEXPECTED_CHALLENGE', detail: 'challenge after the handshake' });
-    if (frame.id !== conn.id) return this.fail(conn, { code: 'BAD_SENDER', detail: `sender ${frame.id} on ${conn.id}'s connection` });
-    // TCP delivers in order, so a gap or repeat means a broken or hostile sender: stop trusting
-    // the stream rather than deliver out of MPI order. A bye counts what came before it.
-    if (frame.seq !== conn.expectedSeq) return this.fail(conn, { code: 'BAD_SEQUENCE', detail: `${frame.type} seq ${frame.seq}, expected ${conn.expectedSeq}` });
-    if (frame.type === 'bye') return this.finished(conn, conn.id);
-    conn.expectedSeq = frame.seq === MAX_U32 ? 0 : frame.seq + 1;
-    this.arrive({ source: conn.id, tag: frame.tag, comm: frame.comm, structured: frame.structured, data: frame.payload });
+    const step = receiveFrame(conn, conn.id, frame);
+    if (step.kind === 'fail') return this.fail(conn, step.reason);
+    if (step.kind === 'bye') return this.finished(conn, conn.id);
+    this.arrive(step.message);
   }
 
-  /** The dialler's side of the handshake (PROTOCOL §9.5): the acceptor's challenge, answered
-   *  with our hello; then the acceptor's hello, checked. */
+  /** The dialler's side of the handshake (PROTOCOL §9.5, handshake.ts). */
   private onDiallerHandshake(conn: Conn, dialled: number, frame: GmpiFrame): void {
-    const key = this.taskKey;
-    assert(key !== null, 'dialling without a task key'); // connect() refuses without one
-    if (conn.theirNonce === null) {
-      if (frame.type !== 'challenge') return this.fail(conn, { code: 'CHALLENGE_EXPECTED', detail: `${frame.type} before the challenge` });
-      if (frame.id !== dialled) return this.fail(conn, { code: 'WRONG_ID', detail: `challenge from ${frame.id}, dialled ${dialled}` });
-      conn.theirNonce = new Uint8Array(frame.nonce);
-      conn.ourNonce = helloNonce();
-      const mac = helloMac(key, {
-        role: 'dialler', taskId: this.taskId, sender: this.self, receiver: dialled, diallerNonce: conn.ourNonce, acceptorNonce: conn.theirNonce,
-      });
-      conn.socket.write(encodeFrame({ type: 'hello', id: this.self, taskId: this.taskId, nonce: conn.ourNonce, mac }));
-      return;
-    }
-    if (frame.type === 'challenge') return this.fail(conn, { code: 'UNEXPECTED_CHALLENGE', detail: 'second challenge' });
-    if (frame.type !== 'hello') return this.fail(conn, { code: 'HELLO_EXPECTED', detail: 'message before hello' });
-    if (frame.taskId !== this.taskId) return this.fail(conn, { code: 'WRONG_TASK', detail: `hello from task ${frame.taskId}` });
-    if (frame.id !== dialled) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from ${frame.id}, dialled ${dialled}` });
-    const ourNonce = conn.ourNonce;
-    assert(ourNonce !== null, 'our nonce is drawn with the challenge');
-    const transcript = { role: 'acceptor', taskId: this.taskId, sender: dialled, receiver: this.self, diallerNonce: ourNonce, acceptorNonce: conn.theirNonce } as const;
-    if (!bytesEqual(frame.nonce, conn.theirNonce) || !helloMacValid(key, transcript, frame.mac)) {
-      return this.fail(conn, { code: 'BAD_MAC', detail: `hello from ${frame.id} does not verify under the task key` });
-    }
-    this.attribute(conn, dialled);
+    const step = diallerStep(this.handshakeSelf(), conn, dialled, frame);
+    if (step.kind === 'fail') return this.fail(conn, step.reason);
+    if (step.kind === 'send') conn.socket.write(encodeFrame(step.frame));
+    else this.attribute(conn, dialled);
   }
 
-  /** The acceptor's side: the dialler's hello. Its MAC is checked first, against the nonce of
-   *  our challenge on this very connection, so nothing a stranger says is acted on; then the
-   *  rules of who may dial us. Without our task key yet (the agent has not handed it over), the
-   *  hello waits for it, its socket paused and its AUTH_TIMEOUT running. */
+  private handshakeSelf(): HandshakeSelf {
+    const key = this.taskKey;
+    assert(key !== null, 'a handshake without a task key'); // connect() refuses without one; hellos wait for it
+    return { taskId: this.taskId, self: this.self, key };
+  }
+
+  /** The acceptor's side: the dialler's hello. Its MAC is checked first (handshake.ts), so
+  *  nothing a stranger says is acted on; then the rules of who may dial us. Without our task
+  *  key yet (the agent has not handed it over), the hello waits for it, its socket paused and
+  *  its AUTH_TIMEOUT running. */
   private onHello(conn: Conn, hello: HelloFrame): void {
     const { id, taskId } = hello;
     if (taskId !== this.taskId) return this.fail(conn, { code: 'WRONG_TASK', detail: `hello from task ${taskId}` });
-    const key = this.taskKey;
-    if (key === null) {
+    if (this.taskKey === null) {
       conn.awaitingKey = hello;
       return;
     }
-    const ourNonce = conn.ourNonce;
-    assert(ourNonce !== null, 'an accepted connection has sent its challenge');
-    const transcript = { role: 'dialler', taskId, sender: id, receiver: this.self, diallerNonce: hello.nonce, acceptorNonce: ourNonce } as const;
-    if (!helloMacValid(key, transcript, hello.mac)) {
-      return this.fail(conn, { code: 'BAD_MAC', detail: `hello claiming ${id} does not verify under the task key` });
-    }
-    conn.theirNonce = new Uint8Array(hello.nonce);
+    const check = checkHello(this.handshakeSelf(), conn, hello);
+    if (check.kind === 'fail') return this.fail(conn, check.reason);
     this.leaveUnauthenticated(conn);
-    // The higher VPID dials the lower: one connection per pair, no tie to break.
-    if (id <= this.self) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from ${id}: only higher ids dial ${this.self}` });
-    if (this.removed.has(id)) return this.fail(conn, { code: 'WRONG_ID', detail: `hello from removed peer ${id}` });
     const peer = this.peers.get(id);
-    // Unknown yet, or lost and maybe about to be revived (recovery): held until expected.
-    if (peer === undefined || peer.state === 'lost') {
-      if (this.held.has(id)) return this.fail(conn, { code: 'DUPLICATE_PEER', detail: `a hello from ${id} is already held` });
-      if (this.held.size >= MAX_UNATTRIBUTED_CONNECTIONS) return this.fail(conn, { code: 'TOO_MANY_CONNECTIONS', detail: `${this.held.size} held connections` });
-      conn.heldId = id; // pump() pauses the socket until expect(id) attributes it
-      this.held.set(id, conn);
-      return;
-    }
-    if (peer.state !== 'expected' || peer.conn !== null) return this.fail(conn, { code: 'DUPLICATE_PEER', detail: `${id} already connected or lost` });
-    this.attribute(conn, id);
+    const admission = admitHello({
+      id, self: this.self, removed: this.removed.has(id), peer: peer === undefined ? undefined : { state: peer.state, hasConn: peer.conn !== null },
+      alreadyHeld: this.held.has(id), heldCount: this.held.size,
+    });
+    if (admission.kind === 'fail') return this.fail(conn, admission.reason);
+    if (admission.kind === 'attribute') return this.attribute(conn, id);
+    conn.heldId = id; // pump() pauses the socket until expect(id) attributes it
+    this.held.set(id, conn);
   }
 
   private attribute(conn: Conn, id: number): void {
@@ -696,16 +579,9 @@ export class P2P {
     conn.heldId = null;
     peer.conn = conn;
     peer.state = 'connected';
-    if (conn.dialledId === null) {
-      // Our reply: proves to the dialler that it reached a process of the task.
-      const key = this.taskKey;
-      assert(key !== null && conn.ourNonce !== null && conn.theirNonce !== null, 'attributing an unauthenticated connection');
-      const mac = helloMac(key, {
-        role: 'acceptor', taskId: this.taskId, sender: this.self, receiver: id, diallerNonce: conn.theirNonce, acceptorNonce: conn.ourNonce,
-      });
-      conn.socket.write(encodeFrame({ type: 'hello', id: this.self, taskId: this.taskId, nonce: conn.ourNonce, mac }));
-    }
-    this.checkWaiters();
+    // Our reply: proves to the dialler that it reached a process of the task.
+    if (conn.dialledId === null) conn.socket.write(encodeFrame(acceptorHello(this.handshakeSelf(), conn, id)));
+    settleConnected(this.connectWaits, (id) => this.peers.get(id)?.state === 'connected');
   }
 
   private arrive(m: Message): void {
@@ -726,7 +602,7 @@ export class P2P {
     peer.state = 'finished';
     peer.conn = null;
     for (const r of cancelRecvs(this.matching, (r) => r.source === id)) r.reject(finishedError(id));
-    this.rejectWaitersNaming(id, () => finishedError(id));
+    rejectWaitsNaming(this.connectWaits, id, () => finishedError(id));
   }
 
   /** Close one connection deliberately (removePeer), rejecting its waiting sends. */
@@ -760,10 +636,9 @@ export class P2P {
     peer.conn = null;
     const lost = () => new P2PError('PEER_LOST', `connection to ${id} lost: ${reason.code} ${reason.detail}`);
     for (const r of cancelRecvs(this.matching, (r) => r.source === id)) r.reject(lost());
-    this.rejectWaitersNaming(id, lost);
+    rejectWaitsNaming(this.connectWaits, id, lost);
     this.onLost?.(id, reason);
   }
 }
 
-const finishedError = (id: number): P2PError => new P2PError('PEER_FINISHED', `peer ${id} finalized: it sends and receives nothing more`);
 const isLibTag = (tag: number): boolean => Number.isInteger(tag) && tag >= MIN_LIB_TAG && tag <= MAX_LIB_TAG;

@@ -1,7 +1,7 @@
 // The delivery queue of the main thread (spec §4.2, §5.4): handlers run one at a time, in
 // delivery order, never concurrently and never re-entered; a critical section holds deliveries
 // and exitCs() delivers what was held before it returns. Pure: the caller feeds items and
-// supplies `deliver`, which must not throw (the link catches handler errors itself).
+// supplies `deliver`, which must not throw: the link runs each handler under runGuarded.
 import { assert } from '../../base/result.ts';
 
 export class Dispatcher<T> {
@@ -70,6 +70,21 @@ export class Dispatcher<T> {
         this.items = this.items.slice(this.head);
         this.head = 0;
       }
+    }
+  }
+}
+
+/** Run a handler (or hook) for delivery `s`: what it throws goes to `onError` (default
+ *  console.error) and no further, so later deliveries go on. */
+export function runGuarded<S extends { readonly signum: number }>(s: S, fn: () => void, onError: ((error: unknown, s: S) => void) | null): void {
+  try {
+    fn();
+  } catch (e) {
+    try {
+      if (onError !== null) onError(e, s);
+      else console.error(`trine/app: handler for signal ${s.signum} threw:`, e);
+    } catch {
+      // A throwing error hook must not stop deliveries either.
     }
   }
 }

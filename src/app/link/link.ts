@@ -1,21 +1,24 @@
 // The application library's main-thread API (spec §4.2, §5.2, §5.4, §7): Ghidrah signals, the
 // shared alert and invalid flags, critical sections and finalisation. A worker thread owns the
 // agent socket (worker.mjs); this file owns every decision: what may be sent, the epoch and the
-// outstanding request (requests.ts), the task view and call rules (task-view.ts), and delivery
-// to handlers, one at a time in order (dispatcher.ts). The source delivers by SIGINT into a signal handler; here a delivery is a
-// message from the worker, and the flags the worker raises on arrival stand in for the
-// interruption of a computation that never yields.
-import { GSIG_BROADCAST, GSIG_CM, type Signal, type SignalRequest } from '../../core/signals.ts';
-import { MAX_ENDPOINT_CHARS, type AgentToProc, type Mapping, type Member } from '../../core/wire/app-wire.ts';
+// outstanding request (requests.ts), the task view and call rules (task-view.ts), the
+// lifecycle's effects (its states are lifecycle.ts's), and delivery to handlers, one at a time in
+// order (dispatcher.ts). The source delivers by SIGINT into a signal handler; here a delivery is
+// a message from the worker, and the flags the worker raises on arrival stand in for the
+// interruption of a computation that never yields. Public types are link-types.ts's.
+import { GSIG_BROADCAST, GSIG_CM, type SignalRequest } from '../../core/signals.ts';
+import type { AgentToProc, Mapping, Member } from '../../core/wire/app-wire.ts';
 import type { WorkerToMain } from './channel.ts';
 import { AgentConnection } from './connection.ts';
-import { Dispatcher } from './dispatcher.ts';
+import { Dispatcher, runGuarded } from './dispatcher.ts';
 import { readLinkEnv, type LinkEnv } from './env.ts';
 import { LinkError } from './errors.ts';
 import { FLAG, SharedFlags } from './flags.ts';
 import {
-  FINALIZE_TIMEOUT_MS, INIT_TIMEOUT_MS, MAX_CS_DEPTH, MAX_QUEUED_SIGNALS,
-} from './limits.ts';
+  awaitInit, becomeReady, beginFinalize, createLifecycle, endFinalize, loseLink, requireReady, type Lifecycle, type LinkState,
+} from './lifecycle.ts';
+import { FINALIZE_TIMEOUT_MS, MAX_CS_DEPTH, MAX_QUEUED_SIGNALS } from './limits.ts';
+import { checkLinkOptions, type DeliveredSignal, type LinkOptions, type LinkStats, type SignalHandler } from './link-types.ts';
 import { isRequestDest, RequestTracker, type RequestOutcome } from './requests.ts';
 import {
   adoptMapping, applyManagerBroadcast, checkFlagWord, checkRuleSignal, checkRuleSignals, checkSignalArg, checkSignalToSend, createTaskView,
@@ -23,28 +26,11 @@ import {
 } from './task-view.ts';
 import { Waiters } from './waiters.ts';
 
-/** A signal as handlers see it: `node` and `data` carry GSIG_REP_SPAWNED's new member (its node
- *  and "host:port"), empty otherwise. */
-export type DeliveredSignal = Signal & { readonly node: string; readonly data: string };
-/** Spec §4.2's handler(signum, srcpid, destpid, arg), plus the whole signal. Runs on the main
- *  thread, atomically with respect to other handlers; it must not block. */
-export type SignalHandler = (signum: number, src: number, dest: number, arg: number, signal: DeliveredSignal) => void;
-
-export type LinkOptions = {
-  /** "host:port" of this process's G-MPI listener, sent in the hello. */
-  readonly endpoint?: string;
-  /** Where TRINE_* come from (default process.env). */
-  readonly env?: Readonly<Record<string, string | undefined>>;
-  readonly initTimeoutMs?: number;
-};
-
-export type LinkState = 'connecting' | 'ready' | 'finalizing' | 'finalized' | 'lost';
-export type LinkStats = { readonly delivered: number; readonly droppedSignals: number; readonly queued: number };
-
 export class Link {
   readonly task: string;
   readonly vpid: number;
-  private stateNow: LinkState = 'connecting';
+  /** connecting, ready, finalizing, finalized or lost, and the init and finalize promises (lifecycle.ts). */
+  private readonly life: Lifecycle<Link> = createLifecycle();
   private tracker: RequestTracker;
   /** The mapping, the members now and the quorum (task-view.ts). */
   private readonly view = createTaskView();
@@ -61,9 +47,6 @@ export class Link {
   private handlerErrorHook: ((error: unknown, signal: DeliveredSignal) => void) | null = null;
   private lostHook: ((error: LinkError) => void) | null = null;
   private conn: AgentConnection | null = null;
-  private initWaiter: { resolve: (l: Link) => void; reject: (e: LinkError) => void } | null = null;
-  private finalizeDone: Promise<void> | null = null;
-  private finalizeResolve: (() => void) | null = null;
 
   private constructor(private readonly env: LinkEnv) {
     this.task = env.task;
@@ -85,37 +68,19 @@ export class Link {
 
   private static start(opts: LinkOptions): Promise<Link> {
     const env = readLinkEnv(opts.env ?? process.env);
-    const endpoint = opts.endpoint ?? '';
-    if (typeof endpoint !== 'string' || endpoint.length > MAX_ENDPOINT_CHARS || !/^[\x21-\x7e]*$/.test(endpoint)) {
-      throw new LinkError('BAD_OPTION', `endpoint must be a "host:port" string of at most ${MAX_ENDPOINT_CHARS} printable ASCII characters`);
-    }
-    const timeoutMs = opts.initTimeoutMs ?? INIT_TIMEOUT_MS;
-    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) throw new LinkError('BAD_OPTION', `initTimeoutMs must be a positive integer`);
+    const { endpoint, timeoutMs } = checkLinkOptions(opts);
     const link = new Link(env);
     link.conn = AgentConnection.open(env, endpoint, link.flags.buffers, {
       onMessage: (m) => link.onWorkerMessage(m),
       onWorkerError: (e) => link.fail('LINK_LOST', `the link's worker thread failed: ${e.message}`),
     });
-    return new Promise<Link>((resolve, reject) => {
-      const timer = setTimeout(() => link.fail('INIT_TIMEOUT', `no mapping from the agent within ${timeoutMs} ms`), timeoutMs);
-      timer.unref();
-      link.initWaiter = {
-        resolve: (l) => {
-          clearTimeout(timer);
-          resolve(l);
-        },
-        reject: (e) => {
-          clearTimeout(timer);
-          reject(e);
-        },
-      };
-    });
+    return awaitInit(link.life, timeoutMs, () => link.fail('INIT_TIMEOUT', `no mapping from the agent within ${timeoutMs} ms`));
   }
 
   // ---- State -----------------------------------------------------------------------------------
 
   get state(): LinkState {
-    return this.stateNow;
+    return this.life.state;
   }
 
   /** The task's G-MPI key, which the agent handed over in its welcome (PROTOCOL §9.5): every
@@ -172,7 +137,7 @@ export class Link {
    *  computes; a process that exits right after may lose it, so end with finalize(), which
    *  follows every earlier signal to the agent. */
   signal(signum: number, dest: number, arg: number): SignalRequest {
-    this.requireReady();
+    requireReady(this.life);
     checkSignalToSend(this.view, this.task, this.tracker, signum, dest, arg);
     const req = this.tracker.send(signum, dest, arg);
     if (isRequestDest(dest)) this.waiters.newRequest();
@@ -190,7 +155,7 @@ export class Link {
   /** A local signal (spec §5.4 Table 4.3): src = dest = this process, through the same queue.
    *  Delivered before this returns unless a critical section or a handler is running. */
   raiseLocal(signum: number, arg: number): void {
-    this.requireReady();
+    requireReady(this.life);
     checkRuleSignal(signum);
     checkSignalArg(arg);
     this.flags.applyRules(signum);
@@ -200,7 +165,7 @@ export class Link {
 
   /** G_MPI_Signal_wait: the next delivered signal (after its handler ran). */
   waitSignal(): Promise<DeliveredSignal> {
-    this.requireReady();
+    requireReady(this.life);
     const p = this.waiters.nextSignal();
     this.updateRef();
     return p;
@@ -209,13 +174,13 @@ export class Link {
   /** The next unread outcome of our requests: the class of the broadcast that followed a
    *  request (spec §4.4), and after an own-ack, the reply that completes it. */
   requestOutcome(): Promise<RequestOutcome> {
-    const busy = this.stateNow === 'ready' && this.tracker.busy;
+    const busy = this.life.state === 'ready' && this.tracker.busy;
     const p = this.waiters.nextOutcome(busy);
     if (p !== null) {
       this.updateRef();
       return p;
     }
-    this.requireReady();
+    requireReady(this.life);
     throw new LinkError('NO_REQUEST', 'no broadcast or group request is outstanding');
   }
 
@@ -308,36 +273,15 @@ export class Link {
 
   /** Send finalize and close the socket: the agent sees a clean Process-disconnect. */
   finalize(): Promise<void> {
-    if (this.finalizeDone !== null) return this.finalizeDone;
-    if (this.stateNow === 'lost' || this.stateNow === 'finalized') return Promise.resolve();
-    this.stateNow = 'finalizing';
+    const begun = beginFinalize(this.life, FINALIZE_TIMEOUT_MS, () => this.finishFinalize());
+    if (begun.kind === 'done') return begun.done;
     this.waiters.rejectAll(new LinkError('FINALIZED', 'the link was finalized'));
-    this.finalizeDone = new Promise<void>((resolve) => {
-      this.finalizeResolve = resolve;
-    });
-    const timer = setTimeout(() => this.finishFinalize(), FINALIZE_TIMEOUT_MS);
-    timer.unref();
-    void this.finalizeDone.then(() => clearTimeout(timer));
     this.conn?.finalize();
     this.updateRef();
-    return this.finalizeDone;
+    return begun.done;
   }
 
   // ---- Internals -------------------------------------------------------------------------------
-
-  private requireReady(): void {
-    switch (this.stateNow) {
-      case 'ready':
-        return;
-      case 'connecting':
-        throw new LinkError('LINK_LOST', 'the link is not initialised yet: await Link.init()');
-      case 'finalizing':
-      case 'finalized':
-        throw new LinkError('FINALIZED', 'the link was finalized');
-      case 'lost':
-        throw new LinkError('LINK_LOST', 'the connection to the agent is lost');
-    }
-  }
 
   private onWorkerMessage(m: WorkerToMain): void {
     switch (m.type) {
@@ -345,8 +289,8 @@ export class Link {
         this.onAgentMessage(m.msg);
         return;
       case 'lost':
-        if (this.stateNow === 'finalizing') this.finishFinalize();
-        else if (this.stateNow === 'connecting') this.fail('LINK_LOST', `cannot reach the agent at ${this.env.socketPath}: ${m.detail}`);
+        if (this.life.state === 'finalizing') this.finishFinalize();
+        else if (this.life.state === 'connecting') this.fail('LINK_LOST', `cannot reach the agent at ${this.env.socketPath}: ${m.detail}`);
         else this.fail(m.code === 'WIRE' ? 'PROTOCOL' : 'LINK_LOST', m.detail);
         return;
       case 'closed':
@@ -356,38 +300,36 @@ export class Link {
   }
 
   private onAgentMessage(msg: AgentToProc): void {
-    if (this.stateNow !== 'connecting' && this.stateNow !== 'ready') return;
+    if (this.life.state !== 'connecting' && this.life.state !== 'ready') return;
     switch (msg.type) {
       case 'welcome':
-        if (this.stateNow !== 'connecting' || this.welcomed) return this.fail('PROTOCOL', 'unexpected welcome');
+        if (this.life.state !== 'connecting' || this.welcomed) return this.fail('PROTOCOL', 'unexpected welcome');
         this.welcomed = true;
         this.taskKeyNow = msg.taskKey;
         return;
       case 'refused':
         return this.fail('REFUSED', `the agent refused this process: ${msg.reason}`);
       case 'mapping': {
-        if (this.stateNow !== 'connecting' || !this.welcomed) return this.fail('PROTOCOL', 'unexpected mapping');
+        if (this.life.state !== 'connecting' || !this.welcomed) return this.fail('PROTOCOL', 'unexpected mapping');
         const { type: _type, ...mapping } = msg;
         if (mapping.task !== this.task || mapping.vpid !== this.vpid) {
           return this.fail('PROTOCOL', `mapping for ${mapping.task}/${mapping.vpid}, we are ${this.task}/${this.vpid}`);
         }
         adoptMapping(this.view, mapping);
         this.tracker = new RequestTracker(this.vpid, mapping.epoch);
-        this.stateNow = 'ready';
+        const w = becomeReady(this.life);
         // Hold deliveries until the code awaiting init() has run and registered its handlers.
         this.dispatcher.enter();
         setImmediate(() => {
           this.dispatcher.exit();
           this.dispatcher.drain();
         });
-        const w = this.initWaiter;
-        this.initWaiter = null;
         this.updateRef();
         w?.resolve(this);
         return;
       }
       case 'signal': {
-        if (this.stateNow !== 'ready') return this.fail('PROTOCOL', 'signal before the mapping');
+        if (this.life.state !== 'ready') return this.fail('PROTOCOL', 'signal before the mapping');
         const { type: _type, ...sig } = msg;
         this.dispatcher.push(sig);
         this.dispatcher.drain();
@@ -398,45 +340,28 @@ export class Link {
 
   /** One delivery: epoch, membership and request state first, then the handler, then waiters. */
   private deliverOne(s: DeliveredSignal): void {
-    if (this.stateNow !== 'ready') return;
+    if (this.life.state !== 'ready') return;
     this.deliveredCount++;
     if (s.dest === GSIG_BROADCAST) {
       if (s.src === GSIG_CM) applyManagerBroadcast(this.view, s);
       const effect = this.tracker.onBroadcast(s);
       for (const o of effect.outcomes) if (this.waiters.outcome(o)) this.updateRef();
-      if (effect.selfDiagnosis) this.guard(s, () => this.selfDiagnosisHook?.(s));
+      if (effect.selfDiagnosis) runGuarded(s, () => this.selfDiagnosisHook?.(s), this.handlerErrorHook);
     }
     const handler = this.handlers.get(s.signum);
-    if (handler !== undefined) this.guard(s, () => handler(s.signum, s.src, s.dest, s.arg, s));
+    if (handler !== undefined) runGuarded(s, () => handler(s.signum, s.src, s.dest, s.arg, s), this.handlerErrorHook);
     if (this.waiters.signalDelivered(s)) this.updateRef();
-  }
-
-  private guard(s: DeliveredSignal, fn: () => void): void {
-    try {
-      fn();
-    } catch (e) {
-      try {
-        if (this.handlerErrorHook !== null) this.handlerErrorHook(e, s);
-        else console.error(`trine/app: handler for signal ${s.signum} threw:`, e);
-      } catch {
-        // A throwing error hook must not stop deliveries either.
-      }
-    }
   }
 
   /** The link is gone (or never came up): reject everything, stop the worker. */
   private fail(code: 'LINK_LOST' | 'REFUSED' | 'PROTOCOL' | 'INIT_TIMEOUT', detail: string): void {
-    if (this.stateNow === 'lost' || this.stateNow === 'finalized') return;
-    if (this.stateNow === 'finalizing') return this.finishFinalize();
-    const wasReady = this.stateNow === 'ready';
-    this.stateNow = 'lost';
     const e = new LinkError(code, detail);
-    const w = this.initWaiter;
-    this.initWaiter = null;
-    w?.reject(e);
+    const lost = loseLink(this.life, e);
+    if (lost.kind === 'ignored') return;
+    if (lost.kind === 'finalizing') return this.finishFinalize();
     this.waiters.rejectAll(e);
     this.teardown();
-    if (wasReady && this.lostHook !== null) {
+    if (lost.wasReady && this.lostHook !== null) {
       try {
         this.lostHook(e);
       } catch (err) {
@@ -446,12 +371,10 @@ export class Link {
   }
 
   private finishFinalize(): void {
-    if (this.stateNow !== 'finalizing') return;
-    this.stateNow = 'finalized';
+    const resolve = endFinalize(this.life);
+    if (resolve === null) return;
     this.teardown();
-    const r = this.finalizeResolve;
-    this.finalizeResolve = null;
-    r?.();
+    resolve();
   }
 
   private teardown(): void {
@@ -463,7 +386,7 @@ export class Link {
    *  waiter. Otherwise a program that is done exits (without finalize: a crash to the agent). */
   private updateRef(): void {
     this.conn?.keepAlive(
-      this.stateNow === 'connecting' || this.stateNow === 'finalizing' || this.waiters.pending,
+      this.life.state === 'connecting' || this.life.state === 'finalizing' || this.waiters.pending,
     );
   }
 }
