@@ -1,5 +1,6 @@
 // The small interfaces the core and the node shell are given (STYLE.md 3). Real
 // implementations live in src/io/, simulated twins in src/sim/; each passes one contract test.
+import type { FsmAgentProcEvent, KillProcessParams, SpawnProcessParams } from '../../fsm/fsm-agent-proc.ts';
 
 export type ProcessId = string;
 
@@ -44,4 +45,22 @@ export interface Random {
   int(bound: number): number;
   /** Uniform float in [0, 1). */
   next(): number;
+}
+
+/** How to start one process: FsmAgentProc's `spawnProcess` params plus where its logs go. */
+export type SpawnSpec = SpawnProcessParams & { logDir: string };
+
+/** The events a Spawner reports: exactly those FsmAgentProc consumes from the OS. */
+export type SpawnerEvent = Extract<FsmAgentProcEvent, { type: 'os.spawned' | 'os.forkFailed' | 'os.exited' }>;
+
+export type KillSignal = KillProcessParams['signal'];
+
+/** Starts and kills an Agent's task processes and reports what the OS says (src/io/spawner.ts;
+ *  src/sim/sim-spawner.ts). It executes FsmAgentProc's `spawnProcess` / `killProcess` actions. */
+export interface Spawner {
+  /** Starts the process. Returns its pid when the OS gave one before returning (fork done;
+   *  `os.spawned` or `os.forkFailed` still follows), so the caller can record it before anything
+   *  else can happen to it; null otherwise. */
+  spawnProcess(spec: SpawnSpec, on: (event: SpawnerEvent) => void): number | null;
+  killProcess(pid: number, signal: KillSignal): void;
 }
