@@ -1,5 +1,14 @@
-// The small interfaces the core and the node shell are given (STYLE.md 3). Real
-// implementations live in src/io/, simulated twins in src/sim/; each passes one contract test.
+// The small interfaces the core, the node shell and the Agent's process driver are given
+// (STYLE.md 3), declared here and nowhere else. Real implementations live in src/io/, simulated
+// twins in src/sim/. The shared contract tests every implementation passes: Signer/Verifier
+// (test/unit/io/signer-contract.ts), Spawner (test/unit/io/spawner-contract.ts). LinkAuth's
+// contract is a suite in test/sim/sim-signer.test.ts, run on the simulator's keyrings only (the
+// node:crypto one has its own test, test/unit/io/link-auth-node.test.ts). Transport has none yet.
+//
+// No Clock port: a core has no clock. It reads the time only from each input's `nowMs` and
+// answers `nextWakeMs()`; the driver owns the clock (a timer in src/daemon/run-core.ts, the
+// simulator's Scheduler): docs/ARCHITECTURE.md §2, "Time". Random: no core consumes it; the
+// simulator's SeededRandom (src/sim/random.ts) is its one implementation, so it has no contract.
 import type { FsmAgentProcEvent, KillProcessParams, SpawnProcessParams } from '../../fsm/fsm-agent-proc.ts';
 
 export type ProcessId = string;
