@@ -3,7 +3,8 @@
 // twins in src/sim/. The shared contract tests every implementation passes: Signer/Verifier
 // (test/unit/io/signer-contract.ts), Spawner (test/unit/io/spawner-contract.ts). LinkAuth's
 // contract is a suite in test/sim/sim-signer.test.ts, run on the simulator's keyrings only (the
-// node:crypto one has its own test, test/unit/io/link-auth-node.test.ts). Transport has none yet.
+// node:crypto one has its own test, test/unit/io/link-auth-node.test.ts). Transport
+// (test/unit/io/transport-contract.ts): the WebSocket transport and the simulated network.
 //
 // No Clock port: a core has no clock. It reads the time only from each input's `nowMs` and
 // answers `nextWakeMs()`; the driver owns the clock (a timer in src/daemon/run-core.ts, the

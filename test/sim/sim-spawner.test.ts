@@ -4,9 +4,7 @@ import { SeededRandom } from '../../src/sim/random.ts';
 import { Scheduler } from '../../src/sim/scheduler.ts';
 import { SimSpawner } from '../../src/sim/sim-spawner.ts';
 import { spawnerContract, type SpawnerRig } from '../unit/io/spawner-contract.ts';
-
-/** Simulated time a rig waits for a condition before it gives up. */
-const GIVE_UP_MS = 60_000;
+import { simWait } from './helpers/sim-wait.ts';
 
 spawnerContract('simulator', (): SpawnerRig => {
   const scheduler = new Scheduler();
@@ -17,14 +15,7 @@ spawnerContract('simulator', (): SpawnerRig => {
     runs: () => ({ file: 'sim-forever', args: [] }),
     missing: () => ({ file: 'no-such-program', args: [] }),
     spec: (program, vpid) => ({ ...program, vpid, taskId: 't1', cwd: '/', env: {}, logDir: '/logs' }),
-    until: async (done) => {
-      if (done()) return;
-      scheduler.runUntil(scheduler.nowMs + GIVE_UP_MS, done);
-      if (!done()) throw new Error(`not done after ${GIVE_UP_MS} simulated ms`);
-    },
-    settle: async () => {
-      scheduler.runUntil(scheduler.nowMs + 1_000);
-    },
+    ...simWait(scheduler),
     close: async () => {},
   };
 });
