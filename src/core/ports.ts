@@ -1,5 +1,16 @@
-// The small interfaces the core and the node shell are given (STYLE.md 3). Real
-// implementations live in src/io/, simulated twins in src/sim/; each passes one contract test.
+// The small interfaces the core, the node shell and the Agent's process driver are given
+// (STYLE.md 3), declared here and nowhere else. Real implementations live in src/io/, simulated
+// twins in src/sim/. The shared contract tests every implementation passes: Signer/Verifier
+// (test/unit/io/signer-contract.ts), Spawner (test/unit/io/spawner-contract.ts). LinkAuth's
+// contract is a suite in test/sim/sim-signer.test.ts, run on the simulator's keyrings only (the
+// node:crypto one has its own test, test/unit/io/link-auth-node.test.ts). Transport
+// (test/unit/io/transport-contract.ts): the WebSocket transport and the simulated network.
+//
+// No Clock port: a core has no clock. It reads the time only from each input's `nowMs` and
+// answers `nextWakeMs()`; the driver owns the clock (a timer in src/daemon/run-core.ts, the
+// simulator's Scheduler): docs/ARCHITECTURE.md §2, "Time". Random: no core consumes it; the
+// simulator's SeededRandom (src/sim/random.ts) is its one implementation, so it has no contract.
+import type { FsmAgentProcEvent, KillProcessParams, SpawnProcessParams } from '../../fsm/fsm-agent-proc.ts';
 
 export type ProcessId = string;
 
@@ -44,4 +55,22 @@ export interface Random {
   int(bound: number): number;
   /** Uniform float in [0, 1). */
   next(): number;
+}
+
+/** How to start one process: FsmAgentProc's `spawnProcess` params plus where its logs go. */
+export type SpawnSpec = SpawnProcessParams & { logDir: string };
+
+/** The events a Spawner reports: exactly those FsmAgentProc consumes from the OS. */
+export type SpawnerEvent = Extract<FsmAgentProcEvent, { type: 'os.spawned' | 'os.forkFailed' | 'os.exited' }>;
+
+export type KillSignal = KillProcessParams['signal'];
+
+/** Starts and kills an Agent's task processes and reports what the OS says (src/io/spawner.ts;
+ *  src/sim/sim-spawner.ts). It executes FsmAgentProc's `spawnProcess` / `killProcess` actions. */
+export interface Spawner {
+  /** Starts the process. Returns its pid when the OS gave one before returning (fork done;
+   *  `os.spawned` or `os.forkFailed` still follows), so the caller can record it before anything
+   *  else can happen to it; null otherwise. */
+  spawnProcess(spec: SpawnSpec, on: (event: SpawnerEvent) => void): number | null;
+  killProcess(pid: number, signal: KillSignal): void;
 }

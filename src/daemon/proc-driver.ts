@@ -15,13 +15,13 @@ import {
 } from '../core/agent-procs-state.ts';
 import type { Timing } from '../core/constants.ts';
 import type { LogLevel } from '../core/node.ts';
-import type { ProcessId } from '../core/ports.ts';
+import type { ProcessId, Spawner, SpawnerEvent } from '../core/ports.ts';
 import type { AgentRequest, GroupCommand } from '../core/wire/messages.ts';
 import { paths, restrictClusterDir } from '../io/cluster-dir.ts';
 import { mkdirPrivate } from '../io/private-files.ts';
 import { OWNER_ENV, scanMarked } from '../io/proc-scan.ts';
 import { isSameProcess, procStartTime, readProcsFile, signalGroup, writeProcsFile, type ProcsFileEntry } from '../io/run-records.ts';
-import { ChildProcessSpawner, type Spawner, type SpawnerEvent } from '../io/spawner.ts';
+import { ChildProcessSpawner } from '../io/spawner.ts';
 import { AppSocketServer } from './app-socket.ts';
 
 /** How long a node stopping for a shutdown gives its task processes after SIGTERM before it

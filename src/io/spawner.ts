@@ -52,27 +52,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import type { FsmAgentProcEvent, KillProcessParams, SpawnProcessParams } from '../../fsm/fsm-agent-proc.ts';
 import { assert } from '../base/result.ts';
+import type { KillSignal, SpawnSpec, Spawner, SpawnerEvent } from '../core/ports.ts';
 import { isUserName } from './cluster-dir.ts';
 import { mkdirPrivate, openPrivate } from './private-files.ts';
-
-/** How to start one process: FsmAgentProc's `spawnProcess` params plus where its logs go. */
-export type SpawnSpec = SpawnProcessParams & { logDir: string };
-
-/** The events a Spawner reports: exactly those FsmAgentProc consumes from the OS. */
-export type SpawnerEvent = Extract<FsmAgentProcEvent, { type: 'os.spawned' | 'os.forkFailed' | 'os.exited' }>;
-
-export type KillSignal = KillProcessParams['signal'];
-
-/** The Spawner port (STYLE.md 3); the simulator provides a twin. */
-export interface Spawner {
-  /** Starts the process. Returns its pid when the OS gave one before returning (fork done;
-   *  `os.spawned` or `os.forkFailed` still follows), so the caller can record it before anything
-   *  else can happen to it; null otherwise. */
-  spawnProcess(spec: SpawnSpec, on: (event: SpawnerEvent) => void): number | null;
-  killProcess(pid: number, signal: KillSignal): void;
-}
 
 /** Where a process's stdout and stderr go. */
 export function processLogPaths(logDir: string, taskId: string, vpid: number): { out: string; err: string } {

@@ -13,7 +13,7 @@
 // It keeps a record of every process it ever ran, so the task invariants (src/sim/tasks.ts) can
 // compare what the manager believes with what really ran. Deterministic: no clock or randomness
 // of its own; delays come from the seeded stream it is given.
-import type { KillSignal, SpawnSpec, Spawner, SpawnerEvent } from '../io/spawner.ts';
+import type { KillSignal, SpawnSpec, Spawner, SpawnerEvent } from '../core/ports.ts';
 import type { SeededRandom } from './random.ts';
 import type { Scheduler } from './scheduler.ts';
 

@@ -47,7 +47,7 @@ import type { WatchdogStatus } from '../core/watchdog-state.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../core/signals.ts';
 import type { AgentToProc, Mapping } from '../core/wire/app-wire.ts';
 import type { Frame, GroupCommand, OperatorRequest, ProcMode, TaskSubmit } from '../core/wire/messages.ts';
-import type { SpawnerEvent } from '../io/spawner.ts';
+import type { SpawnerEvent } from '../core/ports.ts';
 import { checkGroupRequests, type QuorumHeard, type SentRequest } from './group-requests.ts';
 import type { InvariantName } from './invariants.ts';
 import { streamFor, type SeededRandom } from './random.ts';

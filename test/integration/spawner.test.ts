@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { classifyExit } from '../../fsm/fsm-agent-proc.ts';
-import { ChildProcessSpawner, lookupUser, processLogPaths, type SpawnSpec, type SpawnerEvent } from '../../src/io/spawner.ts';
+import type { SpawnSpec, SpawnerEvent } from '../../src/core/ports.ts';
+import { ChildProcessSpawner, lookupUser, processLogPaths } from '../../src/io/spawner.ts';
 
 const NODE = process.execPath;
 const WAIT = { timeout: 30_000, interval: 10 };
