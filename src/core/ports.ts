@@ -1,10 +1,9 @@
 // The small interfaces the core, the node shell and the Agent's process driver are given
 // (STYLE.md 3), declared here and nowhere else. Real implementations live in src/io/, simulated
 // twins in src/sim/. The shared contract tests every implementation passes: Signer/Verifier
-// (test/unit/io/signer-contract.ts), Spawner (test/unit/io/spawner-contract.ts). LinkAuth's
-// contract is a suite in test/sim/sim-signer.test.ts, run on the simulator's keyrings only (the
-// node:crypto one has its own test, test/unit/io/link-auth-node.test.ts). Transport
-// (test/unit/io/transport-contract.ts): the WebSocket transport and the simulated network.
+// (test/unit/io/signer-contract.ts), Spawner (test/unit/io/spawner-contract.ts), LinkAuth
+// (test/unit/io/link-auth-contract.ts: the node:crypto link keys and the simulator's keyrings),
+// Transport (test/unit/io/transport-contract.ts): the WebSocket transport and the simulated network.
 //
 // No Clock port: a core has no clock. It reads the time only from each input's `nowMs` and
 // answers `nextWakeMs()`; the driver owns the clock (a timer in src/daemon/run-core.ts, the

@@ -8,6 +8,7 @@ import nacl from 'tweetnacl';
 import { describe, expect, it } from 'vitest';
 import { MAC_BYTES } from '../../../src/core/constants.ts';
 import type { LinkAuth } from '../../../src/core/ports.ts';
+import { linkAuthContract } from './link-auth-contract.ts';
 import { publicKeyFromSeed } from '../../../src/io/keys.ts';
 import {
   createNodeLinkAuth, directionKey, x25519PrivateKey, x25519PublicFromEd25519, x25519PublicKey, x25519SecretFromEd25519Seed,
@@ -43,6 +44,16 @@ const proc = (id: string, seed: Uint8Array = new Uint8Array(randomBytes(32))): P
 const table = (...ps: Proc[]): Map<string, Uint8Array> => new Map(ps.map((p) => [p.id, p.publicKey] as const));
 /** The link keys of `me` with every process of `peers` (itself included, as a cluster's table is). */
 const linkOf = (me: Proc, peers: Proc[], cluster = CLUSTER): LinkAuth => createNodeLinkAuth(me.id, me.seed, table(me, ...peers), cluster);
+
+linkAuthContract('node:crypto link keys (X25519, HKDF-SHA256, HMAC-SHA256)', () => {
+  const procs = ['r1', 'r2', 'a1'].map((id) => proc(id));
+  const cluster = (c: string) => ({ linkAuthFor: (id: string) => {
+    const me = procs.find((p) => p.id === id);
+    if (me === undefined) throw new Error(`no process ${id}`);
+    return linkOf(me, procs, c);
+  } });
+  return { ...cluster(CLUSTER), otherCluster: () => cluster('ffeeddccbbaa99887766554433221100') };
+});
 
 const messages = [new Uint8Array(0), Uint8Array.of(7), new Uint8Array(randomBytes(1000)), new Uint8Array(70_000).fill(0xa5)];
 
