@@ -1,4 +1,4 @@
-// Which replies and views the operator believes (cli/op-client.ts): f + 1 = 2 replicas must
+// Which replies and views the operator believes (cli/replies.ts; the requests in cli/op-client.ts): f + 1 = 2 replicas must
 // report the same thing, so one faulty replica cannot lie to the operator (PROTOCOL §8.1).
 import { describe, expect, it } from 'vitest';
 import { newNonce } from '../../../cli/op-client.ts';
