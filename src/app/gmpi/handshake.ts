@@ -2,7 +2,7 @@
 // P2P applies: the acceptor's challenge, the dialler's answer to it and its check of the
 // acceptor's hello, the acceptor's check of the dialler's hello and of who may dial it, and
 // the acceptor's reply hello. Also the strangers: accepted connections not yet authenticated,
-// counted per remote address and in all (MAX_UNAUTHENTICATED_*). No sockets: p2p.ts writes
+// counted per remote address and in all (MAX_UNAUTHENTICATED_*). No sockets: mesh.ts writes
 // the frames, closes connections and attributes them to peers.
 import { bytesEqual } from '../../base/bytes.ts';
 import { assert } from '../../base/result.ts';

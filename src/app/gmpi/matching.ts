@@ -1,7 +1,7 @@
 // G-MPI message matching for one task process (spec §5): which arrived message a receive gets,
 // and which posted receive an arriving message goes to. No sockets and no timers: the state is
-// a typed record (createMatching) and the verbs below take it and say what happened; p2p.ts
-// settles the promises and reads the sockets. Owns the posted receives, the unexpected
+// a typed record (createMatching) and the verbs below take it and say what happened; p2p.ts and
+// mesh.ts settle the promises and read the sockets. Owns the posted receives, the unexpected
 // (arrived, unmatched) queue with its byte accounting per sender (receive-side backpressure is
 // decided on it), and the communicators discarded by recovery (spec §5.5).
 //

@@ -1,4 +1,4 @@
-// The records of G-MPI's TCP mesh (p2p.ts): one connection (Conn, made by createConn) with
+// The records of G-MPI's TCP mesh (mesh.ts): one connection (Conn, made by createConn) with
 // its handshake nonces, sequence numbers, backpressure state and waiting sends; a peer's entry
 // (Peer); a posted receive (PendingRecv); the rules for a frame after the handshake
 // (receiveFrame); when a refused dial is tried again (redialDelayMs);

@@ -1,7 +1,7 @@
 // The framing of G-MPI messages on the TCP stream between two task processes: the "reliable
 // PTP channels ... which carry MPI traffic" that the application library opens from the mapping
 // message (spec §7 item 3; G-MPI itself is spec §5). This file owns the byte layout, its named
-// limits, the encoders and a total, incremental decoder; it does no I/O (p2p.ts does).
+// limits, the encoders and a total, incremental decoder; it does no I/O (mesh.ts and p2p.ts do).
 //
 //   frame  = header (24 bytes, big-endian) ‖ payload (length bytes)
 //   header = magic u8 (0x47 'G') ‖ version u8 ‖ kind u8 ‖ flags u8
@@ -15,7 +15,7 @@
 //            MAC (HELLO_MAC_BYTES) ‖ the sender's nonce (HELLO_NONCE_BYTES) ‖ the sender's task
 //            id (ASCII); flags, communicator, tag and sequence are 0. The MAC, HMAC-SHA256 under
 //            the task key over both nonces (hello-auth.ts), is what attributes the connection to
-//            a VPID: checked in p2p.ts, not here (this file only frames).
+//            a VPID: checked in mesh.ts, not here (this file only frames).
 //   kind 2 = data:  one application MPI message. Tag >= 0.
 //   kind 3 = lib:   one message of the library's own traffic (collectives). Tag < 0: negative
 //            tags are reserved for it, so no application receive can match it.
