@@ -70,7 +70,7 @@ export function firstStep(r: Replica, nowMs: number, out: CoreEffect[]): void {
     const sig = r.opts.signer.sign(pack(portClaim(r.id, view, port)));
     for (const x of r.state.replicas) sendPtp(r, x, { type: 'state.request', view, port, sig }, nowMs, out);
   }
-  startDetector(r.detector, r, nowMs);
+  startDetector(r, nowMs);
 }
 
 export function step(r: Replica, input: ReplicaInput): CoreEffect[] {

@@ -51,7 +51,8 @@ export function createDetector(self: ProcessId, peers: readonly ProcessId[]): De
 }
 
 /** The first step: heartbeat at once, check one period on. */
-export function startDetector(d: Detector, r: Replica, nowMs: number): void {
+export function startDetector(r: Replica, nowMs: number): void {
+  const d = r.detector;
   d.replicaHeartbeatAtMs = nowMs;
   d.replicaCheckAtMs = nowMs + r.t.replicaCheckMs;
   d.agentCheckAtMs = nowMs + r.t.agentCheckMs;

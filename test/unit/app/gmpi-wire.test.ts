@@ -5,6 +5,7 @@
 // the input that should produce it (length limits judged from the header alone), errors are
 // sticky, and a seeded fuzz of random and mutated streams never throws (STYLE.md 5). Replay a fuzz failure with
 // TRINE_FUZZ_SEED=<n> npx vitest run test/unit/app/gmpi-wire.test.ts
+import { concatBytes } from '../../../src/base/bytes.ts';
 import { describe, expect, it } from 'vitest';
 import {
   encodeFrame, FLAG_STRUCTURED, FrameDecoder, GMPI_HEADER_BYTES, GMPI_WIRE_VERSION, HELLO_MAC_BYTES, HELLO_NONCE_BYTES,
@@ -28,15 +29,7 @@ function decodeAll(bytes: Uint8Array, chunk = bytes.length, maxMessageBytes = LI
   return { frames, error: null };
 }
 
-const concat = (parts: Uint8Array[]): Uint8Array => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
-};
+const concat = concatBytes;
 
 const data = (over: Partial<DataFrame> = {}): DataFrame => ({
   type: 'data', id: 3, comm: 7, tag: 42, seq: 9, structured: false, payload: new Uint8Array([1, 2, 3, 250]), ...over,

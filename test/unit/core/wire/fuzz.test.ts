@@ -11,6 +11,7 @@
 // signed-order check (SIG_REQUIRED). Every decoder has link keys, as in production. Every
 // schema's `dec` also gets random and near-valid trees. Nothing may throw; every failure is a
 // decoder drop code. Seeded: a failure prints the seed; replay with TRINE_FUZZ_SEED=<n>.
+import { concatBytes } from '../../../../src/base/bytes.ts';
 import { describe, expect, it } from 'vitest';
 import {
   MAC_BYTES, MAX_FRAME_BYTES, MAX_TEXT_CHARS, MIN_FRAME_BYTES, MIN_MAC_FRAME_BYTES, SIGNATURE_BYTES, WIRE_VERSION, WIRE_VERSION_MAC,
@@ -253,15 +254,7 @@ const HOSTILE = [
 const INTERESTING = [0x00, 0x01, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6,
   0xc7, 0xc9, 0xca, 0xcb, 0xcc, 0xcf, 0xd0, 0xd3, 0xd4, 0xd8, 0xd9, 0xdb, 0xdc, 0xdd, 0xde, 0xdf, 0xe0, 0xff];
 
-function concat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
+const concat = (...parts: Uint8Array[]): Uint8Array => concatBytes(parts);
 
 function mutateBytes(rng: Rng, input: Uint8Array, other: Uint8Array): Uint8Array {
   let b: Uint8Array = Uint8Array.from(input);
