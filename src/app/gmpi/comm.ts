@@ -9,7 +9,7 @@
 // and destroys the rest, spec §5.5), so create() refuses an id in use or discarded.
 import { MAX_RANKS, MAX_U32 } from './wire.ts';
 import { ANY_SOURCE } from './matching.ts';
-import type { P2P } from './p2p.ts';
+import type { Message } from './matching.ts';
 import { MAX_LIB_TAG, P2PError } from './p2p-types.ts';
 import { decodePayload, encodePayload, type EncodedPayload } from './payload.ts';
 
@@ -39,6 +39,19 @@ export type CollectiveContext = {
   recv(source: number): Promise<EncodedPayload>;
 };
 
+/** What communicators are built on: P2P (VPID-addressed, p2p.ts), or a rollback task's rank
+ *  channels (src/app/rollback/rank-channels.ts), where the ids are ranks. */
+export type MessageLayer = {
+  readonly self: number;
+  send(dest: number, tag: number, data: Uint8Array, comm: number, structured: boolean): Promise<void>;
+  recv(source: number, tag: number, comm: number): Promise<Message>;
+  sendLib(dest: number, tag: number, data: Uint8Array, comm: number, structured: boolean): Promise<void>;
+  recvLib(source: number, tag: number, comm: number): Promise<Message>;
+  discardComm(comm: number): void;
+  isDiscarded(comm: number): boolean;
+  callError(): P2PError | null;
+};
+
 type CommState = { readonly comm: Comm; readonly rank: number; readonly rankOf: ReadonlyMap<number, number>; collectiveSeq: number };
 
 const isU32 = (n: number): boolean => Number.isInteger(n) && n >= 0 && n <= MAX_U32;
@@ -47,7 +60,7 @@ export class CommLayer {
   private readonly comms = new Map<number, CommState>();
   private foreignMessages = 0;
 
-  constructor(readonly p2p: P2P) {}
+  constructor(readonly p2p: MessageLayer) {}
 
   /** Register communicator `id` with `members` (VPIDs, rank order), which must include this
    *  process. Throws BAD_COMM for an id in use or discarded, BAD_ARGUMENT for bad members. */
@@ -127,6 +140,17 @@ export class CommLayer {
 
   stats(): { communicators: number; foreignMessages: number } {
     return { communicators: this.comms.size, foreignMessages: this.foreignMessages };
+  }
+
+  /** How many collectives `comm` has begun: part of a rollback checkpoint, since the tags of
+   *  the next collectives derive from it (src/app/rollback/runtime.ts). */
+  collectivesBegun(comm: Comm): number {
+    return this.state(comm).collectiveSeq;
+  }
+
+  /** A replacement restoring a rollback checkpoint goes on from the count it held. */
+  restoreCollectivesBegun(comm: Comm, n: number): void {
+    this.state(comm).collectiveSeq = n;
   }
 
   /** Start one collective on `comm` (collectives.ts). Checks, in order, that calls are not

@@ -1,0 +1,218 @@
+// The rank channels of rollback recovery (docs/PROTOCOL.md §11.3), as a pure state record and
+// verbs over it; rank-channels.ts does the sockets, the protector and the promises. This file
+// owns: the send sequence numbers (ssn) per destination rank, the messages retained until their
+// receiver has them logged, what each peer incarnation says it holds (`have`), duplicate and gap
+// detection per source, the receive-side log positions, the arrived-not-received queue with its
+// logged marks, the receive index and replay determinants, and the matching of a receive
+// (MPI's rule: the earliest-arrived matching message; a logged determinant forces its message).
+//
+// Sources: radic-hmpl A.2.5 (pessimistic receiver-based logging: the sender's send completes
+// when the receiver has logged), A.2.7 (roll-forward: receives come from the log, re-executed
+// sends are skipped, duplicates are discarded by sequence number), B.2/B.6 (SSN, RSN, the table
+// of the highest SSN per sender), mpichv-dgrp 1.2.4 (a restarted process learns from each
+// receiver how many of its messages to skip: silent re-execution).
+import { assert } from '../../base/result.ts';
+import { ANY_SOURCE, ANY_TAG } from '../gmpi/matching.ts';
+
+/** Messages retained per destination before a send waits for acknowledgements (named bound,
+ *  STYLE.md 9): RBML holds at most one per outstanding send, so this caps concurrent isends. */
+export const MAX_RETAINED_PER_PEER = 1024;
+/** Arrived, not yet received messages held (a checkpoint carries them). */
+export const MAX_QUEUED_MESSAGES = 65_536;
+
+/** One application or library message as a channel carries it. */
+export type Envelope = {
+  readonly ssn: number;
+  readonly comm: number;
+  readonly tag: number;
+  readonly structured: boolean;
+  readonly data: Uint8Array;
+};
+/** An arrived message: `source` is a rank; `pos` its log position (0 for a self-send, which
+ *  re-execution regenerates and so is never logged). */
+export type Arrived = Envelope & { readonly source: number; readonly pos: number; logged: boolean };
+export type Determinant = { readonly source: number; readonly ssn: number };
+
+export type ChannelState = {
+  readonly self: number;
+  readonly size: number;
+  /** Per destination rank: the ssn the next send gets (from 1). */
+  readonly nextSsn: number[];
+  /** Per source rank: the highest ssn arrived (0: none). */
+  readonly lastIn: number[];
+  /** Per source rank: the highest ssn whose log entry the protector holds. */
+  readonly loggedIn: number[];
+  /** Per destination rank: what its current incarnation holds from us; null until its `have`
+   *  arrives (sends to it wait). */
+  readonly peerHave: (number | null)[];
+  /** Per destination rank: sent messages not yet acknowledged logged, by ssn. */
+  readonly retained: Map<number, Envelope>[];
+  /** Arrived, not yet received, in arrival order. */
+  queue: Arrived[];
+  /** Log entries assigned (the next one gets logPos + 1). */
+  logPos: number;
+  /** The protector holds every entry up to here. */
+  loggedUpTo: number;
+  /** Log position → the source whose message it is, for entries not yet logged (acks). */
+  readonly unloggedSources: Map<number, { source: number; ssn: number }>;
+  /** Receives posted so far: a wildcard receive's index keys its determinant. */
+  recvIndex: number;
+  /** Replay: determinants read from the log, by receive index. */
+  readonly replayDets: Map<number, Determinant>;
+};
+
+export function createChannelState(self: number, size: number): ChannelState {
+  assert(Number.isInteger(size) && size >= 1 && self >= 0 && self < size, 'rank within size');
+  return {
+    self, size,
+    nextSsn: new Array<number>(size).fill(1),
+    lastIn: new Array<number>(size).fill(0),
+    loggedIn: new Array<number>(size).fill(0),
+    peerHave: Array.from({ length: size }, (_, r) => (r === self ? Number.MAX_SAFE_INTEGER : null)),
+    retained: Array.from({ length: size }, () => new Map<number, Envelope>()),
+    queue: [], logPos: 0, loggedUpTo: 0, unloggedSources: new Map(), recvIndex: 0, replayDets: new Map(),
+  };
+}
+
+// ---- sending ---------------------------------------------------------------------------------
+
+/** What a send must do: `skip` a re-executed send its receiver already holds (silent
+ *  re-execution), `local` a send to ourselves, `transmit` (retained until acknowledged). */
+export type SendPlan = { readonly kind: 'skip' | 'local' | 'transmit'; readonly env: Envelope };
+
+/** Number the next message to `dest`. The caller has waited for `peerHave[dest]`. */
+export function planSend(st: ChannelState, dest: number, m: Omit<Envelope, 'ssn'>): SendPlan {
+  const have = st.peerHave[dest];
+  assert(have !== undefined && have !== null, 'send waits for the peer incarnation');
+  const ssn = st.nextSsn[dest]!;
+  st.nextSsn[dest] = ssn + 1;
+  const env: Envelope = { ...m, ssn };
+  if (dest === st.self) {
+    st.lastIn[dest] = ssn;
+    st.loggedIn[dest] = ssn;
+    st.queue.push({ ...env, source: dest, pos: 0, logged: true });
+    return { kind: 'local', env };
+  }
+  if (ssn <= have) return { kind: 'skip', env };
+  st.retained[dest]!.set(ssn, env);
+  return { kind: 'transmit', env };
+}
+
+/** `dest` acknowledges every ssn up to `upTo` logged: those are released. Returns how many. */
+export function onAck(st: ChannelState, dest: number, upTo: number): number {
+  const kept = st.retained[dest];
+  if (kept === undefined) return 0;
+  let n = 0;
+  for (const ssn of [...kept.keys()]) {
+    if (ssn <= upTo) {
+      kept.delete(ssn);
+      n++;
+    }
+  }
+  const have = st.peerHave[dest];
+  if (have !== null && have !== undefined && upTo > have) st.peerHave[dest] = upTo;
+  return n;
+}
+
+/** A new incarnation of `peer` (or a reconnection) says it holds every ssn up to `have` from
+ *  us: release those, and return the retained rest to send again, in order. */
+export function onHave(st: ChannelState, peer: number, have: number): Envelope[] {
+  st.peerHave[peer] = have;
+  const kept = st.retained[peer]!;
+  const again: Envelope[] = [];
+  for (const [ssn, env] of [...kept.entries()].sort((a, b) => a[0] - b[0])) {
+    if (ssn <= have) kept.delete(ssn);
+    else again.push(env);
+  }
+  return again;
+}
+
+/** `peer` is gone (its connection broke, or the group announced its death): sends to it wait
+ *  for the next incarnation's `have`. */
+export function onPeerLost(st: ChannelState, peer: number): void {
+  if (peer !== st.self) st.peerHave[peer] = null;
+}
+
+// ---- receiving -------------------------------------------------------------------------------
+
+export type ArrivalVerdict =
+  | { readonly kind: 'new'; readonly pos: number }
+  /** Already arrived: acknowledge again up to `loggedIn` (the sender may have missed it). */
+  | { readonly kind: 'duplicate'; readonly loggedIn: number }
+  | { readonly kind: 'gap'; readonly expected: number }
+  | { readonly kind: 'full' };
+
+/** A message from `source` arrived: a new one is queued, not yet logged, at the next log
+ *  position (the caller appends its entry to the protector). */
+export function onArrive(st: ChannelState, source: number, env: Envelope): ArrivalVerdict {
+  const last = st.lastIn[source]!;
+  if (env.ssn <= last) return { kind: 'duplicate', loggedIn: st.loggedIn[source]! };
+  if (env.ssn !== last + 1) return { kind: 'gap', expected: last + 1 };
+  if (st.queue.length >= MAX_QUEUED_MESSAGES) return { kind: 'full' };
+  st.lastIn[source] = env.ssn;
+  const pos = ++st.logPos;
+  st.queue.push({ ...env, source, pos, logged: false });
+  st.unloggedSources.set(pos, { source, ssn: env.ssn });
+  return { kind: 'new', pos };
+}
+
+/** The protector holds every entry up to `upTo`. Returns the acknowledgements now owed:
+ *  source rank → highest ssn logged. */
+export function onLogged(st: ChannelState, upTo: number): Map<number, number> {
+  const acks = new Map<number, number>();
+  if (upTo <= st.loggedUpTo) return acks;
+  st.loggedUpTo = upTo;
+  for (const [pos, { source, ssn }] of st.unloggedSources) {
+    if (pos > upTo) continue;
+    st.unloggedSources.delete(pos);
+    if (ssn > st.loggedIn[source]!) st.loggedIn[source] = ssn;
+    acks.set(source, st.loggedIn[source]!);
+  }
+  for (const m of st.queue) if (m.pos <= upTo) m.logged = true;
+  return acks;
+}
+
+/** Assign the next log position to a determinant entry. */
+export function nextLogPos(st: ChannelState): number {
+  return ++st.logPos;
+}
+
+export type Pattern = { readonly source: number; readonly tag: number; readonly comm: number };
+export const isWildcard = (p: Pattern): boolean => p.source === ANY_SOURCE || p.tag === ANY_TAG;
+
+const matches = (p: Pattern, m: Arrived): boolean =>
+  p.comm === m.comm && (p.source === ANY_SOURCE || p.source === m.source) && (p.tag === ANY_TAG ? m.tag >= 0 : p.tag === m.tag);
+
+/** Take the message receive `index` gets, if it has arrived (and, when `needLogged`, is
+ *  logged): the one its replay determinant names, else the earliest-arrived matching one. */
+export function take(st: ChannelState, p: Pattern, index: number, needLogged: boolean): Arrived | null {
+  const det = st.replayDets.get(index);
+  const i = det === undefined
+    ? st.queue.findIndex((m) => matches(p, m))
+    : st.queue.findIndex((m) => m.source === det.source && m.ssn === det.ssn);
+  if (i < 0) return null;
+  const m = st.queue[i]!;
+  if (needLogged && !m.logged) return null;
+  st.queue.splice(i, 1);
+  if (det !== undefined) st.replayDets.delete(index);
+  return m;
+}
+
+// ---- replay ------------------------------------------------------------------------------------
+
+/** A logged message re-enters the queue on replay, logged, at its position. */
+export function replayMessage(st: ChannelState, source: number, pos: number, env: Envelope): void {
+  assert(pos > st.logPos, 'log entries replay in order');
+  st.logPos = pos;
+  st.loggedUpTo = pos;
+  if (env.ssn > st.lastIn[source]!) st.lastIn[source] = env.ssn;
+  if (env.ssn > st.loggedIn[source]!) st.loggedIn[source] = env.ssn;
+  st.queue.push({ ...env, source, pos, logged: true });
+}
+
+export function replayDeterminant(st: ChannelState, pos: number, index: number, det: Determinant): void {
+  assert(pos > st.logPos, 'log entries replay in order');
+  st.logPos = pos;
+  st.loggedUpTo = pos;
+  st.replayDets.set(index, det);
+}

@@ -1,0 +1,323 @@
+// The rank channels of rollback recovery over the task's P2P mesh (docs/PROTOCOL.md §11.3): the
+// message layer G-MPI's communicators use in a task with `recovery: rollback`. It addresses
+// ranks, which outlive the processes (VPIDs) that hold them; the protocol's state and decisions
+// are channels.ts's (pure), the bytes codec.ts's. This file owns the I/O around them: the pump
+// that reads the channel frames P2P delivers, the appends to the rank's store (its protector),
+// the promises of sends waiting for their receiver's acknowledgement (RBML) or its incarnation's
+// `have`, and receives waiting for a (logged) message.
+//
+// Failure-free, a send completes when the receiver's protector holds the message (radic-hmpl
+// A.2.5); a receive completes on a logged message, and a wildcard receive only once its
+// determinant is logged too. When a rank's process dies, sends to it wait (the survivors' pause)
+// until its replacement says what it holds (`have`); retained messages above that go again.
+import { assert } from '../../base/result.ts';
+import { ANY_SOURCE, type Message } from '../gmpi/matching.ts';
+import type { P2P } from '../gmpi/p2p.ts';
+import { P2PError } from '../gmpi/p2p-types.ts';
+import {
+  createChannelState, isWildcard, nextLogPos, onAck, onArrive, onHave, onLogged, onPeerLost, planSend, replayDeterminant, replayMessage, take,
+  type ChannelState, type Envelope, type Pattern,
+} from './channels.ts';
+import { decodeChannelFrame, encodeChannelFrame, encodeLogEntry, type ChannelSnapshot, type LogEntry } from './codec.ts';
+
+/** The communicator id the channel frames travel on: outside any id G-MPI hands out (world is 0,
+ *  recovered ones are epochs), so no application receive ever sees them. */
+export const ROLLBACK_COMM = 0xfffffff0;
+/** The one library tag of the channel frames. */
+export const ROLLBACK_TAG = -0x7ffffff0;
+
+/** Where a rank's log and checkpoints go: its protector (src/app/rollback/protector-client.ts),
+ *  or an in-memory store in unit tests. Every call resolves once the store holds the data. */
+export type RankStore = {
+  append(pos: number, blob: Uint8Array): Promise<void>;
+  putCheckpoint(id: number, logPos: number, bytes: Uint8Array): Promise<void>;
+};
+
+export type RankChannelsOptions = {
+  readonly p2p: P2P;
+  readonly rank: number;
+  /** VPID per rank now. */
+  readonly vpids: readonly number[];
+  readonly store: RankStore;
+  /** The store failed or a peer broke the protocol: the process must fail visibly (it never
+   *  runs on unprotected). */
+  readonly onFatal: (e: Error) => void;
+};
+
+type Waiter = { resolve: () => void; reject: (e: Error) => void };
+type RecvWaiter = { pattern: Pattern; index: number; resolve: (m: Message) => void; reject: (e: Error) => void };
+
+export class RankChannels {
+  readonly self: number;
+  readonly st: ChannelState;
+  private readonly p2p: P2P;
+  private readonly vpids: number[];
+  private readonly store: RankStore;
+  private readonly onFatal: (e: Error) => void;
+  /** Sends waiting for their destination's incarnation to say what it holds. */
+  private readonly haveWaiters: Waiter[][];
+  /** Sends waiting for their acknowledgement: per destination, ssn → waiter. */
+  private readonly ackWaiters: Map<number, Waiter>[];
+  private recvWaiters: RecvWaiter[] = [];
+  /** Log positions the store acknowledged beyond the contiguous prefix. */
+  private readonly storedAhead = new Set<number>();
+  private readonly haveSentTo = new Set<number>();
+  private closed: Error | null = null;
+  readonly counters = { duplicates: 0, gaps: 0, malformed: 0, foreign: 0, resent: 0, skipped: 0 };
+
+  constructor(o: RankChannelsOptions) {
+    this.p2p = o.p2p;
+    this.self = o.rank;
+    this.vpids = [...o.vpids];
+    this.store = o.store;
+    this.onFatal = o.onFatal;
+    this.st = createChannelState(o.rank, o.vpids.length);
+    this.haveWaiters = o.vpids.map(() => []);
+    this.ackWaiters = o.vpids.map(() => new Map());
+  }
+
+  size(): number {
+    return this.st.size;
+  }
+
+  /** Start reading channel frames, and tell every peer what we hold from it. */
+  start(): void {
+    void this.pump();
+    for (let r = 0; r < this.st.size; r++) if (r !== this.self) this.sendHave(r);
+  }
+
+  // ---- the message layer CommLayer uses (ranks for VPIDs) --------------------------------------
+
+  send(dest: number, tag: number, data: Uint8Array, comm = 0, structured = false): Promise<void> {
+    return this.post(dest, { comm, tag, structured, data: data.slice() });
+  }
+  sendLib(dest: number, tag: number, data: Uint8Array, comm: number, structured = false): Promise<void> {
+    return this.post(dest, { comm, tag, structured, data: data.slice() });
+  }
+  recv(source: number, tag: number, comm = 0): Promise<Message> {
+    return this.receive({ source, tag, comm });
+  }
+  recvLib(source: number, tag: number, comm: number): Promise<Message> {
+    return this.receive({ source, tag, comm });
+  }
+  isDiscarded(): boolean {
+    return false;
+  }
+  discardComm(): void {
+    // Rollback tasks never replace a communicator: ranks outlive their processes.
+  }
+  callError(): P2PError | null {
+    return this.closed === null ? null : new P2PError('CLOSED', this.closed.message);
+  }
+
+  // ---- membership ----------------------------------------------------------------------------
+
+  /** The group announced `vpid`'s death: sends to its rank wait for the replacement. */
+  onDeath(vpid: number): void {
+    const rank = this.vpids.indexOf(vpid);
+    if (rank >= 0) onPeerLost(this.st, rank);
+  }
+
+  vpidOf(rank: number): number {
+    return this.vpids[rank]!;
+  }
+
+  // ---- checkpoints and replay ------------------------------------------------------------------
+
+  /** The channels' part of a checkpoint: taken between calls (no receive pending, nothing
+   *  retained), so the queue and the counters describe everything. */
+  capture(): ChannelSnapshot {
+    assert(this.recvWaiters.length === 0, 'checkpoint with a receive pending');
+    return {
+      nextSsn: [...this.st.nextSsn], lastIn: [...this.st.lastIn], loggedIn: [...this.st.loggedIn],
+      recvIndex: this.st.recvIndex, queue: this.st.queue.map((m) => ({ ...m })),
+    };
+  }
+
+  /** Sends still waiting for an acknowledgement (a checkpoint waits for none). */
+  retainedCount(): number {
+    return this.st.retained.reduce((n, m) => n + m.size, 0);
+  }
+
+  /** A replacement starts from checkpoint `c` taken at log position `logPos`. */
+  restore(c: ChannelSnapshot, logPos: number): void {
+    c.nextSsn.forEach((v, r) => (this.st.nextSsn[r] = v));
+    c.lastIn.forEach((v, r) => (this.st.lastIn[r] = v));
+    c.loggedIn.forEach((v, r) => (this.st.loggedIn[r] = v));
+    this.st.recvIndex = c.recvIndex;
+    this.st.queue = c.queue.map((m) => ({ ...m, logged: true }));
+    this.st.logPos = logPos;
+    this.st.loggedUpTo = logPos;
+  }
+
+  /** Then the log entries after it, in log order. */
+  replay(pos: number, e: LogEntry): void {
+    if (e.kind === 'message') replayMessage(this.st, e.source, pos, e.env);
+    else replayDeterminant(this.st, pos, e.index, e.det);
+  }
+
+  close(reason: Error): void {
+    if (this.closed !== null) return;
+    this.closed = reason;
+    for (const w of this.recvWaiters.splice(0)) w.reject(reason);
+    for (const list of this.haveWaiters) for (const w of list.splice(0)) w.reject(reason);
+    for (const m of this.ackWaiters) {
+      for (const w of m.values()) w.reject(reason);
+      m.clear();
+    }
+  }
+
+  // ---- internals -------------------------------------------------------------------------------
+
+  private async post(dest: number, m: Omit<Envelope, 'ssn'>): Promise<void> {
+    if (this.closed !== null) throw new P2PError('CLOSED', this.closed.message);
+    if (!Number.isInteger(dest) || dest < 0 || dest >= this.st.size) throw new P2PError('BAD_RANK', `rank ${dest} not in 0..${this.st.size - 1}`);
+    while (this.st.peerHave[dest] === null) await new Promise<void>((resolve, reject) => this.haveWaiters[dest]!.push({ resolve, reject }));
+    const plan = planSend(this.st, dest, m);
+    if (plan.kind === 'local') {
+      this.settleReceives();
+      return;
+    }
+    if (plan.kind === 'skip') {
+      this.counters.skipped++;
+      return;
+    }
+    const acked = new Promise<void>((resolve, reject) => this.ackWaiters[dest]!.set(plan.env.ssn, { resolve, reject }));
+    this.transmit(dest, plan.env);
+    return acked;
+  }
+
+  private transmit(dest: number, env: Envelope): void {
+    this.frameTo(dest, encodeChannelFrame({ kind: 'data', env }));
+  }
+
+  private frameTo(dest: number, frame: Uint8Array): void {
+    // A peer not connected (dead, or its replacement not here yet) loses nothing: what it has
+    // not acknowledged stays retained and goes again after its replacement's `have`.
+    this.p2p.sendLib(this.vpids[dest]!, ROLLBACK_TAG, frame, ROLLBACK_COMM).catch(() => undefined);
+  }
+
+  private sendHave(rank: number): void {
+    this.haveSentTo.add(this.vpids[rank]!);
+    this.frameTo(rank, encodeChannelFrame({ kind: 'have', rank: this.self, have: this.st.lastIn[rank]! }));
+  }
+
+  private async receive(pattern: Pattern): Promise<Message> {
+    if (this.closed !== null) throw new P2PError('CLOSED', this.closed.message);
+    if (pattern.source !== ANY_SOURCE && (!Number.isInteger(pattern.source) || pattern.source < 0 || pattern.source >= this.st.size)) {
+      throw new P2PError('BAD_RANK', `rank ${pattern.source} not in 0..${this.st.size - 1}`);
+    }
+    const index = this.st.recvIndex++;
+    const replayed = this.st.replayDets.has(index);
+    const m = await new Promise<Message>((resolve, reject) => {
+      this.recvWaiters.push({ pattern, index, resolve, reject });
+      this.settleReceives();
+    });
+    // A wildcard receive is a non-deterministic event: its outcome is logged before the
+    // application may act on it (radic-hmpl B.3; mpichv-dgrp 1.2.1). On replay it is in the log.
+    if (isWildcard(pattern) && !replayed) {
+      const pos = nextLogPos(this.st);
+      await this.append(pos, { kind: 'determinant', index, det: { source: m.source, ssn: (m as Message & { ssn: number }).ssn } });
+    }
+    return m;
+  }
+
+  private settleReceives(): void {
+    const still: RecvWaiter[] = [];
+    for (const w of this.recvWaiters) {
+      const m = take(this.st, w.pattern, w.index, true);
+      if (m === null) still.push(w);
+      else w.resolve({ source: m.source, tag: m.tag, comm: m.comm, structured: m.structured, data: m.data, ssn: m.ssn } as Message);
+    }
+    this.recvWaiters = still;
+  }
+
+  private append(pos: number, e: LogEntry): Promise<void> {
+    return this.store.append(pos, encodeLogEntry(e)).then(
+      () => this.stored(pos),
+      (e: unknown) => {
+        const err = e instanceof Error ? e : new Error(String(e));
+        this.close(err);
+        this.onFatal(err);
+        throw err;
+      },
+    );
+  }
+
+  private stored(pos: number): void {
+    this.storedAhead.add(pos);
+    let upTo = this.st.loggedUpTo;
+    while (this.storedAhead.delete(upTo + 1)) upTo++;
+    if (upTo === this.st.loggedUpTo) return;
+    for (const [source, ssn] of onLogged(this.st, upTo)) this.frameTo(source, encodeChannelFrame({ kind: 'ack', upTo: ssn }));
+    this.settleReceives();
+  }
+
+  private async pump(): Promise<void> {
+    for (;;) {
+      let m: Message;
+      try {
+        m = await this.p2p.recvLib(ANY_SOURCE, ROLLBACK_TAG, ROLLBACK_COMM);
+      } catch {
+        return; // closed
+      }
+      this.onFrame(m.source, m.data);
+    }
+  }
+
+  private onFrame(vpid: number, bytes: Uint8Array): void {
+    const f = decodeChannelFrame(bytes);
+    if (!f.ok) {
+      this.counters.malformed++;
+      return;
+    }
+    if (f.value.kind === 'have') return this.onHaveFrame(vpid, f.value.rank, f.value.have);
+    const rank = this.vpids.indexOf(vpid);
+    if (rank < 0 || rank === this.self) {
+      this.counters.foreign++;
+      return;
+    }
+    if (f.value.kind === 'ack') {
+      onAck(this.st, rank, f.value.upTo);
+      for (const [ssn, w] of this.ackWaiters[rank]!) {
+        if (ssn > f.value.upTo) continue;
+        this.ackWaiters[rank]!.delete(ssn);
+        w.resolve();
+      }
+      return;
+    }
+    const v = onArrive(this.st, rank, f.value.env);
+    if (v.kind === 'duplicate') {
+      this.counters.duplicates++;
+      if (v.loggedIn > 0) this.frameTo(rank, encodeChannelFrame({ kind: 'ack', upTo: v.loggedIn }));
+    } else if (v.kind === 'gap' || v.kind === 'full') {
+      this.counters.gaps++;
+      const e = new Error(v.kind === 'gap' ? `rank ${rank} skipped to ssn ${f.value.env.ssn} (expected ${v.expected})` : 'receive queue full');
+      this.close(e);
+      this.onFatal(e);
+    } else {
+      void this.append(v.pos, { kind: 'message', source: rank, env: f.value.env }).catch(() => undefined);
+    }
+  }
+
+  /** `vpid` holds `rank` now (a replacement announces itself so) and holds our ssn ≤ `have`. */
+  private onHaveFrame(vpid: number, rank: number, have: number): void {
+    if (rank >= this.st.size || rank === this.self) {
+      this.counters.foreign++;
+      return;
+    }
+    if (vpid < this.vpids[rank]!) return; // an older incarnation
+    if (vpid !== this.vpids[rank]) this.haveSentTo.delete(this.vpids[rank]!);
+    this.vpids[rank] = vpid;
+    const again = onHave(this.st, rank, have);
+    for (const [ssn, w] of this.ackWaiters[rank]!) {
+      if (ssn > have) continue;
+      this.ackWaiters[rank]!.delete(ssn);
+      w.resolve();
+    }
+    this.counters.resent += again.length;
+    for (const env of again) this.transmit(rank, env);
+    if (!this.haveSentTo.has(vpid)) this.sendHave(rank);
+    for (const w of this.haveWaiters[rank]!.splice(0)) w.resolve();
+  }
+}

@@ -1,0 +1,165 @@
+// A rank's checkpoints and its recovery (docs/PROTOCOL.md §11.3): the state the application
+// registered, saved at snapshot() calls once the task's interval has passed (FTI_Snapshot's
+// model) together with the channels' state, put in the rank's store (its protector); and, in a
+// replacement, the way back: fetch the store, take the newest checkpoint that decodes (and,
+// once the group's marks reach the library, whose digest matches, §11.4), else the one before,
+// restore the application's state and the channels', then re-inject the log after it.
+//
+// The application's state is either hooks it gives (`save()` → bytes, `restore(bytes)`) or a
+// plain object, which the library encodes with msgpack and restores in place: the same object,
+// its fields replaced, so the references the application holds stay good.
+import { createHash } from 'node:crypto';
+import { Packr } from 'msgpackr';
+import { decodeCheckpoint, decodeLogEntry, encodeCheckpoint } from './codec.ts';
+import type { Comm, CommLayer } from '../gmpi/comm.ts';
+import type { RankChannels, RankStore } from './rank-channels.ts';
+
+export type StateHooks = { save(): Uint8Array; restore(bytes: Uint8Array): void };
+/** What an application registers: hooks, or a plain object the library serializes. */
+export type RegisteredState = StateHooks | Record<string, unknown>;
+
+export type StoredCheckpoint = { readonly id: number; readonly logPos: number; readonly bytes: Uint8Array };
+export type StoreContents = {
+  readonly checkpoints: readonly StoredCheckpoint[];
+  readonly log: readonly { readonly pos: number; readonly blob: Uint8Array }[];
+};
+export type RecoverableStore = RankStore & { fetch(): Promise<StoreContents> };
+
+export type RollbackErrorCode = 'STATE_TOO_LARGE' | 'SAVE_FAILED' | 'RESTORE_FAILED' | 'NO_CHECKPOINT' | 'LOG_CORRUPT' | 'BAD_STATE';
+/** A rollback failure the application sees: its process then fails visibly (§11.3: it never
+ *  runs on unprotected). */
+export class RollbackError extends Error {
+  constructor(readonly code: RollbackErrorCode, message: string, override readonly cause?: unknown) {
+    super(message);
+    this.name = 'RollbackError';
+  }
+}
+
+const packr = new Packr({ useRecords: false, moreTypes: true });
+const isHooks = (s: RegisteredState): s is StateHooks => typeof s.save === 'function' && typeof s.restore === 'function';
+
+export function checkRegisteredState(s: unknown): RegisteredState {
+  if (typeof s !== 'object' || s === null || Array.isArray(s)) {
+    throw new RollbackError('BAD_STATE', 'state must be an object: { save(), restore(bytes) } or a plain object of the values to keep');
+  }
+  const o = s as Record<string, unknown>;
+  if ((typeof o.save === 'function') !== (typeof o.restore === 'function')) {
+    throw new RollbackError('BAD_STATE', 'state hooks come in pairs: give both save() and restore(bytes)');
+  }
+  return o;
+}
+
+export const digestOf = (b: Uint8Array): Uint8Array => new Uint8Array(createHash('sha256').update(b).digest());
+
+export type RuntimeOptions = {
+  readonly channels: RankChannels;
+  /** The communicators over the channels, and the world one whose collective count a
+   *  checkpoint keeps. */
+  readonly layer: CommLayer;
+  readonly world: Comm;
+  readonly store: RecoverableStore;
+  readonly state: RegisteredState;
+  readonly intervalMs: number;
+  readonly maxStateBytes: number;
+  readonly now: () => number;
+};
+
+export class RollbackRuntime {
+  private lastCheckpointAt: number;
+  private nextId = 1;
+  readonly stats = { checkpoints: 0, checkpointBytes: 0, replayed: 0, restoredFrom: 0, refused: 0 };
+
+  constructor(private readonly o: RuntimeOptions) {
+    this.lastCheckpointAt = o.now();
+  }
+
+  /** FTI_Snapshot: checkpoint now if the interval has passed. Returns whether it did. */
+  async snapshot(): Promise<boolean> {
+    if (this.o.now() - this.lastCheckpointAt < this.o.intervalMs) return false;
+    await this.checkpoint();
+    return true;
+  }
+
+  /** Take a checkpoint now (the first one is taken at init: a replacement always has one). */
+  async checkpoint(): Promise<void> {
+    const ch = this.o.channels;
+    const app = this.saveApp();
+    const id = this.nextId++;
+    const bytes = encodeCheckpoint({ id, logPos: ch.st.logPos, app, channels: ch.capture(), collectives: this.o.layer.collectivesBegun(this.o.world) });
+    if (bytes.length > this.o.maxStateBytes) {
+      throw new RollbackError('STATE_TOO_LARGE', `the checkpoint is ${bytes.length} bytes, above the task's limit of ${this.o.maxStateBytes}: raise --max-state or keep less state`);
+    }
+    await this.o.store.putCheckpoint(id, ch.st.logPos, bytes);
+    this.lastCheckpointAt = this.o.now();
+    this.stats.checkpoints++;
+    this.stats.checkpointBytes = bytes.length;
+  }
+
+  /** A replacement: restore the newest usable checkpoint and re-inject the log after it. */
+  async recover(): Promise<void> {
+    const contents = await this.o.store.fetch();
+    const byNewest = [...contents.checkpoints].sort((a, b) => b.id - a.id);
+    let lastError: RollbackError | null = null;
+    for (const c of byNewest) {
+      const size = this.o.channels.size();
+      const body = decodeCheckpoint(c.bytes, size, this.o.maxStateBytes);
+      if (!body.ok || body.value.id !== c.id || body.value.logPos !== c.logPos) {
+        this.stats.refused++;
+        lastError = new RollbackError('NO_CHECKPOINT', `checkpoint ${c.id} is unreadable: ${body.ok ? 'its header disagrees with the store' : body.detail}`);
+        continue;
+      }
+      const entries = contents.log.filter((e) => e.pos > c.logPos).sort((a, b) => a.pos - b.pos);
+      const decoded = [];
+      let expected = c.logPos + 1;
+      for (const e of entries) {
+        const d = decodeLogEntry(e.blob, size);
+        if (!d.ok || e.pos !== expected) break;
+        decoded.push({ pos: e.pos, entry: d.value });
+        expected++;
+      }
+      if (decoded.length !== entries.length) {
+        this.stats.refused++;
+        lastError = new RollbackError('LOG_CORRUPT', `the log after checkpoint ${c.id} is broken at position ${expected}`);
+        continue;
+      }
+      this.restoreApp(body.value.app);
+      this.o.channels.restore(body.value.channels, c.logPos);
+      this.o.layer.restoreCollectivesBegun(this.o.world, body.value.collectives);
+      for (const { pos, entry } of decoded) this.o.channels.replay(pos, entry);
+      this.stats.replayed = decoded.length;
+      this.stats.restoredFrom = c.id;
+      this.nextId = c.id + 1;
+      this.lastCheckpointAt = this.o.now();
+      return;
+    }
+    throw lastError ?? new RollbackError('NO_CHECKPOINT', 'the protector holds no checkpoint of this rank');
+  }
+
+  private saveApp(): Uint8Array {
+    const s = this.o.state;
+    try {
+      if (!isHooks(s)) return packr.pack(s);
+      const b = s.save();
+      if (!(b instanceof Uint8Array)) throw new Error('save() must return a Uint8Array');
+      return b;
+    } catch (e) {
+      throw new RollbackError('SAVE_FAILED', `saving the application's state failed: ${(e as Error).message}`, e);
+    }
+  }
+
+  private restoreApp(bytes: Uint8Array): void {
+    const s = this.o.state;
+    try {
+      if (isHooks(s)) {
+        s.restore(bytes);
+        return;
+      }
+      const v: unknown = packr.unpack(bytes);
+      if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error('the saved state is not an object');
+      for (const k of Object.keys(s)) delete s[k];
+      Object.assign(s, v);
+    } catch (e) {
+      throw new RollbackError('RESTORE_FAILED', `restoring the application's state failed: ${(e as Error).message}`, e);
+    }
+  }
+}
