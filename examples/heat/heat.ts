@@ -90,5 +90,8 @@ if (blocks !== undefined) {
   }
   process.stdout.write(`heat: ${params.steps} steps of ${params.rows} × ${params.cols} on ${g.size()} ranks in ${((Date.now() - t0) / 1000).toFixed(2)} s\n`);
 }
+// No rank says goodbye before every rank is past init and done: today's G-MPI fails an init
+// still connecting to a peer that has already finalized (PEER_FINISHED).
+await g.barrier();
 await g.finalize();
 process.exit(exitCode);

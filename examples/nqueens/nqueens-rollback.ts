@@ -130,5 +130,8 @@ if (total !== undefined) {
   process.stdout.write(`${PROGRAM}: n=${N} on ${g.size()} ranks in ${((Date.now() - t0) / 1000).toFixed(2)} s\n`);
   if (!correct) exitCode = 3;
 }
+// No rank says goodbye before every rank is past init and done: today's G-MPI fails an init
+// still connecting to a peer that has already finalized (PEER_FINISHED).
+await g.barrier();
 await g.finalize();
 process.exit(exitCode);
