@@ -42,8 +42,9 @@ const verify = flagOption('verify', 'HEAT_VERIFY');
 // old rank, and gets its state restored inside init, before it could ask. So the state starts
 // empty and restore() takes whatever rows were saved; after init a process that restored
 // nothing fills in its rows, and one that did checks they are its rank's.
-const size = Number(process.env.TRINE_SIZE);
-const problem = checkHeatParams(params, size);
+// (Outside Trine there is no TRINE_SIZE: init says NOT_IN_TRINE.)
+const sizeAtStart = process.env.TRINE_SIZE === undefined ? null : Number(process.env.TRINE_SIZE);
+const problem = checkHeatParams(params, sizeAtStart ?? 1);
 if (problem !== null) refuse(PROGRAM, problem);
 const state: HeatState = { step: 0, grid: new Float64Array(0), residuals: new Float64Array(params.steps) };
 let restored = false;
@@ -57,9 +58,10 @@ const g = await initWithState({
     restored = true;
   },
 });
+const sizeProblem = checkHeatParams(params, g.size());
+if (sizeProblem !== null) refuse(PROGRAM, sizeProblem);
 const layout = layoutOf(params, g.size(), g.rank());
 const rowsHeld = (layout.hi - layout.lo) * params.cols;
-if (g.size() !== size) refuse(PROGRAM, `G-MPI has ${g.size()} ranks, TRINE_SIZE says ${size}`);
 if (!restored) state.grid = initialRankGrid(layout);
 else if (state.grid.length !== rowsHeld) refuse(PROGRAM, `rank ${g.rank()} restored ${state.grid.length} cells, it holds ${rowsHeld}`);
 const t0 = Date.now();
