@@ -5,6 +5,7 @@ import type { Member } from '../../core/wire/app-wire.ts';
 import { LinkError } from '../link/errors.ts';
 import type { LinkOptions } from '../link/link-types.ts';
 import { P2PError } from './p2p-types.ts';
+import type { RegisteredState } from '../rollback/runtime.ts';
 
 // ---- constants ---------------------------------------------------------------------------------
 
@@ -51,6 +52,10 @@ export type GmpiOptions = LinkOptions & {
   /** Arrived, unreceived message bytes held per peer before reading from that peer stops
    *  (backpressure). */
   readonly maxUnexpectedBytes?: number;
+  /** The application's state, for a task with rollback recovery (PROTOCOL §11.3): hooks
+   *  `{ save(): Uint8Array; restore(bytes) }`, or a plain object the library encodes and
+   *  restores in place. A replacement gets it restored before init returns. */
+  readonly state?: RegisteredState;
 };
 
 export function mapError(e: unknown): GmpiError {

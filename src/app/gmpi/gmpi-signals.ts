@@ -26,6 +26,9 @@ export type SignalContext = {
   readonly isFinalized: () => boolean;
   /** P2P follows the flags: aborted while either is raised, working when both are clear. */
   readonly syncFlags: () => void;
+  /** A rollback task (PROTOCOL §11): a death pauses the dead rank's channels until its
+   *  replacement arrives; nothing is invalid and no flag is raised. Null otherwise. */
+  readonly onDeath: ((vpid: number) => void) | null;
 };
 
 export type GmpiSignals = {
@@ -44,7 +47,7 @@ export function createGmpiSignals(ctx: SignalContext): GmpiSignals {
 /** The signals G-MPI itself acts on, whether or not the application handles them. */
 export function installInternalHandlers(s: GmpiSignals): void {
   // The communicator is invalid from the moment a crash notification arrives (spec §5.2).
-  s.ctx.link.flagOn(FLAG.INVALID, [GSIG.NTF_DIED]);
+  if (s.ctx.onDeath === null) s.ctx.link.flagOn(FLAG.INVALID, [GSIG.NTF_DIED]);
   for (const signum of [GSIG.NTF_DIED, GSIG.REP_SPAWNED, GSIG.REP_SYNC, G_MPI_SIG.LOCAL_CONNECTION, G_MPI_SIG.LOCAL_ALARM]) hookSignal(s, signum);
 }
 
@@ -88,7 +91,8 @@ function deliver(s: GmpiSignals, signum: number, src: number, dest: number, arg:
   // The link's worker raised the flags when the signal arrived, but the application may
   // have cleared them since (alertClear, recoverComm): delivery raises them again, as the
   // source's handler calling G_MPI_Alert_raise would (spec §5.2, §5.3).
-  if (signum === GSIG.NTF_DIED && fromCm) {
+  if (signum === GSIG.NTF_DIED && fromCm && s.ctx.onDeath !== null) s.ctx.onDeath(arg);
+  else if (signum === GSIG.NTF_DIED && fromCm) {
     noteInvalidRaised(ledger);
     link.flagRaise(FLAG.INVALID);
   }
@@ -117,7 +121,7 @@ function deliver(s: GmpiSignals, signum: number, src: number, dest: number, arg:
  *  Table 4.3); nothing for a VPID outside the world communicator or once the link is gone. */
 export function raiseConnectionLost(s: GmpiSignals, vpid: number): void {
   const rank = s.ctx.rankOf(vpid);
-  if (rank < 0 || s.ctx.isFinalized() || s.ctx.link.state !== 'ready') return;
+  if (rank < 0 || s.ctx.onDeath !== null || s.ctx.isFinalized() || s.ctx.link.state !== 'ready') return;
   s.ctx.link.raiseLocal(G_MPI_SIG.LOCAL_CONNECTION, rank);
 }
 

@@ -38,7 +38,9 @@ import {
 import {
   alertOnSignals, createGmpiSignals, installInternalHandlers, raiseAlarm, raiseConnectionLost, setSignalHandler, type GmpiSignals,
 } from './gmpi-signals.ts';
+import { adoptMembers, reviveLost } from './gmpi-recover.ts';
 import { P2P } from './p2p.ts';
+import { closeRollback, openRollback, rollbackArgs, type RollbackParts } from '../rollback/rollback-init.ts';
 import { adoptableSync, createRecoveryLedger, flagsClearedBy, noteAlertCall, syncPointAt } from './recovery-ledger.ts';
 import { GmpiTimers, MAX_TIMER_US, type TimerHandle } from './timers.ts';
 
@@ -59,10 +61,15 @@ export class Gmpi {
     private readonly p2p: P2P,
     private readonly layer: CommLayer,
     world: Comm,
+    /** A task with rollback recovery (PROTOCOL §11): its rank channels, checkpoints, store. */
+    private readonly rollback: RollbackParts | null,
   ) {
     this.worldNow = world;
+    const rb = rollback;
     this.signals = createGmpiSignals({
-      link, p2p, ledger: this.ledger, rankOf: (vpid) => this.layer.rankOf(this.worldNow, vpid), isFinalized: () => this.finalized, syncFlags: () => this.syncFlags(),
+      link, p2p, ledger: this.ledger, isFinalized: () => this.finalized, syncFlags: () => this.syncFlags(),
+      rankOf: (vpid) => (rb === null ? this.layer.rankOf(this.worldNow, vpid) : rb.channels.rankOfVpid(vpid)),
+      onDeath: rb === null ? null : (vpid) => (rb.channels.onDeath(vpid), p2p.removePeer(vpid)),
     });
   }
 
@@ -91,10 +98,12 @@ export class Gmpi {
     // The agent handed the task key over the socket (its welcome): hellos are authenticated
     // under it from now on, including any that arrived meanwhile (PROTOCOL §9.5).
     p2p.setTaskKey(link.taskKey);
-    const layer = new CommLayer(p2p);
     const members = link.mapping.members;
-    const world = layer.create(0, members.map((m) => m.vpid));
-    const g = new Gmpi(link, p2p, layer, world);
+    const rbm = link.mapping.rollback;
+    const rb = rbm === null ? null : await openRollback(rollbackArgs(link, p2p, rbm, opts.state)).catch((e: unknown) => p2p.close({ bye: false }).then(() => Promise.reject(e)));
+    const layer = rb?.layer ?? new CommLayer(p2p);
+    const world = rb?.world ?? layer.create(0, members.map((m) => m.vpid));
+    const g = new Gmpi(link, p2p, layer, world, rb);
     self = g;
     installInternalHandlers(g.signals);
     const peers = members.flatMap((m) => {
@@ -104,7 +113,7 @@ export class Gmpi {
     const recovered = link.mapping.recovered;
     // A spawned process's mapping carries the epoch before its REP_SPAWNED: a SYNC sent now
     // would be answered by that REP_SPAWNED and dropped. Its REP_SPAWNED is the next broadcast.
-    if (recovered) await g.untilSpawnedSelf();
+    if (recovered && rb === null) await g.untilSpawnedSelf();
     try {
       await p2p.connect(peers);
     } catch (e) {
@@ -114,7 +123,8 @@ export class Gmpi {
       g.initCode = 'ERR_ALERT';
       return g;
     }
-    if (!recovered) return g;
+    rb?.channels.start();
+    if (!recovered || rb !== null) return g;
     // A crash or an alert came first: the others will not complete this barrier; the
     // application handles it and calls recoverComm (spec §5.5: MPI_Init returns ERR_ALERT).
     if (g.flagsRaised()) g.initCode = 'ERR_ALERT';
@@ -149,7 +159,7 @@ export class Gmpi {
   /** The VPID of a rank of the world communicator (for logs); BAD_RANK for no such rank. */
   vpidOf(rank: number): number {
     try {
-      return this.layer.vpidOf(this.worldNow, rank);
+      return this.rollback === null ? this.layer.vpidOf(this.worldNow, rank) : this.rollback.channels.vpidOf(this.layer.vpidOf(this.worldNow, rank));
     } catch (e) {
       throw mapError(e);
     }
@@ -203,6 +213,17 @@ export class Gmpi {
     return this.call(() => coll.allgather(this.layer, this.worldNow, value));
   }
 
+  /** FTI_Snapshot's model (PROTOCOL §11.3): in a rollback task, checkpoint the registered state
+   *  here once the task's interval has passed; elsewhere it returns at once. */
+  async snapshot(): Promise<void> {
+    if (this.rollback !== null) await this.rollback.runtime.snapshot();
+  }
+
+  /** Whether this process is a rollback task's replacement, restored from its rank's checkpoint. */
+  get restored(): boolean {
+    return this.rollback !== null && this.link.mapping.recovered;
+  }
+
   // ---- the alert flag (spec §5.2) ----------------------------------------------------------------
 
   /** G_MPI_Alert_raise: every MPI call unblocks and fails with ERR_ALERT. */
@@ -242,6 +263,7 @@ export class Gmpi {
 
   /** P2P follows the flags: aborted while either is raised, working when both are clear. */
   private syncFlags(): void {
+    if (this.rollback !== null) return; // ranks outlive processes: nothing to abort (§11)
     if (this.flagsRaised()) this.p2p.abort(this.link.flagCheck(FLAG.INVALID) ? 'invalid' : 'alert');
     else this.p2p.resume();
   }
@@ -340,24 +362,7 @@ export class Gmpi {
       if (point === null) return 'ERR_ALERT'; // pushed out by later barriers: adopt the latest next time
     }
     const members = [...point.members].sort((a, b) => a - b);
-    const old = this.worldNow;
-    for (const v of old.members) {
-      if (v !== this.p2p.self && !members.includes(v)) {
-        try {
-          this.p2p.removePeer(v);
-        } catch {
-          // already removed
-        }
-      }
-    }
-    try {
-      const fresh = members.filter((v) => v > this.p2p.self && !old.members.includes(v));
-      if (fresh.length > 0) this.p2p.expect(fresh);
-      this.layer.discardComm(old.id);
-      this.worldNow = this.layer.create(point.epoch, members);
-    } catch (e) {
-      throw mapError(e); // not a member any more (killed): BAD_ARGUMENT
-    }
+    this.worldNow = adoptMembers(this.p2p, this.layer, this.worldNow, members, point.epoch);
     // A flag raised by a delivery after REP_SYNC stays raised: that notification concerns the
     // new communicator.
     const clear = flagsClearedBy(this.ledger, point);
@@ -365,13 +370,7 @@ export class Gmpi {
     if (clear.alert) this.link.alertClear();
     this.syncFlags();
     if (this.flagsRaised()) return 'ERR_ALERT';
-    // A member whose connection broke but who lives on is connected again (P2P.revive).
-    const lost = new Set(this.p2p.members().filter((m) => m.state === 'lost').map((m) => m.id));
-    const again = this.link.memberList.flatMap((m) => {
-      const ep = members.includes(m.vpid) && lost.has(m.vpid) ? parseEndpoint(m) : null;
-      return ep === null ? [] : [{ id: m.vpid, ...ep }];
-    });
-    if (again.length > 0) this.p2p.revive(again);
+    reviveLost(this.p2p, this.link, members);
     try {
       await this.p2p.whenConnected(members);
     } catch {
@@ -392,6 +391,7 @@ export class Gmpi {
     if (this.finalized) return;
     this.finalized = true;
     this.timers.dismissAll();
+    if (this.rollback !== null) await closeRollback(this.rollback);
     await this.p2p.close();
     await this.link.finalize();
   }

@@ -122,6 +122,11 @@ export class RankChannels {
     return this.vpids[rank]!;
   }
 
+  /** The rank `vpid` holds now, -1 for none. */
+  rankOfVpid(vpid: number): number {
+    return this.vpids.indexOf(vpid);
+  }
+
   // ---- checkpoints and replay ------------------------------------------------------------------
 
   /** The channels' part of a checkpoint: taken between calls (no receive pending, nothing

@@ -1,0 +1,109 @@
+// G-MPI's init in a task with `recovery: rollback` (docs/PROTOCOL.md §11): what the mapping says
+// (this process's rank, every rank's VPID, the task's options, its protector), the checks that
+// make a misconfigured process fail at once and visibly, and the assembly of the rank channels,
+// the communicators over them and the checkpoint runtime. A replacement restores its rank's
+// checkpoint and log here, before it meets the others, so what it tells them it holds is what
+// it held when it died.
+import { barrier } from '../gmpi/collectives.ts';
+import { CommLayer, type Comm } from '../gmpi/comm.ts';
+import type { P2P } from '../gmpi/p2p.ts';
+import type { Link } from '../link/link.ts';
+import { ProtectorClient } from './protector-client.ts';
+import { RankChannels } from './rank-channels.ts';
+import { checkRegisteredState, RollbackError, RollbackRuntime, type RecoverableStore, type RegisteredState } from './runtime.ts';
+
+/** The rollback part of the mapping (§11.2). */
+export type RollbackMapping = {
+  readonly rank: number;
+  /** VPID per rank now. */
+  readonly ranks: readonly number[];
+  readonly logging: 'rbml' | 'hmpl' | 'cm';
+  readonly checkpoint: 'nco' | 'bsco' | 'sco';
+  readonly intervalMs: number;
+  readonly maxStateBytes: number;
+  /** The rank's protector: the agent of the next node in the ring (§11.4), `host:port`. */
+  readonly protector: string;
+};
+
+/** The exit status of a process whose rollback protection failed (its store refused or lost
+ *  its log, a peer broke the channel protocol): it stops rather than run on unprotected, and
+ *  the group replaces it (EX_SOFTWARE). */
+export const ROLLBACK_FATAL_EXIT = 70;
+
+/** The logging modes this library carries out; the others are refused at init (§11.5). */
+export const BUILT_LOGGING: readonly RollbackMapping['logging'][] = ['rbml'];
+export const BUILT_CHECKPOINTS: readonly RollbackMapping['checkpoint'][] = ['nco'];
+
+export type RollbackParts = {
+  readonly channels: RankChannels;
+  readonly layer: CommLayer;
+  readonly world: Comm;
+  readonly runtime: RollbackRuntime;
+  readonly store: RecoverableStore & { close(): Promise<void> };
+};
+
+export type OpenRollbackArgs = {
+  readonly p2p: P2P;
+  readonly rb: RollbackMapping;
+  readonly state: RegisteredState | undefined;
+  readonly recovered: boolean;
+  /** The rank's store at its protector (protector-client.ts; an in-memory one in tests). */
+  readonly connectStore: () => Promise<RecoverableStore & { close(): Promise<void> }>;
+  readonly onFatal: (e: Error) => void;
+  readonly now?: () => number;
+};
+
+/** What Gmpi.init passes: the protector from the mapping, and a fatal error ends the process
+ *  visibly, with the reason on stderr (the task's output), never silently. */
+export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: RegisteredState | undefined): OpenRollbackArgs {
+  return {
+    p2p, rb, state, recovered: link.mapping.recovered,
+    connectStore: () => {
+      const i = rb.protector.lastIndexOf(':');
+      if (i <= 0) throw new RollbackError('NO_CHECKPOINT', `the mapping names no protector for rank ${rb.rank} (${JSON.stringify(rb.protector)})`);
+      return ProtectorClient.connect({
+        host: rb.protector.slice(0, i), port: Number(rb.protector.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey,
+      });
+    },
+    onFatal: (e) => {
+      process.stderr.write(`trine: rollback recovery of rank ${rb.rank} failed, stopping: ${e.message}\n`);
+      process.exit(ROLLBACK_FATAL_EXIT);
+    },
+  };
+}
+
+/** Check the options, connect the store, build the parts; a replacement recovers, a first
+ *  incarnation takes checkpoint 1 so a replacement always has one. */
+export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> {
+  const { rb } = a;
+  if (a.state === undefined) {
+    throw new RollbackError('BAD_STATE', "this task runs with rollback recovery: register the application's state with Gmpi.init({ state }) (hooks or a plain object)");
+  }
+  const state = checkRegisteredState(a.state);
+  if (!BUILT_LOGGING.includes(rb.logging) || !BUILT_CHECKPOINTS.includes(rb.checkpoint)) {
+    throw new RollbackError('BAD_STATE', `logging ${rb.logging} with ${rb.checkpoint} checkpoints is not built yet (PROTOCOL §11.5): submit with --logging rbml --checkpoint nco`);
+  }
+  const store = await a.connectStore();
+  try {
+    const channels = new RankChannels({ p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal });
+    const layer = new CommLayer(channels);
+    const world = layer.create(0, rb.ranks.map((_, r) => r));
+    const runtime = new RollbackRuntime({
+      channels, layer, world, store, state, intervalMs: rb.intervalMs, maxStateBytes: rb.maxStateBytes, now: a.now ?? (() => Date.now()),
+    });
+    if (a.recovered) await runtime.recover();
+    else await runtime.checkpoint();
+    return { channels, layer, world, runtime, store };
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+}
+
+/** MPI_Finalize in rollback mode: a barrier first, so no rank leaves while a replacement may
+ *  still need to hear what it holds (its `have`), then the store. */
+export async function closeRollback(p: RollbackParts): Promise<void> {
+  await barrier(p.layer, p.world);
+  p.channels.close(new Error('finalized'));
+  await p.store.close();
+}
