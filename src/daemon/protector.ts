@@ -48,6 +48,16 @@ export const PROTECTOR_LOG_EVERY_MS = 1_000;
  *  capped at MAX_UNAUTHENTICATED_CONNECTIONS and authenticated ones at one per guarded rank; this
  *  bounds the sum with room for connections lingering after their close. */
 export const PROTECTOR_MAX_SOCKETS = 4096;
+/** Answers a connection may leave unread before it is closed SLOW_CLIENT: a fetch waits for the
+ *  socket to drain between frames, so a reading client never has more than a frame or two
+ *  queued; one that keeps sending (refused appends, each answered) without reading must not
+ *  make the protector buffer without bound. */
+export const PROTECTOR_MAX_UNREAD_BYTES = 4 * 1024 * 1024;
+/** Bytes a connection may send before it authenticates: its hello is about a hundred, and a
+ *  client sends nothing else before the welcome. Without this a stranger could make the
+ *  protector buffer a frame of PROTECTOR_MAX_FRAME_BYTES on each of its
+ *  MAX_UNAUTHENTICATED_CONNECTIONS sockets. */
+export const PROTECTOR_MAX_STRANGER_BYTES = 1024;
 
 export type ProtectorOptions = {
   /** The node's address (its task processes' host); the listener binds it. */
@@ -104,6 +114,8 @@ type Conn = {
   ackUpTo: number | null;
   fetching: boolean;
   closed: boolean;
+  /** Bytes received before authentication (PROTECTOR_MAX_STRANGER_BYTES). */
+  strangerBytes: number;
 };
 
 const holderKey = (task: string, rank: number): string => `${task}/${rank}`;
@@ -134,7 +146,12 @@ export async function createProtector(opts: ProtectorOptions): Promise<Protector
   const write = (conn: Conn, msg: ToClient): boolean => {
     if (conn.closed) return false;
     flushAck(conn);
-    return conn.socket.write(encodeToClient(msg));
+    const more = conn.socket.write(encodeToClient(msg));
+    if (conn.socket.writableLength > PROTECTOR_MAX_UNREAD_BYTES && msg.type !== 'refused') {
+      shut(conn, 'SLOW_CLIENT', `${conn.socket.writableLength} bytes of answers unread`);
+      return false;
+    }
+    return more;
   };
   const flushAck = (conn: Conn): void => {
     if (conn.ackUpTo === null || conn.closed) return;
@@ -286,6 +303,11 @@ export async function createProtector(opts: ProtectorOptions): Promise<Protector
   };
 
   const onData = (conn: Conn, chunk: Uint8Array): void => {
+    if (conn.closed) return;
+    if (conn.authed === null) {
+      conn.strangerBytes += chunk.length;
+      if (conn.strangerBytes > PROTECTOR_MAX_STRANGER_BYTES) return shut(conn, 'TOO_LARGE', `${conn.strangerBytes} bytes before the hello verified`);
+    }
     conn.decoder.feed(chunk);
     while (!conn.closed) {
       const r = conn.decoder.next();
@@ -299,7 +321,7 @@ export async function createProtector(opts: ProtectorOptions): Promise<Protector
   const onConnection = (socket: Socket): void => {
     const conn: Conn = {
       socket, address: socket.remoteAddress ?? 'unknown', decoder: protectorDecoder(), nonce: protectorNonce(), authed: null, timer: null,
-      put: null, discardPut: null, ackUpTo: null, fetching: false, closed: false,
+      put: null, discardPut: null, ackUpTo: null, fetching: false, closed: false, strangerBytes: 0,
     };
     socket.on('error', () => {});
     const refusal = admitStranger(strangers, conn, conn.address);

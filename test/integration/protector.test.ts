@@ -204,6 +204,33 @@ describe('PROTOCOL §11.4 protector: strangers (the hello of §9.5, its own labe
     expect(p.stats().closed).toMatchObject({ MALFORMED: 1, TOO_LARGE: 1, UNEXPECTED: 1 });
   });
 
+  it('a stranger may not make the protector buffer a large frame before its hello verifies', async () => {
+    const { p } = await startProtector();
+    const big = raw(p.port);
+    const frame = new Uint8Array(4 + 4000);
+    new DataView(frame.buffer).setUint32(0, 100_000);
+    big.socket.write(frame);
+    await until(() => big.closed(), 'closed');
+    expect(big.got.at(-1)).toMatchObject({ type: 'refused', code: 'TOO_LARGE' });
+  });
+
+  it('an authenticated client that never reads its answers is closed SLOW_CLIENT, not buffered for', async () => {
+    const { p } = await startProtector();
+    const conn = raw(p.port);
+    await until(() => conn.got.length === 1, 'challenge');
+    const nonce = protectorNonce();
+    const mac = protectorMac(KEY, { role: 'process', task: T, rank: 0, incarnation: 1, processNonce: nonce, protectorNonce: (conn.got[0] as { nonce: Uint8Array }).nonce });
+    conn.socket.write(encodeToProtector({ type: 'hello', task: T, rank: 0, incarnation: 1, nonce, mac }));
+    await until(() => conn.got.length === 2, 'welcome');
+    conn.socket.pause();
+    // Appends at a gap: each is refused with an answer the client does not read.
+    const gap = encodeToProtector({ type: 'append', pos: 5, blob: new Uint8Array(0) });
+    const flood = new Uint8Array(gap.length * 400_000);
+    for (let i = 0; i < 400_000; i++) flood.set(gap, i * gap.length);
+    conn.socket.write(flood);
+    await eventually(() => p.stats().closed.SLOW_CLIENT === 1, 'closed SLOW_CLIENT');
+  });
+
   it('a welcome that does not verify is refused by the client (not our protector)', async () => {
     const { p } = await startProtector();
     // The protector holds another key for the task than the process: each refuses the other.

@@ -45,12 +45,14 @@ export type ProtectorCode =
   /** The group released the task (`rollback.release`). */
   | 'RELEASED'
   /** The protector is stopping. */
-  | 'SHUTDOWN';
+  | 'SHUTDOWN'
+  /** The client left more than PROTECTOR_MAX_UNREAD_BYTES of answers unread. */
+  | 'SLOW_CLIENT';
 
 const CODES = [
   'UNKNOWN_TASK', 'FENCED', 'BAD_RANK', 'GAP', 'CONFLICT', 'STALE', 'BAD_CHECKPOINT', 'STATE_TOO_LARGE', 'LOG_FULL', 'STORE_FULL',
   'TOO_MANY_TASKS', 'BAD_MAC', 'MALFORMED', 'TOO_LARGE', 'UNEXPECTED', 'AUTH_TIMEOUT', 'TOO_MANY_CONNECTIONS', 'REPLACED', 'RELEASED',
-  'SHUTDOWN',
+  'SHUTDOWN', 'SLOW_CLIENT',
 ] as const satisfies readonly ProtectorCode[];
 // Every code has a wire value: a missing one is a type error here.
 const _everyCode: Exclude<ProtectorCode, (typeof CODES)[number]> extends never ? true : never = true;
