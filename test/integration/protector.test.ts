@@ -158,6 +158,8 @@ describe('PROTOCOL §11.4 protector: the store over TCP (radic-hmpl A.2.5, A.2.7
     expect(await refusal(c.append(2, entry(2)))).toBe('RELEASED');
     expect(await refusal(client(p, 0, 1))).toBe('UNKNOWN_TASK');
     expect(p.stats().store.totalBytes).toBe(0);
+    expect(p.guard(T, new Uint8Array(3), MiB)).toMatchObject({ ok: false, code: 'BAD_ARGUMENT' });
+    expect(p.guard(T, KEY, 64 * MiB + 1)).toMatchObject({ ok: false, code: 'BAD_ARGUMENT' });
   });
 });
 
