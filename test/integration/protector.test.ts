@@ -4,12 +4,12 @@
 // incarnation (mpichv-dgrp 1.2.4), a 16 MiB checkpoint travels in chunks, a stranger without the
 // task key is refused (PROTOCOL §9.5's hello, own label), and a flood of garbage connections does
 // not keep a real client out. No wall-clock thresholds: waits are event-driven.
-import { connect as dial, type Socket } from 'node:net';
+import { connect as dial, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { protectorMac, protectorNonce } from '../../src/app/rollback/protector-auth.ts';
 import { ProtectorClient, ProtectorError, type ProtectorConnectOptions } from '../../src/app/rollback/protector-client.ts';
 import { TASK_KEY_BYTES } from '../../src/core/constants.ts';
-import { clientDecoder, encodeToProtector, type ToClient } from '../../src/core/wire/protector-wire.ts';
+import { clientDecoder, encodeToClient, encodeToProtector, type ToClient } from '../../src/core/wire/protector-wire.ts';
 import { createProtector, type Protector } from '../../src/daemon/protector.ts';
 import { until } from './gmpi-test-tools.ts';
 
@@ -19,13 +19,27 @@ const T = 't4';
 const MiB = 1024 * 1024;
 
 const protectors: Protector[] = [];
+const servers: Server[] = [];
 const clients: ProtectorClient[] = [];
 const sockets: Socket[] = [];
 afterEach(async () => {
   for (const s of sockets.splice(0)) s.destroy();
   await Promise.all(clients.splice(0).map((c) => c.close()));
   await Promise.all(protectors.splice(0).map((p) => p.close()));
+  for (const s of servers.splice(0)) s.close();
 });
+
+/** A fake protector: `onSocket` speaks for it. */
+async function fakeProtector(onSocket: (s: Socket) => void): Promise<number> {
+  const server = createServer((s) => {
+    sockets.push(s);
+    s.on('error', () => {});
+    onSocket(s);
+  });
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return (server.address() as { port: number }).port;
+}
 
 type Logged = { level: string; event: string; fields: Record<string, unknown> };
 async function startProtector(extra: { authTimeoutMs?: number; maxStateBytes?: number } = {}): Promise<{ p: Protector; logs: Logged[] }> {
@@ -241,6 +255,21 @@ describe('PROTOCOL §11.4 protector: strangers (the hello of §9.5, its own labe
     stray.guard(T, OTHER_KEY, MiB);
     expect(await refusal(ProtectorClient.connect({ host: '127.0.0.1', port: stray.port, task: T, rank: 0, incarnation: 1, taskKey: KEY }))).toBe('BAD_MAC');
     expect(p.stats().closed).toEqual({});
+  });
+
+  it('the client: nobody listening is CONNECT_FAILED, a silent protector TIMEOUT, garbage PROTOCOL', async () => {
+    const opts = { host: '127.0.0.1', task: T, rank: 0, incarnation: 1, taskKey: KEY };
+    const closedPort = await fakeProtector(() => {});
+    servers.pop()?.close();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(await refusal(ProtectorClient.connect({ ...opts, port: closedPort }))).toBe('CONNECT_FAILED');
+    const silent = await fakeProtector(() => {});
+    expect(await refusal(ProtectorClient.connect({ ...opts, port: silent, timeoutMs: 200 }))).toBe('TIMEOUT');
+    const garbage = await fakeProtector((s) => s.write(Uint8Array.from([0, 0, 0, 1, 0xc1])));
+    expect(await refusal(ProtectorClient.connect({ ...opts, port: garbage }))).toBe('PROTOCOL');
+    // A welcome before any hello was asked for is out of place.
+    const early = await fakeProtector((s) => s.write(encodeToClient({ type: 'welcome', last: 0, mac: new Uint8Array(32) })));
+    expect(await refusal(ProtectorClient.connect({ ...opts, port: early }))).toBe('PROTOCOL');
   });
 
   it('a flood of garbage and silent connections does not keep a real client out', async () => {

@@ -152,7 +152,8 @@ export class ProtectorClient {
     if (this.puts.has(id)) throw new ProtectorError('BAD_ARGUMENT', `checkpoint ${id} is being stored already`);
     const stored = new Promise<void>((resolve, reject) => this.puts.set(id, { resolve, reject }));
     for (const { offset, chunk } of checkpointChunks(bytes)) {
-      if (this.failure !== null) break;
+      // Refused already (its first chunk was): the protector drops the rest anyway.
+      if (this.failure !== null || !this.puts.has(id)) break;
       const more = this.socket.write(encodeToProtector({ type: 'put', id, logPos, size: bytes.length, offset, chunk }));
       if (!more) await drained(this.socket);
     }
