@@ -270,6 +270,9 @@ describe('PROTOCOL §11.4 protector: strangers (the hello of §9.5, its own labe
     // A welcome before any hello was asked for is out of place.
     const early = await fakeProtector((s) => s.write(encodeToClient({ type: 'welcome', last: 0, mac: new Uint8Array(32) })));
     expect(await refusal(ProtectorClient.connect({ ...opts, port: early }))).toBe('PROTOCOL');
+    for (const bad of [{ task: 'x'.repeat(300) }, { rank: 1024 }, { incarnation: 2 ** 32 }, { taskKey: new Uint8Array(5) }]) {
+      expect(await refusal(ProtectorClient.connect({ ...opts, port: early, ...bad }))).toBe('BAD_ARGUMENT');
+    }
   });
 
   it('a flood of garbage and silent connections does not keep a real client out', async () => {

@@ -11,9 +11,10 @@
 // chunks, one checkpoint at a time, waiting for the socket to drain between chunks so a 64 MiB
 // state is never buffered twice. Every error is a ProtectorError with a stable code.
 import { connect as netConnect, type Socket } from 'node:net';
-import { PROTECTOR_MAX_CHECKPOINT_BYTES, PROTECTOR_MAX_ENTRY_BYTES, PROTECTOR_MAX_LOG_BYTES } from '../../core/constants.ts';
+import { MAX_TASK_PROCS, PROTECTOR_MAX_CHECKPOINT_BYTES, PROTECTOR_MAX_ENTRY_BYTES, PROTECTOR_MAX_LOG_BYTES } from '../../core/constants.ts';
 import type { ProtectorCheckpoint } from '../../core/protector-store.ts';
 import type { AppFrameDecoder } from '../../core/wire/app-wire.ts';
+import { taskId } from '../../core/wire/basics.ts';
 import {
   batchAppends, checkpointChunks, clientDecoder, encodeToProtector, wireFailure, type ProtectorCode, type ToClient, type ToProtector,
 } from '../../core/wire/protector-wire.ts';
@@ -97,8 +98,10 @@ export class ProtectorClient {
    *  is full of strangers, PROTOCOL §9.5) with the G-MPI dialler's backoff. */
   static async connect(opts: ProtectorConnectOptions): Promise<ProtectorClient> {
     if (!isTaskKey(opts.taskKey)) throw new ProtectorError('BAD_ARGUMENT', 'taskKey must be TASK_KEY_BYTES bytes');
-    if (!Number.isInteger(opts.rank) || opts.rank < 0 || !Number.isInteger(opts.incarnation) || opts.incarnation < 0 || opts.incarnation > 0xffffffff) {
-      throw new ProtectorError('BAD_ARGUMENT', `rank ${opts.rank} and incarnation ${opts.incarnation} must be u32s`);
+    if (!taskId.dec(opts.task, 'task').ok) throw new ProtectorError('BAD_ARGUMENT', `task ${JSON.stringify(opts.task)} is not a task id`);
+    if (!Number.isInteger(opts.rank) || opts.rank < 0 || opts.rank >= MAX_TASK_PROCS) throw new ProtectorError('BAD_ARGUMENT', `rank ${opts.rank}: 0 to ${MAX_TASK_PROCS - 1}`);
+    if (!Number.isInteger(opts.incarnation) || opts.incarnation < 0 || opts.incarnation > 0xffffffff) {
+      throw new ProtectorError('BAD_ARGUMENT', `incarnation ${opts.incarnation} must be a u32`);
     }
     const deadline = Date.now() + (opts.timeoutMs ?? UNAUTHENTICATED_TIMEOUT_MS);
     for (let attempt = 1; ; attempt++) {
