@@ -92,6 +92,19 @@ function raw(port: number, localAddress = '127.0.0.1'): { socket: Socket; got: T
   return { socket, got, closed: () => closed };
 }
 
+/** A raw connection through the hello, for frames a real client never sends. */
+async function authedRaw(port: number, rank: number, incarnation: number): Promise<ReturnType<typeof raw>> {
+  const conn = raw(port);
+  await until(() => conn.got.length === 1, 'challenge');
+  const nonce = protectorNonce();
+  const challenge = (conn.got[0] as { nonce: Uint8Array }).nonce;
+  const mac = protectorMac(KEY, { role: 'process', task: T, rank, incarnation, processNonce: nonce, protectorNonce: challenge });
+  conn.socket.write(encodeToProtector({ type: 'hello', task: T, rank, incarnation, nonce, mac }));
+  await until(() => conn.got.length === 2, 'welcome');
+  expect(conn.got[1]?.type).toBe('welcome');
+  return conn;
+}
+
 describe('PROTOCOL §11.4 protector: the store over TCP (radic-hmpl A.2.5, A.2.7)', () => {
   it('pipelined appends, a checkpoint and a fetch round trip', async () => {
     const { p } = await startProtector();
@@ -164,6 +177,26 @@ describe('PROTOCOL §11.4 protector: the store over TCP (radic-hmpl A.2.5, A.2.7
     expect((await c.fetch()).checkpoints.map((k) => k.id)).toEqual([1]);
   });
 
+  it('a checkpoint chunk out of place, or a second hello, closes the connection UNEXPECTED', async () => {
+    const { p } = await startProtector();
+    const skip = await authedRaw(p.port, 0, 1);
+    skip.socket.write(encodeToProtector({ type: 'put', id: 1, logPos: 0, size: 10, offset: 0, chunk: new Uint8Array(4) }));
+    skip.socket.write(encodeToProtector({ type: 'put', id: 1, logPos: 0, size: 10, offset: 5, chunk: new Uint8Array(5) }));
+    await until(() => skip.closed(), 'closed');
+    expect(skip.got.at(-1)).toMatchObject({ type: 'refused', code: 'UNEXPECTED' });
+    const twice = await authedRaw(p.port, 1, 1);
+    twice.socket.write(encodeToProtector({ type: 'hello', task: T, rank: 1, incarnation: 1, nonce: new Uint8Array(32), mac: new Uint8Array(32) }));
+    await until(() => twice.closed(), 'closed');
+    expect(twice.got.at(-1)).toMatchObject({ type: 'refused', code: 'UNEXPECTED' });
+    expect(p.stats().assemblingBytes).toBe(0);
+    // A newer connection of the same incarnation takes the older's place (REPLACED).
+    const first = await authedRaw(p.port, 2, 1);
+    await authedRaw(p.port, 2, 1);
+    await until(() => first.closed(), 'replaced');
+    expect(first.got.at(-1)).toMatchObject({ type: 'refused', code: 'REPLACED' });
+    expect(p.stats().authenticated).toBe(1);
+  });
+
   it('release closes the task\'s connections and forgets its store', async () => {
     const { p } = await startProtector();
     const c = await client(p, 0, 1);
@@ -232,12 +265,7 @@ describe('PROTOCOL §11.4 protector: strangers (the hello of §9.5, its own labe
 
   it('an authenticated client that never reads its answers is closed SLOW_CLIENT, not buffered for', async () => {
     const { p } = await startProtector();
-    const conn = raw(p.port);
-    await until(() => conn.got.length === 1, 'challenge');
-    const nonce = protectorNonce();
-    const mac = protectorMac(KEY, { role: 'process', task: T, rank: 0, incarnation: 1, processNonce: nonce, protectorNonce: (conn.got[0] as { nonce: Uint8Array }).nonce });
-    conn.socket.write(encodeToProtector({ type: 'hello', task: T, rank: 0, incarnation: 1, nonce, mac }));
-    await until(() => conn.got.length === 2, 'welcome');
+    const conn = await authedRaw(p.port, 0, 1);
     conn.socket.pause();
     // Appends at a gap: each is refused with an answer the client does not read.
     const gap = encodeToProtector({ type: 'append', pos: 5, blob: new Uint8Array(0) });
