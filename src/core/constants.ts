@@ -64,6 +64,38 @@ export const MAX_TASK_PROCS = 1024;
  *  reply with its header, fields and authenticator always fits MAX_FRAME_BYTES, and the operator
  *  reads a large file in a few round trips. */
 export const LOGS_CHUNK_BYTES = 256 * 1024;
+
+// ---- The protector (PROTOCOL §11.4; radic-hmpl A.1, A.2.5, B.1) ---------------------------------
+// A node's agent stores the checkpoints and message logs of the ranks on the previous node of the
+// ring. All of it is kept in memory (RADIC A.1 recommends memory while it suffices), so every
+// byte a process can make it hold is bounded here; past a bound the store refuses with a typed
+// reason (src/core/protector-store.ts), never drops silently.
+
+/** The largest checkpoint the protector accepts whatever the task says: PROTOCOL §11.1's
+ *  `ROLLBACK_MAX_STATE_BYTES` (64 MiB); a task's own `maxStateBytes` may only be lower. */
+export const PROTECTOR_MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024;
+/** Log bytes one rank may hold since its older checkpoint. A rank that reaches it is refused
+ *  LOG_FULL and must checkpoint (HMPL's logger "can command a checkpoint because a memory limit
+ *  was exceeded", radic-hmpl B.1): 128 MiB is two thousand 64 KiB stencil messages. */
+export const PROTECTOR_MAX_LOG_BYTES = 128 * 1024 * 1024;
+/** Every byte one agent's protector holds, over all tasks and ranks: it shares its node's memory
+ *  with that node's own task processes. 1 GiB holds eight ranks at the largest checkpoints
+ *  (two each) with room for their logs. */
+export const PROTECTOR_MAX_TOTAL_BYTES = 1024 * 1024 * 1024;
+/** What one log entry costs beyond its bytes, so even empty entries bound the entry count. */
+export const PROTECTOR_ENTRY_OVERHEAD_BYTES = 64;
+/** Tasks one protector guards at once: far more rollback tasks than a node runs ranks of. */
+export const PROTECTOR_MAX_TASKS = 256;
+/** The largest frame on a protector connection (either way): a checkpoint travels in chunks of
+ *  PROTECTOR_CHUNK_BYTES, so no frame makes either side buffer more than this. */
+export const PROTECTOR_MAX_FRAME_BYTES = 1024 * 1024;
+/** A checkpoint or fetch chunk: half a frame, leaving room for its fields. */
+export const PROTECTOR_CHUNK_BYTES = 512 * 1024;
+/** The largest log entry: one frame less room for its fields. A larger message is the library's
+ *  to split into several entries. */
+export const PROTECTOR_MAX_ENTRY_BYTES = PROTECTOR_MAX_FRAME_BYTES - 4096;
+/** Entries in one `appendBatch` frame (their bytes are bounded by the frame). */
+export const PROTECTOR_MAX_BATCH_ENTRIES = 1024;
 /** A task journal a replica sends the watchdog (PROTOCOL §10.9) fits one frame with room for
  *  the header and a heartbeat beside it. A journal is ~1 KiB per live task, so this holds
  *  hundreds; a larger one is not sent (the replica logs `tasks.journal.too-large`) and the

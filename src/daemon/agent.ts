@@ -6,7 +6,9 @@
 // survivors and kill orphans (PROTOCOL §8.6). This file also heartbeats its
 // keeper over the IPC channel when it has one (src/daemon/keeper.ts). On a cluster of several
 // hosts it listens, and answers the operator's reads of its node's task output
-// (src/daemon/logs-server.ts, PROTOCOL §7.1).
+// (src/daemon/logs-server.ts, PROTOCOL §7.1). It also runs the node's protector (PROTOCOL §11.4,
+// src/daemon/protector.ts): a TCP service on the node's address where the task processes of the
+// previous node of the ring store their ranks' logs and checkpoints.
 //
 // Standby mode (AGENT_STANDBY_ENV=1, only under a keeper): the process loads all its code — the
 // costly part of a start, TypeScript through tsx — then waits on its IPC channel for `go`. Only
@@ -20,7 +22,7 @@ import type { CoreInput } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { AgentRequest, GroupCommand, Item } from '../core/wire/messages.ts';
 import { keepAddedReplicas } from '../io/added-replicas.ts';
-import { DEFAULT_AGENT_SLOTS, paths, replicaPool, type ClusterConfig } from '../io/cluster-dir.ts';
+import { DEFAULT_AGENT_SLOTS, LOOPBACK_HOST, paths, replicaPool, type ClusterConfig } from '../io/cluster-dir.ts';
 import { createProcessLog } from '../io/log.ts';
 import { writeFilePrivate } from '../io/private-files.ts';
 import { ownerMark } from '../io/proc-scan.ts';
@@ -29,6 +31,7 @@ import { startGroupLearner, type GroupLearner } from './group-learner.ts';
 import { createLogsServer, type LogsServer } from './logs-server.ts';
 import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, type AgentToKeeper, type KeeperToAgent } from './keeper.ts';
 import { ProcDriver } from './proc-driver.ts';
+import { createProtector, type Protector } from './protector.ts';
 import { EXIT_CONFIG, EXIT_SHUTDOWN, runCore, type RunHooks } from './run-core.ts';
 
 // The procs file and start-time helpers moved to src/io/run-records.ts (the keeper, `trine
@@ -130,6 +133,11 @@ export async function runAgent(
   let exitAgent: ((code: number, why: string) => void) | null = null;
   let clusterDir: string | null = null;
   let pool: ProcessId[] = [];
+  /** The node's protector (PROTOCOL §11.4), once it listens. The group's `rollback.guard` and
+   *  `rollback.release` commands (not built yet) call its guard(task, taskKey, maxStateBytes) and
+   *  release(task) from the `deliver.command` branch below; its endpoint is in its log line
+   *  `protector.listening` and in stats(). */
+  let protector: Protector | null = null;
   /** The group's commands about replicas on this node, carried out once each. */
   const onReplicaCommand = (command: GroupCommand): void => {
     if (command.type !== 'replica.spawn' && command.type !== 'replica.kill') return;
@@ -175,6 +183,12 @@ export async function runAgent(
       });
       driver.start();
       void driver.listen().catch((e: Error) => logger.error({ event: 'app.socket.failed', error: e.message }));
+      // The protector listens on the node's address (its task processes' host), any free port.
+      void createProtector({
+        host: nodeHostOf(cluster.config, entry.node).nodeHost ?? LOOPBACK_HOST,
+        port: 0,
+        log: (level, event, fields) => logger[level]({ event, ...fields }),
+      }).then((p) => { protector = p; }, (e: Error) => logger.error({ event: 'protector.failed', error: e.message }));
       // A predecessor left processes on record: ask the group which are still ours (PROTOCOL §8.6).
       const resync = driver.procs.recovered.length > 0;
       pool = replicaPool(cluster.config.membership);
@@ -208,6 +222,7 @@ export async function runAgent(
           const why = removed ? 'the operator removed this node' : 'the operator shut the cluster down';
           log?.warn({ event: 'node.shutdown', rsn, removed }, `${why}: stopping this node`);
           const dir = clusterDir;
+          void protector?.close();
           void driver.shutdown(rsn).then((left) => {
             try {
               writeFilePrivate(paths.shutdownFile(dir, id), `${JSON.stringify({ rsn, removed, atMs: Date.now() })}\n`);

@@ -46,7 +46,6 @@ export function isTaskKey(key: unknown): key is Uint8Array {
 
 /** The MAC a hello carries. Our own inputs only: a bad one is our bug (STYLE.md 8). */
 export function helloMac(key: Uint8Array, t: HelloTranscript): Uint8Array {
-  assert(isTaskKey(key), 'task key size');
   assert(t.diallerNonce.length === HELLO_NONCE_BYTES && t.acceptorNonce.length === HELLO_NONCE_BYTES, 'nonce size');
   const task = new TextEncoder().encode(t.taskId);
   assert(task.length <= 0xff, 'task id length');
@@ -54,19 +53,28 @@ export function helloMac(key: Uint8Array, t: HelloTranscript): Uint8Array {
   const view = new DataView(ids.buffer);
   view.setUint32(0, t.sender, false);
   view.setUint32(4, t.receiver, false);
-  const mac = createHmac('sha256', key)
-    .update(LABEL)
-    .update(Uint8Array.of(ROLE[t.role], task.length))
-    .update(task)
-    .update(ids)
-    .update(t.diallerNonce)
-    .update(t.acceptorNonce)
-    .digest();
-  return new Uint8Array(mac.buffer, mac.byteOffset, HELLO_MAC_BYTES);
+  return transcriptMac(key, LABEL, [Uint8Array.of(ROLE[t.role], task.length), task, ids, t.diallerNonce, t.acceptorNonce]);
 }
 
 /** Whether `mac` is the hello MAC of this transcript under `key` (constant-time). */
 export function helloMacValid(key: Uint8Array, t: HelloTranscript, mac: Uint8Array): boolean {
   if (mac.length !== HELLO_MAC_BYTES) return false;
   return timingSafeEqual(helloMac(key, t), mac);
+}
+
+/** HMAC-SHA256 under a task key over `label` ‖ `fields`, one after the other: the MAC of any
+ *  hello that proves its sender holds the task key (this file's G-MPI hello; the protector's,
+ *  src/app/rollback/protector-auth.ts, under its own label so neither verifies as the other). */
+export function transcriptMac(key: Uint8Array, label: Uint8Array, fields: readonly Uint8Array[]): Uint8Array {
+  assert(isTaskKey(key), 'task key size');
+  const h = createHmac('sha256', key).update(label);
+  for (const f of fields) h.update(f);
+  const mac = h.digest();
+  return new Uint8Array(mac.buffer, mac.byteOffset, HELLO_MAC_BYTES);
+}
+
+/** Whether `mac` is transcriptMac(key, label, fields) (constant-time). */
+export function transcriptMacValid(key: Uint8Array, label: Uint8Array, fields: readonly Uint8Array[], mac: Uint8Array): boolean {
+  if (mac.length !== HELLO_MAC_BYTES) return false;
+  return timingSafeEqual(transcriptMac(key, label, fields), mac);
 }

@@ -95,29 +95,36 @@ export function encodeAppFrame<T>(schema: Schema<T>, msg: T): Uint8Array {
 }
 
 /** An incremental, total decoder of a byte stream of frames. After the first error it stays
- *  failed: the stream has lost its framing and the connection must be closed. */
+ *  failed: the stream has lost its framing and the connection must be closed. Chunks are kept
+ *  as they come and joined once per frame, so a stream costs linear time whatever its chunking
+ *  (a 1 MiB protector frame arriving in 64 KiB reads, or thousands of small frames in one). */
 export class AppFrameDecoder<T> {
-  private buf: Uint8Array = new Uint8Array(0);
+  /** Received, not yet decoded; `chunks[0]` starts at a frame's beginning or inside it. */
+  private chunks: Uint8Array[] = [];
+  private buffered = 0;
   private failed: Result<never> | null = null;
   constructor(private readonly schema: Schema<T>, private readonly maxFrameBytes: number = MAX_APP_FRAME_BYTES) {}
 
   feed(chunk: Uint8Array): void {
-    if (this.failed !== null) return;
-    const next = new Uint8Array(this.buf.length + chunk.length);
-    next.set(this.buf, 0);
-    next.set(chunk, this.buf.length);
-    this.buf = next;
+    if (this.failed !== null || chunk.length === 0) return;
+    // A copy, as a plain Uint8Array (a Buffer's slice would stay a Buffer, and so would every
+    // byte string decoded from it): the caller may also reuse its buffer.
+    const copy = new Uint8Array(chunk.length);
+    copy.set(chunk);
+    this.chunks.push(copy);
+    this.buffered += chunk.length;
   }
 
   /** The next complete message, null when more bytes are needed, or the error. */
   next(): Result<T | null> {
     if (this.failed !== null) return this.failed;
-    if (this.buf.length < APP_FRAME_HEADER_BYTES) return ok(null);
-    const len = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength).getUint32(0);
+    if (this.buffered < APP_FRAME_HEADER_BYTES) return ok(null);
+    const head = this.front(APP_FRAME_HEADER_BYTES);
+    const len = new DataView(head.buffer, head.byteOffset, head.byteLength).getUint32(0);
     if (len > this.maxFrameBytes) return this.fail(err('WIRE_LIMIT', `frame of ${len} bytes > ${this.maxFrameBytes}`));
-    if (this.buf.length < APP_FRAME_HEADER_BYTES + len) return ok(null);
-    const body = this.buf.subarray(APP_FRAME_HEADER_BYTES, APP_FRAME_HEADER_BYTES + len);
-    this.buf = this.buf.slice(APP_FRAME_HEADER_BYTES + len);
+    if (this.buffered < APP_FRAME_HEADER_BYTES + len) return ok(null);
+    const body = this.front(APP_FRAME_HEADER_BYTES + len).subarray(APP_FRAME_HEADER_BYTES);
+    this.drop(APP_FRAME_HEADER_BYTES + len);
     const tree = unpack(body);
     if (!tree.ok) return this.fail(tree);
     const msg = this.schema.dec(tree.value, 'app');
@@ -125,9 +132,35 @@ export class AppFrameDecoder<T> {
     return ok(msg.value);
   }
 
+  /** The first `n` buffered bytes (n ≤ buffered), as one array: the first chunks are joined
+   *  into one when `n` spans them. */
+  private front(n: number): Uint8Array {
+    const first = this.chunks[0] as Uint8Array;
+    if (first.length >= n) return first.subarray(0, n);
+    let take = 0;
+    let size = 0;
+    while (size < n) size += (this.chunks[take++] as Uint8Array).length;
+    const joined = new Uint8Array(size);
+    let at = 0;
+    for (const c of this.chunks.splice(0, take, joined)) {
+      joined.set(c, at);
+      at += c.length;
+    }
+    return joined.subarray(0, n);
+  }
+
+  /** Forget the first `n` buffered bytes, which front(n) has joined into the first chunk. */
+  private drop(n: number): void {
+    const first = this.chunks[0] as Uint8Array;
+    if (first.length === n) this.chunks.shift();
+    else this.chunks[0] = first.subarray(n);
+    this.buffered -= n;
+  }
+
   private fail(e: Result<never>): Result<never> {
     this.failed = e;
-    this.buf = new Uint8Array(0);
+    this.chunks = [];
+    this.buffered = 0;
     return e;
   }
 }
