@@ -10,7 +10,7 @@ import {
   ROLLBACK_MAX_INTERVAL_MS, ROLLBACK_MAX_REPLACEMENTS, ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS,
 } from '../../../src/core/constants.ts';
 import { GSIG } from '../../../src/core/signals.ts';
-import type { Recovery } from '../../../src/core/wire/messages.ts';
+import type { Recovery, RollbackOptions } from '../../../src/core/wire/messages.ts';
 import { Cluster } from './cluster-driver.ts';
 
 const OPTIONS = { logging: 'rbml', checkpoint: 'nco', intervalMs: 2000, maxStateBytes: 1 << 20 } as const;
@@ -201,7 +201,7 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
 });
 
 describe('PROTOCOL §11.1: the group refuses a rollback task it cannot protect (a request that bypassed the CLI)', () => {
-  const rollback = (over: Partial<typeof OPTIONS>): Recovery => ({ ...ROLLBACK, ...over });
+  const rollback = (over: Partial<RollbackOptions>): Recovery => ({ ...ROLLBACK, ...over });
   it('one that is not linked', () => {
     const c = new Cluster(2);
     expect(c.submit(2, { mode: 'plain', recovery: ROLLBACK })).toEqual({
