@@ -145,6 +145,15 @@ export function rankMembers(rec: TaskRecord): number[] | null {
   return t.ranks.map((v, rank) => (s !== null && s.rank === rank ? s.vpid : v));
 }
 
+/** The rank `vpid` holds, or is being spawned to take over; null if none (status view). */
+export function rankHeld(rec: TaskRecord, vpid: number): number | null {
+  const t = rec.rollback;
+  if (t === null) return null;
+  if (t.spawning !== null && t.spawning.vpid === vpid) return t.spawning.rank;
+  const rank = t.ranks.indexOf(vpid);
+  return rank < 0 ? null : rank;
+}
+
 /** The canonical encoding of a task's rank table (the state digest and state transfer). */
 const ranksList = list(uint, MAX_TASK_PROCS);
 export const rankTable: Schema<RankTable | null> = nullable(struct<RankTable>(['ranks', 'vacant', 'replacements', 'spawning'], {

@@ -2,7 +2,7 @@
 // §9.5): its canonical plain tree, which the state digest and state transfer carry, and the
 // cluster view `trine ps` shows.
 import { encodeData } from '../../fsm/plain-data.ts';
-import { rankTable } from './cluster-rollback.ts';
+import { rankHeld, rankTable } from './cluster-rollback.ts';
 import { MAX_VIEW_TASK_CHARS } from './constants.ts';
 import { encodeTaskSignals } from './task-signals.ts';
 import { byNumber, isLive, procCtx, procState, sortedProcs, taskCtx, taskState, usedSlots, type ClusterState, type NodeRecord, type TaskRecord } from './cluster-state.ts';
@@ -50,7 +50,7 @@ export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>)
       const p = procCtx(d);
       return {
         vpid, node: p.node, pid: p.pid, state: procState(d), exitCode: p.exitCode, signal: p.signal, reason: p.reason,
-        endpoint: r.endpoints.get(vpid) ?? null,
+        endpoint: r.endpoints.get(vpid) ?? null, rank: rankHeld(r, vpid),
       };
     });
     return {

@@ -51,6 +51,8 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
       ['a2', 2, 2, [{ vpid: 0, node: 'n1' }, { vpid: 2, node: 'n2' }]],
     ]);
     expect(c.task('t1').state).toBe('spawning');
+    // `trine ps` shows the rank each process holds (the dead one until it is replaced), or is being spawned to take over.
+    expect(c.task('t1').procs.map((p) => [p.vpid, p.state, p.rank])).toEqual([[0, 'running', 0], [1, 'terminatedAbnormally', 1], [2, 'spawning', 1]]);
     c.report('t1', 2, 'spawnSucceeded', { pid: 9, endpoint: 'h:2' });
     expect(c.mappings()).toEqual([{
       type: 'proc.mapping', agent: 'a2', task: 't1', vpids: [2], restarted: false, recovered: true, epoch: 1, quorum: 2,
@@ -60,6 +62,7 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     expect(c.sigs()).toContain(`a1 [0] ${GSIG.REP_SPAWNED} CM→ALL 2 @2 n2 h:2`);
     expect(ranksOf(c)).toEqual({ ranks: [0, 2], vacant: [], replacements: [0, 1], spawning: null });
     expect(c.task('t1')).toMatchObject({ state: 'running', outcome: null });
+    expect(c.task('t1').procs.map((p) => p.rank)).toEqual([0, null, 1]);
   });
 
   it('radic-hmpl A.2.8: both ranks of a lost node are replaced, one after the other, on healthy nodes', () => {
