@@ -5,13 +5,14 @@
 // fake node table (cluster-driver.ts); every assertion is what an agent (its commands), an
 // operator (answers, `trine ps`, the events) or a replica comparing digests could observe.
 import { describe, expect, it } from 'vitest';
+import { submitTask } from '../../../src/core/cluster-inputs.ts';
 import { encodeCluster } from '../../../src/core/cluster-view.ts';
 import {
   ROLLBACK_MAX_INTERVAL_MS, ROLLBACK_MAX_REPLACEMENTS, ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS,
 } from '../../../src/core/constants.ts';
 import { GSIG } from '../../../src/core/signals.ts';
-import type { Recovery, RollbackOptions } from '../../../src/core/wire/messages.ts';
-import { Cluster } from './cluster-driver.ts';
+import type { Recovery, RollbackOptions, TaskSubmit } from '../../../src/core/wire/messages.ts';
+import { Cluster, TIMERS } from './cluster-driver.ts';
 
 const OPTIONS = { logging: 'rbml', checkpoint: 'nco', intervalMs: 2000, maxStateBytes: 1 << 20 } as const;
 const ROLLBACK: Recovery = { kind: 'rollback', ...OPTIONS };
@@ -181,6 +182,32 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     expect(ranksOf(c)).toEqual({ ranks: [0, 1], vacant: [], replacements: [0, 1], spawning: null });
     c.startLinked('t1');
     expect(c.mappings().map((m) => m.rollback?.ranks)).toEqual([[0, 1], [0, 1]]);
+  });
+
+  it('an operator kill while a replacement is being spawned ends the task; nothing more is replaced', () => {
+    const c = rollbackRunning(2, 3);
+    c.report('t1', 1, 'terminatedAbnormally', { signal: 'SIGKILL' });
+    expect(c.kill('t1')).toEqual({ ok: true, text: 't1 terminating' });
+    expect(c.terminates().sort()).toEqual(['a1:t1/0', 'a2:t1/2']);
+    c.report('t1', 0, 'terminatedAbnormally', { signal: 'SIGTERM' });
+    c.report('t1', 2, 'spawnFailed', { reason: 'terminated before it connected' });
+    expect(c.spawns()).toEqual([]);
+    expect(c.task('t1')).toMatchObject({ outcome: 'abnormal', reason: 'killed by operator' });
+  });
+
+  it('PROTOCOL §10.9: a rollback task restored after a cluster reset keeps its option and starts with fresh ranks', () => {
+    const c = new Cluster(2);
+    const req: TaskSubmit = {
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'heat', size: 2, file: '/bin/heat', args: [], cwd: '/', env: [], mode: 'linked', recovery: ROLLBACK, taskKey: new Uint8Array(32),
+    };
+    expect(submitTask(c.cs, c.nodes, TIMERS, req, 1, null, 't4').outcome).toEqual({ ok: true, text: 't4' });
+    const rec = c.cs.tasks.get('t4');
+    expect(rec?.recovery).toEqual(ROLLBACK);
+    expect(rec?.rollback).toEqual({ ranks: [0, 1], vacant: [], replacements: [0, 0], spawning: null });
+    c.startLinked('t4');
+    expect(c.mappings().map((m) => [m.restarted, m.rollback?.ranks])).toEqual([[true, [0, 1]], [true, [0, 1]]]);
+    // A forged restore is judged as a submit is.
+    expect(submitTask(c.cs, c.nodes, TIMERS, { ...req, mode: 'plain' }, 2, null, 't5').outcome.ok).toBe(false);
   });
 
   it('the rank table is part of the state digest: replicas that replaced differently disagree', () => {
