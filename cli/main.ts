@@ -3,7 +3,7 @@
 // port in use — into one line on stderr and a non-zero exit (docs/OPERATIONS.md §1).
 import { endQuietlyWhenReaderLeaves, exitWhenFlushed } from './exit.ts';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { MAX_ADDED_NODE_SPARES, MAX_TASK_PROCS } from '../src/core/constants.ts';
+import { MAX_ADDED_NODE_SPARES, MAX_TASK_PROCS, ROLLBACK_DEFAULT_INTERVAL_MS, ROLLBACK_DEFAULT_STATE_BYTES } from '../src/core/constants.ts';
 import { INJECT_MODES } from '../src/io/inject-modes.ts';
 import { DEFAULT_AGENT_SLOTS, DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
 import { MAX_SLOTS } from '../src/io/hosts-file.ts';
@@ -31,6 +31,12 @@ function integer(name: string, min: number, max: number): (value: string) => num
 }
 
 const DIR_HELP = `cluster directory (default ${DEFAULT_CLUSTER_DIR})`;
+
+/** `trine submit`'s options as commander hands them over. */
+type SubmitFlags = {
+  size?: number; name?: string; env?: string[]; cwd?: string; wait?: boolean; linked?: boolean; dir?: string; timeout?: number;
+  recovery?: string; logging?: string; checkpoint?: string; checkpointInterval?: string; maxState?: string;
+};
 
 /** A command's result: an exit code, or null for a daemon that keeps running. */
 type Outcome = number | null;
@@ -75,13 +81,19 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--cwd <dir>', 'working directory of the processes (default: the current one)')
     .option('--wait', "follow the task until it finishes, print each change, and exit with its outcome")
     .option('--linked', 'the processes use the application library (trine/app: signals, G-MPI); they must connect to their agent')
+    .option('--recovery <kind>', 'app (default: the application recovers itself) or rollback (the group replaces a dead rank, which restores its checkpoint and replays; needs --linked)')
+    .option('--logging <mode>', 'rollback: rbml (default, receiver-based pessimistic), hmpl (hybrid) or cm (channel memories)')
+    .option('--checkpoint <policy>', 'rollback: nco (default, uncoordinated), bsco or sco (semi-coordinated per node)')
+    .option('--checkpoint-interval <ms>', `rollback: least time between two checkpoints of a rank (default ${ROLLBACK_DEFAULT_INTERVAL_MS})`)
+    .option('--max-state <bytes>', `rollback: largest checkpoint of one rank (default ${ROLLBACK_DEFAULT_STATE_BYTES})`)
     .option('--dir <dir>', DIR_HELP)
     .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
     .passThroughOptions()
-    .action((command: string[], o: { size?: number; name?: string; env?: string[]; cwd?: string; wait?: boolean; linked?: boolean; dir?: string; timeout?: number }) => {
+    .action((command: string[], o: SubmitFlags) => {
       // Commander drops the `--`: the command came after one if argv ends with `-- command…`.
       const sawDashDash = argv.some((a, i) => a === '--' && argv.length - i - 1 === command.length && command.every((c, j) => argv[i + 1 + j] === c));
-      setOutcome(submit({ dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, linked: o.linked, timeoutMs: o.timeout, command, sawDashDash }));
+      const recovery = { recovery: o.recovery, logging: o.logging, checkpoint: o.checkpoint, checkpointInterval: o.checkpointInterval, maxState: o.maxState };
+      setOutcome(submit({ dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, linked: o.linked, recovery, timeoutMs: o.timeout, command, sawDashDash }));
     });
 
   program.command('ps')

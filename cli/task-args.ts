@@ -1,12 +1,18 @@
 // Checking what the operator typed for the task commands (`submit`, `ps`, `kill`, `logs`):
-// task ids, the command after `--`, `--env K=V`, and the `task.submit` request built from them.
+// task ids, the command after `--`, `--env K=V`, the recovery options (`--recovery` and the
+// rollback ones, docs/PROTOCOL.md §11.1), and the `task.submit` request built from them.
 // Pure (no I/O): every problem is a CliError with exit code 2 whose one line says what to type
 // instead, and a request that passes is one every correct replica accepts (the same schema and
 // limits the replicas decode with, src/core/wire/messages.ts).
 import { randomBytes } from 'node:crypto';
 import { basename, isAbsolute, resolve } from 'node:path';
-import { MAX_ARG_CHARS, MAX_ARGS, MAX_ENV_ENTRIES, MAX_ID_CHARS, MAX_PATH_CHARS, MAX_TASK_PROCS, TASK_KEY_BYTES } from '../src/core/constants.ts';
-import { agentRequest, type EnvEntry, type TaskSubmit } from '../src/core/wire/messages.ts';
+import {
+  MAX_ARG_CHARS, MAX_ARGS, MAX_ENV_ENTRIES, MAX_ID_CHARS, MAX_PATH_CHARS, MAX_TASK_PROCS, ROLLBACK_DEFAULT_INTERVAL_MS, ROLLBACK_DEFAULT_STATE_BYTES,
+  ROLLBACK_MAX_INTERVAL_MS, ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS, TASK_KEY_BYTES,
+} from '../src/core/constants.ts';
+import {
+  agentRequest, ROLLBACK_CHECKPOINTS, ROLLBACK_LOGGINGS, type EnvEntry, type Recovery, type TaskSubmit,
+} from '../src/core/wire/messages.ts';
 import { CliError, EXIT_USAGE, quoted } from './errors.ts';
 
 /** Task ids as the group assigns them (PROTOCOL §8.2; the `taskId` schema). */
@@ -65,7 +71,62 @@ export type SubmitInput = {
   taskKey: Uint8Array;
   /** `--linked`: the processes link the application library (PROTOCOL §9). */
   linked?: boolean | undefined;
+  /** The recovery options as typed (PROTOCOL §11.1); see parseRecovery. */
+  recovery?: RecoveryInput | undefined;
 };
+
+/** `--recovery`, `--logging`, `--checkpoint`, `--checkpoint-interval`, `--max-state`, as typed. */
+export type RecoveryInput = {
+  recovery?: string | undefined;
+  logging?: string | undefined;
+  checkpoint?: string | undefined;
+  checkpointInterval?: string | undefined;
+  maxState?: string | undefined;
+};
+
+/** A whole number of at most 2^53 − 1 typed in decimal, or NaN. */
+const wholeNumber = (value: string): number => (/^[0-9]{1,16}$/.test(value) ? Number(value) : NaN);
+
+function pick<const V extends string>(flag: string, value: string, values: readonly V[]): V {
+  if ((values as readonly string[]).includes(value)) return value as V;
+  throw usage(`${flag} ${quoted(value)} is not one of ${values.join(', ')}: write e.g. ${flag} ${values[0] ?? ''}`);
+}
+
+function bounded(flag: string, value: string, min: number, max: number, unit: string): number {
+  const n = wholeNumber(value);
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    throw usage(`${flag} ${quoted(value)}: give a whole number of ${unit} from ${min} to ${max}`);
+  }
+  return n;
+}
+
+/** The task's recovery (PROTOCOL §11.1): `app` unless `--recovery rollback`, whose options
+ *  default to RADIC's receiver-based logging, uncoordinated checkpoints, every
+ *  ROLLBACK_DEFAULT_INTERVAL_MS, and ROLLBACK_DEFAULT_STATE_BYTES of state per rank. Rollback
+ *  needs `--linked`; the rollback options need `--recovery rollback`. */
+export function parseRecovery(input: RecoveryInput, linked: boolean): Recovery {
+  const kind = pick('--recovery', input.recovery ?? 'app', ['app', 'rollback'] as const);
+  if (kind === 'app') {
+    const stray = (['logging', 'checkpoint', 'checkpointInterval', 'maxState'] as const).find((k) => input[k] !== undefined);
+    if (stray !== undefined) {
+      const flag = { logging: '--logging', checkpoint: '--checkpoint', checkpointInterval: '--checkpoint-interval', maxState: '--max-state' }[stray];
+      throw usage(`${flag} applies to rollback recovery only: add --recovery rollback (and --linked), or drop ${flag}`);
+    }
+    return { kind: 'app' };
+  }
+  if (!linked) throw usage('--recovery rollback needs a linked task: add --linked (its processes must use the application library)');
+  return {
+    kind: 'rollback',
+    logging: pick('--logging', input.logging ?? 'rbml', ROLLBACK_LOGGINGS),
+    checkpoint: pick('--checkpoint', input.checkpoint ?? 'nco', ROLLBACK_CHECKPOINTS),
+    intervalMs: input.checkpointInterval === undefined
+      ? ROLLBACK_DEFAULT_INTERVAL_MS
+      : bounded('--checkpoint-interval', input.checkpointInterval, ROLLBACK_MIN_INTERVAL_MS, ROLLBACK_MAX_INTERVAL_MS, 'milliseconds'),
+    maxStateBytes: input.maxState === undefined
+      ? ROLLBACK_DEFAULT_STATE_BYTES
+      : bounded('--max-state', input.maxState, 1, ROLLBACK_MAX_STATE_BYTES, 'bytes'),
+  };
+}
 
 /** A fresh task key (PROTOCOL §9.5): 256 random bits only the submitting operator draws. */
 export function newTaskKey(): Uint8Array {
@@ -92,8 +153,9 @@ export function buildSubmit(input: SubmitInput): TaskSubmit {
     throw usage(`--name must have 1 to ${MAX_TASK_NAME_CHARS} characters`);
   }
   const name = input.name ?? basename(file).slice(0, MAX_TASK_NAME_CHARS);
+  const linked = input.linked === true;
   const request: TaskSubmit = { type: 'task.submit', nonce: input.nonce, name, size: input.size, file, args, cwd, env: parseEnv(input.env),
-    mode: input.linked === true ? 'linked' : 'plain', taskKey: input.taskKey,
+    mode: linked ? 'linked' : 'plain', recovery: parseRecovery(input.recovery ?? {}, linked), taskKey: input.taskKey,
   };
   // Safety net: the replicas' own decoder, so nothing they would refuse leaves the CLI.
   const texts = [name, file, cwd, ...args, ...request.env.flat()];

@@ -47,7 +47,8 @@ export function formatTasks(tasks: readonly TaskView[]): string {
   for (const t of tasks) {
     rows.push([t.id, t.name, t.state, String(t.size), '', '', '', taskInfo(t)]);
     for (const p of t.procs) {
-      rows.push([`${t.id}/${p.vpid}`, '', p.state, '', p.node ?? '-', p.pid === null ? '-' : String(p.pid), procExit(p), p.reason ?? '']);
+      // A rollback task's process shows its rank where a task shows its name (PROTOCOL §11.2).
+      rows.push([`${t.id}/${p.vpid}`, p.rank === null ? '' : `rank ${p.rank}`, p.state, '', p.node ?? '-', p.pid === null ? '-' : String(p.pid), procExit(p), p.reason ?? '']);
     }
   }
   return table(['ID', 'NAME', 'STATE', 'SIZE', 'NODE', 'PID', 'EXIT', 'INFO'], rows);

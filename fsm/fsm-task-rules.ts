@@ -19,6 +19,10 @@ export const enqueueEffects = (collect: CollectEffects) =>
   enqueueActions<Ctx, Ev, undefined, Ev, never, EffectAction, never, never>(collect);
 
 export const KILLED_BY_OPERATOR = 'killed by operator';
+/** Why a `task.kill` ends the task: the operator's kill, or the manager's own reason (a
+ *  rollback task's rank replaced too often, PROTOCOL §11.2). */
+export const killReason = ({ event }: { event: Ev }): string =>
+  (event.type === 'task.kill' && event.reason !== undefined ? event.reason : KILLED_BY_OPERATOR);
 export const BY_APPLICATION = "terminated at the application's request";
 /** The App-spawn failed: its ack if not yet sent, other deaths of the same event, its answer. */
 export const SPAWN_FAILED: Array<'ackSpawnOnce' | 'recordDeaths' | 'failSpawn'> = [

@@ -57,8 +57,9 @@ export type FsmTaskEvent =
   | { type: 'app.terminate' }
   | { type: 'app.kill'; vpid: number }
   | { type: 'app.spawn' }
-  /** The operator's `trine kill TASK`: accepted in every state that is not final. */
-  | { type: 'task.kill' }
+  /** The operator's `trine kill TASK`: accepted in every state that is not final. `reason`: the
+   *  manager's own kill says why (PROTOCOL §11.2); absent, "killed by operator". */
+  | { type: 'task.kill'; reason?: string }
   | { type: 'procs.allRunning' }
   | { type: 'procs.anySpawnFailed'; detail?: string }
   | { type: 'procs.allTerminatedNormally' }

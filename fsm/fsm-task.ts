@@ -31,7 +31,7 @@
 import { and, assign, setup } from 'xstate';
 import { assert } from '../src/base/result.ts';
 import {
-  ackSpawnOnce, BY_APPLICATION, completeKill, dropUnplacedSpawn, failSpawn, failStart, KILLED_BY_OPERATOR, range, recordDeaths, sendTerminateAll,
+  ackSpawnOnce, BY_APPLICATION, completeKill, dropUnplacedSpawn, failSpawn, failStart, killReason, range, recordDeaths, sendTerminateAll,
   SPAWN_FAILED, spawnTarget, taskGuards,
 } from './fsm-task-rules.ts';
 import type {
@@ -101,7 +101,7 @@ const endRequests = taskSetup.createStateConfig({
     'app.restart': { target: 'waitForTerminate', actions: assign({ afterTerminate: 'restart' }) },
     'task.kill': {
       target: 'waitForTerminate',
-      actions: assign({ afterTerminate: 'end-abnormally', reason: KILLED_BY_OPERATOR }),
+      actions: assign({ afterTerminate: 'end-abnormally', reason: killReason }),
     },
   },
 }).on;
@@ -144,7 +144,7 @@ export const fsmTask = taskSetup.createMachine({
           target: 'waitForStart',
           actions: { type: 'sendToProcs', params: ({ context }) => ({ command: 'res-allocated', vpids: context.vpids }) },
         },
-        'task.kill': { target: 'terminatedAbnormally', actions: assign({ reason: KILLED_BY_OPERATOR }) },
+        'task.kill': { target: 'terminatedAbnormally', actions: assign({ reason: killReason }) },
       },
     },
     waitForStart: {
@@ -161,7 +161,7 @@ export const fsmTask = taskSetup.createMachine({
         },
         'task.kill': {
           target: 'terminatedAbnormally',
-          actions: [{ type: 'cancelService', params: { service: 'start' } }, assign({ reason: KILLED_BY_OPERATOR })],
+          actions: [{ type: 'cancelService', params: { service: 'start' } }, assign({ reason: killReason })],
         },
       },
     },
@@ -189,7 +189,7 @@ export const fsmTask = taskSetup.createMachine({
         ],
         'task.kill': {
           target: 'waitForTerminate',
-          actions: assign({ afterTerminate: 'end-abnormally', reason: KILLED_BY_OPERATOR }),
+          actions: assign({ afterTerminate: 'end-abnormally', reason: killReason }),
         },
       },
     },
@@ -312,7 +312,7 @@ export const fsmTask = taskSetup.createMachine({
         },
         'task.kill': {
           target: 'waitForTerminate',
-          actions: ['dropUnplacedSpawn', assign({ afterTerminate: 'end-abnormally', reason: KILLED_BY_OPERATOR })],
+          actions: ['dropUnplacedSpawn', assign({ afterTerminate: 'end-abnormally', reason: killReason })],
         },
       },
     },
@@ -330,7 +330,7 @@ export const fsmTask = taskSetup.createMachine({
           target: 'routeAfterTerminate',
           actions: { type: 'cancelService', params: { service: 'terminate' } },
         },
-        'task.kill': { actions: assign({ afterTerminate: 'end-abnormally', reason: KILLED_BY_OPERATOR }) },
+        'task.kill': { actions: assign({ afterTerminate: 'end-abnormally', reason: killReason }) },
       },
     },
     terminating: {
@@ -356,7 +356,7 @@ export const fsmTask = taskSetup.createMachine({
           },
           { actions: 'tickTerminateTimer' },
         ],
-        'task.kill': { actions: assign({ afterTerminate: 'end-abnormally', reason: KILLED_BY_OPERATOR }) },
+        'task.kill': { actions: assign({ afterTerminate: 'end-abnormally', reason: killReason }) },
       },
     },
     // T16: route on why the task was terminated. A transient state: it never rests here.

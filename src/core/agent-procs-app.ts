@@ -18,7 +18,7 @@ import { advanceChild } from './agent-procs-child.ts';
 import {
   contextOf, keyOf, logEffect, noteRecords, stateOf, type AgentProcs, type AgentProcsEffect, type ChildEntry,
 } from './agent-procs-state.ts';
-import type { ProcMapping, ProcSignal } from './wire/messages.ts';
+import { rankOf, type ProcMapping, type ProcSignal, type RollbackMapping } from './wire/messages.ts';
 
 /** A connected linked child of `task`/`vpid`, or null. */
 function linkedRunning(s: AgentProcs, task: string, vpid: number): ChildEntry | null {
@@ -42,18 +42,29 @@ export function deliverSignal(s: AgentProcs, cmd: ProcSignal, out: AgentProcsEff
   }
 }
 
-/** `proc.mapping`: the mapping to each named process's connection. */
+/** `proc.mapping`: the mapping to each named process's connection. A rollback task's process
+ *  gets the rank table with its own rank (PROTOCOL §11.2); one the table does not list gets
+ *  nothing (a correct group never sends that) rather than run unprotected with a guessed rank. */
 export function deliverMapping(s: AgentProcs, cmd: ProcMapping, out: AgentProcsEffect[]): void {
   for (const vpid of cmd.vpids) {
     if (linkedRunning(s, cmd.task, vpid) === null) {
       out.push(logEffect('debug', 'proc.mapping.undeliverable', { task: cmd.task, vpid }));
       continue;
     }
+    let rollback: RollbackMapping | null = null;
+    if (cmd.rollback !== null) {
+      const rank = rankOf(cmd.rollback, vpid);
+      if (rank === null) {
+        out.push(logEffect('warn', 'proc.mapping.no-rank', { task: cmd.task, vpid }));
+        continue;
+      }
+      rollback = { rank, ...cmd.rollback, ranks: [...cmd.rollback.ranks] };
+    }
     out.push({
       type: 'deliver', task: cmd.task, vpid,
       message: {
         type: 'mapping', task: cmd.task, vpid, size: cmd.members.length, restarted: cmd.restarted, recovered: cmd.recovered,
-        epoch: cmd.epoch, quorum: cmd.quorum, members: cmd.members.map((m) => ({ ...m })),
+        epoch: cmd.epoch, quorum: cmd.quorum, members: cmd.members.map((m) => ({ ...m })), rollback,
       },
     });
   }

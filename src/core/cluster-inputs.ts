@@ -7,6 +7,7 @@ import type { FsmProcEvent, FsmProcState } from '../../fsm/fsm-proc.ts';
 import { initialStep, type MachineData } from '../../fsm/plain-data.ts';
 import { MAX_ARGS, MAX_LIVE_TASKS, MAX_TASK_PROCS } from './constants.ts';
 import { drain, settle, taskAction } from './cluster-machines.ts';
+import { createRankTable, rollbackRefusal } from './cluster-rollback.ts';
 import { newRun, note, perAgent, type Run } from './cluster-run.ts';
 import { applyVerdict, broadcastSignal, liveMembers, SIGNALLING, signalName } from './cluster-signals.ts';
 import {
@@ -30,6 +31,8 @@ function validate(req: TaskSubmit, live: number): string | null {
     const name = (req.env[i] as EnvEntry)[0];
     if (!(prev < name)) return `env must be sorted by name without repeats: '${name}' follows '${prev}'`;
   }
+  const recovery = rollbackRefusal(req);
+  if (recovery !== null) return recovery;
   if (live >= MAX_LIVE_TASKS) return `${MAX_LIVE_TASKS} tasks are live, the limit: wait for some to finish or kill some`;
   return null;
 }
@@ -53,7 +56,8 @@ export function submitTask(
     env: req.env.map(([k, v]): EnvEntry => [k, v]), submittedRsn: rsn, fsm: init.data, procs: new Map(),
     reserved: new Map(), waitReason: null, outcome: null, reason: null, mode: req.mode,
     signals: createTaskSignals(req.size), endpoints: new Map(), sigStats: { broadcasts: 0, pointToPoint: 0, groupRequests: 0, dropped: 0 },
-    taskKey: new Uint8Array(req.taskKey),
+    taskKey: new Uint8Array(req.taskKey), recovery: { ...req.recovery },
+    rollback: req.recovery.kind === 'rollback' ? createRankTable(req.size) : null,
   };
   cs.nextTask = Math.max(cs.nextTask, number + 1);
   cs.tasks.set(id, rec);

@@ -9,6 +9,9 @@ import type { FsmTaskEvent, Service } from '../../fsm/fsm-task-types.ts';
 import { initialStep, step, type MachineAction, type MachineData } from '../../fsm/plain-data.ts';
 import { MAX_FINISHED_TASKS } from './constants.ts';
 import { agentOf, note, type Run, type WorkItem } from './cluster-run.ts';
+import {
+  checkReplacementStarted, nextReplacement, rankDied, rankFilled, rankMembers, ranksEndedNormally, resetRanks,
+} from './cluster-rollback.ts';
 import { broadcastSignal, liveMembers, rejudgeGroupRequest, sendMappings } from './cluster-signals.ts';
 import {
   isFinal, isLive, NO_REASON, plural, procCtx, procNode, procState, taskCtx, taskState, usedSlots, type ClusterState, type TaskEffect, type TaskRecord,
@@ -52,6 +55,12 @@ function stepTask(run: Run, rec: TaskRecord, event: FsmTaskEvent): void {
   rec.fsm = r.data;
   if (taskState(rec) !== before) noteTaskState(run, rec, before);
   for (const action of r.actions) taskAction(run, rec, action);
+  // A rollback task's vacant rank is served once the task is back in Running (PROTOCOL §11.2).
+  const replace = nextReplacement(run, rec);
+  if (replace !== null) {
+    stepTask(run, rec, replace);
+    checkReplacementStarted(rec);
+  }
 }
 
 function noteTaskState(run: Run, rec: TaskRecord, before: string): void {
@@ -91,6 +100,7 @@ export function taskAction(run: Run, rec: TaskRecord, action: MachineAction): vo
         // A new start: the quorum is the task's size again; the epoch runs on (PROTOCOL §9.2).
         rec.signals.quorum = taskCtx(rec).vpids.length;
         rec.signals.pending = null;
+        resetRanks(rec);
       }
       for (const v of vpids) {
         rec.procs.set(v, initialStep(fsmProc, { taskId: rec.id, vpid: v }).data);
@@ -136,7 +146,10 @@ export function taskAction(run: Run, rec: TaskRecord, action: MachineAction): vo
     case 'broadcast': {
       const { signal, arg } = action.params as { signal: 'GSIG_NTF_DIED' | 'GSIG_REP_ACK_KILL' | 'GSIG_REP_ACK_SPAWN' | 'GSIG_REP_SPAWNED'; arg: number };
       const signum = GSIG[signal.slice('GSIG_'.length) as keyof typeof GSIG];
+      if (signum === GSIG.NTF_DIED) rankDied(run, rec, arg);
       if (signum === GSIG.REP_SPAWNED) {
+        // A rollback task's replacement holds its rank before its mapping says so (§11.2).
+        rankFilled(run, rec, arg);
         // The new member gets its mapping first (recovered: spawned into a running task), then
         // the reply reaches every member, the new one included (PROTOCOL §9.3).
         sendMappings(run, rec, [arg], true);
@@ -215,13 +228,15 @@ function procAction(run: Run, rec: TaskRecord, vpid: number, action: MachineActi
  *  members, the restarted flag, and every member's node that has one. */
 function spawnCommand(rec: TaskRecord, vpid: number): GroupCommand {
   const c = taskCtx(rec);
-  const endpoints = c.vpids.flatMap((v) => {
+  // A rollback task lists its rank holders, and its size is its ranks (PROTOCOL §11.2).
+  const members = rankMembers(rec) ?? c.vpids;
+  const endpoints = members.flatMap((v) => {
     const node = procNode(rec, v);
     return node === null ? [] : [{ vpid: v, node }];
   });
   return {
     type: 'proc.spawn', task: rec.id, vpid, mode: rec.mode, file: rec.file, args: [...rec.args], cwd: rec.cwd,
-    env: rec.env.map(([k, v]): EnvEntry => [k, v]), size: c.vpids.length, restarted: c.restarted, endpoints,
+    env: rec.env.map(([k, v]): EnvEntry => [k, v]), size: rec.rollback?.ranks.length ?? c.vpids.length, restarted: c.restarted, endpoints,
     taskKey: rec.taskKey,
   };
 }
@@ -292,7 +307,8 @@ function feedAggregates(run: Run, rec: TaskRecord): void {
     procState(m.d) === 'running' || (procState(m.d) === 'terminatedNormally' && procCtx(m.d).pid !== null);
   if (members.every(ran)) events.push({ type: 'procs.allRunning' });
   if (members.every((m) => isFinal(m.d))) {
-    const normally = members.every((m) => procState(m.d) === 'terminatedNormally');
+    // A rollback task counts only each rank's current holder (PROTOCOL §11.2).
+    const normally = ranksEndedNormally(rec) ?? members.every((m) => procState(m.d) === 'terminatedNormally');
     events.push({ type: normally ? 'procs.allTerminatedNormally' : 'procs.allTerminated' });
   }
   for (const event of events) stepTask(run, rec, event);

@@ -3,6 +3,7 @@
 // reach) their quorum. The signal requests themselves enter through cluster-inputs.ts.
 import type { FsmTaskEvent } from '../../fsm/fsm-task-types.ts';
 import { note, perAgent, type Run } from './cluster-run.ts';
+import { rollbackTableOf } from './cluster-rollback.ts';
 import { procNode, procState, taskCtx, type TaskRecord } from './cluster-state.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from './signals.ts';
 import { accept, judgeGroupRequest, nextBroadcastEpoch, quorumInForce, type GroupVerdict } from './task-signals.ts';
@@ -23,7 +24,7 @@ export function sendMappings(run: Run, rec: TaskRecord, vpids: readonly number[]
   const c = taskCtx(rec);
   perAgent(run, rec, vpids, (list) => ({
     type: 'proc.mapping', task: rec.id, vpids: list, restarted: c.restarted, recovered, epoch: rec.signals.epoch,
-    quorum: rec.signals.quorum, members,
+    quorum: rec.signals.quorum, members, rollback: rollbackTableOf(rec),
   }));
 }
 
@@ -68,6 +69,8 @@ function performGroupRequest(run: Run, rec: TaskRecord, signum: number, arg: num
       if (!members.includes(arg)) return disagree(`VPID ${arg} is not a live member`);
       return push({ type: 'app.kill', vpid: arg });
     case GSIG.REQ_SPAWN:
+      // A rollback task's members are its ranks; the group alone replaces them (PROTOCOL §11.2).
+      if (rec.rollback !== null) return disagree('a rollback task\'s ranks are replaced by the group, not spawned by the application');
       return push({ type: 'app.spawn' });
     case GSIG.REQ_RESTART:
       return push({ type: 'app.restart' });

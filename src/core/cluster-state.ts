@@ -10,7 +10,8 @@
 // The rest, by responsibility: cluster-inputs.ts (the entry points: submit, kill, reports, node
 // changes, ticks, signals), cluster-machines.ts (the work queue stepping the machines, placement
 // and the service turn), cluster-signals.ts (Ghidrah signals), cluster-run.ts (one input's
-// run), cluster-view.ts (the canonical encoding and the status view).
+// run), cluster-rollback.ts (a rollback task's ranks and replacements), cluster-view.ts (the
+// canonical encoding and the status view).
 import { FSM_PROC_FINAL_STATES, type FsmProcContext, type FsmProcState } from '../../fsm/fsm-proc.ts';
 import type { FsmTaskContext, Service } from '../../fsm/fsm-task-types.ts';
 import type { MachineData } from '../../fsm/plain-data.ts';
@@ -48,6 +49,18 @@ export function taskTimers(t: Timing): TaskTimers {
  *  (src/core/task-journal.ts, PROTOCOL §10.9). */
 export type SignedSubmit = { nonce: string; bytes: Uint8Array; sig: Uint8Array };
 
+/** A rollback task's ranks (PROTOCOL §11.2; the verbs over it are in cluster-rollback.ts). */
+export type RankTable = {
+  /** Rank → the VPID that holds it now (a dead one until its replacement runs). */
+  ranks: number[];
+  /** Ranks waiting for a replacement, in the order they died. */
+  vacant: number[];
+  /** Per rank: replacements spawned in the task's life, failed ones included. */
+  replacements: number[];
+  /** The replacement being spawned: FsmTask's App-spawn is this one. */
+  spawning: { rank: number; vpid: number } | null;
+};
+
 /** What was submitted (the request without its type and nonce). */
 export type TaskRecord = Omit<TaskSubmit, 'type' | 'nonce'> & {
   id: string;
@@ -71,6 +84,9 @@ export type TaskRecord = Omit<TaskSubmit, 'type' | 'nonce'> & {
   /** G-MPI endpoints of linked members, from their spawnSucceeded reports. */
   endpoints: Map<number, string>;
   sigStats: { broadcasts: number; pointToPoint: number; groupRequests: number; dropped: number };
+  /** A rollback task's ranks and replacements (PROTOCOL §11.2, cluster-rollback.ts); null for
+   *  an app task. */
+  rollback: RankTable | null;
 };
 
 /** A pending `requestResources`: all-or-nothing (spec §6.1 Res-allocated: nodes for all). */

@@ -2,11 +2,13 @@
 // §9.5): its canonical plain tree, which the state digest and state transfer carry, and the
 // cluster view `trine ps` shows.
 import { encodeData } from '../../fsm/plain-data.ts';
+import { rankHeld, rankTable } from './cluster-rollback.ts';
 import { MAX_VIEW_TASK_CHARS } from './constants.ts';
 import { encodeTaskSignals } from './task-signals.ts';
 import { byNumber, isLive, procCtx, procState, sortedProcs, taskCtx, taskState, usedSlots, type ClusterState, type NodeRecord, type TaskRecord } from './cluster-state.ts';
 import { toHex } from '../base/hex.ts';
 import type { ProcessId } from './ports.ts';
+import { recovery } from './wire/messages.ts';
 import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
 
 /** Canonical plain tree (DESIGN.md §3): fixed field order, Maps sorted by key; the machines'
@@ -25,6 +27,8 @@ export function encodeCluster(cs: ClusterState): unknown {
       // Part of the digest like the rest of the request (hex: the tree stays plain data); never
       // in clusterView (PROTOCOL §9.5).
       toHex(r.taskKey),
+      // The option as the request carried it, and a rollback task's ranks (PROTOCOL §11.2).
+      recovery.enc(r.recovery), rankTable.enc(r.rollback),
     ]),
     cs.finished,
     cs.allocations.map((a) => [a.task, a.vpids]),
@@ -46,7 +50,7 @@ export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>)
       const p = procCtx(d);
       return {
         vpid, node: p.node, pid: p.pid, state: procState(d), exitCode: p.exitCode, signal: p.signal, reason: p.reason,
-        endpoint: r.endpoints.get(vpid) ?? null,
+        endpoint: r.endpoints.get(vpid) ?? null, rank: rankHeld(r, vpid),
       };
     });
     return {

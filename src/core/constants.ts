@@ -60,6 +60,27 @@ export const MAX_BURST_COUNT = 1000;
  *  group message with room to spare (~40 B per endpoint). */
 export const MAX_TASK_PROCS = 1024;
 
+// ---- rollback recovery (docs/PROTOCOL.md §11.1, §11.2) ---------------------------------------
+/** The least `intervalMs` between two checkpoints of a rank: below it a rank would spend more
+ *  time writing state to its protector than computing (RADIC takes minutes, FTI seconds). */
+export const ROLLBACK_MIN_INTERVAL_MS = 100;
+/** The most `intervalMs`: one day. A longer interval is no protection at all, and a typo of a
+ *  few extra digits should be refused rather than silently mean "never". */
+export const ROLLBACK_MAX_INTERVAL_MS = 86_400_000;
+/** The largest checkpoint of one rank a task may declare: the protector keeps two per rank it
+ *  guards (§11.4), so this bounds what one rank can make another node hold. */
+export const ROLLBACK_MAX_STATE_BYTES = 64 * 1024 * 1024;
+/** Replacements of one rank in a task's life (§11.2). A rank whose replacement keeps crashing
+ *  (a deterministic bug, a poisoned checkpoint) would otherwise be respawned for ever; past
+ *  this the task ends abnormally, naming the rank. Each spawn counts, failed ones too. */
+export const ROLLBACK_MAX_REPLACEMENTS = 16;
+/** `trine submit --recovery rollback` without `--checkpoint-interval`: every 2 s, the interval
+ *  RADIC's experiments and FTI's examples use for iterative codes. */
+export const ROLLBACK_DEFAULT_INTERVAL_MS = 2000;
+/** `trine submit --recovery rollback` without `--max-state`: 16 MiB, room for a stencil's grid
+ *  or N-Queens' counters with a wide margin, a quarter of the hard limit. */
+export const ROLLBACK_DEFAULT_STATE_BYTES = 16 * 1024 * 1024;
+
 /** Bytes of task output one `logs.data` reply carries (PROTOCOL §7.1): a quarter of a frame, so a
  *  reply with its header, fields and authenticator always fits MAX_FRAME_BYTES, and the operator
  *  reads a large file in a few round trips. */

@@ -12,6 +12,7 @@
 // the pool grows by the added nodes' spares the bytes name (poolWithAdded).
 import type { Service } from '../../fsm/fsm-task-types.ts';
 import { decodeData, type MachineData } from '../../fsm/plain-data.ts';
+import { rankTable } from './cluster-rollback.ts';
 import type { AllocationRequest, ClusterState, NodeRecord, ServiceTurn, SignedSubmit, TaskRecord, TaskTimers } from './cluster-state.ts';
 import { bytesEqual } from '../base/bytes.ts';
 import {
@@ -24,7 +25,8 @@ import { encodeState, poolWithAdded, type AddedNode, type MemberChange, type Ope
 import { err, ok, type Result } from '../base/result.ts';
 import type { PendingGroup, TaskSignals } from './task-signals.ts';
 import { unpack } from './wire/frame.ts';
-import type { AddedSpare, EnvEntry, ProcMode } from './wire/messages.ts';
+import { recovery as recoveryOption, type AddedSpare, type EnvEntry, type ProcMode } from './wire/messages.ts';
+import type { Schema } from './wire/schema.ts';
 
 /** What the caller knows without the bytes: configuration, the same on every replica. */
 export type StateConfig = { timers: TaskTimers; pool: readonly ProcessId[]; spareNodes?: ReadonlyMap<ProcessId, string> };
@@ -103,6 +105,15 @@ const machineData: Reader<MachineData> = (t, p) => {
 };
 
 const ids = list(str);
+
+/** A field encoded with a wire schema (a task's recovery option and rank table). */
+function bySchema<T>(schema: Schema<T>): Reader<T> {
+  return (t, p) => {
+    const r = schema.dec(t, p);
+    if (!r.ok) throw new Malformed(r.detail);
+    return r.value;
+  };
+}
 
 // ---- the replicated state (field order of encodeState) --------------------------------------
 
@@ -268,12 +279,12 @@ const taskKey: Reader<Uint8Array> = (t, p) => {
 };
 
 function readTask(t: unknown, p: string): TaskRecord {
-  const f = tuple(t, 20, p);
+  const f = tuple(t, 22, p);
   const id = str(f[0], `${p}.id`);
   const number = Number(id.slice(1));
   if (!TASK_ID.test(id) || String(number) !== id.slice(1)) fail(`${p}.id`, `${id} is not a task id`);
   // Same keys in the same order as submitTask creates them.
-  return {
+  const rec: TaskRecord = {
     id,
     submit: nullable(signedSubmit)(f[18], `${p}.submit`),
     number,
@@ -295,7 +306,12 @@ function readTask(t: unknown, p: string): TaskRecord {
     endpoints: entries(uint, str)(f[16], `${p}.endpoints`),
     sigStats: readSigStats(f[17], `${p}.sigStats`),
     taskKey: taskKey(f[19], `${p}.taskKey`),
+    recovery: bySchema(recoveryOption)(f[20], `${p}.recovery`),
+    rollback: bySchema(rankTable)(f[21], `${p}.rollback`),
   };
+  // A rollback task, and only one, has ranks (PROTOCOL §11.2).
+  if ((rec.recovery.kind === 'rollback') !== (rec.rollback !== null)) fail(`${p}.rollback`, `a ${rec.recovery.kind} task with${rec.rollback === null ? 'out' : ''} ranks`);
+  return rec;
 }
 
 const pendingGroup: Reader<PendingGroup> = (t, p) => {

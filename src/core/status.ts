@@ -146,6 +146,10 @@ export type ProcView = {
   reason: string | null;
   /** A linked process's G-MPI endpoint ("host:port"), once it connected. */
   endpoint: string | null;
+  /** A rollback task's process: the rank it holds (a dead holder keeps it until its replacement
+   *  runs), or is being spawned to take over (PROTOCOL §11.2); null otherwise (an app task, a
+   *  holder already replaced). */
+  rank: number | null;
 };
 
 export type ClusterEvent = { atMs: number; rsn: number; task: string | null; vpid: number | null; text: string };

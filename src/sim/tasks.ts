@@ -17,7 +17,8 @@
 //                     once the faults have healed, finishes;
 //   t.outcome         at the end, a finished task's processes ended as a correct replica says
 //                     (exit code, signal) on their nodes' OS, and a task that ended normally
-//                     had every process exit 0 by itself;
+//                     had every process exit 0 by itself (a rollback task: every rank's
+//                     current holder, PROTOCOL §11.2);
 //   t.slots           a node never runs more task processes than its slots when its agent
 //                     spawns one (counted on the simulated OS, not in any core's view);
 //   t.group-request   every SYNC or SETQUORUM reply answers a quorum of matching requests sent
@@ -46,7 +47,7 @@ import type { ClusterView } from '../core/status.ts';
 import type { WatchdogStatus } from '../core/watchdog-state.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../core/signals.ts';
 import type { AgentToProc, Mapping } from '../core/wire/app-wire.ts';
-import type { Frame, GroupCommand, OperatorRequest, ProcMode, TaskSubmit } from '../core/wire/messages.ts';
+import type { Frame, GroupCommand, OperatorRequest, ProcMode, Recovery, TaskSubmit } from '../core/wire/messages.ts';
 import type { SpawnerEvent } from '../core/ports.ts';
 import { checkGroupRequests, type QuorumHeard, type SentRequest } from './group-requests.ts';
 import type { InvariantName } from './invariants.ts';
@@ -212,12 +213,12 @@ export class TaskSim implements NodeHooks {
   }
 
   /** Submit a task; returns the submit's nonce (what identifies the task across a reset). */
-  submit(spec: { name: string; size: number; file: string; args?: string[]; mode?: ProcMode }, done?: (ok: boolean, text: string) => void): string {
+  submit(spec: { name: string; size: number; file: string; args?: string[]; mode?: ProcMode; recovery?: Recovery }, done?: (ok: boolean, text: string) => void): string {
     const mode = spec.mode ?? (spec.file === 'sim-linked' ? 'linked' : 'plain');
     // The task key (PROTOCOL §9.5) from the nonce, which the seeded generator drew: reproducible.
     const taskKey = (nonce: string): Uint8Array => Uint8Array.from({ length: 32 }, (_, i) => parseInt(nonce.slice((i % 16) * 2, (i % 16) * 2 + 2), 16));
     return this.operate((nonce) => ({
-      type: 'task.submit', nonce, name: spec.name, size: spec.size, file: spec.file, args: spec.args ?? [], cwd: '/', env: [], mode, taskKey: taskKey(nonce),
+      type: 'task.submit', nonce, name: spec.name, size: spec.size, file: spec.file, args: spec.args ?? [], cwd: '/', env: [], mode, recovery: spec.recovery ?? { kind: 'app' }, taskKey: taskKey(nonce),
     }), done);
   }
 
@@ -641,12 +642,14 @@ export class TaskSim implements NodeHooks {
 
   /** t.outcome: what a correct replica says of a finished task's processes is what happened to
    *  them on their nodes' OS: each one's exit code and signal, and a task that ended normally
-   *  had every process exit 0 by itself. */
+   *  had every process exit 0 by itself. A rollback task's outcome counts only each rank's
+   *  current holder (PROTOCOL §11.2): a holder it replaced may have crashed. */
   private checkOutcomes(): void {
     const os = new Map<string, SimSpawner>([...this.nodes.values()].map((n) => [n.node, n.os]));
     for (const [rid, v] of this.views()) {
       for (const t of v.tasks) {
         if (t.outcome === null) continue;
+        const rollback = t.procs.some((p) => p.rank !== null);
         for (const p of t.procs) {
           const real = p.pid === null || p.node === null ? undefined : os.get(p.node)?.processes.get(p.pid);
           if (real === undefined || real.exitedAtMs === null) continue; // t.truth's to judge
@@ -657,7 +660,7 @@ export class TaskSim implements NodeHooks {
               this.fail('t.outcome', `${what} ended with code ${p.exitCode}, signal ${p.signal}, but its OS says code ${real.code}, signal ${real.signal}`);
             }
           }
-          if (t.outcome === 'normal' && (real.code !== 0 || real.signal !== null)) {
+          if (t.outcome === 'normal' && (!rollback || p.rank !== null) && (real.code !== 0 || real.signal !== null)) {
             this.fail('t.outcome', `${what}: the task ended normally but the process ended with code ${real.code}, signal ${real.signal}`);
           }
         }

@@ -63,6 +63,19 @@ describe('issue 14 item 9: an error echoes a 100,000-character argument cut shor
   });
 });
 
+describe('PROTOCOL §11.1: trine submit refuses a rollback task it cannot protect before sending it', () => {
+  const cases: [string, string[], string[]][] = [
+    ['rollback without --linked', ['submit', '--recovery', 'rollback', '--', 'true'], ['--recovery rollback needs a linked task', 'add --linked']],
+    ['an interval out of range', ['submit', '--linked', '--recovery', 'rollback', '--checkpoint-interval', '5', '--', 'true'], ['--checkpoint-interval "5"', 'from 100 to 86400000']],
+    ['a rollback option without --recovery rollback', ['submit', '--linked', '--logging', 'hmpl', '--', 'true'], ['--logging applies to rollback recovery only', 'add --recovery rollback']],
+  ];
+  for (const [what, args, says] of cases) {
+    it(`${what}: one line saying what to do, exit 2`, async () => {
+      expectOneErrorLine(await runTrine([...args.slice(0, 1), '--dir', dir, ...args.slice(1)]), EXIT_USAGE, ...says);
+    });
+  }
+});
+
 describe('issue 14 item 9: a reader that goes away ends the command quietly', () => {
   it('trine logs T into a pipe closed after the first chunk: exit 0, nothing on stderr', async () => {
     const child = spawn(NODE, [TRINE, 'logs', 't1', '--dir', dir], { stdio: ['ignore', 'pipe', 'pipe'] });

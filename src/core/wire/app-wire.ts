@@ -17,9 +17,11 @@ import { MAX_ID_CHARS, MAX_TASK_PROCS, MAX_TEXT_CHARS, TASK_KEY_BYTES } from '..
 import { err, ok, type Result } from '../../base/result.ts';
 import { pack, unpack } from './frame.ts';
 import { endpointText, int32, member, taskId, u32, type Member } from './messages.ts';
+import { rollbackMapping, type RollbackMapping } from './recovery.ts';
 import { bool, bytes, list, struct, text, token, uint, union, type Schema } from './schema.ts';
 
 export { int32, MAX_ENDPOINT_CHARS, type Member } from './messages.ts';
+export type { RollbackMapping } from './recovery.ts';
 
 /** Largest frame either side sends: a mapping of MAX_TASK_PROCS members fits well inside. */
 export const MAX_APP_FRAME_BYTES = 256 * 1024;
@@ -39,14 +41,17 @@ export type Mapping = {
   epoch: number;
   quorum: number;
   members: Member[];
+  /** A rollback task's (PROTOCOL §11.2): this process's rank, the rank table (rank r is held by
+   *  VPID ranks[r]) and the task's options; null for other tasks. A replacement (`recovered`)
+   *  gets the rank it took over. */
+  rollback: RollbackMapping | null;
 };
-export const mapping: Schema<Mapping> = struct<Mapping>(
-  ['task', 'vpid', 'size', 'restarted', 'recovered', 'epoch', 'quorum', 'members'],
-  {
-    task: taskId, vpid: uint, size: uint, restarted: bool, recovered: bool, epoch: uint, quorum: uint,
-    members: list(member, MAX_TASK_PROCS),
-  },
-);
+const MAPPING_FIELDS = ['task', 'vpid', 'size', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback'] as const;
+const mappingFields = {
+  task: taskId, vpid: uint, size: uint, restarted: bool, recovered: bool, epoch: uint, quorum: uint,
+  members: list(member, MAX_TASK_PROCS), rollback: rollbackMapping,
+};
+export const mapping: Schema<Mapping> = struct<Mapping>(MAPPING_FIELDS, mappingFields);
 
 export type ProcToAgent =
   | { type: 'hello'; task: string; vpid: number; token: string; endpoint: string }
@@ -70,14 +75,7 @@ export const procToAgent: Schema<ProcToAgent> = union<ProcToAgent>({
 export const agentToProc: Schema<AgentToProc> = union<AgentToProc>({
   welcome: { code: 1, order: ['taskKey'], fields: { taskKey: bytes(TASK_KEY_BYTES, TASK_KEY_BYTES) } },
   refused: { code: 2, order: ['reason'], fields: { reason: text(MAX_TEXT_CHARS) } },
-  mapping: {
-    code: 3,
-    order: ['task', 'vpid', 'size', 'restarted', 'recovered', 'epoch', 'quorum', 'members'],
-    fields: {
-      task: taskId, vpid: uint, size: uint, restarted: bool, recovered: bool, epoch: uint, quorum: uint,
-      members: list(member, MAX_TASK_PROCS),
-    },
-  },
+  mapping: { code: 3, order: MAPPING_FIELDS, fields: mappingFields },
   signal: {
     code: 4,
     order: ['signum', 'src', 'dest', 'arg', 'epoch', 'node', 'data'],

@@ -7,6 +7,7 @@ import {
   arg, endpoint, endpointText, env, int32, member, movedPort, path, processId, reason, taskId, taskKey, u32,
   type Endpoint, type EnvEntry, type Member, type MovedPort, type ProcMode,
 } from './basics.ts';
+import { rollbackTable, type RollbackTable } from './recovery.ts';
 import { addedReplica, agentRequest, type AddedReplica, type AgentRequest, type TaskSubmit } from './requests.ts';
 
 // ---- Group → agent commands (payload of GROUP-MSG-GC) ---------------------------------------
@@ -71,6 +72,8 @@ export type ProcSignal = {
 export type ProcMapping = {
   type: 'proc.mapping'; task: string; vpids: number[]; restarted: boolean; recovered: boolean; epoch: number; quorum: number;
   members: Member[];
+  /** A rollback task's rank table and options (PROTOCOL §11.2); null for other tasks. */
+  rollback: RollbackTable | null;
 };
 
 export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
@@ -103,10 +106,10 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   },
   'proc.mapping': {
     code: 6,
-    order: ['task', 'vpids', 'restarted', 'recovered', 'epoch', 'quorum', 'members'],
+    order: ['task', 'vpids', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback'],
     fields: {
       task: taskId, vpids: list(uint, MAX_TASK_PROCS), restarted: bool, recovered: bool, epoch: uint, quorum: uint,
-      members: list(member, MAX_TASK_PROCS),
+      members: list(member, MAX_TASK_PROCS), rollback: rollbackTable,
     },
   },
   replicas: {

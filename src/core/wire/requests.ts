@@ -11,6 +11,7 @@ import {
   arg, env, hostAddress, int32, member, nodeName, nonce, path, procReport, processId, reason, taskId,
   taskKey, tcpPort, u32, type EnvEntry, type ProcMode, type ProcReport,
 } from './basics.ts';
+import { recovery, type Recovery } from './recovery.ts';
 
 // ---- Client → group requests (payload of GROUP-MSG-CG, PROTOCOL §5, §8) ------------------------
 // Agents send the first four; operators the `task.*` ones (PROTOCOL §8.1). A replica refuses a
@@ -34,6 +35,9 @@ export type TaskSubmit = {
   /** The task's G-MPI key (TASK_KEY_BYTES), drawn at random by the operator: its processes, and
    *  only they, get it (PROTOCOL §9.5). Never shown in a view, a log line or an event. */
   taskKey: Uint8Array;
+  /** App-specific recovery (the default) or rollback (PROTOCOL §11.1); the group refuses a
+   *  rollback task that is not linked or whose bounds are out of range. */
+  recovery: Recovery;
 };
 export type TaskKill = { type: 'task.kill'; nonce: string; task: string };
 /** Terminate every process of a running task and start it again with the mapping's restarted
@@ -110,10 +114,10 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'proc.report': { code: 4, order: ['reports'], fields: { reports: list(procReport, MAX_REPORTS_PER_REQUEST) } },
   'task.submit': {
     code: 5,
-    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env', 'mode', 'taskKey'],
+    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env', 'mode', 'recovery', 'taskKey'],
     fields: {
       nonce, name: text(MAX_ID_CHARS * 2), size: uint, file: path, args: list(arg, MAX_ARGS), cwd: path, env,
-      mode: oneOf(['plain', 'linked'] as const), taskKey,
+      mode: oneOf(['plain', 'linked'] as const), recovery, taskKey,
     },
   },
   'task.kill': { code: 6, order: ['nonce', 'task'], fields: { nonce, task: taskId } },

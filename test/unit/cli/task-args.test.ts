@@ -3,7 +3,11 @@
 import { describe, expect, it } from 'vitest';
 import { CliError, EXIT_USAGE } from '../../../cli/errors.ts';
 import { buildSubmit, newTaskKey, parseEnv, parseTaskId, requireCommand, type SubmitInput } from '../../../cli/task-args.ts';
-import { MAX_ARG_CHARS, MAX_ARGS, MAX_ENV_ENTRIES, MAX_TASK_PROCS } from '../../../src/core/constants.ts';
+import {
+  MAX_ARG_CHARS, MAX_ARGS, MAX_ENV_ENTRIES, MAX_TASK_PROCS, ROLLBACK_DEFAULT_INTERVAL_MS, ROLLBACK_DEFAULT_STATE_BYTES, ROLLBACK_MAX_INTERVAL_MS,
+  ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS,
+} from '../../../src/core/constants.ts';
+import { agentRequest } from '../../../src/core/wire/messages.ts';
 
 const NONCE = '0123456789abcdef0123456789abcdef';
 const KEY = new Uint8Array(32).fill(3);
@@ -71,7 +75,7 @@ describe('buildSubmit', () => {
   it('builds the task.submit request; a bare command name is passed as given', () => {
     expect(buildSubmit(input({ env: ['Z=1', 'A=2'], size: 3 }))).toEqual({
       type: 'task.submit', nonce: NONCE, name: 'sleep', size: 3, file: 'sleep', args: ['10'], cwd: '/home/op', env: [['A', '2'], ['Z', '1']],
-      mode: 'plain', taskKey: KEY,
+      mode: 'plain', recovery: { kind: 'app' }, taskKey: KEY,
     });
     expect(buildSubmit(input({ linked: true })).mode).toBe('linked');
   });
@@ -114,5 +118,56 @@ describe('buildSubmit', () => {
 
   it('refuses text that is not valid Unicode', () => {
     expect(usageError(() => buildSubmit(input({ command: ['echo', '\uD800'] })))).toMatch(/not valid Unicode/);
+  });
+});
+
+describe('buildSubmit: the recovery options (PROTOCOL §11.1)', () => {
+  const rollback = (more: Record<string, string> = {}) => input({ linked: true, recovery: { recovery: 'rollback', ...more } });
+
+  it('app recovery by default, and with --recovery app', () => {
+    expect(buildSubmit(input()).recovery).toEqual({ kind: 'app' });
+    expect(buildSubmit(input({ recovery: { recovery: 'app' } })).recovery).toEqual({ kind: 'app' });
+  });
+
+  it('--recovery rollback --linked: RADIC\'s logging, uncoordinated checkpoints and the default bounds, each option settable', () => {
+    expect(buildSubmit(rollback()).recovery).toEqual({
+      kind: 'rollback', logging: 'rbml', checkpoint: 'nco', intervalMs: ROLLBACK_DEFAULT_INTERVAL_MS, maxStateBytes: ROLLBACK_DEFAULT_STATE_BYTES,
+    });
+    const r = buildSubmit(rollback({ logging: 'hmpl', checkpoint: 'sco', checkpointInterval: '250', maxState: '4096' }));
+    expect(r.recovery).toEqual({ kind: 'rollback', logging: 'hmpl', checkpoint: 'sco', intervalMs: 250, maxStateBytes: 4096 });
+    expect(agentRequest.dec(agentRequest.enc(r), 'submit')).toEqual({ ok: true, value: r });
+    for (const logging of ['rbml', 'hmpl', 'cm']) for (const checkpoint of ['nco', 'bsco', 'sco']) {
+      expect(buildSubmit(rollback({ logging, checkpoint })).recovery).toMatchObject({ logging, checkpoint });
+    }
+    const bounds = rollback({ checkpointInterval: String(ROLLBACK_MIN_INTERVAL_MS), maxState: String(ROLLBACK_MAX_STATE_BYTES) });
+    expect(buildSubmit(bounds).recovery).toMatchObject({ intervalMs: ROLLBACK_MIN_INTERVAL_MS, maxStateBytes: ROLLBACK_MAX_STATE_BYTES });
+  });
+
+  it('rollback asked for a task that is not linked: the error names --linked', () => {
+    expect(usageError(() => buildSubmit(input({ recovery: { recovery: 'rollback' } })))).toBe(
+      '--recovery rollback needs a linked task: add --linked (its processes must use the application library)',
+    );
+  });
+
+  it('a rollback option without --recovery rollback', () => {
+    expect(usageError(() => buildSubmit(input({ linked: true, recovery: { logging: 'hmpl' } })))).toBe(
+      '--logging applies to rollback recovery only: add --recovery rollback (and --linked), or drop --logging',
+    );
+    expect(usageError(() => buildSubmit(input({ recovery: { recovery: 'app', maxState: '10' } })))).toMatch(/^--max-state applies to rollback recovery only/);
+    expect(usageError(() => buildSubmit(input({ recovery: { checkpointInterval: '500' } })))).toMatch(/^--checkpoint-interval applies/);
+    expect(usageError(() => buildSubmit(input({ recovery: { checkpoint: 'sco' } })))).toMatch(/^--checkpoint applies/);
+  });
+
+  it('a value that is not one of the choices, or out of range, says which are allowed', () => {
+    expect(usageError(() => buildSubmit(input({ recovery: { recovery: 'magic' } })))).toBe('--recovery "magic" is not one of app, rollback: write e.g. --recovery app');
+    expect(usageError(() => buildSubmit(rollback({ logging: 'RBML' })))).toBe('--logging "RBML" is not one of rbml, hmpl, cm: write e.g. --logging rbml');
+    expect(usageError(() => buildSubmit(rollback({ checkpoint: 'cco' })))).toBe('--checkpoint "cco" is not one of nco, bsco, sco: write e.g. --checkpoint nco');
+    const interval = `give a whole number of milliseconds from ${ROLLBACK_MIN_INTERVAL_MS} to ${ROLLBACK_MAX_INTERVAL_MS}`;
+    for (const bad of ['99', String(ROLLBACK_MAX_INTERVAL_MS + 1), '1.5e3', '-200', '', '2s', '9'.repeat(30)]) {
+      expect(usageError(() => buildSubmit(rollback({ checkpointInterval: bad })))).toContain(interval);
+    }
+    for (const bad of ['0', String(ROLLBACK_MAX_STATE_BYTES + 1), '1M', ' 5']) {
+      expect(usageError(() => buildSubmit(rollback({ maxState: bad })))).toContain(`give a whole number of bytes from 1 to ${ROLLBACK_MAX_STATE_BYTES}`);
+    }
   });
 });

@@ -22,6 +22,13 @@ describe('trine ps table', () => {
     expect(out[6]).toMatch(/^t3\/0\s+terminatedAbnormally\s+n1\s+1000\s+code 3\s+exited with code 3$/);
   });
 
+  it('PROTOCOL §11.2: a rollback task\'s process shows the rank it holds in the NAME column', () => {
+    const out = formatTasks([task('t5', { mode: 'linked', procs: [proc(2, { rank: 0 }), proc(1, { rank: 1 }), proc(0, { state: 'terminatedAbnormally', exitCode: 9 })] })]).split('\n');
+    expect(out[2]).toMatch(/^t5\/2\s+rank 0\s+running\s+n3\s+1002\s+-$/);
+    expect(out[3]).toMatch(/^t5\/1\s+rank 1\s+running\s+n2\s+1001\s+-$/);
+    expect(out[4]).toMatch(/^t5\/0\s+terminatedAbnormally\s+n1\s+1000\s+code 9$/);
+  });
+
   it('no tasks: says how to submit one', () => {
     expect(formatTasks([])).toMatch(/no tasks: submit one with `trine submit/);
   });

@@ -384,10 +384,25 @@ describe('linked mode (PROTOCOL §9.4)', () => {
       message: { type: 'signal', signum: 20, src: 0xffffffff, dest: 0xfffffffe, arg: 1, epoch: 4, node: '', data: '' },
     }]);
     const members = [{ vpid: 0, node: 'n1', endpoint: '10.0.0.1:5000' }, { vpid: 1, node: 'n2', endpoint: '10.0.0.2:5000' }];
-    const map = commandProcs(t.procs, { type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 7, quorum: 2, members });
+    const map = commandProcs(t.procs, { type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 7, quorum: 2, members, rollback: null });
     expect(of(map, 'deliver')[0]?.message).toEqual({
-      type: 'mapping', task: 't1', vpid: 0, size: 2, restarted: false, recovered: true, epoch: 7, quorum: 2, members,
+      type: 'mapping', task: 't1', vpid: 0, size: 2, restarted: false, recovered: true, epoch: 7, quorum: 2, members, rollback: null,
     });
+  });
+
+  it('PROTOCOL §11.2: a rollback task\'s mapping gives each process its own rank from the table; a VPID the table lacks gets none', () => {
+    const t = connected();
+    const members = [{ vpid: 0, node: 'n1', endpoint: '10.0.0.1:5000' }];
+    const options = { logging: 'hmpl', checkpoint: 'bsco', intervalMs: 500, maxStateBytes: 1024 } as const;
+    const map = commandProcs(t.procs, {
+      type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 3, quorum: 2, members, rollback: { ranks: [5, 0], ...options },
+    });
+    expect(of(map, 'deliver')[0]?.message).toMatchObject({ type: 'mapping', vpid: 0, recovered: true, rollback: { rank: 1, ranks: [5, 0], ...options } });
+    const stray = commandProcs(t.procs, {
+      type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 3, quorum: 2, members, rollback: { ranks: [5, 6], ...options },
+    });
+    expect(of(stray, 'deliver')).toEqual([]);
+    expect(of(stray, 'log')).toEqual([{ type: 'log', level: 'warn', event: 'proc.mapping.no-rank', fields: { task: 't1', vpid: 0 } }]);
   });
 });
 

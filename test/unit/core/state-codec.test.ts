@@ -51,7 +51,7 @@ const nonce = () => (++nonces).toString(16).padStart(32, '0');
 const join = (client: string, slots = 2, inc = 1): Step => ({ kind: 'request', client, inc, request: { type: 'node.join', slots, resync: false } });
 const submit = (size: number, extra: Partial<TaskSubmit> = {}): Step => ({
   kind: 'operator',
-  request: { type: 'task.submit', nonce: nonce(), name: 'job', size, file: '/bin/job', args: ['-v', 'x'], cwd: '/tmp', env: [['A', '1'], ['B', '2']], mode: 'plain', taskKey: new Uint8Array(32).fill(7), ...extra },
+  request: { type: 'task.submit', nonce: nonce(), name: 'job', size, file: '/bin/job', args: ['-v', 'x'], cwd: '/tmp', env: [['A', '1'], ['B', '2']], mode: 'plain', taskKey: new Uint8Array(32).fill(7), recovery: { kind: 'app' }, ...extra },
 });
 const kill = (task: string, what: 'task.kill' | 'task.restart' = 'task.kill'): Step => ({ kind: 'operator', request: { type: what, nonce: nonce(), task } });
 /** A membership change (PROTOCOL §10.12) with stand-in signed bytes: the state keeps them for the
@@ -180,6 +180,18 @@ const SCENARIOS: Scenario[] = [
       all([removeNode('n6', true), addNode('a7', 'n7', '10.0.0.17'), join('a5', 2, 2)]), all(ticks(2)),
     ],
   },
+  {
+    name: 'a rollback task with a rank replaced and another being replaced (PROTOCOL §11.2)',
+    build: [
+      all([join('a1'), join('a2'), join('a3'), join('a4')]),
+      all([submit(3, { mode: 'linked', name: 'heat', recovery: { kind: 'rollback', logging: 'hmpl', checkpoint: 'sco', intervalMs: 500, maxStateBytes: 4096 } })]),
+      (s) => reportAll(s, 't1', 'spawnSucceeded', (v) => ({ endpoint: `10.0.0.${v}:7000` })),
+      all([failNode('a1')]),
+      (s) => reportAll(s, 't1', 'spawnSucceeded', (v) => ({ endpoint: `10.0.0.${v}:7000` })).slice(-1),
+      all([failNode('a2')]),
+    ],
+    then: [(s) => reportAll(s, 't1', 'spawnSucceeded').slice(-1), all(ticks(4)), all([kill('t1', 'task.restart')])],
+  },
 ];
 
 const built = () => SCENARIOS.map((sc) => ({ ...sc, state: run(fresh(), sc.build) }));
@@ -187,7 +199,10 @@ const config = (s: ReplicatedState) => ({ timers: TIMERS, pool: s.pool });
 
 describe('decodeState: round trip', () => {
   it('the scenarios reach the states they are meant to', () => {
-    const [, plain, linked, group] = built().map((b) => b.state) as ReplicatedState[];
+    const [, plain, linked, group, , rollback] = built().map((b) => b.state) as ReplicatedState[];
+    expect((rollback as ReplicatedState).cluster.tasks.get('t1')?.rollback).toEqual({
+      ranks: [3, 1, 2], vacant: [], replacements: [1, 1, 0], spawning: { rank: 1, vpid: 4 },
+    });
     const plainTasks = [...(plain as ReplicatedState).cluster.tasks.values()];
     expect(plainTasks.map((t) => t.outcome)).toEqual(['normal', null, null, null]);
     expect(plainTasks.map((t) => t.fsm.value)).toEqual(['terminatedNormally', 'running', 'waitForResource', 'terminating']);

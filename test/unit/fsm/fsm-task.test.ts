@@ -497,6 +497,20 @@ describe('FsmTask timers, retries and the paths around the table', () => {
     expect(retrying.state).toBe('terminatedAbnormally');
   });
 
+  it('PROTOCOL §11.2: a kill the manager sends with its own reason ends the task with that reason, in any state', () => {
+    const reason = 'rank 1 died again after 16 replacements, the limit (ROLLBACK_MAX_REPLACEMENTS)';
+    const waiting = new Task();
+    expect(waiting.send({ type: 'task.kill', reason })).toEqual([act('taskFinished', { outcome: 'abnormal', reason })]);
+    for (const t of [starting(), running()]) {
+      t.send({ type: 'task.kill', reason }, { type: 'cm.terminate' }, { type: 'procs.allTerminated' });
+      expect(t.state).toBe('terminatedAbnormally');
+      expect(t.ctx.reason).toBe(reason);
+    }
+    const spawning = running();
+    spawning.send({ type: 'app.spawn' }, { type: 'task.kill', reason }, { type: 'cm.terminate' }, { type: 'procs.allTerminated' });
+    expect(spawning.actions.at(-1)).toEqual(act('taskFinished', { outcome: 'abnormal', reason }));
+  });
+
   it('ending the task during a kill or spawn supersedes the request; an unplaced spawn is dropped', () => {
     const k = running();
     k.send({ type: 'app.kill', vpid: 0 }, { type: 'app.terminate' });

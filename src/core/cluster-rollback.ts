@@ -1,0 +1,162 @@
+// A rollback task's ranks in the manager's replicated state (docs/PROTOCOL.md §11.1, §11.2):
+// which VPID holds each rank now, the ranks waiting for a replacement, how often each rank was
+// replaced, and the replacement being spawned. The group replaces a dead rank exactly as it
+// serves an application's SPAWN (FsmTask T13–T15, fed `app.spawn`), so a replacement gets a
+// fresh VPID, placement, Start-TO and REP_SPAWNED like any spawned member; what this module adds
+// is the bookkeeping around those steps, each a pure verb over the task's record that
+// cluster-machines.ts calls at the step it belongs to:
+//
+// - rankDied: a GSIG_NTF_DIED went out for a VPID (a crash, a lost node, an application's kill,
+//   or a replacement that failed to start): its rank joins `vacant`, at the end.
+// - nextReplacement: after every FsmTask step, while the task is Running, no replacement is
+//   being spawned and a rank is vacant, the event to feed it: `app.spawn` for the first vacant
+//   rank, or, past ROLLBACK_MAX_REPLACEMENTS, the kill that ends the task naming the rank.
+// - rankFilled: REP_SPAWNED for the replacement: it holds the rank from then on, before its
+//   mapping goes out, so the mapping carries its rank.
+// - ranksEndedNormally: the task's outcome counts only the current holder of each rank.
+//
+// Deterministic like the rest of the state (cluster-state.ts header), and encoded in the
+// canonical state (cluster-view.ts, state-codec.ts) so the replicas' digests cover it.
+import type { FsmTaskEvent } from '../../fsm/fsm-task-types.ts';
+import { note, type Run } from './cluster-run.ts';
+import { procState, taskCtx, taskState, type RankTable, type TaskRecord } from './cluster-state.ts';
+import {
+  MAX_TASK_PROCS, ROLLBACK_MAX_INTERVAL_MS, ROLLBACK_MAX_REPLACEMENTS, ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS,
+} from './constants.ts';
+import { assert } from '../base/result.ts';
+import type { RollbackTable, TaskSubmit } from './wire/messages.ts';
+import { list, nullable, struct, uint, type Schema } from './wire/schema.ts';
+
+/** Rank r is VPID r at start (VPIDs 0 … size − 1). */
+export function createRankTable(size: number): RankTable {
+  assert(Number.isInteger(size) && size >= 1, `rank table of ${size}`);
+  return { ranks: Array.from({ length: size }, (_, r) => r), vacant: [], replacements: Array.from({ length: size }, () => 0), spawning: null };
+}
+
+/** Why the group refuses this submit's recovery option (§11.1), or null. The wire decoder
+ *  checked only the shape: a request that bypassed the CLI gets its answer here. */
+export function rollbackRefusal(req: TaskSubmit): string | null {
+  const r = req.recovery;
+  if (r.kind === 'app') return null;
+  if (req.mode !== 'linked') {
+    return 'rollback recovery needs a linked task: its processes must use the application library (submit it with --linked, mode linked)';
+  }
+  if (!Number.isSafeInteger(r.intervalMs) || r.intervalMs < ROLLBACK_MIN_INTERVAL_MS || r.intervalMs > ROLLBACK_MAX_INTERVAL_MS) {
+    return `checkpoint interval must be ${ROLLBACK_MIN_INTERVAL_MS} to ${ROLLBACK_MAX_INTERVAL_MS} ms, got ${r.intervalMs}`;
+  }
+  if (!Number.isSafeInteger(r.maxStateBytes) || r.maxStateBytes < 1 || r.maxStateBytes > ROLLBACK_MAX_STATE_BYTES) {
+    return `the largest state of a rank must be 1 to ${ROLLBACK_MAX_STATE_BYTES} bytes, got ${r.maxStateBytes}`;
+  }
+  return null;
+}
+
+/** A fresh start (T1, a T5 retry, a T9 restart): the members are VPIDs 0 … size − 1 again and
+ *  hold their ranks; nothing is vacant. Replacement counts run on for the task's life. */
+export function resetRanks(rec: TaskRecord): void {
+  const t = rec.rollback;
+  if (t === null) return;
+  const vpids = taskCtx(rec).vpids;
+  assert(vpids.length === t.ranks.length, `${rec.id}: a fresh start of ${vpids.length} members for ${t.ranks.length} ranks`);
+  t.ranks = [...vpids];
+  t.vacant = [];
+  t.spawning = null;
+}
+
+/** GSIG_NTF_DIED(vpid) went out: the rank it held, or was being spawned for, is vacant. */
+export function rankDied(run: Run, rec: TaskRecord, vpid: number): void {
+  const t = rec.rollback;
+  if (t === null) return;
+  let rank: number;
+  if (t.spawning !== null && t.spawning.vpid === vpid) {
+    rank = t.spawning.rank;
+    t.spawning = null;
+    note(run, rec.id, vpid, `${rec.id} replacement VPID ${vpid} for rank ${rank} did not start`);
+  } else {
+    rank = t.ranks.indexOf(vpid);
+    if (rank < 0) return; // not a rank holder: a replacement that already failed, say
+  }
+  if (!t.vacant.includes(rank)) t.vacant.push(rank);
+}
+
+/** The event that serves the first vacant rank, or null (§11.2): only while FsmTask is Running
+ *  (not killing, spawning or terminating) and no replacement is being spawned. */
+export function nextReplacement(run: Run, rec: TaskRecord): FsmTaskEvent | null {
+  const t = rec.rollback;
+  if (t === null || t.spawning !== null || taskState(rec) !== 'running') return null;
+  const rank = t.vacant[0];
+  if (rank === undefined) return null;
+  const done = t.replacements[rank] ?? 0;
+  if (done >= ROLLBACK_MAX_REPLACEMENTS) {
+    const reason = `rank ${rank} died again after ${done} replacements, the limit (ROLLBACK_MAX_REPLACEMENTS)`;
+    return { type: 'task.kill', reason };
+  }
+  const vpid = taskCtx(rec).nextVpid;
+  t.vacant.shift();
+  t.replacements[rank] = done + 1;
+  t.spawning = { rank, vpid };
+  note(run, rec.id, vpid, `${rec.id} replacing rank ${rank} (VPID ${t.ranks[rank] ?? '?'}) with VPID ${vpid}: replacement ${done + 1} of ${ROLLBACK_MAX_REPLACEMENTS}`);
+  return { type: 'app.spawn' };
+}
+
+/** After FsmTask took nextReplacement's `app.spawn`: its App-spawn is the replacement's. */
+export function checkReplacementStarted(rec: TaskRecord): void {
+  const s = rec.rollback?.spawning ?? null;
+  if (s === null) return;
+  assert(taskState(rec) === 'spawning' && taskCtx(rec).spawnVpid === s.vpid, `${rec.id}: replacement VPID ${s.vpid} is not FsmTask's App-spawn`);
+}
+
+/** REP_SPAWNED(vpid): the replacement runs and holds its rank from now on. */
+export function rankFilled(run: Run, rec: TaskRecord, vpid: number): void {
+  const t = rec.rollback;
+  if (t === null || t.spawning === null || t.spawning.vpid !== vpid) return;
+  const { rank } = t.spawning;
+  t.ranks[rank] = vpid;
+  t.spawning = null;
+  note(run, rec.id, vpid, `${rec.id} rank ${rank} held by VPID ${vpid}`);
+}
+
+/** Every member has ended: did the task end normally? For a rollback task, when every rank's
+ *  current holder ended normally (earlier holders' crashes are in the events), with no rank
+ *  waiting; null for other tasks (the caller's rule applies). */
+export function ranksEndedNormally(rec: TaskRecord): boolean | null {
+  const t = rec.rollback;
+  if (t === null) return null;
+  if (t.vacant.length > 0 || t.spawning !== null) return false;
+  return t.ranks.every((v) => {
+    const d = rec.procs.get(v);
+    return d !== undefined && procState(d) === 'terminatedNormally';
+  });
+}
+
+/** What a rollback task's `proc.mapping` carries (§11.2); null for other tasks. */
+export function rollbackTableOf(rec: TaskRecord): RollbackTable | null {
+  const r = rec.recovery;
+  if (r.kind !== 'rollback' || rec.rollback === null) return null;
+  return { ranks: [...rec.rollback.ranks], logging: r.logging, checkpoint: r.checkpoint, intervalMs: r.intervalMs, maxStateBytes: r.maxStateBytes };
+}
+
+/** The members a rollback task's spawn command lists, one per rank: its holder, or for the rank
+ *  being replaced the replacement (dead holders stay FsmTask members, and would crowd the list
+ *  past MAX_TASK_PROCS). Null for other tasks. */
+export function rankMembers(rec: TaskRecord): number[] | null {
+  const t = rec.rollback;
+  if (t === null) return null;
+  const s = t.spawning;
+  return t.ranks.map((v, rank) => (s !== null && s.rank === rank ? s.vpid : v));
+}
+
+/** The rank `vpid` holds, or is being spawned to take over; null if none (status view). */
+export function rankHeld(rec: TaskRecord, vpid: number): number | null {
+  const t = rec.rollback;
+  if (t === null) return null;
+  if (t.spawning !== null && t.spawning.vpid === vpid) return t.spawning.rank;
+  const rank = t.ranks.indexOf(vpid);
+  return rank < 0 ? null : rank;
+}
+
+/** The canonical encoding of a task's rank table (the state digest and state transfer). */
+const ranksList = list(uint, MAX_TASK_PROCS);
+export const rankTable: Schema<RankTable | null> = nullable(struct<RankTable>(['ranks', 'vacant', 'replacements', 'spawning'], {
+  ranks: ranksList, vacant: ranksList, replacements: ranksList,
+  spawning: nullable(struct<{ rank: number; vpid: number }>(['rank', 'vpid'], { rank: uint, vpid: uint })),
+}));

@@ -1,0 +1,75 @@
+// A task's recovery option and its rank table on the wire (docs/PROTOCOL.md §11.1, §11.2): what
+// `task.submit` asks for (app-specific recovery, or rollback with its logging, checkpoint policy
+// and bounds), and what a rollback task's mapping tells its processes (the ranks and the
+// options). The decoders only check shapes and lengths; whether the numbers are in range is the
+// group's judgement (src/core/cluster-rollback.ts rollbackRefusal), so a forged request gets an
+// operator answer that says what is wrong, not a silent drop. Part of the schemas that
+// messages.ts gathers.
+import { MAX_TASK_PROCS } from '../constants.ts';
+import { err, ok } from '../../base/result.ts';
+import { list, nullable, oneOf, struct, uint, type Schema } from './schema.ts';
+
+/** RADIC's receiver-based pessimistic logging, HMPL's hybrid logging, MPICH-V's channel memories. */
+export const ROLLBACK_LOGGINGS = ['rbml', 'hmpl', 'cm'] as const;
+export type RollbackLogging = (typeof ROLLBACK_LOGGINGS)[number];
+/** Uncoordinated, or RADIC's semi-coordinated BSCO / SCO (per node). */
+export const ROLLBACK_CHECKPOINTS = ['nco', 'bsco', 'sco'] as const;
+export type RollbackCheckpoint = (typeof ROLLBACK_CHECKPOINTS)[number];
+
+/** §11.1: `intervalMs` is the least time between two checkpoints of a rank, `maxStateBytes` the
+ *  largest checkpoint of one rank. */
+export type RollbackOptions = { logging: RollbackLogging; checkpoint: RollbackCheckpoint; intervalMs: number; maxStateBytes: number };
+/** `app`: Ghidrah's app-specific recovery, the default; `rollback`: §11. */
+export type Recovery = { kind: 'app' } | ({ kind: 'rollback' } & RollbackOptions);
+/** The default, and what every task submitted before §11 was. */
+export const APP_RECOVERY: Recovery = { kind: 'app' };
+
+const OPTION_FIELDS = ['logging', 'checkpoint', 'intervalMs', 'maxStateBytes'] as const;
+export const rollbackOptions: Schema<RollbackOptions> = struct<RollbackOptions>(OPTION_FIELDS, {
+  logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
+});
+
+const APP_CODE = 0;
+const ROLLBACK_CODE = 1;
+
+/** Tagged on `kind` as [code, ...fields], the way `union` tags on `type`. */
+export const recovery: Schema<Recovery> = {
+  enc: (v) => (v.kind === 'app' ? [APP_CODE] : [ROLLBACK_CODE, ...(rollbackOptions.enc(v) as unknown[])]),
+  dec: (t, p) => {
+    if (!Array.isArray(t) || t.length === 0) return err('WIRE_MALFORMED', `${p}: expected tagged recovery`);
+    if (t[0] === APP_CODE) return t.length === 1 ? ok({ kind: 'app' }) : err('WIRE_MALFORMED', `${p}<app>: expected no fields`);
+    if (t[0] !== ROLLBACK_CODE) return err('WIRE_UNKNOWN_TYPE', `${p}: unknown recovery code ${String(t[0])}`);
+    const r = rollbackOptions.dec(t.slice(1), `${p}<rollback>`);
+    return r.ok ? ok({ kind: 'rollback', ...r.value }) : r;
+  },
+};
+
+/** What the `proc.mapping` command carries for a rollback task (§11.2): rank r is held now by
+ *  VPID ranks[r]; the agent gives each process it delivers to its own rank. */
+export type RollbackTable = RollbackOptions & { ranks: number[] };
+/** What a rollback task's process receives in its mapping: its own rank as well. */
+export type RollbackMapping = RollbackTable & { rank: number };
+
+const ranks = list(uint, MAX_TASK_PROCS);
+export const rollbackTable: Schema<RollbackTable | null> = nullable(struct<RollbackTable>(['ranks', ...OPTION_FIELDS], {
+  ranks, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
+}));
+
+const mappingStruct = struct<RollbackMapping>(['rank', 'ranks', ...OPTION_FIELDS], {
+  rank: uint, ranks, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
+});
+/** A process's rank is one of the table's. */
+export const rollbackMapping: Schema<RollbackMapping | null> = nullable({
+  enc: mappingStruct.enc,
+  dec: (t, p) => {
+    const r = mappingStruct.dec(t, p);
+    if (!r.ok) return r;
+    return r.value.rank < r.value.ranks.length ? r : err('WIRE_MALFORMED', `${p}.rank: ${r.value.rank} is not one of ${r.value.ranks.length} ranks`);
+  },
+});
+
+/** The rank `vpid` holds in `table`, or null. */
+export function rankOf(table: RollbackTable, vpid: number): number | null {
+  const rank = table.ranks.indexOf(vpid);
+  return rank < 0 ? null : rank;
+}

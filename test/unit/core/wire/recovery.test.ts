@@ -1,0 +1,80 @@
+// The recovery option and the rank table on the wire (src/core/wire/recovery.ts; PROTOCOL §11.1,
+// §11.2): `task.submit`'s recovery, `proc.mapping`'s rank table and the process's mapping round
+// trip exactly; anything else decodes to a typed error, never a throw (STYLE.md 5).
+import { describe, expect, it } from 'vitest';
+import { MAX_TASK_PROCS } from '../../../../src/core/constants.ts';
+import { agentToProc, mapping, type AgentToProc } from '../../../../src/core/wire/app-wire.ts';
+import { pack, unpack } from '../../../../src/core/wire/frame.ts';
+import {
+  agentRequest, groupCommand, recovery, rollbackMapping, rollbackTable, type AgentRequest, type GroupCommand, type Recovery,
+} from '../../../../src/core/wire/messages.ts';
+import type { Schema } from '../../../../src/core/wire/schema.ts';
+
+const OPTIONS = { logging: 'cm', checkpoint: 'bsco', intervalMs: 100, maxStateBytes: 64 * 1024 * 1024 } as const;
+const ROLLBACK: Recovery = { kind: 'rollback', ...OPTIONS };
+
+/** Through the canonical bytes and back. */
+function roundTrip<T>(schema: Schema<T>, value: T): unknown {
+  const tree = unpack(pack(schema.enc(value)));
+  if (!tree.ok) throw new Error(tree.detail);
+  const r = schema.dec(tree.value, 'x');
+  if (!r.ok) throw new Error(r.detail);
+  return r.value;
+}
+const code = (schema: Schema<unknown>, tree: unknown): string => {
+  const r = schema.dec(tree, 'x');
+  return r.ok ? 'ok' : r.code;
+};
+
+describe('PROTOCOL §11.1: task.submit carries its recovery option', () => {
+  it('app and rollback round-trip, inside a submit too', () => {
+    for (const r of [{ kind: 'app' } as const, ROLLBACK]) expect(roundTrip(recovery, r)).toEqual(r);
+    const submit: AgentRequest = {
+      type: 'task.submit', nonce: 'ab'.repeat(16), name: 'heat', size: 4, file: '/bin/heat', args: [], cwd: '/', env: [], mode: 'linked',
+      recovery: ROLLBACK, taskKey: new Uint8Array(32).fill(1),
+    };
+    const back = roundTrip(agentRequest, submit) as AgentRequest;
+    expect(back).toMatchObject({ type: 'task.submit', recovery: ROLLBACK });
+    expect(pack(agentRequest.enc(back))).toEqual(pack(agentRequest.enc(submit)));
+  });
+
+  it('every malformed option is a typed error', () => {
+    const s = recovery as Schema<unknown>;
+    expect(code(s, [0])).toBe('ok');
+    expect(code(s, [1, 0, 0, 100, 1])).toBe('ok');
+    expect(code(s, [2])).toBe('WIRE_UNKNOWN_TYPE');
+    expect(code(s, ['app'])).toBe('WIRE_UNKNOWN_TYPE');
+    for (const bad of [[], null, 'rollback', {}, [0, 1], [1], [1, 3, 0, 100, 1], [1, 0, 3, 100, 1], [1, 0, 0, -1, 1], [1, 0, 0, 100, 1.5], [1, 0, 0, 100, 1, 9]]) {
+      expect(code(s, bad)).toBe('WIRE_MALFORMED');
+    }
+  });
+});
+
+describe('PROTOCOL §11.2: the mapping carries the rank table', () => {
+  it('proc.mapping and the process\'s mapping round-trip with and without one', () => {
+    const members = [{ vpid: 4, node: 'n1', endpoint: 'h:4' }];
+    for (const rollback of [null, { ranks: [4, 1], ...OPTIONS }]) {
+      const cmd: GroupCommand = { type: 'proc.mapping', task: 't1', vpids: [4], restarted: false, recovered: true, epoch: 2, quorum: 2, members, rollback };
+      expect(roundTrip(groupCommand, cmd)).toEqual(cmd);
+    }
+    for (const rollback of [null, { rank: 0, ranks: [4, 1], ...OPTIONS }]) {
+      const m: AgentToProc = { type: 'mapping', task: 't1', vpid: 4, size: 2, restarted: false, recovered: true, epoch: 2, quorum: 2, members, rollback };
+      expect(roundTrip(agentToProc, m)).toEqual(m);
+      const { type: _type, ...plain } = m;
+      expect(roundTrip(mapping, plain)).toEqual(plain);
+    }
+  });
+
+  it(`a rank table is bounded by MAX_TASK_PROCS (${MAX_TASK_PROCS}); a rank outside it is refused`, () => {
+    const full = Array.from({ length: MAX_TASK_PROCS }, (_, r) => r);
+    const table = (ranks: number[]) => rollbackTable.enc({ ranks, ...OPTIONS });
+    expect(code(rollbackTable as Schema<unknown>, table(full))).toBe('ok');
+    expect(code(rollbackTable as Schema<unknown>, table([...full, MAX_TASK_PROCS]))).toBe('WIRE_LIMIT');
+    const own = (rank: number, ranks: number[]) => rollbackMapping.enc({ rank, ranks, ...OPTIONS });
+    expect(code(rollbackMapping as Schema<unknown>, own(1, [4, 1]))).toBe('ok');
+    expect(code(rollbackMapping as Schema<unknown>, own(2, [4, 1]))).toBe('WIRE_MALFORMED');
+    expect(code(rollbackMapping as Schema<unknown>, own(0, []))).toBe('WIRE_MALFORMED');
+    expect(code(rollbackMapping as Schema<unknown>, own(0, [...full, 0]))).toBe('WIRE_LIMIT');
+    expect(code(rollbackMapping as Schema<unknown>, null)).toBe('ok');
+  });
+});
