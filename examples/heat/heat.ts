@@ -17,8 +17,8 @@
 // Parameters: --rows (HEAT_ROWS, 64), --cols (HEAT_COLS, 8192), --steps (HEAT_STEPS, 100),
 // --pace-ms (HEAT_PACE_MS, 0: a pause per step, to stretch a run), --verify (HEAT_VERIFY=1).
 // Rows travel between ranks as the host's float64 bytes: the cluster's hosts share a byte order.
+import { Gmpi } from 'trine/app';
 import { intOption, flagOption, refuse } from '../common/options.ts';
-import { initWithState, snapshot } from '../common/rollback-shim.ts';
 import {
   assembleGrid, checkHeatParams, heatReference, initialRankGrid, layoutOf, MAX_HEAT_CELLS, MAX_HEAT_STEPS, ownedRows, runHeatRank,
   type HeatComm, type HeatParams, type HeatState,
@@ -49,7 +49,7 @@ if (problem !== null) refuse(PROGRAM, problem);
 const state: HeatState = { step: 0, grid: new Float64Array(0), residuals: new Float64Array(params.steps) };
 let restored = false;
 
-const g = await initWithState({
+const g = await Gmpi.init({ state: {
   save: () => encodeHeatState(state),
   restore: (bytes) => {
     const got = decodeHeatState(bytes, params);
@@ -57,7 +57,7 @@ const g = await initWithState({
     Object.assign(state, got.value);
     restored = true;
   },
-});
+} });
 const sizeProblem = checkHeatParams(params, g.size());
 if (sizeProblem !== null) refuse(PROGRAM, sizeProblem);
 const layout = layoutOf(params, g.size(), g.rank());
@@ -75,7 +75,7 @@ const comm: HeatComm = {
   },
   allreduceMax: (value) => g.allreduce(value, 'max'),
 };
-await runHeatRank(comm, layout, state, () => snapshot(g), paceMs);
+await runHeatRank(comm, layout, state, () => g.snapshot(), paceMs);
 
 const owned = ownedRows(layout, state.grid);
 const blocks = await g.gather(0, new Uint8Array(owned.buffer, owned.byteOffset, owned.byteLength));

@@ -19,9 +19,8 @@
 //
 // Parameters: --n (NQ_N, 12), --depth (NQ_DEPTH, 2), --schedule dynamic|static (NQ_SCHEDULE),
 // --pace-ms (NQ_PACE_MS, 0: a pause per unit, to stretch a run).
-import { ANY_SOURCE, ANY_TAG, type Gmpi } from 'trine/app';
+import { ANY_SOURCE, ANY_TAG, Gmpi } from 'trine/app';
 import { choiceOption, intOption, refuse } from '../common/options.ts';
-import { initWithState, snapshot } from '../common/rollback-shim.ts';
 import { countCompletions, KNOWN_SOLUTIONS, MAX_QUEENS, workUnits } from './nqueens-core.ts';
 
 const PROGRAM = 'nqueens-rollback';
@@ -75,14 +74,14 @@ async function manage(g: Gmpi): Promise<void> {
   while (state.primed < g.size() - 1) {
     await handOut(state.primed + 1);
     state.primed++;
-    await snapshot(g);
+    await g.snapshot();
   }
   while (state.received < state.handed) {
     const m = await g.recv<Result>(ANY_SOURCE, TAG.result);
     state.collected += m.data.count;
     state.received++;
     await handOut(m.source);
-    await snapshot(g);
+    await g.snapshot();
   }
 }
 
@@ -96,7 +95,7 @@ async function work(g: Gmpi): Promise<void> {
     state.solutions += count;
     state.done++;
     await g.send(0, TAG.result, { unit: m.data, count } satisfies Result);
-    await snapshot(g);
+    await g.snapshot();
   }
 }
 
@@ -106,11 +105,11 @@ async function countShare(g: Gmpi): Promise<void> {
     state.solutions += countUnit(unit);
     state.done++;
     if (PACE_MS > 0) await pace();
-    await snapshot(g);
+    await g.snapshot();
   }
 }
 
-const g = await initWithState(state);
+const g = await Gmpi.init({ state });
 const t0 = Date.now();
 const dynamic = SCHEDULE === 'dynamic' && g.size() > 1;
 if (!dynamic) await countShare(g);

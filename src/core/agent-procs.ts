@@ -95,6 +95,8 @@ export function commandProcs(s: AgentProcs, command: GroupCommand, local: readon
     case 'replicas':
     case 'replica.spawn':
     case 'replica.kill':
+    case 'rollback.guard':
+    case 'rollback.release':
       break; // not about task processes (the agent core and its driver, PROTOCOL §10.7)
     default:
       unreachable(command);

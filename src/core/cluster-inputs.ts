@@ -7,7 +7,7 @@ import type { FsmProcEvent, FsmProcState } from '../../fsm/fsm-proc.ts';
 import { initialStep, type MachineData } from '../../fsm/plain-data.ts';
 import { MAX_ARGS, MAX_LIVE_TASKS, MAX_TASK_PROCS } from './constants.ts';
 import { drain, settle, taskAction } from './cluster-machines.ts';
-import { createRankTable, rollbackRefusal } from './cluster-rollback.ts';
+import { createRankTable, guardCommand, rollbackRefusal, toProtectors } from './cluster-rollback.ts';
 import { newRun, note, perAgent, type Run } from './cluster-run.ts';
 import { applyVerdict, broadcastSignal, liveMembers, SIGNALLING, signalName } from './cluster-signals.ts';
 import {
@@ -64,6 +64,9 @@ export function submitTask(
   note(run, id, null, restoreOf === null
     ? `${id} submitted: ${req.size} × ${req.file}`
     : `${id} restored after a cluster reset (it was ${restoreOf}), restarted flag set: ${req.size} × ${req.file}`);
+  // Every protector learns the task's key before any of its processes can dial one (§11.4).
+  const guard = guardCommand(rec);
+  if (guard !== null) toProtectors(run, guard);
   for (const action of init.actions) taskAction(run, rec, action);
   return { outcome: { ok: true, text: id }, effects: settle(run) };
 }

@@ -10,7 +10,7 @@ import { initialStep, step, type MachineAction, type MachineData } from '../../f
 import { MAX_FINISHED_TASKS } from './constants.ts';
 import { agentOf, note, type Run, type WorkItem } from './cluster-run.ts';
 import {
-  checkReplacementStarted, nextReplacement, rankDied, rankFilled, rankMembers, ranksEndedNormally, resetRanks,
+  checkReplacementStarted, nextReplacement, rankDied, rankFilled, rankMembers, ranksEndedNormally, resetRanks, toProtectors,
 } from './cluster-rollback.ts';
 import { broadcastSignal, liveMembers, rejudgeGroupRequest, sendMappings } from './cluster-signals.ts';
 import {
@@ -188,6 +188,7 @@ function finishTask(run: Run, rec: TaskRecord, outcome: 'normal' | 'abnormal', r
   cs.serviceQueue = cs.serviceQueue.filter((s) => s.task !== rec.id);
   if (cs.serviceActive?.task === rec.id) cs.serviceActive = null;
   note(run, rec.id, null, `${rec.id} finished ${outcome === 'normal' ? 'normally' : 'abnormally'}: ${reason}`);
+  if (rec.recovery.kind === 'rollback') toProtectors(run, { type: 'rollback.release', task: rec.id });
   cs.finished.push(rec.id);
   while (cs.finished.length > MAX_FINISHED_TASKS) cs.tasks.delete(cs.finished.shift() as string);
 }

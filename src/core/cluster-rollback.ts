@@ -19,12 +19,13 @@
 // canonical state (cluster-view.ts, state-codec.ts) so the replicas' digests cover it.
 import type { FsmTaskEvent } from '../../fsm/fsm-task-types.ts';
 import { note, type Run } from './cluster-run.ts';
-import { procState, taskCtx, taskState, type RankTable, type TaskRecord } from './cluster-state.ts';
+import { procNode, procState, taskCtx, taskState, type ClusterState, type NodeRecord, type RankTable, type TaskRecord } from './cluster-state.ts';
 import {
   MAX_TASK_PROCS, ROLLBACK_MAX_INTERVAL_MS, ROLLBACK_MAX_REPLACEMENTS, ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS,
 } from './constants.ts';
 import { assert } from '../base/result.ts';
-import type { RollbackTable, TaskSubmit } from './wire/messages.ts';
+import type { ProcessId } from './ports.ts';
+import type { GroupCommand, RollbackTable, TaskSubmit } from './wire/messages.ts';
 import { list, nullable, struct, uint, type Schema } from './wire/schema.ts';
 
 /** Rank r is VPID r at start (VPIDs 0 … size − 1). */
@@ -129,10 +130,47 @@ export function ranksEndedNormally(rec: TaskRecord): boolean | null {
 }
 
 /** What a rollback task's `proc.mapping` carries (§11.2); null for other tasks. */
-export function rollbackTableOf(rec: TaskRecord): RollbackTable | null {
+export function rollbackTableOf(rec: TaskRecord, nodes: ReadonlyMap<ProcessId, NodeRecord>): RollbackTable | null {
   const r = rec.recovery;
   if (r.kind !== 'rollback' || rec.rollback === null) return null;
-  return { ranks: [...rec.rollback.ranks], logging: r.logging, checkpoint: r.checkpoint, intervalMs: r.intervalMs, maxStateBytes: r.maxStateBytes };
+  const ring = protectorRing(nodes);
+  const protectors = rec.rollback.ranks.map((v) => protectorAfter(ring, procNode(rec, v)));
+  return { ranks: [...rec.rollback.ranks], protectors, logging: r.logging, checkpoint: r.checkpoint, intervalMs: r.intervalMs, maxStateBytes: r.maxStateBytes };
+}
+
+/** The ring of protectors (PROTOCOL §11.4; radic-hmpl A.1): the live nodes whose agent runs
+ *  one, in node order. */
+export function protectorRing(nodes: ReadonlyMap<ProcessId, NodeRecord>): { node: string; endpoint: string }[] {
+  return [...nodes.values()]
+    .filter((n) => n.joined && !n.failed && n.protector !== '')
+    .map((n) => ({ node: n.node, endpoint: n.protector }))
+    .sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+}
+
+/** The protector of the ranks on `node`: the next node of the ring after it (a failed node is
+ *  skipped, radic-hmpl A.1), never the node itself; '' with no other node. */
+export function protectorAfter(ring: readonly { node: string; endpoint: string }[], node: string | null): string {
+  const others = ring.filter((p) => p.node !== node);
+  if (others.length === 0) return '';
+  return (others.find((p) => node !== null && p.node > node) ?? others[0]!).endpoint;
+}
+
+/** What every agent whose node runs a protector is told of a rollback task (§11.4). */
+export function guardCommand(rec: TaskRecord): GroupCommand | null {
+  return rec.recovery.kind === 'rollback' ? { type: 'rollback.guard', task: rec.id, taskKey: new Uint8Array(rec.taskKey), maxStateBytes: rec.recovery.maxStateBytes } : null;
+}
+
+/** The guards of every live rollback task, for an agent whose protector just started. */
+export function guardCommands(cs: ClusterState): GroupCommand[] {
+  return [...cs.tasks.values()].flatMap((rec) => {
+    const c = rec.outcome === null ? guardCommand(rec) : null;
+    return c === null ? [] : [c];
+  });
+}
+
+/** Send `command` to every live node's agent that runs a protector. */
+export function toProtectors(run: Run, command: GroupCommand): void {
+  for (const [agent, n] of run.nodes) if (n.joined && !n.failed && n.protector !== '') run.effects.push({ type: 'command', agent, command });
 }
 
 /** The members a rollback task's spawn command lists, one per rank: its holder, or for the rank

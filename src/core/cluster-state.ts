@@ -22,7 +22,9 @@ import type { GroupCommand, TaskSubmit } from './wire/messages.ts';
 
 /** `draining`: an operator removes the node (PROTOCOL §10.12): nothing new is placed on it, and
  *  it leaves once no live task holds a slot there. */
-export type NodeRecord = { node: string; joined: boolean; slots: number; failed: boolean; inc: number; draining: boolean };
+/** `protector`: where the node's agent keeps rollback tasks' logs and checkpoints (PROTOCOL
+ *  §11.4), `host:port`; '' until its agent says. */
+export type NodeRecord = { node: string; joined: boolean; slots: number; failed: boolean; inc: number; draining: boolean; protector: string };
 export type TaskTimers = {
   startTimeoutTicks: number; terminateTimeoutTicks: number; maxStartAttempts: number; maxTerminateAttempts: number;
   /** Spec §4.5 (b), in ticks (not part of FsmTask's input). */

@@ -9,6 +9,7 @@ import type { ProcessId } from './ports.ts';
 import { addNode, finishDrains, removeNode, shutdown, wasRemoved, type Done } from './replicated-members.ts';
 import { absorb, absorbView, addedSpares, emit, groupContext, noResult, type ApplyResult, type OperatorOutcome, type ReplicatedState } from './replicated-state.ts';
 import { unreachable } from '../base/result.ts';
+import { guardCommands } from './cluster-rollback.ts';
 import { unpack } from './wire/frame.ts';
 import {
   groupMsgCG, type AgentRequest, type GroupInput, type GroupMsgGC, type NodeAdd, type NodeRemove, type NodeRestore, type OperatorRequest, type TaskRestore, type TaskSubmit,
@@ -143,7 +144,7 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
         if (wasRemoved(s, client)) emit(s, client, { type: 'node.shutdown', rsn: s.rsn, removed: true }, messages);
         return r;
       }
-      s.nodes.set(client, { ...rec, joined: true, slots: request.slots, failed: false, inc });
+      s.nodes.set(client, { ...rec, joined: true, slots: request.slots, failed: false, inc, protector: '' });
       // The new incarnation learns which of its node's processes the group believes run, when
       // there are any or it asks (PROTOCOL §8.6); placement may use its slots now.
       const r = result();
@@ -156,6 +157,14 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       if (s.shutdownAt !== null) emit(s, client, { type: 'node.shutdown', rsn: s.shutdownAt, removed: false }, messages);
       else absorbView(s, recoveryStep(groupContext(s), s.group), r);
       return r;
+    }
+    case 'node.protector': {
+      const rec = s.nodes.get(client);
+      if (rec === undefined || !rec.joined) return result();
+      s.nodes.set(client, { ...rec, protector: request.endpoint });
+      // Its store is empty (a new incarnation's too): it learns the live rollback tasks' keys.
+      for (const command of guardCommands(s.cluster)) emit(s, client, command, messages);
+      return result();
     }
     case 'echo': {
       if (!s.nodes.has(client)) return result(); // a removed node's (PROTOCOL §10.12)

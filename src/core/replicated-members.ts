@@ -58,7 +58,7 @@ export function addNode(s: ReplicatedState, q: NodeAdd, op: SignedBytes | null):
   if ([...s.added].some(([a, n]) => n.address === q.address && s.nodes.has(a))) return refuse(`address ${q.address} is already an added node's`);
   const spares = q.spares.map((x) => ({ id: x.id, port: x.port, publicKey: new Uint8Array(x.publicKey) }));
   s.added.set(q.agent, { node: q.node, address: q.address, port: q.port, publicKey: new Uint8Array(q.publicKey), spares });
-  s.nodes.set(q.agent, { node: q.node, joined: false, slots: 0, failed: false, inc: 0, draining: false });
+  s.nodes.set(q.agent, { node: q.node, joined: false, slots: 0, failed: false, inc: 0, draining: false, protector: '' });
   if (spares.length > 0) Object.assign(s, poolWithAdded(s, s.added));
   record(s, q.nonce, 'add', q.agent, q.node, op);
   const holding = spares.length === 0 ? '' : `, spare replica${spares.length === 1 ? '' : 's'} ${spares.map((x) => x.id).join(', ')}`;

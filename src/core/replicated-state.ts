@@ -103,7 +103,7 @@ export function initialState(m: StateMembership, timing: Timing = DEFAULT_TIMING
   const primary = replicas[0];
   if (primary === undefined) throw new Error('a manager group needs replicas');
   const nodes = new Map<ProcessId, NodeRecord>();
-  for (const a of [...agents].sort((x, y) => (x.id < y.id ? -1 : 1))) nodes.set(a.id, { node: a.node, joined: false, slots: 0, failed: false, inc: 0, draining: false });
+  for (const a of [...agents].sort((x, y) => (x.id < y.id ? -1 : 1))) nodes.set(a.id, { node: a.node, joined: false, slots: 0, failed: false, inc: 0, draining: false, protector: '' });
   return {
     rsn: 0, gssn: 0, replicas: [...replicas], primary, clientInc: new Map(), csnReceived: new Map(), lastGssnTo: new Map(), nodes,
     cluster: createClusterState(), outcomes: new Map(), outcomeOrder: [], group: initialGroupView(replicas, m.replicaNodes), shutdownAt: null, added: new Map(), members: [],
@@ -120,7 +120,7 @@ export function encodeState(s: ReplicatedState): Uint8Array {
     sortedEntries(s.clientInc),
     sortedEntries(s.csnReceived),
     sortedEntries(s.lastGssnTo),
-    sortedEntries(s.nodes).map(([id, n]) => [id, n.node, n.joined, n.slots, n.failed, n.inc, n.draining]),
+    sortedEntries(s.nodes).map(([id, n]) => [id, n.node, n.joined, n.slots, n.failed, n.inc, n.draining, n.protector]),
     encodeCluster(s.cluster),
     s.outcomeOrder.map((nonce) => {
       const o = s.outcomes.get(nonce) as OperatorOutcome;

@@ -145,17 +145,18 @@ function readState(t: unknown, config: StateConfig): ReplicatedState {
   };
 }
 
-/** Node records are encoded flat: [agent, node, joined, slots, failed, inc], by agent. */
+/** Node records are encoded flat: [agent, node, joined, slots, failed, inc, draining, protector],
+ *  by agent. */
 function readNodes(t: unknown, p: string): Map<ProcessId, NodeRecord> {
   const out = new Map<ProcessId, NodeRecord>();
   let previous: string | null = null;
   list((e, q) => {
-    const [agent, node, joined, slots, failed, inc, draining] = tuple(e, 7, q);
+    const [agent, node, joined, slots, failed, inc, draining, protector] = tuple(e, 8, q);
     const id = str(agent, `${q}.agent`);
     if (previous !== null && !(previous < id)) fail(q, `agent ${id} out of order`);
     out.set(id, {
       node: str(node, `${q}.node`), joined: bool(joined, `${q}.joined`), slots: uint(slots, `${q}.slots`), failed: bool(failed, `${q}.failed`), inc: uint(inc, `${q}.inc`),
-      draining: bool(draining, `${q}.draining`),
+      draining: bool(draining, `${q}.draining`), protector: str(protector, `${q}.protector`),
     });
     previous = id;
   })(t, p);

@@ -133,10 +133,9 @@ export async function runAgent(
   let exitAgent: ((code: number, why: string) => void) | null = null;
   let clusterDir: string | null = null;
   let pool: ProcessId[] = [];
-  /** The node's protector (PROTOCOL §11.4), once it listens. The group's `rollback.guard` and
-   *  `rollback.release` commands (not built yet) call its guard(task, taskKey, maxStateBytes) and
-   *  release(task) from the `deliver.command` branch below; its endpoint is in its log line
-   *  `protector.listening` and in stats(). */
+  /** The node's protector (PROTOCOL §11.4), once it listens: its endpoint goes to the group
+   *  (`node.protector`), which puts it in the rollback tasks' mappings, and the group's
+   *  `rollback.guard` and `rollback.release` commands reach it from `deliver.command` below. */
   let protector: Protector | null = null;
   /** The group's commands about replicas on this node, carried out once each. */
   const onReplicaCommand = (command: GroupCommand): void => {
@@ -188,7 +187,10 @@ export async function runAgent(
         host: nodeHostOf(cluster.config, entry.node).nodeHost ?? LOOPBACK_HOST,
         port: 0,
         log: (level, event, fields) => logger[level]({ event, ...fields }),
-      }).then((p) => { protector = p; }, (e: Error) => logger.error({ event: 'protector.failed', error: e.message }));
+      }).then((p) => {
+        protector = p;
+        send({ type: 'node.protector', endpoint: p.endpoint });
+      }, (e: Error) => logger.error({ event: 'protector.failed', error: e.message }));
       // A predecessor left processes on record: ask the group which are still ours (PROTOCOL §8.6).
       const resync = driver.procs.recovered.length > 0;
       pool = replicaPool(cluster.config.membership);
@@ -217,6 +219,7 @@ export async function runAgent(
       if (effect.type === 'deliver.command') {
         driver?.onCommand(effect.command);
         onReplicaCommand(effect.command);
+        onProtectorCommand(protector, effect.command, log);
         if (effect.command.type === 'node.shutdown' && driver !== null && clusterDir !== null) {
           const { rsn, removed } = effect.command;
           const why = removed ? 'the operator removed this node' : 'the operator shut the cluster down';
@@ -255,4 +258,17 @@ export async function runAgent(
       hooks.onReady?.(f);
     },
   });
+}
+
+/** The group's orders about rollback tasks for this node's protector (PROTOCOL §11.4). A guard
+ *  that arrives before the protector listens is not lost: the group guards again when the
+ *  protector's `node.protector` is applied. */
+function onProtectorCommand(protector: Protector | null, command: GroupCommand, log: { warn: (o: object) => void } | null): void {
+  if (protector === null) return;
+  if (command.type === 'rollback.guard') {
+    const r = protector.guard(command.task, command.taskKey, command.maxStateBytes);
+    if (!r.ok) log?.warn({ event: 'protector.guard.refused', task: command.task, code: r.code, detail: r.detail });
+  } else if (command.type === 'rollback.release') {
+    protector.release(command.task);
+  }
 }

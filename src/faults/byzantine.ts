@@ -101,6 +101,10 @@ function alterGC(gc: GroupMsgGC, variant: number): GroupMsgGC {
       return { ...gc, payload: { ...p, id: `${p.id}x` } };
     case 'node.shutdown':
       return { ...gc, payload: { ...p, rsn: p.rsn + 1 + (variant & 0xff) } };
+    case 'rollback.guard':
+      return { ...gc, payload: { ...p, taskKey: flipped(p.taskKey) } };
+    case 'rollback.release':
+      return { ...gc, payload: { ...p, task: `${p.task}0` } };
     default:
       return unreachable(p);
   }

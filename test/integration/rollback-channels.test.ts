@@ -33,7 +33,8 @@ class MemStore implements RecoverableStore {
   }
   async fetch(): Promise<StoreContents> {
     await Promise.resolve();
-    return { checkpoints: [...this.checkpoints], log: [...this.log].map(([pos, blob]) => ({ pos, blob })) };
+    const log = [...this.log].map(([pos, blob]) => ({ pos, blob }));
+    return { checkpoints: [...this.checkpoints], log, last: Math.max(0, ...log.map((e) => e.pos), ...this.checkpoints.map((c) => c.logPos)) };
   }
 }
 

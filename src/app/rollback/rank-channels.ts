@@ -161,6 +161,13 @@ export class RankChannels {
     else replayDeterminant(this.st, pos, e.index, e.det);
   }
 
+  /** Positions up to `pos` are taken in the store by entries a replacement could not use (a
+   *  broken tail after a refused checkpoint): new entries go after them. */
+  skipLogTo(pos: number): void {
+    this.st.logPos = pos;
+    this.st.loggedUpTo = pos;
+  }
+
   close(reason: Error): void {
     if (this.closed !== null) return;
     this.closed = reason;

@@ -72,8 +72,9 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
   };
 }
 
-/** Check the options, connect the store, build the parts; a replacement recovers, a first
- *  incarnation takes checkpoint 1 so a replacement always has one. */
+/** Check the options, connect the store, build the parts; a replacement recovers. (A first
+ *  incarnation takes no checkpoint here: its state is what its own code builds after init, and
+ *  a replacement before its first snapshot() rebuilds it the same way, replaying the whole log.) */
 export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> {
   const { rb } = a;
   if (a.state === undefined) {
@@ -92,7 +93,6 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
       channels, layer, world, store, state, intervalMs: rb.intervalMs, maxStateBytes: rb.maxStateBytes, now: a.now ?? (() => Date.now()),
     });
     if (a.recovered) await runtime.recover();
-    else await runtime.checkpoint();
     return { channels, layer, world, runtime, store };
   } catch (e) {
     await store.close();

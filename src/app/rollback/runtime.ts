@@ -10,7 +10,7 @@
 // its fields replaced, so the references the application holds stay good.
 import { createHash } from 'node:crypto';
 import { Packr } from 'msgpackr';
-import { decodeCheckpoint, decodeLogEntry, encodeCheckpoint } from './codec.ts';
+import { decodeCheckpoint, decodeLogEntry, encodeCheckpoint, type LogEntry } from './codec.ts';
 import type { Comm, CommLayer } from '../gmpi/comm.ts';
 import type { RankChannels, RankStore } from './rank-channels.ts';
 
@@ -22,6 +22,8 @@ export type StoredCheckpoint = { readonly id: number; readonly logPos: number; r
 export type StoreContents = {
   readonly checkpoints: readonly StoredCheckpoint[];
   readonly log: readonly { readonly pos: number; readonly blob: Uint8Array }[];
+  /** The last log position the store holds. */
+  readonly last: number;
 };
 export type RecoverableStore = RankStore & { fetch(): Promise<StoreContents> };
 
@@ -36,6 +38,18 @@ export class RollbackError extends Error {
 }
 
 const packr = new Packr({ useRecords: false, moreTypes: true });
+
+/** The log entries after position `from`, decoded, if they are contiguous and all decode. */
+function readLog(contents: StoreContents, from: number, size: number): { pos: number; entry: LogEntry }[] | null {
+  const entries = contents.log.filter((e) => e.pos > from).sort((a, b) => a.pos - b.pos);
+  const out: { pos: number; entry: LogEntry }[] = [];
+  for (const e of entries) {
+    const d = decodeLogEntry(e.blob, size);
+    if (!d.ok || e.pos !== from + out.length + 1) return null;
+    out.push({ pos: e.pos, entry: d.value });
+  }
+  return out;
+}
 const isHooks = (s: RegisteredState): s is StateHooks => typeof s.save === 'function' && typeof s.restore === 'function';
 
 export function checkRegisteredState(s: unknown): RegisteredState {
@@ -95,9 +109,18 @@ export class RollbackRuntime {
     this.stats.checkpointBytes = bytes.length;
   }
 
-  /** A replacement: restore the newest usable checkpoint and re-inject the log after it. */
+  /** A replacement: restore the newest usable checkpoint and re-inject the log after it. With
+   *  no checkpoint yet, the rank starts as a first incarnation does, and the whole log, kept
+   *  since position 1, is replayed. */
   async recover(): Promise<void> {
     const contents = await this.o.store.fetch();
+    if (contents.checkpoints.length === 0) {
+      const log = readLog(contents, 0, this.o.channels.size());
+      if (log === null) throw new RollbackError('LOG_CORRUPT', 'the log of this rank is broken and it has no checkpoint');
+      for (const { pos, entry } of log) this.o.channels.replay(pos, entry);
+      this.stats.replayed = log.length;
+      return;
+    }
     const byNewest = [...contents.checkpoints].sort((a, b) => b.id - a.id);
     let lastError: RollbackError | null = null;
     for (const c of byNewest) {
@@ -108,18 +131,10 @@ export class RollbackRuntime {
         lastError = new RollbackError('NO_CHECKPOINT', `checkpoint ${c.id} is unreadable: ${body.ok ? 'its header disagrees with the store' : body.detail}`);
         continue;
       }
-      const entries = contents.log.filter((e) => e.pos > c.logPos).sort((a, b) => a.pos - b.pos);
-      const decoded = [];
-      let expected = c.logPos + 1;
-      for (const e of entries) {
-        const d = decodeLogEntry(e.blob, size);
-        if (!d.ok || e.pos !== expected) break;
-        decoded.push({ pos: e.pos, entry: d.value });
-        expected++;
-      }
-      if (decoded.length !== entries.length) {
+      const decoded = readLog(contents, c.logPos, size);
+      if (decoded === null) {
         this.stats.refused++;
-        lastError = new RollbackError('LOG_CORRUPT', `the log after checkpoint ${c.id} is broken at position ${expected}`);
+        lastError = new RollbackError('LOG_CORRUPT', `the log after checkpoint ${c.id} is broken`);
         continue;
       }
       this.restoreApp(body.value.app);
@@ -128,7 +143,10 @@ export class RollbackRuntime {
       for (const { pos, entry } of decoded) this.o.channels.replay(pos, entry);
       this.stats.replayed = decoded.length;
       this.stats.restoredFrom = c.id;
-      this.nextId = c.id + 1;
+      // Ids and positions go on past everything stored, a refused checkpoint or entry included:
+      // the store takes no id or position twice (protector-store.ts).
+      this.nextId = Math.max(...contents.checkpoints.map((x) => x.id)) + 1;
+      if (contents.last > this.o.channels.st.logPos) this.o.channels.skipLogTo(contents.last);
       this.lastCheckpointAt = this.o.now();
       return;
     }

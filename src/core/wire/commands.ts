@@ -63,7 +63,12 @@ export type GroupCommand =
   /** Stop this node for good, as ordered at `rsn`: the operator shut the cluster down
    *  (PROTOCOL §10.11), or, with `removed`, removed this node (§10.12). Kill every task process on
    *  it, then exit so that nothing restarts the agent. */
-  | { type: 'node.shutdown'; rsn: number; removed: boolean };
+  | { type: 'node.shutdown'; rsn: number; removed: boolean }
+  /** Keep the logs and checkpoints of rollback task `task`'s ranks (PROTOCOL §11.4): its key
+   *  authenticates their processes, `maxStateBytes` bounds a checkpoint. */
+  | { type: 'rollback.guard'; task: string; taskKey: Uint8Array; maxStateBytes: number }
+  /** The task ended: forget what this node's protector keeps of it. */
+  | { type: 'rollback.release'; task: string };
 
 export type ProcSignal = {
   type: 'proc.signal'; task: string; vpids: number[]; signum: number; src: number; dest: number; arg: number; epoch: number;
@@ -126,6 +131,8 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   },
   'replica.kill': { code: 9, order: ['id'], fields: { id: processId } },
   'node.shutdown': { code: 10, order: ['rsn', 'removed'], fields: { rsn: uint, removed: bool } },
+  'rollback.guard': { code: 11, order: ['task', 'taskKey', 'maxStateBytes'], fields: { task: taskId, taskKey, maxStateBytes: uint } },
+  'rollback.release': { code: 12, order: ['task'], fields: { task: taskId } },
 });
 
 // ---- Group messages (spec §3.2) --------------------------------------------------------------

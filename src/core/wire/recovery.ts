@@ -8,6 +8,7 @@
 import { MAX_TASK_PROCS } from '../constants.ts';
 import { err, ok } from '../../base/result.ts';
 import { list, nullable, oneOf, struct, uint, type Schema } from './schema.ts';
+import { endpointText } from './basics.ts';
 
 /** RADIC's receiver-based pessimistic logging, HMPL's hybrid logging, MPICH-V's channel memories. */
 export const ROLLBACK_LOGGINGS = ['rbml', 'hmpl', 'cm'] as const;
@@ -46,17 +47,23 @@ export const recovery: Schema<Recovery> = {
 
 /** What the `proc.mapping` command carries for a rollback task (§11.2): rank r is held now by
  *  VPID ranks[r]; the agent gives each process it delivers to its own rank. */
-export type RollbackTable = RollbackOptions & { ranks: number[] };
-/** What a rollback task's process receives in its mapping: its own rank as well. */
-export type RollbackMapping = RollbackTable & { rank: number };
+export type RollbackTable = RollbackOptions & {
+  ranks: number[];
+  /** Per rank, its protector's endpoint (PROTOCOL §11.4): the next live node of the ring after
+   *  the node holding the rank; '' when there is none. */
+  protectors: string[];
+};
+/** What a rollback task's process receives in its mapping: its own rank and protector as well. */
+export type RollbackMapping = RollbackTable & { rank: number; protector: string };
 
 const ranks = list(uint, MAX_TASK_PROCS);
-export const rollbackTable: Schema<RollbackTable | null> = nullable(struct<RollbackTable>(['ranks', ...OPTION_FIELDS], {
-  ranks, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
+const protectors = list(endpointText, MAX_TASK_PROCS);
+export const rollbackTable: Schema<RollbackTable | null> = nullable(struct<RollbackTable>(['ranks', 'protectors', ...OPTION_FIELDS], {
+  ranks, protectors, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
 }));
 
-const mappingStruct = struct<RollbackMapping>(['rank', 'ranks', ...OPTION_FIELDS], {
-  rank: uint, ranks, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
+const mappingStruct = struct<RollbackMapping>(['rank', 'protector', 'ranks', 'protectors', ...OPTION_FIELDS], {
+  rank: uint, protector: endpointText, ranks, protectors, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
 });
 /** A process's rank is one of the table's. */
 export const rollbackMapping: Schema<RollbackMapping | null> = nullable({

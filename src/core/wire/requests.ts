@@ -8,7 +8,7 @@ import {
 import type { ProcessId } from '../ports.ts';
 import { bool, bytes, list, oneOf, struct, text, uint, union, type Schema } from './schema.ts';
 import {
-  arg, env, hostAddress, int32, member, nodeName, nonce, path, procReport, processId, reason, taskId,
+  arg, endpointText, env, hostAddress, int32, member, nodeName, nonce, path, procReport, processId, reason, taskId,
   taskKey, tcpPort, u32, type EnvEntry, type ProcMode, type ProcReport,
 } from './basics.ts';
 import { recovery, type Recovery } from './recovery.ts';
@@ -86,6 +86,9 @@ export type AgentRequest =
   /** The agent announces its node to the group (first message after start). `resync`: it found
    *  processes on record from a predecessor incarnation and needs `procs.adopt` (PROTOCOL §8.6). */
   | { type: 'node.join'; slots: number; resync: boolean }
+  /** The agent's protector listens at `endpoint` (`host:port`, PROTOCOL §11.4): sent once it
+   *  does, after node.join, by every incarnation. */
+  | { type: 'node.protector'; endpoint: string }
   /** Ask the group to answer with one group message per target (diagnostics, sim, bench). */
   | { type: 'echo'; tag: string; fanout: Fanout; count: number; data: Uint8Array }
   /** Spec §3.5 G5 / §3.7: copies of `count` GSSNs from `gssn` on timed out or did not all
@@ -101,6 +104,7 @@ export type AgentRequest =
 
 export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'node.join': { code: 1, order: ['slots', 'resync'], fields: { slots: uint, resync: bool } },
+  'node.protector': { code: 14, order: ['endpoint'], fields: { endpoint: endpointText } },
   echo: {
     code: 2,
     order: ['tag', 'fanout', 'count', 'data'],

@@ -21,7 +21,7 @@ export class Cluster {
   rsn = 0;
   constructor(count: number, slots = 1, joined = count) {
     for (let i = 1; i <= count; i++) {
-      this.nodes.set(`a${i}`, { node: `n${i}`, joined: i <= joined, slots: i <= joined ? slots : 0, failed: false, draining: false, inc: 1 });
+      this.nodes.set(`a${i}`, { node: `n${i}`, joined: i <= joined, slots: i <= joined ? slots : 0, failed: false, draining: false, inc: 1, protector: '' });
     }
   }
   submit(size: number, extra: Partial<TaskSubmit> = {}): { ok: boolean; text: string } {

@@ -16,7 +16,7 @@ import { Cluster, linkedRunning, TIMERS } from './cluster-driver.ts';
 /** Cluster whose agents are on the given nodes with the given slots, inserted in that order. */
 function clusterOf(spec: [agent: string, node: string, slots: number][]): Cluster {
   const c = new Cluster(0);
-  for (const [agent, node, slots] of spec) c.nodes.set(agent, { node, joined: true, slots, failed: false, draining: false, inc: 1 });
+  for (const [agent, node, slots] of spec) c.nodes.set(agent, { node, joined: true, slots, failed: false, draining: false, inc: 1, protector: '' });
   return c;
 }
 
@@ -250,7 +250,7 @@ describe('membership changes (spec §4.5; PROTOCOL §9.2)', () => {
     expect(enc(c)[4]).toEqual([['t1', [2]]]);
     c.kill('t1');
     expect(enc(c)[4]).toEqual([]);
-    c.nodes.set('a3', { node: 'n3', joined: true, slots: 1, failed: false, draining: false, inc: 1 });
+    c.nodes.set('a3', { node: 'n3', joined: true, slots: 1, failed: false, draining: false, protector: '', inc: 1 });
     c.join('a3', 1);
     expect(c.spawns()).toEqual([]);
   });

@@ -14,7 +14,7 @@ import { TIMERS } from './cluster-driver.ts';
 const submit = (size: number): TaskSubmit => ({
   type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size, file: '/bin/sleep', args: [], cwd: '/tmp', env: [], mode: 'plain', recovery: { kind: 'app' }, taskKey: new Uint8Array(32),
 });
-const node = (name: string, slots: number, joined = true): NodeRecord => ({ node: name, joined, slots, failed: false, inc: 1, draining: false });
+const node = (name: string, slots: number, joined = true): NodeRecord => ({ node: name, joined, slots, failed: false, inc: 1, draining: false, protector: '' });
 
 describe('cluster-machines stepped by hand', () => {
   it('a request waits with its reason, is placed once room appears, and the start turn goes to one task at a time', () => {

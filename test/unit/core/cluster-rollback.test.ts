@@ -30,13 +30,18 @@ function rollbackRunning(size: number, nodes: number, slots = 1): Cluster {
 const ranksOf = (c: Cluster) => c.cs.tasks.get('t1')?.rollback;
 
 describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (radic-hmpl A.2.7)', () => {
-  it('every member\'s first mapping carries its rank table and the options; rank r is VPID r', () => {
-    const c = new Cluster(2, 2);
+  it('every member\'s first mapping carries its rank table, the options, and each rank\'s protector: the next node of the ring (§11.4, radic-hmpl A.1)', () => {
+    const c = new Cluster(3, 2);
+    for (const [agent, n] of c.nodes) c.nodes.set(agent, { ...n, protector: `${n.node}:9` });
     c.submit(3, { mode: 'linked', recovery: ROLLBACK });
+    // Every protector learns the task's key first.
+    expect(c.effects.flatMap((e) => (e.type === 'command' && e.command.type === 'rollback.guard' ? [e.agent] : []))).toEqual(['a1', 'a2', 'a3']);
     c.startLinked('t1');
+    const protectors = ['n2:9', 'n3:9', 'n1:9']; // rank r on node n(r+1); the ring wraps
     expect(c.mappings().map((m) => [m.agent, m.vpids, m.recovered, m.rollback])).toEqual([
-      ['a1', [0, 2], false, { ranks: [0, 1, 2], ...OPTIONS }],
-      ['a2', [1], false, { ranks: [0, 1, 2], ...OPTIONS }],
+      ['a1', [0], false, { ranks: [0, 1, 2], protectors, ...OPTIONS }],
+      ['a2', [1], false, { ranks: [0, 1, 2], protectors, ...OPTIONS }],
+      ['a3', [2], false, { ranks: [0, 1, 2], protectors, ...OPTIONS }],
     ]);
     expect(ranksOf(c)).toEqual({ ranks: [0, 1, 2], vacant: [], replacements: [0, 0, 0], spawning: null });
   });
@@ -57,7 +62,7 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     c.report('t1', 2, 'spawnSucceeded', { pid: 9, endpoint: 'h:2' });
     expect(c.mappings()).toEqual([{
       type: 'proc.mapping', agent: 'a2', task: 't1', vpids: [2], restarted: false, recovered: true, epoch: 1, quorum: 2,
-      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 2, node: 'n2', endpoint: 'h:2' }], rollback: { ranks: [0, 2], ...OPTIONS },
+      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 2, node: 'n2', endpoint: 'h:2' }], rollback: { ranks: [0, 2], protectors: ['', ''], ...OPTIONS },
     }]);
     expect(c.events()).toContain('t1 rank 1 held by VPID 2');
     expect(c.sigs()).toContain(`a1 [0] ${GSIG.REP_SPAWNED} CM→ALL 2 @2 n2 h:2`);

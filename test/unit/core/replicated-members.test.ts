@@ -16,7 +16,7 @@ describe('replicated-members by hand', () => {
   it('adds a node with a new name and agent id, recording the signed change; refuses a clash of either', () => {
     const s = fresh();
     expect(addNode(s, add('a5', 'n5'), op).outcome.ok).toBe(true);
-    expect(s.nodes.get('a5')).toEqual({ node: 'n5', joined: false, slots: 0, failed: false, inc: 0, draining: false });
+    expect(s.nodes.get('a5')).toEqual({ node: 'n5', joined: false, slots: 0, failed: false, inc: 0, draining: false, protector: '' });
     expect(s.members.map((c) => [c.kind, c.agent, c.node])).toEqual([['add', 'a5', 'n5']]);
     expect(addNode(s, add('a6', 'n5'), op).outcome.text).toBe('cannot add n5: a node n5 is already in this cluster');
     expect(addNode(s, add('r1', 'n6'), op).outcome.text).toBe('cannot add n6: r1 is already a process of this cluster');
