@@ -8,22 +8,14 @@ import { barrier } from '../gmpi/collectives.ts';
 import { CommLayer, type Comm } from '../gmpi/comm.ts';
 import type { P2P } from '../gmpi/p2p.ts';
 import type { Link } from '../link/link.ts';
+import type { RollbackMapping } from '../../core/wire/recovery.ts';
 import { ProtectorClient } from './protector-client.ts';
 import { RankChannels } from './rank-channels.ts';
-import { checkRegisteredState, RollbackError, RollbackRuntime, type RecoverableStore, type RegisteredState } from './runtime.ts';
+import { checkRegisteredState, RollbackError, RollbackRuntime, type Mark, type RecoverableStore, type RegisteredState } from './runtime.ts';
 
-/** The rollback part of the mapping (§11.2). */
-export type RollbackMapping = {
-  readonly rank: number;
-  /** VPID per rank now. */
-  readonly ranks: readonly number[];
-  readonly logging: 'rbml' | 'hmpl' | 'cm';
-  readonly checkpoint: 'nco' | 'bsco' | 'sco';
-  readonly intervalMs: number;
-  readonly maxStateBytes: number;
-  /** The rank's protector: the agent of the next node in the ring (§11.4), `host:port`. */
-  readonly protector: string;
-};
+/** The rollback part of the mapping (§11.2): this process's rank and protector, every rank's
+ *  VPID, protector and recorded checkpoints, the task's options. */
+export type { RollbackMapping };
 
 /** The exit status of a process whose rollback protection failed (its store refused or lost
  *  its log, a peer broke the channel protocol): it stops rather than run on unprotected, and
@@ -47,6 +39,10 @@ export type OpenRollbackArgs = {
   readonly rb: RollbackMapping;
   readonly state: RegisteredState | undefined;
   readonly recovered: boolean;
+  /** The group's record of this rank's checkpoints (§11.4). */
+  readonly marks?: readonly Mark[];
+  /** Sends a stored checkpoint's mark to the group. */
+  readonly onCheckpoint?: (mark: Omit<Mark, 'protector'>) => void;
   /** The rank's store at its protector (protector-client.ts; an in-memory one in tests). */
   readonly connectStore: () => Promise<RecoverableStore & { close(): Promise<void> }>;
   readonly onFatal: (e: Error) => void;
@@ -56,13 +52,18 @@ export type OpenRollbackArgs = {
 /** What Gmpi.init passes: the protector from the mapping, and a fatal error ends the process
  *  visibly, with the reason on stderr (the task's output), never silently. */
 export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: RegisteredState | undefined): OpenRollbackArgs {
+  const marks = rb.marks[rb.rank] ?? [];
+  // The rank's data stays with the protector that holds its recorded checkpoints; a rank with
+  // none yet uses its node's protector in the ring.
+  const protector = marks[marks.length - 1]?.protector ?? rb.protector;
   return {
-    p2p, rb, state, recovered: link.mapping.recovered,
+    p2p, rb, state, recovered: link.mapping.recovered, marks,
+    onCheckpoint: (m) => link.mark({ ...m, protector }),
     connectStore: () => {
-      const i = rb.protector.lastIndexOf(':');
-      if (i <= 0) throw new RollbackError('NO_CHECKPOINT', `the mapping names no protector for rank ${rb.rank} (${JSON.stringify(rb.protector)})`);
+      const i = protector.lastIndexOf(':');
+      if (i <= 0) throw new RollbackError('NO_CHECKPOINT', `the mapping names no protector for rank ${rb.rank} (${JSON.stringify(protector)}): the cluster needs a second node`);
       return ProtectorClient.connect({
-        host: rb.protector.slice(0, i), port: Number(rb.protector.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey,
+        host: protector.slice(0, i), port: Number(protector.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey,
       });
     },
     onFatal: (e) => {
@@ -91,6 +92,7 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
     const world = layer.create(0, rb.ranks.map((_, r) => r));
     const runtime = new RollbackRuntime({
       channels, layer, world, store, state, intervalMs: rb.intervalMs, maxStateBytes: rb.maxStateBytes, now: a.now ?? (() => Date.now()),
+      ...(a.marks === undefined ? {} : { marks: a.marks }), ...(a.onCheckpoint === undefined ? {} : { onCheckpoint: a.onCheckpoint }),
     });
     if (a.recovered) await runtime.recover();
     return { channels, layer, world, runtime, store };
