@@ -23,6 +23,7 @@ import { procNode, procState, taskCtx, taskState, type ClusterState, type NodeRe
 import {
   MAX_TASK_PROCS, ROLLBACK_MAX_INTERVAL_MS, ROLLBACK_MAX_REPLACEMENTS, ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS,
 } from './constants.ts';
+import { bytesEqual } from '../base/bytes.ts';
 import { assert } from '../base/result.ts';
 import type { ProcessId } from './ports.ts';
 import { ROLLBACK_MARKS_KEPT, rollbackMark } from './wire/recovery.ts';
@@ -78,6 +79,12 @@ export function markRank(rec: TaskRecord, node: string, vpid: number, mark: Roll
   if (rank < 0 || procNode(rec, vpid) !== node) return `VPID ${vpid} holds no rank on ${node}`;
   const kept = t.marks[rank]!;
   const last = kept[kept.length - 1];
+  // The rank's data moved to another protector (its own failed, RADIC A.2.7): the same
+  // checkpoint, now held there.
+  if (last !== undefined && mark.id === last.id && mark.logPos === last.logPos && bytesEqual(mark.digest, last.digest) && mark.protector !== last.protector) {
+    t.marks[rank] = [{ ...last, protector: mark.protector }];
+    return null;
+  }
   if (last !== undefined && (mark.id <= last.id || mark.logPos < last.logPos)) return `mark ${mark.id} is not newer than ${last.id}`;
   t.marks[rank] = [...kept, { ...mark, digest: new Uint8Array(mark.digest) }].slice(-ROLLBACK_MARKS_KEPT);
   return null;

@@ -11,7 +11,8 @@ import type { Link } from '../link/link.ts';
 import type { RollbackMapping } from '../../core/wire/recovery.ts';
 import { ProtectorClient } from './protector-client.ts';
 import { RankChannels } from './rank-channels.ts';
-import { checkRegisteredState, RollbackError, RollbackRuntime, type Mark, type RecoverableStore, type RegisteredState } from './runtime.ts';
+import { FailoverStore } from './failover-store.ts';
+import { checkRegisteredState, digestOf, RollbackError, RollbackRuntime, type Mark, type RecoverableStore, type RegisteredState } from './runtime.ts';
 
 /** The rollback part of the mapping (§11.2): this process's rank and protector, every rank's
  *  VPID, protector and recorded checkpoints, the task's options. */
@@ -53,24 +54,41 @@ export type OpenRollbackArgs = {
  *  visibly, with the reason on stderr (the task's output), never silently. */
 export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: RegisteredState | undefined): OpenRollbackArgs {
   const marks = rb.marks[rb.rank] ?? [];
-  // The rank's data stays with the protector that holds its recorded checkpoints; a rank with
-  // none yet uses its node's protector in the ring.
+  // The rank's data stays with the protector its newest mark names; a rank with none yet uses
+  // its node's protector in the ring. The others of the ring are where it moves if that one's
+  // node fails.
   const protector = marks[marks.length - 1]?.protector ?? rb.protector;
+  const store = new FailoverStore({
+    endpoints: protectorOrder(protector, rb.protectors),
+    connect: (endpoint) => {
+      const i = endpoint.lastIndexOf(':');
+      if (i <= 0) throw new RollbackError('NO_CHECKPOINT', `the mapping names no protector for rank ${rb.rank} (${JSON.stringify(endpoint)}): the cluster needs a second node`);
+      return ProtectorClient.connect({
+        host: endpoint.slice(0, i), port: Number(endpoint.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey,
+      });
+    },
+    onMoved: (endpoint, c) => link.mark(c === null ? { id: 0, logPos: 0, digest: new Uint8Array(32), protector: endpoint } : { id: c.id, logPos: c.logPos, digest: digestOf(c.bytes), protector: endpoint }),
+  });
   return {
     p2p, rb, state, recovered: link.mapping.recovered, marks,
-    onCheckpoint: (m) => link.mark({ ...m, protector }),
-    connectStore: () => {
-      const i = protector.lastIndexOf(':');
-      if (i <= 0) throw new RollbackError('NO_CHECKPOINT', `the mapping names no protector for rank ${rb.rank} (${JSON.stringify(protector)}): the cluster needs a second node`);
-      return ProtectorClient.connect({
-        host: protector.slice(0, i), port: Number(protector.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey,
-      });
+    onCheckpoint: (m) => link.mark({ ...m, protector: store.endpoint }),
+    connectStore: async () => {
+      await store.open();
+      return store;
     },
     onFatal: (e) => {
       process.stderr.write(`trine: rollback recovery of rank ${rb.rank} failed, stopping: ${e.message}\n`);
       process.exit(ROLLBACK_FATAL_EXIT);
     },
   };
+}
+
+/** `first`, then the other protectors the mapping names, in ring order after it (each
+ *  endpoint once): where a rank's data goes when its protector's node fails. */
+export function protectorOrder(first: string, protectors: readonly string[]): string[] {
+  const others = [...new Set(protectors.filter((p) => p !== '' && p !== first))].sort();
+  const after = others.filter((p) => p > first);
+  return [first, ...after, ...others.filter((p) => p < first)];
 }
 
 /** Check the options, connect the store, build the parts; a replacement recovers. (A first

@@ -125,7 +125,8 @@ export class RollbackRuntime {
    *  since position 1, is replayed. */
   async recover(): Promise<void> {
     const contents = await this.o.store.fetch();
-    const recorded = this.o.marks ?? [];
+    // Marks of id 0 only say where a rank's data moved before its first checkpoint.
+    const recorded = (this.o.marks ?? []).filter((m) => m.id > 0);
     if (contents.checkpoints.length === 0 && recorded.length > 0) {
       throw new RollbackError('NO_CHECKPOINT', `the group recorded checkpoint ${recorded[recorded.length - 1]!.id} of this rank, and the protector holds none`);
     }
@@ -137,7 +138,7 @@ export class RollbackRuntime {
       return;
     }
     const byNewest = [...contents.checkpoints].sort((a, b) => b.id - a.id);
-    const marks = this.o.marks ?? [];
+    const marks = recorded;
     let lastError: RollbackError | null = null;
     for (const c of byNewest) {
       const size = this.o.channels.size();
