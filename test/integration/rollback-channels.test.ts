@@ -50,6 +50,8 @@ type Rank = {
   state: State;
   layer: CommLayer;
   crashed: boolean;
+  /** A replacement's program has taken every replayed message. */
+  caughtUp: boolean;
   /** Order hashes rank 0 sent, as this rank received them, by step. */
   seen: string[];
 };
@@ -83,7 +85,7 @@ async function makeRank(rank: number, vpid: number, vpids: number[], store: MemS
     channels: ch, layer, world, store, state, intervalMs: 5, maxStateBytes: 1 << 20, now: () => state.step, marks: [...(marks.get(rank) ?? [])],
     onCheckpoint: (m) => marks.set(rank, [...(marks.get(rank) ?? []), { ...m, protector: 'mem' }].slice(-2)),
   });
-  return { rank, vpid, p2p, ch, rt, state, layer, crashed: false, seen: [] };
+  return { rank, vpid, p2p, ch, rt, state, layer, crashed: false, caughtUp: false, seen: [] };
 }
 
 /** The program, with no recovery code: a ring exchange, an allreduce, and at rank 0 a
@@ -153,6 +155,7 @@ async function run(
       n.seen = r.seen;
       replaced = n;
       await n.rt.recover();
+      n.ch.whenCaughtUp(() => (n.caughtUp = true));
       await n.p2p.connect(ranks.filter((o) => o !== r).map((o) => ({ id: o.vpid, host: '127.0.0.1', port: o.p2p.port })));
       n.ch.start();
       return program(n, size, hook);
@@ -202,6 +205,7 @@ describe('rollback rank channels over real sockets (PROTOCOL §11.3, radic-hmpl 
       // receivers held.
       expect(replaced!.rt.stats.restoredFrom).toBe(1);
       expect(replaced!.rt.stats.replayed).toBeGreaterThan(0);
+      expect(replaced!.caughtUp).toBe(true);
       expect(replaced!.ch.counters.skipped).toBeGreaterThan(0);
       expect(replaced!.ch.counters.gaps + ranks.reduce((n, o) => n + o.ch.counters.gaps, 0)).toBe(0);
     });

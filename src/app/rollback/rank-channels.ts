@@ -63,6 +63,10 @@ export class RankChannels {
   private readonly storedAhead = new Set<number>();
   private readonly haveSentTo = new Set<number>();
   private closed: Error | null = null;
+  /** The last log position a replacement replayed, until its program has received every
+   *  replayed message (it has caught up); then `onCaughtUp` runs once. */
+  private replayedTo = 0;
+  private onCaughtUp: (() => void) | null = null;
   readonly counters = { duplicates: 0, gaps: 0, malformed: 0, foreign: 0, resent: 0, skipped: 0 };
 
   constructor(o: RankChannelsOptions) {
@@ -155,6 +159,21 @@ export class RankChannels {
     this.st.loggedUpTo = logPos;
   }
 
+  /** Call `f` once the program has taken every replayed message and determinant. */
+  whenCaughtUp(f: () => void): void {
+    this.replayedTo = this.st.logPos;
+    this.onCaughtUp = f;
+    this.checkCaughtUp();
+  }
+
+  private checkCaughtUp(): void {
+    if (this.onCaughtUp === null) return;
+    if (this.st.replayDets.size > 0 || this.st.queue.some((m) => m.pos > 0 && m.pos <= this.replayedTo)) return;
+    const f = this.onCaughtUp;
+    this.onCaughtUp = null;
+    f();
+  }
+
   /** Then the log entries after it, in log order. */
   replay(pos: number, e: LogEntry): void {
     if (e.kind === 'message') replayMessage(this.st, e.source, pos, e.env);
@@ -242,6 +261,7 @@ export class RankChannels {
       else w.resolve({ source: m.source, tag: m.tag, comm: m.comm, structured: m.structured, data: m.data, ssn: m.ssn } as Message);
     }
     this.recvWaiters = still;
+    this.checkCaughtUp();
   }
 
   private append(pos: number, e: LogEntry): Promise<void> {

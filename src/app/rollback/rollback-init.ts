@@ -18,6 +18,10 @@ import { checkRegisteredState, digestOf, RollbackError, RollbackRuntime, type Ma
  *  VPID, protector and recorded checkpoints, the task's options. */
 export type { RollbackMapping };
 
+export type RecoveryReport = {
+  rank: number; restoredFrom: number; refused: number; replayed: number; fetchMs: number; restoreMs: number; replayMs: number;
+};
+
 /** The exit status of a process whose rollback protection failed (its store refused or lost
  *  its log, a peer broke the channel protocol): it stops rather than run on unprotected, and
  *  the group replaces it (EX_SOFTWARE). */
@@ -48,6 +52,8 @@ export type OpenRollbackArgs = {
   readonly connectStore: () => Promise<RecoverableStore & { close(): Promise<void> }>;
   readonly onFatal: (e: Error) => void;
   readonly now?: () => number;
+  /** A replacement's recovery, once it has caught up. */
+  readonly report?: (r: RecoveryReport) => void;
 };
 
 /** What Gmpi.init passes: the protector from the mapping, and a fatal error ends the process
@@ -76,6 +82,7 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
       await store.open();
       return store;
     },
+    report: (r) => process.stderr.write(`trine: rollback recovery ${JSON.stringify(r)}\n`),
     onFatal: (e) => {
       process.stderr.write(`trine: rollback recovery of rank ${rb.rank} failed, stopping: ${e.message}\n`);
       process.exit(ROLLBACK_FATAL_EXIT);
@@ -112,7 +119,17 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
       channels, layer, world, store, state, intervalMs: rb.intervalMs, maxStateBytes: rb.maxStateBytes, now: a.now ?? (() => Date.now()),
       ...(a.marks === undefined ? {} : { marks: a.marks }), ...(a.onCheckpoint === undefined ? {} : { onCheckpoint: a.onCheckpoint }),
     });
-    if (a.recovered) await runtime.recover();
+    if (a.recovered) {
+      const t0 = Date.now();
+      await runtime.recover();
+      const s = runtime.stats;
+      // One line for the operator (the task's stderr) and the benches: what the replacement
+      // restored, and how long the fetch, the restore and the re-execution of the replayed
+      // part took (replay ends when the program has taken every replayed message).
+      channels.whenCaughtUp(() => a.report?.({
+        rank: rb.rank, restoredFrom: s.restoredFrom, refused: s.refused, replayed: s.replayed, fetchMs: s.fetchMs, restoreMs: s.restoreMs, replayMs: Date.now() - t0 - s.fetchMs - s.restoreMs,
+      }));
+    }
     return { channels, layer, world, runtime, store };
   } catch (e) {
     await store.close();

@@ -90,7 +90,7 @@ const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.leng
 export class RollbackRuntime {
   private lastCheckpointAt: number;
   private nextId = 1;
-  readonly stats = { checkpoints: 0, checkpointBytes: 0, replayed: 0, restoredFrom: 0, refused: 0 };
+  readonly stats = { checkpoints: 0, checkpointBytes: 0, replayed: 0, restoredFrom: 0, refused: 0, fetchMs: 0, restoreMs: 0 };
 
   constructor(private readonly o: RuntimeOptions) {
     this.lastCheckpointAt = o.now();
@@ -124,7 +124,17 @@ export class RollbackRuntime {
    *  no checkpoint yet, the rank starts as a first incarnation does, and the whole log, kept
    *  since position 1, is replayed. */
   async recover(): Promise<void> {
+    const t0 = this.o.now();
     const contents = await this.o.store.fetch();
+    this.stats.fetchMs = this.o.now() - t0;
+    try {
+      this.restoreFrom(contents);
+    } finally {
+      this.stats.restoreMs = this.o.now() - t0 - this.stats.fetchMs;
+    }
+  }
+
+  private restoreFrom(contents: StoreContents): void {
     // Marks of id 0 only say where a rank's data moved before its first checkpoint.
     const recorded = (this.o.marks ?? []).filter((m) => m.id > 0);
     if (contents.checkpoints.length === 0 && recorded.length > 0) {
