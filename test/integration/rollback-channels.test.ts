@@ -4,7 +4,7 @@
 // closes a rank's sockets without a bye and abandons its program; its replacement, with a new
 // VPID, restores the store's checkpoint, replays the log and goes on. The survivors' programs
 // are never told: they see a pause.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import { CommLayer } from '../../src/app/gmpi/comm.ts';
 import * as coll from '../../src/app/gmpi/collectives.ts';
@@ -59,6 +59,8 @@ type Rank = {
 const STEPS = 12;
 const LEN = 64;
 let open: P2P[] = [];
+/** The logging mode the runs below use (each describe sets it). */
+let logging: 'rbml' | 'hmpl' = 'rbml';
 
 afterEach(async () => {
   for (const p of open) await p.close({ bye: false });
@@ -78,7 +80,7 @@ async function makeRank(rank: number, vpid: number, vpids: number[], store: MemS
   const p2p = await P2P.open({ taskId: 't1', self: vpid, taskKey: TEST_TASK_KEY });
   open.push(p2p);
   const state = initialState(rank);
-  const ch = new RankChannels({ p2p, rank, vpids, store, onFatal: () => undefined });
+  const ch = new RankChannels({ p2p, rank, vpids, store, onFatal: () => undefined, logging });
   const layer = new CommLayer(ch);
   const world = layer.create(0, vpids.map((_, r) => r));
   const rt = new RollbackRuntime({
@@ -172,7 +174,11 @@ async function run(
   return { results: results as State[], ranks, replaced };
 }
 
-describe('rollback rank channels over real sockets (PROTOCOL §11.3, radic-hmpl A.2.5, A.2.7)', () => {
+for (const mode of ['rbml', 'hmpl'] as const) describe(`rollback rank channels over real sockets, ${mode} (PROTOCOL §11.3, radic-hmpl A.2.5, A.2.7, B.3)`, () => {
+  beforeEach(() => {
+    logging = mode;
+  });
+
   it('failure-free: every rank computes the same sums, and every message is logged once', async () => {
     const { results } = await run(3, null);
     expect(results.map((s) => s.step)).toEqual([3, 3, 3].map(() => STEPS));
@@ -247,6 +253,9 @@ describe('rollback rank channels over real sockets (PROTOCOL §11.3, radic-hmpl 
     for (let r = 0; r < 3; r++) expect(results[r]!.hist).toEqual(reference.results[r]!.hist);
   });
 
+});
+
+describe('the group\'s record of checkpoints (PROTOCOL §11.4)', () => {
   it('a protector that lost or withholds every recorded checkpoint is refused: the replacement fails visibly', async () => {
     const store = new MemStore();
     const p2p = await P2P.open({ taskId: 't1', self: 9, taskKey: TEST_TASK_KEY });
@@ -260,5 +269,73 @@ describe('rollback rank channels over real sockets (PROTOCOL §11.3, radic-hmpl 
     expect(e).toBeInstanceOf(RollbackError);
     expect((e as RollbackError).code).toBe('NO_CHECKPOINT');
     expect((e as RollbackError).message).toMatch(/recorded checkpoint 3/);
+  });
+
+});
+
+/** A store that holds every append until `open()` (its protector is slow). */
+class GatedStore extends MemStore {
+  private gate: (() => void)[] = [];
+  opened = false;
+  override async append(pos: number, blob: Uint8Array): Promise<void> {
+    if (!this.opened) await new Promise<void>((r) => this.gate.push(r));
+    return super.append(pos, blob);
+  }
+  open(): void {
+    this.opened = true;
+    for (const r of this.gate.splice(0)) r();
+  }
+}
+
+describe('when a send and a receive complete (radic-hmpl A.2.5 vs B.3, B.7)', () => {
+  async function pair(mode: 'rbml' | 'hmpl', receiverStore: MemStore) {
+    const a = await P2P.open({ taskId: 't1', self: 0, taskKey: TEST_TASK_KEY });
+    const b = await P2P.open({ taskId: 't1', self: 1, taskKey: TEST_TASK_KEY });
+    open.push(a, b);
+    await Promise.all([a.connect([{ id: 1, host: '127.0.0.1', port: b.port }]), b.connect([{ id: 0, host: '127.0.0.1', port: a.port }])]);
+    const ca = new RankChannels({ p2p: a, rank: 0, vpids: [0, 1], store: new MemStore(), onFatal: () => undefined, logging: mode });
+    const cb = new RankChannels({ p2p: b, rank: 1, vpids: [0, 1], store: receiverStore, onFatal: () => undefined, logging: mode });
+    ca.start();
+    cb.start();
+    return { ca, cb };
+  }
+  const settle = async () => {
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+  };
+
+  it('RBML: the send and the receive complete only once the receiver\'s protector holds the message', async () => {
+    const store = new GatedStore();
+    const { ca, cb } = await pair('rbml', store);
+    let sent = false;
+    let got = false;
+    void ca.send(1, 5, Uint8Array.of(1)).then(() => (sent = true));
+    void cb.recv(0, 5).then(() => (got = true));
+    await settle();
+    expect([sent, got]).toEqual([false, false]);
+    store.open();
+    await settle();
+    expect([sent, got]).toEqual([true, true]);
+  });
+
+  it('HMPL: the send completes at once and a named receive before the log; a wildcard receive waits for it', async () => {
+    const store = new GatedStore();
+    const { ca, cb } = await pair('hmpl', store);
+    let sent = false;
+    let got = false;
+    let wild = false;
+    void ca.send(1, 5, Uint8Array.of(1)).then(() => (sent = true));
+    void ca.send(1, 6, Uint8Array.of(2));
+    void cb.recv(0, 5).then(() => (got = true));
+    await settle();
+    expect([sent, got]).toEqual([true, true]);
+    void cb.recv(ANY_SOURCE, 6).then(() => (wild = true));
+    await settle();
+    expect(wild).toBe(false);
+    // The sender's TB holds both until the receiver has logged them.
+    expect(ca.retainedCount()).toBe(2);
+    store.open();
+    await settle();
+    expect(wild).toBe(true);
+    expect(ca.retainedCount()).toBe(0);
   });
 });

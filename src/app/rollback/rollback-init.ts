@@ -28,7 +28,7 @@ export type RecoveryReport = {
 export const ROLLBACK_FATAL_EXIT = 70;
 
 /** The logging modes this library carries out; the others are refused at init (§11.5). */
-export const BUILT_LOGGING: readonly RollbackMapping['logging'][] = ['rbml'];
+export const BUILT_LOGGING: readonly RollbackMapping['logging'][] = ['rbml', 'hmpl'];
 export const BUILT_CHECKPOINTS: readonly RollbackMapping['checkpoint'][] = ['nco'];
 
 export type RollbackParts = {
@@ -112,7 +112,7 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
   }
   const store = await a.connectStore();
   try {
-    const channels = new RankChannels({ p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal });
+    const channels = new RankChannels({ p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal, logging: rb.logging === 'hmpl' ? 'hmpl' : 'rbml' });
     const layer = new CommLayer(channels);
     const world = layer.create(0, rb.ranks.map((_, r) => r));
     const runtime = new RollbackRuntime({
@@ -141,6 +141,9 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
  *  still need to hear what it holds (its `have`), then the store. */
 export async function closeRollback(p: RollbackParts): Promise<void> {
   await barrier(p.layer, p.world);
+  // HMPL: nothing of ours may be left unlogged at a receiver, nor theirs at our protector.
+  await p.channels.drained();
+  await p.channels.logged();
   p.channels.close(new Error('finalized'));
   await p.store.close();
 }

@@ -106,6 +106,9 @@ export class RollbackRuntime {
   /** Take a checkpoint now (the first one is taken at init: a replacement always has one). */
   async checkpoint(): Promise<void> {
     const ch = this.o.channels;
+    // Nothing of ours may wait unlogged at a receiver: the sends before a checkpoint are never
+    // re-executed (HMPL's sender TB drains first; under RBML it is empty between calls).
+    await ch.drained();
     const app = this.saveApp();
     const id = this.nextId++;
     const bytes = encodeCheckpoint({ id, logPos: ch.st.logPos, app, channels: ch.capture(), collectives: this.o.layer.collectivesBegun(this.o.world) });
