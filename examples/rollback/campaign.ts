@@ -1,0 +1,180 @@
+// `npm run campaign:rollback`: a crash campaign against the applications with no recovery code,
+// run in rollback mode (issue 17 Tests: "at least 300 crashes across the modes, all ending with
+// the right answer"; PROTOCOL §11).
+//
+//   npm run campaign:rollback -- [--runs 100] [--per-run 3] [--pace-ms 100] [--seed 1] [--out FILE]
+//
+// One local 4-node cluster serves every run. Run k submits, in turn, the heat stencil and
+// N-Queens without recovery code (master/worker, any-source receives) under each logging mode
+// built (rbml, hmpl), as a linked rollback task of 4, and kills `--per-run` of its processes with
+// SIGKILL, each drawn at random among the running ones after a random delay, each once the
+// previous crash's replacement runs. A run passes when the task ends normally with the right
+// answer: the heat stencil's checksums equal the sequential reference's bit for bit, N-Queens
+// prints the known count. The table and raw results go to bench/results/campaign-rollback.json.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ClusterView, TaskView } from '../../src/core/status.ts';
+import { heatReference, type HeatParams } from '../heat/heat-core.ts';
+import { heatSummary } from '../heat/heat-state.ts';
+
+const USAGE = 'usage: npm run campaign:rollback -- [--runs N] [--per-run K] [--pace-ms MS] [--seed S] [--out FILE]';
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+const REPO = fileURLToPath(new URL('../..', import.meta.url));
+const TRINE = join(REPO, 'bin', 'trine.js');
+
+function option(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i < 0) return fallback;
+  const v = Number(process.argv[i + 1]);
+  if (!Number.isInteger(v) || v < 0) {
+    process.stderr.write(`campaign: --${name} needs a non-negative integer\n${USAGE}\n`);
+    process.exit(2);
+  }
+  return v;
+}
+const RUNS = option('runs', 100);
+const PER_RUN = option('per-run', 3);
+const PACE_MS = option('pace-ms', 100);
+const outIdx = process.argv.indexOf('--out');
+const OUT = outIdx >= 0 ? (process.argv[outIdx + 1] as string) : join(REPO, 'bench', 'results', 'campaign-rollback.json');
+let seed = option('seed', 1);
+/** Deterministic choices (mulberry32), so a campaign can be replayed. */
+const random = (): number => {
+  seed = (seed + 0x6d2b79f5) | 0;
+  let t = seed;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+};
+
+const HEAT: HeatParams = { rows: 24, cols: 8192, steps: 120 };
+const heatAnswer = JSON.stringify(heatSummary(HEAT, heatReference(HEAT).grid, heatReference(HEAT).residuals));
+type App = { name: 'heat' | 'nqueens'; args: string[]; ok: (out: string) => boolean };
+const APPS: App[] = [
+  {
+    name: 'heat', args: ['examples/heat/heat.ts', '--rows', String(HEAT.rows), '--cols', String(HEAT.cols), '--steps', String(HEAT.steps), '--pace-ms', String(PACE_MS)],
+    ok: (out) => out.split('\n').some((l) => l.startsWith('{"app":"heat"') && JSON.stringify(JSON.parse(l)) === heatAnswer),
+  },
+  { name: 'nqueens', args: ['examples/nqueens/nqueens-rollback.ts', '--n', '11', '--pace-ms', String(PACE_MS)], ok: (out) => /"solutions":2680,"expected":2680,"correct":true/.test(out) },
+];
+const MODES = ['rbml', 'hmpl'] as const;
+
+const root = mkdtempSync(join(tmpdir(), 'trine-campaign-rollback-'));
+const dir = join(root, 'cluster');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const trine = (args: string[]): string => execFileSync(process.execPath, [TRINE, args[0] as string, '--dir', dir, ...args.slice(1)], { encoding: 'utf8' });
+const task = (id: string): TaskView | undefined => (JSON.parse(trine(['ps', '--json'])) as ClusterView).tasks.find((t) => t.id === id);
+const output = (id: string): string => {
+  let all = '';
+  for (let v = 0; v < 64; v++) {
+    const f = join(dir, 'logs', 'tasks', id, `${v}.out`);
+    if (existsSync(f)) all += readFileSync(f, 'utf8');
+  }
+  return all;
+};
+
+async function until<T>(what: string, test: () => T | null | undefined | false, ms: number): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const r = test();
+    if (r !== null && r !== undefined && r !== false) return r;
+    if (Date.now() > end) throw new Error(`timed out: ${what}`);
+    await sleep(100);
+  }
+}
+
+type Crash = { rank: number; vpid: number; atMs: number; replacedMs: number | null };
+type RunResult = { run: number; app: string; logging: string; task: string; crashes: Crash[]; ok: boolean; seconds: number; note: string };
+
+async function oneRun(run: number): Promise<RunResult> {
+  const app = APPS[run % APPS.length]!;
+  const logging = MODES[Math.floor(run / APPS.length) % MODES.length]!;
+  const started = Date.now();
+  const crashes: Crash[] = [];
+  const id = trine(['submit', '--linked', '-n', '4', '--recovery', 'rollback', '--logging', logging, '--checkpoint-interval', '300', '--name', `rb${run}`,
+    '--cwd', REPO, '--', process.execPath, '--import', 'tsx', ...app.args]).trim();
+  const result = (ok: boolean, note: string): RunResult => ({ run, app: app.name, logging, task: id, crashes, ok, seconds: (Date.now() - started) / 1000, note });
+  try {
+    await until('the task to run', () => task(id)?.state === 'running' || task(id)?.outcome != null, 60_000);
+    for (let k = 0; k < PER_RUN; k++) {
+      await sleep(300 + random() * 1200);
+      const t = task(id);
+      if (t === undefined || t.outcome !== null) break;
+      const live = t.procs.filter((p) => p.state === 'running' && p.pid !== null && p.rank !== null);
+      if (live.length < 4) break;
+      const victim = live[Math.floor(random() * live.length)]!;
+      const crash: Crash = { rank: victim.rank!, vpid: victim.vpid, atMs: Date.now(), replacedMs: null };
+      try {
+        process.kill(victim.pid!, 'SIGKILL');
+      } catch {
+        break; // it just ended
+      }
+      crashes.push(crash);
+      await until(`a replacement for rank ${crash.rank}`, () => {
+        const now = task(id);
+        return now === undefined || now.outcome !== null || now.procs.some((p) => p.rank === crash.rank && p.vpid > crash.vpid && p.state === 'running');
+      }, 60_000);
+      crash.replacedMs = Date.now() - crash.atMs;
+    }
+    const end = await until('the task to finish', () => { const t = task(id); return t?.outcome != null ? t : null; }, 180_000);
+    if (end.outcome !== 'normal') return result(false, `ended ${end.outcome}: ${end.reason ?? ''}`);
+    return result(app.ok(output(id)), app.ok(output(id)) ? '' : 'wrong or missing answer');
+  } catch (e) {
+    spawnSync(process.execPath, [TRINE, 'kill', id, '--dir', dir]);
+    return result(false, (e as Error).message);
+  }
+}
+
+const results: RunResult[] = [];
+const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : (s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] as number);
+};
+function summarize(): Record<string, unknown> {
+  const table: Record<string, { runs: number; correct: number; crashes: number }> = {};
+  for (const r of results) {
+    const k = `${r.app}/${r.logging}`;
+    const row = (table[k] ??= { runs: 0, correct: 0, crashes: 0 });
+    row.runs++;
+    row.correct += r.ok ? 1 : 0;
+    row.crashes += r.crashes.length;
+  }
+  const ms = results.flatMap((r) => r.crashes.flatMap((c) => (c.replacedMs === null ? [] : [c.replacedMs])));
+  const summary = {
+    runs: results.length, correct: results.filter((r) => r.ok).length, crashes: results.reduce((n, r) => n + r.crashes.length, 0),
+    replacedMsP50: pct(ms, 50), replacedMsP99: pct(ms, 99), perRun: PER_RUN, paceMs: PACE_MS, table,
+  };
+  mkdirSync(join(REPO, 'bench', 'results'), { recursive: true });
+  writeFileSync(OUT, `${JSON.stringify({ summary, results }, null, 2)}\n`);
+  return summary;
+}
+
+const stop = (): void => {
+  spawnSync(process.execPath, [TRINE, 'down', '--dir', dir], { stdio: 'inherit' });
+  rmSync(root, { recursive: true, force: true });
+};
+process.once('SIGINT', () => {
+  stop();
+  process.exit(130);
+});
+try {
+  execFileSync(process.execPath, [TRINE, 'up', '--nodes', '4', '--dir', dir], { stdio: 'inherit' });
+  for (let run = 1; run <= RUNS; run++) {
+    const r = await oneRun(run);
+    results.push(r);
+    summarize();
+    const crashes = r.crashes.map((c) => `r${c.rank}${c.replacedMs === null ? '' : ` ${(c.replacedMs / 1000).toFixed(1)}s`}`).join(', ');
+    process.stdout.write(`run ${String(run).padStart(3)}/${RUNS} ${r.task} ${r.app}/${r.logging}: ${r.ok ? 'ok ' : 'FAIL'} ${r.seconds.toFixed(1)} s  [${crashes}]${r.note === '' ? '' : `  ${r.note}`}\n`);
+  }
+} finally {
+  stop();
+}
+const summary = summarize();
+process.stdout.write(`\n${JSON.stringify(summary, null, 2)}\nraw results: ${OUT}\n`);
+process.exit(summary.correct === summary.runs ? 0 : 1);
