@@ -108,7 +108,7 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
   }
   const state = checkRegisteredState(a.state);
   if (!BUILT_LOGGING.includes(rb.logging) || !BUILT_CHECKPOINTS.includes(rb.checkpoint)) {
-    throw new RollbackError('BAD_STATE', `logging ${rb.logging} with ${rb.checkpoint} checkpoints is not built yet (PROTOCOL §11.5): submit with --logging rbml --checkpoint nco`);
+    throw new RollbackError('BAD_STATE', `logging ${rb.logging} with ${rb.checkpoint} checkpoints is not built yet (PROTOCOL §11.5): submit with --logging rbml or hmpl, and --checkpoint nco`);
   }
   const store = await a.connectStore();
   try {
