@@ -10,6 +10,7 @@ import { CommLayer } from '../../src/app/gmpi/comm.ts';
 import * as coll from '../../src/app/gmpi/collectives.ts';
 import { ANY_SOURCE } from '../../src/app/gmpi/matching.ts';
 import { P2P } from '../../src/app/gmpi/p2p.ts';
+import { decodeLogEntry } from '../../src/app/rollback/codec.ts';
 import { RankChannels } from '../../src/app/rollback/rank-channels.ts';
 import { RollbackError, RollbackRuntime, type Mark, type RecoverableStore, type StoreContents, type StoredCheckpoint } from '../../src/app/rollback/runtime.ts';
 import { TEST_TASK_KEY } from './gmpi-test-tools.ts';
@@ -337,5 +338,27 @@ describe('when a send and a receive complete (radic-hmpl A.2.5 vs B.3, B.7)', ()
     await settle();
     expect(wild).toBe(true);
     expect(ca.retainedCount()).toBe(0);
+  });
+
+  it('a message larger than one log entry is logged as fragments, and a replay joins them (PROTOCOL §11.3)', async () => {
+    const store = new MemStore();
+    const { ca, cb } = await pair('rbml', store);
+    const big = Uint8Array.from({ length: 3 * 1024 * 1024 + 5 }, (_, i) => i % 251);
+    const sent = ca.send(1, 9, big);
+    const got = await cb.recv(0, 9);
+    await sent;
+    expect(got.data).toEqual(big);
+    expect([...store.log.keys()]).toEqual([1, 2, 3, 4, 5, 6, 7]); // 7 fragments of 512 KiB
+    // A replacement replays them as one message.
+    const p2p = await P2P.open({ taskId: 't1', self: 7, taskKey: TEST_TASK_KEY });
+    open.push(p2p);
+    const again = new RankChannels({ p2p, rank: 1, vpids: [0, 7], store: new MemStore(), onFatal: () => undefined });
+    for (const [pos, blob] of store.log) {
+      const e = decodeLogEntry(blob, 2);
+      expect(e.ok).toBe(true);
+      if (e.ok) again.replay(pos, e.value);
+    }
+    expect(again.st.queue.map((m) => [m.source, m.ssn, m.pos, m.data.length])).toEqual([[0, 1, 7, big.length]]);
+    expect(again.st.queue[0]!.data).toEqual(big);
   });
 });

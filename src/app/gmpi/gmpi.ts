@@ -41,6 +41,7 @@ import {
 import { adoptMembers, reviveLost } from './gmpi-recover.ts';
 import { P2P } from './p2p.ts';
 import { closeRollback, openRollback, rollbackArgs, type RollbackParts } from '../rollback/rollback-init.ts';
+import { RollbackError } from '../rollback/runtime.ts';
 import { adoptableSync, createRecoveryLedger, flagsClearedBy, noteAlertCall, syncPointAt } from './recovery-ledger.ts';
 import { GmpiTimers, MAX_TIMER_US, type TimerHandle } from './timers.ts';
 
@@ -216,7 +217,8 @@ export class Gmpi {
   /** FTI_Snapshot's model (PROTOCOL §11.3): in a rollback task, checkpoint the registered state
    *  here once the task's interval has passed; elsewhere it returns at once. */
   async snapshot(): Promise<void> {
-    if (this.rollback !== null) await this.rollback.runtime.snapshot();
+    const rb = this.rollback;
+    if (rb !== null) await rb.runtime.snapshot().catch((e: unknown) => (e instanceof RollbackError ? Promise.reject(e) : rb.fatal(e as Error)));
   }
 
   /** Whether this process is a rollback task's replacement, restored from its rank's checkpoint. */

@@ -19,6 +19,24 @@ import { ANY_SOURCE, ANY_TAG, recvMatches } from '../gmpi/matching.ts';
 export const MAX_RETAINED_PER_PEER = 1024;
 /** Arrived, not yet received messages held (a checkpoint carries them). */
 export const MAX_QUEUED_MESSAGES = 65_536;
+/** The payload bytes one log entry carries: a larger message is logged as consecutive fragments
+ *  (a protector's entry is at most PROTECTOR_MAX_ENTRY_BYTES, its frame's room for fields aside). */
+export const LOG_FRAGMENT_BYTES = 512 * 1024;
+
+/** The log entries a message of `bytes` takes. */
+export const fragmentsOf = (bytes: number): number => Math.max(1, Math.ceil(bytes / LOG_FRAGMENT_BYTES));
+
+/** HMPL's temporary buffers (radic-hmpl B.3, B.6): the bytes a process may hold sent and not
+ *  yet logged at their receivers (the sender TB), and received and not yet logged at its own
+ *  protector (the receiver TB). Past either, HMPL behaves as RBML until the buffer drains. */
+export const HMPL_TB_BYTES = 64 * 1024 * 1024;
+
+/** Where a rank's log and checkpoints go: its protector (src/app/rollback/protector-client.ts),
+ *  or an in-memory store in unit tests. Every call resolves once the store holds the data. */
+export type RankStore = {
+  append(pos: number, blob: Uint8Array): Promise<void>;
+  putCheckpoint(id: number, logPos: number, bytes: Uint8Array): Promise<void>;
+};
 
 /** One application or library message as a channel carries it. */
 export type Envelope = {
@@ -136,7 +154,8 @@ export function onPeerLost(st: ChannelState, peer: number): void {
 // ---- receiving -------------------------------------------------------------------------------
 
 export type ArrivalVerdict =
-  | { readonly kind: 'new'; readonly pos: number }
+  /** Logged at positions pos − parts + 1 … pos (one per fragment). */
+  | { readonly kind: 'new'; readonly pos: number; readonly parts: number }
   /** Already arrived: acknowledge again up to `loggedIn` (the sender may have missed it). */
   | { readonly kind: 'duplicate'; readonly loggedIn: number }
   | { readonly kind: 'gap'; readonly expected: number }
@@ -150,10 +169,12 @@ export function onArrive(st: ChannelState, source: number, env: Envelope): Arriv
   if (env.ssn !== last + 1) return { kind: 'gap', expected: last + 1 };
   if (st.queue.length >= MAX_QUEUED_MESSAGES) return { kind: 'full' };
   st.lastIn[source] = env.ssn;
-  const pos = ++st.logPos;
+  const parts = fragmentsOf(env.data.length);
+  st.logPos += parts;
+  const pos = st.logPos;
   st.queue.push({ ...env, source, pos, logged: false });
   st.unloggedSources.set(pos, { source, ssn: env.ssn });
-  return { kind: 'new', pos };
+  return { kind: 'new', pos, parts };
 }
 
 /** The protector holds every entry up to `upTo`. Returns the acknowledgements now owed:
@@ -200,7 +221,7 @@ export function take(st: ChannelState, p: Pattern, index: number, needLogged: bo
 
 // ---- replay ------------------------------------------------------------------------------------
 
-/** A logged message re-enters the queue on replay, logged, at its position. */
+/** A logged message re-enters the queue on replay, logged, at its (last fragment's) position. */
 export function replayMessage(st: ChannelState, source: number, pos: number, env: Envelope): void {
   assert(pos > st.logPos, 'log entries replay in order');
   st.logPos = pos;

@@ -10,11 +10,14 @@
 //   log entry (an opaque blob to the protector):
 //     kind u8 = 1 message     ‖ source u32 ‖ ssn u32 ‖ comm u32 ‖ tag i32 ‖ structured u8 ‖ data
 //     kind u8 = 2 determinant ‖ index u32 ‖ source u32 ‖ ssn u32
+//     kind u8 = 3 fragment    ‖ source u32 ‖ ssn u32 ‖ comm u32 ‖ tag i32 ‖ structured u8
+//                             ‖ index u32 ‖ total u32 ‖ the index-th LOG_FRAGMENT_BYTES of the data
+//     (a message larger than LOG_FRAGMENT_BYTES takes `total` consecutive fragment entries)
 //   checkpoint: msgpack of { v: 1, id, logPos, app, channels } (CheckpointBody below).
 import { Packr } from 'msgpackr';
 import { err, ok, type Result } from '../../base/result.ts';
 import { MAX_RANKS } from '../gmpi/wire.ts';
-import type { Arrived, Determinant, Envelope } from './channels.ts';
+import { fragmentsOf, LOG_FRAGMENT_BYTES, type Arrived, type Determinant, type Envelope } from './channels.ts';
 
 const U32 = 0xffffffff;
 const isU32 = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= U32;
@@ -82,9 +85,35 @@ export function decodeChannelFrame(b: Uint8Array): Result<ChannelFrame> {
 
 export type LogEntry =
   | { readonly kind: 'message'; readonly source: number; readonly env: Envelope }
+  | { readonly kind: 'fragment'; readonly source: number; readonly env: Envelope; readonly index: number; readonly total: number }
   | { readonly kind: 'determinant'; readonly index: number; readonly det: Determinant };
 
+/** The entries message `env` from `source` is logged as: one, or its fragments in order. */
+export function encodeMessageEntries(source: number, env: Envelope): Uint8Array[] {
+  const total = fragmentsOf(env.data.length);
+  if (total === 1) return [encodeLogEntry({ kind: 'message', source, env })];
+  return Array.from({ length: total }, (_, index) => encodeLogEntry({
+    kind: 'fragment', source, index, total, env: { ...env, data: env.data.subarray(index * LOG_FRAGMENT_BYTES, (index + 1) * LOG_FRAGMENT_BYTES) },
+  }));
+}
+
+const FRAGMENT_HEADER = 1 + 4 + 4 + 4 + 4 + 1 + 4 + 4;
+
 export function encodeLogEntry(e: LogEntry): Uint8Array {
+  if (e.kind === 'fragment') {
+    const out = new Uint8Array(FRAGMENT_HEADER + e.env.data.length);
+    const v = new DataView(out.buffer);
+    out[0] = 3;
+    v.setUint32(1, e.source);
+    v.setUint32(5, e.env.ssn);
+    v.setUint32(9, e.env.comm);
+    v.setInt32(13, e.env.tag);
+    out[17] = e.env.structured ? 1 : 0;
+    v.setUint32(18, e.index);
+    v.setUint32(22, e.total);
+    out.set(e.env.data, FRAGMENT_HEADER);
+    return out;
+  }
   if (e.kind === 'message') {
     const frame = encodeChannelFrame({ kind: 'data', env: e.env });
     const out = new Uint8Array(frame.length + 4);
@@ -110,6 +139,14 @@ export function decodeLogEntry(b: Uint8Array, size: number): Result<LogEntry> {
     const source = v.getUint32(5);
     if (source >= size) return malformed('determinant source out of range');
     return ok({ kind: 'determinant', index: v.getUint32(1), det: { source, ssn: v.getUint32(9) } });
+  }
+  if (b[0] === 3) {
+    if (b.length < FRAGMENT_HEADER) return malformed('short fragment');
+    const source = v.getUint32(1);
+    const [ssn, index, total, flag] = [v.getUint32(5), v.getUint32(18), v.getUint32(22), b[17]];
+    if (source >= size || ssn === 0 || (flag !== 0 && flag !== 1) || total < 2 || index >= total) return malformed('fragment fields');
+    const env = { ssn, comm: v.getUint32(9), tag: v.getInt32(13), structured: flag === 1, data: b.slice(FRAGMENT_HEADER) };
+    return ok({ kind: 'fragment', source, env, index, total });
   }
   if (b[0] !== 1 || b.length < 5) return malformed('unknown log entry');
   const source = v.getUint32(1);

@@ -15,28 +15,17 @@ import { ANY_SOURCE, type Message } from '../gmpi/matching.ts';
 import type { P2P } from '../gmpi/p2p.ts';
 import { P2PError } from '../gmpi/p2p-types.ts';
 import {
-  createChannelState, isWildcard, nextLogPos, onAck, onArrive, onHave, onLogged, onPeerLost, planSend, replayDeterminant, replayMessage, take,
-  type ChannelState, type Envelope, type Pattern,
+  createChannelState, isWildcard, nextLogPos, onAck, onArrive, onHave, onLogged, onPeerLost, planSend, take,
+  HMPL_TB_BYTES, type ChannelState, type Envelope, type Pattern, type RankStore,
 } from './channels.ts';
-import { decodeChannelFrame, encodeChannelFrame, encodeLogEntry, type ChannelSnapshot, type LogEntry } from './codec.ts';
+import { Replayer } from './replay.ts';
+import { decodeChannelFrame, encodeChannelFrame, encodeLogEntry, encodeMessageEntries, type ChannelSnapshot, type LogEntry } from './codec.ts';
 
 /** The communicator id the channel frames travel on: outside any id G-MPI hands out (world is 0,
  *  recovered ones are epochs), so no application receive ever sees them. */
 export const ROLLBACK_COMM = 0xfffffff0;
 /** The one library tag of the channel frames. */
 export const ROLLBACK_TAG = -0x7ffffff0;
-
-/** HMPL's temporary buffers (radic-hmpl B.3, B.6): the bytes a process may hold sent and not
- *  yet logged at their receivers (the sender TB), and received and not yet logged at its own
- *  protector (the receiver TB). Past either, HMPL behaves as RBML until the buffer drains. */
-export const HMPL_TB_BYTES = 64 * 1024 * 1024;
-
-/** Where a rank's log and checkpoints go: its protector (src/app/rollback/protector-client.ts),
- *  or an in-memory store in unit tests. Every call resolves once the store holds the data. */
-export type RankStore = {
-  append(pos: number, blob: Uint8Array): Promise<void>;
-  putCheckpoint(id: number, logPos: number, bytes: Uint8Array): Promise<void>;
-};
 
 export type RankChannelsOptions = {
   readonly p2p: P2P;
@@ -61,6 +50,7 @@ type RecvWaiter = { pattern: Pattern; index: number; resolve: (m: Message) => vo
 export class RankChannels {
   readonly self: number;
   readonly st: ChannelState;
+  private readonly replayer: Replayer;
   private readonly p2p: P2P;
   private readonly vpids: number[];
   private readonly store: RankStore;
@@ -78,10 +68,6 @@ export class RankChannels {
   private readonly storedAhead = new Set<number>();
   private readonly haveSentTo = new Set<number>();
   private closed: Error | null = null;
-  /** The last log position a replacement replayed, until its program has received every
-   *  replayed message (it has caught up); then `onCaughtUp` runs once. */
-  private replayedTo = 0;
-  private onCaughtUp: (() => void) | null = null;
   readonly counters = { duplicates: 0, gaps: 0, malformed: 0, foreign: 0, resent: 0, skipped: 0 };
 
   constructor(o: RankChannelsOptions) {
@@ -92,6 +78,7 @@ export class RankChannels {
     this.onFatal = o.onFatal;
     this.hybrid = o.logging === 'hmpl';
     this.st = createChannelState(o.rank, o.vpids.length);
+    this.replayer = new Replayer(this.st);
     this.haveWaiters = o.vpids.map(() => []);
     this.ackWaiters = o.vpids.map(() => new Map());
   }
@@ -177,23 +164,12 @@ export class RankChannels {
 
   /** Call `f` once the program has taken every replayed message and determinant. */
   whenCaughtUp(f: () => void): void {
-    this.replayedTo = this.st.logPos;
-    this.onCaughtUp = f;
-    this.checkCaughtUp();
+    this.replayer.whenCaughtUp(f);
   }
 
-  private checkCaughtUp(): void {
-    if (this.onCaughtUp === null) return;
-    if (this.st.replayDets.size > 0 || this.st.queue.some((m) => m.pos > 0 && m.pos <= this.replayedTo)) return;
-    const f = this.onCaughtUp;
-    this.onCaughtUp = null;
-    f();
-  }
-
-  /** Then the log entries after it, in log order. */
+  /** Then the log entries after it, in log order (replay.ts). */
   replay(pos: number, e: LogEntry): void {
-    if (e.kind === 'message') replayMessage(this.st, e.source, pos, e.env);
-    else replayDeterminant(this.st, pos, e.index, e.det);
+    this.replayer.replay(pos, e);
   }
 
   /** Positions up to `pos` are taken in the store by entries a replacement could not use (a
@@ -283,7 +259,7 @@ export class RankChannels {
       else w.resolve({ source: m.source, tag: m.tag, comm: m.comm, structured: m.structured, data: m.data, ssn: m.ssn } as Message);
     }
     this.recvWaiters = still;
-    this.checkCaughtUp();
+    this.replayer.check();
   }
 
   /** RBML: every receive takes a logged message. HMPL: only a wildcard receive (it would leave
@@ -322,7 +298,11 @@ export class RankChannels {
   }
 
   private append(pos: number, e: LogEntry): Promise<void> {
-    return this.store.append(pos, encodeLogEntry(e)).then(
+    return this.appendBlob(pos, encodeLogEntry(e));
+  }
+
+  private appendBlob(pos: number, blob: Uint8Array): Promise<void> {
+    return this.store.append(pos, blob).then(
       () => this.stored(pos),
       (e: unknown) => {
         const err = e instanceof Error ? e : new Error(String(e));
@@ -388,7 +368,8 @@ export class RankChannels {
       this.close(e);
       this.onFatal(e);
     } else {
-      void this.append(v.pos, { kind: 'message', source: rank, env: f.value.env }).catch(() => undefined);
+      const blobs = encodeMessageEntries(rank, f.value.env);
+      blobs.forEach((blob, i) => void this.appendBlob(v.pos - v.parts + 1 + i, blob).catch(() => undefined));
       if (this.hybrid) this.settleReceives(); // HMPL: a named receive need not wait for the log
     }
   }

@@ -37,6 +37,8 @@ export type RollbackParts = {
   readonly world: Comm;
   readonly runtime: RollbackRuntime;
   readonly store: RecoverableStore & { close(): Promise<void> };
+  /** The store failed under a call: end the process visibly (it never runs on unprotected). */
+  readonly fatal: (e: Error) => void;
 };
 
 export type OpenRollbackArgs = {
@@ -54,6 +56,10 @@ export type OpenRollbackArgs = {
   readonly now?: () => number;
   /** A replacement's recovery, once it has caught up. */
   readonly report?: (r: RecoveryReport) => void;
+  /** Called once the store is open and recovered, for a rank the group has no mark of yet: tell
+   *  it where the rank's log goes (a mark of id 0), so a replacement placed on another node
+   *  still finds it. */
+  readonly onPlaced?: () => void;
 };
 
 /** What Gmpi.init passes: the protector from the mapping, and a fatal error ends the process
@@ -78,6 +84,7 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
   return {
     p2p, rb, state, recovered: link.mapping.recovered, marks,
     onCheckpoint: (m) => link.mark({ ...m, protector: store.endpoint }),
+    onPlaced: () => link.mark({ id: 0, logPos: 0, digest: new Uint8Array(32), protector: store.endpoint }),
     connectStore: async () => {
       await store.open();
       return store;
@@ -130,7 +137,8 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
         rank: rb.rank, restoredFrom: s.restoredFrom, refused: s.refused, replayed: s.replayed, fetchMs: s.fetchMs, restoreMs: s.restoreMs, replayMs: Date.now() - t0 - s.fetchMs - s.restoreMs,
       }));
     }
-    return { channels, layer, world, runtime, store };
+    if ((a.marks ?? []).length === 0) a.onPlaced?.();
+    return { channels, layer, world, runtime, store, fatal: a.onFatal };
   } catch (e) {
     await store.close();
     throw e;

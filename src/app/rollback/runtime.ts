@@ -12,7 +12,8 @@ import { createHash } from 'node:crypto';
 import { Packr } from 'msgpackr';
 import { decodeCheckpoint, decodeLogEntry, encodeCheckpoint, type LogEntry } from './codec.ts';
 import type { Comm, CommLayer } from '../gmpi/comm.ts';
-import type { RankChannels, RankStore } from './rank-channels.ts';
+import type { RankStore } from './channels.ts';
+import type { RankChannels } from './rank-channels.ts';
 
 export type StateHooks = { save(): Uint8Array; restore(bytes: Uint8Array): void };
 /** What an application registers: hooks, or a plain object the library serializes. */

@@ -47,8 +47,8 @@ describe('sending (radic-hmpl A.2.5, mpichv-dgrp 1.2.4)', () => {
 describe('receiving (radic-hmpl A.2.5, B.6)', () => {
   it('a new message gets the next log position; a repeat is a duplicate; a skip ahead is a gap', () => {
     const st = createChannelState(0, 3);
-    expect(onArrive(st, 1, { ...msg(1), ssn: 1 })).toEqual({ kind: 'new', pos: 1 });
-    expect(onArrive(st, 2, { ...msg(1), ssn: 1 })).toEqual({ kind: 'new', pos: 2 });
+    expect(onArrive(st, 1, { ...msg(1), ssn: 1 })).toEqual({ kind: 'new', pos: 1, parts: 1 });
+    expect(onArrive(st, 2, { ...msg(1), ssn: 1 })).toEqual({ kind: 'new', pos: 2, parts: 1 });
     expect(onArrive(st, 1, { ...msg(1), ssn: 1 })).toEqual({ kind: 'duplicate', loggedIn: 0 });
     expect(onArrive(st, 1, { ...msg(1), ssn: 3 })).toEqual({ kind: 'gap', expected: 2 });
   });
