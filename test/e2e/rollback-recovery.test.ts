@@ -275,13 +275,18 @@ describe('issue 17 "Bad input": a rollback process that cannot be protected fail
   }, 150_000);
 
   it('a state larger than --max-state: the first checkpoint fails with STATE_TOO_LARGE on stderr', async () => {
-    const { id } = await start(BAD_APP, 2, ['--checkpoint-interval', '100', '--max-state', '1024'], ['big-state', '--steps', '400']);
+    // Every rank fails at its first checkpoint and every replacement again: the task spends its
+    // life spawning, so this waits for the first failure, not for the task to run.
+    const id = await submit(BAD_APP, 2, ['--checkpoint-interval', '100', '--max-state', '1024'], ['big-state', '--steps', '400']);
     try {
-      const err = await errLine(id, 0, /above the task's limit of 1024/);
+      const err = await errLine(id, 0, /above the task's limit of 1024/, RUN_MS);
       expect(err).toMatch(/RollbackError: the checkpoint is \d+ bytes, above the task's limit of 1024: raise --max-state or keep less state/);
       expect(cluster.lines(id, 0, 'err').join('\n')).toMatch(/STATE_TOO_LARGE/);
-      const t = await cluster.task(id);
-      expect(t.procs.find((p) => p.vpid === 0)?.state).toBe('terminatedAbnormally');
+      // …and the process ended abnormally, as the group sees it.
+      for (let t = await cluster.task(id); t.procs.find((p) => p.vpid === 0)?.state !== 'terminatedAbnormally'; t = await cluster.task(id)) {
+        if (t.outcome !== null) throw new Error(`the task ended first:\n${await diagnose(id)}`);
+        await sleep(POLL_MS);
+      }
     } finally {
       await stop(id);
     }
@@ -308,7 +313,7 @@ describe('PROTOCOL §11.4, radic-hmpl A.2.7 and A.6: a node fails (trine inject 
   // on node nK are protected by the next live node of the ring (protectorAfter in
   // src/core/cluster-rollback.ts). A task of 3 ranks on 4 nodes leaves n4 empty, so n1 holds
   // rank 0 and protects no live rank: its failure takes only rank 0, whose store is on n2.
-  it('n1, which holds rank 0 and protects no live rank: rank 0 restarts on another node, the answer is the reference\'s', async () => {
+  it('n1, which holds rank 0 and protects no live rank: rank 0 restarts on a live node, the answer is the reference\'s', async () => {
     const { id, at } = await start('examples/heat/heat.ts', 3, ['--checkpoint-interval', String(INTERVAL_MS)], heatArgs(HEAT, 100));
     const before = await cluster.task(id);
     expect(before.procs.map((p) => [p.rank, p.node])).toEqual([[0, 'n1'], [1, 'n2'], [2, 'n3']]);
@@ -316,7 +321,6 @@ describe('PROTOCOL §11.4, radic-hmpl A.2.7 and A.6: a node fails (trine inject 
     const r = await trine(['inject', 'kill-node', 'n1', '--dir', cluster.dir]);
     expect(r.code, r.stderr).toBe(0);
     const repl = await replacementOf(id, 0, 0);
-    expect(repl.node).not.toBe('n1');
     const t = await end(id);
     await expectHeatAnswer(id, t, HEAT);
     expect(t.procs.find((p) => p.vpid === 0)).toMatchObject({ state: 'terminatedAbnormally', rank: null });
@@ -326,26 +330,35 @@ describe('PROTOCOL §11.4, radic-hmpl A.2.7 and A.6: a node fails (trine inject 
   // KNOWN GAP (PROTOCOL §11.4; radic-hmpl A.2.7, "the observers on the failed node's successor
   // redirect their logs and checkpoints to T_x"): a node that protects a live rank takes that
   // rank's checkpoints and log with it, and the library does not yet move the rank to a new
-  // protector. Seen here: the live nodes are n2, n3, n4 (n1 failed above); ranks 0, 1, 2 on
-  // n2, n3, n4; n4 fails, taking rank 2 and the store of rank 1 (on n3). Rank 1 then stops with
-  // "rollback recovery of rank 1 failed, stopping: the connection to the protector closed", its
-  // replacement's mapping names the new protector (n2), which holds nothing, so it starts as a
-  // first incarnation and fails on its peers' ssn ("rank 0 skipped to ssn N (expected 1)"),
-  // until ROLLBACK_MAX_REPLACEMENTS ends the task abnormally. This test asserts what must
-  // happen, and fails at the first such stderr line; when the gap is closed it passes and
-  // `it.fails` reports it: turn it into `it`.
-  it.fails('n4, which holds rank 2 and protects rank 1: both ranks restart, the answer is the reference\'s (known gap: no move to a new protector)', async () => {
-    const { id, at } = await start('examples/heat/heat.ts', 3, ['--checkpoint-interval', String(INTERVAL_MS)], heatArgs(HEAT, 100));
+  // protector. (n1, failed above, is back by now: the cluster restarts a killed node.) Ranks 0–3
+  // on n1–n4; n4 fails, taking rank 3 and the store of rank 2 (on n3). Seen: rank 2 stops with
+  // "rollback recovery of rank 2 failed, stopping: the connection to the protector closed"; its
+  // replacement's mapping names the new protector (n1), which holds nothing of it, so it starts
+  // as a first incarnation and stops on its peers' sequence numbers ("rank 1 skipped to ssn N
+  // (expected 1)"), again and again until ROLLBACK_MAX_REPLACEMENTS ends the task abnormally
+  // (about 20 s later). This test asserts what must happen and fails at the first such stderr
+  // line; once the gap is closed it passes, `it.fails` reports that, and it becomes an `it`.
+  let lostProtector = '';
+  it.fails('n4, which holds rank 3 and protects rank 2: both ranks restart, the answer is the reference\'s (known gap: no move to a new protector)', async () => {
+    const { id, at } = await start('examples/heat/heat.ts', 4, ['--checkpoint-interval', String(INTERVAL_MS)], heatArgs(HEAT, 100));
     try {
       const before = await cluster.task(id);
-      expect(before.procs.map((p) => [p.rank, p.node])).toEqual([[0, 'n2'], [1, 'n3'], [2, 'n4']]);
+      expect(before.procs.map((p) => [p.rank, p.node])).toEqual([[0, 'n1'], [1, 'n2'], [2, 'n3'], [3, 'n4']]);
       await until(at, AFTER_CHECKPOINT_MS);
       const r = await trine(['inject', 'kill-node', 'n4', '--dir', cluster.dir]);
       expect(r.code, r.stderr).toBe(0);
-      const t = await end(id, /rollback recovery of rank \d+ failed/);
+      const t = await end(id, /rollback recovery of rank \d+ failed/).catch((e: Error) => {
+        lostProtector = e.message;
+        throw e;
+      });
       await expectHeatAnswer(id, t, HEAT);
     } finally {
       await stop(id);
     }
   }, 120_000);
+
+  // The gap as it shows today, so that the it.fails above cannot pass for another reason.
+  it('(known gap, as it shows today) rank 2, whose protector was on n4, stops: the connection to the protector closed', () => {
+    expect(lostProtector).toMatch(/rollback recovery of rank 2 failed, stopping: the connection to the protector closed/);
+  });
 });
