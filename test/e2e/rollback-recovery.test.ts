@@ -54,7 +54,12 @@ function vpidsOf(id: string): number[] {
   return out;
 }
 const dumpAll = (id: string): string => cluster.dump(id, vpidsOf(id));
-const diagnose = async (id: string): Promise<string> => `${await cluster.describe(id)}\n${dumpAll(id)}`;
+/** The task as the group sees it (`trine ps ID`: its processes, ranks and the group's events)
+ *  and every log of it, for a failure's message. */
+async function diagnose(id: string): Promise<string> {
+  const ps = await trine(['ps', id, '--dir', cluster.dir]);
+  return `${await cluster.describe(id)}\n${ps.code === 0 ? ps.stdout : ps.stderr}\n${dumpAll(id)}`;
+}
 
 /** Submit `app` as a linked rollback task of `n` ranks; its id. */
 async function submit(app: string, n: number, flags: readonly string[], args: readonly string[]): Promise<string> {
@@ -94,12 +99,13 @@ async function killRank(id: string, rank: number): Promise<number> {
 }
 
 /** Wait until `trine ps` shows a VPID other than `dead` running as `rank`'s holder: the
- *  replacement (PROTOCOL §11.2). */
+ *  replacement (PROTOCOL §11.2). A short run may end between two looks (a `trine ps` takes
+ *  seconds on this loaded machine): then the holder the ended task shows. */
 async function replacementOf(id: string, rank: number, dead: number): Promise<ProcView> {
   const end = Date.now() + REPLACE_MS;
   for (;;) {
     const t = await cluster.task(id);
-    const p = holder(t, rank);
+    const p = t.outcome === null ? holder(t, rank) : t.procs.find((q) => q.rank === rank);
     if (p !== undefined && p.vpid !== dead) return p;
     if (t.outcome !== null || Date.now() > end) throw new Error(`rank ${rank} was not replaced:\n${await diagnose(id)}`);
     await sleep(POLL_MS);
@@ -315,16 +321,20 @@ describe('PROTOCOL §11.4, radic-hmpl A.2.7 and A.6: a node fails (trine inject 
   // rank 0 and protects no live rank: its failure takes only rank 0, whose store is on n2.
   it('n1, which holds rank 0 and protects no live rank: rank 0 restarts on a live node, the answer is the reference\'s', async () => {
     const { id, at } = await start('examples/heat/heat.ts', 3, ['--checkpoint-interval', String(INTERVAL_MS)], heatArgs(HEAT, 100));
-    const before = await cluster.task(id);
-    expect(before.procs.map((p) => [p.rank, p.node])).toEqual([[0, 'n1'], [1, 'n2'], [2, 'n3']]);
-    await until(at, AFTER_CHECKPOINT_MS);
-    const r = await trine(['inject', 'kill-node', 'n1', '--dir', cluster.dir]);
-    expect(r.code, r.stderr).toBe(0);
-    const repl = await replacementOf(id, 0, 0);
-    const t = await end(id);
-    await expectHeatAnswer(id, t, HEAT);
-    expect(t.procs.find((p) => p.vpid === 0)).toMatchObject({ state: 'terminatedAbnormally', rank: null });
-    expect(t.procs.find((p) => p.vpid === repl.vpid)).toMatchObject({ state: 'terminatedNormally', rank: 0 });
+    try {
+      const before = await cluster.task(id);
+      expect(before.procs.map((p) => [p.rank, p.node])).toEqual([[0, 'n1'], [1, 'n2'], [2, 'n3']]);
+      await until(at, AFTER_CHECKPOINT_MS);
+      const r = await trine(['inject', 'kill-node', 'n1', '--dir', cluster.dir]);
+      expect(r.code, r.stderr).toBe(0);
+      const repl = await replacementOf(id, 0, 0);
+      const t = await end(id);
+      await expectHeatAnswer(id, t, HEAT);
+      expect(t.procs.find((p) => p.vpid === 0)).toMatchObject({ state: 'terminatedAbnormally', rank: null });
+      expect(t.procs.find((p) => p.vpid === repl.vpid)).toMatchObject({ state: 'terminatedNormally', rank: 0 });
+    } finally {
+      await stop(id); // a task left running would take the next test's slots
+    }
   }, 120_000);
 
   // KNOWN GAP (PROTOCOL §11.4; radic-hmpl A.2.7, "the observers on the failed node's successor
@@ -332,12 +342,17 @@ describe('PROTOCOL §11.4, radic-hmpl A.2.7 and A.6: a node fails (trine inject 
   // rank's checkpoints and log with it, and the library does not yet move the rank to a new
   // protector. (n1, failed above, is back by now: the cluster restarts a killed node.) Ranks 0–3
   // on n1–n4; n4 fails, taking rank 3 and the store of rank 2 (on n3). Seen: rank 2 stops with
-  // "rollback recovery of rank 2 failed, stopping: the connection to the protector closed"; its
+  // "rollback recovery of rank 2 failed, stopping: the connection to the protector closed" (or,
+  // when the loss reaches it inside snapshot(), an uncaught "ProtectorError: the connection to
+  // the protector closed", code CONNECTION_LOST); its
   // replacement's mapping names the new protector (n1), which holds nothing of it, so it starts
   // as a first incarnation and stops on its peers' sequence numbers ("rank 1 skipped to ssn N
   // (expected 1)"), again and again until ROLLBACK_MAX_REPLACEMENTS ends the task abnormally
   // (about 20 s later). This test asserts what must happen and fails at the first such stderr
   // line; once the gap is closed it passes, `it.fails` reports that, and it becomes an `it`.
+  /** How a rank stops when its protector is gone: through the library's fatal path, or, when the
+   *  loss reaches it inside snapshot(), as the ProtectorError the application did not catch. */
+  const LOST_PROTECTOR = /rollback recovery of rank \d+ failed|ProtectorError: /;
   let lostProtector = '';
   it.fails('n4, which holds rank 3 and protects rank 2: both ranks restart, the answer is the reference\'s (known gap: no move to a new protector)', async () => {
     const { id, at } = await start('examples/heat/heat.ts', 4, ['--checkpoint-interval', String(INTERVAL_MS)], heatArgs(HEAT, 100));
@@ -347,7 +362,7 @@ describe('PROTOCOL §11.4, radic-hmpl A.2.7 and A.6: a node fails (trine inject 
       await until(at, AFTER_CHECKPOINT_MS);
       const r = await trine(['inject', 'kill-node', 'n4', '--dir', cluster.dir]);
       expect(r.code, r.stderr).toBe(0);
-      const t = await end(id, /rollback recovery of rank \d+ failed/).catch((e: Error) => {
+      const t = await end(id, LOST_PROTECTOR).catch((e: Error) => {
         lostProtector = e.message;
         throw e;
       });
@@ -359,6 +374,6 @@ describe('PROTOCOL §11.4, radic-hmpl A.2.7 and A.6: a node fails (trine inject 
 
   // The gap as it shows today, so that the it.fails above cannot pass for another reason.
   it('(known gap, as it shows today) rank 2, whose protector was on n4, stops: the connection to the protector closed', () => {
-    expect(lostProtector).toMatch(/rollback recovery of rank 2 failed, stopping: the connection to the protector closed/);
+    expect(lostProtector).toMatch(/^a process failed: t\d+\/2: (trine: rollback recovery of rank 2 failed, stopping: |ProtectorError: )the connection to the protector closed\n/);
   });
 });
