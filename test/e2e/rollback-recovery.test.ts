@@ -12,7 +12,7 @@
 // GMPI_DUMP=1 prints every task's logs at the end.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import type { ProcView, TaskView } from '../../src/core/status.ts';
+import type { ClusterView, ProcView, TaskView } from '../../src/core/status.ts';
 import { heatReference, type HeatParams } from '../../examples/heat/heat-core.ts';
 import { heatSummary } from '../../examples/heat/heat-state.ts';
 import { GmpiCluster, REPO } from './gmpi-cluster.ts';
@@ -314,11 +314,32 @@ describe('issue 17 "Bad input": a rollback process that cannot be protected fail
 
 // ---- node failures (last: each leaves the cluster a node short) ------------------------------
 
+/** KNOWN GAP, a race this test can lose: the cluster restarts a killed node within seconds, and
+ *  a replacement's protector is computed from the ring when its mapping goes out
+ *  (rollbackTableOf → protectorAfter(ring, the replacement's node), src/core/cluster-rollback.ts),
+ *  not kept where the rank's store is. If `node` rejoins before the replacement's mapping, the
+ *  replacement (on the node before it in the ring) is given the rejoined node's new, empty
+ *  protector, restores nothing and replays nothing, and the task hangs with no error on any
+ *  stderr. Say so at once instead of timing out. */
+async function expectProtectorKept(id: string, node: string, rank: number, vpid: number): Promise<void> {
+  const ps = await trine(['ps', '--dir', cluster.dir, '--json']);
+  if (ps.code !== 0) return;
+  const events = (JSON.parse(ps.stdout) as ClusterView).events;
+  const held = events.find((e) => e.task === id && e.text === `${id} rank ${rank} held by VPID ${vpid}`);
+  const lost = events.find((e) => e.task === null && e.text.startsWith(`node ${node} lost`));
+  const back = events.find((e) => e.task === null && e.text.startsWith(`node ${node} joined`) && lost !== undefined && e.rsn > lost.rsn);
+  if (held !== undefined && back !== undefined && back.rsn < held.rsn) {
+    throw new Error(`known gap: ${node} rejoined (rsn ${back.rsn}) before rank ${rank}'s replacement VPID ${vpid} got its mapping (rsn ${held.rsn}), so its protector is ${node}'s new, empty one and the task will hang:\n${await diagnose(id)}`);
+  }
+}
+
 describe('PROTOCOL §11.4, radic-hmpl A.2.7 and A.6: a node fails (trine inject kill-node)', () => {
   // Placement spreads a task's processes over the nodes in name order, one each, and the ranks
   // on node nK are protected by the next live node of the ring (protectorAfter in
   // src/core/cluster-rollback.ts). A task of 3 ranks on 4 nodes leaves n4 empty, so n1 holds
-  // rank 0 and protects no live rank: its failure takes only rank 0, whose store is on n2.
+  // rank 0 and protects no live rank: its failure takes only rank 0, whose store is on n2. Its
+  // replacement lands on n4, whose protector is n2 again while n1 is down; the race with n1's
+  // return is a known gap (expectProtectorKept).
   it('n1, which holds rank 0 and protects no live rank: rank 0 restarts on a live node, the answer is the reference\'s', async () => {
     const { id, at } = await start('examples/heat/heat.ts', 3, ['--checkpoint-interval', String(INTERVAL_MS)], heatArgs(HEAT, 100));
     try {
@@ -328,6 +349,7 @@ describe('PROTOCOL §11.4, radic-hmpl A.2.7 and A.6: a node fails (trine inject 
       const r = await trine(['inject', 'kill-node', 'n1', '--dir', cluster.dir]);
       expect(r.code, r.stderr).toBe(0);
       const repl = await replacementOf(id, 0, 0);
+      await expectProtectorKept(id, 'n1', 0, repl.vpid);
       const t = await end(id);
       await expectHeatAnswer(id, t, HEAT);
       expect(t.procs.find((p) => p.vpid === 0)).toMatchObject({ state: 'terminatedAbnormally', rank: null });
