@@ -1,6 +1,8 @@
 // `npm run demo` is the README's first command: it must run end to end on a fresh cluster —
 // the N-Queens example (n = 12) survives a worker crashed with kill -9 and another hung with
 // SIGSTOP, ends with the right count, and everything it started is stopped (issue 4 item 4).
+// `npm run demo -- --rollback` likewise: the heat stencil, with no recovery code, survives a
+// kill -9 and a node failure in rollback mode with the reference's answer (issue 17 item 4).
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
@@ -30,3 +32,25 @@ it('npm run demo: N-Queens survives a crash and a hang with the right count, and
   expect(r.stdout).toMatch(/N-Queens n=12: 14200 solutions \(expected 14200\) after a crash and a hang: correct/);
   expect(r.stdout).toMatch(/stopped \d+ processes/);
 }, 300_000);
+
+it('npm run demo -- --rollback: the heat stencil, no recovery code, survives a kill -9 and a node failure with the reference\'s answer (issue 17, PROTOCOL §11)', async () => {
+  const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(process.execPath, [DEMO, '--rollback'], { timeout: 170_000 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
+    });
+  });
+  expect(r.stdout, r.stderr).toMatch(/demo OK\n$/);
+  expect(r.code).toBe(0);
+  // The crash: rank 1 replaced by the task's next VPID, which holds rank 1 (§11.2).
+  expect(r.stdout).toMatch(/\[demo\]\s+kill -9 rank 1 \(VPID 1 on n\d\)/);
+  expect(r.stdout).toMatch(/\[group\]\s+t1 replacing rank 1 \(VPID 1\) with VPID 3/);
+  expect(r.stdout).toMatch(/\[group\]\s+t1 rank 1 held by VPID 3/);
+  // The node failure: its rank replaced too.
+  expect(r.stdout).toMatch(/\[demo\]\s+kill-node n\d \(rank \d, VPID \d\)/);
+  expect(r.stdout).toMatch(/\[group\]\s+node n\d lost: t1\/\d dead/);
+  expect(r.stdout).toMatch(/\[group\]\s+t1 rank \d held by VPID 4/);
+  expect(r.stdout).toMatch(/rank 1: VPID 3 on n\d \(terminatedNormally/);
+  expect(r.stdout).toMatch(/identical, bit for bit; the task ended normally/);
+  expect(r.stdout).toMatch(/heat: verify OK/);
+  expect(r.stdout).toMatch(/stopped \d+ processes/);
+}, 180_000);
