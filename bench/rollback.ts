@@ -8,7 +8,9 @@
 //      cost show apart. Runs alternate (A, B, C, D, A, B, …) and each round's ratio to its own
 //      app-mode run is kept, so a machine that gets busier between rounds moves both; the
 //      figures are medians with the rounds' spread. Time to solution is the application's own
-//      line (rank 0: from init's return to the answer), the same in every mode.
+//      line (rank 0: from init's return to the answer), the same in every mode. The heat
+//      stencil again with 2.5× the sweep per step (60 rows), app mode against checkpoints every
+//      500 ms only: the same messages with more computation between them.
 //   2. Recovery. The heat stencil with checkpoints every 500 ms, rank 2 (an interior rank: both
 //      its neighbours wait for it) killed with SIGKILL mid-run; from the kill to the replacement
 //      back in step, split into detection, restart, restore and replay (see `CrashSample`).
@@ -52,6 +54,12 @@ const RANKS = 4;
  *  way with each neighbour per step. */
 const HEAT = { rows: 24, cols: 8192, steps: 300 };
 const HEAT_ROW_BYTES = HEAT.cols * 8;
+/** The same messages with 2.5× the sweep per step (15 rows a rank): the halo exchange weighs
+ *  less, a step nearer the papers' stencils (RADIC's heat exchanged rows every 20 iterations).
+ *  No more rows: the final gather sends a rank's rows as one message, and rollback mode cannot
+ *  log a message above PROTECTOR_MAX_ENTRY_BYTES (1 MiB − 4 KiB) yet (PROTOCOL §11.4: the
+ *  library is to split it); 48 rows a rank fail at the gather, rank 0 dying at each replay. */
+const HEAT_COMPUTE = { ...HEAT, rows: 60 };
 /** N-Queens: n = 15 in units of the first two rows' queens, handed out by rank 0. */
 const NQ = { n: 15 };
 /** Longest a run may take before the bench gives up on it. */
@@ -61,7 +69,7 @@ const POLL_MS = 100;
 const SETTLE_MS = 500;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-type App = 'heat' | 'nqueens';
+type App = 'heat' | 'heat-compute' | 'nqueens';
 type Mode = { key: string; label: string; recovery: RecoveryInput };
 const MODES: Mode[] = [
   { key: 'app', label: 'app mode (no logging)', recovery: {} },
@@ -76,11 +84,12 @@ export type Probe = {
   recoverStartMs: number; fetchDoneMs: number; recoverDoneMs: number; replayed: number; restoredFrom: number;
   snaps: number[]; checkpoints: [number, number, number][]; appends: number; appendBytes: number; appendMs: number[];
 };
-export type RunSample = { app: App; mode: string; task: string; round: number; seconds: number; probes: Probe[] };
+/** `load`: the 1-minute load average when the run ended. */
+export type RunSample = { app: App; mode: string; task: string; round: number; seconds: number; load: number; probes: Probe[] };
 
-const args = (app: App): string[] => app === 'heat'
-  ? ['examples/heat/heat.ts', '--rows', String(HEAT.rows), '--cols', String(HEAT.cols), '--steps', String(HEAT.steps)]
-  : ['examples/nqueens/nqueens-rollback.ts', '--n', String(NQ.n)];
+const heatArgs = (p: typeof HEAT): string[] => ['examples/heat/heat.ts', '--rows', String(p.rows), '--cols', String(p.cols), '--steps', String(p.steps)];
+const args = (app: App): string[] =>
+  app === 'heat' ? heatArgs(HEAT) : app === 'heat-compute' ? heatArgs(HEAT_COMPUTE) : ['examples/nqueens/nqueens-rollback.ts', '--n', String(NQ.n)];
 
 class Cluster {
   readonly seen = new Map<number, string | null>();
@@ -144,18 +153,24 @@ class Cluster {
   /** Waits for the task to end normally; its time to solution (rank 0's line) and probes. */
   async finish(task: string, vpids: number[]): Promise<{ seconds: number; probes: Probe[] }> {
     const deadline = Date.now() + RUN_LIMIT_MS;
+    const ended = (v: ClusterView): string | null => {
+      const t = v.tasks.find((x) => x.id === task);
+      return t !== undefined && !['waiting', 'starting', 'running', 'spawning'].includes(t.state) ? t.state : null;
+    };
+    const failed = (state: string) => new Error(`bench: ${task} ended ${state}: ${this.taskFile(task, 0, 'err').slice(-500)}`);
     let seconds = NaN;
-    while (Number.isNaN(seconds)) {
+    for (let i = 1; Number.isNaN(seconds); i++) {
       const m = /on \d+ ranks in ([0-9.]+) s/.exec(this.taskFile(task, 0, 'out'));
       if (m !== null) seconds = Number(m[1]);
       else if (Date.now() > deadline) throw new Error(`bench: ${task} printed no time in ${RUN_LIMIT_MS} ms`);
-      else await sleep(POLL_MS);
+      else if (i % 20 === 0) {
+        const v = await this.view(); // a task that failed prints no time: stop waiting for it
+        const state = v === null ? null : ended(v);
+        if (state !== null && !/on \d+ ranks in/.test(this.taskFile(task, 0, 'out'))) throw failed(state);
+      } else await sleep(POLL_MS);
     }
-    const state = await this.until(`${task} finished`, (v) => {
-      const t = v.tasks.find((x) => x.id === task);
-      return t !== undefined && !['waiting', 'starting', 'running', 'spawning'].includes(t.state) ? t.state : null;
-    });
-    if (state !== 'terminatedNormally') throw new Error(`bench: ${task} ended ${state}: ${this.taskFile(task, 0, 'err')}`);
+    const state = await this.until(`${task} finished`, ended);
+    if (state !== 'terminatedNormally') throw failed(state);
     const probes: Probe[] = [];
     for (const vpid of vpids) {
       const line = this.taskFile(task, vpid, 'err').split('\n').find((l) => l.startsWith(PROBE_TAG));
@@ -167,13 +182,13 @@ class Cluster {
 
 // ---- 1. Failure-free overhead --------------------------------------------------------------------
 
-async function overhead(c: Cluster, app: App, out: RunSample[]): Promise<void> {
+async function overhead(c: Cluster, app: App, out: RunSample[], modes = MODES): Promise<void> {
   for (let round = 0; round < ROUNDS; round++) {
-    for (const mode of MODES) {
+    for (const mode of modes) {
       await sleep(SETTLE_MS);
       const task = await c.submit(app, mode);
       const { seconds, probes } = await c.finish(task, [0, 1, 2, 3]);
-      out.push({ app, mode: mode.key, task, round, seconds, probes });
+      out.push({ app, mode: mode.key, task, round, seconds, load: loadavg()[0] ?? NaN, probes });
       console.error(`bench rollback: ${app} ${mode.key} round ${round}: ${seconds} s (load ${loadavg()[0]?.toFixed(1)})`);
     }
   }
@@ -199,10 +214,22 @@ export type CrashSample = {
   ms: Record<'agentReport' | 'recorded' | 'exec' | 'initCalled' | 'running' | 'recoverStart' | 'fetched' | 'restored' | 'initDone' | 'firstStep' | 'caughtUp' | 'resumed', number>;
   /** Each survivor's longest gap between two steps, ms. */
   survivorPauseMs: number;
+  /** The survivors' pace (median of theirs, steps per second) before the kill and after they
+   *  resumed: whether the run goes on as fast once recovered. */
+  stepsPerSecond: { before: number; after: number };
+  load: number;
+  probes: Probe[];
 };
 
 const eventAt = (v: ClusterView, task: string, test: (text: string) => boolean): number | null =>
   v.events.find((e) => e.task === task && test(e.text))?.atMs ?? null;
+
+/** Steps per second between snapshot calls `from` and `to` of a process; NaN if none. */
+function pace(p: Probe, from: number, to: number): number {
+  const t0 = p.snaps[from];
+  const t1 = p.snaps[to];
+  return from < 0 || t0 === undefined || t1 === undefined || to <= from ? NaN : ((to - from) * 1000) / (t1 - t0);
+}
 
 async function crash(c: Cluster, killAfterMs: number): Promise<CrashSample> {
   const mode = MODES.find((m) => m.key === 'rbml-500ms') as Mode;
@@ -254,6 +281,11 @@ async function crash(c: Cluster, killAfterMs: number): Promise<CrashSample> {
       caughtUp: after(reexecuted > 0 ? abs(r, reexecuted - 1) : abs(r, 0)), resumed: after(Math.max(...gaps.map((g) => g.end))),
     },
     survivorPauseMs: Math.max(...gaps.map((g) => g.gap)),
+    stepsPerSecond: {
+      before: median(survivors.map((p) => pace(p, 0, p.snaps.filter((t) => p.initDoneMs + t < killMs).length - 1))),
+      after: median(survivors.map((p, i) => pace(p, p.snaps.findIndex((t) => p.initDoneMs + t >= (gaps[i]?.end ?? Infinity)), p.snaps.length - 1))),
+    },
+    load: loadavg()[0] ?? NaN, probes,
   };
 }
 
@@ -268,6 +300,7 @@ function overheadFigures(app: App, runs: RunSample[]): Figure[] {
   const base = new Map(of('app').map((r) => [r.round, r.seconds]));
   for (const m of MODES) {
     const rs = of(m.key);
+    if (rs.length === 0) continue;
     const secs = rs.map((r) => r.seconds);
     out.push({ name: `${app}: ${m.label}: time to solution, median of ${rs.length}`, value: median(secs), unit: 's' });
     out.push({ name: `${app}: ${m.label}: time to solution, min`, value: Math.min(...secs), unit: 's' });
@@ -286,12 +319,12 @@ function overheadFigures(app: App, runs: RunSample[]): Figure[] {
   }
   // Sizes and the in-cluster append latency, from the logging-only runs.
   const logged = of('rbml').flatMap((r) => r.probes);
-  const units = app === 'heat' ? HEAT.steps : null;
+  const units = app === 'nqueens' ? null : HEAT.steps;
   for (const rank of [0, 1]) {
     const ps = logged.filter((p) => p.rank === rank);
     if (ps.length === 0) continue;
     const per = units ?? median(ps.map((p) => p.snaps.length));
-    const what = app === 'heat' ? 'step' : 'unit (snapshot call)';
+    const what = app === 'nqueens' ? 'unit (snapshot call)' : 'step';
     out.push({ name: `${app}: rank ${rank}: log entries per ${what}`, value: median(ps.map((p) => p.appends)) / per, unit: 'entries' });
     out.push({ name: `${app}: rank ${rank}: log bytes per ${what}`, value: median(ps.map((p) => p.appendBytes)) / per, unit: 'B' });
   }
@@ -321,6 +354,8 @@ function crashFigures(cs: CrashSample[]): Figure[] {
   out.push({ name: 'crash: log entries re-injected by the replacement, median', value: median(cs.map((c) => c.replayedEntries)), unit: 'entries' });
   out.push({ name: 'crash: longest pause of a survivor, median', value: median(cs.map((c) => c.survivorPauseMs)), unit: 'ms' });
   out.push({ name: 'crash: time to solution with one crash, median', value: median(cs.map((c) => c.seconds)), unit: 's' });
+  out.push({ name: 'crash: survivors\' pace before the kill, median', value: median(cs.map((c) => c.stepsPerSecond.before)), unit: 'steps/s' });
+  out.push({ name: 'crash: survivors\' pace after they resumed, median', value: median(cs.map((c) => c.stepsPerSecond.after)), unit: 'steps/s' });
   return out;
 }
 
@@ -335,6 +370,7 @@ export async function benchRollback(): Promise<Figure[]> {
     // One run of each kind first, not counted: the cluster's first tasks pay its warm-up.
     for (const m of [MODES[0], MODES[MODES.length - 1]] as Mode[]) await c.finish(await c.submit('heat', m), []);
     await overhead(c, 'heat', runs);
+    await overhead(c, 'heat-compute', runs, [MODES[0], MODES[MODES.length - 1]] as Mode[]);
     await overhead(c, 'nqueens', runs);
     // Kill a little before the middle of a failure-free run with checkpoints every 500 ms,
     // counted from the moment all four run (init takes a few hundred ms more).
@@ -346,7 +382,7 @@ export async function benchRollback(): Promise<Figure[]> {
       console.error(`bench rollback: crash ${i + 1}: ${JSON.stringify(s.ms)}`);
     }
     figures.push({ name: 'heat: row (one halo message)', value: HEAT_ROW_BYTES, unit: 'B' });
-    figures.push(...overheadFigures('heat', runs), ...overheadFigures('nqueens', runs));
+    figures.push(...overheadFigures('heat', runs), ...overheadFigures('heat-compute', runs), ...overheadFigures('nqueens', runs));
     const appSteps = runs.filter((r) => r.app === 'heat' && r.mode === 'app').map((r) => (r.seconds * 1000) / HEAT.steps);
     figures.push({ name: 'heat: app mode, one step (halo exchange, sweep, allreduce), median', value: median(appSteps), unit: 'ms' });
     figures.push(...crashFigures(crashes));
@@ -356,7 +392,7 @@ export async function benchRollback(): Promise<Figure[]> {
   }
   const dir = join(here, 'results');
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'rollback.json'), JSON.stringify({ at: new Date().toISOString(), heat: HEAT, nqueens: NQ, modes: MODE_NAMES, runs, crashes }, null, 1));
+  writeFileSync(join(dir, 'rollback.json'), JSON.stringify({ at: new Date().toISOString(), heat: HEAT, heatCompute: HEAT_COMPUTE, nqueens: NQ, modes: MODE_NAMES, runs, crashes }, null, 1));
   return figures;
 }
 
