@@ -18,7 +18,7 @@ import { advanceChild } from './agent-procs-child.ts';
 import {
   contextOf, keyOf, logEffect, noteRecords, stateOf, type AgentProcs, type AgentProcsEffect, type ChildEntry,
 } from './agent-procs-state.ts';
-import { rankOf, type ProcMapping, type ProcSignal, type RollbackMapping } from './wire/messages.ts';
+import { rankOf, type ProcMapping, type ProcSignal, type RollbackMapping, type RollbackMark } from './wire/messages.ts';
 
 /** A connected linked child of `task`/`vpid`, or null. */
 function linkedRunning(s: AgentProcs, task: string, vpid: number): ChildEntry | null {
@@ -104,6 +104,12 @@ export function closeApp(s: AgentProcs, task: string, vpid: number, clean: boole
   out.push(logEffect('warn', 'app.connection.lost', { task, vpid, pid }));
   if (pid !== null) out.push({ type: 'kill', task, vpid, pid, signal: 'SIGKILL', child: true });
   return out;
+}
+
+/** A checkpoint's mark from the process, queued for the group like its signals (§11.4). */
+export function markFromApp(s: AgentProcs, task: string, vpid: number, mark: RollbackMark): AgentProcsEffect[] {
+  if (linkedRunning(s, task, vpid) === null) return [logEffect('warn', 'app.mark.unconnected', { task, vpid })];
+  return queueSignal(s.outbox, { type: 'rollback.mark', task, vpid, ...mark }) ? [{ type: 'flush' }] : [];
 }
 
 /** A signal from the process, queued for the group (PROTOCOL §9). */

@@ -15,9 +15,9 @@
 // A terminate for an absent key reports nothing (FsmProc already has, or will get, the death
 // report) and is logged.
 import { unreachable } from '../base/result.ts';
-import type { GroupCommand } from './wire/messages.ts';
+import type { GroupCommand, RollbackMark } from './wire/messages.ts';
 import { adoptProcs, onAdoptedEvent, terminateAdopted, tickAdopted } from './agent-procs-adopt.ts';
-import { closeApp, deliverMapping, deliverSignal, finalizeApp, signalFromApp } from './agent-procs-app.ts';
+import { closeApp, deliverMapping, deliverSignal, finalizeApp, markFromApp, signalFromApp } from './agent-procs-app.ts';
 import { advanceChild, onChildEvent, spawnChild, tickChild } from './agent-procs-child.ts';
 import {
   keyOf, logEffect, noteRecords,
@@ -39,7 +39,9 @@ export type AgentProcsInput =
   /** Its connection closed; `clean` when finalize came first. */
   | { type: 'app.closed'; task: string; vpid: number; clean: boolean }
   /** A signal from the process, for the group. */
-  | { type: 'app.signal'; task: string; vpid: number; request: { signum: number; dest: number; arg: number; epoch: number } };
+  | { type: 'app.signal'; task: string; vpid: number; request: { signum: number; dest: number; arg: number; epoch: number } }
+  /** A rollback task's process stored a checkpoint: its mark, for the group (PROTOCOL §11.4). */
+  | { type: 'app.mark'; task: string; vpid: number; mark: RollbackMark };
 
 export function stepProcs(s: AgentProcs, input: AgentProcsInput): AgentProcsEffect[] {
   switch (input.type) {
@@ -55,6 +57,8 @@ export function stepProcs(s: AgentProcs, input: AgentProcsInput): AgentProcsEffe
       return closeApp(s, input.task, input.vpid, input.clean);
     case 'app.signal':
       return signalFromApp(s, input.task, input.vpid, input.request);
+    case 'app.mark':
+      return markFromApp(s, input.task, input.vpid, input.mark);
     default:
       return unreachable(input);
   }

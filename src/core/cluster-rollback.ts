@@ -23,15 +23,20 @@ import { procNode, procState, taskCtx, taskState, type ClusterState, type NodeRe
 import {
   MAX_TASK_PROCS, ROLLBACK_MAX_INTERVAL_MS, ROLLBACK_MAX_REPLACEMENTS, ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS,
 } from './constants.ts';
+import { bytesEqual } from '../base/bytes.ts';
 import { assert } from '../base/result.ts';
 import type { ProcessId } from './ports.ts';
-import type { GroupCommand, RollbackTable, TaskSubmit } from './wire/messages.ts';
+import { ROLLBACK_MARKS_KEPT, rollbackMark } from './wire/recovery.ts';
+import type { GroupCommand, RollbackMark, RollbackTable, TaskSubmit } from './wire/messages.ts';
 import { list, nullable, struct, uint, type Schema } from './wire/schema.ts';
 
 /** Rank r is VPID r at start (VPIDs 0 … size − 1). */
 export function createRankTable(size: number): RankTable {
   assert(Number.isInteger(size) && size >= 1, `rank table of ${size}`);
-  return { ranks: Array.from({ length: size }, (_, r) => r), vacant: [], replacements: Array.from({ length: size }, () => 0), spawning: null };
+  return {
+    ranks: Array.from({ length: size }, (_, r) => r), vacant: [], replacements: Array.from({ length: size }, () => 0), spawning: null,
+    marks: Array.from({ length: size }, () => []),
+  };
 }
 
 /** Why the group refuses this submit's recovery option (§11.1), or null. The wire decoder
@@ -61,6 +66,28 @@ export function resetRanks(rec: TaskRecord): void {
   t.ranks = [...vpids];
   t.vacant = [];
   t.spawning = null;
+  t.marks = t.ranks.map(() => []); // a fresh start: no checkpoint of the old run applies
+}
+
+/** `vpid` of `rec`, on `node`, stored a checkpoint (§11.4, `rollback.mark`). Kept when `vpid`
+ *  holds a rank there now and the mark is newer than the rank's last; the last
+ *  ROLLBACK_MARKS_KEPT are kept. Returns why it was not kept, or null. */
+export function markRank(rec: TaskRecord, node: string, vpid: number, mark: RollbackMark): string | null {
+  const t = rec.rollback;
+  if (t === null || rec.outcome !== null) return 'not a live rollback task';
+  const rank = t.ranks.indexOf(vpid);
+  if (rank < 0 || procNode(rec, vpid) !== node) return `VPID ${vpid} holds no rank on ${node}`;
+  const kept = t.marks[rank]!;
+  const last = kept[kept.length - 1];
+  // The rank's data moved to another protector (its own failed, RADIC A.2.7): the same
+  // checkpoint, now held there.
+  if (last !== undefined && mark.id === last.id && mark.logPos === last.logPos && bytesEqual(mark.digest, last.digest) && mark.protector !== last.protector) {
+    t.marks[rank] = [{ ...last, protector: mark.protector }];
+    return null;
+  }
+  if (last !== undefined && (mark.id <= last.id || mark.logPos < last.logPos)) return `mark ${mark.id} is not newer than ${last.id}`;
+  t.marks[rank] = [...kept, { ...mark, digest: new Uint8Array(mark.digest) }].slice(-ROLLBACK_MARKS_KEPT);
+  return null;
 }
 
 /** GSIG_NTF_DIED(vpid) went out: the rank it held, or was being spawned for, is vacant. */
@@ -135,7 +162,8 @@ export function rollbackTableOf(rec: TaskRecord, nodes: ReadonlyMap<ProcessId, N
   if (r.kind !== 'rollback' || rec.rollback === null) return null;
   const ring = protectorRing(nodes);
   const protectors = rec.rollback.ranks.map((v) => protectorAfter(ring, procNode(rec, v)));
-  return { ranks: [...rec.rollback.ranks], protectors, logging: r.logging, checkpoint: r.checkpoint, intervalMs: r.intervalMs, maxStateBytes: r.maxStateBytes };
+  const marks = rec.rollback.marks.map((m) => m.map((x) => ({ ...x, digest: new Uint8Array(x.digest) })));
+  return { ranks: [...rec.rollback.ranks], protectors, marks, logging: r.logging, checkpoint: r.checkpoint, intervalMs: r.intervalMs, maxStateBytes: r.maxStateBytes };
 }
 
 /** The ring of protectors (PROTOCOL §11.4; radic-hmpl A.1): the live nodes whose agent runs
@@ -194,7 +222,7 @@ export function rankHeld(rec: TaskRecord, vpid: number): number | null {
 
 /** The canonical encoding of a task's rank table (the state digest and state transfer). */
 const ranksList = list(uint, MAX_TASK_PROCS);
-export const rankTable: Schema<RankTable | null> = nullable(struct<RankTable>(['ranks', 'vacant', 'replacements', 'spawning'], {
-  ranks: ranksList, vacant: ranksList, replacements: ranksList,
+export const rankTable: Schema<RankTable | null> = nullable(struct<RankTable>(['ranks', 'vacant', 'replacements', 'spawning', 'marks'], {
+  ranks: ranksList, vacant: ranksList, replacements: ranksList, marks: list(list(rollbackMark, ROLLBACK_MARKS_KEPT), MAX_TASK_PROCS),
   spawning: nullable(struct<{ rank: number; vpid: number }>(['rank', 'vpid'], { rank: uint, vpid: uint })),
 }));

@@ -18,7 +18,7 @@ import type { MachineData } from '../../fsm/plain-data.ts';
 import type { Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
 import type { TaskSignals } from './task-signals.ts';
-import type { GroupCommand, TaskSubmit } from './wire/messages.ts';
+import type { GroupCommand, RollbackMark, TaskSubmit } from './wire/messages.ts';
 
 /** `draining`: an operator removes the node (PROTOCOL §10.12): nothing new is placed on it, and
  *  it leaves once no live task holds a slot there. */
@@ -61,6 +61,9 @@ export type RankTable = {
   replacements: number[];
   /** The replacement being spawned: FsmTask's App-spawn is this one. */
   spawning: { rank: number; vpid: number } | null;
+  /** Per rank: its recorded checkpoints (PROTOCOL §11.4), oldest first, at most
+   *  ROLLBACK_MARKS_KEPT. */
+  marks: RollbackMark[][];
 };
 
 /** What was submitted (the request without its type and nonce). */

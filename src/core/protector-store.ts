@@ -181,7 +181,10 @@ export function checkPut(
   if (!Number.isSafeInteger(id) || (newest !== undefined && id <= newest.id)) {
     return count(s, refuse('BAD_CHECKPOINT', `checkpoint id ${id} after ${newest?.id ?? 'none'}`));
   }
-  if (!Number.isSafeInteger(logPos) || logPos < (newest?.logPos ?? 0) || logPos > lastPos(r)) {
+  // A rank moving in (its protector's node failed, RADIC A.2.7) starts an empty store with its
+  // last checkpoint, wherever its log had reached; its entries after it follow.
+  const movingIn = r.checkpoints.length === 0 && r.entries.length === 0 && r.base === 0;
+  if (!Number.isSafeInteger(logPos) || logPos < (newest?.logPos ?? 0) || (logPos > lastPos(r) && !movingIn)) {
     return count(s, refuse('BAD_CHECKPOINT', `checkpoint at position ${logPos}: the log holds ${r.base + 1}…${lastPos(r)}, the last checkpoint is at ${newest?.logPos ?? 0}`));
   }
   if (s.totalBytes - freedBy(r, logPos) + size > s.maxTotalBytes) return count(s, refuse('STORE_FULL', `the protector holds ${s.totalBytes} bytes`));
@@ -224,6 +227,7 @@ export function putCheckpoint(
     r.checkpointBytes -= dropped.bytes.length;
     s.totalBytes -= dropped.bytes.length;
   }
+  if (r.checkpoints.length === 0 && r.entries.length === 0 && r.base === 0) r.base = logPos; // moving in
   r.checkpoints.push({ id, logPos, bytes });
   r.checkpointBytes += bytes.length;
   s.totalBytes += bytes.length;

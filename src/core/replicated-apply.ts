@@ -9,7 +9,7 @@ import type { ProcessId } from './ports.ts';
 import { addNode, finishDrains, removeNode, shutdown, wasRemoved, type Done } from './replicated-members.ts';
 import { absorb, absorbView, addedSpares, emit, groupContext, noResult, type ApplyResult, type OperatorOutcome, type ReplicatedState } from './replicated-state.ts';
 import { unreachable } from '../base/result.ts';
-import { guardCommands } from './cluster-rollback.ts';
+import { guardCommands, markRank } from './cluster-rollback.ts';
 import { unpack } from './wire/frame.ts';
 import {
   groupMsgCG, type AgentRequest, type GroupInput, type GroupMsgGC, type NodeAdd, type NodeRemove, type NodeRestore, type OperatorRequest, type TaskRestore, type TaskSubmit,
@@ -194,6 +194,14 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       absorb(s, procReports(s.cluster, s.nodes, s.timers, client, request.reports), r);
       finishDrains(s, r);
       return r;
+    }
+    case 'rollback.mark': {
+      const node = s.nodes.get(client);
+      const rec = s.cluster.tasks.get(request.task);
+      if (node === undefined || node.failed || rec === undefined) return result();
+      const { type: _t, task: _k, vpid, ...mark } = request;
+      markRank(rec, node.node, vpid, mark);
+      return result();
     }
     case 'sig.request': {
       const r = result();

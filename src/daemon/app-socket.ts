@@ -38,6 +38,7 @@ import type { SignalRequest } from '../core/signals.ts';
 import {
   agentToProc, AppFrameDecoder, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent,
 } from '../core/wire/app-wire.ts';
+import type { RollbackMark } from '../core/wire/recovery.ts';
 import { trace, tracing } from '../io/trace.ts';
 import { Refusals, type RefusalsLine, type RefusalSample } from './app-refusals.ts';
 
@@ -111,6 +112,8 @@ export type AppSocketServerOptions = {
   readonly onConnected?: (task: string, vpid: number, endpoint: string) => void;
   readonly onSignal?: (task: string, vpid: number, req: SignalRequest) => void;
   readonly onFinalized?: (task: string, vpid: number) => void;
+  /** A rollback task's process stored a checkpoint (PROTOCOL §11.4). */
+  readonly onMark?: (task: string, vpid: number, mark: RollbackMark) => void;
   /** Once per accepted connection, when it is gone; clean = finalize came first. Not called for
    *  the connections close() ends. */
   readonly onClosed?: (task: string, vpid: number, clean: boolean) => void;
@@ -309,6 +312,11 @@ export class AppSocketServer {
         }
         this.opts.onSignal?.(task, vpid, { signum: msg.signum, dest: msg.dest, arg: msg.arg, epoch: msg.epoch });
         return;
+      case 'mark': {
+        const { type: _t, ...mark } = msg;
+        this.opts.onMark?.(task, vpid, mark);
+        return;
+      }
       case 'finalize':
         if (conn.finalized) return;
         conn.finalized = true;

@@ -4,14 +4,14 @@
 // closes a rank's sockets without a bye and abandons its program; its replacement, with a new
 // VPID, restores the store's checkpoint, replays the log and goes on. The survivors' programs
 // are never told: they see a pause.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import { CommLayer } from '../../src/app/gmpi/comm.ts';
 import * as coll from '../../src/app/gmpi/collectives.ts';
 import { ANY_SOURCE } from '../../src/app/gmpi/matching.ts';
 import { P2P } from '../../src/app/gmpi/p2p.ts';
 import { RankChannels } from '../../src/app/rollback/rank-channels.ts';
-import { RollbackRuntime, type RecoverableStore, type StoreContents, type StoredCheckpoint } from '../../src/app/rollback/runtime.ts';
+import { RollbackError, RollbackRuntime, type Mark, type RecoverableStore, type StoreContents, type StoredCheckpoint } from '../../src/app/rollback/runtime.ts';
 import { TEST_TASK_KEY } from './gmpi-test-tools.ts';
 
 /** A rank's store as the protector keeps it: the last two checkpoints and the log since the
@@ -50,6 +50,8 @@ type Rank = {
   state: State;
   layer: CommLayer;
   crashed: boolean;
+  /** A replacement's program has taken every replayed message. */
+  caughtUp: boolean;
   /** Order hashes rank 0 sent, as this rank received them, by step. */
   seen: string[];
 };
@@ -57,6 +59,8 @@ type Rank = {
 const STEPS = 12;
 const LEN = 64;
 let open: P2P[] = [];
+/** The logging mode the runs below use (each describe sets it). */
+let logging: 'rbml' | 'hmpl' = 'rbml';
 
 afterEach(async () => {
   for (const p of open) await p.close({ bye: false });
@@ -69,15 +73,21 @@ function initialState(rank: number): State {
   return { step: 0, x: Array.from({ length: LEN }, (_, i) => (rank + 1) * 0.25 + i / LEN), hist: [], order: [] };
 }
 
-async function makeRank(rank: number, vpid: number, vpids: number[], store: MemStore): Promise<Rank> {
+/** The group's record of each rank's checkpoints (PROTOCOL §11.4), as the marks reach it. */
+type Marks = Map<number, Mark[]>;
+
+async function makeRank(rank: number, vpid: number, vpids: number[], store: MemStore, marks: Marks = new Map()): Promise<Rank> {
   const p2p = await P2P.open({ taskId: 't1', self: vpid, taskKey: TEST_TASK_KEY });
   open.push(p2p);
   const state = initialState(rank);
-  const ch = new RankChannels({ p2p, rank, vpids, store, onFatal: () => undefined });
+  const ch = new RankChannels({ p2p, rank, vpids, store, onFatal: () => undefined, logging });
   const layer = new CommLayer(ch);
   const world = layer.create(0, vpids.map((_, r) => r));
-  const rt = new RollbackRuntime({ channels: ch, layer, world, store, state, intervalMs: 5, maxStateBytes: 1 << 20, now: () => state.step });
-  return { rank, vpid, p2p, ch, rt, state, layer, crashed: false, seen: [] };
+  const rt = new RollbackRuntime({
+    channels: ch, layer, world, store, state, intervalMs: 5, maxStateBytes: 1 << 20, now: () => state.step, marks: [...(marks.get(rank) ?? [])],
+    onCheckpoint: (m) => marks.set(rank, [...(marks.get(rank) ?? []), { ...m, protector: 'mem' }].slice(-2)),
+  });
+  return { rank, vpid, p2p, ch, rt, state, layer, crashed: false, caughtUp: false, seen: [] };
 }
 
 /** The program, with no recovery code: a ring exchange, an allreduce, and at rank 0 a
@@ -118,13 +128,15 @@ async function connectAll(ranks: Rank[]): Promise<void> {
 
 /** Run `size` ranks; the hook may crash one; a crashed rank is replaced at once, as the group
  *  would (PROTOCOL §11.2), and the replacement runs the same program from its checkpoint. */
-async function run(size: number, crashAt: { rank: number; step: number; phase: string } | null): Promise<{ results: State[]; ranks: Rank[]; replaced: Rank | null }> {
+async function run(
+  size: number, crashAt: { rank: number; step: number; phase: string } | null, beforeRecovery: (store: MemStore) => void = () => undefined,
+): Promise<{ results: State[]; ranks: Rank[]; replaced: Rank | null }> {
   const stores = Array.from({ length: size }, () => new MemStore());
+  const marks: Marks = new Map();
   const vpids = Array.from({ length: size }, (_, i) => i);
-  const ranks = await Promise.all(vpids.map((v) => makeRank(v, v, vpids, stores[v]!)));
+  const ranks = await Promise.all(vpids.map((v) => makeRank(v, v, vpids, stores[v]!, marks)));
   await connectAll(ranks);
   for (const r of ranks) r.ch.start();
-  for (const r of ranks) await r.rt.checkpoint();
   let replaced: Rank | null = null;
   let replacement: Promise<State> | null = null;
   const hook = (r: Rank, phase: string) => {
@@ -140,10 +152,12 @@ async function run(size: number, crashAt: { rank: number; step: number; phase: s
         o.p2p.removePeer(r.vpid);
         o.p2p.expect([vpid]);
       }
-      const n = await makeRank(r.rank, vpid, table, stores[r.rank]!);
+      beforeRecovery(stores[r.rank]!);
+      const n = await makeRank(r.rank, vpid, table, stores[r.rank]!, marks);
       n.seen = r.seen;
       replaced = n;
       await n.rt.recover();
+      n.ch.whenCaughtUp(() => (n.caughtUp = true));
       await n.p2p.connect(ranks.filter((o) => o !== r).map((o) => ({ id: o.vpid, host: '127.0.0.1', port: o.p2p.port })));
       n.ch.start();
       return program(n, size, hook);
@@ -160,7 +174,11 @@ async function run(size: number, crashAt: { rank: number; step: number; phase: s
   return { results: results as State[], ranks, replaced };
 }
 
-describe('rollback rank channels over real sockets (PROTOCOL §11.3, radic-hmpl A.2.5, A.2.7)', () => {
+for (const mode of ['rbml', 'hmpl'] as const) describe(`rollback rank channels over real sockets, ${mode} (PROTOCOL §11.3, radic-hmpl A.2.5, A.2.7, B.3)`, () => {
+  beforeEach(() => {
+    logging = mode;
+  });
+
   it('failure-free: every rank computes the same sums, and every message is logged once', async () => {
     const { results } = await run(3, null);
     expect(results.map((s) => s.step)).toEqual([3, 3, 3].map(() => STEPS));
@@ -188,10 +206,12 @@ describe('rollback rank channels over real sockets (PROTOCOL §11.3, radic-hmpl 
         for (let step = 0; step < STEPS; step++) expect(seen[step]).toBe(hashOf(order.slice(0, 2 * (step + 1))));
       }
       // Re-executed sends the receivers already held were skipped, never delivered twice.
-      // It restored the checkpoint of step 5 (the interval is 5 ticks), replayed what it had
-      // received since from the log, and skipped the re-executed sends its receivers held.
-      expect(replaced!.rt.stats.restoredFrom).toBeGreaterThan(1);
+      // It restored the checkpoint of step 5 (the interval is 5 ticks: checkpoint 1), replayed
+      // what it had received since from the log, and skipped the re-executed sends its
+      // receivers held.
+      expect(replaced!.rt.stats.restoredFrom).toBe(1);
       expect(replaced!.rt.stats.replayed).toBeGreaterThan(0);
+      expect(replaced!.caughtUp).toBe(true);
       expect(replaced!.ch.counters.skipped).toBeGreaterThan(0);
       expect(replaced!.ch.counters.gaps + ranks.reduce((n, o) => n + o.ch.counters.gaps, 0)).toBe(0);
     });
@@ -213,5 +233,109 @@ describe('rollback rank channels over real sockets (PROTOCOL §11.3, radic-hmpl 
       const { results } = await run(3, crashAt);
       for (let r = 0; r < 3; r++) expect(results[r]!.hist, JSON.stringify(crashAt)).toEqual(reference.results[r]!.hist);
     }
+  });
+
+  it('a checkpoint the protector corrupted is refused by its digest, and the replacement falls back to the one before (PROTOCOL §11.4)', async () => {
+    const reference = await run(3, null);
+    for (const p of open) await p.close({ bye: false });
+    open = [];
+    let corrupted = 0;
+    const { results, replaced } = await run(3, { rank: 1, step: 11, phase: 'before-send' }, (store) => {
+      const newest = store.checkpoints[store.checkpoints.length - 1]!;
+      const bytes = newest.bytes.slice();
+      bytes[bytes.length - 1] = bytes[bytes.length - 1]! ^ 0x01; // one flipped bit: it still decodes
+      store.checkpoints = [...store.checkpoints.slice(0, -1), { ...newest, bytes }];
+      corrupted = newest.id;
+    });
+    expect(corrupted).toBe(2);
+    expect(replaced!.rt.stats.refused).toBe(1);
+    expect(replaced!.rt.stats.restoredFrom).toBe(1);
+    for (let r = 0; r < 3; r++) expect(results[r]!.hist).toEqual(reference.results[r]!.hist);
+  });
+
+});
+
+describe('the group\'s record of checkpoints (PROTOCOL §11.4)', () => {
+  it('a protector that lost or withholds every recorded checkpoint is refused: the replacement fails visibly', async () => {
+    const store = new MemStore();
+    const p2p = await P2P.open({ taskId: 't1', self: 9, taskKey: TEST_TASK_KEY });
+    open.push(p2p);
+    const ch = new RankChannels({ p2p, rank: 0, vpids: [9, 1], store, onFatal: () => undefined });
+    const layer = new CommLayer(ch);
+    const world = layer.create(0, [0, 1]);
+    const mark = { id: 3, logPos: 10, digest: new Uint8Array(32), protector: 'mem' };
+    const rt = new RollbackRuntime({ channels: ch, layer, world, store, state: { x: 1 }, intervalMs: 5, maxStateBytes: 1 << 20, now: () => 0, marks: [mark] });
+    const e = await rt.recover().then(() => null, (x: unknown) => x);
+    expect(e).toBeInstanceOf(RollbackError);
+    expect((e as RollbackError).code).toBe('NO_CHECKPOINT');
+    expect((e as RollbackError).message).toMatch(/recorded checkpoint 3/);
+  });
+
+});
+
+/** A store that holds every append until `open()` (its protector is slow). */
+class GatedStore extends MemStore {
+  private gate: (() => void)[] = [];
+  opened = false;
+  override async append(pos: number, blob: Uint8Array): Promise<void> {
+    if (!this.opened) await new Promise<void>((r) => this.gate.push(r));
+    return super.append(pos, blob);
+  }
+  open(): void {
+    this.opened = true;
+    for (const r of this.gate.splice(0)) r();
+  }
+}
+
+describe('when a send and a receive complete (radic-hmpl A.2.5 vs B.3, B.7)', () => {
+  async function pair(mode: 'rbml' | 'hmpl', receiverStore: MemStore) {
+    const a = await P2P.open({ taskId: 't1', self: 0, taskKey: TEST_TASK_KEY });
+    const b = await P2P.open({ taskId: 't1', self: 1, taskKey: TEST_TASK_KEY });
+    open.push(a, b);
+    await Promise.all([a.connect([{ id: 1, host: '127.0.0.1', port: b.port }]), b.connect([{ id: 0, host: '127.0.0.1', port: a.port }])]);
+    const ca = new RankChannels({ p2p: a, rank: 0, vpids: [0, 1], store: new MemStore(), onFatal: () => undefined, logging: mode });
+    const cb = new RankChannels({ p2p: b, rank: 1, vpids: [0, 1], store: receiverStore, onFatal: () => undefined, logging: mode });
+    ca.start();
+    cb.start();
+    return { ca, cb };
+  }
+  const settle = async () => {
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+  };
+
+  it('RBML: the send and the receive complete only once the receiver\'s protector holds the message', async () => {
+    const store = new GatedStore();
+    const { ca, cb } = await pair('rbml', store);
+    let sent = false;
+    let got = false;
+    void ca.send(1, 5, Uint8Array.of(1)).then(() => (sent = true));
+    void cb.recv(0, 5).then(() => (got = true));
+    await settle();
+    expect([sent, got]).toEqual([false, false]);
+    store.open();
+    await settle();
+    expect([sent, got]).toEqual([true, true]);
+  });
+
+  it('HMPL: the send completes at once and a named receive before the log; a wildcard receive waits for it', async () => {
+    const store = new GatedStore();
+    const { ca, cb } = await pair('hmpl', store);
+    let sent = false;
+    let got = false;
+    let wild = false;
+    void ca.send(1, 5, Uint8Array.of(1)).then(() => (sent = true));
+    void ca.send(1, 6, Uint8Array.of(2));
+    void cb.recv(0, 5).then(() => (got = true));
+    await settle();
+    expect([sent, got]).toEqual([true, true]);
+    void cb.recv(ANY_SOURCE, 6).then(() => (wild = true));
+    await settle();
+    expect(wild).toBe(false);
+    // The sender's TB holds both until the receiver has logged them.
+    expect(ca.retainedCount()).toBe(2);
+    store.open();
+    await settle();
+    expect(wild).toBe(true);
+    expect(ca.retainedCount()).toBe(0);
   });
 });

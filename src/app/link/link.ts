@@ -145,6 +145,13 @@ export class Link {
     return req;
   }
 
+  /** A rollback task's checkpoint, stored at its protector: its mark goes to the group through
+   *  the agent, in order with this process's signals (PROTOCOL §11.4). */
+  mark(m: { id: number; logPos: number; digest: Uint8Array; protector: string }): void {
+    requireReady(this.life);
+    this.conn?.send({ type: 'mark', ...m });
+  }
+
   /** G_Signal_handler: one handler per signal number; null removes it. */
   on(signum: number, handler: SignalHandler | null): void {
     checkRuleSignal(signum);

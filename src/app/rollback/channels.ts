@@ -12,7 +12,7 @@
 // of the highest SSN per sender), mpichv-dgrp 1.2.4 (a restarted process learns from each
 // receiver how many of its messages to skip: silent re-execution).
 import { assert } from '../../base/result.ts';
-import { ANY_SOURCE, ANY_TAG } from '../gmpi/matching.ts';
+import { ANY_SOURCE, ANY_TAG, recvMatches } from '../gmpi/matching.ts';
 
 /** Messages retained per destination before a send waits for acknowledgements (named bound,
  *  STYLE.md 9): RBML holds at most one per outstanding send, so this caps concurrent isends. */
@@ -180,8 +180,8 @@ export function nextLogPos(st: ChannelState): number {
 export type Pattern = { readonly source: number; readonly tag: number; readonly comm: number };
 export const isWildcard = (p: Pattern): boolean => p.source === ANY_SOURCE || p.tag === ANY_TAG;
 
-const matches = (p: Pattern, m: Arrived): boolean =>
-  p.comm === m.comm && (p.source === ANY_SOURCE || p.source === m.source) && (p.tag === ANY_TAG ? m.tag >= 0 : p.tag === m.tag);
+/** MPI's matching rule, as P2P's (matching.ts): ANY_TAG never takes library traffic. */
+const matches = (p: Pattern, m: Arrived): boolean => recvMatches(p, m);
 
 /** Take the message receive `index` gets, if it has arrived (and, when `needLogged`, is
  *  logged): the one its replay determinant names, else the earliest-arrived matching one. */

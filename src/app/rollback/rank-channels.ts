@@ -26,6 +26,11 @@ export const ROLLBACK_COMM = 0xfffffff0;
 /** The one library tag of the channel frames. */
 export const ROLLBACK_TAG = -0x7ffffff0;
 
+/** HMPL's temporary buffers (radic-hmpl B.3, B.6): the bytes a process may hold sent and not
+ *  yet logged at their receivers (the sender TB), and received and not yet logged at its own
+ *  protector (the receiver TB). Past either, HMPL behaves as RBML until the buffer drains. */
+export const HMPL_TB_BYTES = 64 * 1024 * 1024;
+
 /** Where a rank's log and checkpoints go: its protector (src/app/rollback/protector-client.ts),
  *  or an in-memory store in unit tests. Every call resolves once the store holds the data. */
 export type RankStore = {
@@ -39,6 +44,12 @@ export type RankChannelsOptions = {
   /** VPID per rank now. */
   readonly vpids: readonly number[];
   readonly store: RankStore;
+  /** RADIC's receiver-based pessimistic logging (a send completes when its receiver has logged
+   *  it, a receive returns a logged message), or HMPL's hybrid: a send completes at once while
+   *  the sender TB has room, a receive returns an arrived message while the receiver TB has
+   *  room, except a wildcard receive, which waits for its message and determinant to be logged
+   *  (radic-hmpl B.3). */
+  readonly logging?: 'rbml' | 'hmpl';
   /** The store failed or a peer broke the protocol: the process must fail visibly (it never
    *  runs on unprotected). */
   readonly onFatal: (e: Error) => void;
@@ -54,6 +65,10 @@ export class RankChannels {
   private readonly vpids: number[];
   private readonly store: RankStore;
   private readonly onFatal: (e: Error) => void;
+  private readonly hybrid: boolean;
+  private loggedWaiters: (() => void)[] = [];
+  /** Checkpoints, waiting for the sender TB to drain. */
+  private drainWaiters: (() => void)[] = [];
   /** Sends waiting for their destination's incarnation to say what it holds. */
   private readonly haveWaiters: Waiter[][];
   /** Sends waiting for their acknowledgement: per destination, ssn → waiter. */
@@ -63,6 +78,10 @@ export class RankChannels {
   private readonly storedAhead = new Set<number>();
   private readonly haveSentTo = new Set<number>();
   private closed: Error | null = null;
+  /** The last log position a replacement replayed, until its program has received every
+   *  replayed message (it has caught up); then `onCaughtUp` runs once. */
+  private replayedTo = 0;
+  private onCaughtUp: (() => void) | null = null;
   readonly counters = { duplicates: 0, gaps: 0, malformed: 0, foreign: 0, resent: 0, skipped: 0 };
 
   constructor(o: RankChannelsOptions) {
@@ -71,6 +90,7 @@ export class RankChannels {
     this.vpids = [...o.vpids];
     this.store = o.store;
     this.onFatal = o.onFatal;
+    this.hybrid = o.logging === 'hmpl';
     this.st = createChannelState(o.rank, o.vpids.length);
     this.haveWaiters = o.vpids.map(() => []);
     this.ackWaiters = o.vpids.map(() => new Map());
@@ -155,6 +175,21 @@ export class RankChannels {
     this.st.loggedUpTo = logPos;
   }
 
+  /** Call `f` once the program has taken every replayed message and determinant. */
+  whenCaughtUp(f: () => void): void {
+    this.replayedTo = this.st.logPos;
+    this.onCaughtUp = f;
+    this.checkCaughtUp();
+  }
+
+  private checkCaughtUp(): void {
+    if (this.onCaughtUp === null) return;
+    if (this.st.replayDets.size > 0 || this.st.queue.some((m) => m.pos > 0 && m.pos <= this.replayedTo)) return;
+    const f = this.onCaughtUp;
+    this.onCaughtUp = null;
+    f();
+  }
+
   /** Then the log entries after it, in log order. */
   replay(pos: number, e: LogEntry): void {
     if (e.kind === 'message') replayMessage(this.st, e.source, pos, e.env);
@@ -196,6 +231,12 @@ export class RankChannels {
     }
     const acked = new Promise<void>((resolve, reject) => this.ackWaiters[dest]!.set(plan.env.ssn, { resolve, reject }));
     this.transmit(dest, plan.env);
+    // HMPL: the payload waits in the sender TB and the send completes now, unless the TB is
+    // full, when it waits for its acknowledgement as RBML does (radic-hmpl B.3).
+    if (this.hybrid && this.retainedBytes() <= HMPL_TB_BYTES) {
+      acked.catch(() => undefined);
+      return;
+    }
     return acked;
   }
 
@@ -237,11 +278,47 @@ export class RankChannels {
   private settleReceives(): void {
     const still: RecvWaiter[] = [];
     for (const w of this.recvWaiters) {
-      const m = take(this.st, w.pattern, w.index, true);
+      const m = take(this.st, w.pattern, w.index, this.mustBeLogged(w.pattern));
       if (m === null) still.push(w);
       else w.resolve({ source: m.source, tag: m.tag, comm: m.comm, structured: m.structured, data: m.data, ssn: m.ssn } as Message);
     }
     this.recvWaiters = still;
+    this.checkCaughtUp();
+  }
+
+  /** RBML: every receive takes a logged message. HMPL: only a wildcard receive (it would leave
+   *  an orphan otherwise, radic-hmpl B.3 Fig. 7), or any receive while the receiver TB is full. */
+  private mustBeLogged(p: Pattern): boolean {
+    if (!this.hybrid) return true;
+    if (isWildcard(p)) return true;
+    let unlogged = 0;
+    for (const m of this.st.queue) if (!m.logged) unlogged += m.data.length;
+    return unlogged > HMPL_TB_BYTES;
+  }
+
+  /** Resolves once the store holds every entry appended so far (HMPL lets receives run ahead of
+   *  their log; finalize waits for it before it closes the store). */
+  logged(): Promise<void> {
+    if (this.st.loggedUpTo >= this.st.logPos) return Promise.resolve();
+    return new Promise((resolve) => this.loggedWaiters.push(resolve));
+  }
+
+  /** Resolves once every sent message is acknowledged: a checkpoint is taken with an empty
+   *  sender TB, since the sends before it are never re-executed. */
+  drained(): Promise<void> {
+    if (this.retainedCount() === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  /** Bytes sent and not yet acknowledged: the sender TB. */
+  private retainedBytes(): number {
+    let n = 0;
+    for (const kept of this.st.retained) for (const env of kept.values()) n += env.data.length;
+    return n;
+  }
+
+  private released(): void {
+    if (this.retainedCount() === 0) for (const f of this.drainWaiters.splice(0)) f();
   }
 
   private append(pos: number, e: LogEntry): Promise<void> {
@@ -249,6 +326,7 @@ export class RankChannels {
       () => this.stored(pos),
       (e: unknown) => {
         const err = e instanceof Error ? e : new Error(String(e));
+        if (this.closed !== null) throw err; // finalized: the store's close is not a failure
         this.close(err);
         this.onFatal(err);
         throw err;
@@ -261,6 +339,7 @@ export class RankChannels {
     let upTo = this.st.loggedUpTo;
     while (this.storedAhead.delete(upTo + 1)) upTo++;
     if (upTo === this.st.loggedUpTo) return;
+    if (upTo >= this.st.logPos) for (const f of this.loggedWaiters.splice(0)) f();
     for (const [source, ssn] of onLogged(this.st, upTo)) this.frameTo(source, encodeChannelFrame({ kind: 'ack', upTo: ssn }));
     this.settleReceives();
   }
@@ -291,6 +370,7 @@ export class RankChannels {
     }
     if (f.value.kind === 'ack') {
       onAck(this.st, rank, f.value.upTo);
+      this.released();
       for (const [ssn, w] of this.ackWaiters[rank]!) {
         if (ssn > f.value.upTo) continue;
         this.ackWaiters[rank]!.delete(ssn);
@@ -309,6 +389,7 @@ export class RankChannels {
       this.onFatal(e);
     } else {
       void this.append(v.pos, { kind: 'message', source: rank, env: f.value.env }).catch(() => undefined);
+      if (this.hybrid) this.settleReceives(); // HMPL: a named receive need not wait for the log
     }
   }
 
@@ -322,6 +403,7 @@ export class RankChannels {
     if (vpid !== this.vpids[rank]) this.haveSentTo.delete(this.vpids[rank]!);
     this.vpids[rank] = vpid;
     const again = onHave(this.st, rank, have);
+    this.released();
     for (const [ssn, w] of this.ackWaiters[rank]!) {
       if (ssn > have) continue;
       this.ackWaiters[rank]!.delete(ssn);

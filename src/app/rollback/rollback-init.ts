@@ -8,21 +8,18 @@ import { barrier } from '../gmpi/collectives.ts';
 import { CommLayer, type Comm } from '../gmpi/comm.ts';
 import type { P2P } from '../gmpi/p2p.ts';
 import type { Link } from '../link/link.ts';
+import type { RollbackMapping } from '../../core/wire/recovery.ts';
 import { ProtectorClient } from './protector-client.ts';
 import { RankChannels } from './rank-channels.ts';
-import { checkRegisteredState, RollbackError, RollbackRuntime, type RecoverableStore, type RegisteredState } from './runtime.ts';
+import { FailoverStore } from './failover-store.ts';
+import { checkRegisteredState, digestOf, RollbackError, RollbackRuntime, type Mark, type RecoverableStore, type RegisteredState } from './runtime.ts';
 
-/** The rollback part of the mapping (§11.2). */
-export type RollbackMapping = {
-  readonly rank: number;
-  /** VPID per rank now. */
-  readonly ranks: readonly number[];
-  readonly logging: 'rbml' | 'hmpl' | 'cm';
-  readonly checkpoint: 'nco' | 'bsco' | 'sco';
-  readonly intervalMs: number;
-  readonly maxStateBytes: number;
-  /** The rank's protector: the agent of the next node in the ring (§11.4), `host:port`. */
-  readonly protector: string;
+/** The rollback part of the mapping (§11.2): this process's rank and protector, every rank's
+ *  VPID, protector and recorded checkpoints, the task's options. */
+export type { RollbackMapping };
+
+export type RecoveryReport = {
+  rank: number; restoredFrom: number; refused: number; replayed: number; fetchMs: number; restoreMs: number; replayMs: number;
 };
 
 /** The exit status of a process whose rollback protection failed (its store refused or lost
@@ -31,7 +28,7 @@ export type RollbackMapping = {
 export const ROLLBACK_FATAL_EXIT = 70;
 
 /** The logging modes this library carries out; the others are refused at init (§11.5). */
-export const BUILT_LOGGING: readonly RollbackMapping['logging'][] = ['rbml'];
+export const BUILT_LOGGING: readonly RollbackMapping['logging'][] = ['rbml', 'hmpl'];
 export const BUILT_CHECKPOINTS: readonly RollbackMapping['checkpoint'][] = ['nco'];
 
 export type RollbackParts = {
@@ -47,29 +44,58 @@ export type OpenRollbackArgs = {
   readonly rb: RollbackMapping;
   readonly state: RegisteredState | undefined;
   readonly recovered: boolean;
+  /** The group's record of this rank's checkpoints (§11.4). */
+  readonly marks?: readonly Mark[];
+  /** Sends a stored checkpoint's mark to the group. */
+  readonly onCheckpoint?: (mark: Omit<Mark, 'protector'>) => void;
   /** The rank's store at its protector (protector-client.ts; an in-memory one in tests). */
   readonly connectStore: () => Promise<RecoverableStore & { close(): Promise<void> }>;
   readonly onFatal: (e: Error) => void;
   readonly now?: () => number;
+  /** A replacement's recovery, once it has caught up. */
+  readonly report?: (r: RecoveryReport) => void;
 };
 
 /** What Gmpi.init passes: the protector from the mapping, and a fatal error ends the process
  *  visibly, with the reason on stderr (the task's output), never silently. */
 export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: RegisteredState | undefined): OpenRollbackArgs {
-  return {
-    p2p, rb, state, recovered: link.mapping.recovered,
-    connectStore: () => {
-      const i = rb.protector.lastIndexOf(':');
-      if (i <= 0) throw new RollbackError('NO_CHECKPOINT', `the mapping names no protector for rank ${rb.rank} (${JSON.stringify(rb.protector)})`);
+  const marks = rb.marks[rb.rank] ?? [];
+  // The rank's data stays with the protector its newest mark names; a rank with none yet uses
+  // its node's protector in the ring. The others of the ring are where it moves if that one's
+  // node fails.
+  const protector = marks[marks.length - 1]?.protector ?? rb.protector;
+  const store = new FailoverStore({
+    endpoints: protectorOrder(protector, rb.protectors),
+    connect: (endpoint) => {
+      const i = endpoint.lastIndexOf(':');
+      if (i <= 0) throw new RollbackError('NO_CHECKPOINT', `the mapping names no protector for rank ${rb.rank} (${JSON.stringify(endpoint)}): the cluster needs a second node`);
       return ProtectorClient.connect({
-        host: rb.protector.slice(0, i), port: Number(rb.protector.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey,
+        host: endpoint.slice(0, i), port: Number(endpoint.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey,
       });
     },
+    onMoved: (endpoint, c) => link.mark(c === null ? { id: 0, logPos: 0, digest: new Uint8Array(32), protector: endpoint } : { id: c.id, logPos: c.logPos, digest: digestOf(c.bytes), protector: endpoint }),
+  });
+  return {
+    p2p, rb, state, recovered: link.mapping.recovered, marks,
+    onCheckpoint: (m) => link.mark({ ...m, protector: store.endpoint }),
+    connectStore: async () => {
+      await store.open();
+      return store;
+    },
+    report: (r) => process.stderr.write(`trine: rollback recovery ${JSON.stringify(r)}\n`),
     onFatal: (e) => {
       process.stderr.write(`trine: rollback recovery of rank ${rb.rank} failed, stopping: ${e.message}\n`);
       process.exit(ROLLBACK_FATAL_EXIT);
     },
   };
+}
+
+/** `first`, then the other protectors the mapping names, in ring order after it (each
+ *  endpoint once): where a rank's data goes when its protector's node fails. */
+export function protectorOrder(first: string, protectors: readonly string[]): string[] {
+  const others = [...new Set(protectors.filter((p) => p !== '' && p !== first))].sort();
+  const after = others.filter((p) => p > first);
+  return [first, ...after, ...others.filter((p) => p < first)];
 }
 
 /** Check the options, connect the store, build the parts; a replacement recovers. (A first
@@ -86,13 +112,24 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
   }
   const store = await a.connectStore();
   try {
-    const channels = new RankChannels({ p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal });
+    const channels = new RankChannels({ p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal, logging: rb.logging === 'hmpl' ? 'hmpl' : 'rbml' });
     const layer = new CommLayer(channels);
     const world = layer.create(0, rb.ranks.map((_, r) => r));
     const runtime = new RollbackRuntime({
       channels, layer, world, store, state, intervalMs: rb.intervalMs, maxStateBytes: rb.maxStateBytes, now: a.now ?? (() => Date.now()),
+      ...(a.marks === undefined ? {} : { marks: a.marks }), ...(a.onCheckpoint === undefined ? {} : { onCheckpoint: a.onCheckpoint }),
     });
-    if (a.recovered) await runtime.recover();
+    if (a.recovered) {
+      const t0 = Date.now();
+      await runtime.recover();
+      const s = runtime.stats;
+      // One line for the operator (the task's stderr) and the benches: what the replacement
+      // restored, and how long the fetch, the restore and the re-execution of the replayed
+      // part took (replay ends when the program has taken every replayed message).
+      channels.whenCaughtUp(() => a.report?.({
+        rank: rb.rank, restoredFrom: s.restoredFrom, refused: s.refused, replayed: s.replayed, fetchMs: s.fetchMs, restoreMs: s.restoreMs, replayMs: Date.now() - t0 - s.fetchMs - s.restoreMs,
+      }));
+    }
     return { channels, layer, world, runtime, store };
   } catch (e) {
     await store.close();
@@ -104,6 +141,9 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
  *  still need to hear what it holds (its `have`), then the store. */
 export async function closeRollback(p: RollbackParts): Promise<void> {
   await barrier(p.layer, p.world);
+  // HMPL: nothing of ours may be left unlogged at a receiver, nor theirs at our protector.
+  await p.channels.drained();
+  await p.channels.logged();
   p.channels.close(new Error('finalized'));
   await p.store.close();
 }

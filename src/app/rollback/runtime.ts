@@ -76,12 +76,21 @@ export type RuntimeOptions = {
   readonly intervalMs: number;
   readonly maxStateBytes: number;
   readonly now: () => number;
+  /** The group's record of this rank's checkpoints (PROTOCOL §11.4), oldest first. */
+  readonly marks?: readonly Mark[];
+  /** Called when the store holds a new checkpoint: its mark goes through the group. */
+  readonly onCheckpoint?: (mark: Omit<Mark, 'protector'>) => void;
 };
+
+/** A checkpoint as the group recorded it (src/core/wire/recovery.ts RollbackMark). */
+export type Mark = { readonly id: number; readonly logPos: number; readonly digest: Uint8Array; readonly protector: string };
+
+const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
 export class RollbackRuntime {
   private lastCheckpointAt: number;
   private nextId = 1;
-  readonly stats = { checkpoints: 0, checkpointBytes: 0, replayed: 0, restoredFrom: 0, refused: 0 };
+  readonly stats = { checkpoints: 0, checkpointBytes: 0, replayed: 0, restoredFrom: 0, refused: 0, fetchMs: 0, restoreMs: 0 };
 
   constructor(private readonly o: RuntimeOptions) {
     this.lastCheckpointAt = o.now();
@@ -97,13 +106,18 @@ export class RollbackRuntime {
   /** Take a checkpoint now (the first one is taken at init: a replacement always has one). */
   async checkpoint(): Promise<void> {
     const ch = this.o.channels;
+    // Nothing of ours may wait unlogged at a receiver: the sends before a checkpoint are never
+    // re-executed (HMPL's sender TB drains first; under RBML it is empty between calls).
+    await ch.drained();
     const app = this.saveApp();
     const id = this.nextId++;
     const bytes = encodeCheckpoint({ id, logPos: ch.st.logPos, app, channels: ch.capture(), collectives: this.o.layer.collectivesBegun(this.o.world) });
     if (bytes.length > this.o.maxStateBytes) {
       throw new RollbackError('STATE_TOO_LARGE', `the checkpoint is ${bytes.length} bytes, above the task's limit of ${this.o.maxStateBytes}: raise --max-state or keep less state`);
     }
-    await this.o.store.putCheckpoint(id, ch.st.logPos, bytes);
+    const logPos = ch.st.logPos;
+    await this.o.store.putCheckpoint(id, logPos, bytes);
+    this.o.onCheckpoint?.({ id, logPos, digest: digestOf(bytes) });
     this.lastCheckpointAt = this.o.now();
     this.stats.checkpoints++;
     this.stats.checkpointBytes = bytes.length;
@@ -113,7 +127,22 @@ export class RollbackRuntime {
    *  no checkpoint yet, the rank starts as a first incarnation does, and the whole log, kept
    *  since position 1, is replayed. */
   async recover(): Promise<void> {
+    const t0 = this.o.now();
     const contents = await this.o.store.fetch();
+    this.stats.fetchMs = this.o.now() - t0;
+    try {
+      this.restoreFrom(contents);
+    } finally {
+      this.stats.restoreMs = this.o.now() - t0 - this.stats.fetchMs;
+    }
+  }
+
+  private restoreFrom(contents: StoreContents): void {
+    // Marks of id 0 only say where a rank's data moved before its first checkpoint.
+    const recorded = (this.o.marks ?? []).filter((m) => m.id > 0);
+    if (contents.checkpoints.length === 0 && recorded.length > 0) {
+      throw new RollbackError('NO_CHECKPOINT', `the group recorded checkpoint ${recorded[recorded.length - 1]!.id} of this rank, and the protector holds none`);
+    }
     if (contents.checkpoints.length === 0) {
       const log = readLog(contents, 0, this.o.channels.size());
       if (log === null) throw new RollbackError('LOG_CORRUPT', 'the log of this rank is broken and it has no checkpoint');
@@ -122,9 +151,17 @@ export class RollbackRuntime {
       return;
     }
     const byNewest = [...contents.checkpoints].sort((a, b) => b.id - a.id);
+    const marks = recorded;
     let lastError: RollbackError | null = null;
     for (const c of byNewest) {
       const size = this.o.channels.size();
+      // Byzantine care (§11.4): once the group holds marks for this rank, only a checkpoint
+      // whose id, position and digest one of them names is taken; the protector may be faulty.
+      if (marks.length > 0 && !marks.some((m) => m.id === c.id && m.logPos === c.logPos && sameBytes(m.digest, digestOf(c.bytes)))) {
+        this.stats.refused++;
+        lastError = new RollbackError('NO_CHECKPOINT', `checkpoint ${c.id} from the protector does not match the group's record: refused`);
+        continue;
+      }
       const body = decodeCheckpoint(c.bytes, size, this.o.maxStateBytes);
       if (!body.ok || body.value.id !== c.id || body.value.logPos !== c.logPos) {
         this.stats.refused++;

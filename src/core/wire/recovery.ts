@@ -7,7 +7,7 @@
 // messages.ts gathers.
 import { MAX_TASK_PROCS } from '../constants.ts';
 import { err, ok } from '../../base/result.ts';
-import { list, nullable, oneOf, struct, uint, type Schema } from './schema.ts';
+import { bytes, list, nullable, oneOf, struct, uint, type Schema } from './schema.ts';
 import { endpointText } from './basics.ts';
 
 /** RADIC's receiver-based pessimistic logging, HMPL's hybrid logging, MPICH-V's channel memories. */
@@ -45,6 +45,17 @@ export const recovery: Schema<Recovery> = {
   },
 };
 
+/** A rank's checkpoint as recorded through the group (PROTOCOL §11.4): its id and log position,
+ *  the SHA-256 of its bytes, and the protector that holds it. A replacement takes only a
+ *  checkpoint that matches one. */
+export type RollbackMark = { id: number; logPos: number; digest: Uint8Array; protector: string };
+/** Marks kept per rank: the last two, as the protector keeps the last two checkpoints. */
+export const ROLLBACK_MARKS_KEPT = 2;
+export const DIGEST_BYTES = 32;
+export const markFields = { id: uint, logPos: uint, digest: bytes(DIGEST_BYTES, DIGEST_BYTES), protector: endpointText };
+export const rollbackMark: Schema<RollbackMark> = struct<RollbackMark>(['id', 'logPos', 'digest', 'protector'], markFields);
+const marksList = list(rollbackMark, ROLLBACK_MARKS_KEPT);
+
 /** What the `proc.mapping` command carries for a rollback task (§11.2): rank r is held now by
  *  VPID ranks[r]; the agent gives each process it delivers to its own rank. */
 export type RollbackTable = RollbackOptions & {
@@ -52,18 +63,21 @@ export type RollbackTable = RollbackOptions & {
   /** Per rank, its protector's endpoint (PROTOCOL §11.4): the next live node of the ring after
    *  the node holding the rank; '' when there is none. */
   protectors: string[];
+  /** Per rank, its recorded checkpoints (§11.4), oldest first. */
+  marks: RollbackMark[][];
 };
-/** What a rollback task's process receives in its mapping: its own rank and protector as well. */
+/** What a rollback task's process receives in its mapping: its own rank, protector and marks. */
 export type RollbackMapping = RollbackTable & { rank: number; protector: string };
 
 const ranks = list(uint, MAX_TASK_PROCS);
 const protectors = list(endpointText, MAX_TASK_PROCS);
-export const rollbackTable: Schema<RollbackTable | null> = nullable(struct<RollbackTable>(['ranks', 'protectors', ...OPTION_FIELDS], {
-  ranks, protectors, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
+const marks = list(marksList, MAX_TASK_PROCS);
+export const rollbackTable: Schema<RollbackTable | null> = nullable(struct<RollbackTable>(['ranks', 'protectors', 'marks', ...OPTION_FIELDS], {
+  ranks, protectors, marks, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
 }));
 
-const mappingStruct = struct<RollbackMapping>(['rank', 'protector', 'ranks', 'protectors', ...OPTION_FIELDS], {
-  rank: uint, protector: endpointText, ranks, protectors, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
+const mappingStruct = struct<RollbackMapping>(['rank', 'protector', 'ranks', 'protectors', 'marks', ...OPTION_FIELDS], {
+  rank: uint, protector: endpointText, ranks, protectors, marks, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
 });
 /** A process's rank is one of the table's. */
 export const rollbackMapping: Schema<RollbackMapping | null> = nullable({

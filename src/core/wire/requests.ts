@@ -11,7 +11,7 @@ import {
   arg, endpointText, env, hostAddress, int32, member, nodeName, nonce, path, procReport, processId, reason, taskId,
   taskKey, tcpPort, u32, type EnvEntry, type ProcMode, type ProcReport,
 } from './basics.ts';
-import { recovery, type Recovery } from './recovery.ts';
+import { markFields, recovery, type Recovery, type RollbackMark } from './recovery.ts';
 
 // ---- Client → group requests (payload of GROUP-MSG-CG, PROTOCOL §5, §8) ------------------------
 // Agents send the first four; operators the `task.*` ones (PROTOCOL §8.1). A replica refuses a
@@ -89,6 +89,8 @@ export type AgentRequest =
   /** The agent's protector listens at `endpoint` (`host:port`, PROTOCOL §11.4): sent once it
    *  does, after node.join, by every incarnation. */
   | { type: 'node.protector'; endpoint: string }
+  /** Linked process `vpid` of rollback task `task` on this node stored a checkpoint (§11.4). */
+  | ({ type: 'rollback.mark'; task: string; vpid: number } & RollbackMark)
   /** Ask the group to answer with one group message per target (diagnostics, sim, bench). */
   | { type: 'echo'; tag: string; fanout: Fanout; count: number; data: Uint8Array }
   /** Spec §3.5 G5 / §3.7: copies of `count` GSSNs from `gssn` on timed out or did not all
@@ -105,6 +107,11 @@ export type AgentRequest =
 export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'node.join': { code: 1, order: ['slots', 'resync'], fields: { slots: uint, resync: bool } },
   'node.protector': { code: 14, order: ['endpoint'], fields: { endpoint: endpointText } },
+  'rollback.mark': {
+    code: 15,
+    order: ['task', 'vpid', 'id', 'logPos', 'digest', 'protector'],
+    fields: { task: taskId, vpid: uint, ...markFields },
+  },
   echo: {
     code: 2,
     order: ['tag', 'fanout', 'count', 'data'],

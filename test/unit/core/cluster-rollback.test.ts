@@ -6,6 +6,7 @@
 // operator (answers, `trine ps`, the events) or a replica comparing digests could observe.
 import { describe, expect, it } from 'vitest';
 import { submitTask } from '../../../src/core/cluster-inputs.ts';
+import { markRank, protectorAfter, rollbackTableOf } from '../../../src/core/cluster-rollback.ts';
 import { encodeCluster } from '../../../src/core/cluster-view.ts';
 import {
   ROLLBACK_MAX_INTERVAL_MS, ROLLBACK_MAX_REPLACEMENTS, ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS,
@@ -27,7 +28,12 @@ function rollbackRunning(size: number, nodes: number, slots = 1): Cluster {
 }
 
 /** The task's rank table as the replicated state holds it. */
-const ranksOf = (c: Cluster) => c.cs.tasks.get('t1')?.rollback;
+const ranksOf = (c: Cluster) => {
+  const t = c.cs.tasks.get('t1')?.rollback;
+  if (t === null || t === undefined) return t;
+  const { marks: _marks, ...rest } = t; // marks have tests of their own
+  return rest;
+};
 
 describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (radic-hmpl A.2.7)', () => {
   it('every member\'s first mapping carries its rank table, the options, and each rank\'s protector: the next node of the ring (§11.4, radic-hmpl A.1)', () => {
@@ -39,9 +45,9 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     c.startLinked('t1');
     const protectors = ['n2:9', 'n3:9', 'n1:9']; // rank r on node n(r+1); the ring wraps
     expect(c.mappings().map((m) => [m.agent, m.vpids, m.recovered, m.rollback])).toEqual([
-      ['a1', [0], false, { ranks: [0, 1, 2], protectors, ...OPTIONS }],
-      ['a2', [1], false, { ranks: [0, 1, 2], protectors, ...OPTIONS }],
-      ['a3', [2], false, { ranks: [0, 1, 2], protectors, ...OPTIONS }],
+      ['a1', [0], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], ...OPTIONS }],
+      ['a2', [1], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], ...OPTIONS }],
+      ['a3', [2], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], ...OPTIONS }],
     ]);
     expect(ranksOf(c)).toEqual({ ranks: [0, 1, 2], vacant: [], replacements: [0, 0, 0], spawning: null });
   });
@@ -62,7 +68,7 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     c.report('t1', 2, 'spawnSucceeded', { pid: 9, endpoint: 'h:2' });
     expect(c.mappings()).toEqual([{
       type: 'proc.mapping', agent: 'a2', task: 't1', vpids: [2], restarted: false, recovered: true, epoch: 1, quorum: 2,
-      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 2, node: 'n2', endpoint: 'h:2' }], rollback: { ranks: [0, 2], protectors: ['', ''], ...OPTIONS },
+      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 2, node: 'n2', endpoint: 'h:2' }], rollback: { ranks: [0, 2], protectors: ['', ''], marks: [[], []], ...OPTIONS },
     }]);
     expect(c.events()).toContain('t1 rank 1 held by VPID 2');
     expect(c.sigs()).toContain(`a1 [0] ${GSIG.REP_SPAWNED} CM→ALL 2 @2 n2 h:2`);
@@ -208,7 +214,7 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     expect(submitTask(c.cs, c.nodes, TIMERS, req, 1, null, 't4').outcome).toEqual({ ok: true, text: 't4' });
     const rec = c.cs.tasks.get('t4');
     expect(rec?.recovery).toEqual(ROLLBACK);
-    expect(rec?.rollback).toEqual({ ranks: [0, 1], vacant: [], replacements: [0, 0], spawning: null });
+    expect(rec?.rollback).toEqual({ ranks: [0, 1], vacant: [], replacements: [0, 0], spawning: null, marks: [[], []] });
     c.startLinked('t4');
     expect(c.mappings().map((m) => [m.restarted, m.rollback?.ranks])).toEqual([[true, [0, 1]], [true, [0, 1]]]);
     // A forged restore is judged as a submit is.
@@ -256,5 +262,30 @@ describe('PROTOCOL §11.1: the group refuses a rollback task it cannot protect (
     for (const [recovery, text] of cases) expect(c.submit(1, { mode: 'linked', recovery })).toEqual({ ok: false, text });
     expect(c.submit(1, { mode: 'linked', recovery: rollback({ intervalMs: ROLLBACK_MIN_INTERVAL_MS, maxStateBytes: 1 }) }).ok).toBe(true);
     expect(c.submit(1, { mode: 'linked', recovery: rollback({ intervalMs: ROLLBACK_MAX_INTERVAL_MS, maxStateBytes: ROLLBACK_MAX_STATE_BYTES }) }).ok).toBe(true);
+  });
+
+  it('PROTOCOL §11.4: the group keeps a rank\'s last two checkpoint marks, from the process that holds the rank on its own node only', () => {
+    const c = rollbackRunning(2, 2);
+    const rec = c.cs.tasks.get('t1')!;
+    const mark = (id: number, logPos: number) => ({ id, logPos, digest: new Uint8Array(32).fill(id), protector: 'n2:9' });
+    expect(markRank(rec, 'n2', 0, mark(1, 4))).toMatch(/holds no rank on n2/); // VPID 0 runs on n1
+    expect(markRank(rec, 'n1', 5, mark(1, 4))).toMatch(/holds no rank/);
+    expect(markRank(rec, 'n1', 0, mark(1, 4))).toBeNull();
+    expect(markRank(rec, 'n1', 0, mark(1, 9))).toMatch(/not newer/);
+    expect(markRank(rec, 'n1', 0, mark(2, 9))).toBeNull();
+    expect(markRank(rec, 'n1', 0, mark(3, 12))).toBeNull();
+    expect(rec.rollback!.marks[0]!.map((m) => m.id)).toEqual([2, 3]);
+    expect(rec.rollback!.marks[1]).toEqual([]);
+    // The mapping a replacement gets carries them.
+    expect(rollbackTableOf(rec, c.nodes)!.marks[0]!.map((m) => [m.id, m.logPos])).toEqual([[2, 9], [3, 12]]);
+  });
+
+  it('radic-hmpl A.1: a rank\'s protector is the next live node of the ring; a failed node is skipped; alone, none', () => {
+    const ring = [{ node: 'n1', endpoint: 'a' }, { node: 'n2', endpoint: 'b' }, { node: 'n4', endpoint: 'd' }];
+    expect(protectorAfter(ring, 'n1')).toBe('b');
+    expect(protectorAfter(ring, 'n2')).toBe('d'); // n3 failed: skipped
+    expect(protectorAfter(ring, 'n3')).toBe('d');
+    expect(protectorAfter(ring, 'n4')).toBe('a'); // wraps
+    expect(protectorAfter([{ node: 'n1', endpoint: 'a' }], 'n1')).toBe('');
   });
 });
