@@ -3,17 +3,19 @@
 // recovery code, one rank per node, submitted in-process with the operator client the CLI uses:
 //   1. Failure-free overhead. The heat stencil with 64 KiB rows (communication-bound: a halo
 //      exchange and an allreduce per step) and N-Queens without its recovery code
-//      (computation-bound), each in app mode (no logging) and in rollback mode (RBML, NCO) with
-//      no checkpoint, a checkpoint every 2 s and every 500 ms, so logging's cost and checkpoints'
-//      cost show apart. Runs alternate (A, B, C, D, A, B, …) and each round's ratio to its own
-//      app-mode run is kept, so a machine that gets busier between rounds moves both; the
-//      figures are medians with the rounds' spread. Time to solution is the application's own
-//      line (rank 0: from init's return to the answer), the same in every mode. The heat
-//      stencil again with 2.5× the sweep per step (60 rows), app mode against checkpoints every
-//      500 ms only: the same messages with more computation between them.
-//   2. Recovery. The heat stencil with checkpoints every 500 ms, rank 2 (an interior rank: both
-//      its neighbours wait for it) killed with SIGKILL mid-run; from the kill to the replacement
-//      back in step, split into detection, restart, restore and replay (see `CrashSample`).
+//      (computation-bound), each in app mode (no logging), in rollback mode with RBML
+//      (receiver-based pessimistic logging) and with HMPL (hybrid logging), both with no
+//      checkpoint so the logging's cost shows alone, and with RBML and a checkpoint every
+//      500 ms for the checkpoints' cost. Runs alternate (A, B, C, D, A, B, …) and each round's
+//      ratio to its own app-mode run is kept, so a machine that gets busier between rounds moves
+//      both; the figures are medians with the rounds' spread. Time to solution is the
+//      application's own line (rank 0: from init's return to the answer), the same in every
+//      mode. The heat stencil again with 2.5× the sweep per step (60 rows), app mode against
+//      RBML and HMPL: the same messages with more computation between them.
+//   2. Recovery. The heat stencil with checkpoints every 500 ms, under RBML and HMPL in turn,
+//      rank 2 (an interior rank: both its neighbours wait for it) killed with SIGKILL mid-run;
+//      from the kill to the replacement back in step, split into detection, restart, restore
+//      and replay (see `CrashSample`).
 //   3. Sizes. Checkpoint bytes per rank, log bytes and entries per step, as the library sent
 //      them to its protector, beside what the messages alone amount to.
 //   Beside them, the floor: the protector's own append latency and checkpoint transfer on
@@ -23,7 +25,8 @@
 // at its start plus monotonic time, within a few ms of this process's Date.now()), agent times
 // from their logs (Date.now(), ms). Raw samples go to bench/results/rollback.json.
 // bench/run.ts imports benchRollback(); run alone with `node --import tsx bench/rollback.ts`.
-// TRINE_BENCH_ROLLBACK_ROUNDS (4) alternated rounds, TRINE_BENCH_ROLLBACK_CRASHES (3) crashes.
+// TRINE_BENCH_ROLLBACK_ROUNDS (4) alternated rounds, TRINE_BENCH_ROLLBACK_CRASHES (2) crashes
+// per logging mode.
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -48,7 +51,8 @@ const PROBE = join(here, 'rollback-probe.ts');
  *  process's library too). */
 const PROBE_TAG = 'TRINE_BENCH_PROBE';
 const ROUNDS = Number(process.env['TRINE_BENCH_ROLLBACK_ROUNDS'] ?? 4);
-const CRASHES = Number(process.env['TRINE_BENCH_ROLLBACK_CRASHES'] ?? 3);
+/** Crashes per logging mode. */
+const CRASHES = Number(process.env['TRINE_BENCH_ROLLBACK_CRASHES'] ?? 2);
 const RANKS = 4;
 /** Heat: 24 rows of 8192 columns, 64 KiB a row; each rank owns 6 rows and exchanges one each
  *  way with each neighbour per step. */
@@ -74,8 +78,13 @@ type Mode = { key: string; label: string; recovery: RecoveryInput };
 const MODES: Mode[] = [
   { key: 'app', label: 'app mode (no logging)', recovery: {} },
   { key: 'rbml', label: 'rollback rbml/nco, no checkpoint', recovery: { recovery: 'rollback', checkpointInterval: String(ROLLBACK_MAX_INTERVAL_MS) } },
-  { key: 'rbml-2s', label: 'rollback rbml/nco, checkpoint every 2 s', recovery: { recovery: 'rollback', checkpointInterval: '2000' } },
+  { key: 'hmpl', label: 'rollback hmpl/nco, no checkpoint', recovery: { recovery: 'rollback', logging: 'hmpl', checkpointInterval: String(ROLLBACK_MAX_INTERVAL_MS) } },
   { key: 'rbml-500ms', label: 'rollback rbml/nco, checkpoint every 500 ms', recovery: { recovery: 'rollback', checkpointInterval: '500' } },
+];
+/** The crashes run with checkpoints every 500 ms, under each logging mode in turn. */
+const CRASH_MODES: Mode[] = [
+  MODES[3] as Mode,
+  { key: 'hmpl-500ms', label: 'rollback hmpl/nco, checkpoint every 500 ms', recovery: { recovery: 'rollback', logging: 'hmpl', checkpointInterval: '500' } },
 ];
 
 /** What bench/rollback-probe.ts writes at a process's exit. */
@@ -210,7 +219,7 @@ async function overhead(c: Cluster, app: App, out: RunSample[], modes = MODES): 
  *  - caughtUp: it finished the step the survivors had reached at the kill (replay done);
  *  - resumed: the last survivor's first step after its pause. */
 export type CrashSample = {
-  task: string; seconds: number; steps: { atKill: number; restoredAt: number; reexecuted: number }; replayedEntries: number;
+  mode: string; task: string; seconds: number; steps: { atKill: number; restoredAt: number; reexecuted: number }; replayedEntries: number;
   ms: Record<'agentReport' | 'recorded' | 'exec' | 'initCalled' | 'running' | 'recoverStart' | 'fetched' | 'restored' | 'initDone' | 'firstStep' | 'caughtUp' | 'resumed', number>;
   /** Each survivor's longest gap between two steps, ms. */
   survivorPauseMs: number;
@@ -231,8 +240,7 @@ function pace(p: Probe, from: number, to: number): number {
   return from < 0 || t0 === undefined || t1 === undefined || to <= from ? NaN : ((to - from) * 1000) / (t1 - t0);
 }
 
-async function crash(c: Cluster, killAfterMs: number): Promise<CrashSample> {
-  const mode = MODES.find((m) => m.key === 'rbml-500ms') as Mode;
+async function crash(c: Cluster, mode: Mode, killAfterMs: number): Promise<CrashSample> {
   const task = await c.submit('heat', mode);
   const procs = await c.until(`${task} running`, (v) => {
     const t = v.tasks.find((x) => x.id === task);
@@ -273,7 +281,7 @@ async function crash(c: Cluster, killAfterMs: number): Promise<CrashSample> {
   });
   const after = (t: number) => t - killMs;
   return {
-    task, seconds, steps: { atKill, restoredAt, reexecuted }, replayedEntries: r.replayed,
+    mode: mode.key, task, seconds, steps: { atKill, restoredAt, reexecuted }, replayedEntries: r.replayed,
     ms: {
       agentReport: report === undefined ? NaN : after(report.atMs), recorded: after(repl.recorded), exec: after(r.startMs),
       initCalled: after(r.initCalledMs), running: after(repl.running), recoverStart: after(r.recoverStartMs), fetched: after(r.fetchDoneMs),
@@ -341,21 +349,21 @@ function overheadFigures(app: App, runs: RunSample[]): Figure[] {
   return out;
 }
 
-function crashFigures(cs: CrashSample[]): Figure[] {
+function crashFigures(mode: string, cs: CrashSample[]): Figure[] {
   const out: Figure[] = [];
   if (cs.length === 0) return out;
   const keys = Object.keys(cs[0]?.ms ?? {}) as (keyof CrashSample['ms'])[];
   for (const k of keys) {
     const xs = cs.map((c) => c.ms[k]);
-    out.push({ name: `crash: kill → ${k}, median of ${cs.length}`, value: median(xs), unit: 'ms' });
-    out.push({ name: `crash: kill → ${k}, max`, value: Math.max(...xs), unit: 'ms' });
+    out.push({ name: `crash (${mode}): kill → ${k}, median of ${cs.length}`, value: median(xs), unit: 'ms' });
+    out.push({ name: `crash (${mode}): kill → ${k}, max`, value: Math.max(...xs), unit: 'ms' });
   }
-  out.push({ name: 'crash: steps re-executed by the replacement, median', value: median(cs.map((c) => c.steps.reexecuted)), unit: 'steps' });
-  out.push({ name: 'crash: log entries re-injected by the replacement, median', value: median(cs.map((c) => c.replayedEntries)), unit: 'entries' });
-  out.push({ name: 'crash: longest pause of a survivor, median', value: median(cs.map((c) => c.survivorPauseMs)), unit: 'ms' });
-  out.push({ name: 'crash: time to solution with one crash, median', value: median(cs.map((c) => c.seconds)), unit: 's' });
-  out.push({ name: 'crash: survivors\' pace before the kill, median', value: median(cs.map((c) => c.stepsPerSecond.before)), unit: 'steps/s' });
-  out.push({ name: 'crash: survivors\' pace after they resumed, median', value: median(cs.map((c) => c.stepsPerSecond.after)), unit: 'steps/s' });
+  out.push({ name: `crash (${mode}): steps re-executed by the replacement, median`, value: median(cs.map((c) => c.steps.reexecuted)), unit: 'steps' });
+  out.push({ name: `crash (${mode}): log entries re-injected by the replacement, median`, value: median(cs.map((c) => c.replayedEntries)), unit: 'entries' });
+  out.push({ name: `crash (${mode}): longest pause of a survivor, median`, value: median(cs.map((c) => c.survivorPauseMs)), unit: 'ms' });
+  out.push({ name: `crash (${mode}): time to solution with one crash, median`, value: median(cs.map((c) => c.seconds)), unit: 's' });
+  out.push({ name: `crash (${mode}): survivors' pace before the kill, median`, value: median(cs.map((c) => c.stepsPerSecond.before)), unit: 'steps/s' });
+  out.push({ name: `crash (${mode}): survivors' pace after they resumed, median`, value: median(cs.map((c) => c.stepsPerSecond.after)), unit: 'steps/s' });
   return out;
 }
 
@@ -370,22 +378,24 @@ export async function benchRollback(): Promise<Figure[]> {
     // One run of each kind first, not counted: the cluster's first tasks pay its warm-up.
     for (const m of [MODES[0], MODES[MODES.length - 1]] as Mode[]) await c.finish(await c.submit('heat', m), []);
     await overhead(c, 'heat', runs);
-    await overhead(c, 'heat-compute', runs, [MODES[0], MODES[MODES.length - 1]] as Mode[]);
+    await overhead(c, 'heat-compute', runs, MODES.slice(0, 3));
     await overhead(c, 'nqueens', runs);
     // Kill a little before the middle of a failure-free run with checkpoints every 500 ms,
     // counted from the moment all four run (init takes a few hundred ms more).
     const ff = median(runs.filter((r) => r.app === 'heat' && r.mode === 'rbml-500ms').map((r) => r.seconds)) * 1000;
     for (let i = 0; i < CRASHES; i++) {
-      await sleep(SETTLE_MS);
-      const s = await crash(c, 300 + 0.4 * ff);
-      crashes.push(s);
-      console.error(`bench rollback: crash ${i + 1}: ${JSON.stringify(s.ms)}`);
+      for (const mode of CRASH_MODES) {
+        await sleep(SETTLE_MS);
+        const s = await crash(c, mode, 300 + 0.4 * ff);
+        crashes.push(s);
+        console.error(`bench rollback: crash ${i + 1}, ${mode.key}: ${JSON.stringify(s.ms)}`);
+      }
     }
     figures.push({ name: 'heat: row (one halo message)', value: HEAT_ROW_BYTES, unit: 'B' });
     figures.push(...overheadFigures('heat', runs), ...overheadFigures('heat-compute', runs), ...overheadFigures('nqueens', runs));
     const appSteps = runs.filter((r) => r.app === 'heat' && r.mode === 'app').map((r) => (r.seconds * 1000) / HEAT.steps);
     figures.push({ name: 'heat: app mode, one step (halo exchange, sweep, allreduce), median', value: median(appSteps), unit: 'ms' });
-    figures.push(...crashFigures(crashes));
+    for (const m of CRASH_MODES) figures.push(...crashFigures(m.key, crashes.filter((x) => x.mode === m.key)));
     figures.push({ name: 'load average (1 min) at the start / end', value: loadAtStart[0] ?? NaN, unit: `/ ${loadavg()[0]?.toFixed(2)}` });
   } finally {
     await c.stop();
