@@ -228,10 +228,23 @@ export type CrashSample = {
   stepsPerSecond: { before: number; after: number };
   load: number;
   probes: Probe[];
+  /** The replacement's own line, `trine: rollback recovery {…}` (fetch, restore and replay ms,
+   *  src/app/rollback/rollback-init.ts), to set beside the probe's; null if it printed none. */
+  library: Record<string, number> | null;
 };
 
 const eventAt = (v: ClusterView, task: string, test: (text: string) => boolean): number | null =>
   v.events.find((e) => e.task === task && test(e.text))?.atMs ?? null;
+
+const LIBRARY_REPORT = 'trine: rollback recovery {';
+function libraryReport(stderr: string): Record<string, number> | null {
+  const line = stderr.split('\n').find((l) => l.startsWith(LIBRARY_REPORT));
+  try {
+    return line === undefined ? null : (JSON.parse(line.slice(LIBRARY_REPORT.length - 1)) as Record<string, number>);
+  } catch {
+    return null;
+  }
+}
 
 /** Steps per second between snapshot calls `from` and `to` of a process; NaN if none. */
 function pace(p: Probe, from: number, to: number): number {
@@ -293,7 +306,7 @@ async function crash(c: Cluster, mode: Mode, killAfterMs: number): Promise<Crash
       before: median(survivors.map((p) => pace(p, 0, p.snaps.filter((t) => p.initDoneMs + t < killMs).length - 1))),
       after: median(survivors.map((p, i) => pace(p, p.snaps.findIndex((t) => p.initDoneMs + t >= (gaps[i]?.end ?? Infinity)), p.snaps.length - 1))),
     },
-    load: loadavg()[0] ?? NaN, probes,
+    load: loadavg()[0] ?? NaN, probes, library: libraryReport(c.taskFile(task, repl.vpid, 'err')),
   };
 }
 
@@ -382,13 +395,26 @@ export async function benchRollback(): Promise<Figure[]> {
     await overhead(c, 'nqueens', runs);
     // Kill a little before the middle of a failure-free run with checkpoints every 500 ms,
     // counted from the moment all four run (init takes a few hundred ms more).
-    const ff = median(runs.filter((r) => r.app === 'heat' && r.mode === 'rbml-500ms').map((r) => r.seconds)) * 1000;
+    // The failure-free time of the same logging (HMPL's with no checkpoint: its 500 ms runs are
+    // the crashes'), or 5 s if this run measured none (TRINE_BENCH_ROLLBACK_ROUNDS=0).
+    const ff = (m: Mode): number => {
+      const key = m.key === 'rbml-500ms' ? m.key : 'hmpl';
+      const xs = runs.filter((r) => r.app === 'heat' && r.mode === key).map((r) => r.seconds * 1000);
+      return xs.length === 0 ? 5_000 : median(xs);
+    };
     for (let i = 0; i < CRASHES; i++) {
       for (const mode of CRASH_MODES) {
         await sleep(SETTLE_MS);
-        const s = await crash(c, mode, 300 + 0.4 * ff);
-        crashes.push(s);
-        console.error(`bench rollback: crash ${i + 1}, ${mode.key}: ${JSON.stringify(s.ms)}`);
+        try {
+          const s = await crash(c, mode, 300 + 0.4 * ff(mode));
+          crashes.push(s);
+          console.error(`bench rollback: crash ${i + 1}, ${mode.key}: ${JSON.stringify(s.ms)}`);
+        } catch (e) {
+          // Rank 2 already gone (the run finished before the kill) or a run that failed: said,
+          // not counted; the next trial goes on once this task has ended.
+          console.error(`bench rollback: crash ${i + 1}, ${mode.key}: not counted: ${(e as Error).message}`);
+          await sleep(5_000);
+        }
       }
     }
     figures.push({ name: 'heat: row (one halo message)', value: HEAT_ROW_BYTES, unit: 'B' });
@@ -399,10 +425,11 @@ export async function benchRollback(): Promise<Figure[]> {
     figures.push({ name: 'load average (1 min) at the start / end', value: loadAtStart[0] ?? NaN, unit: `/ ${loadavg()[0]?.toFixed(2)}` });
   } finally {
     await c.stop();
+    // Written whatever happened, so a run that failed late keeps what it measured.
+    const dir = join(here, 'results');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'rollback.json'), JSON.stringify({ at: new Date().toISOString(), heat: HEAT, heatCompute: HEAT_COMPUTE, nqueens: NQ, modes: MODE_NAMES, runs, crashes }, null, 1));
   }
-  const dir = join(here, 'results');
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'rollback.json'), JSON.stringify({ at: new Date().toISOString(), heat: HEAT, heatCompute: HEAT_COMPUTE, nqueens: NQ, modes: MODE_NAMES, runs, crashes }, null, 1));
   return figures;
 }
 
