@@ -11,6 +11,7 @@ import { benchGmpi } from './gmpi.ts';
 import { benchGroup } from './group.ts';
 import { benchHops } from './hops.ts';
 import { benchRecovery } from './recovery.ts';
+import { benchRollback } from './rollback.ts';
 import { benchSignals, benchSignalsSideBySide } from './signals.ts';
 import { testBedSupported } from '../test/hosts/testbed.ts';
 import { benchTasks } from './tasks.ts';
@@ -49,6 +50,8 @@ if (!hostsBed.ok) console.log(`(signals on namespace hosts skipped: ${hostsBed.w
 print('signals and group requests of a linked task on a local cluster, then (hosts:) on namespace hosts (Tables 5.3/5.4; raw samples in bench/results/signals.json, signals-hosts.json)', results['signals']);
 results['recovery'] = await benchRecovery();
 print('replica faults on a local cluster: injection → condemned, new group, three replicas again (PROTOCOL §10)', results['recovery']);
+results['rollback'] = await benchRollback();
+print('rollback recovery of G-MPI tasks on a local cluster, RBML with NCO checkpoints against app mode; a crashed rank\'s recovery (issue 17; raw samples in bench/results/rollback.json)', results['rollback']);
 results['flood'] = await benchFlood();
 print('a stranger\'s connection flood on replica r3 of a local cluster, quiet then flooded (issue 14)', results['flood']);
 
