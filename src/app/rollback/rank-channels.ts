@@ -228,10 +228,7 @@ export class RankChannels {
 
   private sendHave(rank: number): void {
     this.haveSentTo.add(this.vpids[rank]!);
-    // What we hold *logged*, not what arrived: a re-executing sender skips every ssn up to it,
-    // and a message that arrived here unlogged would be lost if we crashed before logging it
-    // (its sender's first incarnation, which retained it, is gone). One arrived twice is a
-    // duplicate, dropped and acknowledged once logged.
+    // What we hold logged, not what arrived: a re-executing sender skips up to it (PROTOCOL §11.3).
     this.frameTo(rank, encodeChannelFrame({ kind: 'have', rank: this.self, have: this.st.loggedIn[rank]! }));
   }
 
