@@ -14,6 +14,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { seededRandom } from '../common/seeded-random.ts';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
@@ -36,15 +37,8 @@ const PACE_MS = option('pace-ms', 60);
 const DEPTH = option('depth', 3);
 const outIdx = process.argv.indexOf('--out');
 const OUT = outIdx >= 0 ? (process.argv[outIdx + 1] as string) : join(REPO, 'bench', 'results', 'campaign-nqueens.json');
-let seed = option('seed', 1);
-/** Deterministic choices (mulberry32), so a campaign can be replayed. */
-const random = (): number => {
-  seed = (seed + 0x6d2b79f5) | 0;
-  let t = seed;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-};
+/** Deterministic choices, so a campaign can be replayed. */
+const random = seededRandom(option('seed', 1));
 
 const root = mkdtempSync(join(tmpdir(), 'trine-campaign-'));
 const dir = join(root, 'cluster');

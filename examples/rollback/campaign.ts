@@ -16,6 +16,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { seededRandom } from '../common/seeded-random.ts';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { heatReference, type HeatParams } from '../heat/heat-core.ts';
 import { heatSummary } from '../heat/heat-state.ts';
@@ -43,15 +44,8 @@ const PER_RUN = option('per-run', 3);
 const PACE_MS = option('pace-ms', 100);
 const outIdx = process.argv.indexOf('--out');
 const OUT = outIdx >= 0 ? (process.argv[outIdx + 1] as string) : join(REPO, 'bench', 'results', 'campaign-rollback.json');
-let seed = option('seed', 1);
-/** Deterministic choices (mulberry32), so a campaign can be replayed. */
-const random = (): number => {
-  seed = (seed + 0x6d2b79f5) | 0;
-  let t = seed;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-};
+/** Deterministic choices, so a campaign can be replayed. */
+const random = seededRandom(option('seed', 1));
 
 const HEAT: HeatParams = { rows: 24, cols: 8192, steps: 120 };
 const heatAnswer = JSON.stringify(heatSummary(HEAT, heatReference(HEAT).grid, heatReference(HEAT).residuals));
