@@ -362,3 +362,69 @@ describe('when a send and a receive complete (radic-hmpl A.2.5 vs B.3, B.7)', ()
     expect(again.st.queue[0]!.data).toEqual(big);
   });
 });
+
+describe('two overlapping recoveries (PROTOCOL §11.3 `have`; radic-hmpl B.3 window t2–t4; campaign seed 2 run 67)', () => {
+  // HMPL lets a named receive take a message before the receiver has logged it. If the sender
+  // then dies and its replacement re-executes, the receiver's `have` must not count that
+  // message: the replacement would skip it and keep no copy, and when the receiver died in turn
+  // before logging it, its own replacement would wait for it forever.
+  it('a receiver that dies with an arrived, unlogged message gets it from the re-executing sender\'s replacement', async () => {
+    const peer = async (self: number) => {
+      const p = await P2P.open({ taskId: 't1', self, taskKey: TEST_TASK_KEY });
+      open.push(p);
+      return p;
+    };
+    const link = async (x: P2P, y: P2P, xId: number, yId: number) => {
+      await Promise.all([x.connect([{ id: yId, host: '127.0.0.1', port: y.port }]), y.connect([{ id: xId, host: '127.0.0.1', port: x.port }])]);
+    };
+    const settle = async () => {
+      for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    };
+    const payload = Uint8Array.of(4, 2);
+    // Rank 0 (VPID 0) sends to rank 1 (VPID 1), whose protector is slow: the message arrives and
+    // is received, and never logged.
+    const [a, b] = [await peer(0), await peer(1)];
+    await link(a, b, 0, 1);
+    const slow = new GatedStore();
+    const ca = new RankChannels({ p2p: a, rank: 0, vpids: [0, 1], store: new MemStore(), onFatal: () => undefined, logging: 'hmpl' });
+    const cb = new RankChannels({ p2p: b, rank: 1, vpids: [0, 1], store: slow, onFatal: () => undefined, logging: 'hmpl' });
+    ca.start();
+    cb.start();
+    await ca.send(1, 5, payload);
+    expect((await cb.recv(0, 5)).data).toEqual(payload);
+    expect(cb.st.lastIn[0]).toBe(1);
+    expect(cb.st.loggedIn[0]).toBe(0);
+
+    // Rank 0 dies before any checkpoint; its replacement (VPID 2) re-executes the send.
+    ca.close(new Crash('crashed'));
+    await a.close({ bye: false });
+    cb.onDeath(0);
+    b.removePeer(0);
+    const a2 = await peer(2);
+    await link(a2, b, 2, 1);
+    const ca2 = new RankChannels({ p2p: a2, rank: 0, vpids: [2, 1], store: new MemStore(), onFatal: () => undefined, logging: 'hmpl' });
+    ca2.start();
+    await ca2.send(1, 5, payload);
+    await settle();
+    // What rank 1 holds logged is nothing: the replacement keeps its copy.
+    expect(ca2.counters.skipped).toBe(0);
+    expect(ca2.retainedCount()).toBe(1);
+
+    // Rank 1 dies before its protector logged the message; its replacement (VPID 3) starts from
+    // an empty store, and must still receive it.
+    cb.close(new Crash('crashed'));
+    await b.close({ bye: false });
+    ca2.onDeath(1);
+    a2.removePeer(1);
+    const b2 = await peer(3);
+    await link(a2, b2, 2, 3);
+    const store = new MemStore();
+    const cb2 = new RankChannels({ p2p: b2, rank: 1, vpids: [2, 3], store, onFatal: () => undefined, logging: 'hmpl' });
+    cb2.start();
+    const got = await Promise.race([cb2.recv(0, 5), new Promise<null>((r) => setTimeout(() => r(null), 5000))]);
+    expect(got?.data).toEqual(payload);
+    await settle();
+    expect(store.appends).toBe(1);
+    expect(ca2.retainedCount()).toBe(0);
+  });
+});
