@@ -2,13 +2,16 @@
 // run in rollback mode (issue 17 Tests: "at least 300 crashes across the modes, all ending with
 // the right answer"; PROTOCOL §11).
 //
-//   npm run campaign:rollback -- [--runs 100] [--per-run 3] [--pace-ms 100] [--seed 1] [--out FILE]
+//   npm run campaign:rollback -- [--runs 100] [--per-run 3] [--node-every 4] [--pace-ms 100] [--seed 1] [--out FILE]
 //
-// One local 4-node cluster serves every run. Run k submits, in turn, the heat stencil and
-// N-Queens without recovery code (master/worker, any-source receives) under each logging mode
-// built (rbml, hmpl), as a linked rollback task of 4, and kills `--per-run` of its processes with
-// SIGKILL, each drawn at random among the running ones after a random delay, each once the
-// previous crash's replacement runs. A run passes when the task ends normally with the right
+// A local 4-node cluster (started with --allow-inject) serves the runs. Run k submits, in turn,
+// the heat stencil and N-Queens without recovery code (master/worker, any-source receives) under
+// each logging mode built (rbml, hmpl), as a linked rollback task of 4, and kills `--per-run` of
+// its processes with SIGKILL, each drawn at random among the running ones after a random delay,
+// each once the previous crash's replacements run. In every `--node-every`-th run (0: never) the
+// first crash is a node failure instead (`trine inject kill-node` of a node holding a rank: its
+// agent, keeper, replica and every task process on it), and a fresh cluster serves the next run.
+// A run passes when the task ends normally with the right
 // answer: the heat stencil's checksums equal the sequential reference's bit for bit, N-Queens
 // prints the known count. The table and raw results go to bench/results/campaign-rollback.json.
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -21,7 +24,7 @@ import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { heatReference, type HeatParams } from '../heat/heat-core.ts';
 import { heatSummary } from '../heat/heat-state.ts';
 
-const USAGE = 'usage: npm run campaign:rollback -- [--runs N] [--per-run K] [--pace-ms MS] [--seed S] [--out FILE]';
+const USAGE = 'usage: npm run campaign:rollback -- [--runs N] [--per-run K] [--node-every K] [--pace-ms MS] [--seed S] [--out FILE]';
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
@@ -42,6 +45,7 @@ function option(name: string, fallback: number): number {
 const RUNS = option('runs', 100);
 const PER_RUN = option('per-run', 3);
 const PACE_MS = option('pace-ms', 100);
+const NODE_EVERY = option('node-every', 4);
 const outIdx = process.argv.indexOf('--out');
 const OUT = outIdx >= 0 ? (process.argv[outIdx + 1] as string) : join(REPO, 'bench', 'results', 'campaign-rollback.json');
 /** Deterministic choices, so a campaign can be replayed. */
@@ -83,7 +87,8 @@ async function until<T>(what: string, test: () => T | null | undefined | false, 
   }
 }
 
-type Crash = { rank: number; vpid: number; atMs: number; replacedMs: number | null };
+/** A process killed (`kind: 'process'`, one rank) or a node failed (every rank on it). */
+type Crash = { kind: 'process' | 'node'; node: string; ranks: number[]; vpids: number[]; atMs: number; replacedMs: number | null };
 type RunResult = { run: number; app: string; logging: string; task: string; crashes: Crash[]; ok: boolean; seconds: number; note: string };
 
 async function oneRun(run: number): Promise<RunResult> {
@@ -96,6 +101,7 @@ async function oneRun(run: number): Promise<RunResult> {
   const result = (ok: boolean, note: string): RunResult => ({ run, app: app.name, logging, task: id, crashes, ok, seconds: (Date.now() - started) / 1000, note });
   try {
     await until('the task to run', () => task(id)?.state === 'running' || task(id)?.outcome != null, 60_000);
+    const nodeRun = NODE_EVERY > 0 && run % NODE_EVERY === 0;
     for (let k = 0; k < PER_RUN; k++) {
       await sleep(300 + random() * 1200);
       const t = task(id);
@@ -103,16 +109,20 @@ async function oneRun(run: number): Promise<RunResult> {
       const live = t.procs.filter((p) => p.state === 'running' && p.pid !== null && p.rank !== null);
       if (live.length < 4) break;
       const victim = live[Math.floor(random() * live.length)]!;
-      const crash: Crash = { rank: victim.rank!, vpid: victim.vpid, atMs: Date.now(), replacedMs: null };
+      const kind = nodeRun && k === 0 ? 'node' : 'process';
+      const hit = kind === 'node' ? live.filter((p) => p.node === victim.node) : [victim];
+      const crash: Crash = { kind, node: victim.node ?? '?', ranks: hit.map((p) => p.rank!), vpids: hit.map((p) => p.vpid), atMs: Date.now(), replacedMs: null };
       try {
-        process.kill(victim.pid!, 'SIGKILL');
+        if (kind === 'node') trine(['inject', 'kill-node', victim.node!]);
+        else process.kill(victim.pid!, 'SIGKILL');
       } catch {
         break; // it just ended
       }
       crashes.push(crash);
-      await until(`a replacement for rank ${crash.rank}`, () => {
+      await until(`a replacement for rank(s) ${crash.ranks.join(', ')}`, () => {
         const now = task(id);
-        return now === undefined || now.outcome !== null || now.procs.some((p) => p.rank === crash.rank && p.vpid > crash.vpid && p.state === 'running');
+        return now === undefined || now.outcome !== null
+          || crash.ranks.every((rank, i) => now.procs.some((p) => p.rank === rank && p.vpid > crash.vpids[i]! && p.state === 'running'));
       }, 60_000);
       crash.replacedMs = Date.now() - crash.atMs;
     }
@@ -131,17 +141,21 @@ const pct = (xs: number[], p: number): number => {
   return s.length === 0 ? NaN : (s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] as number);
 };
 function summarize(): Record<string, unknown> {
-  const table: Record<string, { runs: number; correct: number; crashes: number }> = {};
+  const table: Record<string, { runs: number; correct: number; crashes: number; nodeFailures: number; ranksKilled: number }> = {};
   for (const r of results) {
     const k = `${r.app}/${r.logging}`;
-    const row = (table[k] ??= { runs: 0, correct: 0, crashes: 0 });
+    const row = (table[k] ??= { runs: 0, correct: 0, crashes: 0, nodeFailures: 0, ranksKilled: 0 });
     row.runs++;
     row.correct += r.ok ? 1 : 0;
     row.crashes += r.crashes.length;
+    row.nodeFailures += r.crashes.filter((c) => c.kind === 'node').length;
+    row.ranksKilled += r.crashes.reduce((n, c) => n + c.ranks.length, 0);
   }
   const ms = results.flatMap((r) => r.crashes.flatMap((c) => (c.replacedMs === null ? [] : [c.replacedMs])));
   const summary = {
     runs: results.length, correct: results.filter((r) => r.ok).length, crashes: results.reduce((n, r) => n + r.crashes.length, 0),
+    nodeFailures: results.reduce((n, r) => n + r.crashes.filter((c) => c.kind === 'node').length, 0),
+    ranksKilled: results.reduce((n, r) => n + r.crashes.reduce((m, c) => m + c.ranks.length, 0), 0),
     replacedMsP50: pct(ms, 50), replacedMsP99: pct(ms, 99), perRun: PER_RUN, paceMs: PACE_MS, table,
   };
   mkdirSync(join(REPO, 'bench', 'results'), { recursive: true });
@@ -153,17 +167,24 @@ const stop = (): void => {
   spawnSync(process.execPath, [TRINE, 'down', '--dir', dir], { stdio: 'inherit' });
   rmSync(root, { recursive: true, force: true });
 };
-process.once('SIGINT', () => {
+for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => {
   stop();
-  process.exit(130);
+  process.exit(sig === 'SIGINT' ? 130 : 143);
 });
 try {
-  execFileSync(process.execPath, [TRINE, 'up', '--nodes', '4', '--dir', dir], { stdio: 'inherit' });
+  const up = () => execFileSync(process.execPath, [TRINE, 'up', '--nodes', '4', '--allow-inject', '--dir', dir], { stdio: 'inherit' });
+  up();
   for (let run = 1; run <= RUNS; run++) {
     const r = await oneRun(run);
     results.push(r);
     summarize();
-    const crashes = r.crashes.map((c) => `r${c.rank}${c.replacedMs === null ? '' : ` ${(c.replacedMs / 1000).toFixed(1)}s`}`).join(', ');
+    if (r.crashes.some((c) => c.kind === 'node') && run < RUNS) {
+      // A failed node stays down: the next run gets a whole cluster again.
+      spawnSync(process.execPath, [TRINE, 'down', '--dir', dir], { stdio: 'ignore' });
+      rmSync(dir, { recursive: true, force: true });
+      up();
+    }
+    const crashes = r.crashes.map((c) => `${c.kind === 'node' ? `${c.node}{r${c.ranks.join(',r')}}` : `r${c.ranks[0]}`}${c.replacedMs === null ? '' : ` ${(c.replacedMs / 1000).toFixed(1)}s`}`).join(', ');
     process.stdout.write(`run ${String(run).padStart(3)}/${RUNS} ${r.task} ${r.app}/${r.logging}: ${r.ok ? 'ok ' : 'FAIL'} ${r.seconds.toFixed(1)} s  [${crashes}]${r.note === '' ? '' : `  ${r.note}`}\n`);
   }
 } finally {
