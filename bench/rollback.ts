@@ -26,7 +26,9 @@
 // from their logs (Date.now(), ms). Raw samples go to bench/results/rollback.json.
 // bench/run.ts imports benchRollback(); run alone with `node --import tsx bench/rollback.ts`.
 // TRINE_BENCH_ROLLBACK_ROUNDS (4) alternated rounds, TRINE_BENCH_ROLLBACK_CRASHES (2) crashes
-// per logging mode.
+// and TRINE_BENCH_ROLLBACK_NODE_CRASHES (1) node failures per logging mode,
+// TRINE_BENCH_ROLLBACK_ONLY (the parts to run, comma-separated; all by default).
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -53,6 +55,11 @@ const PROBE_TAG = 'TRINE_BENCH_PROBE';
 const ROUNDS = Number(process.env['TRINE_BENCH_ROLLBACK_ROUNDS'] ?? 4);
 /** Crashes per logging mode. */
 const CRASHES = Number(process.env['TRINE_BENCH_ROLLBACK_CRASHES'] ?? 2);
+/** Node failures per logging mode, each on a fresh cluster (the failed node stays down). */
+const NODE_CRASHES = Number(process.env['TRINE_BENCH_ROLLBACK_NODE_CRASHES'] ?? 1);
+/** The parts to run (comma-separated; all by default): overhead-heat, overhead-heat-compute,
+ *  overhead-nqueens, crash, node-crash. */
+const PARTS = new Set((process.env['TRINE_BENCH_ROLLBACK_ONLY'] ?? 'overhead-heat,overhead-heat-compute,overhead-nqueens,crash,node-crash').split(','));
 const RANKS = 4;
 /** Heat: 24 rows of 8192 columns, 64 KiB a row; each rank owns 6 rows and exchanges one each
  *  way with each neighbour per step. */
@@ -74,13 +81,20 @@ const SETTLE_MS = 500;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type App = 'heat' | 'heat-compute' | 'nqueens';
-type Mode = { key: string; label: string; recovery: RecoveryInput };
+/** `program`: another program than the app's own (the app-specific N-Queens beside the one with
+ *  no recovery code). */
+type Mode = { key: string; label: string; recovery: RecoveryInput; program?: 'nqueens-app-specific' };
 const MODES: Mode[] = [
   { key: 'app', label: 'app mode (no logging)', recovery: {} },
   { key: 'rbml', label: 'rollback rbml/nco, no checkpoint', recovery: { recovery: 'rollback', checkpointInterval: String(ROLLBACK_MAX_INTERVAL_MS) } },
   { key: 'hmpl', label: 'rollback hmpl/nco, no checkpoint', recovery: { recovery: 'rollback', logging: 'hmpl', checkpointInterval: String(ROLLBACK_MAX_INTERVAL_MS) } },
   { key: 'rbml-500ms', label: 'rollback rbml/nco, checkpoint every 500 ms', recovery: { recovery: 'rollback', checkpointInterval: '500' } },
 ];
+/** Ghidrah's Tables 5.5–5.7 set the application's own fault tolerance beside stock runs: here
+ *  examples/nqueens/nqueens.ts (app-specific detection, and the manager's counts checkpointed
+ *  in rank 1's memory after every result) beside nqueens-rollback.ts with no recovery code, in
+ *  app mode (stock) and in rollback mode. */
+const APP_SPECIFIC: Mode = { key: 'app-specific', label: 'app-specific recovery (examples/nqueens/nqueens.ts), app mode', recovery: {}, program: 'nqueens-app-specific' };
 /** The crashes run with checkpoints every 500 ms, under each logging mode in turn. */
 const CRASH_MODES: Mode[] = [
   MODES[3] as Mode,
@@ -97,18 +111,19 @@ export type Probe = {
 export type RunSample = { app: App; mode: string; task: string; round: number; seconds: number; load: number; probes: Probe[] };
 
 const heatArgs = (p: typeof HEAT): string[] => ['examples/heat/heat.ts', '--rows', String(p.rows), '--cols', String(p.cols), '--steps', String(p.steps)];
-const args = (app: App): string[] =>
-  app === 'heat' ? heatArgs(HEAT) : app === 'heat-compute' ? heatArgs(HEAT_COMPUTE) : ['examples/nqueens/nqueens-rollback.ts', '--n', String(NQ.n)];
+const args = (app: App, mode: Mode): string[] =>
+  mode.program === 'nqueens-app-specific' ? ['examples/nqueens/nqueens.ts', '--n', String(NQ.n)]
+    : app === 'heat' ? heatArgs(HEAT) : app === 'heat-compute' ? heatArgs(HEAT_COMPUTE) : ['examples/nqueens/nqueens-rollback.ts', '--n', String(NQ.n)];
 
 class Cluster {
   readonly seen = new Map<number, string | null>();
   private constructor(readonly root: string, readonly dir: string, readonly config: ClusterConfig, readonly op: OperatorClient) {}
 
-  static async start(): Promise<Cluster> {
+  static async start(allowInject = false): Promise<Cluster> {
     const root = mkdtempSync(join(tmpdir(), 'trine-bench-rollback-'));
     const dir = join(root, 'cluster');
     try {
-      if ((await up({ dir, nodes: 4 })) !== 0) throw new Error('bench: trine up did not bring the cluster up');
+      if ((await up({ dir, nodes: 4, allowInject })) !== 0) throw new Error('bench: trine up did not bring the cluster up');
       const config = loadCluster(dir);
       return new Cluster(root, dir, config, await OperatorClient.open(config));
     } catch (e) {
@@ -128,7 +143,7 @@ class Cluster {
 
   async submit(app: App, mode: Mode): Promise<string> {
     const request = buildSubmit({
-      command: [process.execPath, '--import', 'tsx', '--import', PROBE, ...args(app)], size: RANKS, name: `${app}-${mode.key}`, env: [],
+      command: [process.execPath, '--import', 'tsx', '--import', PROBE, ...args(app, mode)], size: RANKS, name: `${app}-${mode.key}`, env: [],
       cwd: REPO, baseCwd: REPO, nonce: newNonce(), taskKey: newTaskKey(), linked: true, recovery: mode.recovery,
     });
     const r = await requestOp(this.op, request, OP_TIMEOUT_MS);
@@ -169,13 +184,15 @@ class Cluster {
     const failed = (state: string) => new Error(`bench: ${task} ended ${state}: ${this.taskFile(task, 0, 'err').slice(-500)}`);
     let seconds = NaN;
     for (let i = 1; Number.isNaN(seconds); i++) {
-      const m = /on \d+ ranks in ([0-9.]+) s/.exec(this.taskFile(task, 0, 'out'));
-      if (m !== null) seconds = Number(m[1]);
+      // nqueens-rollback.ts and heat: "… on 4 ranks in 1.23 s"; the app-specific nqueens.ts:
+      // "RESULT n=15 solutions=… (… units, 1.2 s)".
+      const m = /on \d+ ranks in ([0-9.]+) s|RESULT n=\d+ solutions=\d+ \(\d+ units, ([0-9.]+) s\)/.exec(this.taskFile(task, 0, 'out'));
+      if (m !== null) seconds = Number(m[1] ?? m[2]);
       else if (Date.now() > deadline) throw new Error(`bench: ${task} printed no time in ${RUN_LIMIT_MS} ms`);
       else if (i % 20 === 0) {
         const v = await this.view(); // a task that failed prints no time: stop waiting for it
         const state = v === null ? null : ended(v);
-        if (state !== null && !/on \d+ ranks in/.test(this.taskFile(task, 0, 'out'))) throw failed(state);
+        if (state !== null && !/on \d+ ranks in|RESULT n=/.test(this.taskFile(task, 0, 'out'))) throw failed(state);
       } else await sleep(POLL_MS);
     }
     const state = await this.until(`${task} finished`, ended);
@@ -219,6 +236,9 @@ async function overhead(c: Cluster, app: App, out: RunSample[], modes = MODES): 
  *  - caughtUp: it finished the step the survivors had reached at the kill (replay done);
  *  - resumed: the last survivor's first step after its pause. */
 export type CrashSample = {
+  /** A process killed (SIGKILL of rank 2), or its node failed (`trine inject kill-node`: keeper,
+   *  agent, standby, replica and task processes). */
+  kind: 'process' | 'node';
   mode: string; task: string; seconds: number; steps: { atKill: number; restoredAt: number; reexecuted: number }; replayedEntries: number;
   ms: Record<'agentReport' | 'recorded' | 'exec' | 'initCalled' | 'running' | 'recoverStart' | 'fetched' | 'restored' | 'initDone' | 'firstStep' | 'caughtUp' | 'resumed', number>;
   /** Each survivor's longest gap between two steps, ms. */
@@ -253,7 +273,7 @@ function pace(p: Probe, from: number, to: number): number {
   return from < 0 || t0 === undefined || t1 === undefined || to <= from ? NaN : ((to - from) * 1000) / (t1 - t0);
 }
 
-async function crash(c: Cluster, mode: Mode, killAfterMs: number): Promise<CrashSample> {
+async function crash(c: Cluster, mode: Mode, killAfterMs: number, kind: CrashSample['kind'] = 'process'): Promise<CrashSample> {
   const task = await c.submit('heat', mode);
   const procs = await c.until(`${task} running`, (v) => {
     const t = v.tasks.find((x) => x.id === task);
@@ -263,13 +283,18 @@ async function crash(c: Cluster, mode: Mode, killAfterMs: number): Promise<Crash
   if (victim?.pid === null || victim === undefined) throw new Error('bench: no rank 2');
   await sleep(killAfterMs);
   const killMs = Date.now();
-  process.kill(victim.pid, 'SIGKILL');
+  if (kind === 'node') execFileSync(process.execPath, [join(REPO, 'bin', 'trine.js'), 'inject', 'kill-node', victim.node ?? 'n3', '--dir', c.dir]);
+  else process.kill(victim.pid, 'SIGKILL');
   const repl = await c.until(`${task} rank 2 replaced`, (v) => {
     const m = v.events.find((e) => e.task === task && /replacing rank 2 .* with VPID (\d+)/.test(e.text));
     const vpid = m === undefined ? null : Number(/with VPID (\d+)/.exec(m.text)?.[1]);
     if (vpid === null) return null;
     const running = eventAt(v, task, (t) => t.startsWith(`${task}/${vpid} running`));
-    const recorded = eventAt(v, task, (t) => t.startsWith(`${task}/2 terminated abnormally`));
+    // A process's death is recorded on its agent's report; a node's, when the group declares
+    // the node lost (its event names no task).
+    const recorded = kind === 'node'
+      ? v.events.find((e) => e.text.startsWith(`node ${victim.node} lost`))?.atMs ?? null
+      : eventAt(v, task, (t) => t.startsWith(`${task}/2 terminated abnormally`));
     return running === null || recorded === null ? null : { vpid, running, recorded };
   });
   const { seconds, probes } = await c.finish(task, [0, 1, 3, repl.vpid]);
@@ -277,7 +302,8 @@ async function crash(c: Cluster, mode: Mode, killAfterMs: number): Promise<Crash
   const survivors = probes.filter((p) => p.vpid !== repl.vpid);
   if (r === undefined || survivors.length !== 3) throw new Error(`bench: ${task}: probes missing (${probes.map((p) => p.vpid).join(', ')})`);
   const agent = c.config.config.membership.agents.find((a) => a.node === victim.node)?.id ?? 'a3';
-  const report = logEvents(c.dir, agent, 'proc.report', killMs - 5).find((l) => l.line['task'] === task && l.line['vpid'] === 2);
+  // A failed node's agent reports nothing: its processes' deaths come from the node's loss.
+  const report = kind === 'node' ? undefined : logEvents(c.dir, agent, 'proc.report', killMs - 5).find((l) => l.line['task'] === task && l.line['vpid'] === 2);
   // Steps: every rank calls snapshot() once per step. The survivors' count at the kill is the
   // step reached; the replacement's own count tells where its checkpoint was.
   const atKill = Math.max(...survivors.map((p) => p.snaps.filter((s) => p.initDoneMs + s < killMs).length));
@@ -294,7 +320,7 @@ async function crash(c: Cluster, mode: Mode, killAfterMs: number): Promise<Crash
   });
   const after = (t: number) => t - killMs;
   return {
-    mode: mode.key, task, seconds, steps: { atKill, restoredAt, reexecuted }, replayedEntries: r.replayed,
+    kind, mode: mode.key, task, seconds, steps: { atKill, restoredAt, reexecuted }, replayedEntries: r.replayed,
     ms: {
       agentReport: report === undefined ? NaN : after(report.atMs), recorded: after(repl.recorded), exec: after(r.startMs),
       initCalled: after(r.initCalledMs), running: after(repl.running), recoverStart: after(r.recoverStartMs), fetched: after(r.fetchDoneMs),
@@ -313,13 +339,13 @@ async function crash(c: Cluster, mode: Mode, killAfterMs: number): Promise<Crash
 // ---- Figures -------------------------------------------------------------------------------------
 
 const median = (xs: readonly number[]): number => quantile(xs, 0.5);
-const MODE_NAMES: Record<string, string> = Object.fromEntries(MODES.map((m) => [m.key, m.label]));
+const MODE_NAMES: Record<string, string> = Object.fromEntries([...MODES, APP_SPECIFIC].map((m) => [m.key, m.label]));
 
 function overheadFigures(app: App, runs: RunSample[]): Figure[] {
   const out: Figure[] = [];
   const of = (mode: string) => runs.filter((r) => r.app === app && r.mode === mode);
   const base = new Map(of('app').map((r) => [r.round, r.seconds]));
-  for (const m of MODES) {
+  for (const m of [...MODES, APP_SPECIFIC]) {
     const rs = of(m.key);
     if (rs.length === 0) continue;
     const secs = rs.map((r) => r.seconds);
@@ -362,21 +388,22 @@ function overheadFigures(app: App, runs: RunSample[]): Figure[] {
   return out;
 }
 
-function crashFigures(mode: string, cs: CrashSample[]): Figure[] {
+function crashFigures(what: string, cs: CrashSample[]): Figure[] {
   const out: Figure[] = [];
   if (cs.length === 0) return out;
+
   const keys = Object.keys(cs[0]?.ms ?? {}) as (keyof CrashSample['ms'])[];
   for (const k of keys) {
     const xs = cs.map((c) => c.ms[k]);
-    out.push({ name: `crash (${mode}): kill → ${k}, median of ${cs.length}`, value: median(xs), unit: 'ms' });
-    out.push({ name: `crash (${mode}): kill → ${k}, max`, value: Math.max(...xs), unit: 'ms' });
+    out.push({ name: `${what}: kill → ${k}, median of ${cs.length}`, value: median(xs), unit: 'ms' });
+    out.push({ name: `${what}: kill → ${k}, max`, value: Math.max(...xs), unit: 'ms' });
   }
-  out.push({ name: `crash (${mode}): steps re-executed by the replacement, median`, value: median(cs.map((c) => c.steps.reexecuted)), unit: 'steps' });
-  out.push({ name: `crash (${mode}): log entries re-injected by the replacement, median`, value: median(cs.map((c) => c.replayedEntries)), unit: 'entries' });
-  out.push({ name: `crash (${mode}): longest pause of a survivor, median`, value: median(cs.map((c) => c.survivorPauseMs)), unit: 'ms' });
-  out.push({ name: `crash (${mode}): time to solution with one crash, median`, value: median(cs.map((c) => c.seconds)), unit: 's' });
-  out.push({ name: `crash (${mode}): survivors' pace before the kill, median`, value: median(cs.map((c) => c.stepsPerSecond.before)), unit: 'steps/s' });
-  out.push({ name: `crash (${mode}): survivors' pace after they resumed, median`, value: median(cs.map((c) => c.stepsPerSecond.after)), unit: 'steps/s' });
+  out.push({ name: `${what}: steps re-executed by the replacement, median`, value: median(cs.map((c) => c.steps.reexecuted)), unit: 'steps' });
+  out.push({ name: `${what}: log entries re-injected by the replacement, median`, value: median(cs.map((c) => c.replayedEntries)), unit: 'entries' });
+  out.push({ name: `${what}: longest pause of a survivor, median`, value: median(cs.map((c) => c.survivorPauseMs)), unit: 'ms' });
+  out.push({ name: `${what}: time to solution with one crash, median`, value: median(cs.map((c) => c.seconds)), unit: 's' });
+  out.push({ name: `${what}: survivors' pace before the kill, median`, value: median(cs.map((c) => c.stepsPerSecond.before)), unit: 'steps/s' });
+  out.push({ name: `${what}: survivors' pace after they resumed, median`, value: median(cs.map((c) => c.stepsPerSecond.after)), unit: 'steps/s' });
   return out;
 }
 
@@ -390,9 +417,9 @@ export async function benchRollback(): Promise<Figure[]> {
   try {
     // One run of each kind first, not counted: the cluster's first tasks pay its warm-up.
     for (const m of [MODES[0], MODES[MODES.length - 1]] as Mode[]) await c.finish(await c.submit('heat', m), []);
-    await overhead(c, 'heat', runs);
-    await overhead(c, 'heat-compute', runs, MODES.slice(0, 3));
-    await overhead(c, 'nqueens', runs);
+    if (PARTS.has('overhead-heat')) await overhead(c, 'heat', runs);
+    if (PARTS.has('overhead-heat-compute')) await overhead(c, 'heat-compute', runs, MODES.slice(0, 3));
+    if (PARTS.has('overhead-nqueens')) await overhead(c, 'nqueens', runs, [...MODES, APP_SPECIFIC]);
     // Kill a little before the middle of a failure-free run with checkpoints every 500 ms,
     // counted from the moment all four run (init takes a few hundred ms more).
     // The failure-free time of the same logging (HMPL's with no checkpoint: its 500 ms runs are
@@ -402,7 +429,7 @@ export async function benchRollback(): Promise<Figure[]> {
       const xs = runs.filter((r) => r.app === 'heat' && r.mode === key).map((r) => r.seconds * 1000);
       return xs.length === 0 ? 5_000 : median(xs);
     };
-    for (let i = 0; i < CRASHES; i++) {
+    for (let i = 0; i < (PARTS.has('crash') ? CRASHES : 0); i++) {
       for (const mode of CRASH_MODES) {
         await sleep(SETTLE_MS);
         try {
@@ -417,11 +444,29 @@ export async function benchRollback(): Promise<Figure[]> {
         }
       }
     }
+    // Node failures last: each on a cluster of its own, with fault injection allowed.
+    for (let i = 0; i < (PARTS.has('node-crash') ? NODE_CRASHES : 0); i++) {
+      for (const mode of CRASH_MODES) {
+        const n = await Cluster.start(true);
+        try {
+          const s = await crash(n, mode, 300 + 0.4 * ff(mode), 'node');
+          crashes.push(s);
+          console.error(`bench rollback: node failure ${i + 1}, ${mode.key}: ${JSON.stringify(s.ms)}`);
+        } catch (e) {
+          console.error(`bench rollback: node failure ${i + 1}, ${mode.key}: not counted: ${(e as Error).message}`);
+        } finally {
+          await n.stop();
+        }
+      }
+    }
     figures.push({ name: 'heat: row (one halo message)', value: HEAT_ROW_BYTES, unit: 'B' });
     figures.push(...overheadFigures('heat', runs), ...overheadFigures('heat-compute', runs), ...overheadFigures('nqueens', runs));
     const appSteps = runs.filter((r) => r.app === 'heat' && r.mode === 'app').map((r) => (r.seconds * 1000) / HEAT.steps);
     figures.push({ name: 'heat: app mode, one step (halo exchange, sweep, allreduce), median', value: median(appSteps), unit: 'ms' });
-    for (const m of CRASH_MODES) figures.push(...crashFigures(m.key, crashes.filter((x) => x.mode === m.key)));
+    for (const m of CRASH_MODES) {
+      figures.push(...crashFigures(`crash (${m.key})`, crashes.filter((x) => x.mode === m.key && x.kind === 'process')));
+      figures.push(...crashFigures(`node failure (${m.key})`, crashes.filter((x) => x.mode === m.key && x.kind === 'node')));
+    }
     figures.push({ name: 'load average (1 min) at the start / end', value: loadAtStart[0] ?? NaN, unit: `/ ${loadavg()[0]?.toFixed(2)}` });
   } finally {
     await c.stop();

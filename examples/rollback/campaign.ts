@@ -59,7 +59,8 @@ const APPS: App[] = [
     name: 'heat', args: ['examples/heat/heat.ts', '--rows', String(HEAT.rows), '--cols', String(HEAT.cols), '--steps', String(HEAT.steps), '--pace-ms', String(PACE_MS)],
     ok: (out) => out.split('\n').some((l) => l.startsWith('{"app":"heat"') && JSON.stringify(JSON.parse(l)) === heatAnswer),
   },
-  { name: 'nqueens', args: ['examples/nqueens/nqueens-rollback.ts', '--n', '11', '--pace-ms', String(PACE_MS)], ok: (out) => /"solutions":2680,"expected":2680,"correct":true/.test(out) },
+  // 2.5× the pace per unit: N-Queens' 90 units would end before the third crash otherwise.
+  { name: 'nqueens', args: ['examples/nqueens/nqueens-rollback.ts', '--n', '11', '--pace-ms', String(Math.round(PACE_MS * 2.5))], ok: (out) => /"solutions":2680,"expected":2680,"correct":true/.test(out) },
 ];
 const MODES = ['rbml', 'hmpl'] as const;
 
