@@ -69,24 +69,33 @@ export function resetRanks(rec: TaskRecord): void {
   t.marks = t.ranks.map(() => []); // a fresh start: no checkpoint of the old run applies
 }
 
-/** `vpid` of `rec`, on `node`, stored a checkpoint (§11.4, `rollback.mark`). Kept when `vpid`
- *  holds a rank there now and the mark is newer than the rank's last; the last
- *  ROLLBACK_MARKS_KEPT are kept. Returns why it was not kept, or null. */
+/** `vpid` of `rec`, on `node`, stored a checkpoint, or its log grew (§11.4, `rollback.mark`).
+ *  Kept when `vpid` holds a rank there now and the mark is newer than the rank's last (a later
+ *  checkpoint, the same one at another protector, or the same one with the log reaching
+ *  further); the last ROLLBACK_MARKS_KEPT are kept. Returns why it was not kept, or null. */
 export function markRank(rec: TaskRecord, node: string, vpid: number, mark: RollbackMark): string | null {
   const t = rec.rollback;
   if (t === null || rec.outcome !== null) return 'not a live rollback task';
   const rank = t.ranks.indexOf(vpid);
   if (rank < 0 || procNode(rec, vpid) !== node) return `VPID ${vpid} holds no rank on ${node}`;
+  if (mark.extent < mark.logPos) return `the log's extent ${mark.extent} is before the checkpoint's position ${mark.logPos}`;
   const kept = t.marks[rank]!;
   const last = kept[kept.length - 1];
-  // The rank's data moved to another protector (its own failed, RADIC A.2.7): the same
-  // checkpoint, now held there.
-  if (last !== undefined && mark.id === last.id && mark.logPos === last.logPos && bytesEqual(mark.digest, last.digest) && mark.protector !== last.protector) {
-    t.marks[rank] = [{ ...last, protector: mark.protector }];
+  const copy = { ...mark, digest: new Uint8Array(mark.digest), base: new Uint8Array(mark.base), chain: new Uint8Array(mark.chain) };
+  if (last !== undefined && mark.id === last.id && mark.logPos === last.logPos && bytesEqual(mark.digest, last.digest) && bytesEqual(mark.base, last.base)) {
+    // The rank's data moved to another protector (its own failed, RADIC A.2.7): the same
+    // checkpoint, now held there, and the log as far as it reached there.
+    if (mark.protector !== last.protector) {
+      t.marks[rank] = [copy];
+      return null;
+    }
+    // The log grew: its new extent (src/app/rollback/log-chain.ts).
+    if (mark.extent <= last.extent) return `the log's extent ${mark.extent} is not beyond ${last.extent}`;
+    t.marks[rank] = [...kept.slice(0, -1), copy];
     return null;
   }
   if (last !== undefined && (mark.id <= last.id || mark.logPos < last.logPos)) return `mark ${mark.id} is not newer than ${last.id}`;
-  t.marks[rank] = [...kept, { ...mark, digest: new Uint8Array(mark.digest) }].slice(-ROLLBACK_MARKS_KEPT);
+  t.marks[rank] = [...kept, copy].slice(-ROLLBACK_MARKS_KEPT);
   return null;
 }
 

@@ -8,6 +8,7 @@
 // interruption of a computation that never yields. Public types are link-types.ts's.
 import { GSIG_BROADCAST, GSIG_CM, type SignalRequest } from '../../core/signals.ts';
 import type { AgentToProc, Mapping, Member } from '../../core/wire/app-wire.ts';
+import type { RollbackMark } from '../../core/wire/recovery.ts';
 import type { WorkerToMain } from './channel.ts';
 import { AgentConnection } from './connection.ts';
 import { Dispatcher, runGuarded } from './dispatcher.ts';
@@ -147,7 +148,7 @@ export class Link {
 
   /** A rollback task's checkpoint, stored at its protector: its mark goes to the group through
    *  the agent, in order with this process's signals (PROTOCOL §11.4). */
-  mark(m: { id: number; logPos: number; digest: Uint8Array; protector: string }): void {
+  mark(m: RollbackMark): void {
     requireReady(this.life);
     this.conn?.send({ type: 'mark', ...m });
   }

@@ -12,7 +12,8 @@ import type { RollbackMapping } from '../../core/wire/recovery.ts';
 import { ProtectorClient } from './protector-client.ts';
 import { RankChannels } from './rank-channels.ts';
 import { FailoverStore } from './failover-store.ts';
-import { checkRegisteredState, digestOf, RollbackError, RollbackRuntime, type Mark, type RecoverableStore, type RegisteredState } from './runtime.ts';
+import { ChainedStore, LOG_EXTENT_REPORT_MS } from './log-chain.ts';
+import { checkRegisteredState, RollbackError, RollbackRuntime, type Mark, type MarkBody, type RecoverableStore, type RegisteredState } from './runtime.ts';
 
 /** The rollback part of the mapping (§11.2): this process's rank and protector, every rank's
  *  VPID, protector and recorded checkpoints, the task's options. */
@@ -36,7 +37,9 @@ export type RollbackParts = {
   readonly layer: CommLayer;
   readonly world: Comm;
   readonly runtime: RollbackRuntime;
-  readonly store: RecoverableStore & { close(): Promise<void> };
+  readonly store: ChainedStore;
+  /** Reports the log's extent to the group (LOG_EXTENT_REPORT_MS). */
+  readonly extentTimer: NodeJS.Timeout;
   /** The store failed under a call: end the process visibly (it never runs on unprotected). */
   readonly fatal: (e: Error) => void;
 };
@@ -48,18 +51,18 @@ export type OpenRollbackArgs = {
   readonly recovered: boolean;
   /** The group's record of this rank's checkpoints (§11.4). */
   readonly marks?: readonly Mark[];
-  /** Sends a stored checkpoint's mark to the group. */
-  readonly onCheckpoint?: (mark: Omit<Mark, 'protector'>) => void;
+  /** Sends a mark to the group (§11.4): a stored checkpoint's, an extent report, or, for a rank
+   *  the group has no mark of yet, where its log goes (id 0), so a replacement placed on
+   *  another node still finds it. */
+  readonly onMark?: (mark: MarkBody) => void;
   /** The rank's store at its protector (protector-client.ts; an in-memory one in tests). */
   readonly connectStore: () => Promise<RecoverableStore & { close(): Promise<void> }>;
   readonly onFatal: (e: Error) => void;
   readonly now?: () => number;
   /** A replacement's recovery, once it has caught up. */
   readonly report?: (r: RecoveryReport) => void;
-  /** Called once the store is open and recovered, for a rank the group has no mark of yet: tell
-   *  it where the rank's log goes (a mark of id 0), so a replacement placed on another node
-   *  still finds it. */
-  readonly onPlaced?: () => void;
+  /** The runtime, once built: a move's mark is its newest, with the new protector. */
+  readonly bind?: (runtime: RollbackRuntime) => void;
 };
 
 /** What Gmpi.init passes: the protector from the mapping, and a fatal error ends the process
@@ -70,6 +73,7 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
   // its node's protector in the ring. The others of the ring are where it moves if that one's
   // node fails.
   const protector = marks[marks.length - 1]?.protector ?? rb.protector;
+  let runtime: RollbackRuntime | null = null;
   const store = new FailoverStore({
     endpoints: protectorOrder(protector, rb.protectors),
     connect: (endpoint) => {
@@ -79,12 +83,16 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
         host: endpoint.slice(0, i), port: Number(endpoint.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey,
       });
     },
-    onMoved: (endpoint, c) => link.mark(c === null ? { id: 0, logPos: 0, digest: new Uint8Array(32), protector: endpoint } : { id: c.id, logPos: c.logPos, digest: digestOf(c.bytes), protector: endpoint }),
+    // The same newest mark (its checkpoint is the one the store moved), now held there. A move
+    // while init is still recovering is told once the runtime sends its marks.
+    onMoved: (endpoint) => {
+      if (runtime !== null) link.mark({ ...runtime.mark(), protector: endpoint });
+    },
   });
   return {
     p2p, rb, state, recovered: link.mapping.recovered, marks,
-    onCheckpoint: (m) => link.mark({ ...m, protector: store.endpoint }),
-    onPlaced: () => link.mark({ id: 0, logPos: 0, digest: new Uint8Array(32), protector: store.endpoint }),
+    onMark: (m) => link.mark({ ...m, protector: store.endpoint }),
+    bind: (r) => (runtime = r),
     connectStore: async () => {
       await store.open();
       return store;
@@ -117,15 +125,16 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
   if (!BUILT_LOGGING.includes(rb.logging) || !BUILT_CHECKPOINTS.includes(rb.checkpoint)) {
     throw new RollbackError('BAD_STATE', `logging ${rb.logging} with ${rb.checkpoint} checkpoints is not built yet (PROTOCOL §11.5): submit with --logging rbml or hmpl, and --checkpoint nco`);
   }
-  const store = await a.connectStore();
+  const store = new ChainedStore(await a.connectStore());
   try {
     const channels = new RankChannels({ p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal, logging: rb.logging === 'hmpl' ? 'hmpl' : 'rbml' });
     const layer = new CommLayer(channels);
     const world = layer.create(0, rb.ranks.map((_, r) => r));
     const runtime = new RollbackRuntime({
       channels, layer, world, store, state, intervalMs: rb.intervalMs, maxStateBytes: rb.maxStateBytes, now: a.now ?? (() => Date.now()),
-      ...(a.marks === undefined ? {} : { marks: a.marks }), ...(a.onCheckpoint === undefined ? {} : { onCheckpoint: a.onCheckpoint }),
+      ...(a.marks === undefined ? {} : { marks: a.marks }), ...(a.onMark === undefined ? {} : { onCheckpoint: a.onMark }),
     });
+    a.bind?.(runtime);
     if (a.recovered) {
       const t0 = Date.now();
       await runtime.recover();
@@ -137,8 +146,15 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
         rank: rb.rank, restoredFrom: s.restoredFrom, refused: s.refused, replayed: s.replayed, fetchMs: s.fetchMs, restoreMs: s.restoreMs, replayMs: Date.now() - t0 - s.fetchMs - s.restoreMs,
       }));
     }
-    if ((a.marks ?? []).length === 0) a.onPlaced?.();
-    return { channels, layer, world, runtime, store, fatal: a.onFatal };
+    if ((a.marks ?? []).length === 0) a.onMark?.(runtime.mark());
+    // The log's extent goes to the group as it grows (log-chain.ts), so a replacement can tell
+    // a protector that dropped or rewrote entries.
+    const extentTimer = setInterval(() => {
+      const m = runtime.extentReport();
+      if (m !== null) a.onMark?.(m);
+    }, LOG_EXTENT_REPORT_MS);
+    extentTimer.unref();
+    return { channels, layer, world, runtime, store, extentTimer, fatal: a.onFatal };
   } catch (e) {
     await store.close();
     throw e;
@@ -152,6 +168,7 @@ export async function closeRollback(p: RollbackParts): Promise<void> {
   // HMPL: nothing of ours may be left unlogged at a receiver, nor theirs at our protector.
   await p.channels.drained();
   await p.channels.logged();
+  clearInterval(p.extentTimer);
   p.channels.close(new Error('finalized'));
   await p.store.close();
 }

@@ -14,6 +14,7 @@ import { decodeCheckpoint, decodeLogEntry, encodeCheckpoint, type LogEntry } fro
 import type { Comm, CommLayer } from '../gmpi/comm.ts';
 import type { RankStore } from './channels.ts';
 import type { RankChannels } from './rank-channels.ts';
+import { CHAIN_ZERO, verifyLogChain, type ChainedStore } from './log-chain.ts';
 
 export type StateHooks = { save(): Uint8Array; restore(bytes: Uint8Array): void };
 /** What an application registers: hooks, or a plain object the library serializes. */
@@ -72,7 +73,8 @@ export type RuntimeOptions = {
    *  checkpoint keeps. */
   readonly layer: CommLayer;
   readonly world: Comm;
-  readonly store: RecoverableStore;
+  /** The rank's store, chaining its log (log-chain.ts): the channels append through it too. */
+  readonly store: ChainedStore;
   readonly state: RegisteredState;
   readonly intervalMs: number;
   readonly maxStateBytes: number;
@@ -80,21 +82,48 @@ export type RuntimeOptions = {
   /** The group's record of this rank's checkpoints (PROTOCOL §11.4), oldest first. */
   readonly marks?: readonly Mark[];
   /** Called when the store holds a new checkpoint: its mark goes through the group. */
-  readonly onCheckpoint?: (mark: Omit<Mark, 'protector'>) => void;
+  readonly onCheckpoint?: (mark: MarkBody) => void;
 };
 
-/** A checkpoint as the group recorded it (src/core/wire/recovery.ts RollbackMark). */
-export type Mark = { readonly id: number; readonly logPos: number; readonly digest: Uint8Array; readonly protector: string };
+/** A checkpoint and the log's extent as the group recorded them (src/core/wire/recovery.ts
+ *  RollbackMark). */
+export type Mark = {
+  readonly id: number; readonly logPos: number; readonly digest: Uint8Array; readonly protector: string;
+  readonly base: Uint8Array; readonly extent: number; readonly chain: Uint8Array;
+};
+/** What a rank says of its newest checkpoint (the rollback-init adds its protector). */
+export type MarkBody = Omit<Mark, 'protector'>;
 
 const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
 export class RollbackRuntime {
   private lastCheckpointAt: number;
   private nextId = 1;
+  /** The newest mark this rank sent or the group holds (id 0 before any checkpoint): an extent
+   *  report repeats it with the log's new extent. */
+  private newest: MarkBody;
   readonly stats = { checkpoints: 0, checkpointBytes: 0, replayed: 0, restoredFrom: 0, refused: 0, fetchMs: 0, restoreMs: 0 };
 
   constructor(private readonly o: RuntimeOptions) {
     this.lastCheckpointAt = o.now();
+    const m = o.marks?.[o.marks.length - 1];
+    this.newest = m === undefined ? { id: 0, logPos: 0, digest: CHAIN_ZERO, base: CHAIN_ZERO, extent: 0, chain: CHAIN_ZERO }
+      : { id: m.id, logPos: m.logPos, digest: m.digest, base: m.base, extent: m.extent, chain: m.chain };
+  }
+
+  /** The newest mark, with the extent of the log its protector holds now (PROTOCOL §11.4): what
+   *  goes to the group at a checkpoint, a move, or an extent report. */
+  mark(): MarkBody {
+    const e = this.o.store.extent();
+    if (e.pos > this.newest.extent) this.newest = { ...this.newest, extent: e.pos, chain: e.chain };
+    return this.newest;
+  }
+
+  /** The mark to send if the log grew since the last one sent (null: nothing new). */
+  extentReport(): MarkBody | null {
+    const before = this.newest.extent;
+    const m = this.mark();
+    return m.extent > before ? m : null;
   }
 
   /** FTI_Snapshot: checkpoint now if the interval has passed. Returns whether it did. */
@@ -117,8 +146,11 @@ export class RollbackRuntime {
       throw new RollbackError('STATE_TOO_LARGE', `the checkpoint is ${bytes.length} bytes, above the task's limit of ${this.o.maxStateBytes}: raise --max-state or keep less state`);
     }
     const logPos = ch.st.logPos;
+    const base = this.o.store.chainAt(logPos);
     await this.o.store.putCheckpoint(id, logPos, bytes);
-    this.o.onCheckpoint?.({ id, logPos, digest: digestOf(bytes) });
+    // The protector took it, so it holds the log up to its position at least.
+    this.newest = { id, logPos, digest: digestOf(bytes), base, extent: logPos, chain: base };
+    this.o.onCheckpoint?.(this.mark());
     this.lastCheckpointAt = this.o.now();
     this.stats.checkpoints++;
     this.stats.checkpointBytes = bytes.length;
@@ -139,16 +171,21 @@ export class RollbackRuntime {
   }
 
   private restoreFrom(contents: StoreContents): void {
-    // Marks of id 0 only say where a rank's data moved before its first checkpoint.
-    const recorded = (this.o.marks ?? []).filter((m) => m.id > 0);
+    const all = this.o.marks ?? [];
+    // Marks of id 0 only say where a rank's data moved before its first checkpoint, and how far
+    // its log reached.
+    const recorded = all.filter((m) => m.id > 0);
     if (contents.checkpoints.length === 0 && recorded.length > 0) {
       throw new RollbackError('NO_CHECKPOINT', `the group recorded checkpoint ${recorded[recorded.length - 1]!.id} of this rank, and the protector holds none`);
     }
     if (contents.checkpoints.length === 0) {
       const log = readLog(contents, 0, this.o.channels.size());
       if (log === null) throw new RollbackError('LOG_CORRUPT', 'the log of this rank is broken and it has no checkpoint');
+      const chained = verifyLogChain(contents, 0, CHAIN_ZERO, all);
+      if (!chained.ok) throw new RollbackError('LOG_CORRUPT', `the log of this rank is refused: ${chained.reason}`);
       for (const { pos, entry } of log) this.o.channels.replay(pos, entry);
       this.stats.replayed = log.length;
+      this.goOn(chained.head, contents);
       return;
     }
     const byNewest = [...contents.checkpoints].sort((a, b) => b.id - a.id);
@@ -158,7 +195,8 @@ export class RollbackRuntime {
       const size = this.o.channels.size();
       // Byzantine care (§11.4): once the group holds marks for this rank, only a checkpoint
       // whose id, position and digest one of them names is taken; the protector may be faulty.
-      if (marks.length > 0 && !marks.some((m) => m.id === c.id && m.logPos === c.logPos && sameBytes(m.digest, digestOf(c.bytes)))) {
+      const mark = marks.find((m) => m.id === c.id && m.logPos === c.logPos && sameBytes(m.digest, digestOf(c.bytes)));
+      if (marks.length > 0 && mark === undefined) {
         this.stats.refused++;
         lastError = new RollbackError('NO_CHECKPOINT', `checkpoint ${c.id} from the protector does not match the group's record: refused`);
         continue;
@@ -175,6 +213,15 @@ export class RollbackRuntime {
         lastError = new RollbackError('LOG_CORRUPT', `the log after checkpoint ${c.id} is broken`);
         continue;
       }
+      // The log after it must meet every extent the group recorded (log-chain.ts). A checkpoint
+      // the group has no mark of yet (its process died before the mark was ordered, §11.4's
+      // window) gives no base: its log's chain starts again from it.
+      const chained = verifyLogChain(contents, c.logPos, mark?.base ?? CHAIN_ZERO, mark === undefined ? [] : all);
+      if (!chained.ok) {
+        this.stats.refused++;
+        lastError = new RollbackError('LOG_CORRUPT', `the log after checkpoint ${c.id} is refused: ${chained.reason}`);
+        continue;
+      }
       this.restoreApp(body.value.app);
       this.o.channels.restore(body.value.channels, c.logPos);
       this.o.layer.restoreCollectivesBegun(this.o.world, body.value.collectives);
@@ -184,11 +231,22 @@ export class RollbackRuntime {
       // Ids and positions go on past everything stored, a refused checkpoint or entry included:
       // the store takes no id or position twice (protector-store.ts).
       this.nextId = Math.max(...contents.checkpoints.map((x) => x.id)) + 1;
-      if (contents.last > this.o.channels.st.logPos) this.o.channels.skipLogTo(contents.last);
+      this.goOn(chained.head, contents);
+      if (mark !== undefined) this.newest = { id: mark.id, logPos: mark.logPos, digest: mark.digest, base: mark.base, extent: mark.extent, chain: mark.chain };
       this.lastCheckpointAt = this.o.now();
       return;
     }
     throw lastError ?? new RollbackError('NO_CHECKPOINT', 'the protector holds no checkpoint of this rank');
+  }
+
+  /** The replacement's own entries go after everything its protector holds, and chain on from
+   *  the last of them. */
+  private goOn(head: { pos: number; chain: Uint8Array }, contents: StoreContents): void {
+    if (contents.last > head.pos) {
+      throw new RollbackError('LOG_CORRUPT', `the protector's log ends at position ${head.pos}, before its checkpoint's position ${contents.last}`);
+    }
+    if (head.pos > this.o.channels.st.logPos) this.o.channels.skipLogTo(head.pos);
+    this.o.store.reset(head);
   }
 
   private saveApp(): Uint8Array {

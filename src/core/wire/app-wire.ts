@@ -17,7 +17,7 @@ import { MAX_ID_CHARS, MAX_TASK_PROCS, MAX_TEXT_CHARS, TASK_KEY_BYTES } from '..
 import { err, ok, type Result } from '../../base/result.ts';
 import { pack, unpack } from './frame.ts';
 import { endpointText, int32, member, taskId, u32, type Member } from './messages.ts';
-import { markFields, rollbackMapping, type RollbackMapping, type RollbackMark } from './recovery.ts';
+import { MARK_ORDER, markFields, rollbackMapping, type RollbackMapping, type RollbackMark } from './recovery.ts';
 import { bool, bytes, list, struct, text, token, uint, union, type Schema } from './schema.ts';
 
 export { int32, MAX_ENDPOINT_CHARS, type Member } from './messages.ts';
@@ -72,7 +72,7 @@ export const procToAgent: Schema<ProcToAgent> = union<ProcToAgent>({
   hello: { code: 1, order: ['task', 'vpid', 'token', 'endpoint'], fields: { task: taskId, vpid: uint, token: secret, endpoint: endpointText } },
   signal: { code: 2, order: ['signum', 'dest', 'arg', 'epoch'], fields: { signum: u32, dest: u32, arg: int32, epoch: uint } },
   finalize: { code: 3, order: [], fields: {} },
-  mark: { code: 4, order: ['id', 'logPos', 'digest', 'protector'], fields: markFields },
+  mark: { code: 4, order: MARK_ORDER, fields: markFields },
 });
 
 export const agentToProc: Schema<AgentToProc> = union<AgentToProc>({

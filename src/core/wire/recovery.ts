@@ -46,14 +46,28 @@ export const recovery: Schema<Recovery> = {
 };
 
 /** A rank's checkpoint as recorded through the group (PROTOCOL §11.4): its id and log position,
- *  the SHA-256 of its bytes, and the protector that holds it. A replacement takes only a
- *  checkpoint that matches one. */
-export type RollbackMark = { id: number; logPos: number; digest: Uint8Array; protector: string };
+ *  the SHA-256 of its bytes, and the protector that holds it; and the extent of the rank's log
+ *  by its chain digest (src/app/rollback/log-chain.ts): `base` is the chain at `logPos`, `chain`
+ *  the chain at `extent` (≥ logPos), the last position the protector held when the mark was
+ *  sent. A replacement takes only a checkpoint that matches one, and only log entries whose
+ *  chain meets every recorded extent. */
+export type RollbackMark = { id: number; logPos: number; digest: Uint8Array; protector: string; base: Uint8Array; extent: number; chain: Uint8Array };
 /** Marks kept per rank: the last two, as the protector keeps the last two checkpoints. */
 export const ROLLBACK_MARKS_KEPT = 2;
 export const DIGEST_BYTES = 32;
-export const markFields = { id: uint, logPos: uint, digest: bytes(DIGEST_BYTES, DIGEST_BYTES), protector: endpointText };
-export const rollbackMark: Schema<RollbackMark> = struct<RollbackMark>(['id', 'logPos', 'digest', 'protector'], markFields);
+const digest32 = bytes(DIGEST_BYTES, DIGEST_BYTES);
+export const markFields = { id: uint, logPos: uint, digest: digest32, protector: endpointText, base: digest32, extent: uint, chain: digest32 };
+export const MARK_ORDER = ['id', 'logPos', 'digest', 'protector', 'base', 'extent', 'chain'] as const;
+const markStruct = struct<RollbackMark>(MARK_ORDER, markFields);
+/** The extent is never before the checkpoint's position. */
+export const rollbackMark: Schema<RollbackMark> = {
+  enc: markStruct.enc,
+  dec: (t, p) => {
+    const r = markStruct.dec(t, p);
+    if (!r.ok) return r;
+    return r.value.extent >= r.value.logPos ? r : err('WIRE_MALFORMED', `${p}.extent: ${r.value.extent} is before the checkpoint's position ${r.value.logPos}`);
+  },
+};
 const marksList = list(rollbackMark, ROLLBACK_MARKS_KEPT);
 
 /** What the `proc.mapping` command carries for a rollback task (§11.2): rank r is held now by

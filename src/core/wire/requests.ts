@@ -11,7 +11,7 @@ import {
   arg, endpointText, env, hostAddress, int32, member, nodeName, nonce, path, procReport, processId, reason, taskId,
   taskKey, tcpPort, u32, type EnvEntry, type ProcMode, type ProcReport,
 } from './basics.ts';
-import { markFields, recovery, type Recovery, type RollbackMark } from './recovery.ts';
+import { MARK_ORDER, markFields, recovery, type Recovery, type RollbackMark } from './recovery.ts';
 
 // ---- Client → group requests (payload of GROUP-MSG-CG, PROTOCOL §5, §8) ------------------------
 // Agents send the first four; operators the `task.*` ones (PROTOCOL §8.1). A replica refuses a
@@ -109,7 +109,7 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'node.protector': { code: 14, order: ['endpoint'], fields: { endpoint: endpointText } },
   'rollback.mark': {
     code: 15,
-    order: ['task', 'vpid', 'id', 'logPos', 'digest', 'protector'],
+    order: ['task', 'vpid', ...MARK_ORDER],
     fields: { task: taskId, vpid: uint, ...markFields },
   },
   echo: {

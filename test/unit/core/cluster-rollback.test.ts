@@ -267,7 +267,9 @@ describe('PROTOCOL §11.1: the group refuses a rollback task it cannot protect (
   it('PROTOCOL §11.4: the group keeps a rank\'s last two checkpoint marks, from the process that holds the rank on its own node only', () => {
     const c = rollbackRunning(2, 2);
     const rec = c.cs.tasks.get('t1')!;
-    const mark = (id: number, logPos: number) => ({ id, logPos, digest: new Uint8Array(32).fill(id), protector: 'n2:9' });
+    const mark = (id: number, logPos: number, extent = logPos, protector = 'n2:9') => ({
+      id, logPos, digest: new Uint8Array(32).fill(id), protector, base: new Uint8Array(32).fill(logPos), extent, chain: new Uint8Array(32).fill(extent),
+    });
     expect(markRank(rec, 'n2', 0, mark(1, 4))).toMatch(/holds no rank on n2/); // VPID 0 runs on n1
     expect(markRank(rec, 'n1', 5, mark(1, 4))).toMatch(/holds no rank/);
     expect(markRank(rec, 'n1', 0, mark(1, 4))).toBeNull();
@@ -278,6 +280,25 @@ describe('PROTOCOL §11.1: the group refuses a rollback task it cannot protect (
     expect(rec.rollback!.marks[1]).toEqual([]);
     // The mapping a replacement gets carries them.
     expect(rollbackTableOf(rec, c.nodes)!.marks[0]!.map((m) => [m.id, m.logPos])).toEqual([[2, 9], [3, 12]]);
+  });
+
+  it('PROTOCOL §11.4: the log\'s extent grows in the newest mark; a move keeps only the moved one; an extent before the position is refused', () => {
+    const c = rollbackRunning(2, 2);
+    const rec = c.cs.tasks.get('t1')!;
+    const mark = (id: number, logPos: number, extent = logPos, protector = 'n2:9') => ({
+      id, logPos, digest: new Uint8Array(32).fill(id), protector, base: new Uint8Array(32).fill(logPos), extent, chain: new Uint8Array(32).fill(extent),
+    });
+    expect(markRank(rec, 'n1', 0, mark(0, 0, 5))).toBeNull(); // no checkpoint yet: the log reaches 5
+    expect(markRank(rec, 'n1', 0, mark(0, 0, 9))).toBeNull();
+    expect(markRank(rec, 'n1', 0, mark(0, 0, 9))).toMatch(/not beyond 9/);
+    expect(rec.rollback!.marks[0]!.map((m) => [m.id, m.extent, m.chain[0]])).toEqual([[0, 9, 9]]);
+    expect(markRank(rec, 'n1', 0, mark(1, 12))).toBeNull();
+    expect(markRank(rec, 'n1', 0, mark(1, 12, 20))).toBeNull();
+    expect(rec.rollback!.marks[0]!.map((m) => [m.id, m.extent])).toEqual([[0, 9], [1, 20]]);
+    expect(markRank(rec, 'n1', 0, mark(2, 25, 24))).toMatch(/before the checkpoint's position 25/);
+    // Its protector failed: the same checkpoint, now at n3, and the log as far as it reached there.
+    expect(markRank(rec, 'n1', 0, mark(1, 12, 21, 'n3:9'))).toBeNull();
+    expect(rec.rollback!.marks[0]!.map((m) => [m.id, m.extent, m.protector])).toEqual([[1, 21, 'n3:9']]);
   });
 
   it('radic-hmpl A.1: a rank\'s protector is the next live node of the ring; a failed node is skipped; alone, none', () => {

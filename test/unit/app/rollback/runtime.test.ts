@@ -7,6 +7,7 @@ import { P2P } from '../../../../src/app/gmpi/p2p.ts';
 import { RankChannels } from '../../../../src/app/rollback/rank-channels.ts';
 import { openRollback } from '../../../../src/app/rollback/rollback-init.ts';
 import { RollbackError, RollbackRuntime, type RecoverableStore, type RegisteredState, type StoreContents } from '../../../../src/app/rollback/runtime.ts';
+import { ChainedStore } from '../../../../src/app/rollback/log-chain.ts';
 import type { RollbackMapping } from '../../../../src/core/wire/recovery.ts';
 
 const KEY = new Uint8Array(32).fill(7);
@@ -34,9 +35,10 @@ class Store implements RecoverableStore {
 async function runtime(state: RegisteredState, store: Store, maxStateBytes = 1 << 16): Promise<RollbackRuntime> {
   const p2p = await P2P.open({ taskId: 't1', self: 0, taskKey: KEY });
   opened.push(p2p);
-  const channels = new RankChannels({ p2p, rank: 0, vpids: [0, 1], store, onFatal: () => undefined });
+  const chained = new ChainedStore(store);
+  const channels = new RankChannels({ p2p, rank: 0, vpids: [0, 1], store: chained, onFatal: () => undefined });
   const layer = new CommLayer(channels);
-  return new RollbackRuntime({ channels, layer, world: layer.create(0, [0, 1]), store, state, intervalMs: 10, maxStateBytes, now: () => 0 });
+  return new RollbackRuntime({ channels, layer, world: layer.create(0, [0, 1]), store: chained, state, intervalMs: 10, maxStateBytes, now: () => 0 });
 }
 
 const errorOf = (p: Promise<unknown>) => p.then(() => null, (e: unknown) => e as RollbackError);
@@ -77,9 +79,10 @@ describe('the registered state (PROTOCOL §11.3; issue 17 Bad input)', () => {
     const store = new Store();
     const p2p = await P2P.open({ taskId: 't1', self: 0, taskKey: KEY });
     opened.push(p2p);
-    const channels = new RankChannels({ p2p, rank: 0, vpids: [0, 1], store, onFatal: () => undefined });
+    const chained = new ChainedStore(store);
+    const channels = new RankChannels({ p2p, rank: 0, vpids: [0, 1], store: chained, onFatal: () => undefined });
     const layer = new CommLayer(channels);
-    const rt = new RollbackRuntime({ channels, layer, world: layer.create(0, [0, 1]), store, state: { a: 1 }, intervalMs: 10, maxStateBytes: 1 << 16, now: () => t });
+    const rt = new RollbackRuntime({ channels, layer, world: layer.create(0, [0, 1]), store: chained, state: { a: 1 }, intervalMs: 10, maxStateBytes: 1 << 16, now: () => t });
     expect(await rt.snapshot()).toBe(false);
     t = 10;
     expect(await rt.snapshot()).toBe(true);

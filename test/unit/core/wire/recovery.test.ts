@@ -53,7 +53,7 @@ describe('PROTOCOL §11.1: task.submit carries its recovery option', () => {
 describe('PROTOCOL §11.2: the mapping carries the rank table', () => {
   it('proc.mapping and the process\'s mapping round-trip with and without one', () => {
     const members = [{ vpid: 4, node: 'n1', endpoint: 'h:4' }];
-    for (const rollback of [null, { ranks: [4, 1], protectors: ['h:9', ''], marks: [[{ id: 3, logPos: 7, digest: Buffer.alloc(32, 1), protector: 'h:9' }], []], ...OPTIONS }]) {
+    for (const rollback of [null, { ranks: [4, 1], protectors: ['h:9', ''], marks: [[{ id: 3, logPos: 7, digest: Buffer.alloc(32, 1), protector: 'h:9', base: Buffer.alloc(32, 2), extent: 9, chain: Buffer.alloc(32, 3) }], []], ...OPTIONS }]) {
       const cmd: GroupCommand = { type: 'proc.mapping', task: 't1', vpids: [4], restarted: false, recovered: true, epoch: 2, quorum: 2, members, rollback };
       expect(roundTrip(groupCommand, cmd)).toEqual(cmd);
     }
@@ -76,5 +76,13 @@ describe('PROTOCOL §11.2: the mapping carries the rank table', () => {
     expect(code(rollbackMapping as Schema<unknown>, own(0, []))).toBe('WIRE_MALFORMED');
     expect(code(rollbackMapping as Schema<unknown>, own(0, [...full, 0]))).toBe('WIRE_LIMIT');
     expect(code(rollbackMapping as Schema<unknown>, null)).toBe('ok');
+  });
+
+  it('a mark whose log extent lies before its checkpoint\'s position, or whose chain is not 32 bytes, is refused (PROTOCOL §11.4)', () => {
+    const mark = (extent: number, chain = Buffer.alloc(32)) => ({ id: 1, logPos: 5, digest: Buffer.alloc(32), protector: 'h:9', base: Buffer.alloc(32), extent, chain });
+    const table = (m: ReturnType<typeof mark>) => rollbackTable.enc({ ranks: [0], protectors: [''], marks: [[m]], ...OPTIONS });
+    expect(code(rollbackTable as Schema<unknown>, table(mark(5)))).toBe('ok');
+    expect(code(rollbackTable as Schema<unknown>, table(mark(4)))).toBe('WIRE_MALFORMED');
+    expect(code(rollbackTable as Schema<unknown>, table(mark(6, Buffer.alloc(31))))).not.toBe('ok');
   });
 });
