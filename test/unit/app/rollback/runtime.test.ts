@@ -113,9 +113,17 @@ describe('init refuses what it cannot protect (issue 17 Bad input)', () => {
   });
 
   it('a mode not built yet is refused, with the options that work', async () => {
-    for (const m of [rb('cm'), rb('rbml', 'bsco'), rb('hmpl', 'sco')]) {
+    for (const m of [rb('cm'), rb('cm', 'sco')]) {
       const { e } = await open(m, { a: 1 });
-      expect(e?.message).toMatch(/not built yet.*--logging rbml or hmpl, and --checkpoint nco/);
+      expect(e?.message).toMatch(/not built yet.*--logging rbml or hmpl/);
+    }
+  });
+
+  it('PROTOCOL §11.7: rbml and hmpl with bsco and sco open, and a first incarnation puts its group\'s origin, checkpoint 1 at position 0', async () => {
+    for (const m of [rb('rbml', 'bsco'), rb('hmpl', 'sco')]) {
+      const { e, store } = await open(m, { a: 1 });
+      expect(e).toBeNull();
+      expect(store.checkpoints.map((c) => [c.id, c.logPos])).toEqual([[1, 0]]);
     }
   });
 
