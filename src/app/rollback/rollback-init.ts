@@ -172,4 +172,10 @@ export async function closeRollback(p: RollbackParts): Promise<void> {
   await p.channels.logged();
   p.channels.close(new Error('finalized'));
   await p.store.close();
+  // For the benches (TRINE_ROLLBACK_STATS=1): what this rank appended to its protector, what it
+  // held without a log entry (internal to its checkpoint group, §11.7), its checkpoints.
+  if (process.env.TRINE_ROLLBACK_STATS === '1') {
+    const st = { rank: p.channels.self, appended: p.channels.st.logPos, internal: p.channels.counters.internal, checkpoints: p.runtime.stats.checkpoints };
+    process.stderr.write(`trine: rollback stats ${JSON.stringify(st)}\n`);
+  }
 }
