@@ -6,6 +6,9 @@
 // are replaced, both restore the same complete checkpoint (the stderr recovery line), the other
 // groups only pause, and the answer equals heatReference bit for bit (`heat: verify OK`).
 //
+// Last, a node failure (`trine inject kill-node`): the whole group on it restarts, and the group
+// it protected moves its stores to the next protector and goes on.
+//
 // One cluster for the file; GMPI_DUMP=1 prints every task's logs at the end.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
@@ -16,7 +19,7 @@ import { GmpiCluster, REPO } from './gmpi-cluster.ts';
 import { trine } from './helpers.ts';
 
 /** How long a run may take on this loaded 2-core machine, from submit to its end. */
-const RUN_MS = 90_000;
+const RUN_MS = 120_000;
 /** How long a group's replacements may take to run. */
 const REPLACE_MS = 40_000;
 const POLL_MS = 250;
@@ -34,7 +37,7 @@ let cluster: GmpiCluster;
 const tasks: string[] = [];
 
 beforeAll(async () => {
-  cluster = await GmpiCluster.up('trine-rollback-sco-', ['--nodes', '3']);
+  cluster = await GmpiCluster.up('trine-rollback-sco-', ['--nodes', '3', '--allow-inject']);
 }, 120_000);
 
 afterAll(async () => {
@@ -53,10 +56,15 @@ async function diagnose(id: string): Promise<string> {
   return `${await cluster.describe(id)}\n${ps.code === 0 ? ps.stdout : ps.stderr}\n${dumpAll(id)}`;
 }
 
-const HEAT: HeatParams = { rows: 24, cols: 8192, steps: 60 };
+const HEAT: HeatParams = { rows: 24, cols: 8192, steps: 120 };
 const heatArgs = (p: HeatParams, paceMs: number): string[] =>
   ['--rows', String(p.rows), '--cols', String(p.cols), '--steps', String(p.steps), '--pace-ms', String(paceMs), '--verify'];
 const HEAT_LINE = /^\{"app":"heat"/;
+
+async function stop(id: string): Promise<void> {
+  const t = await cluster.task(id).catch(() => null);
+  if (t !== null && t.outcome === null) await trine(['kill', id, '--dir', cluster.dir]);
+}
 
 async function start(checkpoint: string): Promise<{ id: string; at: number }> {
   const failures: string[] = [];
@@ -111,7 +119,7 @@ describe('PROTOCOL §11.7, radic-hmpl A.2.8 and A.6: heat on 6 ranks, 2 per node
       const t0 = await cluster.task(id);
       // The placement: two ranks per node, the groups the group computed from it.
       const nodeOf = (rank: number) => t0.procs.find((p) => p.rank === rank)?.node;
-      for (const [a, b] of GROUPS) expect(nodeOf(a!), await diagnose(id)).toBe(nodeOf(b!));
+      for (const [a, b] of GROUPS) expect(nodeOf(a!), `ranks ${a} and ${b}`).toBe(nodeOf(b!));
       await sleep(Math.max(0, at + AFTER_CHECKPOINT_MS - Date.now()));
       const victim = holder(await cluster.task(id), 1);
       if (victim === undefined) throw new Error(`no running holder of rank 1:\n${await diagnose(id)}`);
@@ -141,4 +149,29 @@ describe('PROTOCOL §11.7, radic-hmpl A.2.8 and A.6: heat on 6 ranks, 2 per node
       expect(rec.get(1)!.restoredFrom, why).toBeGreaterThanOrEqual(1);
     }, 180_000);
   }
+});
+
+describe('PROTOCOL §11.7, radic-hmpl A.2.8 "a node failure naturally makes all of that node\'s processes roll back together": a node fails (trine inject kill-node)', () => {
+  it('sco, n1 (ranks 0 and 3; it protects the group on n3): the group restarts from one complete checkpoint, the protected group moves its stores, the answer is the reference\'s', async () => {
+    const { id, at } = await start('sco');
+    try {
+      const before = await cluster.task(id);
+      expect(before.procs.filter((p) => p.node === 'n1').map((p) => p.rank).sort()).toEqual([0, 3]);
+      await sleep(Math.max(0, at + AFTER_CHECKPOINT_MS - Date.now()));
+      const r = await trine(['inject', 'kill-node', 'n1', '--dir', cluster.dir]);
+      expect(r.code, r.stderr).toBe(0);
+      const t = await end(id);
+      const why = await diagnose(id);
+      expect(t.outcome, why).toBe('normal');
+      expect(vpidsOf(id).some((v) => cluster.lines(id, v).includes('heat: verify OK')), why).toBe(true);
+      const rec = recoveries(id);
+      expect([...rec.keys()].sort(), why).toEqual([0, 3]);
+      expect(rec.get(0)!.restoredFrom, why).toBe(rec.get(3)!.restoredFrom);
+      // Nothing was killed for a group: the node took the whole group.
+      const ps = await trine(['ps', id, '--dir', cluster.dir]);
+      expect(ps.stdout, why).not.toMatch(/killing VPID/);
+    } finally {
+      await stop(id);
+    }
+  }, 180_000);
 });
