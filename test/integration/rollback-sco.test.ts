@@ -58,6 +58,8 @@ const GROUPS = [0, 0, 2, 2];
 const STEPS = 12;
 const LEN = 32;
 let open: P2P[] = [];
+/** The logging mode the runs below use (each test sets it). */
+let logging: 'rbml' | 'hmpl' = 'rbml';
 
 afterEach(async () => {
   for (const p of open) await p.close({ bye: false });
@@ -73,7 +75,7 @@ async function makeRank(mode: Mode, rank: number, vpid: number, vpids: number[],
   open.push(p2p);
   const state = initialState(rank);
   const semi = mode === 'nco' ? null : mode;
-  const ch = new RankChannels({ p2p, rank, vpids, store, onFatal: () => undefined, ...(semi === null ? {} : { groups: GROUPS }) });
+  const ch = new RankChannels({ p2p, rank, vpids, store, onFatal: () => undefined, logging, ...(semi === null ? {} : { groups: GROUPS }) });
   const coordination = semi === null ? null : new GroupCheckpoint({ self: rank, groups: GROUPS, mode: semi, send: (r, f) => ch.sendGroupFrame(r, f) });
   if (coordination !== null) {
     ch.group = { onFrame: (r, f) => coordination.onFrame(r, f), onHaveSent: (r, fresh) => (fresh && coordination.forget(r), coordination.announce(r)) };
@@ -173,6 +175,7 @@ async function run(mode: Mode, crashAt: { rank: number; step: number; phase: str
 
 describe('PROTOCOL §11.7 semi-coordinated checkpoints over real sockets (radic-hmpl A.2.8, A.6)', () => {
   it('A.6 "the intra-node message log volume is ~0": BSCO and SCO append no internal message; NCO appends them all; the answers agree', async () => {
+    logging = 'rbml';
     const counts: Record<string, number> = {};
     const hists: string[] = [];
     for (const mode of ['nco', 'bsco', 'sco'] as const) {
@@ -192,9 +195,10 @@ describe('PROTOCOL §11.7 semi-coordinated checkpoints over real sockets (radic-
     expect(counts.sco).toBeLessThan(counts.nco!);
   });
 
-  for (const mode of ['bsco', 'sco'] as const) {
+  for (const [mode, log] of [['bsco', 'rbml'], ['sco', 'rbml'], ['bsco', 'hmpl'], ['sco', 'hmpl']] as const) {
     for (const phase of ['after-send', 'before-snapshot']) {
-      it(`${mode}: a member that crashes ${phase} takes its group down; both are restored from the same complete checkpoint and the answer is bit-identical (A.2.8 "rolls forward together")`, async () => {
+      it(`${mode} with ${log}: a member that crashes ${phase} takes its group down; both are restored from the same complete checkpoint and the answer is bit-identical (A.2.8 "rolls forward together")`, async () => {
+        logging = log;
         const reference = await run(mode, null);
         for (const p of open.splice(0)) await p.close({ bye: false });
         const { results, replaced } = await run(mode, { rank: 1, step: 9, phase });
@@ -210,6 +214,7 @@ describe('PROTOCOL §11.7 semi-coordinated checkpoints over real sockets (radic-
   }
 
   it('sco: members reach their interval at different snapshots; a message crossing the checkpoint line is logged, and a crash after it restores bit-identically', async () => {
+    logging = 'rbml';
     const lags = [0, 3, 0, 0]; // rank 1's interval is longer: rank 0 checkpoints first and rank 1 follows
     const reference = await run('sco', null, lags);
     for (const p of open.splice(0)) await p.close({ bye: false });
