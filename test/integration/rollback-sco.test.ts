@@ -12,7 +12,7 @@ import { P2P } from '../../src/app/gmpi/p2p.ts';
 import { decodeLogEntry } from '../../src/app/rollback/codec.ts';
 import { GroupCheckpoint } from '../../src/app/rollback/group-checkpoint.ts';
 import { RankChannels } from '../../src/app/rollback/rank-channels.ts';
-import { RollbackRuntime, type Mark, type RecoverableStore, type StoreContents, type StoredCheckpoint } from '../../src/app/rollback/runtime.ts';
+import { RollbackError, RollbackRuntime, type Mark, type RecoverableStore, type StoreContents, type StoredCheckpoint } from '../../src/app/rollback/runtime.ts';
 import { TEST_TASK_KEY } from './gmpi-test-tools.ts';
 
 /** A rank's store as the protector keeps it (PROTOCOL §11.4): two checkpoints, the log since the
@@ -170,7 +170,7 @@ async function run(mode: Mode, crashAt: { rank: number; step: number; phase: str
   const results: (State | null)[] = await Promise.all(runs);
   if (replacement !== null) await replacement;
   for (const n of replaced) results[n.rank] = n.state;
-  return { results: results as State[], stores, ranks, replaced };
+  return { results: results as State[], stores, ranks, replaced, marks };
 }
 
 describe('PROTOCOL §11.7 semi-coordinated checkpoints over real sockets (radic-hmpl A.2.8, A.6)', () => {
@@ -225,5 +225,24 @@ describe('PROTOCOL §11.7 semi-coordinated checkpoints over real sockets (radic-
     expect(replaced.map((n) => n.rank)).toEqual([0, 1]);
     expect(replaced[0]!.rt.stats.restoredFrom).toBe(replaced[1]!.rt.stats.restoredFrom);
     for (let r = 0; r < SIZE; r++) expect(results[r]!.hist).toEqual(reference.results[r]!.hist);
+  });
+
+  it('A.2.8 commit rule: the replacement restores the newest checkpoint every member recorded; one its protector corrupted is refused and not replaced by an older one (no member rolls back alone)', async () => {
+    logging = 'rbml';
+    const { stores, marks } = await run('bsco', null);
+    const newest = Math.min(...[0, 1].map((r) => Math.max(...marks[r]!.map((m) => m.id))));
+    expect(newest).toBeGreaterThan(1);
+    const fresh = await makeRank('bsco', 1, 21, [20, 21, 2, 3], stores[1]!, marks, true);
+    await fresh.rt.recover();
+    expect(fresh.rt.stats.restoredFrom).toBe(newest);
+    // The protector flips one bit of that checkpoint: refused, and the older one is not taken.
+    const c = stores[1]!.checkpoints.find((x) => x.id === newest)!;
+    const bytes = c.bytes.slice();
+    bytes[bytes.length - 1] = bytes[bytes.length - 1]! ^ 1;
+    stores[1]!.checkpoints = stores[1]!.checkpoints.map((x) => (x.id === newest ? { ...x, bytes } : x));
+    const again = await makeRank('bsco', 1, 22, [20, 22, 2, 3], stores[1]!, marks, true);
+    const e = await again.rt.recover().then(() => null, (x: unknown) => x);
+    expect(e).toBeInstanceOf(RollbackError);
+    expect((e as RollbackError).code).toBe('NO_CHECKPOINT');
   });
 });
