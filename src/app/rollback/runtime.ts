@@ -3,7 +3,9 @@
 // model) together with the channels' state, put in the rank's store (its protector); and, in a
 // replacement, the way back: fetch the store, take the newest checkpoint that decodes (and,
 // once the group's marks reach the library, whose digest matches, §11.4), else the one before,
-// restore the application's state and the channels', then re-inject the log after it.
+// restore the application's state and the channels', then re-inject the log after it. In a
+// checkpoint group (`bsco`/`sco`, §11.7) group-checkpoint.ts says when to checkpoint and with
+// which id (the group's epoch), and a replacement restores its group's newest complete one.
 //
 // The application's state is either hooks it gives (`save()` → bytes, `restore(bytes)`) or a
 // plain object, which the library encodes with msgpack and restores in place: the same object,
