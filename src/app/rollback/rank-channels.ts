@@ -10,6 +10,7 @@
 // A.2.5); a receive completes on a logged message, and a wildcard receive only once its
 // determinant is logged too. When a rank's process dies, sends to it wait (the survivors' pause)
 // until its replacement says what it holds (`have`); retained messages above that go again.
+// Inside a checkpoint group (§11.7) an internal message is held unlogged and acknowledged at once.
 import { assert } from '../../base/result.ts';
 import { ANY_SOURCE, type Message } from '../gmpi/matching.ts';
 import type { P2P } from '../gmpi/p2p.ts';
