@@ -58,7 +58,7 @@ export function deliverMapping(s: AgentProcs, cmd: ProcMapping, out: AgentProcsE
         out.push(logEffect('warn', 'proc.mapping.no-rank', { task: cmd.task, vpid }));
         continue;
       }
-      rollback = { rank, protector: cmd.rollback.protectors[rank] ?? '', ...cmd.rollback, ranks: [...cmd.rollback.ranks], protectors: [...cmd.rollback.protectors] };
+      rollback = { rank, protector: cmd.rollback.protectors[rank] ?? '', ...cmd.rollback, ranks: [...cmd.rollback.ranks], protectors: [...cmd.rollback.protectors], groups: [...cmd.rollback.groups] };
     }
     out.push({
       type: 'deliver', task: cmd.task, vpid,

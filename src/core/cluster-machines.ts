@@ -10,7 +10,7 @@ import { initialStep, step, type MachineAction, type MachineData } from '../../f
 import { MAX_FINISHED_TASKS } from './constants.ts';
 import { agentOf, note, type Run, type WorkItem } from './cluster-run.ts';
 import {
-  checkReplacementStarted, nextReplacement, rankDied, rankFilled, rankMembers, ranksEndedNormally, resetRanks, toProtectors,
+  assignGroups, checkReplacementStarted, nextReplacement, rankDied, rankFilled, rankMembers, ranksEndedNormally, resetRanks, toProtectors,
 } from './cluster-rollback.ts';
 import { broadcastSignal, liveMembers, rejudgeGroupRequest, sendMappings } from './cluster-signals.ts';
 import {
@@ -71,7 +71,9 @@ function noteTaskState(run: Run, rec: TaskRecord, before: string): void {
     case 'running':
       if (before === 'starting') {
         note(run, rec.id, null, `${rec.id} running: ${plural(c.vpids.length, 'process', 'processes')}`);
-        // Every member has connected and told its endpoint: the mapping goes out (spec §7 item 2).
+        // Every member has connected and told its endpoint: the mapping goes out (spec §7 item 2),
+        // with a semi-coordinated task's checkpoint groups, from this placement (§11.7).
+        assignGroups(rec);
         sendMappings(run, rec, liveMembers(rec), false);
       }
       return;

@@ -19,7 +19,7 @@
 // canonical state (cluster-view.ts, state-codec.ts) so the replicas' digests cover it.
 import type { FsmTaskEvent } from '../../fsm/fsm-task-types.ts';
 import { note, type Run } from './cluster-run.ts';
-import { procNode, procState, taskCtx, taskState, type ClusterState, type NodeRecord, type RankTable, type TaskRecord } from './cluster-state.ts';
+import { isFinal, procNode, procState, taskCtx, taskState, type ClusterState, type NodeRecord, type RankTable, type TaskRecord } from './cluster-state.ts';
 import {
   MAX_TASK_PROCS, ROLLBACK_MAX_INTERVAL_MS, ROLLBACK_MAX_REPLACEMENTS, ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS,
 } from './constants.ts';
@@ -35,7 +35,7 @@ export function createRankTable(size: number): RankTable {
   assert(Number.isInteger(size) && size >= 1, `rank table of ${size}`);
   return {
     ranks: Array.from({ length: size }, (_, r) => r), vacant: [], replacements: Array.from({ length: size }, () => 0), spawning: null,
-    marks: Array.from({ length: size }, () => []),
+    marks: Array.from({ length: size }, () => []), groups: Array.from({ length: size }, (_, r) => r),
   };
 }
 
@@ -67,6 +67,7 @@ export function resetRanks(rec: TaskRecord): void {
   t.vacant = [];
   t.spawning = null;
   t.marks = t.ranks.map(() => []); // a fresh start: no checkpoint of the old run applies
+  t.groups = t.ranks.map((_, r) => r); // until the new start's placement is known (assignGroups)
 }
 
 /** `vpid` of `rec`, on `node`, stored a checkpoint, or its log grew (§11.4, `rollback.mark`).
@@ -113,6 +114,55 @@ export function rankDied(run: Run, rec: TaskRecord, vpid: number): void {
     if (rank < 0) return; // not a rank holder: a replacement that already failed, say
   }
   if (!t.vacant.includes(rank)) t.vacant.push(rank);
+  killGroup(run, rec, rank);
+}
+
+/** The task started running (its first mapping goes out): a `bsco`/`sco` task's checkpoint
+ *  groups are the ranks placed on one node (PROTOCOL §11.7, radic-hmpl A.2.8 "all processes on
+ *  one node form a group"), each named by its lowest rank; fixed from now on, wherever a
+ *  replacement runs. Under `nco` every rank stays its own group. */
+export function assignGroups(rec: TaskRecord): void {
+  const t = rec.rollback;
+  if (t === null || rec.recovery.kind !== 'rollback' || rec.recovery.checkpoint === 'nco') return;
+  const lowest = new Map<string, number>();
+  t.groups = t.ranks.map((v, rank) => {
+    const node = procNode(rec, v);
+    if (node === null) return rank;
+    if (!lowest.has(node)) lowest.set(node, rank);
+    return lowest.get(node)!;
+  });
+}
+
+/** The ranks of `rank`'s checkpoint group, itself included, ascending. */
+export const groupOf = (t: RankTable, rank: number): number[] => t.ranks.flatMap((_, r) => (t.groups[r] === t.groups[rank] ? [r] : []));
+
+/** Rank `rank` died: in a `bsco`/`sco` task its whole checkpoint group rolls back together
+ *  (§11.7, radic-hmpl A.2.8 "the protector restarts the failed group ... rolls forward
+ *  together"), so the group terminates its other live holders, as a node failure would; their
+ *  ranks are vacant at once, and replaced once every holder of the group has ended. */
+function killGroup(run: Run, rec: TaskRecord, rank: number): void {
+  const t = rec.rollback;
+  if (t === null || rec.outcome !== null || rec.recovery.kind !== 'rollback' || rec.recovery.checkpoint === 'nco') return;
+  for (const r of groupOf(t, rank)) {
+    const vpid = t.ranks[r]!;
+    const d = rec.procs.get(vpid);
+    if (r === rank || t.vacant.includes(r) || d === undefined || isFinal(d)) continue;
+    t.vacant.push(r);
+    note(run, rec.id, vpid, `${rec.id} killing VPID ${vpid} (rank ${r}): rank ${rank} of its checkpoint group died, the group rolls back together`);
+    run.queue.push({ kind: 'proc', task: rec.id, vpid, event: { type: 'task.terminate' } });
+  }
+}
+
+/** A holder of `rank`'s checkpoint group still runs (it is being killed): the group's
+ *  replacements wait, so none restarts while an old member could still talk to it. */
+function groupStillAlive(rec: TaskRecord, rank: number): boolean {
+  const t = rec.rollback;
+  if (t === null) return false;
+  return groupOf(t, rank).some((r) => {
+    if (!t.vacant.includes(r)) return false;
+    const d = rec.procs.get(t.ranks[r]!);
+    return d !== undefined && !isFinal(d);
+  });
 }
 
 /** The event that serves the first vacant rank, or null (§11.2): only while FsmTask is Running
@@ -121,7 +171,7 @@ export function nextReplacement(run: Run, rec: TaskRecord): FsmTaskEvent | null 
   const t = rec.rollback;
   if (t === null || t.spawning !== null || taskState(rec) !== 'running') return null;
   const rank = t.vacant[0];
-  if (rank === undefined) return null;
+  if (rank === undefined || groupStillAlive(rec, rank)) return null;
   const done = t.replacements[rank] ?? 0;
   if (done >= ROLLBACK_MAX_REPLACEMENTS) {
     const reason = `rank ${rank} died again after ${done} replacements, the limit (ROLLBACK_MAX_REPLACEMENTS)`;
@@ -172,7 +222,7 @@ export function rollbackTableOf(rec: TaskRecord, nodes: ReadonlyMap<ProcessId, N
   const ring = protectorRing(nodes);
   const protectors = rec.rollback.ranks.map((v) => protectorAfter(ring, procNode(rec, v)));
   const marks = rec.rollback.marks.map((m) => m.map((x) => ({ ...x, digest: new Uint8Array(x.digest) })));
-  return { ranks: [...rec.rollback.ranks], protectors, marks, logging: r.logging, checkpoint: r.checkpoint, intervalMs: r.intervalMs, maxStateBytes: r.maxStateBytes };
+  return { ranks: [...rec.rollback.ranks], protectors, marks, groups: [...rec.rollback.groups], logging: r.logging, checkpoint: r.checkpoint, intervalMs: r.intervalMs, maxStateBytes: r.maxStateBytes };
 }
 
 /** The ring of protectors (PROTOCOL §11.4; radic-hmpl A.1): the live nodes whose agent runs
@@ -231,7 +281,7 @@ export function rankHeld(rec: TaskRecord, vpid: number): number | null {
 
 /** The canonical encoding of a task's rank table (the state digest and state transfer). */
 const ranksList = list(uint, MAX_TASK_PROCS);
-export const rankTable: Schema<RankTable | null> = nullable(struct<RankTable>(['ranks', 'vacant', 'replacements', 'spawning', 'marks'], {
-  ranks: ranksList, vacant: ranksList, replacements: ranksList, marks: list(list(rollbackMark, ROLLBACK_MARKS_KEPT), MAX_TASK_PROCS),
+export const rankTable: Schema<RankTable | null> = nullable(struct<RankTable>(['ranks', 'vacant', 'replacements', 'spawning', 'marks', 'groups'], {
+  ranks: ranksList, groups: ranksList, vacant: ranksList, replacements: ranksList, marks: list(list(rollbackMark, ROLLBACK_MARKS_KEPT), MAX_TASK_PROCS),
   spawning: nullable(struct<{ rank: number; vpid: number }>(['rank', 'vpid'], { rank: uint, vpid: uint })),
 }));

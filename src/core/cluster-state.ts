@@ -64,6 +64,9 @@ export type RankTable = {
   /** Per rank: its recorded checkpoints (PROTOCOL §11.4), oldest first, at most
    *  ROLLBACK_MARKS_KEPT. */
   marks: RollbackMark[][];
+  /** Per rank: its checkpoint group (PROTOCOL §11.7), the lowest rank placed on its node when
+   *  the task started running; each rank its own until then, and always under `nco`. */
+  groups: number[];
 };
 
 /** What was submitted (the request without its type and nonce). */

@@ -66,4 +66,22 @@ describe('PROTOCOL §11.2: a rollback task in the simulator', () => {
     expect(s.app('t1', 3).mapping?.rollback).toMatchObject({ rank: 2, ranks: [0, 1, 3] });
     finish(s);
   });
+
+  it('PROTOCOL §11.7, radic-hmpl A.2.8 "the failed group ... rolls forward together": under bsco a crashed rank\'s group partner is killed and both are replaced', () => {
+    const s = new TaskSim({ seed: 17, agents: 2, slots: 2, cores: realCores, trace: true });
+    s.world.start();
+    s.world.runUntil(50);
+    s.submit({ name: 'heat', size: 4, file: 'sim-linked', recovery: { ...ROLLBACK, checkpoint: 'bsco' } });
+    s.world.runUntil(200);
+    const apps = Array.from({ length: 4 }, (_, v) => s.app('t1', v));
+    const groups = apps[0]!.mapping?.rollback?.groups;
+    expect(groups).toEqual([0, 1, 0, 1]); // spread placement: VPIDs 0 and 2 on one node
+    const v = apps[0] as SimApp;
+    [...s.nodes.values()].find((n) => n.agent === v.agent)?.os.crash(v.pid);
+    s.world.runUntil(s.now + 2000);
+    const t = task(s);
+    expect(t.procs.filter((p) => p.state === 'running').map((p) => [p.vpid, p.rank])).toEqual([[1, 1], [3, 3], [4, 0], [5, 2]]);
+    expect(s.app('t1', 5).mapping?.rollback).toMatchObject({ rank: 2, ranks: [4, 1, 5, 3], groups: [0, 1, 0, 1] });
+    finish(s);
+  });
 });

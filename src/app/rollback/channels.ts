@@ -13,6 +13,7 @@
 // receiver how many of its messages to skip: silent re-execution).
 import { assert } from '../../base/result.ts';
 import { ANY_SOURCE, ANY_TAG, recvMatches } from '../gmpi/matching.ts';
+import type { ChannelSnapshot } from './codec.ts';
 
 /** Messages retained per destination before a send waits for acknowledgements (named bound,
  *  STYLE.md 9): RBML holds at most one per outstanding send, so this caps concurrent isends. */
@@ -38,9 +39,12 @@ export type RankStore = {
   putCheckpoint(id: number, logPos: number, bytes: Uint8Array): Promise<void>;
 };
 
-/** One application or library message as a channel carries it. */
+/** One application or library message as a channel carries it. `epoch`: its sender's epoch when
+ *  it was first sent (its last checkpoint id; PROTOCOL §11.7), which decides whether a message
+ *  between two ranks of one checkpoint group is logged. */
 export type Envelope = {
   readonly ssn: number;
+  readonly epoch: number;
   readonly comm: number;
   readonly tag: number;
   readonly structured: boolean;
@@ -77,10 +81,19 @@ export type ChannelState = {
   recvIndex: number;
   /** Replay: determinants read from the log, by receive index. */
   readonly replayDets: Map<number, Determinant>;
+  /** This rank's epoch: the id of the checkpoint it last took or restored (0: none). */
+  epoch: number;
+  /** Per rank: whether it is another rank of this one's checkpoint group (PROTOCOL §11.7);
+   *  all false under `nco`. */
+  readonly sameGroup: readonly boolean[];
+  /** Per source rank: internal messages held (not logged, §11.7) above `loggedIn`, waiting for
+   *  an earlier message of the same source to be logged before they count. */
+  readonly heldAhead: Set<number>[];
 };
 
-export function createChannelState(self: number, size: number): ChannelState {
+export function createChannelState(self: number, size: number, groups?: readonly number[]): ChannelState {
   assert(Number.isInteger(size) && size >= 1 && self >= 0 && self < size, 'rank within size');
+  assert(groups === undefined || groups.length === size, 'one group per rank');
   return {
     self, size,
     nextSsn: new Array<number>(size).fill(1),
@@ -89,7 +102,20 @@ export function createChannelState(self: number, size: number): ChannelState {
     peerHave: Array.from({ length: size }, (_, r) => (r === self ? Number.MAX_SAFE_INTEGER : null)),
     retained: Array.from({ length: size }, () => new Map<number, Envelope>()),
     queue: [], logPos: 0, loggedUpTo: 0, unloggedSources: new Map(), recvIndex: 0, replayDets: new Map(),
+    epoch: 0, sameGroup: Array.from({ length: size }, (_, r) => r !== self && groups !== undefined && groups[r] === groups[self]),
+    heldAhead: Array.from({ length: size }, () => new Set<number>()),
   };
+}
+
+/** Whether a message arriving from `source` must be logged (PROTOCOL §11.7; radic-hmpl A.2.8):
+ *  a message between two ranks of one checkpoint group is *internal* and not logged when its
+ *  sender's epoch is at least the receiver's (a group rollback to any checkpoint either makes
+ *  its sender send it again or finds it in the receiver's checkpoint); one whose sender's epoch
+ *  is lower crossed the receiver's checkpoint line, and is logged (SCO's rule, A.2.8: a
+ *  checkpointed process logs what it receives until its group is done; we log exactly the
+ *  crossing messages). A message from another group is always logged, as under NCO. */
+export function mustLog(senderEpoch: number, receiverEpoch: number, sameGroup: boolean): boolean {
+  return !sameGroup || senderEpoch < receiverEpoch;
 }
 
 // ---- sending ---------------------------------------------------------------------------------
@@ -99,12 +125,12 @@ export function createChannelState(self: number, size: number): ChannelState {
 export type SendPlan = { readonly kind: 'skip' | 'local' | 'transmit'; readonly env: Envelope };
 
 /** Number the next message to `dest`. The caller has waited for `peerHave[dest]`. */
-export function planSend(st: ChannelState, dest: number, m: Omit<Envelope, 'ssn'>): SendPlan {
+export function planSend(st: ChannelState, dest: number, m: Omit<Envelope, 'ssn' | 'epoch'>): SendPlan {
   const have = st.peerHave[dest];
   assert(have !== undefined && have !== null, 'send waits for the peer incarnation');
   const ssn = st.nextSsn[dest]!;
   st.nextSsn[dest] = ssn + 1;
-  const env: Envelope = { ...m, ssn };
+  const env: Envelope = { ...m, ssn, epoch: st.epoch };
   if (dest === st.self) {
     st.lastIn[dest] = ssn;
     st.loggedIn[dest] = ssn;
@@ -156,6 +182,9 @@ export function onPeerLost(st: ChannelState, peer: number): void {
 export type ArrivalVerdict =
   /** Logged at positions pos − parts + 1 … pos (one per fragment). */
   | { readonly kind: 'new'; readonly pos: number; readonly parts: number }
+  /** Internal to the checkpoint group (§11.7): held without a log entry; acknowledge up to
+   *  `loggedIn` now. */
+  | { readonly kind: 'internal'; readonly loggedIn: number }
   /** Already arrived: acknowledge again up to `loggedIn` (the sender may have missed it). */
   | { readonly kind: 'duplicate'; readonly loggedIn: number }
   | { readonly kind: 'gap'; readonly expected: number }
@@ -169,6 +198,12 @@ export function onArrive(st: ChannelState, source: number, env: Envelope): Arriv
   if (env.ssn !== last + 1) return { kind: 'gap', expected: last + 1 };
   if (st.queue.length >= MAX_QUEUED_MESSAGES) return { kind: 'full' };
   st.lastIn[source] = env.ssn;
+  if (!mustLog(env.epoch, st.epoch, st.sameGroup[source] === true)) {
+    st.queue.push({ ...env, source, pos: 0, logged: true });
+    st.heldAhead[source]!.add(env.ssn);
+    advanceHeld(st, source);
+    return { kind: 'internal', loggedIn: st.loggedIn[source]! };
+  }
   const parts = fragmentsOf(env.data.length);
   st.logPos += parts;
   const pos = st.logPos;
@@ -187,10 +222,33 @@ export function onLogged(st: ChannelState, upTo: number): Map<number, number> {
     if (pos > upTo) continue;
     st.unloggedSources.delete(pos);
     if (ssn > st.loggedIn[source]!) st.loggedIn[source] = ssn;
+    advanceHeld(st, source);
     acks.set(source, st.loggedIn[source]!);
   }
   for (const m of st.queue) if (m.pos <= upTo) m.logged = true;
   return acks;
+}
+
+/** Internal messages count as held once every earlier message of their source is logged or
+ *  held: `loggedIn` (what a `have` and an ack say) never covers a message not yet logged. */
+function advanceHeld(st: ChannelState, source: number): void {
+  const held = st.heldAhead[source]!;
+  for (const ssn of held) if (ssn <= st.loggedIn[source]!) held.delete(ssn);
+  while (held.delete(st.loggedIn[source]! + 1)) st.loggedIn[source] = st.loggedIn[source]! + 1;
+}
+
+/** Bytes sent and not yet acknowledged: HMPL's sender TB. */
+export function retainedBytes(st: ChannelState): number {
+  let n = 0;
+  for (const kept of st.retained) for (const env of kept.values()) n += env.data.length;
+  return n;
+}
+
+/** Bytes arrived and not yet logged: HMPL's receiver TB. */
+export function unloggedBytes(st: ChannelState): number {
+  let n = 0;
+  for (const m of st.queue) if (!m.logged) n += m.data.length;
+  return n;
 }
 
 /** Assign the next log position to a determinant entry. */
@@ -220,6 +278,17 @@ export function take(st: ChannelState, p: Pattern, index: number, needLogged: bo
 }
 
 // ---- replay ------------------------------------------------------------------------------------
+
+/** A replacement starts from a checkpoint's channels `c`, taken at log position `logPos`. */
+export function restoreChannels(st: ChannelState, c: ChannelSnapshot, logPos: number): void {
+  c.nextSsn.forEach((v, r) => (st.nextSsn[r] = v));
+  c.lastIn.forEach((v, r) => (st.lastIn[r] = v));
+  c.loggedIn.forEach((v, r) => (st.loggedIn[r] = v));
+  st.recvIndex = c.recvIndex;
+  st.queue = c.queue.map((m) => ({ ...m, logged: true }));
+  st.logPos = logPos;
+  st.loggedUpTo = logPos;
+}
 
 /** A logged message re-enters the queue on replay, logged, at its (last fragment's) position. */
 export function replayMessage(st: ChannelState, source: number, pos: number, env: Envelope): void {

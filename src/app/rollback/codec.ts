@@ -4,11 +4,16 @@
 // truncated or oversized input is a typed error, never a throw.
 //
 //   channel frame (the payload of one P2P library message on ROLLBACK_COMM):
-//     kind u8 = 1 data ‖ ssn u32 ‖ comm u32 ‖ tag i32 ‖ structured u8 ‖ data
+//     kind u8 = 1 data ‖ ssn u32 ‖ epoch u32 ‖ comm u32 ‖ tag i32 ‖ structured u8 ‖ data
 //     kind u8 = 2 ack  ‖ upTo u32                        (every ssn ≤ upTo is logged)
 //     kind u8 = 3 have ‖ rank u32 ‖ have u32             (this incarnation holds rank's ≤ have)
+//   and, between the ranks of one checkpoint group (PROTOCOL §11.7):
+//     kind u8 = 4 epoch   ‖ stored u32 ‖ floor u32       (my epoch; the highest id my store holds)
+//     kind u8 = 5 prepare ‖ round u32                    (BSCO: the leader asks for a checkpoint)
+//     kind u8 = 6 ready   ‖ round u32 ‖ calls u32        (my snapshot() calls so far)
+//     kind u8 = 7 commit  ‖ round u32 ‖ id u32 ‖ at u32  (take checkpoint id at snapshot() call at)
 //   log entry (an opaque blob to the protector):
-//     kind u8 = 1 message     ‖ source u32 ‖ ssn u32 ‖ comm u32 ‖ tag i32 ‖ structured u8 ‖ data
+//     kind u8 = 1 message     ‖ source u32 ‖ ssn u32 ‖ epoch u32 ‖ comm u32 ‖ tag i32 ‖ structured u8 ‖ data
 //     kind u8 = 2 determinant ‖ index u32 ‖ source u32 ‖ ssn u32
 //     kind u8 = 3 fragment    ‖ source u32 ‖ ssn u32 ‖ comm u32 ‖ tag i32 ‖ structured u8
 //                             ‖ index u32 ‖ total u32 ‖ the index-th LOG_FRAGMENT_BYTES of the data
@@ -29,9 +34,23 @@ const malformed = (detail: string) => err('WIRE_MALFORMED', detail);
 export type ChannelFrame =
   | { readonly kind: 'data'; readonly env: Envelope }
   | { readonly kind: 'ack'; readonly upTo: number }
-  | { readonly kind: 'have'; readonly rank: number; readonly have: number };
+  | { readonly kind: 'have'; readonly rank: number; readonly have: number }
+  | GroupFrame;
+/** The frames of a checkpoint group's coordination (group-checkpoint.ts, PROTOCOL §11.7). */
+export type GroupFrame =
+  | { readonly kind: 'epoch'; readonly stored: number; readonly floor: number }
+  | { readonly kind: 'prepare'; readonly round: number }
+  | { readonly kind: 'ready'; readonly round: number; readonly calls: number }
+  | { readonly kind: 'commit'; readonly round: number; readonly id: number; readonly at: number };
 
-const DATA_HEADER = 1 + 4 + 4 + 4 + 1;
+const DATA_HEADER = 1 + 4 + 4 + 4 + 4 + 1;
+/** The fixed frames: kind code and their u32 fields, in order. */
+const FIXED = {
+  ack: [2, ['upTo']], have: [3, ['rank', 'have']], epoch: [4, ['stored', 'floor']], prepare: [5, ['round']],
+  ready: [6, ['round', 'calls']], commit: [7, ['round', 'id', 'at']],
+} as const;
+type FixedKind = keyof typeof FIXED;
+const KIND_OF_CODE = new Map<number, FixedKind>(Object.entries(FIXED).map(([k, [code]]) => [code, k as FixedKind]));
 
 export function encodeChannelFrame(f: ChannelFrame): Uint8Array {
   if (f.kind === 'data') {
@@ -39,46 +58,41 @@ export function encodeChannelFrame(f: ChannelFrame): Uint8Array {
     const v = new DataView(out.buffer);
     out[0] = 1;
     v.setUint32(1, f.env.ssn);
-    v.setUint32(5, f.env.comm);
-    v.setInt32(9, f.env.tag);
-    out[13] = f.env.structured ? 1 : 0;
+    v.setUint32(5, f.env.epoch);
+    v.setUint32(9, f.env.comm);
+    v.setInt32(13, f.env.tag);
+    out[17] = f.env.structured ? 1 : 0;
     out.set(f.env.data, DATA_HEADER);
     return out;
   }
-  const out = new Uint8Array(f.kind === 'ack' ? 5 : 9);
+  const [code, fields] = FIXED[f.kind];
+  const out = new Uint8Array(1 + 4 * fields.length);
   const v = new DataView(out.buffer);
-  out[0] = f.kind === 'ack' ? 2 : 3;
-  if (f.kind === 'ack') v.setUint32(1, f.upTo);
-  else {
-    v.setUint32(1, f.rank);
-    v.setUint32(5, f.have);
-  }
+  out[0] = code;
+  fields.forEach((name, i) => v.setUint32(1 + 4 * i, (f as unknown as Record<string, number>)[name]!));
   return out;
 }
 
 export function decodeChannelFrame(b: Uint8Array): Result<ChannelFrame> {
   if (b.length < 1) return malformed('empty frame');
   const v = new DataView(b.buffer, b.byteOffset, b.length);
-  switch (b[0]) {
-    case 1: {
-      if (b.length < DATA_HEADER) return malformed('short data frame');
-      const flag = b[13];
-      if (flag !== 0 && flag !== 1) return malformed('bad structured flag');
-      const ssn = v.getUint32(1);
-      if (ssn === 0) return malformed('ssn 0');
-      return ok({ kind: 'data', env: { ssn, comm: v.getUint32(5), tag: v.getInt32(9), structured: flag === 1, data: b.slice(DATA_HEADER) } });
-    }
-    case 2:
-      return b.length === 5 ? ok({ kind: 'ack', upTo: v.getUint32(1) }) : malformed('ack frame size');
-    case 3: {
-      if (b.length !== 9) return malformed('have frame size');
-      const rank = v.getUint32(1);
-      if (rank >= MAX_RANKS) return malformed('rank out of range');
-      return ok({ kind: 'have', rank, have: v.getUint32(5) });
-    }
-    default:
-      return malformed(`unknown frame kind ${b[0]}`);
+  if (b[0] === 1) {
+    if (b.length < DATA_HEADER) return malformed('short data frame');
+    const flag = b[17];
+    if (flag !== 0 && flag !== 1) return malformed('bad structured flag');
+    const ssn = v.getUint32(1);
+    if (ssn === 0) return malformed('ssn 0');
+    return ok({ kind: 'data', env: { ssn, epoch: v.getUint32(5), comm: v.getUint32(9), tag: v.getInt32(13), structured: flag === 1, data: b.slice(DATA_HEADER) } });
   }
+  const kind = KIND_OF_CODE.get(b[0]!);
+  if (kind === undefined) return malformed(`unknown frame kind ${b[0]}`);
+  const fields = FIXED[kind][1];
+  if (b.length !== 1 + 4 * fields.length) return malformed(`${kind} frame size`);
+  const f: Record<string, unknown> = { kind };
+  fields.forEach((name, i) => (f[name] = v.getUint32(1 + 4 * i)));
+  if (kind === 'have' && (f.rank as number) >= MAX_RANKS) return malformed('rank out of range');
+  if (kind === 'commit' && f.id === 0) return malformed('checkpoint id 0');
+  return ok(f as ChannelFrame);
 }
 
 // ---- log entries ---------------------------------------------------------------------------------
@@ -145,7 +159,8 @@ export function decodeLogEntry(b: Uint8Array, size: number): Result<LogEntry> {
     const source = v.getUint32(1);
     const [ssn, index, total, flag] = [v.getUint32(5), v.getUint32(18), v.getUint32(22), b[17]];
     if (source >= size || ssn === 0 || (flag !== 0 && flag !== 1) || total < 2 || index >= total) return malformed('fragment fields');
-    const env = { ssn, comm: v.getUint32(9), tag: v.getInt32(13), structured: flag === 1, data: b.slice(FRAGMENT_HEADER) };
+    // A fragment does not carry its sender's epoch: replay never needs it.
+    const env = { ssn, epoch: 0, comm: v.getUint32(9), tag: v.getInt32(13), structured: flag === 1, data: b.slice(FRAGMENT_HEADER) };
     return ok({ kind: 'fragment', source, env, index, total });
   }
   if (b[0] !== 1 || b.length < 5) return malformed('unknown log entry');
@@ -171,7 +186,8 @@ export type ChannelSnapshot = {
   queue: Arrived[];
 };
 /** `collectives`: how many collectives the world communicator had begun (their tags follow). */
-export type CheckpointBody = { id: number; logPos: number; app: Uint8Array; channels: ChannelSnapshot; collectives: number };
+/** `origin`: a checkpoint group's checkpoint 1, put at init: the start, nothing to restore (§11.7). */
+export type CheckpointBody = { id: number; logPos: number; app: Uint8Array; channels: ChannelSnapshot; collectives: number; origin?: boolean };
 
 const packr = new Packr({ useRecords: false, moreTypes: true });
 
@@ -184,11 +200,11 @@ const u32List = (x: unknown, n: number): x is number[] => Array.isArray(x) && x.
 function checkArrived(x: unknown, size: number): Arrived | null {
   if (typeof x !== 'object' || x === null) return null;
   const m = x as Record<string, unknown>;
-  const fields = [m.ssn, m.comm, m.source, m.pos];
+  const fields = [m.ssn, m.epoch, m.comm, m.source, m.pos];
   if (!fields.every(isU32) || (m.source as number) >= size) return null;
   if (typeof m.tag !== 'number' || !Number.isInteger(m.tag) || typeof m.structured !== 'boolean' || !(m.data instanceof Uint8Array)) return null;
   return {
-    ssn: m.ssn as number, comm: m.comm as number, tag: m.tag, structured: m.structured, data: m.data,
+    ssn: m.ssn as number, epoch: m.epoch as number, comm: m.comm as number, tag: m.tag, structured: m.structured, data: m.data,
     source: m.source as number, pos: m.pos as number, logged: true,
   };
 }
@@ -205,6 +221,7 @@ export function decodeCheckpoint(b: Uint8Array, size: number, maxBytes: number):
   if (typeof x !== 'object' || x === null) return malformed('checkpoint is not a map');
   const c = x as Record<string, unknown>;
   if (c.v !== 1 || !isU32(c.id) || !isU32(c.logPos) || !isU32(c.collectives) || !(c.app instanceof Uint8Array)) return malformed('checkpoint header');
+  if (c.origin !== undefined && c.origin !== true) return malformed('checkpoint origin flag');
   const ch = c.channels as Record<string, unknown> | undefined;
   if (typeof ch !== 'object' || ch === null) return malformed('checkpoint channels');
   if (!u32List(ch.nextSsn, size) || !u32List(ch.lastIn, size) || !u32List(ch.loggedIn, size) || !isU32(ch.recvIndex)) {
@@ -218,7 +235,7 @@ export function decodeCheckpoint(b: Uint8Array, size: number, maxBytes: number):
     queue.push(m);
   }
   return ok({
-    id: c.id, logPos: c.logPos, app: c.app, collectives: c.collectives,
+    id: c.id, logPos: c.logPos, app: c.app, collectives: c.collectives, ...(c.origin === true ? { origin: true } : {}),
     channels: { nextSsn: ch.nextSsn, lastIn: ch.lastIn, loggedIn: ch.loggedIn, recvIndex: ch.recvIndex, queue },
   });
 }

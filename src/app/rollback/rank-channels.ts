@@ -10,16 +10,17 @@
 // A.2.5); a receive completes on a logged message, and a wildcard receive only once its
 // determinant is logged too. When a rank's process dies, sends to it wait (the survivors' pause)
 // until its replacement says what it holds (`have`); retained messages above that go again.
+// Inside a checkpoint group (§11.7) an internal message is held unlogged and acknowledged at once.
 import { assert } from '../../base/result.ts';
 import { ANY_SOURCE, type Message } from '../gmpi/matching.ts';
 import type { P2P } from '../gmpi/p2p.ts';
 import { P2PError } from '../gmpi/p2p-types.ts';
 import {
-  createChannelState, isWildcard, nextLogPos, onAck, onArrive, onHave, onLogged, onPeerLost, planSend, take,
+  createChannelState, isWildcard, nextLogPos, onAck, onArrive, onHave, onLogged, onPeerLost, planSend, restoreChannels, retainedBytes, take, unloggedBytes,
   HMPL_TB_BYTES, type ChannelState, type Envelope, type Pattern, type RankStore,
 } from './channels.ts';
 import { Replayer } from './replay.ts';
-import { decodeChannelFrame, encodeChannelFrame, encodeLogEntry, encodeMessageEntries, type ChannelSnapshot, type LogEntry } from './codec.ts';
+import { decodeChannelFrame, encodeChannelFrame, encodeLogEntry, encodeMessageEntries, type ChannelSnapshot, type GroupFrame, type LogEntry } from './codec.ts';
 
 /** The communicator id the channel frames travel on: outside any id G-MPI hands out (world is 0,
  *  recovered ones are epochs), so no application receive ever sees them. */
@@ -39,12 +40,17 @@ export type RankChannelsOptions = {
    *  room, except a wildcard receive, which waits for its message and determinant to be logged
    *  (radic-hmpl B.3). */
   readonly logging?: 'rbml' | 'hmpl';
+  /** Per rank, its checkpoint group (PROTOCOL §11.7); absent under `nco`. */
+  readonly groups?: readonly number[];
   /** The store failed or a peer broke the protocol: the process must fail visibly (it never
    *  runs on unprotected). */
   readonly onFatal: (e: Error) => void;
 };
 
 type Waiter = { resolve: () => void; reject: (e: Error) => void };
+/** The checkpoint group's coordination (group-checkpoint.ts): its frames, and each `have` we
+ *  send (`fresh`: to a new holder of the rank), after which it tells the rank its epoch. */
+export type GroupHooks = { onFrame(rank: number, f: GroupFrame): void; onHaveSent(rank: number, fresh: boolean): void };
 type RecvWaiter = { pattern: Pattern; index: number; resolve: (m: Message) => void; reject: (e: Error) => void };
 
 export class RankChannels {
@@ -68,7 +74,8 @@ export class RankChannels {
   private readonly storedAhead = new Set<number>();
   private readonly haveSentTo = new Set<number>();
   private closed: Error | null = null;
-  readonly counters = { duplicates: 0, gaps: 0, malformed: 0, foreign: 0, resent: 0, skipped: 0 };
+  group: GroupHooks | null = null;
+  readonly counters = { duplicates: 0, gaps: 0, malformed: 0, foreign: 0, resent: 0, skipped: 0, internal: 0 };
 
   constructor(o: RankChannelsOptions) {
     this.p2p = o.p2p;
@@ -77,7 +84,7 @@ export class RankChannels {
     this.store = o.store;
     this.onFatal = o.onFatal;
     this.hybrid = o.logging === 'hmpl';
-    this.st = createChannelState(o.rank, o.vpids.length);
+    this.st = createChannelState(o.rank, o.vpids.length, o.groups);
     this.replayer = new Replayer(this.st);
     this.haveWaiters = o.vpids.map(() => []);
     this.ackWaiters = o.vpids.map(() => new Map());
@@ -108,11 +115,9 @@ export class RankChannels {
     return this.receive({ source, tag, comm });
   }
   isDiscarded(): boolean {
-    return false;
+    return false; // rollback tasks never replace a communicator: ranks outlive their processes
   }
-  discardComm(): void {
-    // Rollback tasks never replace a communicator: ranks outlive their processes.
-  }
+  discardComm(): void {}
   callError(): P2PError | null {
     return this.closed === null ? null : new P2PError('CLOSED', this.closed.message);
   }
@@ -153,13 +158,7 @@ export class RankChannels {
 
   /** A replacement starts from checkpoint `c` taken at log position `logPos`. */
   restore(c: ChannelSnapshot, logPos: number): void {
-    c.nextSsn.forEach((v, r) => (this.st.nextSsn[r] = v));
-    c.lastIn.forEach((v, r) => (this.st.lastIn[r] = v));
-    c.loggedIn.forEach((v, r) => (this.st.loggedIn[r] = v));
-    this.st.recvIndex = c.recvIndex;
-    this.st.queue = c.queue.map((m) => ({ ...m, logged: true }));
-    this.st.logPos = logPos;
-    this.st.loggedUpTo = logPos;
+    restoreChannels(this.st, c, logPos);
   }
 
   /** Call `f` once the program has taken every replayed message and determinant. */
@@ -192,7 +191,7 @@ export class RankChannels {
 
   // ---- internals -------------------------------------------------------------------------------
 
-  private async post(dest: number, m: Omit<Envelope, 'ssn'>): Promise<void> {
+  private async post(dest: number, m: Omit<Envelope, 'ssn' | 'epoch'>): Promise<void> {
     if (this.closed !== null) throw new P2PError('CLOSED', this.closed.message);
     if (!Number.isInteger(dest) || dest < 0 || dest >= this.st.size) throw new P2PError('BAD_RANK', `rank ${dest} not in 0..${this.st.size - 1}`);
     while (this.st.peerHave[dest] === null) await new Promise<void>((resolve, reject) => this.haveWaiters[dest]!.push({ resolve, reject }));
@@ -209,7 +208,7 @@ export class RankChannels {
     this.transmit(dest, plan.env);
     // HMPL: the payload waits in the sender TB and the send completes now, unless the TB is
     // full, when it waits for its acknowledgement as RBML does (radic-hmpl B.3).
-    if (this.hybrid && this.retainedBytes() <= HMPL_TB_BYTES) {
+    if (this.hybrid && retainedBytes(this.st) <= HMPL_TB_BYTES) {
       acked.catch(() => undefined);
       return;
     }
@@ -226,10 +225,16 @@ export class RankChannels {
     this.p2p.sendLib(this.vpids[dest]!, ROLLBACK_TAG, frame, ROLLBACK_COMM).catch(() => undefined);
   }
 
-  private sendHave(rank: number): void {
+  private sendHave(rank: number, fresh = false): void {
     this.haveSentTo.add(this.vpids[rank]!);
     // What we hold logged, not what arrived: a re-executing sender skips up to it (PROTOCOL §11.3).
     this.frameTo(rank, encodeChannelFrame({ kind: 'have', rank: this.self, have: this.st.loggedIn[rank]! }));
+    this.group?.onHaveSent(rank, fresh);
+  }
+
+  /** A checkpoint group's coordination frame to `rank` (§11.7). */
+  sendGroupFrame(rank: number, f: GroupFrame): void {
+    this.frameTo(rank, encodeChannelFrame(f));
   }
 
   private async receive(pattern: Pattern): Promise<Message> {
@@ -267,10 +272,7 @@ export class RankChannels {
    *  an orphan otherwise, radic-hmpl B.3 Fig. 7), or any receive while the receiver TB is full. */
   private mustBeLogged(p: Pattern): boolean {
     if (!this.hybrid) return true;
-    if (isWildcard(p)) return true;
-    let unlogged = 0;
-    for (const m of this.st.queue) if (!m.logged) unlogged += m.data.length;
-    return unlogged > HMPL_TB_BYTES;
+    return isWildcard(p) || unloggedBytes(this.st) > HMPL_TB_BYTES;
   }
 
   /** Resolves once the store holds every entry appended so far (HMPL lets receives run ahead of
@@ -285,13 +287,6 @@ export class RankChannels {
   drained(): Promise<void> {
     if (this.retainedCount() === 0) return Promise.resolve();
     return new Promise((resolve) => this.drainWaiters.push(resolve));
-  }
-
-  /** Bytes sent and not yet acknowledged: the sender TB. */
-  private retainedBytes(): number {
-    let n = 0;
-    for (const kept of this.st.retained) for (const env of kept.values()) n += env.data.length;
-    return n;
   }
 
   private released(): void {
@@ -349,6 +344,7 @@ export class RankChannels {
       this.counters.foreign++;
       return;
     }
+    if (f.value.kind !== 'data' && f.value.kind !== 'ack') return this.group?.onFrame(rank, f.value);
     if (f.value.kind === 'ack') {
       onAck(this.st, rank, f.value.upTo);
       this.released();
@@ -360,9 +356,12 @@ export class RankChannels {
       return;
     }
     const v = onArrive(this.st, rank, f.value.env);
-    if (v.kind === 'duplicate') {
-      this.counters.duplicates++;
+    if (v.kind === 'duplicate' || v.kind === 'internal') {
+      // Internal to the group (§11.7): held without a log entry, acknowledged at once.
+      if (v.kind === 'duplicate') this.counters.duplicates++;
+      else this.counters.internal++;
       if (v.loggedIn > 0) this.frameTo(rank, encodeChannelFrame({ kind: 'ack', upTo: v.loggedIn }));
+      if (v.kind === 'internal') this.settleReceives();
     } else if (v.kind === 'gap' || v.kind === 'full') {
       this.counters.gaps++;
       const e = new Error(v.kind === 'gap' ? `rank ${rank} skipped to ssn ${f.value.env.ssn} (expected ${v.expected})` : 'receive queue full');
@@ -382,7 +381,8 @@ export class RankChannels {
       return;
     }
     if (vpid < this.vpids[rank]!) return; // an older incarnation
-    if (vpid !== this.vpids[rank]) this.haveSentTo.delete(this.vpids[rank]!);
+    const fresh = vpid !== this.vpids[rank];
+    if (fresh) this.haveSentTo.delete(this.vpids[rank]!);
     this.vpids[rank] = vpid;
     const again = onHave(this.st, rank, have);
     this.released();
@@ -393,7 +393,7 @@ export class RankChannels {
     }
     this.counters.resent += again.length;
     for (const env of again) this.transmit(rank, env);
-    if (!this.haveSentTo.has(vpid)) this.sendHave(rank);
+    if (!this.haveSentTo.has(vpid)) this.sendHave(rank, fresh);
     for (const w of this.haveWaiters[rank]!.splice(0)) w.resolve();
   }
 }

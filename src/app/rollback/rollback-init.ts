@@ -13,6 +13,7 @@ import { ProtectorClient } from './protector-client.ts';
 import { RankChannels } from './rank-channels.ts';
 import { FailoverStore } from './failover-store.ts';
 import { ChainedStore, LOG_EXTENT_REPORT_MS } from './log-chain.ts';
+import { GroupCheckpoint } from './group-checkpoint.ts';
 import { checkRegisteredState, RollbackError, RollbackRuntime, type Mark, type MarkBody, type RecoverableStore, type RegisteredState } from './runtime.ts';
 
 /** The rollback part of the mapping (§11.2): this process's rank and protector, every rank's
@@ -30,7 +31,8 @@ export const ROLLBACK_FATAL_EXIT = 70;
 
 /** The logging modes this library carries out; the others are refused at init (§11.5). */
 export const BUILT_LOGGING: readonly RollbackMapping['logging'][] = ['rbml', 'hmpl'];
-export const BUILT_CHECKPOINTS: readonly RollbackMapping['checkpoint'][] = ['nco'];
+/** Uncoordinated, and semi-coordinated per checkpoint group (§11.7). */
+export const BUILT_CHECKPOINTS: readonly RollbackMapping['checkpoint'][] = ['nco', 'bsco', 'sco'];
 
 export type RollbackParts = {
   readonly channels: RankChannels;
@@ -123,16 +125,31 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
   }
   const state = checkRegisteredState(a.state);
   if (!BUILT_LOGGING.includes(rb.logging) || !BUILT_CHECKPOINTS.includes(rb.checkpoint)) {
-    throw new RollbackError('BAD_STATE', `logging ${rb.logging} with ${rb.checkpoint} checkpoints is not built yet (PROTOCOL §11.5): submit with --logging rbml or hmpl, and --checkpoint nco`);
+    throw new RollbackError('BAD_STATE', `logging ${rb.logging} with ${rb.checkpoint} checkpoints is not built yet (PROTOCOL §11.5): submit with --logging rbml or hmpl`);
   }
   const store = new ChainedStore(await a.connectStore());
   try {
-    const channels = new RankChannels({ p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal, logging: rb.logging === 'hmpl' ? 'hmpl' : 'rbml' });
+    const semi = rb.checkpoint === 'nco' ? null : rb.checkpoint;
+    const channels = new RankChannels({
+      p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal, logging: rb.logging === 'hmpl' ? 'hmpl' : 'rbml', ...(semi === null ? {} : { groups: rb.groups }),
+    });
+    // §11.7: the checkpoint group's coordination rides on the channels' frames.
+    const coordination = semi === null ? null : new GroupCheckpoint({ self: rb.rank, groups: rb.groups, mode: semi, send: (r, f) => channels.sendGroupFrame(r, f) });
+    if (coordination !== null) {
+      channels.group = {
+        onFrame: (r, f) => coordination.onFrame(r, f),
+        onHaveSent: (r, fresh) => {
+          if (fresh) coordination.forget(r);
+          coordination.announce(r);
+        },
+      };
+    }
     const layer = new CommLayer(channels);
     const world = layer.create(0, rb.ranks.map((_, r) => r));
     const runtime = new RollbackRuntime({
       channels, layer, world, store, state, intervalMs: rb.intervalMs, maxStateBytes: rb.maxStateBytes, now: a.now ?? (() => Date.now()),
       ...(a.marks === undefined ? {} : { marks: a.marks }), ...(a.onMark === undefined ? {} : { onCheckpoint: a.onMark }),
+      ...(coordination === null ? {} : { group: { coordination, groups: rb.groups, marks: rb.marks } }),
     });
     a.bind?.(runtime);
     if (a.recovered) {
@@ -146,7 +163,8 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
         rank: rb.rank, restoredFrom: s.restoredFrom, refused: s.refused, replayed: s.replayed, fetchMs: s.fetchMs, restoreMs: s.restoreMs, replayMs: Date.now() - t0 - s.fetchMs - s.restoreMs,
       }));
     }
-    if ((a.marks ?? []).length === 0) a.onMark?.(runtime.mark());
+    if (coordination !== null && !a.recovered) await runtime.origin();
+    else if ((a.marks ?? []).length === 0) a.onMark?.(runtime.mark());
     // The log's extent goes to the group as it grows (log-chain.ts), so a replacement can tell
     // a protector that dropped or rewrote entries.
     const extentTimer = setInterval(() => {
@@ -171,4 +189,10 @@ export async function closeRollback(p: RollbackParts): Promise<void> {
   clearInterval(p.extentTimer);
   p.channels.close(new Error('finalized'));
   await p.store.close();
+  // For the benches (TRINE_ROLLBACK_STATS=1): what this rank appended to its protector, what it
+  // held without a log entry (internal to its checkpoint group, §11.7), its checkpoints.
+  if (process.env.TRINE_ROLLBACK_STATS === '1') {
+    const st = { rank: p.channels.self, appended: p.channels.st.logPos, internal: p.channels.counters.internal, checkpoints: p.runtime.stats.checkpoints };
+    process.stderr.write(`trine: rollback stats ${JSON.stringify(st)}\n`);
+  }
 }

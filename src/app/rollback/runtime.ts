@@ -3,18 +3,22 @@
 // model) together with the channels' state, put in the rank's store (its protector); and, in a
 // replacement, the way back: fetch the store, take the newest checkpoint that decodes (and,
 // once the group's marks reach the library, whose digest matches, §11.4), else the one before,
-// restore the application's state and the channels', then re-inject the log after it.
+// restore the application's state and the channels', then re-inject the log after it. In a
+// checkpoint group (`bsco`/`sco`, §11.7) group-checkpoint.ts says when to checkpoint and with
+// which id (the group's epoch), and a replacement restores its group's newest complete one.
 //
 // The application's state is either hooks it gives (`save()` → bytes, `restore(bytes)`) or a
 // plain object, which the library encodes with msgpack and restores in place: the same object,
 // its fields replaced, so the references the application holds stay good.
 import { createHash } from 'node:crypto';
+import { assert } from '../../base/result.ts';
 import { Packr } from 'msgpackr';
 import { decodeCheckpoint, decodeLogEntry, encodeCheckpoint, type LogEntry } from './codec.ts';
 import type { Comm, CommLayer } from '../gmpi/comm.ts';
 import type { RankStore } from './channels.ts';
 import type { RankChannels } from './rank-channels.ts';
 import { CHAIN_ZERO, verifyLogChain, type ChainedStore } from './log-chain.ts';
+import { completeCheckpoint, groupRanks, type GroupCheckpoint } from './group-checkpoint.ts';
 
 export type StateHooks = { save(): Uint8Array; restore(bytes: Uint8Array): void };
 /** What an application registers: hooks, or a plain object the library serializes. */
@@ -83,6 +87,9 @@ export type RuntimeOptions = {
   readonly marks?: readonly Mark[];
   /** Called when the store holds a new checkpoint: its mark goes through the group. */
   readonly onCheckpoint?: (mark: MarkBody) => void;
+  /** A `bsco`/`sco` task (PROTOCOL §11.7): the checkpoint group's coordination, every rank's
+   *  group and every rank's recorded checkpoints (a group restores its newest complete one). */
+  readonly group?: { readonly coordination: GroupCheckpoint; readonly groups: readonly number[]; readonly marks: readonly (readonly Mark[])[] };
 };
 
 /** A checkpoint and the log's extent as the group recorded them (src/core/wire/recovery.ts
@@ -126,22 +133,54 @@ export class RollbackRuntime {
     return m.extent > before ? m : null;
   }
 
-  /** FTI_Snapshot: checkpoint now if the interval has passed. Returns whether it did. */
+  /** FTI_Snapshot: checkpoint now if the interval has passed (in a checkpoint group, when the
+   *  group's coordination says so, §11.7). Returns whether it did. */
   async snapshot(): Promise<boolean> {
-    if (this.o.now() - this.lastCheckpointAt < this.o.intervalMs) return false;
-    await this.checkpoint();
+    const due = this.o.now() - this.lastCheckpointAt >= this.o.intervalMs;
+    const g = this.o.group?.coordination;
+    if (g === undefined) {
+      if (!due) return false;
+      await this.checkpoint();
+      return true;
+    }
+    g.calls++;
+    const id = await g.decide(due);
+    if (id === null) return false;
+    await this.checkpoint(id);
+    // BSCO: the barrier, every member has stored it (radic-hmpl A.2.8 BSCO steps 3-4).
+    if (g.mode === 'bsco') await g.until(() => g.allStored(id));
     return true;
   }
 
-  /** Take a checkpoint now (the first one is taken at init: a replacement always has one). */
-  async checkpoint(): Promise<void> {
+  /** A member of a checkpoint group, first incarnation, at init: checkpoint 1 is the group's
+   *  origin, the start (no state, log position 0), so that a group with no later complete
+   *  checkpoint restarts from the beginning, and the store keeps its log from position 1 until
+   *  the member's second checkpoint (§11.7). */
+  async origin(): Promise<void> {
+    const g = this.o.group?.coordination;
+    assert(g !== undefined && this.o.channels.st.logPos === 0, 'the origin is a group member\'s first checkpoint, at init');
+    const ch = this.o.channels;
+    const bytes = encodeCheckpoint({ id: 1, logPos: 0, app: new Uint8Array(0), channels: ch.capture(), collectives: 0, origin: true });
+    await this.o.store.putCheckpoint(1, 0, bytes);
+    this.newest = { id: 1, logPos: 0, digest: digestOf(bytes), base: CHAIN_ZERO, extent: 0, chain: CHAIN_ZERO };
+    this.o.onCheckpoint?.(this.mark());
+    ch.st.epoch = 1;
+    g.epoch = 1;
+    g.stored(1);
+  }
+
+  /** Take a checkpoint now, with id `groupId` in a checkpoint group (its epoch, §11.7). */
+  async checkpoint(groupId?: number): Promise<void> {
     const ch = this.o.channels;
     // Nothing of ours may wait unlogged at a receiver: the sends before a checkpoint are never
     // re-executed (HMPL's sender TB drains first; under RBML it is empty between calls).
     await ch.drained();
     const app = this.saveApp();
-    const id = this.nextId++;
+    const id = groupId ?? this.nextId++;
     const bytes = encodeCheckpoint({ id, logPos: ch.st.logPos, app, channels: ch.capture(), collectives: this.o.layer.collectivesBegun(this.o.world) });
+    // The epoch moves at the capture: what arrives from now on is after this checkpoint's line.
+    const g = this.o.group?.coordination;
+    if (g !== undefined) ch.st.epoch = g.epoch = id;
     if (bytes.length > this.o.maxStateBytes) {
       throw new RollbackError('STATE_TOO_LARGE', `the checkpoint is ${bytes.length} bytes, above the task's limit of ${this.o.maxStateBytes}: raise --max-state or keep less state`);
     }
@@ -151,6 +190,7 @@ export class RollbackRuntime {
     // The protector took it, so it holds the log up to its position at least.
     this.newest = { id, logPos, digest: digestOf(bytes), base, extent: logPos, chain: base };
     this.o.onCheckpoint?.(this.mark());
+    g?.stored(id);
     this.lastCheckpointAt = this.o.now();
     this.stats.checkpoints++;
     this.stats.checkpointBytes = bytes.length;
@@ -171,6 +211,7 @@ export class RollbackRuntime {
   }
 
   private restoreFrom(contents: StoreContents): void {
+    if (this.o.group !== undefined) return this.restoreGroup(contents, this.o.group);
     const all = this.o.marks ?? [];
     // Marks of id 0 only say where a rank's data moved before its first checkpoint, and how far
     // its log reached.
@@ -247,6 +288,45 @@ export class RollbackRuntime {
     }
     if (head.pos > this.o.channels.st.logPos) this.o.channels.skipLogTo(head.pos);
     this.o.store.reset(head);
+  }
+
+  /** A member of a restarting checkpoint group (§11.7; radic-hmpl A.2.8 "the protector restarts
+   *  the failed group from its last checkpoint files"): the newest checkpoint complete in every
+   *  member's record, or none. No member falls back alone to an older one: its group would not
+   *  restart from the same line (a refused checkpoint fails visibly instead). */
+  private restoreGroup(contents: StoreContents, group: NonNullable<RuntimeOptions['group']>): void {
+    const self = this.o.channels.self;
+    const members = groupRanks(group.groups, self);
+    const k = completeCheckpoint(group.marks, [self, ...members.filter((r) => r !== self)]);
+    if (k === null) throw new RollbackError('NO_CHECKPOINT', `no checkpoint of group ${members.join(',')} is in every member's record yet`);
+    const mark = (group.marks[self] ?? []).find((m) => m.id === k)!;
+    const c = contents.checkpoints.find((x) => x.id === k);
+    if (c === undefined || c.logPos !== mark.logPos || !sameBytes(mark.digest, digestOf(c.bytes))) {
+      this.stats.refused++;
+      throw new RollbackError('NO_CHECKPOINT', `the protector holds no checkpoint ${k} matching the group's record: refused`);
+    }
+    const size = this.o.channels.size();
+    const body = decodeCheckpoint(c.bytes, size, this.o.maxStateBytes);
+    if (!body.ok || body.value.id !== c.id || body.value.logPos !== c.logPos) throw new RollbackError('NO_CHECKPOINT', `checkpoint ${k} is unreadable`);
+    const log = readLog(contents, c.logPos, size);
+    if (log === null) throw new RollbackError('LOG_CORRUPT', `the log after checkpoint ${k} is broken`);
+    const chained = verifyLogChain(contents, c.logPos, mark.base, group.marks[self] ?? []);
+    if (!chained.ok) throw new RollbackError('LOG_CORRUPT', `the log after checkpoint ${k} is refused: ${chained.reason}`);
+    // The origin (checkpoint 1 at init) restores nothing: the program builds its state again.
+    if (body.value.origin !== true) {
+      this.restoreApp(body.value.app);
+      this.o.channels.restore(body.value.channels, c.logPos);
+      this.o.layer.restoreCollectivesBegun(this.o.world, body.value.collectives);
+    }
+    for (const { pos, entry } of log) this.o.channels.replay(pos, entry);
+    this.stats.replayed = log.length;
+    this.stats.restoredFrom = k;
+    this.o.channels.st.epoch = k;
+    const floor = Math.max(...contents.checkpoints.map((x) => x.id), ...(group.marks[self] ?? []).map((m) => m.id));
+    group.coordination.restored(k, floor);
+    this.goOn(chained.head, contents);
+    this.newest = { id: mark.id, logPos: mark.logPos, digest: mark.digest, base: mark.base, extent: mark.extent, chain: mark.chain };
+    this.lastCheckpointAt = this.o.now();
   }
 
   private saveApp(): Uint8Array {

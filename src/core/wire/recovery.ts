@@ -79,6 +79,9 @@ export type RollbackTable = RollbackOptions & {
   protectors: string[];
   /** Per rank, its recorded checkpoints (§11.4), oldest first. */
   marks: RollbackMark[][];
+  /** Per rank, its checkpoint group (§11.7): the lowest rank placed on its node when the task
+   *  started, fixed for the task's life; every rank its own group under `nco`. */
+  groups: number[];
 };
 /** What a rollback task's process receives in its mapping: its own rank, protector and marks. */
 export type RollbackMapping = RollbackTable & { rank: number; protector: string };
@@ -86,12 +89,31 @@ export type RollbackMapping = RollbackTable & { rank: number; protector: string 
 const ranks = list(uint, MAX_TASK_PROCS);
 const protectors = list(endpointText, MAX_TASK_PROCS);
 const marks = list(marksList, MAX_TASK_PROCS);
-export const rollbackTable: Schema<RollbackTable | null> = nullable(struct<RollbackTable>(['ranks', 'protectors', 'marks', ...OPTION_FIELDS], {
-  ranks, protectors, marks, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
-}));
+const groups = list(uint, MAX_TASK_PROCS);
+const tableStruct = struct<RollbackTable>(['ranks', 'protectors', 'marks', 'groups', ...OPTION_FIELDS], {
+  ranks, protectors, marks, groups, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
+});
 
-const mappingStruct = struct<RollbackMapping>(['rank', 'protector', 'ranks', 'protectors', 'marks', ...OPTION_FIELDS], {
-  rank: uint, protector: endpointText, ranks, protectors, marks, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
+/** Why `t`'s per-rank lists disagree with its ranks, or null: every list has one entry per rank,
+ *  and a rank's group is a rank of the table (§11.7). */
+function tableRefusal(t: RollbackTable): string | null {
+  const n = t.ranks.length;
+  if (t.protectors.length !== n || t.marks.length !== n || t.groups.length !== n) return `per-rank lists of ${t.protectors.length}/${t.marks.length}/${t.groups.length} for ${n} ranks`;
+  const bad = t.groups.findIndex((g) => g >= n);
+  return bad < 0 ? null : `rank ${bad}'s group ${t.groups[bad]!} is not one of ${n} ranks`;
+}
+export const rollbackTable: Schema<RollbackTable | null> = nullable({
+  enc: tableStruct.enc,
+  dec: (t, p) => {
+    const r = tableStruct.dec(t, p);
+    if (!r.ok) return r;
+    const why = tableRefusal(r.value);
+    return why === null ? r : err('WIRE_MALFORMED', `${p}: ${why}`);
+  },
+});
+
+const mappingStruct = struct<RollbackMapping>(['rank', 'protector', 'ranks', 'protectors', 'marks', 'groups', ...OPTION_FIELDS], {
+  rank: uint, protector: endpointText, ranks, protectors, marks, groups, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
 });
 /** A process's rank is one of the table's. */
 export const rollbackMapping: Schema<RollbackMapping | null> = nullable({
@@ -99,7 +121,9 @@ export const rollbackMapping: Schema<RollbackMapping | null> = nullable({
   dec: (t, p) => {
     const r = mappingStruct.dec(t, p);
     if (!r.ok) return r;
-    return r.value.rank < r.value.ranks.length ? r : err('WIRE_MALFORMED', `${p}.rank: ${r.value.rank} is not one of ${r.value.ranks.length} ranks`);
+    if (r.value.rank >= r.value.ranks.length) return err('WIRE_MALFORMED', `${p}.rank: ${r.value.rank} is not one of ${r.value.ranks.length} ranks`);
+    const why = tableRefusal(r.value);
+    return why === null ? r : err('WIRE_MALFORMED', `${p}: ${why}`);
   },
 });
 

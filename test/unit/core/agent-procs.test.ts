@@ -395,11 +395,11 @@ describe('linked mode (PROTOCOL §9.4)', () => {
     const members = [{ vpid: 0, node: 'n1', endpoint: '10.0.0.1:5000' }];
     const options = { logging: 'hmpl', checkpoint: 'bsco', intervalMs: 500, maxStateBytes: 1024 } as const;
     const map = commandProcs(t.procs, {
-      type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 3, quorum: 2, members, rollback: { ranks: [5, 0], protectors: ['h:1', 'h:2'], marks: [[], []], ...options },
+      type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 3, quorum: 2, members, rollback: { ranks: [5, 0], protectors: ['h:1', 'h:2'], marks: [[], []], groups: [0, 1], ...options },
     });
     expect(of(map, 'deliver')[0]?.message).toMatchObject({ type: 'mapping', vpid: 0, recovered: true, rollback: { rank: 1, protector: 'h:2', ranks: [5, 0], ...options } });
     const stray = commandProcs(t.procs, {
-      type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 3, quorum: 2, members, rollback: { ranks: [5, 6], protectors: ['', ''], marks: [[], []], ...options },
+      type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 3, quorum: 2, members, rollback: { ranks: [5, 6], protectors: ['', ''], marks: [[], []], groups: [0, 1], ...options },
     });
     expect(of(stray, 'deliver')).toEqual([]);
     expect(of(stray, 'log')).toEqual([{ type: 'log', level: 'warn', event: 'proc.mapping.no-rank', fields: { task: 't1', vpid: 0 } }]);

@@ -31,7 +31,7 @@ function rollbackRunning(size: number, nodes: number, slots = 1): Cluster {
 const ranksOf = (c: Cluster) => {
   const t = c.cs.tasks.get('t1')?.rollback;
   if (t === null || t === undefined) return t;
-  const { marks: _marks, ...rest } = t; // marks have tests of their own
+  const { marks: _marks, groups: _groups, ...rest } = t; // marks and groups have tests of their own
   return rest;
 };
 
@@ -45,9 +45,9 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     c.startLinked('t1');
     const protectors = ['n2:9', 'n3:9', 'n1:9']; // rank r on node n(r+1); the ring wraps
     expect(c.mappings().map((m) => [m.agent, m.vpids, m.recovered, m.rollback])).toEqual([
-      ['a1', [0], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], ...OPTIONS }],
-      ['a2', [1], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], ...OPTIONS }],
-      ['a3', [2], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], ...OPTIONS }],
+      ['a1', [0], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], groups: [0, 1, 2], ...OPTIONS }],
+      ['a2', [1], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], groups: [0, 1, 2], ...OPTIONS }],
+      ['a3', [2], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], groups: [0, 1, 2], ...OPTIONS }],
     ]);
     expect(ranksOf(c)).toEqual({ ranks: [0, 1, 2], vacant: [], replacements: [0, 0, 0], spawning: null });
   });
@@ -68,7 +68,7 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     c.report('t1', 2, 'spawnSucceeded', { pid: 9, endpoint: 'h:2' });
     expect(c.mappings()).toEqual([{
       type: 'proc.mapping', agent: 'a2', task: 't1', vpids: [2], restarted: false, recovered: true, epoch: 1, quorum: 2,
-      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 2, node: 'n2', endpoint: 'h:2' }], rollback: { ranks: [0, 2], protectors: ['', ''], marks: [[], []], ...OPTIONS },
+      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 2, node: 'n2', endpoint: 'h:2' }], rollback: { ranks: [0, 2], protectors: ['', ''], marks: [[], []], groups: [0, 1], ...OPTIONS },
     }]);
     expect(c.events()).toContain('t1 rank 1 held by VPID 2');
     expect(c.sigs()).toContain(`a1 [0] ${GSIG.REP_SPAWNED} CM→ALL 2 @2 n2 h:2`);
@@ -214,7 +214,7 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     expect(submitTask(c.cs, c.nodes, TIMERS, req, 1, null, 't4').outcome).toEqual({ ok: true, text: 't4' });
     const rec = c.cs.tasks.get('t4');
     expect(rec?.recovery).toEqual(ROLLBACK);
-    expect(rec?.rollback).toEqual({ ranks: [0, 1], vacant: [], replacements: [0, 0], spawning: null, marks: [[], []] });
+    expect(rec?.rollback).toEqual({ ranks: [0, 1], vacant: [], replacements: [0, 0], spawning: null, marks: [[], []], groups: [0, 1] });
     c.startLinked('t4');
     expect(c.mappings().map((m) => [m.restarted, m.rollback?.ranks])).toEqual([[true, [0, 1]], [true, [0, 1]]]);
     // A forged restore is judged as a submit is.
@@ -238,6 +238,78 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     const r = new Cluster(1);
     r.submit(1, { mode: 'linked', recovery: ROLLBACK });
     expect(JSON.stringify(encodeCluster(h.cs))).not.toBe(JSON.stringify(encodeCluster(r.cs)));
+  });
+});
+
+describe('PROTOCOL §11.7: semi-coordinated checkpoint groups (radic-hmpl A.2.8)', () => {
+  const sco = (checkpoint: 'bsco' | 'sco' | 'nco', size = 4, nodes = 2, slots = 2): Cluster => {
+    const c = new Cluster(nodes, slots);
+    expect(c.submit(size, { mode: 'linked', recovery: { ...ROLLBACK, checkpoint } })).toEqual({ ok: true, text: 't1' });
+    c.startLinked('t1');
+    expect(c.task('t1').state).toBe('running');
+    return c;
+  };
+  const groupsOf = (c: Cluster) => c.cs.tasks.get('t1')?.rollback?.groups;
+
+  it('A.2.8 "all processes on one node form a group": the ranks placed on one node when the task starts, named by the lowest; every mapping carries them', () => {
+    const c = sco('bsco'); // spread placement: n1 holds VPIDs 0 and 2, n2 holds 1 and 3
+    expect(groupsOf(c)).toEqual([0, 1, 0, 1]);
+    expect(c.mappings().map((m) => [m.agent, m.vpids, m.rollback?.groups])).toEqual([['a1', [0, 2], [0, 1, 0, 1]], ['a2', [1, 3], [0, 1, 0, 1]]]);
+  });
+
+  it('under nco every rank is its own group', () => {
+    expect(groupsOf(sco('nco'))).toEqual([0, 1, 2, 3]);
+  });
+
+  it('A.2.8 "the failed group ... rolls forward together": a rank\'s death kills the other live holders of its group, the reason in the events; the replacements wait until the group has ended', () => {
+    const c = sco('sco');
+    c.report('t1', 0, 'terminatedAbnormally', { signal: 'SIGKILL' });
+    expect(c.events()).toEqual([
+      't1/0 terminated abnormally: SIGKILL',
+      't1 killing VPID 2 (rank 2): rank 0 of its checkpoint group died, the group rolls back together', 't1 GSIG_NTF_DIED(0)',
+    ]);
+    expect(c.terminates()).toEqual(['a1:t1/2']);
+    expect(c.spawns()).toEqual([]); // rank 0 is not replaced while VPID 2 may still talk to it
+    expect(ranksOf(c)).toMatchObject({ vacant: [0, 2], spawning: null });
+    c.report('t1', 2, 'terminatedAbnormally', { signal: 'SIGTERM' });
+    expect(c.events()).toEqual(expect.arrayContaining(['t1 GSIG_NTF_DIED(2)', 't1 replacing rank 0 (VPID 0) with VPID 4: replacement 1 of 16']));
+    c.report('t1', 4, 'spawnSucceeded', { pid: 14, endpoint: 'h:4' });
+    expect(c.events()).toContain('t1 replacing rank 2 (VPID 2) with VPID 5: replacement 1 of 16');
+    c.report('t1', 5, 'spawnSucceeded', { pid: 15, endpoint: 'h:5' });
+    expect(ranksOf(c)).toEqual({ ranks: [4, 1, 5, 3], vacant: [], replacements: [1, 0, 1, 0], spawning: null });
+    // A replacement keeps its rank's group wherever it runs.
+    expect(groupsOf(c)).toEqual([0, 1, 0, 1]);
+    expect(c.task('t1').procs.filter((p) => p.state === 'running').map((p) => p.vpid)).toEqual([1, 3, 4, 5]);
+  });
+
+  it('a holder killed for its group that exits normally is still replaced, and the task\'s outcome counts the replacements', () => {
+    const c = sco('bsco');
+    c.report('t1', 1, 'terminatedAbnormally', { signal: 'SIGSEGV' });
+    c.report('t1', 3, 'terminatedNormally', { exitCode: 0 });
+    expect(ranksOf(c)).toMatchObject({ vacant: [3], spawning: { rank: 1, vpid: 4 } });
+  });
+
+  it('a node failure takes the whole group at once: nothing more is killed', () => {
+    const c = sco('bsco');
+    c.fail('a2');
+    expect(c.terminates()).toEqual([]);
+    expect(c.events().filter((e) => e.includes('killing'))).toEqual([]);
+    expect(ranksOf(c)).toMatchObject({ vacant: [3], spawning: { rank: 1, vpid: 4 } });
+  });
+
+  it('under nco a death kills no one', () => {
+    const c = sco('nco');
+    c.report('t1', 0, 'terminatedAbnormally', { signal: 'SIGKILL' });
+    expect(c.terminates()).toEqual([]);
+    expect(ranksOf(c)).toMatchObject({ vacant: [], spawning: { rank: 0, vpid: 4 } });
+  });
+
+  it('the groups are part of the state digest', () => {
+    const a = sco('bsco');
+    const b = sco('bsco');
+    expect(a.digest()).toBe(b.digest());
+    b.cs.tasks.get('t1')!.rollback!.groups[3] = 3;
+    expect(a.digest()).not.toBe(b.digest());
   });
 });
 

@@ -201,7 +201,7 @@ describe('decodeState: round trip', () => {
   it('the scenarios reach the states they are meant to', () => {
     const [, plain, linked, group, , rollback] = built().map((b) => b.state) as ReplicatedState[];
     expect((rollback as ReplicatedState).cluster.tasks.get('t1')?.rollback).toEqual({
-      ranks: [3, 1, 2], vacant: [], replacements: [1, 1, 0], spawning: { rank: 1, vpid: 4 }, marks: [[], [], []],
+      ranks: [3, 1, 2], vacant: [], replacements: [1, 1, 0], spawning: { rank: 1, vpid: 4 }, marks: [[], [], []], groups: [0, 1, 2],
     });
     const plainTasks = [...(plain as ReplicatedState).cluster.tasks.values()];
     expect(plainTasks.map((t) => t.outcome)).toEqual(['normal', null, null, null]);

@@ -5,7 +5,7 @@ import {
   createChannelState, nextLogPos, onAck, onArrive, onHave, onLogged, onPeerLost, planSend, replayDeterminant, replayMessage, take,
 } from '../../../../src/app/rollback/channels.ts';
 
-const msg = (tag: number, byte = 0) => ({ comm: 0, tag, structured: false, data: Uint8Array.of(byte) });
+const msg = (tag: number, byte = 0) => ({ comm: 0, tag, structured: false, data: Uint8Array.of(byte), epoch: 0 });
 
 describe('sending (radic-hmpl A.2.5, mpichv-dgrp 1.2.4)', () => {
   it('numbers messages per destination from 1 and retains them until acknowledged logged', () => {

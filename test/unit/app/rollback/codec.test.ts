@@ -5,11 +5,15 @@ import {
   decodeChannelFrame, decodeCheckpoint, decodeLogEntry, encodeChannelFrame, encodeCheckpoint, encodeLogEntry,
 } from '../../../../src/app/rollback/codec.ts';
 
-const env = { ssn: 7, comm: 0, tag: -3, structured: true, data: Uint8Array.of(1, 2, 3) };
+const env = { ssn: 7, epoch: 4, comm: 0, tag: -3, structured: true, data: Uint8Array.of(1, 2, 3) };
 
 describe('channel frames', () => {
-  it('round-trip data, ack and have', () => {
-    for (const f of [{ kind: 'data', env }, { kind: 'ack', upTo: 9 }, { kind: 'have', rank: 2, have: 0 }] as const) {
+  it('round-trip data (with its sender\'s epoch, PROTOCOL §11.7), ack, have and the checkpoint group\'s frames (radic-hmpl A.2.8)', () => {
+    const frames = [
+      { kind: 'data', env }, { kind: 'ack', upTo: 9 }, { kind: 'have', rank: 2, have: 0 }, { kind: 'epoch', stored: 3, floor: 4 },
+      { kind: 'prepare', round: 2 }, { kind: 'ready', round: 2, calls: 17 }, { kind: 'commit', round: 2, id: 5, at: 18 },
+    ] as const;
+    for (const f of frames) {
       const d = decodeChannelFrame(encodeChannelFrame(f));
       expect(d.ok && d.value).toEqual(f);
     }
@@ -17,15 +21,26 @@ describe('channel frames', () => {
 
   it('every truncation and corruption is refused, never thrown', () => {
     const good = encodeChannelFrame({ kind: 'data', env });
-    for (let n = 0; n < 14; n++) expect(decodeChannelFrame(good.slice(0, n)).ok).toBe(false);
+    for (let n = 0; n < 18; n++) expect(decodeChannelFrame(good.slice(0, n)).ok).toBe(false);
     expect(decodeChannelFrame(Uint8Array.of(9)).ok).toBe(false);
     const badFlag = good.slice();
-    badFlag[13] = 2;
+    badFlag[17] = 2;
     expect(decodeChannelFrame(badFlag).ok).toBe(false);
     const ssn0 = good.slice();
     ssn0.set([0, 0, 0, 0], 1);
     expect(decodeChannelFrame(ssn0).ok).toBe(false);
     expect(decodeChannelFrame(Uint8Array.of(3, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0)).ok).toBe(false);
+  });
+
+  it('PROTOCOL §11.7: a group frame of the wrong size, or a commit of checkpoint 0, is refused', () => {
+    for (const f of [{ kind: 'epoch', stored: 1, floor: 1 }, { kind: 'prepare', round: 1 }, { kind: 'ready', round: 1, calls: 2 }, { kind: 'commit', round: 1, id: 2, at: 3 }] as const) {
+      const good = encodeChannelFrame(f);
+      for (let n = 0; n < good.length; n++) expect(decodeChannelFrame(good.slice(0, n)).ok).toBe(false);
+      const long = new Uint8Array(good.length + 1);
+      long.set(good);
+      expect(decodeChannelFrame(long).ok).toBe(false);
+    }
+    expect(decodeChannelFrame(encodeChannelFrame({ kind: 'commit', round: 1, id: 0, at: 3 }))).toMatchObject({ ok: false, code: 'WIRE_MALFORMED' });
   });
 });
 
@@ -41,7 +56,7 @@ describe('log entries', () => {
     expect(decodeLogEntry(encodeLogEntry({ kind: 'message', source: 5, env }), 3).ok).toBe(false);
     expect(decodeLogEntry(encodeLogEntry({ kind: 'determinant', index: 0, det: { source: 3, ssn: 1 } }), 3).ok).toBe(false);
     const good = encodeLogEntry({ kind: 'message', source: 1, env });
-    for (let n = 0; n < 17; n++) expect(decodeLogEntry(good.slice(0, n), 3).ok).toBe(false);
+    for (let n = 0; n < 22; n++) expect(decodeLogEntry(good.slice(0, n), 3).ok).toBe(false);
     expect(decodeLogEntry(Uint8Array.of(7, 0, 0, 0, 0), 3).ok).toBe(false);
   });
 });
@@ -55,6 +70,9 @@ describe('checkpoints', () => {
   it('round-trip', () => {
     const d = decodeCheckpoint(encodeCheckpoint(body), 2, 1 << 20);
     expect(d.ok && d.value).toEqual(body);
+    // PROTOCOL §11.7: a checkpoint group's origin (checkpoint 1 at init) says so.
+    const o = decodeCheckpoint(encodeCheckpoint({ ...body, origin: true }), 2, 1 << 20);
+    expect(o.ok && o.value.origin).toBe(true);
   });
 
   it('a checkpoint above the bound, for another task size, or with any field broken is refused', () => {
@@ -66,5 +84,8 @@ describe('checkpoints', () => {
     const badQueue = { ...body, channels: { ...body.channels, queue: [{ ...body.channels.queue[0]!, source: 7 }] } };
     expect(decodeCheckpoint(encodeCheckpoint(badQueue), 2, 1 << 20).ok).toBe(false);
     expect(decodeCheckpoint(Uint8Array.of(0xc1), 2, 1 << 20).ok).toBe(false);
+    expect(decodeCheckpoint(encodeCheckpoint({ ...body, origin: 'yes' } as never), 2, 1 << 20).ok).toBe(false);
+    const noEpoch = { ...body, channels: { ...body.channels, queue: [{ ...body.channels.queue[0]!, epoch: -1 }] } };
+    expect(decodeCheckpoint(encodeCheckpoint(noEpoch), 2, 1 << 20).ok).toBe(false);
   });
 });

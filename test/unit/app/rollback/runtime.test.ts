@@ -94,7 +94,7 @@ describe('the registered state (PROTOCOL §11.3; issue 17 Bad input)', () => {
 
 describe('init refuses what it cannot protect (issue 17 Bad input)', () => {
   const rb = (logging: RollbackMapping['logging'], checkpoint: RollbackMapping['checkpoint'] = 'nco'): RollbackMapping => ({
-    rank: 0, protector: 'h:1', ranks: [0, 1], protectors: ['h:1', 'h:0'], marks: [[], []], logging, checkpoint, intervalMs: 1000, maxStateBytes: 1 << 20,
+    rank: 0, protector: 'h:1', ranks: [0, 1], protectors: ['h:1', 'h:0'], marks: [[], []], groups: [0, 1], logging, checkpoint, intervalMs: 1000, maxStateBytes: 1 << 20,
   });
   const open = async (m: RollbackMapping, state: RegisteredState | undefined) => {
     const p2p = await P2P.open({ taskId: 't1', self: 0, taskKey: KEY });
@@ -116,9 +116,17 @@ describe('init refuses what it cannot protect (issue 17 Bad input)', () => {
   });
 
   it('a mode not built yet is refused, with the options that work', async () => {
-    for (const m of [rb('cm'), rb('rbml', 'bsco'), rb('hmpl', 'sco')]) {
+    for (const m of [rb('cm'), rb('cm', 'sco')]) {
       const { e } = await open(m, { a: 1 });
-      expect(e?.message).toMatch(/not built yet.*--logging rbml or hmpl, and --checkpoint nco/);
+      expect(e?.message).toMatch(/not built yet.*--logging rbml or hmpl/);
+    }
+  });
+
+  it('PROTOCOL §11.7: rbml and hmpl with bsco and sco open, and a first incarnation puts its group\'s origin, checkpoint 1 at position 0', async () => {
+    for (const m of [rb('rbml', 'bsco'), rb('hmpl', 'sco')]) {
+      const { e, store } = await open(m, { a: 1 });
+      expect(e).toBeNull();
+      expect(store.checkpoints.map((c) => [c.id, c.logPos])).toEqual([[1, 0]]);
     }
   });
 
