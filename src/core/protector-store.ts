@@ -39,6 +39,8 @@ export type StoreRefusal =
   | 'STALE'
   /** A checkpoint whose id does not increase, or whose position the log does not reach. */
   | 'BAD_CHECKPOINT'
+  /** A deposit whose ssn skips one (channel-memory.ts), or whose entry names another source or ssn. */
+  | 'BAD_DEPOSIT'
   /** A checkpoint larger than the task's maxStateBytes. */
   | 'STATE_TOO_LARGE'
   /** The rank's log is at PROTECTOR_MAX_LOG_BYTES: it must checkpoint (radic-hmpl B.1). */
@@ -49,7 +51,7 @@ export type StoreRefusal =
   | 'TOO_MANY_TASKS';
 
 export type Refused = { readonly ok: false; readonly code: StoreRefusal; readonly detail: string };
-const refuse = (code: StoreRefusal, detail: string): Refused => ({ ok: false, code, detail });
+export const refuse = (code: StoreRefusal, detail: string): Refused => ({ ok: false, code, detail });
 
 export type RankStore = {
   /** The highest incarnation seen; lower ones are fenced. */
@@ -63,6 +65,9 @@ export type RankStore = {
   /** The entries' cost (bytes + PROTECTOR_ENTRY_OVERHEAD_BYTES each). */
   logBytes: number;
   checkpointBytes: number;
+  /** Channel memory (channel-memory.ts, mpichv-dgrp 1.2.1): per source rank, the highest ssn
+   *  deposited into this rank's log. Kept across the log's garbage collection. */
+  deposited?: Map<number, number>;
 };
 
 export type TaskStore = { readonly maxStateBytes: number; readonly ranks: Map<number, RankStore> };
@@ -81,13 +86,13 @@ export function createProtectorStore(maxTotalBytes: number = PROTECTOR_MAX_TOTAL
   return { maxTotalBytes, tasks: new Map(), totalBytes: 0, refused: {} };
 }
 
-const count = (s: ProtectorStore, r: Refused): Refused => {
+export const count = (s: ProtectorStore, r: Refused): Refused => {
   s.refused[r.code] = (s.refused[r.code] ?? 0) + 1;
   return r;
 };
 
-const entryCost = (blob: Uint8Array): number => blob.length + PROTECTOR_ENTRY_OVERHEAD_BYTES;
-const lastPos = (r: RankStore): number => r.base + r.entries.length;
+export const entryCost = (blob: Uint8Array): number => blob.length + PROTECTOR_ENTRY_OVERHEAD_BYTES;
+export const lastPos = (r: RankStore): number => r.base + r.entries.length;
 
 /** Allow `task` to be stored, its checkpoints up to `maxStateBytes` each (the task's option,
  *  PROTOCOL §11.1). Guarding a guarded task again keeps its store (the group's command may be
@@ -112,7 +117,7 @@ export function release(s: ProtectorStore, task: string): boolean {
 
 /** The rank's store as `incarnation` may use it: created empty on first use, fenced for a lower
  *  incarnation than the highest seen; a higher one becomes the highest (fencing the rest). */
-function admit(s: ProtectorStore, task: string, rank: number, incarnation: number): RankStore | Refused {
+export function admit(s: ProtectorStore, task: string, rank: number, incarnation: number): RankStore | Refused {
   const t = s.tasks.get(task);
   if (t === undefined) return count(s, refuse('UNKNOWN_TASK', `task ${task} is not guarded here`));
   if (!Number.isSafeInteger(rank) || rank < 0 || rank >= MAX_TASK_PROCS) return count(s, refuse('BAD_RANK', `rank ${rank} of task ${task}`));

@@ -9,7 +9,10 @@ import { CommLayer, type Comm } from '../gmpi/comm.ts';
 import type { P2P } from '../gmpi/p2p.ts';
 import type { Link } from '../link/link.ts';
 import type { RollbackMapping } from '../../core/wire/recovery.ts';
-import { ProtectorClient } from './protector-client.ts';
+import type { RollbackChannels } from './channels-api.ts';
+import { CmChannels } from './cm-channels.ts';
+import { CmClient } from './cm-client.ts';
+import { ProtectorClient, type ProtectorConnectOptions } from './protector-client.ts';
 import { RankChannels } from './rank-channels.ts';
 import { FailoverStore } from './failover-store.ts';
 import { checkRegisteredState, digestOf, RollbackError, RollbackRuntime, type Mark, type RecoverableStore, type RegisteredState } from './runtime.ts';
@@ -28,11 +31,11 @@ export type RecoveryReport = {
 export const ROLLBACK_FATAL_EXIT = 70;
 
 /** The logging modes this library carries out; the others are refused at init (§11.5). */
-export const BUILT_LOGGING: readonly RollbackMapping['logging'][] = ['rbml', 'hmpl'];
+export const BUILT_LOGGING: readonly RollbackMapping['logging'][] = ['rbml', 'hmpl', 'cm'];
 export const BUILT_CHECKPOINTS: readonly RollbackMapping['checkpoint'][] = ['nco'];
 
 export type RollbackParts = {
-  readonly channels: RankChannels;
+  readonly channels: RollbackChannels;
   readonly layer: CommLayer;
   readonly world: Comm;
   readonly runtime: RollbackRuntime;
@@ -60,11 +63,51 @@ export type OpenRollbackArgs = {
    *  it where the rank's log goes (a mark of id 0), so a replacement placed on another node
    *  still finds it. */
   readonly onPlaced?: () => void;
+  /** Channel memories (§11.6): every rank's home CM, and a connection to one as this rank.
+   *  `connectStore` then gives the connection to this rank's own home CM (a CmClient). */
+  readonly cm?: { readonly homes: readonly string[]; readonly connect: (endpoint: string) => Promise<CmClient> };
+};
+
+/** Where a rank's data is: the protector its newest mark names, else the mapping's. */
+const newestProtector = (rb: RollbackMapping, rank: number): string => {
+  const marks = rb.marks[rank] ?? [];
+  return marks[marks.length - 1]?.protector ?? rb.protectors[rank] ?? '';
+};
+
+/** How to reach the protector at `endpoint` as this process. */
+function protectorTarget(link: Link, rb: RollbackMapping, endpoint: string): ProtectorConnectOptions {
+  const i = endpoint.lastIndexOf(':');
+  if (i <= 0) throw new RollbackError('NO_CHECKPOINT', `the mapping names no protector (${JSON.stringify(endpoint)}) for rank ${rb.rank}: the cluster needs a second node`);
+  return { host: endpoint.slice(0, i), port: Number(endpoint.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey };
+}
+
+/** Channel memories (§11.6): each rank's home CM is the protector that holds its data (its
+ *  newest mark's; the mapping's before any), which stays its home for the task's life (a CM is
+ *  not moved: its node's failure fails the ranks that need it, visibly). */
+function cmArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: RegisteredState | undefined): OpenRollbackArgs {
+  const marks = rb.marks[rb.rank] ?? [];
+  const homes = rb.ranks.map((_, r) => (r === rb.rank ? marks[marks.length - 1]?.protector ?? rb.protector : newestProtector(rb, r)));
+  const home = homes[rb.rank]!;
+  const connect = (endpoint: string): Promise<CmClient> => CmClient.connect(endpoint, protectorTarget(link, rb, endpoint));
+  return {
+    p2p, rb, state, recovered: link.mapping.recovered, marks, cm: { homes, connect },
+    onCheckpoint: (m) => link.mark({ ...m, protector: home }),
+    onPlaced: () => link.mark({ id: 0, logPos: 0, digest: new Uint8Array(32), protector: home }),
+    connectStore: () => connect(home),
+    report: (r) => process.stderr.write(`trine: rollback recovery ${JSON.stringify(r)}\n`),
+    onFatal: fatalExit(rb.rank),
+  };
+}
+
+const fatalExit = (rank: number) => (e: Error): never => {
+  process.stderr.write(`trine: rollback recovery of rank ${rank} failed, stopping: ${e.message}\n`);
+  process.exit(ROLLBACK_FATAL_EXIT);
 };
 
 /** What Gmpi.init passes: the protector from the mapping, and a fatal error ends the process
  *  visibly, with the reason on stderr (the task's output), never silently. */
 export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: RegisteredState | undefined): OpenRollbackArgs {
+  if (rb.logging === 'cm') return cmArgs(link, p2p, rb, state);
   const marks = rb.marks[rb.rank] ?? [];
   // The rank's data stays with the protector its newest mark names; a rank with none yet uses
   // its node's protector in the ring. The others of the ring are where it moves if that one's
@@ -72,13 +115,7 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
   const protector = marks[marks.length - 1]?.protector ?? rb.protector;
   const store = new FailoverStore({
     endpoints: protectorOrder(protector, rb.protectors),
-    connect: (endpoint) => {
-      const i = endpoint.lastIndexOf(':');
-      if (i <= 0) throw new RollbackError('NO_CHECKPOINT', `the mapping names no protector for rank ${rb.rank} (${JSON.stringify(endpoint)}): the cluster needs a second node`);
-      return ProtectorClient.connect({
-        host: endpoint.slice(0, i), port: Number(endpoint.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey,
-      });
-    },
+    connect: (endpoint) => ProtectorClient.connect(protectorTarget(link, rb, endpoint)),
     onMoved: (endpoint, c) => link.mark(c === null ? { id: 0, logPos: 0, digest: new Uint8Array(32), protector: endpoint } : { id: c.id, logPos: c.logPos, digest: digestOf(c.bytes), protector: endpoint }),
   });
   return {
@@ -90,10 +127,7 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
       return store;
     },
     report: (r) => process.stderr.write(`trine: rollback recovery ${JSON.stringify(r)}\n`),
-    onFatal: (e) => {
-      process.stderr.write(`trine: rollback recovery of rank ${rb.rank} failed, stopping: ${e.message}\n`);
-      process.exit(ROLLBACK_FATAL_EXIT);
-    },
+    onFatal: fatalExit(rb.rank),
   };
 }
 
@@ -115,11 +149,12 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
   }
   const state = checkRegisteredState(a.state);
   if (!BUILT_LOGGING.includes(rb.logging) || !BUILT_CHECKPOINTS.includes(rb.checkpoint)) {
-    throw new RollbackError('BAD_STATE', `logging ${rb.logging} with ${rb.checkpoint} checkpoints is not built yet (PROTOCOL §11.5): submit with --logging rbml or hmpl, and --checkpoint nco`);
+    throw new RollbackError('BAD_STATE', `logging ${rb.logging} with ${rb.checkpoint} checkpoints is not built yet (PROTOCOL §11.5): submit with --logging rbml, hmpl or cm, and --checkpoint nco`);
   }
+  if (rb.logging === 'cm' && a.cm === undefined) throw new RollbackError('BAD_STATE', 'channel memories need every rank\'s home CM (§11.6)');
   const store = await a.connectStore();
   try {
-    const channels = new RankChannels({ p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal, logging: rb.logging === 'hmpl' ? 'hmpl' : 'rbml' });
+    const channels = makeChannels(a, store);
     const layer = new CommLayer(channels);
     const world = layer.create(0, rb.ranks.map((_, r) => r));
     const runtime = new RollbackRuntime({
@@ -143,6 +178,13 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
     await store.close();
     throw e;
   }
+}
+
+function makeChannels(a: OpenRollbackArgs, store: RecoverableStore): RollbackChannels {
+  const { rb } = a;
+  if (rb.logging !== 'cm') return new RankChannels({ p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal, logging: rb.logging === 'hmpl' ? 'hmpl' : 'rbml' });
+  if (!(store instanceof CmClient) || a.cm === undefined) throw new RollbackError('BAD_STATE', 'channel memories: the store must be the rank\'s home CM (§11.6)');
+  return new CmChannels({ rank: rb.rank, vpids: rb.ranks, homes: a.cm.homes, home: store, connect: a.cm.connect, onFatal: a.onFatal });
 }
 
 /** MPI_Finalize in rollback mode: a barrier first, so no rank leaves while a replacement may

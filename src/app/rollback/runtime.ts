@@ -13,7 +13,7 @@ import { Packr } from 'msgpackr';
 import { decodeCheckpoint, decodeLogEntry, encodeCheckpoint, type LogEntry } from './codec.ts';
 import type { Comm, CommLayer } from '../gmpi/comm.ts';
 import type { RankStore } from './channels.ts';
-import type { RankChannels } from './rank-channels.ts';
+import type { RollbackChannels } from './channels-api.ts';
 
 export type StateHooks = { save(): Uint8Array; restore(bytes: Uint8Array): void };
 /** What an application registers: hooks, or a plain object the library serializes. */
@@ -67,7 +67,7 @@ export function checkRegisteredState(s: unknown): RegisteredState {
 export const digestOf = (b: Uint8Array): Uint8Array => new Uint8Array(createHash('sha256').update(b).digest());
 
 export type RuntimeOptions = {
-  readonly channels: RankChannels;
+  readonly channels: RollbackChannels;
   /** The communicators over the channels, and the world one whose collective count a
    *  checkpoint keeps. */
   readonly layer: CommLayer;
