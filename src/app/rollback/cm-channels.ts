@@ -27,7 +27,7 @@ import { PROTECTOR_MAX_ENTRY_BYTES } from '../../core/constants.ts';
 import { ANY_SOURCE, type Message } from '../gmpi/matching.ts';
 import { P2PError } from '../gmpi/p2p-types.ts';
 import type { RollbackChannels } from './channels-api.ts';
-import { createChannelState, replayMessage, take, type ChannelState, type Envelope, type Pattern } from './channels.ts';
+import { createChannelState, MAX_QUEUED_MESSAGES, replayMessage, take, type ChannelState, type Envelope, type Pattern } from './channels.ts';
 import type { CmClient } from './cm-client.ts';
 import { decodeLogEntry, encodeLogEntry, type ChannelSnapshot, type LogEntry } from './codec.ts';
 
@@ -217,6 +217,9 @@ export class CmChannels implements RollbackChannels {
       const pos = first + i;
       const d = decodeLogEntry(blobs[i]!, this.st.size);
       if (!d.ok || d.value.kind !== 'message') return void this.fatal(new Error(`the channel memory pushed a bad entry at ${pos}: ${d.ok ? d.value.kind : d.detail}`));
+      // As RBML's receiver (PROTOCOL §11.3): a queue past its bound is a program that does not
+      // receive what it is sent; it fails visibly rather than buffer without bound.
+      if (this.st.queue.length >= MAX_QUEUED_MESSAGES) return void this.fatal(new Error(`receive queue full (${MAX_QUEUED_MESSAGES} messages arrived, not received)`));
       this.accept(pos, d.value.source, d.value.env);
       this.counters.pushed++;
     }
