@@ -113,10 +113,16 @@ describe('init refuses what it cannot protect (issue 17 Bad input)', () => {
   });
 
   it('a mode not built yet is refused, with the options that work', async () => {
-    for (const m of [rb('cm'), rb('rbml', 'bsco'), rb('hmpl', 'sco')]) {
+    for (const m of [rb('cm', 'bsco'), rb('rbml', 'bsco'), rb('hmpl', 'sco')]) {
       const { e } = await open(m, { a: 1 });
-      expect(e?.message).toMatch(/not built yet.*--logging rbml or hmpl, and --checkpoint nco/);
+      expect(e?.message).toMatch(/not built yet.*--logging rbml, hmpl or cm, and --checkpoint nco/);
     }
+  });
+
+  it('cm (PROTOCOL §11.6) needs every rank\'s home CM and its own CM connection as the store', async () => {
+    const { e } = await open(rb('cm'), { a: 1 });
+    expect(e?.code).toBe('BAD_STATE');
+    expect(e?.message).toMatch(/channel memories need every rank's home CM/);
   });
 
   it('rbml and hmpl with nco open, and a first incarnation takes no checkpoint at init', async () => {
