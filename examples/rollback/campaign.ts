@@ -6,7 +6,7 @@
 //
 // One local 4-node cluster serves every run. Run k submits, in turn, the heat stencil and
 // N-Queens without recovery code (master/worker, any-source receives) under each logging mode
-// built (rbml, hmpl), as a linked rollback task of 4, and kills `--per-run` of its processes with
+// built (rbml, hmpl, cm), as a linked rollback task of 4, and kills `--per-run` of its processes with
 // SIGKILL, each drawn at random among the running ones after a random delay, each once the
 // previous crash's replacement runs. A run passes when the task ends normally with the right
 // answer: the heat stencil's checksums equal the sequential reference's bit for bit, N-Queens
@@ -57,7 +57,7 @@ const APPS: App[] = [
   },
   { name: 'nqueens', args: ['examples/nqueens/nqueens-rollback.ts', '--n', '11', '--pace-ms', String(PACE_MS)], ok: (out) => /"solutions":2680,"expected":2680,"correct":true/.test(out) },
 ];
-const MODES = ['rbml', 'hmpl'] as const;
+const MODES = ['rbml', 'hmpl', 'cm'] as const;
 
 const root = mkdtempSync(join(tmpdir(), 'trine-campaign-rollback-'));
 const dir = join(root, 'cluster');
