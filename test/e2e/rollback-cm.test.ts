@@ -14,6 +14,17 @@ import { heatSummary } from '../../examples/heat/heat-state.ts';
 import { GmpiCluster, REPO } from './gmpi-cluster.ts';
 import { trine } from './helpers.ts';
 
+/** The first stderr line of `vpid` matching `re`, once there is one. */
+async function errLine(id: string, vpid: number, re: RegExp, ms = REPLACE_MS): Promise<string> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const hit = cluster.lines(id, vpid, 'err').find((l) => re.test(l));
+    if (hit !== undefined) return hit;
+    if (Date.now() > deadline) throw new Error(`no ${re} on ${id}/${vpid}'s stderr:\n${await diagnose(id)}`);
+    await sleep(POLL_MS);
+  }
+}
+
 /** How long a run may take on this loaded 2-core machine, from submit to its end. */
 const RUN_MS = 60_000;
 /** How long a killed rank's replacement may take to run. */
@@ -35,7 +46,7 @@ let cluster: GmpiCluster;
 const tasks: string[] = [];
 
 beforeAll(async () => {
-  cluster = await GmpiCluster.up('trine-rollback-cm-', []);
+  cluster = await GmpiCluster.up('trine-rollback-cm-', ['--allow-inject']);
 }, 120_000);
 
 afterAll(async () => {
@@ -221,5 +232,37 @@ describe('PROTOCOL §11.6, mpichv-dgrp 1.2.1 and 1.6 deterministic replay: N-Que
     expect(t.outcome, why).toBe('normal');
     expect(answerOf(id, NQ_LINE), why).toMatchObject({ n: 10, schedule: 'dynamic', ranks: 4, units: 72, solutions: 724, expected: 724, correct: true });
     expectRankMoved(t, 0, killed, repl.vpid, 4);
+  }, 120_000);
+});
+
+// ---- a CM's node fails (last: it leaves the cluster a node short) ------------------------------
+
+describe('PROTOCOL §11.6 "CM failure" (mpichv-dgrp 1.5 item 12: CMs assumed stable): the node of a home CM fails (trine inject kill-node)', () => {
+  // One rank per node, n1…n4; rank r's home CM is the protector of the next node of the ring, so
+  // n4's is rank 2's. Killing n4 takes rank 3 and rank 2's CM: rank 2 must not run on
+  // unprotected; it stops with status 70 and says why.
+  it('the rank homed on the failed node fails visibly, the reason on its stderr, and so do the ranks that send to it', async () => {
+    const { id, at } = await start('examples/heat/heat.ts', 4, [...CM, '--checkpoint-interval', String(INTERVAL_MS)], heatArgs(HEAT, 100));
+    try {
+      const before = await cluster.task(id);
+      expect(before.procs.map((p) => [p.rank, p.node])).toEqual([[0, 'n1'], [1, 'n2'], [2, 'n3'], [3, 'n4']]);
+      await until(at, AFTER_CHECKPOINT_MS);
+      const r = await trine(['inject', 'kill-node', 'n4', '--dir', cluster.dir]);
+      expect(r.code, r.stderr).toBe(0);
+      const reason = /rollback recovery of rank \d failed, stopping: the channel memory at \S+ failed/;
+      await errLine(id, 2, reason);
+      // Ranks 1 and 3 send to rank 2 (heat's halo): their deposits went to that CM too.
+      await errLine(id, 1, reason);
+      for (let t = await cluster.task(id); ; t = await cluster.task(id)) {
+        const p = t.procs.find((q) => q.vpid === 2);
+        // It exits 70; the group may see SIGKILL instead: its agent kills a linked process whose
+        // library closed the link without finalize (src/core/agent-procs-app.ts), racing the exit.
+        if (p?.state === 'terminatedAbnormally') break;
+        if (t.outcome !== null) throw new Error(`the task ended first:\n${await diagnose(id)}`);
+        await sleep(POLL_MS);
+      }
+    } finally {
+      await stop(id);
+    }
   }, 120_000);
 });
