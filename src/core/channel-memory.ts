@@ -64,7 +64,10 @@ export function deposit(
   if (!Number.isSafeInteger(ssn) || ssn < 1) return count(s, refuse('BAD_DEPOSIT', `ssn ${ssn}`));
   const deposited = (r.deposited ??= new Map());
   const held = deposited.get(source) ?? 0;
-  if (ssn <= held) return { ok: true, duplicate: true, pos: 0 };
+  if (ssn <= held) {
+    s.deposits.duplicates++;
+    return { ok: true, duplicate: true, pos: 0 };
+  }
   if (ssn !== held + 1) return count(s, refuse('GAP', `ssn ${ssn} from rank ${source} to rank ${dest} after ${held}`));
   const h = entryHeader(blob);
   if (h === null || h.source !== source || h.ssn !== ssn) {
@@ -79,6 +82,7 @@ export function deposit(
   r.logBytes += cost;
   s.totalBytes += cost;
   deposited.set(source, ssn);
+  s.deposits.stored++;
   return { ok: true, duplicate: false, pos: lastPos(r) };
 }
 

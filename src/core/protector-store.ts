@@ -79,11 +79,13 @@ export type ProtectorStore = {
   totalBytes: number;
   /** Refusals by reason, for stats. */
   readonly refused: Partial<Record<StoreRefusal, number>>;
+  /** Channel-memory deposits (channel-memory.ts): stored, and answered as duplicates. */
+  readonly deposits: { stored: number; duplicates: number };
 };
 
 export function createProtectorStore(maxTotalBytes: number = PROTECTOR_MAX_TOTAL_BYTES): ProtectorStore {
   assert(Number.isSafeInteger(maxTotalBytes) && maxTotalBytes > 0 && maxTotalBytes <= PROTECTOR_MAX_TOTAL_BYTES, 'protector total bound');
-  return { maxTotalBytes, tasks: new Map(), totalBytes: 0, refused: {} };
+  return { maxTotalBytes, tasks: new Map(), totalBytes: 0, refused: {}, deposits: { stored: 0, duplicates: 0 } };
 }
 
 export const count = (s: ProtectorStore, r: Refused): Refused => {
@@ -289,6 +291,7 @@ export type StoreStats = {
   logBytes: number;
   checkpointBytes: number;
   refused: Partial<Record<StoreRefusal, number>>;
+  deposits: { stored: number; duplicates: number };
 };
 
 export function storeStats(s: ProtectorStore): StoreStats {
@@ -303,5 +306,5 @@ export function storeStats(s: ProtectorStore): StoreStats {
     }
   }
   assert(logBytes + checkpointBytes === s.totalBytes, 'total bytes are the ranks\' bytes');
-  return { tasks: s.tasks.size, ranks, totalBytes: s.totalBytes, logBytes, checkpointBytes, refused: { ...s.refused } };
+  return { tasks: s.tasks.size, ranks, totalBytes: s.totalBytes, logBytes, checkpointBytes, refused: { ...s.refused }, deposits: { ...s.deposits } };
 }

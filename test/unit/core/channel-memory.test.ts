@@ -51,6 +51,7 @@ describe('PROTOCOL §11.6 channel memory: deposits (mpichv-dgrp 1.2.1)', () => {
     expect(deposit(s, T, 1, 21, 0, 2, msg(1, 2))).toEqual({ ok: true, duplicate: true, pos: 0 });
     expect(storeStats(s).totalBytes).toBe(before);
     expect(positions(s, 0)).toHaveLength(2);
+    expect(storeStats(s).deposits).toEqual({ stored: 2, duplicates: 2 });
   });
 
   it('a gap in a sender\'s ssn is refused GAP, a zero ssn or an entry naming another source or ssn BAD_DEPOSIT', () => {
