@@ -339,6 +339,7 @@ function pushEntries(s: Service, conn: Conn): void {
     }
     if (r.blobs.length === 0) return;
     for (const b of batchAppends(r.first, r.blobs)) {
+      if (conn.closed || conn.socket.writableLength >= PROTECTOR_PUSH_BUFFER_BYTES) return; // the rest at the drain
       write(s, conn, { type: 'pushed', first: b.first, blobs: b.blobs });
       sub.sent = b.first + b.blobs.length - 1;
     }
