@@ -105,35 +105,44 @@ async function program(r: Rank, size: number, hook: (r: Rank, phase: string) => 
   return s;
 }
 
-type Crashes = { rank: number; step: number; phase: string };
+/** `replacement`: only a replacement (not the first incarnation) crashes there. */
+type Crashes = { rank: number; step: number; phase: string; replacement?: boolean };
 
-/** Run `size` ranks homed on two CMs (rank r at CM r mod 2); a crashed rank is replaced at once
- *  with a higher incarnation, as the group would (PROTOCOL §11.2). */
-async function run(size: number, crashAt: Crashes | null): Promise<{ results: State[]; ranks: Rank[]; replaced: Rank | null; old: Rank | null }> {
+/** Run `size` ranks homed on two CMs (rank r at CM r mod 2); each crash in `crashAt` fires once,
+ *  and its rank is replaced at once with a higher incarnation, as the group would (PROTOCOL
+ *  §11.2). Several may be under way together. */
+async function runMany(size: number, crashAt: Crashes[]): Promise<{ results: State[]; ranks: Rank[]; replacements: Rank[]; olds: Rank[] }> {
   const cms = await startCms(2);
   const homes = Array.from({ length: size }, (_, r) => cms[r % 2]!);
   const marks: Marks = new Map();
   const vpids = Array.from({ length: size }, (_, i) => i);
   const ranks = await Promise.all(vpids.map((v) => makeRank(v, v, vpids, homes, marks)));
   for (const r of ranks) r.ch.start();
-  let replaced: Rank | null = null;
-  let old: Rank | null = null;
-  let replacement: Promise<State> | null = null;
+  const fired = new Set<Crashes>();
+  const replacements: Rank[] = [];
+  const olds: Rank[] = [];
+  const finals = new Map<number, Promise<State | null>>();
+  let nextVpid = size + 10;
   const hook = (r: Rank, phase: string) => {
-    if (crashAt === null || replaced !== null || old !== null || r.rank !== crashAt.rank || r.state.step !== crashAt.step || phase !== crashAt.phase) return;
+    const c = crashAt.find((x) => !fired.has(x) && r.rank === x.rank && r.state.step === x.step && phase === x.phase && (x.replacement !== true || r.vpid >= size));
+    if (c === undefined) return;
+    fired.add(c);
     r.crashed = true;
-    old = r;
+    olds.push(r);
     r.ch.close(new Crash('crashed'));
-    replacement = (async () => {
-      const vpid = size + 10;
+    const vpid = nextVpid++;
+    finals.set(r.rank, (async () => {
       const n = await makeRank(r.rank, vpid, vpids.map((v) => (v === r.rank ? vpid : v)), homes, marks);
       n.seen = r.seen;
-      replaced = n;
+      replacements.push(n);
       await n.rt.recover();
       n.ch.whenCaughtUp(() => (n.caughtUp = true));
       n.ch.start();
-      return program(n, size, hook);
-    })();
+      return program(n, size, hook).catch((e: unknown) => {
+        if (e instanceof Crash || n.crashed) return null; // crashed in its turn: its replacement finishes
+        throw e;
+      });
+    })());
     throw new Crash('crashed');
   };
   const runs = ranks.map((r) => program(r, size, hook).catch((e: unknown) => {
@@ -141,8 +150,18 @@ async function run(size: number, crashAt: Crashes | null): Promise<{ results: St
     throw e;
   }));
   const results = await Promise.all(runs);
-  if (replacement !== null) results[crashAt!.rank] = await replacement;
-  return { results: results as State[], ranks, replaced, old };
+  // A replacement may crash in its turn (null): its own replacement, set before it threw, ends.
+  for (const rank of [...finals.keys()]) {
+    let v = await finals.get(rank)!;
+    while (v === null) v = await finals.get(rank)!;
+    results[rank] = v;
+  }
+  return { results: results as State[], ranks, replacements, olds };
+}
+
+async function run(size: number, crashAt: Crashes | null): Promise<{ results: State[]; ranks: Rank[]; replaced: Rank | null; old: Rank | null }> {
+  const r = await runMany(size, crashAt === null ? [] : [crashAt]);
+  return { results: r.results, ranks: r.ranks, replaced: r.replacements[0] ?? null, old: r.olds[0] ?? null };
 }
 
 async function reference(): Promise<State[]> {
@@ -219,6 +238,26 @@ describe('channel memories over real protectors (PROTOCOL §11.6, mpichv-dgrp 1.
     for (let r = 0; r < 3; r++) expect(results[r]!.hist).toEqual(ref[r]!.hist);
     expect(replaced!.rt.stats.restoredFrom).toBe(2);
     expect(replaced!.caughtUp).toBe(true);
+  });
+
+  it('1.5 item 12: two ranks, a sender and its receiver, crash in the same step; both replacements replay and the answer is unchanged', async () => {
+    const ref = await reference();
+    const { results, replacements } = await runMany(3, [{ rank: 1, step: 7, phase: 'after-send' }, { rank: 2, step: 7, phase: 'before-send' }]);
+    expect(replacements.map((r) => r.rank).sort()).toEqual([1, 2]);
+    for (let r = 0; r < 3; r++) expect(results[r]!.hist).toEqual(ref[r]!.hist);
+    for (const n of replacements) expect(n.fatal).toEqual([]);
+  });
+
+  it('1.6: a replacement that crashes in its turn, mid-replay, is replaced again from the same checkpoint', async () => {
+    const ref = await reference();
+    const { results, replacements } = await runMany(3, [{ rank: 1, step: 9, phase: 'after-send' }, { rank: 1, step: 7, phase: 'before-allreduce', replacement: true }]);
+    expect(replacements).toHaveLength(2);
+    // The first replacement restored checkpoint 1 (step 5) and was replaying steps 5 to 9 when
+    // it crashed at step 7; the second restored the same checkpoint.
+    expect(replacements.map((n) => n.rt.stats.restoredFrom)).toEqual([1, 1]);
+    expect(replacements[0]!.caughtUp).toBe(false);
+    expect(replacements[1]!.caughtUp).toBe(true);
+    for (let r = 0; r < 3; r++) expect(results[r]!.hist).toEqual(ref[r]!.hist);
   });
 
   it('1.2.4 clone exclusion: once the replacement has spoken, the old incarnation\'s deposits are refused FENCED', async () => {
