@@ -68,6 +68,10 @@ export type RankStore = {
   /** Channel memory (channel-memory.ts, mpichv-dgrp 1.2.1): per source rank, the highest ssn
    *  deposited into this rank's log. Kept across the log's garbage collection. */
   deposited?: Map<number, number>;
+  /** Channel memory: per source rank, the fragments of its next message held until its last. */
+  assembling?: Map<number, Uint8Array[]>;
+  /** Their cost (in the store's total, not in logBytes). */
+  assemblingBytes?: number;
 };
 
 export type TaskStore = { readonly maxStateBytes: number; readonly ranks: Map<number, RankStore> };
@@ -111,7 +115,7 @@ export function guard(s: ProtectorStore, task: string, maxStateBytes: number): {
 export function release(s: ProtectorStore, task: string): boolean {
   const t = s.tasks.get(task);
   if (t === undefined) return false;
-  for (const r of t.ranks.values()) s.totalBytes -= r.logBytes + r.checkpointBytes;
+  for (const r of t.ranks.values()) s.totalBytes -= r.logBytes + r.checkpointBytes + (r.assemblingBytes ?? 0);
   s.tasks.delete(task);
   assert(s.totalBytes >= 0, 'store bytes never negative');
   return true;
@@ -301,7 +305,7 @@ export function storeStats(s: ProtectorStore): StoreStats {
   for (const t of s.tasks.values()) {
     for (const r of t.ranks.values()) {
       ranks++;
-      logBytes += r.logBytes;
+      logBytes += r.logBytes + (r.assemblingBytes ?? 0);
       checkpointBytes += r.checkpointBytes;
     }
   }

@@ -313,9 +313,10 @@ async function onFetch(s: Service, conn: Conn, a: Authed): Promise<void> {
 function onDeposit(s: Service, conn: Conn, a: Authed, m: Extract<ToProtector, { type: 'deposit' }>): void {
   const r = deposit(s.store, a.task, a.rank, a.incarnation, m.dest, m.ssn, m.blob);
   if (!r.ok) return refuseOp(s, conn, 'deposit', m.ssn, r);
-  write(s, conn, { type: 'deposited', dest: m.dest, ssn: m.ssn });
+  // A message in fragments is answered once, at its last (the sender waits for that one).
+  if (r.last) write(s, conn, { type: 'deposited', dest: m.dest, ssn: m.ssn });
   const receiver = s.holders.get(holderKey(a.task, m.dest));
-  if (!r.duplicate && receiver !== undefined) pushEntries(s, receiver);
+  if (r.pos > 0 && receiver !== undefined) pushEntries(s, receiver);
 }
 
 function onSubscribe(s: Service, conn: Conn, from: number): void {

@@ -346,7 +346,7 @@ describe('PROTOCOL §11.6 the protector as a channel memory over TCP (mpichv-dgr
     await eventually(() => entries().length === COUNT || sub.closed(), 'every entry pushed');
     expect(sub.closed()).toBe(false);
     expect(sub.got.find((m) => m.type === 'pushed')).toMatchObject({ first: 1 });
-    entries().forEach((b, i) => expect(entryHeader(b)).toEqual({ source: 1, ssn: i + 1 }));
+    entries().forEach((b, i) => expect(entryHeader(b)).toEqual({ source: 1, ssn: i + 1, index: 0, total: 1 }));
     await sender.close();
   });
 

@@ -288,6 +288,25 @@ describe('when a CM fails (PROTOCOL §11.6: CMs are assumed stable)', () => {
     expect(a.fatal.length).toBe(1);
   });
 
+  it('a message of several MiB goes through the CM in fragments, appended together; a replacement replays it whole', async () => {
+    const cms = await startCms(2);
+    const homes = [cms[0]!, cms[1]!];
+    const marks: Marks = new Map();
+    const a = await makeRank(0, 0, [0, 1], homes, marks);
+    const b = await makeRank(1, 1, [0, 1], homes, marks);
+    a.ch.start();
+    b.ch.start();
+    const big = Uint8Array.from({ length: 3 * 1024 * 1024 + 5 }, (_, i) => i % 251);
+    await Promise.all([a.ch.send(1, 9, big), a.ch.send(1, 8, Uint8Array.of(7))]);
+    expect((await b.ch.recv(0, 9)).data).toEqual(big);
+    expect(b.ch.st.logPos).toBe(8); // 7 fragments, then the small message
+    // Rank 1's replacement fetches its log and replays the message whole, before the small one.
+    const n = await makeRank(1, 9, [0, 9], homes, marks);
+    await n.rt.recover();
+    expect(n.ch.st.queue.map((m) => [m.source, m.ssn, m.pos, m.data.length])).toEqual([[0, 1, 7, big.length], [0, 2, 8, 1]]);
+    await expect(a.ch.send(1, 9, new Uint8Array(65 * 1024 * 1024))).rejects.toMatchObject({ code: 'TOO_LARGE' });
+  });
+
   it('a deposit whose entry names another rank is refused by the CM, and the sender fails visibly', async () => {
     const cms = await startCms(1);
     const c = await connectCm(cms[0]!, 0, 0);

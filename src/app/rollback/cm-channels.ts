@@ -23,19 +23,18 @@
 // A failed CM connection (its node died, a refusal) ends the process visibly (onFatal): the CM
 // is assumed stable (FAULT-MODEL "Rollback recovery").
 import { assert } from '../../base/result.ts';
-import { PROTECTOR_MAX_ENTRY_BYTES } from '../../core/constants.ts';
+import { CM_MAX_FRAGMENTS } from '../../core/channel-memory.ts';
 import { ANY_SOURCE, type Message } from '../gmpi/matching.ts';
 import { P2PError } from '../gmpi/p2p-types.ts';
 import type { RollbackChannels } from './channels-api.ts';
-import { createChannelState, MAX_QUEUED_MESSAGES, replayMessage, take, type ChannelState, type Envelope, type Pattern } from './channels.ts';
+import { concatBytes } from '../../base/bytes.ts';
+import { createChannelState, LOG_FRAGMENT_BYTES, MAX_QUEUED_MESSAGES, replayMessage, take, type ChannelState, type Envelope, type Pattern } from './channels.ts';
 import type { CmClient } from './cm-client.ts';
-import { decodeLogEntry, encodeLogEntry, type ChannelSnapshot, type LogEntry } from './codec.ts';
+import { decodeLogEntry, encodeMessageEntries, type ChannelSnapshot, type LogEntry } from './codec.ts';
 
-/** A message entry's header (codec.ts): kind, source, ssn, comm, tag, structured. */
-const ENTRY_HEADER_BYTES = 1 + 4 + 4 + 4 + 4 + 1;
-/** The largest payload one send may carry under channel memories: one log entry at the CM
- *  (fragmenting across deposits is not built, PROTOCOL §11.6). */
-export const CM_MAX_MESSAGE_BYTES = PROTECTOR_MAX_ENTRY_BYTES - ENTRY_HEADER_BYTES;
+/** The largest payload one send may carry under channel memories: CM_MAX_FRAGMENTS log entries
+ *  of LOG_FRAGMENT_BYTES (64 MiB), which the CM appends together (PROTOCOL §11.6). */
+export const CM_MAX_MESSAGE_BYTES = CM_MAX_FRAGMENTS * LOG_FRAGMENT_BYTES;
 
 export type CmChannelsOptions = {
   readonly rank: number;
@@ -59,6 +58,8 @@ export class CmChannels implements RollbackChannels {
   private readonly clients = new Map<string, Promise<CmClient>>();
   private recvWaiters: RecvWaiter[] = [];
   private replayedTo: number | null = null;
+  /** The fragments of a message read so far (its entries are contiguous in the log). */
+  private partial: { source: number; env: Envelope; parts: Uint8Array[]; total: number } | null = null;
   private onCaughtUp: (() => void) | null = null;
   private closed: Error | null = null;
   readonly counters = { deposits: 0, pushed: 0, replayed: 0 };
@@ -136,10 +137,9 @@ export class CmChannels implements RollbackChannels {
   }
 
   /** A log entry after the checkpoint, in log order: a message re-enters the queue. A CM's log
-   *  holds messages only (no determinant is ever needed, no fragment is deposited). */
+   *  holds messages and fragments only (no determinant is ever needed). */
   replay(pos: number, e: LogEntry): void {
-    if (e.kind !== 'message') throw new Error(`log entry ${pos} is a ${e.kind}: a channel memory's log holds whole messages only`);
-    this.accept(pos, e.source, e.env);
+    this.onEntry(pos, e);
     this.counters.replayed++;
   }
 
@@ -180,7 +180,7 @@ export class CmChannels implements RollbackChannels {
     if (m.data.length > CM_MAX_MESSAGE_BYTES) throw new P2PError('TOO_LARGE', `a message of ${m.data.length} bytes > ${CM_MAX_MESSAGE_BYTES} under channel memories`);
     const ssn = this.st.nextSsn[dest]!;
     this.st.nextSsn[dest] = ssn + 1;
-    const blob = encodeLogEntry({ kind: 'message', source: this.self, env: { ...m, ssn } });
+    const blob = encodeMessageEntries(this.self, { ...m, ssn });
     try {
       const cm = await this.clientFor(this.o.homes[dest]!);
       await cm.deposit(dest, ssn, blob);
@@ -216,22 +216,40 @@ export class CmChannels implements RollbackChannels {
     for (let i = 0; i < blobs.length && this.closed === null; i++) {
       const pos = first + i;
       const d = decodeLogEntry(blobs[i]!, this.st.size);
-      if (!d.ok || d.value.kind !== 'message') return void this.fatal(new Error(`the channel memory pushed a bad entry at ${pos}: ${d.ok ? d.value.kind : d.detail}`));
+      if (!d.ok) return void this.fatal(new Error(`the channel memory pushed a bad entry at ${pos}: ${d.detail}`));
       // As RBML's receiver (PROTOCOL §11.3): a queue past its bound is a program that does not
       // receive what it is sent; it fails visibly rather than buffer without bound.
       if (this.st.queue.length >= MAX_QUEUED_MESSAGES) return void this.fatal(new Error(`receive queue full (${MAX_QUEUED_MESSAGES} messages arrived, not received)`));
-      this.accept(pos, d.value.source, d.value.env);
+      this.onEntry(pos, d.value);
       this.counters.pushed++;
     }
     this.settleReceives();
   }
 
-  /** Message `env` from `source` at log position `pos` joins the queue (arrival = log order). */
-  private accept(pos: number, source: number, env: Envelope): void {
+  /** Entry `pos` of this rank's log. A message's fragments are contiguous (the CM appends them
+   *  together) and join the queue as one message at the last one's position; until then the
+   *  consumed position stays before the first, so a checkpoint never holds part of a message. */
+  private onEntry(pos: number, e: LogEntry): void {
+    const p = this.partial;
+    if (e.kind === 'determinant' || (e.kind === 'message' && p !== null)) {
+      throw this.fatal(new Error(`the channel memory gave a ${e.kind} at ${pos}${p === null ? '' : ' inside a message\'s fragments'}`));
+    }
+    if (e.kind === 'message') return this.accept(pos, e.source, e.env, 1);
+    const next = e.index === 0 ? p === null : p !== null && p.source === e.source && p.env.ssn === e.env.ssn && p.parts.length === e.index && p.total === e.total;
+    if (!next) throw this.fatal(new Error(`the channel memory gave fragment ${e.index} of ${e.total} of rank ${e.source}'s ssn ${e.env.ssn} out of order at ${pos}`));
+    const cur = p ?? { source: e.source, env: e.env, parts: [], total: e.total };
+    cur.parts.push(e.env.data);
+    this.partial = cur.parts.length < cur.total ? cur : null;
+    if (this.partial === null) this.accept(pos, e.source, { ...cur.env, data: concatBytes(cur.parts) }, cur.total);
+  }
+
+  /** Message `env` from `source`, its last entry at log position `pos`, joins the queue (arrival
+   *  = log order). */
+  private accept(pos: number, source: number, env: Envelope, entries: number): void {
     // The CM stores each (source, ssn) once, in ssn order per source: anything else is a CM
     // that broke the protocol (it is another node's agent).
-    if (pos !== this.st.logPos + 1 || env.ssn !== this.st.lastIn[source]! + 1) {
-      throw this.fatal(new Error(`the channel memory gave rank ${source}'s ssn ${env.ssn} at ${pos}; expected ssn ${this.st.lastIn[source]! + 1} at ${this.st.logPos + 1}`));
+    if (pos !== this.st.logPos + entries || env.ssn !== this.st.lastIn[source]! + 1) {
+      throw this.fatal(new Error(`the channel memory gave rank ${source}'s ssn ${env.ssn} at ${pos}; expected ssn ${this.st.lastIn[source]! + 1} at ${this.st.logPos + entries}`));
     }
     replayMessage(this.st, source, pos, env);
   }

@@ -45,18 +45,23 @@ export class CmClient implements RecoverableStore {
     else this.lost.push(f);
   }
 
-  /** Log message `ssn` to `dest` (its entry `blob`) at this CM: resolves once the CM holds it,
-   *  now or from an earlier incarnation's deposit (a duplicate, silent re-execution). */
-  deposit(dest: number, ssn: number, blob: Uint8Array): Promise<void> {
+  /** Log message `ssn` to `dest` (its entry `blob`, or its fragments' entries in order) at this
+   *  CM: resolves once the CM holds it, now or from an earlier incarnation's deposit (a
+   *  duplicate, silent re-execution). */
+  deposit(dest: number, ssn: number, blob: Uint8Array | readonly Uint8Array[]): Promise<void> {
     if (this.failure !== null) return Promise.reject(this.failure);
-    if (blob.length > PROTECTOR_MAX_ENTRY_BYTES) return Promise.reject(new ProtectorError('BAD_ARGUMENT', `an entry of ${blob.length} bytes > ${PROTECTOR_MAX_ENTRY_BYTES}`));
+    const blobs = blob instanceof Uint8Array ? [blob] : blob;
+    const big = blobs.find((b) => b.length > PROTECTOR_MAX_ENTRY_BYTES);
+    if (big !== undefined || blobs.length === 0) return Promise.reject(new ProtectorError('BAD_ARGUMENT', `an entry of ${big?.length ?? 0} bytes (at most ${PROTECTOR_MAX_ENTRY_BYTES}), ${blobs.length} entries`));
     const key = `${dest}/${ssn}`;
     if (this.pending.has(key)) return Promise.reject(new ProtectorError('BAD_ARGUMENT', `message ${ssn} to rank ${dest} is being deposited already`));
     if (this.pending.size >= CM_MAX_PENDING_DEPOSITS) return Promise.reject(new ProtectorError('LIMIT', `${this.pending.size} deposits await their answer`));
     return new Promise<void>((resolve, reject) => {
       this.pending.set(key, { resolve, reject });
-      const e = this.client.sendCm({ type: 'deposit', dest, ssn, blob });
-      if (e !== null) this.fail(e);
+      for (const b of blobs) {
+        const e = this.client.sendCm({ type: 'deposit', dest, ssn, blob: b });
+        if (e !== null) return this.fail(e);
+      }
     });
   }
 

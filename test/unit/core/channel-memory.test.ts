@@ -6,8 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_TASK_PROCS, PROTECTOR_ENTRY_OVERHEAD_BYTES, PROTECTOR_MAX_LOG_BYTES } from '../../../src/core/constants.ts';
 import { deposit, depositedCount, entriesAfter, entryHeader } from '../../../src/core/channel-memory.ts';
-import { createProtectorStore, fence, fetch, guard, putCheckpoint, storeStats, type ProtectorStore } from '../../../src/core/protector-store.ts';
-import { encodeLogEntry } from '../../../src/app/rollback/codec.ts';
+import { createProtectorStore, fence, fetch, guard, putCheckpoint, release, storeStats, type ProtectorStore } from '../../../src/core/protector-store.ts';
+import { encodeLogEntry, encodeMessageEntries } from '../../../src/app/rollback/codec.ts';
+import { LOG_FRAGMENT_BYTES } from '../../../src/app/rollback/channels.ts';
 
 const T = 't1';
 const msg = (source: number, ssn: number, bytes = 3): Uint8Array =>
@@ -31,10 +32,10 @@ const positions = (s: ProtectorStore, rank: number): [number, number, number][] 
 describe('PROTOCOL §11.6 channel memory: deposits (mpichv-dgrp 1.2.1)', () => {
   it('the CM assigns the receiver\'s log positions in deposit order, across senders', () => {
     const s = guarded();
-    expect(deposit(s, T, 1, 11, 0, 1, msg(1, 1))).toEqual({ ok: true, duplicate: false, pos: 1 });
-    expect(deposit(s, T, 2, 12, 0, 1, msg(2, 1))).toEqual({ ok: true, duplicate: false, pos: 2 });
-    expect(deposit(s, T, 1, 11, 0, 2, msg(1, 2))).toEqual({ ok: true, duplicate: false, pos: 3 });
-    expect(deposit(s, T, 0, 10, 0, 1, msg(0, 1))).toEqual({ ok: true, duplicate: false, pos: 4 }); // to oneself too
+    expect(deposit(s, T, 1, 11, 0, 1, msg(1, 1))).toEqual({ ok: true, duplicate: false, pos: 1, last: true });
+    expect(deposit(s, T, 2, 12, 0, 1, msg(2, 1))).toEqual({ ok: true, duplicate: false, pos: 2, last: true });
+    expect(deposit(s, T, 1, 11, 0, 2, msg(1, 2))).toEqual({ ok: true, duplicate: false, pos: 3, last: true });
+    expect(deposit(s, T, 0, 10, 0, 1, msg(0, 1))).toEqual({ ok: true, duplicate: false, pos: 4, last: true }); // to oneself too
     expect(positions(s, 0)).toEqual([[1, 1, 1], [2, 2, 1], [3, 1, 2], [4, 0, 1]]);
     expect([depositedCount(s, T, 0, 1), depositedCount(s, T, 0, 2), depositedCount(s, T, 1, 0)]).toEqual([2, 1, 0]);
     // The receiver's welcome tells its last position.
@@ -46,9 +47,9 @@ describe('PROTOCOL §11.6 channel memory: deposits (mpichv-dgrp 1.2.1)', () => {
     deposit(s, T, 1, 11, 0, 1, msg(1, 1));
     deposit(s, T, 1, 11, 0, 2, msg(1, 2));
     const before = storeStats(s).totalBytes;
-    expect(deposit(s, T, 1, 11, 0, 1, msg(1, 1))).toEqual({ ok: true, duplicate: true, pos: 0 });
+    expect(deposit(s, T, 1, 11, 0, 1, msg(1, 1))).toEqual({ ok: true, duplicate: true, pos: 0, last: true });
     // Its replacement re-executes the same sends: duplicates too, never delivered twice.
-    expect(deposit(s, T, 1, 21, 0, 2, msg(1, 2))).toEqual({ ok: true, duplicate: true, pos: 0 });
+    expect(deposit(s, T, 1, 21, 0, 2, msg(1, 2))).toEqual({ ok: true, duplicate: true, pos: 0, last: true });
     expect(storeStats(s).totalBytes).toBe(before);
     expect(positions(s, 0)).toHaveLength(2);
     expect(storeStats(s).deposits).toEqual({ stored: 2, duplicates: 2 });
@@ -73,7 +74,7 @@ describe('PROTOCOL §11.6 channel memory: deposits (mpichv-dgrp 1.2.1)', () => {
     expect(deposit(s, T, 1, 11, 0, 1, msg(1, 1))).toMatchObject({ ok: true });
     expect(fence(s, T, 1, 21)).toMatchObject({ ok: true });
     expect(deposit(s, T, 1, 11, 0, 2, msg(1, 2))).toMatchObject({ ok: false, code: 'FENCED' });
-    expect(deposit(s, T, 1, 21, 0, 2, msg(1, 2))).toEqual({ ok: true, duplicate: false, pos: 2 });
+    expect(deposit(s, T, 1, 21, 0, 2, msg(1, 2))).toEqual({ ok: true, duplicate: false, pos: 2, last: true });
     // A receiver's store created by a deposit does not fence its own process.
     expect(fence(s, T, 0, 3)).toEqual({ ok: true, last: 2 });
   });
@@ -86,8 +87,8 @@ describe('PROTOCOL §11.6 channel memory: checkpoints and bounds (mpichv-dgrp 1.
     expect(putCheckpoint(s, T, 0, 10, 1, 3, Uint8Array.of(9))).toMatchObject({ ok: true });
     expect(putCheckpoint(s, T, 0, 10, 2, 4, Uint8Array.of(9))).toMatchObject({ ok: true });
     expect(positions(s, 0)).toEqual([[4, 1, 4]]); // collected up to the older checkpoint's position
-    expect(deposit(s, T, 1, 11, 0, 1, msg(1, 1))).toEqual({ ok: true, duplicate: true, pos: 0 });
-    expect(deposit(s, T, 1, 11, 0, 5, msg(1, 5))).toEqual({ ok: true, duplicate: false, pos: 5 });
+    expect(deposit(s, T, 1, 11, 0, 1, msg(1, 1))).toEqual({ ok: true, duplicate: true, pos: 0, last: true });
+    expect(deposit(s, T, 1, 11, 0, 5, msg(1, 5))).toEqual({ ok: true, duplicate: false, pos: 5, last: true });
     expect(depositedCount(s, T, 0, 1)).toBe(5);
   });
 
@@ -113,5 +114,42 @@ describe('PROTOCOL §11.6 channel memory: checkpoints and bounds (mpichv-dgrp 1.
     const small = guarded(100);
     expect(deposit(small, T, 1, 11, 0, 1, msg(1, 1, 100))).toMatchObject({ ok: false, code: 'STORE_FULL' });
     expect(depositedCount(small, T, 0, 1)).toBe(0);
+  });
+});
+
+describe('PROTOCOL §11.6 channel memory: a message in fragments is appended whole (mpichv-dgrp 1.2.1)', () => {
+  const big = (source: number, ssn: number, parts: number): Uint8Array[] =>
+    encodeMessageEntries(source, { ssn, comm: 0, tag: 1, structured: false, data: new Uint8Array((parts - 1) * LOG_FRAGMENT_BYTES + 10).fill(ssn) });
+
+  it('fragments are held aside and appended together at the last, contiguous, between other senders\' messages', () => {
+    const s = guarded();
+    const frags = big(1, 1, 3);
+    expect(deposit(s, T, 1, 11, 0, 1, frags[0]!)).toEqual({ ok: true, duplicate: false, pos: 0, last: false });
+    expect(deposit(s, T, 2, 12, 0, 1, msg(2, 1))).toEqual({ ok: true, duplicate: false, pos: 1, last: true });
+    expect(deposit(s, T, 1, 11, 0, 1, frags[1]!)).toEqual({ ok: true, duplicate: false, pos: 0, last: false });
+    expect(positions(s, 0)).toEqual([[1, 2, 1]]);
+    expect(storeStats(s).totalBytes).toBeGreaterThan(2 * LOG_FRAGMENT_BYTES); // held bytes count in the total
+    expect(deposit(s, T, 1, 11, 0, 1, frags[2]!)).toEqual({ ok: true, duplicate: false, pos: 4, last: true });
+    expect(positions(s, 0)).toEqual([[1, 2, 1], [2, 1, 1], [3, 1, 1], [4, 1, 1]]);
+    expect(depositedCount(s, T, 0, 1)).toBe(1);
+    // Re-sent whole by a replacement: duplicates, answered at the last fragment only.
+    expect(frags.map((f) => deposit(s, T, 1, 21, 0, 1, f))).toEqual([false, false, true].map((last) => ({ ok: true, duplicate: true, pos: 0, last })));
+  });
+
+  it('a fragment out of order is GAP; a fragment 0 again restarts the message (a replacement re-sending it); release frees held bytes', () => {
+    const s = guarded();
+    const frags = big(1, 1, 3);
+    expect(deposit(s, T, 1, 11, 0, 1, frags[1]!)).toMatchObject({ ok: false, code: 'GAP' });
+    deposit(s, T, 1, 11, 0, 1, frags[0]!);
+    expect(deposit(s, T, 1, 11, 0, 1, frags[2]!)).toMatchObject({ ok: false, code: 'GAP' });
+    const held = storeStats(s).totalBytes;
+    deposit(s, T, 1, 21, 0, 1, frags[0]!); // the sender died after fragment 0; its replacement starts over
+    expect(storeStats(s).totalBytes).toBe(held);
+    deposit(s, T, 1, 21, 0, 1, frags[1]!);
+    expect(deposit(s, T, 1, 21, 0, 1, frags[2]!)).toMatchObject({ ok: true, pos: 3, last: true });
+    deposit(s, T, 2, 12, 0, 1, big(2, 1, 2)[0]!);
+    expect(storeStats(s).totalBytes).toBeGreaterThan(0);
+    release(s, T);
+    expect(storeStats(s).totalBytes).toBe(0);
   });
 });
