@@ -6,7 +6,7 @@
 //
 // A local 4-node cluster (started with --allow-inject) serves the runs. Run k submits, in turn,
 // the heat stencil and N-Queens without recovery code (master/worker, any-source receives) under
-// each logging mode built (rbml, hmpl), as a linked rollback task of 4, and kills `--per-run` of
+// each logging mode built (rbml, hmpl, cm), as a linked rollback task of 4, and kills `--per-run` of
 // its processes with SIGKILL, each drawn at random among the running ones after a random delay,
 // each once the previous crash's replacements run. In every `--node-every`-th run (0: never) the
 // first crash is a node failure instead (`trine inject kill-node` of a node holding a rank: its
@@ -62,7 +62,7 @@ const APPS: App[] = [
   // 2.5× the pace per unit: N-Queens' 90 units would end before the third crash otherwise.
   { name: 'nqueens', args: ['examples/nqueens/nqueens-rollback.ts', '--n', '11', '--pace-ms', String(Math.round(PACE_MS * 2.5))], ok: (out) => /"solutions":2680,"expected":2680,"correct":true/.test(out) },
 ];
-const MODES = ['rbml', 'hmpl'] as const;
+const MODES = ['rbml', 'hmpl', 'cm'] as const;
 
 const root = mkdtempSync(join(tmpdir(), 'trine-campaign-rollback-'));
 const dir = join(root, 'cluster');

@@ -53,6 +53,9 @@ export function rollbackRefusal(req: TaskSubmit): string | null {
   if (!Number.isSafeInteger(r.maxStateBytes) || r.maxStateBytes < 1 || r.maxStateBytes > ROLLBACK_MAX_STATE_BYTES) {
     return `the largest state of a rank must be 1 to ${ROLLBACK_MAX_STATE_BYTES} bytes, got ${r.maxStateBytes}`;
   }
+  if (r.logging === 'cm' && r.checkpoint !== 'nco') {
+    return `channel memories log every message at its receiver's CM, so ${r.checkpoint} checkpoints have nothing to save: use --checkpoint nco with --logging cm, or ${r.checkpoint} with --logging rbml or hmpl`;
+  }
   return null;
 }
 

@@ -39,6 +39,8 @@ export type StoreRefusal =
   | 'STALE'
   /** A checkpoint whose id does not increase, or whose position the log does not reach. */
   | 'BAD_CHECKPOINT'
+  /** A deposit whose ssn skips one (channel-memory.ts), or whose entry names another source or ssn. */
+  | 'BAD_DEPOSIT'
   /** A checkpoint larger than the task's maxStateBytes. */
   | 'STATE_TOO_LARGE'
   /** The rank's log is at PROTECTOR_MAX_LOG_BYTES: it must checkpoint (radic-hmpl B.1). */
@@ -49,7 +51,7 @@ export type StoreRefusal =
   | 'TOO_MANY_TASKS';
 
 export type Refused = { readonly ok: false; readonly code: StoreRefusal; readonly detail: string };
-const refuse = (code: StoreRefusal, detail: string): Refused => ({ ok: false, code, detail });
+export const refuse = (code: StoreRefusal, detail: string): Refused => ({ ok: false, code, detail });
 
 export type RankStore = {
   /** The highest incarnation seen; lower ones are fenced. */
@@ -63,6 +65,13 @@ export type RankStore = {
   /** The entries' cost (bytes + PROTECTOR_ENTRY_OVERHEAD_BYTES each). */
   logBytes: number;
   checkpointBytes: number;
+  /** Channel memory (channel-memory.ts, mpichv-dgrp 1.2.1): per source rank, the highest ssn
+   *  deposited into this rank's log. Kept across the log's garbage collection. */
+  deposited?: Map<number, number>;
+  /** Channel memory: per source rank, the fragments of its next message held until its last. */
+  assembling?: Map<number, Uint8Array[]>;
+  /** Their cost (in the store's total, not in logBytes). */
+  assemblingBytes?: number;
 };
 
 export type TaskStore = { readonly maxStateBytes: number; readonly ranks: Map<number, RankStore> };
@@ -74,20 +83,22 @@ export type ProtectorStore = {
   totalBytes: number;
   /** Refusals by reason, for stats. */
   readonly refused: Partial<Record<StoreRefusal, number>>;
+  /** Channel-memory deposits (channel-memory.ts): stored, and answered as duplicates. */
+  readonly deposits: { stored: number; duplicates: number };
 };
 
 export function createProtectorStore(maxTotalBytes: number = PROTECTOR_MAX_TOTAL_BYTES): ProtectorStore {
   assert(Number.isSafeInteger(maxTotalBytes) && maxTotalBytes > 0 && maxTotalBytes <= PROTECTOR_MAX_TOTAL_BYTES, 'protector total bound');
-  return { maxTotalBytes, tasks: new Map(), totalBytes: 0, refused: {} };
+  return { maxTotalBytes, tasks: new Map(), totalBytes: 0, refused: {}, deposits: { stored: 0, duplicates: 0 } };
 }
 
-const count = (s: ProtectorStore, r: Refused): Refused => {
+export const count = (s: ProtectorStore, r: Refused): Refused => {
   s.refused[r.code] = (s.refused[r.code] ?? 0) + 1;
   return r;
 };
 
-const entryCost = (blob: Uint8Array): number => blob.length + PROTECTOR_ENTRY_OVERHEAD_BYTES;
-const lastPos = (r: RankStore): number => r.base + r.entries.length;
+export const entryCost = (blob: Uint8Array): number => blob.length + PROTECTOR_ENTRY_OVERHEAD_BYTES;
+export const lastPos = (r: RankStore): number => r.base + r.entries.length;
 
 /** Allow `task` to be stored, its checkpoints up to `maxStateBytes` each (the task's option,
  *  PROTOCOL §11.1). Guarding a guarded task again keeps its store (the group's command may be
@@ -104,7 +115,7 @@ export function guard(s: ProtectorStore, task: string, maxStateBytes: number): {
 export function release(s: ProtectorStore, task: string): boolean {
   const t = s.tasks.get(task);
   if (t === undefined) return false;
-  for (const r of t.ranks.values()) s.totalBytes -= r.logBytes + r.checkpointBytes;
+  for (const r of t.ranks.values()) s.totalBytes -= r.logBytes + r.checkpointBytes + (r.assemblingBytes ?? 0);
   s.tasks.delete(task);
   assert(s.totalBytes >= 0, 'store bytes never negative');
   return true;
@@ -112,7 +123,7 @@ export function release(s: ProtectorStore, task: string): boolean {
 
 /** The rank's store as `incarnation` may use it: created empty on first use, fenced for a lower
  *  incarnation than the highest seen; a higher one becomes the highest (fencing the rest). */
-function admit(s: ProtectorStore, task: string, rank: number, incarnation: number): RankStore | Refused {
+export function admit(s: ProtectorStore, task: string, rank: number, incarnation: number): RankStore | Refused {
   const t = s.tasks.get(task);
   if (t === undefined) return count(s, refuse('UNKNOWN_TASK', `task ${task} is not guarded here`));
   if (!Number.isSafeInteger(rank) || rank < 0 || rank >= MAX_TASK_PROCS) return count(s, refuse('BAD_RANK', `rank ${rank} of task ${task}`));
@@ -284,6 +295,7 @@ export type StoreStats = {
   logBytes: number;
   checkpointBytes: number;
   refused: Partial<Record<StoreRefusal, number>>;
+  deposits: { stored: number; duplicates: number };
 };
 
 export function storeStats(s: ProtectorStore): StoreStats {
@@ -293,10 +305,10 @@ export function storeStats(s: ProtectorStore): StoreStats {
   for (const t of s.tasks.values()) {
     for (const r of t.ranks.values()) {
       ranks++;
-      logBytes += r.logBytes;
+      logBytes += r.logBytes + (r.assemblingBytes ?? 0);
       checkpointBytes += r.checkpointBytes;
     }
   }
   assert(logBytes + checkpointBytes === s.totalBytes, 'total bytes are the ranks\' bytes');
-  return { tasks: s.tasks.size, ranks, totalBytes: s.totalBytes, logBytes, checkpointBytes, refused: { ...s.refused } };
+  return { tasks: s.tasks.size, ranks, totalBytes: s.totalBytes, logBytes, checkpointBytes, refused: { ...s.refused }, deposits: { ...s.deposits } };
 }

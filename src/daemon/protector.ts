@@ -26,7 +26,8 @@ import { UNAUTHENTICATED_TIMEOUT_MS } from '../app/gmpi/p2p-types.ts';
 import { isTaskKey } from '../app/gmpi/hello-auth.ts';
 import { protectorMac, protectorMacValid, protectorNonce } from '../app/rollback/protector-auth.ts';
 import { drained } from '../app/rollback/protector-client.ts';
-import { PROTECTOR_MAX_CHECKPOINT_BYTES } from '../core/constants.ts';
+import { PROTECTOR_MAX_BATCH_ENTRIES, PROTECTOR_MAX_CHECKPOINT_BYTES } from '../core/constants.ts';
+import { deposit, entriesAfter } from '../core/channel-memory.ts';
 import type { LogLevel } from '../core/node.ts';
 import {
   append, checkPut, createProtectorStore, fence, fetch, guard as guardTask, putCheckpoint, release as releaseTask, storeStats,
@@ -53,6 +54,11 @@ export const PROTECTOR_MAX_SOCKETS = 4096;
  *  queued; one that keeps sending (refused appends, each answered) without reading must not
  *  make the protector buffer without bound. */
 export const PROTECTOR_MAX_UNREAD_BYTES = 4 * 1024 * 1024;
+/** Pushed log entries (a subscription, PROTOCOL §11.6) the protector lets wait in a socket's
+ *  buffer before it waits for a drain: the rest stays in the store, whose bounds hold it. Below
+ *  PROTECTOR_MAX_UNREAD_BYTES less a frame, so a subscriber that reads slowly is paced, never
+ *  closed SLOW_CLIENT. */
+export const PROTECTOR_PUSH_BUFFER_BYTES = 1024 * 1024;
 /** Bytes a connection may send before it authenticates: its hello is about a hundred, and a
  *  client sends nothing else before the welcome. Without this a stranger could make the
  *  protector buffer a frame of PROTECTOR_MAX_FRAME_BYTES on each of its
@@ -113,6 +119,9 @@ type Conn = {
   /** The highest `appended` owed, sent before the next frame or at the end of the chunk. */
   ackUpTo: number | null;
   fetching: boolean;
+  /** The rank's subscription to its log (channel memory, PROTOCOL §11.6): the last position
+   *  pushed; null when it has not subscribed. */
+  sub: { sent: number } | null;
   closed: boolean;
   /** Bytes received before authentication (PROTECTOR_MAX_STRANGER_BYTES). */
   strangerBytes: number;
@@ -299,6 +308,45 @@ async function onFetch(s: Service, conn: Conn, a: Authed): Promise<void> {
   }
 }
 
+/** A sender's deposit into `dest`'s log (mpichv-dgrp 1.2.1): acknowledged once stored (or held
+ *  already); a new entry goes on to `dest`'s subscription, if it has one here. */
+function onDeposit(s: Service, conn: Conn, a: Authed, m: Extract<ToProtector, { type: 'deposit' }>): void {
+  const r = deposit(s.store, a.task, a.rank, a.incarnation, m.dest, m.ssn, m.blob);
+  if (!r.ok) return refuseOp(s, conn, 'deposit', m.ssn, r);
+  // A message in fragments is answered once, at its last (the sender waits for that one).
+  if (r.last) write(s, conn, { type: 'deposited', dest: m.dest, ssn: m.ssn });
+  const receiver = s.holders.get(holderKey(a.task, m.dest));
+  if (r.pos > 0 && receiver !== undefined) pushEntries(s, receiver);
+}
+
+function onSubscribe(s: Service, conn: Conn, from: number): void {
+  if (conn.sub !== null) return void write(s, conn, { type: 'error', op: 'subscribe', ref: from, code: 'UNEXPECTED', reason: 'subscribed already' });
+  conn.sub = { sent: from };
+  conn.socket.on('drain', () => pushEntries(s, conn));
+  pushEntries(s, conn);
+}
+
+/** Push the subscribed log's entries not sent yet, in order, while the socket has room
+ *  (PROTECTOR_PUSH_BUFFER_BYTES); the rest waits in the store (within its bounds) for a drain. */
+function pushEntries(s: Service, conn: Conn): void {
+  const a = conn.authed;
+  const sub = conn.sub;
+  if (a === null || sub === null) return;
+  while (!conn.closed && conn.socket.writableLength < PROTECTOR_PUSH_BUFFER_BYTES) {
+    const r = entriesAfter(s.store, a.task, a.rank, sub.sent, PROTECTOR_MAX_BATCH_ENTRIES);
+    if (!r.ok) {
+      conn.sub = null;
+      return refuseOp(s, conn, 'subscribe', sub.sent, r);
+    }
+    if (r.blobs.length === 0) return;
+    for (const b of batchAppends(r.first, r.blobs)) {
+      if (conn.closed || conn.socket.writableLength >= PROTECTOR_PUSH_BUFFER_BYTES) return; // the rest at the drain
+      write(s, conn, { type: 'pushed', first: b.first, blobs: b.blobs });
+      sub.sent = b.first + b.blobs.length - 1;
+    }
+  }
+}
+
 function onMessage(s: Service, conn: Conn, m: ToProtector): void {
   const a = conn.authed;
   if (a === null) {
@@ -310,6 +358,8 @@ function onMessage(s: Service, conn: Conn, m: ToProtector): void {
     case 'append': return onAppend(s, conn, a, m.pos, [m.blob]);
     case 'appendBatch': return onAppend(s, conn, a, m.first, m.blobs);
     case 'put': return onPut(s, conn, a, m);
+    case 'deposit': return onDeposit(s, conn, a, m);
+    case 'subscribe': return onSubscribe(s, conn, m.from);
     case 'fetch':
       if (conn.fetching) return void write(s, conn, { type: 'error', op: 'fetch', ref: 0, code: 'UNEXPECTED', reason: 'a fetch is under way' });
       void onFetch(s, conn, a);
@@ -341,7 +391,7 @@ function onData(s: Service, conn: Conn, chunk: Uint8Array): void {
 function onConnection(s: Service, socket: Socket): void {
   const conn: Conn = {
     socket, address: socket.remoteAddress ?? 'unknown', decoder: protectorDecoder(), nonce: protectorNonce(), authed: null, timer: null,
-    put: null, discardPut: null, ackUpTo: null, fetching: false, closed: false, strangerBytes: 0,
+    put: null, discardPut: null, ackUpTo: null, fetching: false, sub: null, closed: false, strangerBytes: 0,
   };
   socket.on('error', () => {});
   const refusal = admitStranger(s.strangers, conn, conn.address);

@@ -8,6 +8,9 @@ import { connect as dial, createServer, type Server, type Socket } from 'node:ne
 import { afterEach, describe, expect, it } from 'vitest';
 import { protectorMac, protectorNonce } from '../../src/app/rollback/protector-auth.ts';
 import { ProtectorClient, ProtectorError, type ProtectorConnectOptions } from '../../src/app/rollback/protector-client.ts';
+import { CmClient } from '../../src/app/rollback/cm-client.ts';
+import { encodeLogEntry } from '../../src/app/rollback/codec.ts';
+import { entryHeader } from '../../src/core/channel-memory.ts';
 import { TASK_KEY_BYTES } from '../../src/core/constants.ts';
 import { clientDecoder, encodeToClient, encodeToProtector, type ToClient } from '../../src/core/wire/protector-wire.ts';
 import { createProtector, type Protector } from '../../src/daemon/protector.ts';
@@ -317,5 +320,48 @@ describe('PROTOCOL §11.4 protector: strangers (the hello of §9.5, its own labe
     // The real client is still served.
     await c.append(2, entry(2));
     expect((await c.fetch()).last).toBe(2);
+  });
+});
+
+describe('PROTOCOL §11.6 the protector as a channel memory over TCP (mpichv-dgrp 1.2.1)', () => {
+  const message = (source: number, ssn: number, bytes: number): Uint8Array =>
+    encodeLogEntry({ kind: 'message', source, env: { ssn, epoch: 0, comm: 0, tag: 1, structured: false, data: new Uint8Array(bytes).fill(ssn & 0xff) } });
+
+  it('a subscriber that does not read is paced (PROTECTOR_PUSH_BUFFER_BYTES), not closed, and gets every entry in order once it reads', async () => {
+    const { p } = await startProtector();
+    const sub = await authedRaw(p.port, 0, 1);
+    sub.socket.write(encodeToProtector({ type: 'subscribe', from: 0 }));
+    sub.socket.pause();
+    const sender = await CmClient.connect(p.endpoint, { host: '127.0.0.1', port: p.port, task: T, rank: 1, incarnation: 2, taskKey: KEY });
+    const COUNT = 40;
+    const SIZE = 500 * 1024;
+    // 20 MiB deposited, five times PROTECTOR_MAX_UNREAD_BYTES: the sends complete (the CM holds
+    // them), the subscriber's pushes wait in the store.
+    await Promise.all(Array.from({ length: COUNT }, (_, i) => sender.deposit(0, i + 1, message(1, i + 1, SIZE))));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(sub.closed()).toBe(false);
+    expect(p.stats().closed.SLOW_CLIENT ?? 0).toBe(0);
+    sub.socket.resume();
+    const entries = (): Uint8Array[] => sub.got.flatMap((m) => (m.type === 'pushed' ? m.blobs : []));
+    await eventually(() => entries().length === COUNT || sub.closed(), 'every entry pushed');
+    expect(sub.closed()).toBe(false);
+    expect(sub.got.find((m) => m.type === 'pushed')).toMatchObject({ first: 1 });
+    entries().forEach((b, i) => expect(entryHeader(b)).toEqual({ source: 1, ssn: i + 1, index: 0, total: 1 }));
+    await sender.close();
+  });
+
+  it('a deposit by a fenced incarnation is refused FENCED, and a second subscription UNEXPECTED', async () => {
+    const { p } = await startProtector();
+    const sub = await authedRaw(p.port, 0, 1);
+    sub.socket.write(encodeToProtector({ type: 'subscribe', from: 0 }));
+    sub.socket.write(encodeToProtector({ type: 'subscribe', from: 0 }));
+    await until(() => sub.got.some((m) => m.type === 'error'), 'error');
+    expect(sub.got.find((m) => m.type === 'error')).toMatchObject({ op: 'subscribe', code: 'UNEXPECTED' });
+    const old = await authedRaw(p.port, 1, 2);
+    await client(p, 1, 3); // the replacement speaks: the old connection is closed FENCED
+    await until(() => old.closed(), 'old closed');
+    expect(old.got.some((m) => m.type === 'refused' && m.code === 'FENCED')).toBe(true);
+    const stale = await refusal(CmClient.connect(p.endpoint, { host: '127.0.0.1', port: p.port, task: T, rank: 1, incarnation: 2, taskKey: KEY }));
+    expect(stale).toBe('FENCED');
   });
 });

@@ -24,6 +24,9 @@ import type { Mark, RecoverableStore, StoreContents } from './runtime.ts';
 export const CHAIN_ZERO: Uint8Array = new Uint8Array(32);
 /** How often a rank tells the group how far its protector holds its log, when it has grown. */
 export const LOG_EXTENT_REPORT_MS = 1000;
+/** The chains of the last positions kept, for a checkpoint whose position lags the log's end
+ *  (under channel memories, a message's fragments arrive before it is consumed). */
+const RECENT_CHAINS = 1024;
 const DOMAIN = Buffer.from('trine-log-chain-v1');
 
 export function chainNext(prev: Uint8Array, pos: number, blob: Uint8Array): Uint8Array {
@@ -66,6 +69,7 @@ export class ChainedStore implements RecoverableStore {
   private readonly pending = new Map<number, Uint8Array>();
   private readonly ackedAhead = new Set<number>();
   private acked = { pos: 0, chain: CHAIN_ZERO };
+  private readonly recent = new Map<number, Uint8Array>();
 
   constructor(private readonly inner: RecoverableStore & { close?(): Promise<void> }) {}
 
@@ -75,12 +79,31 @@ export class ChainedStore implements RecoverableStore {
     assert(this.pending.size === 0, 'reset before any append');
     this.head = head;
     this.acked = head;
+    this.recent.clear();
+    this.recent.set(head.pos, head.chain);
   }
 
-  /** The chain at the last position appended: a checkpoint's `base` at its position. */
+  /** The chain at a recent position (the last one appended, or one of the RECENT_CHAINS before
+   *  it): a checkpoint's `base` at its position. */
   chainAt(pos: number): Uint8Array {
-    assert(pos === this.head.pos, `the chain is asked at ${pos}, the head is at ${this.head.pos}`);
-    return this.head.chain;
+    if (pos === this.head.pos) return this.head.chain;
+    const c = this.recent.get(pos);
+    assert(c !== undefined, `the chain is asked at ${pos}, the head is at ${this.head.pos}`);
+    return c;
+  }
+
+  /** Under channel memories the CM writes the log: the rank chains each entry as the CM pushes
+   *  it, and the CM holds everything it pushed. */
+  observe(pos: number, blob: Uint8Array): void {
+    this.advance(pos, blob);
+    this.acked = this.head;
+  }
+
+  private advance(pos: number, blob: Uint8Array): void {
+    assert(pos === this.head.pos + 1, `log positions are chained in order (${pos} after ${this.head.pos})`);
+    this.head = { pos, chain: chainNext(this.head.chain, pos, blob) };
+    this.recent.set(pos, this.head.chain);
+    this.recent.delete(pos - RECENT_CHAINS);
   }
 
   /** The last position the protector acknowledged with everything before it, and its chain. */
@@ -89,8 +112,7 @@ export class ChainedStore implements RecoverableStore {
   }
 
   append(pos: number, blob: Uint8Array): Promise<void> {
-    assert(pos === this.head.pos + 1, `log positions are appended in order (${pos} after ${this.head.pos})`);
-    this.head = { pos, chain: chainNext(this.head.chain, pos, blob) };
+    this.advance(pos, blob);
     this.pending.set(pos, this.head.chain);
     return this.inner.append(pos, blob).then(() => this.onAcked(pos));
   }

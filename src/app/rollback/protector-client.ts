@@ -68,6 +68,9 @@ export type FetchedStore = {
 };
 
 type Waiter = { resolve: () => void; reject: (e: ProtectorError) => void };
+/** The channel-memory messages (PROTOCOL §11.6), for cm-client.ts. */
+export type CmAnswer = Extract<ToClient, { type: 'deposited' | 'pushed' }> | (Extract<ToClient, { type: 'error' }> & { op: 'deposit' | 'subscribe' });
+export type CmHandler = { onAnswer(m: CmAnswer): void; onFail(e: ProtectorError): void };
 type PendingAppend = Waiter & { first: number; last: number };
 type FetchState = {
   resolve: (f: FetchedStore) => void;
@@ -84,6 +87,7 @@ export class ProtectorClient {
   private putChain: Promise<unknown> = Promise.resolve();
   private fetching: FetchState | null = null;
   private failure: ProtectorError | null = null;
+  private cm: CmHandler | null = null;
 
   /** `last`: the rank's last log position the protector held at the welcome. */
   private constructor(private readonly socket: Socket, readonly last: number, private readonly decoder: AppFrameDecoder<ToClient>) {
@@ -173,6 +177,20 @@ export class ProtectorClient {
     });
   }
 
+  /** The channel-memory role over this connection (cm-client.ts): `h` gets its answers and the
+   *  connection's failure. */
+  attachCm(h: CmHandler): void {
+    this.cm = h;
+    if (this.failure !== null) h.onFail(this.failure);
+  }
+
+  /** Send a channel-memory request; the failure if the connection has failed. */
+  sendCm(m: Extract<ToProtector, { type: 'deposit' | 'subscribe' }>): ProtectorError | null {
+    if (this.failure !== null) return this.failure;
+    this.socket.write(encodeToProtector(m));
+    return null;
+  }
+
   /** Close the connection; whatever is pending rejects with CLOSED. */
   async close(): Promise<void> {
     this.fail(new ProtectorError('CLOSED', 'the client was closed'));
@@ -207,6 +225,9 @@ export class ProtectorClient {
       case 'refused': return this.fail(new ProtectorError(m.code, `the protector closed the connection: ${m.reason}`));
       case 'checkpoint': case 'entries': case 'fetched': return this.onFetched(m);
       case 'challenge': case 'welcome': return this.broken(`${m.type} after the handshake`);
+      case 'deposited': case 'pushed':
+        if (this.cm === null) return this.broken(`${m.type} without a deposit or subscription`);
+        return this.cm.onAnswer(m);
       default: {
         const never: never = m;
         return void never;
@@ -229,6 +250,8 @@ export class ProtectorClient {
       const i = this.appends.findIndex((a) => a.first <= m.ref && m.ref <= a.last);
       if (i < 0) return;
       this.appends.splice(i, 1)[0]!.reject(e);
+    } else if (m.op === 'deposit' || m.op === 'subscribe') {
+      this.cm?.onAnswer({ ...m, op: m.op });
     } else if (m.op === 'put') {
       const w = this.puts.get(m.ref);
       this.puts.delete(m.ref);
@@ -282,6 +305,7 @@ export class ProtectorClient {
     const f = this.fetching;
     this.fetching = null;
     f?.reject(e);
+    this.cm?.onFail(e);
     if (e.code !== 'CLOSED') this.socket.destroy();
   }
 }

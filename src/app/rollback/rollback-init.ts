@@ -9,7 +9,10 @@ import { CommLayer, type Comm } from '../gmpi/comm.ts';
 import type { P2P } from '../gmpi/p2p.ts';
 import type { Link } from '../link/link.ts';
 import type { RollbackMapping } from '../../core/wire/recovery.ts';
-import { ProtectorClient } from './protector-client.ts';
+import type { RollbackChannels } from './channels-api.ts';
+import { CmChannels } from './cm-channels.ts';
+import { CmClient } from './cm-client.ts';
+import { ProtectorClient, type ProtectorConnectOptions } from './protector-client.ts';
 import { RankChannels } from './rank-channels.ts';
 import { FailoverStore } from './failover-store.ts';
 import { ChainedStore, LOG_EXTENT_REPORT_MS } from './log-chain.ts';
@@ -30,12 +33,12 @@ export type RecoveryReport = {
 export const ROLLBACK_FATAL_EXIT = 70;
 
 /** The logging modes this library carries out; the others are refused at init (§11.5). */
-export const BUILT_LOGGING: readonly RollbackMapping['logging'][] = ['rbml', 'hmpl'];
-/** Uncoordinated, and semi-coordinated per checkpoint group (§11.7). */
+export const BUILT_LOGGING: readonly RollbackMapping['logging'][] = ['rbml', 'hmpl', 'cm'];
+/** Uncoordinated, and semi-coordinated per checkpoint group (§11.7; with rbml and hmpl). */
 export const BUILT_CHECKPOINTS: readonly RollbackMapping['checkpoint'][] = ['nco', 'bsco', 'sco'];
 
 export type RollbackParts = {
-  readonly channels: RankChannels;
+  readonly channels: RollbackChannels;
   readonly layer: CommLayer;
   readonly world: Comm;
   readonly runtime: RollbackRuntime;
@@ -55,7 +58,7 @@ export type OpenRollbackArgs = {
   readonly marks?: readonly Mark[];
   /** Sends a mark to the group (§11.4): a stored checkpoint's, an extent report, or, for a rank
    *  the group has no mark of yet, where its log goes (id 0), so a replacement placed on
-   *  another node still finds it. */
+   *  another node still finds it (under channel memories, its home CM). */
   readonly onMark?: (mark: MarkBody) => void;
   /** The rank's store at its protector (protector-client.ts; an in-memory one in tests). */
   readonly connectStore: () => Promise<RecoverableStore & { close(): Promise<void> }>;
@@ -65,11 +68,50 @@ export type OpenRollbackArgs = {
   readonly report?: (r: RecoveryReport) => void;
   /** The runtime, once built: a move's mark is its newest, with the new protector. */
   readonly bind?: (runtime: RollbackRuntime) => void;
+  /** Channel memories (§11.6): every rank's home CM, and a connection to one as this rank.
+   *  `connectStore` then gives the connection to this rank's own home CM (a CmClient). */
+  readonly cm?: { readonly homes: readonly string[]; readonly connect: (endpoint: string) => Promise<CmClient> };
+};
+
+/** Where a rank's data is: the protector its newest mark names, else the mapping's. */
+const newestProtector = (rb: RollbackMapping, rank: number): string => {
+  const marks = rb.marks[rank] ?? [];
+  return marks[marks.length - 1]?.protector ?? rb.protectors[rank] ?? '';
+};
+
+/** How to reach the protector at `endpoint` as this process. */
+function protectorTarget(link: Link, rb: RollbackMapping, endpoint: string): ProtectorConnectOptions {
+  const i = endpoint.lastIndexOf(':');
+  if (i <= 0) throw new RollbackError('NO_CHECKPOINT', `the mapping names no protector (${JSON.stringify(endpoint)}) for rank ${rb.rank}: the cluster needs a second node`);
+  return { host: endpoint.slice(0, i), port: Number(endpoint.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey };
+}
+
+/** Channel memories (§11.6): each rank's home CM is the protector that holds its data (its
+ *  newest mark's; the mapping's before any), which stays its home for the task's life (a CM is
+ *  not moved: its node's failure fails the ranks that need it, visibly). */
+function cmArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: RegisteredState | undefined): OpenRollbackArgs {
+  const marks = rb.marks[rb.rank] ?? [];
+  const homes = rb.ranks.map((_, r) => (r === rb.rank ? marks[marks.length - 1]?.protector ?? rb.protector : newestProtector(rb, r)));
+  const home = homes[rb.rank]!;
+  const connect = (endpoint: string): Promise<CmClient> => CmClient.connect(endpoint, protectorTarget(link, rb, endpoint));
+  return {
+    p2p, rb, state, recovered: link.mapping.recovered, marks, cm: { homes, connect },
+    onMark: (m) => link.mark({ ...m, protector: home }),
+    connectStore: () => connect(home),
+    report: (r) => process.stderr.write(`trine: rollback recovery ${JSON.stringify(r)}\n`),
+    onFatal: fatalExit(rb.rank),
+  };
+}
+
+const fatalExit = (rank: number) => (e: Error): never => {
+  process.stderr.write(`trine: rollback recovery of rank ${rank} failed, stopping: ${e.message}\n`);
+  process.exit(ROLLBACK_FATAL_EXIT);
 };
 
 /** What Gmpi.init passes: the protector from the mapping, and a fatal error ends the process
  *  visibly, with the reason on stderr (the task's output), never silently. */
 export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: RegisteredState | undefined): OpenRollbackArgs {
+  if (rb.logging === 'cm') return cmArgs(link, p2p, rb, state);
   const marks = rb.marks[rb.rank] ?? [];
   // The rank's data stays with the protector its newest mark names; a rank with none yet uses
   // its node's protector in the ring. The others of the ring are where it moves if that one's
@@ -78,13 +120,7 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
   let runtime: RollbackRuntime | null = null;
   const store = new FailoverStore({
     endpoints: protectorOrder(protector, rb.protectors),
-    connect: (endpoint) => {
-      const i = endpoint.lastIndexOf(':');
-      if (i <= 0) throw new RollbackError('NO_CHECKPOINT', `the mapping names no protector for rank ${rb.rank} (${JSON.stringify(endpoint)}): the cluster needs a second node`);
-      return ProtectorClient.connect({
-        host: endpoint.slice(0, i), port: Number(endpoint.slice(i + 1)), task: link.mapping.task, rank: rb.rank, incarnation: link.vpid, taskKey: link.taskKey,
-      });
-    },
+    connect: (endpoint) => ProtectorClient.connect(protectorTarget(link, rb, endpoint)),
     // The same newest mark (its checkpoint is the one the store moved), now held there. A move
     // while init is still recovering is told once the runtime sends its marks.
     onMoved: (endpoint) => {
@@ -100,10 +136,7 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
       return store;
     },
     report: (r) => process.stderr.write(`trine: rollback recovery ${JSON.stringify(r)}\n`),
-    onFatal: (e) => {
-      process.stderr.write(`trine: rollback recovery of rank ${rb.rank} failed, stopping: ${e.message}\n`);
-      process.exit(ROLLBACK_FATAL_EXIT);
-    },
+    onFatal: fatalExit(rb.rank),
   };
 }
 
@@ -125,25 +158,16 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
   }
   const state = checkRegisteredState(a.state);
   if (!BUILT_LOGGING.includes(rb.logging) || !BUILT_CHECKPOINTS.includes(rb.checkpoint)) {
-    throw new RollbackError('BAD_STATE', `logging ${rb.logging} with ${rb.checkpoint} checkpoints is not built yet (PROTOCOL §11.5): submit with --logging rbml or hmpl`);
+    throw new RollbackError('BAD_STATE', `logging ${rb.logging} with ${rb.checkpoint} checkpoints is not built (PROTOCOL §11.5): submit with --logging rbml, hmpl or cm`);
   }
-  const store = new ChainedStore(await a.connectStore());
+  if (rb.logging === 'cm' && rb.checkpoint !== 'nco') {
+    throw new RollbackError('BAD_STATE', `channel memories carry every message through its receiver's CM, so semi-coordinated checkpoints (${rb.checkpoint}) have nothing to save there (PROTOCOL §11.6): submit --logging cm with --checkpoint nco, or ${rb.checkpoint} with --logging rbml or hmpl`);
+  }
+  if (rb.logging === 'cm' && a.cm === undefined) throw new RollbackError('BAD_STATE', 'channel memories need every rank\'s home CM (§11.6)');
+  const raw = await a.connectStore();
+  const store = new ChainedStore(raw);
   try {
-    const semi = rb.checkpoint === 'nco' ? null : rb.checkpoint;
-    const channels = new RankChannels({
-      p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal, logging: rb.logging === 'hmpl' ? 'hmpl' : 'rbml', ...(semi === null ? {} : { groups: rb.groups }),
-    });
-    // §11.7: the checkpoint group's coordination rides on the channels' frames.
-    const coordination = semi === null ? null : new GroupCheckpoint({ self: rb.rank, groups: rb.groups, mode: semi, send: (r, f) => channels.sendGroupFrame(r, f) });
-    if (coordination !== null) {
-      channels.group = {
-        onFrame: (r, f) => coordination.onFrame(r, f),
-        onHaveSent: (r, fresh) => {
-          if (fresh) coordination.forget(r);
-          coordination.announce(r);
-        },
-      };
-    }
+    const { channels, coordination } = makeChannels(a, raw, store);
     const layer = new CommLayer(channels);
     const world = layer.create(0, rb.ranks.map((_, r) => r));
     const runtime = new RollbackRuntime({
@@ -179,6 +203,34 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
   }
 }
 
+/** The message layer the task's logging asks for, over the chained store (`raw` is what it
+ *  wraps: under channel memories, the rank's connection to its home CM), and a bsco/sco task's
+ *  group coordination (§11.7), which rides on the rank channels' frames. */
+function makeChannels(a: OpenRollbackArgs, raw: RecoverableStore, store: ChainedStore): { channels: RollbackChannels; coordination: GroupCheckpoint | null } {
+  const { rb } = a;
+  if (rb.logging === 'cm') {
+    if (!(raw instanceof CmClient) || a.cm === undefined) throw new RollbackError('BAD_STATE', 'channel memories: the store must be the rank\'s home CM (§11.6)');
+    // The CM writes this rank's log; the rank chains it as the CM pushes it.
+    const channels = new CmChannels({ rank: rb.rank, vpids: rb.ranks, homes: a.cm.homes, home: raw, connect: a.cm.connect, onFatal: a.onFatal, observe: (pos, blob) => store.observe(pos, blob) });
+    return { channels, coordination: null };
+  }
+  const semi = rb.checkpoint === 'nco' ? null : rb.checkpoint;
+  const channels = new RankChannels({
+    p2p: a.p2p, rank: rb.rank, vpids: rb.ranks, store, onFatal: a.onFatal, logging: rb.logging === 'hmpl' ? 'hmpl' : 'rbml', ...(semi === null ? {} : { groups: rb.groups }),
+  });
+  const coordination = semi === null ? null : new GroupCheckpoint({ self: rb.rank, groups: rb.groups, mode: semi, send: (r, f) => channels.sendGroupFrame(r, f) });
+  if (coordination !== null) {
+    channels.group = {
+      onFrame: (r, f) => coordination.onFrame(r, f),
+      onHaveSent: (r, fresh) => {
+        if (fresh) coordination.forget(r);
+        coordination.announce(r);
+      },
+    };
+  }
+  return { channels, coordination };
+}
+
 /** MPI_Finalize in rollback mode: a barrier first, so no rank leaves while a replacement may
  *  still need to hear what it holds (its `have`), then the store. */
 export async function closeRollback(p: RollbackParts): Promise<void> {
@@ -189,10 +241,4 @@ export async function closeRollback(p: RollbackParts): Promise<void> {
   clearInterval(p.extentTimer);
   p.channels.close(new Error('finalized'));
   await p.store.close();
-  // For the benches (TRINE_ROLLBACK_STATS=1): what this rank appended to its protector, what it
-  // held without a log entry (internal to its checkpoint group, §11.7), its checkpoints.
-  if (process.env.TRINE_ROLLBACK_STATS === '1') {
-    const st = { rank: p.channels.self, appended: p.channels.st.logPos, internal: p.channels.counters.internal, checkpoints: p.runtime.stats.checkpoints };
-    process.stderr.write(`trine: rollback stats ${JSON.stringify(st)}\n`);
-  }
 }

@@ -16,7 +16,7 @@ import { Packr } from 'msgpackr';
 import { decodeCheckpoint, decodeLogEntry, encodeCheckpoint, type LogEntry } from './codec.ts';
 import type { Comm, CommLayer } from '../gmpi/comm.ts';
 import type { RankStore } from './channels.ts';
-import type { RankChannels } from './rank-channels.ts';
+import type { RollbackChannels } from './channels-api.ts';
 import { CHAIN_ZERO, verifyLogChain, type ChainedStore } from './log-chain.ts';
 import { completeCheckpoint, groupRanks, type GroupCheckpoint } from './group-checkpoint.ts';
 
@@ -72,7 +72,7 @@ export function checkRegisteredState(s: unknown): RegisteredState {
 export const digestOf = (b: Uint8Array): Uint8Array => new Uint8Array(createHash('sha256').update(b).digest());
 
 export type RuntimeOptions = {
-  readonly channels: RankChannels;
+  readonly channels: RollbackChannels;
   /** The communicators over the channels, and the world one whose collective count a
    *  checkpoint keeps. */
   readonly layer: CommLayer;

@@ -10,7 +10,14 @@
 //                        put {id, logPos, size, offset, chunk} …    → stored {id} at the last chunk
 //                        fetch                                      → checkpoint chunks, log
 //                                                                     entries, then fetched {last}
+//                        deposit {dest, ssn, blob}                 → deposited {dest, ssn}
+//                        subscribe {from}                           → pushed {first, blobs} …
+//                                                                     (as the log grows)
 //   either refusal of one request: error {op, ref, code, reason}; the connection stays.
+//
+// `deposit` and `subscribe` are the channel-memory role (channel-memory.ts, PROTOCOL §11.6):
+// a sender logs its message to `dest` at dest's home CM; the rank subscribed there receives its
+// log's entries in the CM's order, as they are appended.
 //
 // `appended.upTo` acknowledges every position up to it (the acknowledgement RBML's receiver
 // waits for before it acknowledges the sender, PROTOCOL §11.3), so appends are pipelined.
@@ -52,15 +59,15 @@ export type ProtectorCode =
 const CODES = [
   'UNKNOWN_TASK', 'FENCED', 'BAD_RANK', 'GAP', 'CONFLICT', 'STALE', 'BAD_CHECKPOINT', 'STATE_TOO_LARGE', 'LOG_FULL', 'STORE_FULL',
   'TOO_MANY_TASKS', 'BAD_MAC', 'MALFORMED', 'TOO_LARGE', 'UNEXPECTED', 'AUTH_TIMEOUT', 'TOO_MANY_CONNECTIONS', 'REPLACED', 'RELEASED',
-  'SHUTDOWN', 'SLOW_CLIENT',
+  'SHUTDOWN', 'SLOW_CLIENT', 'BAD_DEPOSIT',
 ] as const satisfies readonly ProtectorCode[];
 // Every code has a wire value: a missing one is a type error here.
 const _everyCode: Exclude<ProtectorCode, (typeof CODES)[number]> extends never ? true : never = true;
 void _everyCode;
 const code: Schema<ProtectorCode> = oneOf(CODES);
 
-export type ProtectorOp = 'append' | 'put' | 'fetch';
-const op: Schema<ProtectorOp> = oneOf(['append', 'put', 'fetch'] as const);
+export type ProtectorOp = 'append' | 'put' | 'fetch' | 'deposit' | 'subscribe';
+const op: Schema<ProtectorOp> = oneOf(['append', 'put', 'fetch', 'deposit', 'subscribe'] as const);
 
 /** A bounded non-negative integer: ranks below MAX_TASK_PROCS, sizes within their limit. */
 function below(limit: number, what: string): Schema<number> {
@@ -88,7 +95,11 @@ export type ToProtector =
   | { type: 'appendBatch'; first: number; blobs: Uint8Array[] }
   /** One chunk of checkpoint `id` (`size` bytes in all), at `offset`; chunks come in order. */
   | { type: 'put'; id: number; logPos: number; size: number; offset: number; chunk: Uint8Array }
-  | { type: 'fetch' };
+  | { type: 'fetch' }
+  /** Log message `ssn` of this rank to `dest` at dest's home CM; `blob` is the log entry. */
+  | { type: 'deposit'; dest: number; ssn: number; blob: Uint8Array }
+  /** Push this rank's log entries after position `from`, and every one appended from now on. */
+  | { type: 'subscribe'; from: number };
 
 export type ToClient =
   | { type: 'challenge'; nonce: Uint8Array }
@@ -102,7 +113,12 @@ export type ToClient =
   | { type: 'entries'; first: number; blobs: Uint8Array[] }
   /** The end of a fetch. */
   | { type: 'fetched'; last: number }
-  /** One request refused: `ref` is the append's position or the checkpoint's id (0 for fetch). */
+  /** The CM holds message `ssn` to `dest` (stored now or before). */
+  | { type: 'deposited'; dest: number; ssn: number }
+  /** Subscribed entries at positions first, first + 1, … */
+  | { type: 'pushed'; first: number; blobs: Uint8Array[] }
+  /** One request refused: `ref` is the append's position, the checkpoint's id, the deposit's ssn
+   *  or the subscription's `from` (0 for fetch). */
   | { type: 'error'; op: ProtectorOp; ref: number; code: ProtectorCode; reason: string };
 
 export const toProtector: Schema<ToProtector> = union<ToProtector>({
@@ -111,6 +127,8 @@ export const toProtector: Schema<ToProtector> = union<ToProtector>({
   appendBatch: { code: 3, order: ['first', 'blobs'], fields: { first: uint, blobs } },
   put: { code: 4, order: ['id', 'logPos', 'size', 'offset', 'chunk'], fields: { id: uint, logPos: uint, size, offset: size, chunk } },
   fetch: { code: 5, order: [], fields: {} },
+  deposit: { code: 6, order: ['dest', 'ssn', 'blob'], fields: { dest: rank, ssn: u32, blob } },
+  subscribe: { code: 7, order: ['from'], fields: { from: uint } },
 });
 
 export const toClient: Schema<ToClient> = union<ToClient>({
@@ -123,6 +141,8 @@ export const toClient: Schema<ToClient> = union<ToClient>({
   entries: { code: 7, order: ['first', 'blobs'], fields: { first: uint, blobs } },
   fetched: { code: 8, order: ['last'], fields: { last: uint } },
   error: { code: 9, order: ['op', 'ref', 'code', 'reason'], fields: { op, ref: uint, code, reason: text(MAX_TEXT_CHARS) } },
+  deposited: { code: 10, order: ['dest', 'ssn'], fields: { dest: rank, ssn: u32 } },
+  pushed: { code: 11, order: ['first', 'blobs'], fields: { first: uint, blobs } },
 });
 
 /** Room a frame's header and fields take beside a chunk or a batch's blobs: msgpack's array and

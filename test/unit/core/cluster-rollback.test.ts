@@ -323,6 +323,15 @@ describe('PROTOCOL §11.1: the group refuses a rollback task it cannot protect (
     expect(c.cs.tasks.size).toBe(0);
   });
 
+  it('channel memories with semi-coordinated checkpoints (PROTOCOL §11.6): refused, naming the combinations that work', () => {
+    const c = new Cluster(2);
+    for (const checkpoint of ['bsco', 'sco'] as const) {
+      const r = c.submit(1, { mode: 'linked', recovery: rollback({ logging: 'cm', checkpoint }) });
+      expect(r).toEqual({ ok: false, text: expect.stringMatching(new RegExp(`${checkpoint} checkpoints have nothing to save: use --checkpoint nco with --logging cm`)) });
+    }
+    expect(c.submit(1, { mode: 'linked', recovery: rollback({ logging: 'cm', checkpoint: 'nco' }) }).ok).toBe(true);
+  });
+
   it('a checkpoint interval or a state bound out of range; the bounds themselves are accepted', () => {
     const c = new Cluster(2);
     const cases: [Recovery, string][] = [

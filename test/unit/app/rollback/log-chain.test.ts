@@ -51,5 +51,6 @@ describe('the log chain (PROTOCOL §11.4: the extent of each log recorded by dig
     await done[0];
     expect(s.extent()).toEqual({ pos: 3, chain: chains[2] });
     expect(() => s.append(7, Uint8Array.of(0))).toThrow(/in order/);
+    expect(s.chainAt(3)).toEqual(chains[2]);
   });
 });

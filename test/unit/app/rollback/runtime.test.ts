@@ -116,9 +116,9 @@ describe('init refuses what it cannot protect (issue 17 Bad input)', () => {
   });
 
   it('a mode not built yet is refused, with the options that work', async () => {
-    for (const m of [rb('cm'), rb('cm', 'sco')]) {
+    for (const m of [rb('cm', 'bsco'), rb('cm', 'sco')]) {
       const { e } = await open(m, { a: 1 });
-      expect(e?.message).toMatch(/not built yet.*--logging rbml or hmpl/);
+      expect(e?.message).toMatch(/semi-coordinated checkpoints \((bsco|sco)\) have nothing to save there.*--checkpoint nco/);
     }
   });
 
@@ -128,6 +128,12 @@ describe('init refuses what it cannot protect (issue 17 Bad input)', () => {
       expect(e).toBeNull();
       expect(store.checkpoints.map((c) => [c.id, c.logPos])).toEqual([[1, 0]]);
     }
+  });
+
+  it('cm (PROTOCOL §11.6) needs every rank\'s home CM and its own CM connection as the store', async () => {
+    const { e } = await open(rb('cm'), { a: 1 });
+    expect(e?.code).toBe('BAD_STATE');
+    expect(e?.message).toMatch(/channel memories need every rank's home CM/);
   });
 
   it('rbml and hmpl with nco open, and a first incarnation takes no checkpoint at init', async () => {

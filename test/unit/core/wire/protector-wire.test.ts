@@ -22,6 +22,9 @@ const TO_PROTECTOR: ToProtector[] = [
   { type: 'appendBatch', first: 7, blobs: [filled(1, 1), new Uint8Array(0), filled(300, 9)] },
   { type: 'put', id: 4, logPos: 9, size: 100, offset: 0, chunk: filled(100, 5) },
   { type: 'fetch' },
+  { type: 'deposit', dest: 2, ssn: 7, blob: filled(20, 4) },
+  { type: 'subscribe', from: 0 },
+  { type: 'subscribe', from: 2 ** 40 },
 ];
 const TO_CLIENT: ToClient[] = [
   { type: 'challenge', nonce: filled(PROTECTOR_NONCE_BYTES, 7) },
@@ -33,6 +36,9 @@ const TO_CLIENT: ToClient[] = [
   { type: 'entries', first: 10, blobs: [filled(2, 2)] },
   { type: 'fetched', last: 11 },
   { type: 'error', op: 'append', ref: 12, code: 'LOG_FULL', reason: 'checkpoint first' },
+  { type: 'deposited', dest: 2, ssn: 7 },
+  { type: 'pushed', first: 3, blobs: [filled(5, 1), filled(0, 0)] },
+  { type: 'error', op: 'deposit', ref: 9, code: 'BAD_DEPOSIT', reason: 'the entry names rank 1' },
 ];
 
 function decodeAll<T>(decoder: { feed(c: Uint8Array): void; next(): { ok: true; value: T | null } | { ok: false; code: string } }, bytes: Uint8Array, chunk: number) {
@@ -128,6 +134,30 @@ describe('PROTOCOL §11.4 protector wire: malformed and oversized input is a typ
       expect(() => decodeAll(protectorDecoder(), bytes.subarray(0, 1 + rnd(bytes.length)), 1 + rnd(64))).not.toThrow();
       expect(() => decodeAll(clientDecoder(), bytes, 1 + rnd(64))).not.toThrow();
     }
+  });
+});
+
+describe('PROTOCOL §11.6 channel-memory wire (mpichv-dgrp 1.2.1): forged and oversized frames', () => {
+  const fails = (tree: unknown): string | null => decodeAll(protectorDecoder(), rawFrame(tree), 1 << 20).error;
+  const clientFails = (tree: unknown): string | null => decodeAll(clientDecoder(), rawFrame(tree), 1 << 20).error;
+
+  it('a deposit to a rank past MAX_TASK_PROCS, an ssn past a u32, an entry past PROTECTOR_MAX_ENTRY_BYTES is refused', () => {
+    expect(fails([6, 1, 1, new Uint8Array(9)])).toBeNull();
+    expect(fails([6, MAX_TASK_PROCS, 1, new Uint8Array(9)])).toBe('WIRE_LIMIT');
+    expect(fails([6, 1, 2 ** 32, new Uint8Array(9)])).toBe('WIRE_MALFORMED');
+    expect(fails([6, 1, 1, new Uint8Array(PROTECTOR_MAX_ENTRY_BYTES + 1)])).toBe('WIRE_LIMIT');
+    expect(fails([6, 1, 1])).toBe('WIRE_MALFORMED');
+    expect(fails([6, -1, 1, new Uint8Array(1)])).toBe('WIRE_MALFORMED');
+    expect(fails([7, 'x'])).toBe('WIRE_MALFORMED');
+    expect(fails([7, -3])).toBe('WIRE_MALFORMED');
+  });
+
+  it('a pushed batch past PROTECTOR_MAX_BATCH_ENTRIES, a deposited answer with a bad rank, are refused at the client', () => {
+    expect(clientFails([11, 1, [new Uint8Array(1)]])).toBeNull();
+    expect(clientFails([11, 1, Array.from({ length: PROTECTOR_MAX_BATCH_ENTRIES + 1 }, () => new Uint8Array(0))])).toBe('WIRE_LIMIT');
+    expect(clientFails([11, 1, [new Uint8Array(PROTECTOR_MAX_ENTRY_BYTES + 1)]])).toBe('WIRE_LIMIT');
+    expect(clientFails([10, MAX_TASK_PROCS, 1])).toBe('WIRE_LIMIT');
+    expect(clientFails([9, 'deposit', 1, 'NO_SUCH_CODE', 'x'])).toBe('WIRE_MALFORMED');
   });
 });
 
