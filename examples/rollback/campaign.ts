@@ -2,11 +2,13 @@
 // run in rollback mode (issue 17 Tests: "at least 300 crashes across the modes, all ending with
 // the right answer"; PROTOCOL §11).
 //
-//   npm run campaign:rollback -- [--runs 100] [--per-run 3] [--node-every 4] [--pace-ms 100] [--seed 1] [--out FILE]
+//   npm run campaign:rollback -- [--runs 100] [--per-run 3] [--node-every 4] [--modes LIST] [--pace-ms 100] [--seed 1] [--out FILE]
 //
 // A local 4-node cluster (started with --allow-inject) serves the runs. Run k submits, in turn,
 // the heat stencil and N-Queens without recovery code (master/worker, any-source receives) under
-// each logging mode built (rbml, hmpl, cm), as a linked rollback task of 4, and kills `--per-run` of
+// each mode of `--modes` (logging/checkpoint: by default rbml, hmpl and cm with uncoordinated
+// checkpoints, and rbml/bsco, rbml/sco, hmpl/bsco, hmpl/sco), as a linked rollback task of 4 (6
+// under bsco/sco, so that some nodes hold two ranks: a checkpoint group), and kills `--per-run` of
 // its processes with SIGKILL, each drawn at random among the running ones after a random delay,
 // each once the previous crash's replacements run. In every `--node-every`-th run (0: never) the
 // first crash is a node failure instead (`trine inject kill-node` of a node holding a rank: its
@@ -24,7 +26,7 @@ import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { heatReference, type HeatParams } from '../heat/heat-core.ts';
 import { heatSummary } from '../heat/heat-state.ts';
 
-const USAGE = 'usage: npm run campaign:rollback -- [--runs N] [--per-run K] [--node-every K] [--pace-ms MS] [--seed S] [--out FILE]';
+const USAGE = 'usage: npm run campaign:rollback -- [--runs N] [--per-run K] [--node-every K] [--modes rbml,hmpl,cm,rbml/bsco,…] [--pace-ms MS] [--seed S] [--out FILE]';
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
@@ -62,7 +64,18 @@ const APPS: App[] = [
   // 2.5× the pace per unit: N-Queens' 90 units would end before the third crash otherwise.
   { name: 'nqueens', args: ['examples/nqueens/nqueens-rollback.ts', '--n', '11', '--pace-ms', String(Math.round(PACE_MS * 2.5))], ok: (out) => /"solutions":2680,"expected":2680,"correct":true/.test(out) },
 ];
-const MODES = ['rbml', 'hmpl', 'cm'] as const;
+/** `logging/checkpoint`, the checkpoint policy nco when absent. */
+type Mode = { label: string; logging: string; checkpoint: string; size: number };
+const modesIdx = process.argv.indexOf('--modes');
+const MODE_LIST = modesIdx >= 0 ? (process.argv[modesIdx + 1] ?? '') : 'rbml,hmpl,cm,rbml/bsco,rbml/sco,hmpl/bsco,hmpl/sco';
+const MODES: Mode[] = MODE_LIST.split(',').map((m) => {
+  const [logging = '', checkpoint = 'nco'] = m.split('/');
+  if (!['rbml', 'hmpl', 'cm'].includes(logging) || !['nco', 'bsco', 'sco'].includes(checkpoint)) {
+    process.stderr.write(`campaign: --modes: ${JSON.stringify(m)} is not logging[/checkpoint] (rbml, hmpl, cm / nco, bsco, sco)\n${USAGE}\n`);
+    process.exit(2);
+  }
+  return { label: checkpoint === 'nco' ? logging : `${logging}/${checkpoint}`, logging, checkpoint, size: checkpoint === 'nco' ? 4 : 6 };
+});
 
 const root = mkdtempSync(join(tmpdir(), 'trine-campaign-rollback-'));
 const dir = join(root, 'cluster');
@@ -94,10 +107,11 @@ type RunResult = { run: number; app: string; logging: string; task: string; cras
 
 async function oneRun(run: number): Promise<RunResult> {
   const app = APPS[run % APPS.length]!;
-  const logging = MODES[Math.floor(run / APPS.length) % MODES.length]!;
+  const mode = MODES[Math.floor(run / APPS.length) % MODES.length]!;
+  const logging = mode.label;
   const started = Date.now();
   const crashes: Crash[] = [];
-  const id = trine(['submit', '--linked', '-n', '4', '--recovery', 'rollback', '--logging', logging, '--checkpoint-interval', '300', '--name', `rb${run}`,
+  const id = trine(['submit', '--linked', '-n', String(mode.size), '--recovery', 'rollback', '--logging', mode.logging, '--checkpoint', mode.checkpoint, '--checkpoint-interval', '300', '--name', `rb${run}`,
     '--cwd', REPO, '--', process.execPath, '--import', 'tsx', ...app.args]).trim();
   const result = (ok: boolean, note: string): RunResult => ({ run, app: app.name, logging, task: id, crashes, ok, seconds: (Date.now() - started) / 1000, note });
   try {
@@ -108,7 +122,7 @@ async function oneRun(run: number): Promise<RunResult> {
       const t = task(id);
       if (t === undefined || t.outcome !== null) break;
       const live = t.procs.filter((p) => p.state === 'running' && p.pid !== null && p.rank !== null);
-      if (live.length < 4) break;
+      if (live.length < mode.size) break;
       const victim = live[Math.floor(random() * live.length)]!;
       const kind = nodeRun && k === 0 ? 'node' : 'process';
       const hit = kind === 'node' ? live.filter((p) => p.node === victim.node) : [victim];
@@ -122,8 +136,10 @@ async function oneRun(run: number): Promise<RunResult> {
       crashes.push(crash);
       await until(`a replacement for rank(s) ${crash.ranks.join(', ')}`, () => {
         const now = task(id);
+        // Under bsco/sco the crashed rank's checkpoint group is replaced with it: wait for all.
         return now === undefined || now.outcome !== null
-          || crash.ranks.every((rank, i) => now.procs.some((p) => p.rank === rank && p.vpid > crash.vpids[i]! && p.state === 'running'));
+          || (crash.ranks.every((rank, i) => now.procs.some((p) => p.rank === rank && p.vpid > crash.vpids[i]! && p.state === 'running'))
+            && now.procs.filter((p) => p.rank !== null && p.state === 'running').length >= mode.size);
       }, 60_000);
       crash.replacedMs = Date.now() - crash.atMs;
     }
