@@ -6,7 +6,9 @@
 //      (computation-bound), each in app mode (no logging), in rollback mode with RBML
 //      (receiver-based pessimistic logging) and with HMPL (hybrid logging), both with no
 //      checkpoint so the logging's cost shows alone, and with RBML and a checkpoint every
-//      500 ms for the checkpoints' cost. Runs alternate (A, B, C, D, A, B, …) and each round's
+//      500 ms for the checkpoints' cost, and with channel memories (cm, no checkpoint); beside
+//      N-Queens, the app-specific N-Queens (examples/nqueens/nqueens.ts, Ghidrah's Tables
+//      5.5-5.7) in app mode. Runs alternate (A, B, C, D, A, B, …) and each round's
 //      ratio to its own app-mode run is kept, so a machine that gets busier between rounds moves
 //      both; the figures are medians with the rounds' spread. Time to solution is the
 //      application's own line (rank 0: from init's return to the answer), the same in every
@@ -15,7 +17,8 @@
 //   2. Recovery. The heat stencil with checkpoints every 500 ms, under RBML and HMPL in turn,
 //      rank 2 (an interior rank: both its neighbours wait for it) killed with SIGKILL mid-run;
 //      from the kill to the replacement back in step, split into detection, restart, restore
-//      and replay (see `CrashSample`).
+//      and replay (see `CrashSample`); then the node holding rank 2 failed instead
+//      (`trine inject kill-node`, on a fresh cluster each time), split the same way.
 //   3. Sizes. Checkpoint bytes per rank, log bytes and entries per step, as the library sent
 //      them to its protector, beside what the messages alone amount to.
 //   Beside them, the floor: the protector's own append latency and checkpoint transfer on
@@ -89,6 +92,7 @@ const MODES: Mode[] = [
   { key: 'rbml', label: 'rollback rbml/nco, no checkpoint', recovery: { recovery: 'rollback', checkpointInterval: String(ROLLBACK_MAX_INTERVAL_MS) } },
   { key: 'hmpl', label: 'rollback hmpl/nco, no checkpoint', recovery: { recovery: 'rollback', logging: 'hmpl', checkpointInterval: String(ROLLBACK_MAX_INTERVAL_MS) } },
   { key: 'rbml-500ms', label: 'rollback rbml/nco, checkpoint every 500 ms', recovery: { recovery: 'rollback', checkpointInterval: '500' } },
+  { key: 'cm', label: 'rollback cm/nco (channel memories), no checkpoint', recovery: { recovery: 'rollback', logging: 'cm', checkpointInterval: String(ROLLBACK_MAX_INTERVAL_MS) } },
 ];
 /** Ghidrah's Tables 5.5–5.7 set the application's own fault tolerance beside stock runs: here
  *  examples/nqueens/nqueens.ts (app-specific detection, and the manager's counts checkpointed
