@@ -106,8 +106,10 @@ type Crash = { kind: 'process' | 'node'; node: string; ranks: number[]; vpids: n
 type RunResult = { run: number; app: string; logging: string; task: string; crashes: Crash[]; ok: boolean; seconds: number; note: string };
 
 async function oneRun(run: number): Promise<RunResult> {
-  const app = APPS[run % APPS.length]!;
   const mode = MODES[Math.floor(run / APPS.length) % MODES.length]!;
+  // BSCO needs the ranks of a node to call snapshot() in step (SPMD, PROTOCOL §11.7); N-Queens'
+  // master and workers do not, so its BSCO runs take the heat stencil.
+  const app = mode.checkpoint === 'bsco' ? APPS[0]! : APPS[run % APPS.length]!;
   const logging = mode.label;
   const started = Date.now();
   const crashes: Crash[] = [];

@@ -232,7 +232,7 @@ const NQ_LINE = /^\{"app":"nqueens-rollback"/;
 describe('PROTOCOL §11.3, mpichv-dgrp 1.2.4: N-Queens master/worker (any-source receives logged as determinants), a process killed mid-run', () => {
   for (const [who, rank] of [['rank 0, the master, who does the wildcard receives', 0], ['a worker (rank 2)', 2]] as const) {
     it(`${who}: the replacement holds rank ${rank}, the count is 724 (n = 10), the task ends normally`, async () => {
-      const { id, at } = await start('examples/nqueens/nqueens-rollback.ts', 4, ['--checkpoint-interval', String(INTERVAL_MS)], ['--n', '10', '--pace-ms', '150']);
+      const { id, at } = await start('examples/nqueens/nqueens-rollback.ts', 4, ['--checkpoint-interval', String(INTERVAL_MS)], ['--n', '10', '--pace-ms', '400']); // ≈ 10 s: the kill lands mid-run even on a loaded machine
       await until(at, 1_500);
       const killed = await killRank(id, rank);
       const repl = await replacementOf(id, rank, killed);

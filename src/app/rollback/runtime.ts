@@ -44,6 +44,8 @@ export class RollbackError extends Error {
 }
 
 const packr = new Packr({ useRecords: false, moreTypes: true });
+/** How long a member waits at the BSCO barrier before it warns that its group is out of step. */
+export const BSCO_BARRIER_WARN_MS = 10_000;
 
 /** The log entries after position `from`, decoded, if they are contiguous and all decode. */
 function readLog(contents: StoreContents, from: number, size: number): { pos: number; entry: LogEntry }[] | null {
@@ -148,8 +150,24 @@ export class RollbackRuntime {
     if (id === null) return false;
     await this.checkpoint(id);
     // BSCO: the barrier, every member has stored it (radic-hmpl A.2.8 BSCO steps 3-4).
-    if (g.mode === 'bsco') await g.until(() => g.allStored(id));
+    if (g.mode === 'bsco') await this.barrier(g, id);
     return true;
+  }
+
+  /** BSCO's barrier: every member has stored checkpoint `id`. It needs the members to reach the
+   *  same snapshot() call (SPMD); one that waits there long says so on stderr, once, since a
+   *  member that never gets there (master/worker, or one that finished) holds it forever. */
+  private async barrier(g: GroupCheckpoint, id: number): Promise<void> {
+    const warn = setTimeout(() => {
+      const missing = groupRanks(this.o.group!.groups, this.o.channels.self).filter((r) => r !== this.o.channels.self);
+      process.stderr.write(`trine: rollback rank ${this.o.channels.self} has waited ${BSCO_BARRIER_WARN_MS} ms at the bsco barrier of checkpoint ${id} for ranks ${missing.join(', ')} of its node: bsco needs every rank of a node to call snapshot() in step (SPMD); use --checkpoint sco otherwise\n`);
+    }, BSCO_BARRIER_WARN_MS);
+    warn.unref();
+    try {
+      await g.until(() => g.allStored(id));
+    } finally {
+      clearTimeout(warn);
+    }
   }
 
   /** A member of a checkpoint group, first incarnation, at init: checkpoint 1 is the group's
