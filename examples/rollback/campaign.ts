@@ -2,7 +2,10 @@
 // run in rollback mode (issue 17 Tests: "at least 300 crashes across the modes, all ending with
 // the right answer"; PROTOCOL §11).
 //
-//   npm run campaign:rollback -- [--runs 100] [--per-run 3] [--node-every 4] [--modes LIST] [--pace-ms 100] [--seed 1] [--out FILE]
+//   npm run campaign:rollback -- [--runs 100] [--per-run 3] [--node-every 4] [--modes LIST] [--pace-ms 100] [--seed 1] [--out FILE] [--keep DIR]
+//
+// A failed run's logs (task, daemons) and `trine ps --json` are copied to `--keep` (default
+// bench/results/campaign-rollback-failures/run-N-tK) before the cluster goes.
 //
 // A local 4-node cluster (started with --allow-inject) serves the runs. Run k submits, in turn,
 // the heat stencil and N-Queens without recovery code (master/worker, any-source receives) under
@@ -17,7 +20,7 @@
 // answer: the heat stencil's checksums equal the sequential reference's bit for bit, N-Queens
 // prints the known count. The table and raw results go to bench/results/campaign-rollback.json.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,7 +29,7 @@ import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { heatReference, type HeatParams } from '../heat/heat-core.ts';
 import { heatSummary } from '../heat/heat-state.ts';
 
-const USAGE = 'usage: npm run campaign:rollback -- [--runs N] [--per-run K] [--node-every K] [--modes rbml,hmpl,cm,rbml/bsco,…] [--pace-ms MS] [--seed S] [--out FILE]';
+const USAGE = 'usage: npm run campaign:rollback -- [--runs N] [--per-run K] [--node-every K] [--modes rbml,hmpl,cm,rbml/bsco,…] [--pace-ms MS] [--seed S] [--out FILE] [--keep DIR]';
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
@@ -48,6 +51,9 @@ const RUNS = option('runs', 100);
 const PER_RUN = option('per-run', 3);
 const PACE_MS = option('pace-ms', 100);
 const NODE_EVERY = option('node-every', 4);
+/** Where a failed run's task and agent logs are copied before the cluster goes (`--keep DIR`). */
+const keepIdx = process.argv.indexOf('--keep');
+const KEEP = keepIdx >= 0 ? (process.argv[keepIdx + 1] as string) : join(REPO, 'bench', 'results', 'campaign-rollback-failures');
 const outIdx = process.argv.indexOf('--out');
 const OUT = outIdx >= 0 ? (process.argv[outIdx + 1] as string) : join(REPO, 'bench', 'results', 'campaign-rollback.json');
 /** Deterministic choices, so a campaign can be replayed. */
@@ -102,6 +108,18 @@ async function until<T>(what: string, test: () => T | null | undefined | false, 
 }
 
 /** A process killed (`kind: 'process'`, one rank) or a node failed (every rank on it). */
+/** A failed run's evidence: its task's logs, the daemons' logs and the cluster's view. */
+function keepLogs(run: number, id: string): void {
+  const to = join(KEEP, `run-${run}-${id}`);
+  try {
+    mkdirSync(to, { recursive: true });
+    cpSync(join(dir, 'logs'), join(to, 'logs'), { recursive: true });
+    writeFileSync(join(to, 'ps.json'), trine(['ps', '--json']));
+  } catch (e) {
+    process.stderr.write(`campaign: could not keep run ${run}'s logs in ${to}: ${(e as Error).message}\n`);
+  }
+}
+
 type Crash = { kind: 'process' | 'node'; node: string; ranks: number[]; vpids: number[]; atMs: number; replacedMs: number | null };
 type RunResult = { run: number; app: string; logging: string; task: string; crashes: Crash[]; ok: boolean; seconds: number; note: string };
 
@@ -115,7 +133,10 @@ async function oneRun(run: number): Promise<RunResult> {
   const crashes: Crash[] = [];
   const id = trine(['submit', '--linked', '-n', String(mode.size), '--recovery', 'rollback', '--logging', mode.logging, '--checkpoint', mode.checkpoint, '--checkpoint-interval', '300', '--name', `rb${run}`,
     '--cwd', REPO, '--', process.execPath, '--import', 'tsx', ...app.args]).trim();
-  const result = (ok: boolean, note: string): RunResult => ({ run, app: app.name, logging, task: id, crashes, ok, seconds: (Date.now() - started) / 1000, note });
+  const result = (ok: boolean, note: string): RunResult => {
+    if (!ok) keepLogs(run, id);
+    return { run, app: app.name, logging, task: id, crashes, ok, seconds: (Date.now() - started) / 1000, note };
+  };
   try {
     await until('the task to run', () => task(id)?.state === 'running' || task(id)?.outcome != null, 60_000);
     // Not under channel memories: a CM's node failure fails the ranks that need it, visibly, by
