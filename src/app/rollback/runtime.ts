@@ -102,6 +102,7 @@ export type Mark = {
 };
 /** What a rank says of its newest checkpoint (the rollback-init adds its protector). */
 export type MarkBody = Omit<Mark, 'protector'>;
+const bodyOf = ({ protector: _p, ...body }: Mark): MarkBody => body;
 
 const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
@@ -117,7 +118,7 @@ export class RollbackRuntime {
     this.lastCheckpointAt = o.now();
     const m = o.marks?.[o.marks.length - 1];
     this.newest = m === undefined ? { id: 0, logPos: 0, digest: CHAIN_ZERO, base: CHAIN_ZERO, extent: 0, chain: CHAIN_ZERO }
-      : { id: m.id, logPos: m.logPos, digest: m.digest, base: m.base, extent: m.extent, chain: m.chain };
+      : bodyOf(m);
   }
 
   /** The newest mark, with the extent of the log its protector holds now (PROTOCOL §11.4): what
@@ -291,7 +292,7 @@ export class RollbackRuntime {
       // the store takes no id or position twice (protector-store.ts).
       this.nextId = Math.max(...contents.checkpoints.map((x) => x.id)) + 1;
       this.goOn(chained.head, contents);
-      if (mark !== undefined) this.newest = { id: mark.id, logPos: mark.logPos, digest: mark.digest, base: mark.base, extent: mark.extent, chain: mark.chain };
+      if (mark !== undefined) this.newest = bodyOf(mark);
       this.lastCheckpointAt = this.o.now();
       return;
     }
@@ -343,7 +344,7 @@ export class RollbackRuntime {
     const floor = Math.max(...contents.checkpoints.map((x) => x.id), ...(group.marks[self] ?? []).map((m) => m.id));
     group.coordination.restored(k, floor);
     this.goOn(chained.head, contents);
-    this.newest = { id: mark.id, logPos: mark.logPos, digest: mark.digest, base: mark.base, extent: mark.extent, chain: mark.chain };
+    this.newest = bodyOf(mark);
     this.lastCheckpointAt = this.o.now();
   }
 
