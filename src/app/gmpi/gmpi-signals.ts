@@ -24,6 +24,9 @@ export type SignalContext = {
   /** The rank of a VPID in the world communicator now, -1 if it has none. */
   readonly rankOf: (vpid: number) => number;
   readonly isFinalized: () => boolean;
+  /** Whether a spawned member's hello is still taken: until finalize starts, and in a rollback
+   *  task until its finalize has closed the rank channels (a replacement may join meanwhile). */
+  readonly acceptsPeers: () => boolean;
   /** P2P follows the flags: aborted while either is raised, working when both are clear. */
   readonly syncFlags: () => void;
   /** A rollback task (PROTOCOL §11): a death pauses the dead rank's channels until its
@@ -103,7 +106,7 @@ function deliver(s: GmpiSignals, signum: number, src: number, dest: number, arg:
   if (fromCm && (signum === GSIG.NTF_DIED || signum === GSIG.REP_SPAWNED)) noteMembershipChange(ledger);
   if (fromCm && signum === GSIG.REP_SPAWNED) {
     if (arg === p2p.self) ledger.spawnedSelf = true;
-    else if (arg > p2p.self && !s.ctx.isFinalized()) p2p.expect([arg]);
+    else if (arg > p2p.self && s.ctx.acceptsPeers()) p2p.expect([arg]);
   }
   if (fromCm && signum === GSIG.REP_SYNC && arg === RECOVER_SYNC_ARG) {
     recordSyncPoint(ledger, sig.epoch, link.memberList.map((m) => m.vpid));

@@ -52,6 +52,8 @@ export class Gmpi {
   /** Wall and task timers (timers.ts). */
   private readonly timers = new GmpiTimers();
   private finalized = false;
+  /** A rollback task's finalize has closed its rank channels (closeRollback). */
+  private rollbackClosed = false;
   /** Deliveries numbered against the recovery barrier's REP_SYNCs (recovery-ledger.ts). */
   private readonly ledger = createRecoveryLedger();
   /** The application's handlers and what each delivery does first (gmpi-signals.ts). */
@@ -68,7 +70,9 @@ export class Gmpi {
     this.worldNow = world;
     const rb = rollback;
     this.signals = createGmpiSignals({
-      link, p2p, ledger: this.ledger, isFinalized: () => this.finalized, syncFlags: () => this.syncFlags(),
+      link, p2p, ledger: this.ledger, isFinalized: () => this.finalized,
+      // A rank in finalize's barrier still meets a replacement: its peer may die there (§11.3).
+      acceptsPeers: () => !this.finalized || (rb !== null && !this.rollbackClosed), syncFlags: () => this.syncFlags(),
       rankOf: (vpid) => (rb === null ? this.layer.rankOf(this.worldNow, vpid) : rb.channels.rankOfVpid(vpid)),
       onDeath: rb === null ? null : (vpid) => (rb.channels.onDeath(vpid), p2p.removePeer(vpid)),
     });
@@ -394,6 +398,7 @@ export class Gmpi {
     this.finalized = true;
     this.timers.dismissAll();
     if (this.rollback !== null) await closeRollback(this.rollback);
+    this.rollbackClosed = true;
     await this.p2p.close();
     await this.link.finalize();
   }
