@@ -33,7 +33,7 @@ describe('a rank moves to the next protector when its own fails (radic-hmpl A.2.
     const [a, b] = [await protector(), await protector()];
     const moves: [string, number | null][] = [];
     const store = new FailoverStore({ endpoints: [a.endpoint, b.endpoint], connect: connect(5), onMoved: (e, c) => moves.push([e, c?.id ?? null]) });
-    await store.open();
+    await store.open(false);
     for (let pos = 1; pos <= 3; pos++) await store.append(pos, blob(pos));
     await store.putCheckpoint(1, 3, Uint8Array.of(42));
     for (let pos = 4; pos <= 5; pos++) await store.append(pos, blob(pos));
@@ -52,7 +52,7 @@ describe('a rank moves to the next protector when its own fails (radic-hmpl A.2.
     const [a, b] = [await protector(), await protector()];
     const moves: [string, number | null][] = [];
     const store = new FailoverStore({ endpoints: [a.endpoint, b.endpoint], connect: connect(5), onMoved: (e, c) => moves.push([e, c?.id ?? null]) });
-    await store.open();
+    await store.open(false);
     await store.append(1, blob(1));
     await a.close();
     await store.append(2, blob(2));
@@ -65,7 +65,7 @@ describe('a rank moves to the next protector when its own fails (radic-hmpl A.2.
     const [a, b] = [await protector(), await protector()];
     const moves: string[] = [];
     const old = new FailoverStore({ endpoints: [a.endpoint, b.endpoint], connect: connect(5), onMoved: (e) => moves.push(e) });
-    await old.open();
+    await old.open(false);
     await old.append(1, blob(1));
     const newer = await connect(6)(a.endpoint); // a replacement of the rank fences the old process
     const e = await old.append(2, blob(2)).then(() => null, (x: unknown) => x);
@@ -78,10 +78,28 @@ describe('a rank moves to the next protector when its own fails (radic-hmpl A.2.
   it('with no protector left to answer, the rank fails visibly', async () => {
     const a = await protector();
     const store = new FailoverStore({ endpoints: [a.endpoint, '127.0.0.1:1'], connect: connect(5), onMoved: () => undefined });
-    await store.open();
+    await store.open(false);
     await a.close();
     const e = await store.append(1, blob(1)).then(() => null, (x: unknown) => x);
     expect((e as ProtectorError).code).toBe('CONNECT_FAILED');
+  });
+
+  it('a first incarnation whose protector does not answer takes the next of the ring (nothing of it is stored yet)', async () => {
+    const b = await protector();
+    const store = new FailoverStore({ endpoints: ['127.0.0.1:1', b.endpoint], connect: connect(5), onMoved: () => undefined });
+    await store.open(false);
+    expect(store.endpoint).toBe(b.endpoint);
+    await store.append(1, blob(1));
+    expect((await store.fetch()).log.map((e) => e.pos)).toEqual([1]);
+    await store.close();
+  });
+
+  it('a replacement whose protector failed with its node cannot be restored, and says so (radic-hmpl A.2.7: one of the two, not both)', async () => {
+    const b = await protector();
+    const store = new FailoverStore({ endpoints: ['127.0.0.1:1', b.endpoint], connect: connect(6), onMoved: () => undefined });
+    const e = await store.open(true).then(() => null, (x: unknown) => x);
+    expect((e as ProtectorError).code).toBe('CONNECT_FAILED');
+    expect((e as Error).message).toMatch(/^the protector at 127\.0\.0\.1:1, which holds this rank's checkpoints and log, does not answer .*it cannot be restored$/);
   });
 
   it('the ring order: the rank\'s own protector first, then the others after it, wrapping', () => {

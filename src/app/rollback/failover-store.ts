@@ -43,8 +43,29 @@ export class FailoverStore implements StoreClient {
     return this.o.endpoints[this.at] ?? '';
   }
 
-  async open(): Promise<void> {
-    this.client = await this.o.connect(this.endpoint);
+  /** Connect. `holding`: the first protector holds this rank's data (a replacement's
+   *  checkpoints and log), so no other will do; otherwise (nothing stored yet) the first of the
+   *  ring that answers takes the rank. */
+  async open(holding: boolean): Promise<void> {
+    if (holding) {
+      try {
+        this.client = await this.o.connect(this.endpoint);
+      } catch (e) {
+        if (!isTransport(e)) throw e;
+        throw new ProtectorError('CONNECT_FAILED', `the protector at ${this.endpoint}, which holds this rank's checkpoints and log, does not answer (${(e as Error).message}): its node failed as well as the rank's, and a rank survives the failure of its node or of its protector's, not of both (radic-hmpl A.2.7): it cannot be restored`);
+      }
+      return;
+    }
+    for (let tries = 0; tries < this.o.endpoints.length; tries++) {
+      try {
+        this.client = await this.o.connect(this.endpoint);
+        return;
+      } catch (e) {
+        if (!isTransport(e)) throw e;
+        this.at = (this.at + 1) % this.o.endpoints.length;
+      }
+    }
+    throw new ProtectorError('CONNECT_FAILED', `no protector of the ring answers (tried ${this.o.endpoints.length})`);
   }
 
   async append(pos: number, blob: Uint8Array): Promise<void> {

@@ -132,7 +132,9 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
     onMark: (m) => link.mark({ ...m, protector: store.endpoint }),
     bind: (r) => (runtime = r),
     connectStore: async () => {
-      await store.open();
+      // A replacement's data is at the protector its newest mark names (or, with none, the
+      // mapping's, where its first incarnation began); a first incarnation takes any that answers.
+      await store.open(link.mapping.recovered);
       return store;
     },
     report: (r) => process.stderr.write(`trine: rollback recovery ${JSON.stringify(r)}\n`),
