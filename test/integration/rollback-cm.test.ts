@@ -227,15 +227,22 @@ describe('channel memories over real protectors (PROTOCOL §11.6, mpichv-dgrp 1.
   });
 });
 
+/** Ranks 0 and 1 of a task of two, each homed on a CM of its own (rank r on CM r), their
+ *  channels started. */
+async function twoRanks(): Promise<{ a: Rank; b: Rank; homes: string[]; marks: Marks }> {
+  const cms = await startCms(2);
+  const homes = [cms[0]!, cms[1]!];
+  const marks: Marks = new Map();
+  const a = await makeRank(0, 0, [0, 1], homes, marks);
+  const b = await makeRank(1, 1, [0, 1], homes, marks);
+  a.ch.start();
+  b.ch.start();
+  return { a, b, homes, marks };
+}
+
 describe('when a CM fails (PROTOCOL §11.6: CMs are assumed stable)', () => {
   it('the ranks whose home CM stops fail visibly, and a sender to them too; none runs on unprotected', async () => {
-    const cms = await startCms(2);
-    const homes = [cms[0]!, cms[1]!];
-    const marks: Marks = new Map();
-    const a = await makeRank(0, 0, [0, 1], homes, marks);
-    const b = await makeRank(1, 1, [0, 1], homes, marks);
-    a.ch.start();
-    b.ch.start();
+    const { a, b } = await twoRanks();
     await a.ch.send(1, 5, Uint8Array.of(1));
     expect((await b.ch.recv(0, 5)).data).toEqual(Uint8Array.of(1));
     await protectors[1]!.close();
@@ -246,13 +253,7 @@ describe('when a CM fails (PROTOCOL §11.6: CMs are assumed stable)', () => {
   });
 
   it('a message of several MiB goes through the CM in fragments, appended together; a replacement replays it whole', async () => {
-    const cms = await startCms(2);
-    const homes = [cms[0]!, cms[1]!];
-    const marks: Marks = new Map();
-    const a = await makeRank(0, 0, [0, 1], homes, marks);
-    const b = await makeRank(1, 1, [0, 1], homes, marks);
-    a.ch.start();
-    b.ch.start();
+    const { a, b, homes, marks } = await twoRanks();
     const big = Uint8Array.from({ length: 3 * 1024 * 1024 + 5 }, (_, i) => i % 251);
     await Promise.all([a.ch.send(1, 9, big), a.ch.send(1, 8, Uint8Array.of(7))]);
     expect((await b.ch.recv(0, 9)).data).toEqual(big);
