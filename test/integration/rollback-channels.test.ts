@@ -5,85 +5,34 @@
 // VPID, restores the store's checkpoint, replays the log and goes on. The survivors' programs
 // are never told: they see a pause.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createHash } from 'node:crypto';
 import { CommLayer } from '../../src/app/gmpi/comm.ts';
-import * as coll from '../../src/app/gmpi/collectives.ts';
 import { ANY_SOURCE } from '../../src/app/gmpi/matching.ts';
-import { P2P } from '../../src/app/gmpi/p2p.ts';
+import type { P2P } from '../../src/app/gmpi/p2p.ts';
 import { decodeLogEntry } from '../../src/app/rollback/codec.ts';
 import { ChainedStore } from '../../src/app/rollback/log-chain.ts';
 import { RankChannels } from '../../src/app/rollback/rank-channels.ts';
-import { RollbackError, RollbackRuntime, type Mark, type MarkBody, type RecoverableStore, type StoreContents, type StoredCheckpoint } from '../../src/app/rollback/runtime.ts';
-import { TEST_TASK_KEY } from './gmpi-test-tools.ts';
+import { RollbackError, RollbackRuntime, type MarkBody } from '../../src/app/rollback/runtime.ts';
+import { closeMeshes, Crash, hashOf, initialState, MemStore, openMesh, peersOf, program, STEPS, type Marks, type ProgramRank, type State } from './rollback-harness.ts';
 
-/** A rank's store as the protector keeps it: the last two checkpoints and the log since the
- *  older one (PROTOCOL §11.4). */
-class MemStore implements RecoverableStore {
-  log = new Map<number, Uint8Array>();
-  checkpoints: StoredCheckpoint[] = [];
-  appends = 0;
-  async append(pos: number, blob: Uint8Array): Promise<void> {
-    await Promise.resolve();
-    this.log.set(pos, blob.slice());
-    this.appends++;
-  }
-  async putCheckpoint(id: number, logPos: number, bytes: Uint8Array): Promise<void> {
-    await Promise.resolve();
-    this.checkpoints = [...this.checkpoints, { id, logPos, bytes: bytes.slice() }].slice(-2);
-    const keepFrom = this.checkpoints[0]!.logPos;
-    for (const pos of [...this.log.keys()]) if (pos <= keepFrom) this.log.delete(pos);
-  }
-  async fetch(): Promise<StoreContents> {
-    await Promise.resolve();
-    const log = [...this.log].map(([pos, blob]) => ({ pos, blob }));
-    return { checkpoints: [...this.checkpoints], log, last: Math.max(0, ...log.map((e) => e.pos), ...this.checkpoints.map((c) => c.logPos)) };
-  }
-}
-
-class Crash extends Error {}
-
-type State = { step: number; x: number[]; hist: number[]; order: number[] };
-type Rank = {
-  rank: number;
+type Rank = ProgramRank & {
   vpid: number;
   p2p: P2P;
   ch: RankChannels;
-  rt: RollbackRuntime;
-  state: State;
-  layer: CommLayer;
   crashed: boolean;
   /** A replacement's program has taken every replayed message. */
   caughtUp: boolean;
-  /** Order hashes rank 0 sent, as this rank received them, by step. */
-  seen: string[];
-  /** Tells the group how far the rank's log reaches (rollback-init's timer does it in a task). */
   report: () => void;
 };
 
-const STEPS = 12;
 const LEN = 64;
-let open: P2P[] = [];
 /** The logging mode the runs below use (each describe sets it). */
 let logging: 'rbml' | 'hmpl' = 'rbml';
 
-afterEach(async () => {
-  for (const p of open) await p.close({ bye: false });
-  open = [];
-});
-
-const hashOf = (xs: number[]): string => createHash('sha256').update(JSON.stringify(xs)).digest('hex').slice(0, 16);
-
-function initialState(rank: number): State {
-  return { step: 0, x: Array.from({ length: LEN }, (_, i) => (rank + 1) * 0.25 + i / LEN), hist: [], order: [] };
-}
-
-/** The group's record of each rank's checkpoints (PROTOCOL §11.4), as the marks reach it. */
-type Marks = Map<number, Mark[]>;
+afterEach(closeMeshes);
 
 async function makeRank(rank: number, vpid: number, vpids: number[], store: MemStore, marks: Marks = new Map()): Promise<Rank> {
-  const p2p = await P2P.open({ taskId: 't1', self: vpid, taskKey: TEST_TASK_KEY });
-  open.push(p2p);
-  const state = initialState(rank);
+  const p2p = await openMesh(vpid);
+  const state = initialState(rank, LEN);
   const chained = new ChainedStore(store);
   const ch = new RankChannels({ p2p, rank, vpids, store: chained, onFatal: () => undefined, logging });
   const layer = new CommLayer(ch);
@@ -106,43 +55,6 @@ async function makeRank(rank: number, vpid: number, vpids: number[], store: MemS
   return { rank, vpid, p2p, ch, rt, state, layer, crashed: false, caughtUp: false, seen: [], report };
 }
 
-/** The program, with no recovery code: a ring exchange, an allreduce, and at rank 0 a
- *  wildcard gather whose arrival order it folds and sends on (so a replay that took another
- *  order would show). `hook` may crash the rank at a phase. */
-async function program(r: Rank, size: number, hook: (r: Rank, phase: string) => void): Promise<State> {
-  const s = r.state;
-  const world = { id: 0, members: Array.from({ length: size }, (_, i) => i) };
-  const right = (r.rank + 1) % size;
-  const left = (r.rank + size - 1) % size;
-  while (s.step < STEPS) {
-    hook(r, 'before-send');
-    await r.layer.send(world, right, 1, s.x);
-    hook(r, 'after-send');
-    const m = await r.layer.recv<number[]>(world, left, 1);
-    s.x = s.x.map((v, i) => v * 0.5 + m.data[i]! * 0.25 + 0.125);
-    hook(r, 'before-allreduce');
-    const sum = await coll.allreduce(r.layer, world, s.x.reduce((a, b) => a + b, 0), (a: number, b: number) => a + b);
-    s.hist.push(sum);
-    if (r.rank === 0) {
-      for (let k = 1; k < size; k++) s.order.push((await r.layer.recv(world, ANY_SOURCE, 2)).source);
-      hook(r, 'after-wildcard');
-      for (let k = 1; k < size; k++) await r.layer.send(world, k, 3, hashOf(s.order));
-    } else {
-      await r.layer.send(world, 0, 2, s.step);
-      r.seen[s.step] = (await r.layer.recv<string>(world, 0, 3)).data;
-    }
-    s.step++;
-    hook(r, 'before-snapshot');
-    await r.rt.snapshot();
-    r.report();
-  }
-  return s;
-}
-
-async function connectAll(ranks: Rank[]): Promise<void> {
-  await Promise.all(ranks.map((r) => r.p2p.connect(ranks.filter((o) => o !== r).map((o) => ({ id: o.vpid, host: '127.0.0.1', port: o.p2p.port })))));
-}
-
 /** Run `size` ranks; the hook may crash one; a crashed rank is replaced at once, as the group
  *  would (PROTOCOL §11.2), and the replacement runs the same program from its checkpoint. */
 async function run(
@@ -152,7 +64,7 @@ async function run(
   const marks: Marks = new Map();
   const vpids = Array.from({ length: size }, (_, i) => i);
   const ranks = await Promise.all(vpids.map((v) => makeRank(v, v, vpids, stores[v]!, marks)));
-  await connectAll(ranks);
+  await Promise.all(ranks.map((r) => r.p2p.connect(peersOf(r, ranks))));
   for (const r of ranks) r.ch.start();
   let replaced: Rank | null = null;
   let replacement: Promise<State> | null = null;
@@ -175,7 +87,7 @@ async function run(
       replaced = n;
       await n.rt.recover();
       n.ch.whenCaughtUp(() => (n.caughtUp = true));
-      await n.p2p.connect(ranks.filter((o) => o !== r).map((o) => ({ id: o.vpid, host: '127.0.0.1', port: o.p2p.port })));
+      await n.p2p.connect(peersOf(n, ranks));
       n.ch.start();
       return program(n, size, hook);
     })();
@@ -205,8 +117,7 @@ for (const mode of ['rbml', 'hmpl'] as const) describe(`rollback rank channels o
   for (const phase of ['before-send', 'after-send', 'before-allreduce', 'after-wildcard', 'before-snapshot']) {
     it(`a rank that crashes ${phase} is replaced and the answer is the failure-free one bit for bit (radic-hmpl A.6)`, async () => {
       const reference = await run(3, null);
-      for (const p of open) await p.close({ bye: false });
-      open = [];
+      await closeMeshes();
       const victim = phase === 'after-wildcard' ? 0 : 1;
       const { results, replaced, ranks } = await run(3, { rank: victim, step: 9, phase });
       expect(replaced).not.toBeNull();
@@ -243,8 +154,7 @@ for (const mode of ['rbml', 'hmpl'] as const) describe(`rollback rank channels o
       return seed % n;
     };
     for (let k = 0; k < 8; k++) {
-      for (const p of open) await p.close({ bye: false });
-      open = [];
+      await closeMeshes();
       const phase = phases[next(phases.length)]!;
       const crashAt = { rank: phase === 'after-wildcard' ? 0 : next(3), step: 1 + next(STEPS - 1), phase };
       const { results } = await run(3, crashAt);
@@ -254,8 +164,7 @@ for (const mode of ['rbml', 'hmpl'] as const) describe(`rollback rank channels o
 
   it('a checkpoint the protector corrupted is refused by its digest, and the replacement falls back to the one before (PROTOCOL §11.4)', async () => {
     const reference = await run(3, null);
-    for (const p of open) await p.close({ bye: false });
-    open = [];
+    await closeMeshes();
     let corrupted = 0;
     const { results, replaced } = await run(3, { rank: 1, step: 11, phase: 'before-send' }, (store) => {
       const newest = store.checkpoints[store.checkpoints.length - 1]!;
@@ -307,8 +216,7 @@ describe('the group\'s record of checkpoints (PROTOCOL §11.4)', () => {
 
   it('a protector that lost or withholds every recorded checkpoint is refused: the replacement fails visibly', async () => {
     const store = new ChainedStore(new MemStore());
-    const p2p = await P2P.open({ taskId: 't1', self: 9, taskKey: TEST_TASK_KEY });
-    open.push(p2p);
+    const p2p = await openMesh(9);
     const ch = new RankChannels({ p2p, rank: 0, vpids: [9, 1], store, onFatal: () => undefined });
     const layer = new CommLayer(ch);
     const world = layer.create(0, [0, 1]);
@@ -338,9 +246,8 @@ class GatedStore extends MemStore {
 
 describe('when a send and a receive complete (radic-hmpl A.2.5 vs B.3, B.7)', () => {
   async function pair(mode: 'rbml' | 'hmpl', receiverStore: MemStore) {
-    const a = await P2P.open({ taskId: 't1', self: 0, taskKey: TEST_TASK_KEY });
-    const b = await P2P.open({ taskId: 't1', self: 1, taskKey: TEST_TASK_KEY });
-    open.push(a, b);
+    const a = await openMesh(0);
+    const b = await openMesh(1);
     await Promise.all([a.connect([{ id: 1, host: '127.0.0.1', port: b.port }]), b.connect([{ id: 0, host: '127.0.0.1', port: a.port }])]);
     const ca = new RankChannels({ p2p: a, rank: 0, vpids: [0, 1], store: new MemStore(), onFatal: () => undefined, logging: mode });
     const cb = new RankChannels({ p2p: b, rank: 1, vpids: [0, 1], store: receiverStore, onFatal: () => undefined, logging: mode });
@@ -400,8 +307,7 @@ describe('when a send and a receive complete (radic-hmpl A.2.5 vs B.3, B.7)', ()
     expect(same(got.data)).toBe(true);
     expect([...store.log.keys()]).toEqual([1, 2, 3, 4, 5, 6, 7]); // 7 fragments of 512 KiB
     // A replacement replays them as one message.
-    const p2p = await P2P.open({ taskId: 't1', self: 7, taskKey: TEST_TASK_KEY });
-    open.push(p2p);
+    const p2p = await openMesh(7);
     const again = new RankChannels({ p2p, rank: 1, vpids: [0, 7], store: new MemStore(), onFatal: () => undefined });
     for (const [pos, blob] of store.log) {
       const e = decodeLogEntry(blob, 2);
@@ -419,11 +325,6 @@ describe('two overlapping recoveries (PROTOCOL §11.3 `have`; radic-hmpl B.3 win
   // message: the replacement would skip it and keep no copy, and when the receiver died in turn
   // before logging it, its own replacement would wait for it forever.
   it('a receiver that dies with an arrived, unlogged message gets it from the re-executing sender\'s replacement', async () => {
-    const peer = async (self: number) => {
-      const p = await P2P.open({ taskId: 't1', self, taskKey: TEST_TASK_KEY });
-      open.push(p);
-      return p;
-    };
     const link = async (x: P2P, y: P2P, xId: number, yId: number) => {
       await Promise.all([x.connect([{ id: yId, host: '127.0.0.1', port: y.port }]), y.connect([{ id: xId, host: '127.0.0.1', port: x.port }])]);
     };
@@ -433,7 +334,7 @@ describe('two overlapping recoveries (PROTOCOL §11.3 `have`; radic-hmpl B.3 win
     const payload = Uint8Array.of(4, 2);
     // Rank 0 (VPID 0) sends to rank 1 (VPID 1), whose protector is slow: the message arrives and
     // is received, and never logged.
-    const [a, b] = [await peer(0), await peer(1)];
+    const [a, b] = [await openMesh(0), await openMesh(1)];
     await link(a, b, 0, 1);
     const slow = new GatedStore();
     const ca = new RankChannels({ p2p: a, rank: 0, vpids: [0, 1], store: new MemStore(), onFatal: () => undefined, logging: 'hmpl' });
@@ -450,7 +351,7 @@ describe('two overlapping recoveries (PROTOCOL §11.3 `have`; radic-hmpl B.3 win
     await a.close({ bye: false });
     cb.onDeath(0);
     b.removePeer(0);
-    const a2 = await peer(2);
+    const a2 = await openMesh(2);
     await link(a2, b, 2, 1);
     const ca2 = new RankChannels({ p2p: a2, rank: 0, vpids: [2, 1], store: new MemStore(), onFatal: () => undefined, logging: 'hmpl' });
     ca2.start();
@@ -466,7 +367,7 @@ describe('two overlapping recoveries (PROTOCOL §11.3 `have`; radic-hmpl B.3 win
     await b.close({ bye: false });
     ca2.onDeath(1);
     a2.removePeer(1);
-    const b2 = await peer(3);
+    const b2 = await openMesh(3);
     await link(a2, b2, 2, 3);
     const store = new MemStore();
     const cb2 = new RankChannels({ p2p: b2, rank: 1, vpids: [2, 3], store, onFatal: () => undefined, logging: 'hmpl' });

@@ -6,29 +6,21 @@
 // replacement, with a higher incarnation, fetches its checkpoint and log from its home CM,
 // replays them, subscribes and goes on. The survivors' programs are never told.
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHash } from 'node:crypto';
 import { CommLayer } from '../../src/app/gmpi/comm.ts';
-import * as coll from '../../src/app/gmpi/collectives.ts';
-import { ANY_SOURCE } from '../../src/app/gmpi/matching.ts';
 import { ChainedStore } from '../../src/app/rollback/log-chain.ts';
 import { CmChannels } from '../../src/app/rollback/cm-channels.ts';
 import { CmClient } from '../../src/app/rollback/cm-client.ts';
 import { ProtectorError } from '../../src/app/rollback/protector-client.ts';
-import { RollbackRuntime, type Mark } from '../../src/app/rollback/runtime.ts';
+import { RollbackRuntime } from '../../src/app/rollback/runtime.ts';
 import { encodeLogEntry } from '../../src/app/rollback/codec.ts';
 import { createProtector, type Protector } from '../../src/daemon/protector.ts';
 import { TEST_TASK_KEY } from './gmpi-test-tools.ts';
+import { Crash, hashOf, initialState, program, STEPS, type Marks, type ProgramRank, type State } from './rollback-harness.ts';
 
 const T = 't1';
-class Crash extends Error {}
 
-type State = { step: number; x: number[]; hist: number[]; order: number[] };
-type Rank = {
-  rank: number; vpid: number; home: CmClient; ch: CmChannels; rt: RollbackRuntime; state: State; layer: CommLayer;
-  crashed: boolean; caughtUp: boolean; fatal: Error[]; seen: string[];
-};
+type Rank = ProgramRank & { vpid: number; home: CmClient; ch: CmChannels; crashed: boolean; caughtUp: boolean; fatal: Error[] };
 
-const STEPS = 12;
 const LEN = 64;
 let protectors: Protector[] = [];
 let clients: CmClient[] = [];
@@ -39,9 +31,6 @@ afterEach(async () => {
   for (const p of protectors) await p.close();
   protectors = [];
 });
-
-const hashOf = (xs: number[]): string => createHash('sha256').update(JSON.stringify(xs)).digest('hex').slice(0, 16);
-const initialState = (rank: number): State => ({ step: 0, x: Array.from({ length: LEN }, (_, i) => (rank + 1) * 0.25 + i / LEN), hist: [], order: [] });
 
 async function startCms(n: number): Promise<string[]> {
   for (let i = 0; i < n; i++) {
@@ -58,10 +47,8 @@ function connectCm(endpoint: string, rank: number, vpid: number): Promise<CmClie
     .then((c) => (clients.push(c), c));
 }
 
-type Marks = Map<number, Mark[]>;
-
 async function makeRank(rank: number, vpid: number, vpids: number[], homes: string[], marks: Marks): Promise<Rank> {
-  const state = initialState(rank);
+  const state = initialState(rank, LEN);
   const home = await connectCm(homes[rank]!, rank, vpid);
   const fatal: Error[] = [];
   const store = new ChainedStore(home);
@@ -73,38 +60,6 @@ async function makeRank(rank: number, vpid: number, vpids: number[], homes: stri
     onCheckpoint: (m) => marks.set(rank, [...(marks.get(rank) ?? []), { ...m, protector: homes[rank]! }].slice(-2)),
   });
   return { rank, vpid, home, ch, rt, state, layer, crashed: false, caughtUp: false, fatal, seen: [] };
-}
-
-/** The program, with no recovery code: a ring exchange, an allreduce, and at rank 0 a wildcard
- *  gather whose arrival order it folds and sends on (a replay that took another order would
- *  show in every other rank's `seen`). */
-async function program(r: Rank, size: number, hook: (r: Rank, phase: string) => void): Promise<State> {
-  const s = r.state;
-  const world = { id: 0, members: Array.from({ length: size }, (_, i) => i) };
-  const right = (r.rank + 1) % size;
-  const left = (r.rank + size - 1) % size;
-  while (s.step < STEPS) {
-    hook(r, 'before-send');
-    await r.layer.send(world, right, 1, s.x);
-    hook(r, 'after-send');
-    const m = await r.layer.recv<number[]>(world, left, 1);
-    s.x = s.x.map((v, i) => v * 0.5 + m.data[i]! * 0.25 + 0.125);
-    hook(r, 'before-allreduce');
-    const sum = await coll.allreduce(r.layer, world, s.x.reduce((a, b) => a + b, 0), (a: number, b: number) => a + b);
-    s.hist.push(sum);
-    if (r.rank === 0) {
-      for (let k = 1; k < size; k++) s.order.push((await r.layer.recv(world, ANY_SOURCE, 2)).source);
-      hook(r, 'after-wildcard');
-      for (let k = 1; k < size; k++) await r.layer.send(world, k, 3, hashOf(s.order));
-    } else {
-      await r.layer.send(world, 0, 2, s.step);
-      r.seen[s.step] = (await r.layer.recv<string>(world, 0, 3)).data;
-    }
-    s.step++;
-    hook(r, 'before-snapshot');
-    await r.rt.snapshot();
-  }
-  return s;
 }
 
 /** `replacement`: only a replacement (not the first incarnation) crashes there. */
@@ -272,15 +227,22 @@ describe('channel memories over real protectors (PROTOCOL §11.6, mpichv-dgrp 1.
   });
 });
 
+/** Ranks 0 and 1 of a task of two, each homed on a CM of its own (rank r on CM r), their
+ *  channels started. */
+async function twoRanks(): Promise<{ a: Rank; b: Rank; homes: string[]; marks: Marks }> {
+  const cms = await startCms(2);
+  const homes = [cms[0]!, cms[1]!];
+  const marks: Marks = new Map();
+  const a = await makeRank(0, 0, [0, 1], homes, marks);
+  const b = await makeRank(1, 1, [0, 1], homes, marks);
+  a.ch.start();
+  b.ch.start();
+  return { a, b, homes, marks };
+}
+
 describe('when a CM fails (PROTOCOL §11.6: CMs are assumed stable)', () => {
   it('the ranks whose home CM stops fail visibly, and a sender to them too; none runs on unprotected', async () => {
-    const cms = await startCms(2);
-    const homes = [cms[0]!, cms[1]!];
-    const marks: Marks = new Map();
-    const a = await makeRank(0, 0, [0, 1], homes, marks);
-    const b = await makeRank(1, 1, [0, 1], homes, marks);
-    a.ch.start();
-    b.ch.start();
+    const { a, b } = await twoRanks();
     await a.ch.send(1, 5, Uint8Array.of(1));
     expect((await b.ch.recv(0, 5)).data).toEqual(Uint8Array.of(1));
     await protectors[1]!.close();
@@ -291,13 +253,7 @@ describe('when a CM fails (PROTOCOL §11.6: CMs are assumed stable)', () => {
   });
 
   it('a message of several MiB goes through the CM in fragments, appended together; a replacement replays it whole', async () => {
-    const cms = await startCms(2);
-    const homes = [cms[0]!, cms[1]!];
-    const marks: Marks = new Map();
-    const a = await makeRank(0, 0, [0, 1], homes, marks);
-    const b = await makeRank(1, 1, [0, 1], homes, marks);
-    a.ch.start();
-    b.ch.start();
+    const { a, b, homes, marks } = await twoRanks();
     const big = Uint8Array.from({ length: 3 * 1024 * 1024 + 5 }, (_, i) => i % 251);
     await Promise.all([a.ch.send(1, 9, big), a.ch.send(1, 8, Uint8Array.of(7))]);
     expect((await b.ch.recv(0, 9)).data).toEqual(big);

@@ -8,40 +8,27 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { CommLayer } from '../../src/app/gmpi/comm.ts';
 import * as coll from '../../src/app/gmpi/collectives.ts';
 import { ANY_SOURCE } from '../../src/app/gmpi/matching.ts';
-import { P2P } from '../../src/app/gmpi/p2p.ts';
+import type { P2P } from '../../src/app/gmpi/p2p.ts';
 import { decodeLogEntry } from '../../src/app/rollback/codec.ts';
 import { GroupCheckpoint } from '../../src/app/rollback/group-checkpoint.ts';
 import { ChainedStore } from '../../src/app/rollback/log-chain.ts';
 import { RankChannels } from '../../src/app/rollback/rank-channels.ts';
-import { RollbackError, RollbackRuntime, type Mark, type RecoverableStore, type StoreContents, type StoredCheckpoint } from '../../src/app/rollback/runtime.ts';
-import { TEST_TASK_KEY } from './gmpi-test-tools.ts';
+import { RollbackError, RollbackRuntime, type Mark } from '../../src/app/rollback/runtime.ts';
+import { closeMeshes, Crash, initialState, MemStore, openMesh, peersOf, STEPS, type State } from './rollback-harness.ts';
 
-/** A rank's store as the protector keeps it (PROTOCOL §11.4): two checkpoints, the log since the
- *  older one; it counts appends. */
-class MemStore implements RecoverableStore {
-  log = new Map<number, Uint8Array>();
-  checkpoints: StoredCheckpoint[] = [];
-  appends = 0;
-  async append(pos: number, blob: Uint8Array): Promise<void> {
-    await Promise.resolve();
-    this.log.set(pos, blob.slice());
-    this.appends++;
+/** A rank's store as the protector keeps it (rollback-harness.ts MemStore) that counts the
+ *  message entries appended by source, and refuses a checkpoint id that does not grow. */
+class CountingStore extends MemStore {
+  /** Message entries appended, per source rank. */
+  appendedFrom = [0, 0, 0, 0];
+  override async append(pos: number, blob: Uint8Array): Promise<void> {
+    await super.append(pos, blob);
     const e = decodeLogEntry(blob, 4);
     if (e.ok && e.value.kind === 'message') this.appendedFrom[e.value.source]!++;
   }
-  /** Message entries appended, per source rank. */
-  appendedFrom = [0, 0, 0, 0];
-  async putCheckpoint(id: number, logPos: number, bytes: Uint8Array): Promise<void> {
-    await Promise.resolve();
+  override async putCheckpoint(id: number, logPos: number, bytes: Uint8Array): Promise<void> {
     if (id <= (this.checkpoints.at(-1)?.id ?? 0)) throw new Error(`checkpoint id ${id} again`);
-    this.checkpoints = [...this.checkpoints, { id, logPos, bytes: bytes.slice() }].slice(-2);
-    const keepFrom = this.checkpoints[0]!.logPos;
-    for (const pos of [...this.log.keys()]) if (pos <= keepFrom) this.log.delete(pos);
-  }
-  async fetch(): Promise<StoreContents> {
-    await Promise.resolve();
-    const log = [...this.log].map(([pos, blob]) => ({ pos, blob }));
-    return { checkpoints: [...this.checkpoints], log, last: Math.max(0, ...log.map((e) => e.pos), ...this.checkpoints.map((c) => c.logPos)) };
+    await super.putCheckpoint(id, logPos, bytes);
   }
   /** Message entries appended whose source is one of `ranks`. */
   messagesFrom(ranks: number[]): number {
@@ -49,32 +36,22 @@ class MemStore implements RecoverableStore {
   }
 }
 
-class Crash extends Error {}
-type State = { step: number; x: number[]; hist: number[]; order: number[] };
 type Rank = { rank: number; vpid: number; p2p: P2P; ch: RankChannels; rt: RollbackRuntime; state: State; layer: CommLayer; crashed: boolean; killed: () => void };
 type Mode = 'nco' | 'bsco' | 'sco';
 
 const SIZE = 4;
 const GROUPS = [0, 0, 2, 2];
-const STEPS = 12;
 const LEN = 32;
-let open: P2P[] = [];
 /** The logging mode the runs below use (each test sets it). */
 let logging: 'rbml' | 'hmpl' = 'rbml';
 
-afterEach(async () => {
-  for (const p of open) await p.close({ bye: false });
-  open = [];
-});
-
-const initialState = (rank: number): State => ({ step: 0, x: Array.from({ length: LEN }, (_, i) => (rank + 1) * 0.25 + i / LEN), hist: [], order: [] });
+afterEach(closeMeshes);
 
 /** One rank as rollback-init.ts assembles it; `lag` lengthens its checkpoint interval (SCO:
  *  members reach their interval at different snapshots). */
-async function makeRank(mode: Mode, rank: number, vpid: number, vpids: number[], store: MemStore, marks: Mark[][], recovered: boolean, lag = 0): Promise<Rank> {
-  const p2p = await P2P.open({ taskId: 't1', self: vpid, taskKey: TEST_TASK_KEY });
-  open.push(p2p);
-  const state = initialState(rank);
+async function makeRank(mode: Mode, rank: number, vpid: number, vpids: number[], store: CountingStore, marks: Mark[][], recovered: boolean, lag = 0): Promise<Rank> {
+  const p2p = await openMesh(vpid);
+  const state = initialState(rank, LEN);
   const semi = mode === 'nco' ? null : mode;
   const chained = new ChainedStore(store);
   const ch = new RankChannels({ p2p, rank, vpids, store: chained, onFatal: () => undefined, logging, ...(semi === null ? {} : { groups: GROUPS }) });
@@ -120,12 +97,10 @@ async function program(r: Rank, hook: (r: Rank, phase: string) => void): Promise
   return s;
 }
 
-const peersOf = (r: Rank, all: Rank[]) => all.filter((o) => o.rank !== r.rank).map((o) => ({ id: o.vpid, host: '127.0.0.1', port: o.p2p.port }));
-
 /** Run the four ranks; at `crashAt` the rank crashes and its group goes down with it (the
  *  group's kill, §11.7); both members are replaced at once, as the group would. */
 async function run(mode: Mode, crashAt: { rank: number; step: number; phase: string } | null, lags: number[] = [0, 0, 0, 0]) {
-  const stores = Array.from({ length: SIZE }, () => new MemStore());
+  const stores = Array.from({ length: SIZE }, () => new CountingStore());
   const marks: Mark[][] = Array.from({ length: SIZE }, () => []);
   const vpids = [0, 1, 2, 3];
   const ranks = await Promise.all(vpids.map((v) => makeRank(mode, v, v, vpids, stores[v]!, marks, false, lags[v])));
@@ -181,7 +156,7 @@ describe('PROTOCOL §11.7 semi-coordinated checkpoints over real sockets (radic-
     const counts: Record<string, number> = {};
     const hists: string[] = [];
     for (const mode of ['nco', 'bsco', 'sco'] as const) {
-      for (const p of open.splice(0)) await p.close({ bye: false });
+      await closeMeshes();
       const { results, stores, ranks } = await run(mode, null);
       counts[mode] = stores.reduce((n, s) => n + s.appends, 0);
       hists.push(JSON.stringify(results.map((s) => s.hist)));
@@ -202,7 +177,7 @@ describe('PROTOCOL §11.7 semi-coordinated checkpoints over real sockets (radic-
       it(`${mode} with ${log}: a member that crashes ${phase} takes its group down; both are restored from the same complete checkpoint and the answer is bit-identical (A.2.8 "rolls forward together")`, async () => {
         logging = log;
         const reference = await run(mode, null);
-        for (const p of open.splice(0)) await p.close({ bye: false });
+        await closeMeshes();
         const { results, replaced } = await run(mode, { rank: 1, step: 9, phase });
         expect(replaced.map((n) => n.rank)).toEqual([0, 1]);
         expect(new Set(replaced.map((n) => n.rt.stats.restoredFrom)).size).toBe(1);
@@ -219,10 +194,10 @@ describe('PROTOCOL §11.7 semi-coordinated checkpoints over real sockets (radic-
     logging = 'rbml';
     const lags = [0, 3, 0, 0]; // rank 1's interval is longer: rank 0 checkpoints first and rank 1 follows
     const reference = await run('sco', null, lags);
-    for (const p of open.splice(0)) await p.close({ bye: false });
+    await closeMeshes();
     const fine = await run('sco', null, lags);
     expect(fine.stores[0]!.messagesFrom([1]) + fine.stores[1]!.messagesFrom([0])).toBeGreaterThan(0);
-    for (const p of open.splice(0)) await p.close({ bye: false });
+    await closeMeshes();
     const { results, replaced } = await run('sco', { rank: 0, step: 11, phase: 'after-send' }, lags);
     expect(replaced.map((n) => n.rank)).toEqual([0, 1]);
     expect(replaced[0]!.rt.stats.restoredFrom).toBe(replaced[1]!.rt.stats.restoredFrom);
