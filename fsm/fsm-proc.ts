@@ -70,7 +70,8 @@ export type FsmProcEvent =
   | { type: 'task.terminate' }
   | { type: 'agent.spawnSucceeded'; pid: number }
   | { type: 'agent.spawnFailed'; reason: string }
-  | { type: 'agent.terminatedNormally'; exitCode: number }
+  /** `signal` and `reason` only for a rollback rank killed after it finalized (PROTOCOL §11.3). */
+  | { type: 'agent.terminatedNormally'; exitCode: number; signal?: string | null; reason?: string | null }
   | { type: 'agent.terminatedAbnormally'; exitCode: number | null; signal: string | null; reason: string };
 
 export type CommandAgentParams = { command: 'spawn' | 'terminate'; node: string; taskId: string; vpid: number };
@@ -121,7 +122,7 @@ const ending = procSetup.createStateConfig({
       target: 'terminatedNormally',
       actions: procSetup.assign(({ event }) => {
         assertEvent(event, 'agent.terminatedNormally');
-        return { exitCode: event.exitCode };
+        return { exitCode: event.exitCode, signal: event.signal ?? null, reason: event.reason ?? null };
       }),
     },
     'agent.terminatedAbnormally': {

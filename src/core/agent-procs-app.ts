@@ -58,6 +58,8 @@ export function deliverMapping(s: AgentProcs, cmd: ProcMapping, out: AgentProcsE
         out.push(logEffect('warn', 'proc.mapping.no-rank', { task: cmd.task, vpid }));
         continue;
       }
+      const e = linkedRunning(s, cmd.task, vpid);
+      if (e !== null) e.rollback = true;
       rollback = { rank, protector: cmd.rollback.protectors[rank] ?? '', ...cmd.rollback, ranks: [...cmd.rollback.ranks], protectors: [...cmd.rollback.protectors], groups: [...cmd.rollback.groups] };
     }
     out.push({

@@ -58,7 +58,9 @@ function spawnCommand(cmd: ProcSpawn): SpawnCommand {
 }
 
 /** FsmAgentProc's report (plus what its context recorded) as the wire's ProcReport. */
-function sendWireReport(s: AgentProcs, out: AgentProcsEffect[], task: string, r: AgentProcReport, ctx: FsmAgentProcContext, endpoint: string): void {
+function sendWireReport(s: AgentProcs, out: AgentProcsEffect[], entry: ChildEntry, r: AgentProcReport, ctx: FsmAgentProcContext): void {
+  const { task } = entry.ref;
+  const { endpoint } = entry;
   const pid = ctx.pid ?? 0;
   switch (r.kind) {
     case 'spawnSucceeded':
@@ -68,6 +70,13 @@ function sendWireReport(s: AgentProcs, out: AgentProcsEffect[], task: string, r:
     case 'terminatedNormally':
       return sendReport(s, out, task, r.vpid, 'terminatedNormally', pid, r.exitCode, null, `exited with code ${r.exitCode}`);
     case 'terminatedAbnormally':
+      // A rollback rank that finalized had closed its log and channels with every message of
+      // its taken and logged (PROTOCOL §11.3): killed now, it has still finished, and a
+      // replacement would re-execute towards peers that may have left. Its rank ends here.
+      if (entry.rollback && entry.finalized && r.signal !== null) {
+        out.push(logEffect('warn', 'proc.killed-after-finalize', { task, vpid: r.vpid, signal: r.signal }));
+        return sendReport(s, out, task, r.vpid, 'terminatedNormally', pid, null, r.signal, `killed by ${r.signal} after it finalized: its rank had finished (PROTOCOL §11.3)`);
+      }
       return sendReport(s, out, task, r.vpid, 'terminatedAbnormally', pid, r.exitCode, r.signal, r.reason);
     default:
       return unreachable(r);
@@ -106,7 +115,7 @@ function runActions(s: AgentProcs, entry: ChildEntry, actions: MachineAction[], 
         // Plain mode opens no pipes; the application library's (issue 4) are closed here.
         break;
       case 'report':
-        sendWireReport(s, out, task, action.params as AgentProcReport, ctx, entry.endpoint);
+        sendWireReport(s, out, entry, action.params as AgentProcReport, ctx);
         break;
       default:
         assert(false, `FsmAgentProc asked for an unknown action ${action.type}`);
@@ -137,7 +146,7 @@ export function spawnChild(s: AgentProcs, cmd: ProcSpawn, out: AgentProcsEffect[
   const init = initialStep(fsmAgentProc, { vpid: cmd.vpid, connectTimeoutTicks: s.connectTimeoutTicks });
   const entry: ChildEntry = {
     kind: 'child', ref: { task: cmd.task, vpid: cmd.vpid, serial: s.serial }, data: init.data, pendingKill: null,
-    linked: cmd.mode === 'linked', taskKey: cmd.taskKey, endpoint: '', finalized: false, terminatingTicks: 0,
+    linked: cmd.mode === 'linked', taskKey: cmd.taskKey, endpoint: '', finalized: false, rollback: false, terminatingTicks: 0,
   };
   s.entries.set(key, entry);
   runActions(s, entry, init.actions, out);

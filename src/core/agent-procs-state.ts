@@ -73,6 +73,8 @@ export type ChildEntry = {
   endpoint: string;
   /** Its connection said finalize (Process-disconnect). */
   finalized: boolean;
+  /** Its mapping was a rollback task's (PROTOCOL §11): once finalized, its rank has finished. */
+  rollback: boolean;
   /** Ticks spent in Terminating (TERMINATE_KILL_GRACE_TICKS). */
   terminatingTicks: number;
 };

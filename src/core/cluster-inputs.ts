@@ -128,7 +128,8 @@ function applyReport(run: Run, agent: ProcessId, r: ProcReport): void {
         if (rec.mode === 'linked' && r.endpoint !== '') rec.endpoints.set(r.vpid, r.endpoint);
         return { type: 'agent.spawnSucceeded', pid: r.pid };
       case 'spawnFailed': return { type: 'agent.spawnFailed', reason };
-      case 'terminatedNormally': return { type: 'agent.terminatedNormally', exitCode: r.exitCode ?? 0 };
+      case 'terminatedNormally':
+        return r.signal === null ? { type: 'agent.terminatedNormally', exitCode: r.exitCode ?? 0 } : { type: 'agent.terminatedNormally', exitCode: 0, signal: r.signal, reason };
       case 'terminatedAbnormally': return { type: 'agent.terminatedAbnormally', exitCode: r.exitCode, signal: r.signal, reason };
       default: {
         const never: never = r.kind;

@@ -29,9 +29,9 @@ afterAll(async () => {
   await cluster?.down();
 }, 60_000);
 
-async function submit(flags: readonly string[]): Promise<string> {
+async function submit(flags: readonly string[], args: readonly string[] = ['--linger-ms', '3000']): Promise<string> {
   const s = await trine(['submit', '--dir', cluster.dir, '--linked', '--recovery', 'rollback', ...flags, '--checkpoint-interval', '200', '-n', String(RANKS), '--cwd', REPO, '--',
-    process.execPath, '--import', 'tsx', join(REPO, APP), '--steps', String(STEPS), '--linger-ms', '3000']);
+    process.execPath, '--import', 'tsx', join(REPO, APP), '--steps', String(STEPS), ...args]);
   if (s.code !== 0) throw new Error(`trine submit failed: ${s.stderr}`);
   return s.stdout.trim();
 }
@@ -67,4 +67,30 @@ describe('PROTOCOL §11.3: a rank killed while the others are in finalize is rep
       }
     }, 150_000);
   }
+
+  it('--logging hmpl: the last rank killed after it finalized has finished: no replacement, and the task ends normally', async () => {
+    const id = await submit(['--logging', 'hmpl'], ['--linger-ms', '0', '--after-ms', '5000']);
+    try {
+      const last = RANKS - 1;
+      await cluster.line(id, last, /^finalized$/, 60_000);
+      const victim = (await cluster.task(id)).procs.find((p) => p.rank === last && p.state === 'running');
+      expect(victim?.pid, await cluster.describe(id)).toBeTypeOf('number');
+      process.kill(victim!.pid!, 'SIGKILL');
+      const deadline = Date.now() + END_MS;
+      let t = await cluster.task(id);
+      while (t.outcome === null && Date.now() < deadline) {
+        await sleep(POLL_MS);
+        t = await cluster.task(id);
+      }
+      const all = cluster.dump(id, t.procs.map((p) => p.vpid));
+      expect(t.outcome, `${await cluster.describe(id)}\n${all}`).toBe('normal');
+      expect(t.procs.map((p) => p.vpid).sort(), all).toEqual([0, 1, 2, 3]);
+      expect(t.procs.find((p) => p.vpid === victim!.vpid)).toMatchObject({
+        state: 'terminatedNormally', signal: 'SIGKILL', reason: 'killed by SIGKILL after it finalized: its rank had finished (PROTOCOL §11.3)',
+      });
+      expect(cluster.lines(id, 0)).toEqual([`done ${TOTAL}`]);
+    } finally {
+      if ((await cluster.task(id)).outcome === null) await trine(['kill', id, '--dir', cluster.dir]);
+    }
+  }, 150_000);
 });

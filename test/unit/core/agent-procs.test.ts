@@ -352,6 +352,28 @@ describe('linked mode (PROTOCOL §9.4)', () => {
     expect(reports(crash.all).map((r) => r.kind)).toEqual(['spawnSucceeded', 'terminatedAbnormally']);
   });
 
+  it('PROTOCOL §11.3: a rollback rank killed after it finalized has finished (a normal end, the signal and why in its report); killed before, or in a task without rollback, it crashed', () => {
+    const rollbackMapping = (t: ReturnType<typeof connected>) => t.feed(commandProcs(t.procs, {
+      type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: false, epoch: 1, quorum: 1, members: [{ vpid: 0, node: 'n1', endpoint: '' }],
+      rollback: { ranks: [0], protectors: ['h:1'], marks: [[]], groups: [0], logging: 'rbml', checkpoint: 'nco', intervalMs: 500, maxStateBytes: 1024 },
+    }));
+    const done = connected();
+    rollbackMapping(done);
+    done.feed(finalizeApp(done.procs, 't1', 0));
+    done.feed(onProcOs(done.procs, done.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }));
+    expect(reports(done.all).at(-1)).toMatchObject({ kind: 'terminatedNormally', exitCode: null, signal: 'SIGKILL', reason: 'killed by SIGKILL after it finalized: its rank had finished (PROTOCOL §11.3)' });
+    expect(of(done.all, 'log')).toContainEqual({ type: 'log', level: 'warn', event: 'proc.killed-after-finalize', fields: { task: 't1', vpid: 0, signal: 'SIGKILL' } });
+    expect(agentRequest.dec(agentRequest.enc({ type: 'proc.report', reports: [reports(done.all).at(-1)!] } as never), 'r').ok).toBe(true);
+    const early = connected();
+    rollbackMapping(early);
+    early.feed(onProcOs(early.procs, early.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }));
+    expect(reports(early.all).at(-1)?.kind).toBe('terminatedAbnormally');
+    const plain = connected();
+    plain.feed(finalizeApp(plain.procs, 't1', 0));
+    plain.feed(onProcOs(plain.procs, plain.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }));
+    expect(reports(plain.all).at(-1)?.kind).toBe('terminatedAbnormally');
+  });
+
   it('a connection closed without finalize while the process lives gets the process SIGKILLed', () => {
     const t = connected();
     expect(kills(closeApp(t.procs, 't1', 0, true))).toEqual([]);
