@@ -60,7 +60,7 @@ export function deliverMapping(s: AgentProcs, cmd: ProcMapping, out: AgentProcsE
       }
       const e = linkedRunning(s, cmd.task, vpid);
       if (e !== null) e.rollback = true;
-      rollback = { rank, protector: cmd.rollback.protectors[rank] ?? '', ...cmd.rollback, ranks: [...cmd.rollback.ranks], protectors: [...cmd.rollback.protectors], groups: [...cmd.rollback.groups] };
+      rollback = { rank, protector: cmd.rollback.protectors[rank] ?? '', ...cmd.rollback, ranks: [...cmd.rollback.ranks], protectors: [...cmd.rollback.protectors], groups: [...cmd.rollback.groups], finished: [...cmd.rollback.finished] };
     }
     out.push({
       type: 'deliver', task: cmd.task, vpid,

@@ -260,8 +260,13 @@ function reportToTask(run: Run, rec: TaskRecord, vpid: number, state: FsmProcSta
       break;
     case 'terminatedNormally':
       // P15 (terminated before spawn) is routine when a waiting task ends: not journalled.
-      if (p.exitCode !== null) note(run, rec.id, vpid, `${at} exited ${p.exitCode}`);
-      // A crash is broadcast (NTF_DIED), which ends the collection; a normal exit is not.
+      if (p.exitCode !== null) note(run, rec.id, vpid, p.signal === null ? `${at} exited ${p.exitCode}` : `${at} ${p.reason ?? 'ended'}`);
+      // A crash is broadcast (NTF_DIED), which ends the collection; a normal exit is not, but
+      // for a rollback rank's holder: the others stop waiting for it (PROTOCOL §11.3).
+      if (rec.rollback?.ranks.includes(vpid) === true) {
+        note(run, rec.id, vpid, `${rec.id} GSIG_NTF_FINISHED(${vpid})`);
+        broadcastSignal(run, rec, GSIG.NTF_FINISHED, GSIG_CM, vpid);
+      }
       rejudgeGroupRequest(run, rec);
       push({ type: 'proc.terminated', vpid, normally: true });
       break;

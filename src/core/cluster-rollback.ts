@@ -225,7 +225,11 @@ export function rollbackTableOf(rec: TaskRecord, nodes: ReadonlyMap<ProcessId, N
   const ring = protectorRing(nodes);
   const protectors = rec.rollback.ranks.map((v) => protectorAfter(ring, procNode(rec, v)));
   const marks = rec.rollback.marks.map((m) => m.map((x) => ({ ...x, digest: new Uint8Array(x.digest) })));
-  return { ranks: [...rec.rollback.ranks], protectors, marks, groups: [...rec.rollback.groups], logging: r.logging, checkpoint: r.checkpoint, intervalMs: r.intervalMs, maxStateBytes: r.maxStateBytes };
+  const finished = rec.rollback.ranks.map((v) => {
+    const d = rec.procs.get(v);
+    return d !== undefined && procState(d) === 'terminatedNormally';
+  });
+  return { ranks: [...rec.rollback.ranks], protectors, marks, groups: [...rec.rollback.groups], finished, logging: r.logging, checkpoint: r.checkpoint, intervalMs: r.intervalMs, maxStateBytes: r.maxStateBytes };
 }
 
 /** The ring of protectors (PROTOCOL §11.4; radic-hmpl A.1): the live nodes whose agent runs

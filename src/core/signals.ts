@@ -26,6 +26,8 @@ export const GSIG = {
   REP_SPAWNED: 24,
   REP_SYNC: 25,
   ERR_DISAGREE: 26,
+  /** Ours (PROTOCOL §11.3): a rollback rank's holder ended normally (arg: its VPID). */
+  NTF_FINISHED: 27,
 } as const;
 export type GsigName = keyof typeof GSIG;
 

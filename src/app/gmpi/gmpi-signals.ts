@@ -32,6 +32,8 @@ export type SignalContext = {
   /** A rollback task (PROTOCOL §11): a death pauses the dead rank's channels until its
    *  replacement arrives; nothing is invalid and no flag is raised. Null otherwise. */
   readonly onDeath: ((vpid: number) => void) | null;
+  /** A rollback task: GSIG_NTF_FINISHED, a rank's holder ended normally (§11.3). Null otherwise. */
+  readonly onFinished: ((vpid: number) => void) | null;
 };
 
 export type GmpiSignals = {
@@ -51,7 +53,7 @@ export function createGmpiSignals(ctx: SignalContext): GmpiSignals {
 export function installInternalHandlers(s: GmpiSignals): void {
   // The communicator is invalid from the moment a crash notification arrives (spec §5.2).
   if (s.ctx.onDeath === null) s.ctx.link.flagOn(FLAG.INVALID, [GSIG.NTF_DIED]);
-  for (const signum of [GSIG.NTF_DIED, GSIG.REP_SPAWNED, GSIG.REP_SYNC, G_MPI_SIG.LOCAL_CONNECTION, G_MPI_SIG.LOCAL_ALARM]) hookSignal(s, signum);
+  for (const signum of [GSIG.NTF_DIED, GSIG.NTF_FINISHED, GSIG.REP_SPAWNED, GSIG.REP_SYNC, G_MPI_SIG.LOCAL_CONNECTION, G_MPI_SIG.LOCAL_ALARM]) hookSignal(s, signum);
 }
 
 /** G_MPI_Signal_handler; null removes it. */
@@ -94,6 +96,7 @@ function deliver(s: GmpiSignals, signum: number, src: number, dest: number, arg:
   // The link's worker raised the flags when the signal arrived, but the application may
   // have cleared them since (alertClear, recoverComm): delivery raises them again, as the
   // source's handler calling G_MPI_Alert_raise would (spec §5.2, §5.3).
+  if (signum === GSIG.NTF_FINISHED && fromCm) s.ctx.onFinished?.(arg);
   if (signum === GSIG.NTF_DIED && fromCm && s.ctx.onDeath !== null) s.ctx.onDeath(arg);
   else if (signum === GSIG.NTF_DIED && fromCm) {
     noteInvalidRaised(ledger);

@@ -40,7 +40,7 @@ import {
 } from './gmpi-signals.ts';
 import { adoptMembers, reviveLost } from './gmpi-recover.ts';
 import { P2P } from './p2p.ts';
-import { closeRollback, openRollback, rollbackArgs, type RollbackParts } from '../rollback/rollback-init.ts';
+import { closeRollback, connectRanks, openRollback, rollbackArgs, rollbackMembership, type RollbackParts } from '../rollback/rollback-init.ts';
 import { RollbackError } from '../rollback/runtime.ts';
 import { adoptableSync, createRecoveryLedger, flagsClearedBy, noteAlertCall, syncPointAt } from './recovery-ledger.ts';
 import { GmpiTimers, MAX_TIMER_US, type TimerHandle } from './timers.ts';
@@ -52,8 +52,6 @@ export class Gmpi {
   /** Wall and task timers (timers.ts). */
   private readonly timers = new GmpiTimers();
   private finalized = false;
-  /** A rollback task's finalize has closed its rank channels (closeRollback). */
-  private rollbackClosed = false;
   /** Deliveries numbered against the recovery barrier's REP_SYNCs (recovery-ledger.ts). */
   private readonly ledger = createRecoveryLedger();
   /** The application's handlers and what each delivery does first (gmpi-signals.ts). */
@@ -70,11 +68,9 @@ export class Gmpi {
     this.worldNow = world;
     const rb = rollback;
     this.signals = createGmpiSignals({
-      link, p2p, ledger: this.ledger, isFinalized: () => this.finalized,
-      // A rank in finalize's barrier still meets a replacement: its peer may die there (§11.3).
-      acceptsPeers: () => !this.finalized || (rb !== null && !this.rollbackClosed), syncFlags: () => this.syncFlags(),
+      link, p2p, ledger: this.ledger, isFinalized: () => this.finalized, syncFlags: () => this.syncFlags(), acceptsPeers: () => !this.finalized || (rb !== null && !rb.closed),
       rankOf: (vpid) => (rb === null ? this.layer.rankOf(this.worldNow, vpid) : rb.channels.rankOfVpid(vpid)),
-      onDeath: rb === null ? null : (vpid) => (rb.channels.onDeath(vpid), p2p.removePeer(vpid)),
+      ...(rb === null ? { onDeath: null, onFinished: null } : rollbackMembership(rb, p2p)),
     });
   }
 
@@ -120,7 +116,7 @@ export class Gmpi {
     // would be answered by that REP_SPAWNED and dropped. Its REP_SPAWNED is the next broadcast.
     if (recovered && rb === null) await g.untilSpawnedSelf();
     try {
-      await p2p.connect(peers);
+      await (rb === null ? p2p.connect(peers) : connectRanks(p2p, peers));
     } catch (e) {
       // A peer died or a flag went up while the mesh formed: the application recovers.
       const err = mapError(e);
@@ -398,7 +394,6 @@ export class Gmpi {
     this.finalized = true;
     this.timers.dismissAll();
     if (this.rollback !== null) await closeRollback(this.rollback);
-    this.rollbackClosed = true;
     await this.p2p.close();
     await this.link.finalize();
   }

@@ -32,7 +32,7 @@ export function adoptMapping(v: TaskView, mapping: Mapping): void {
 
 /** A broadcast from the cluster manager, delivered: membership and quorum follow it. */
 export function applyManagerBroadcast(v: TaskView, s: { readonly signum: number; readonly arg: number; readonly node: string; readonly data: string }): void {
-  if (s.signum === GSIG.NTF_DIED) v.members.delete(s.arg);
+  if (s.signum === GSIG.NTF_DIED || s.signum === GSIG.NTF_FINISHED) v.members.delete(s.arg);
   else if (s.signum === GSIG.REP_SPAWNED) v.members.set(s.arg, { vpid: s.arg, node: s.node, endpoint: s.data });
   else if (s.signum === GSIG.REP_QUORUMSET) v.quorum = s.arg;
 }

@@ -29,6 +29,8 @@ export type RollbackChannels = MessageLayer & {
   logged(): Promise<void>;
   close(reason: Error): void;
   onDeath(vpid: number): void;
+  /** `vpid`'s rank ended normally (§11.3): it takes nothing more, so nothing waits for it. */
+  onFinished(vpid: number): void;
   vpidOf(rank: number): number;
   rankOfVpid(vpid: number): number;
 };

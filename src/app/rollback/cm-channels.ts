@@ -31,6 +31,7 @@ import { concatBytes } from '../../base/bytes.ts';
 import { createChannelState, LOG_FRAGMENT_BYTES, MAX_QUEUED_MESSAGES, replayMessage, take, type ChannelState, type Envelope, type Pattern } from './channels.ts';
 import type { CmClient } from './cm-client.ts';
 import { decodeLogEntry, encodeMessageEntries, type ChannelSnapshot, type LogEntry } from './codec.ts';
+import { RankLayer } from './rank-layer.ts';
 
 /** The largest payload one send may carry under channel memories: CM_MAX_FRAGMENTS log entries
  *  of LOG_FRAGMENT_BYTES (64 MiB), which the CM appends together (PROTOCOL §11.6). */
@@ -54,7 +55,7 @@ export type CmChannelsOptions = {
 
 type RecvWaiter = { pattern: Pattern; index: number; resolve: (m: Message) => void; reject: (e: Error) => void };
 
-export class CmChannels implements RollbackChannels {
+export class CmChannels extends RankLayer implements RollbackChannels {
   readonly self: number;
   readonly st: ChannelState;
   private readonly clients = new Map<string, Promise<CmClient>>();
@@ -63,10 +64,10 @@ export class CmChannels implements RollbackChannels {
   /** The fragments of a message read so far (its entries are contiguous in the log). */
   private partial: { source: number; env: Envelope; parts: Uint8Array[]; total: number } | null = null;
   private onCaughtUp: (() => void) | null = null;
-  private closed: Error | null = null;
   readonly counters = { deposits: 0, pushed: 0, replayed: 0 };
 
   constructor(private readonly o: CmChannelsOptions) {
+    super();
     assert(o.homes.length === o.vpids.length && o.home.endpoint === o.homes[o.rank], 'one home per rank, ours the store');
     this.self = o.rank;
     this.st = createChannelState(o.rank, o.vpids.length);
@@ -75,9 +76,6 @@ export class CmChannels implements RollbackChannels {
     this.watch(o.home);
   }
 
-  size(): number {
-    return this.st.size;
-  }
 
   /** Subscribe to this rank's log after what it holds (restored and replayed). */
   start(): void {
@@ -86,31 +84,12 @@ export class CmChannels implements RollbackChannels {
 
   // ---- the message layer CommLayer uses (ranks for VPIDs) --------------------------------------
 
-  send(dest: number, tag: number, data: Uint8Array, comm = 0, structured = false): Promise<void> {
-    return this.post(dest, { comm, tag, structured, data: data.slice() });
-  }
-  sendLib(dest: number, tag: number, data: Uint8Array, comm: number, structured = false): Promise<void> {
-    return this.post(dest, { comm, tag, structured, data: data.slice() });
-  }
-  recv(source: number, tag: number, comm = 0): Promise<Message> {
-    return this.receive({ source, tag, comm });
-  }
-  recvLib(source: number, tag: number, comm: number): Promise<Message> {
-    return this.receive({ source, tag, comm });
-  }
-  isDiscarded(): boolean {
-    return false;
-  }
-  discardComm(): void {
-    // Rollback tasks never replace a communicator: ranks outlive their processes.
-  }
-  callError(): P2PError | null {
-    return this.closed === null ? null : new P2PError('CLOSED', this.closed.message);
-  }
 
   // ---- membership: the CM holds every message, so a death pauses nothing ------------------------
 
   onDeath(): void {}
+  /** A finished rank's CM keeps what was deposited for it: nothing here waits for the rank. */
+  onFinished(): void {}
   vpidOf(rank: number): number {
     return this.o.vpids[rank]!;
   }
@@ -176,7 +155,7 @@ export class CmChannels implements RollbackChannels {
 
   // ---- internals -------------------------------------------------------------------------------
 
-  private async post(dest: number, m: Omit<Envelope, 'ssn' | 'epoch'>): Promise<void> {
+  protected async post(dest: number, m: Omit<Envelope, 'ssn' | 'epoch'>): Promise<void> {
     if (this.closed !== null) throw new P2PError('CLOSED', this.closed.message);
     if (!Number.isInteger(dest) || dest < 0 || dest >= this.st.size) throw new P2PError('BAD_RANK', `rank ${dest} not in 0..${this.st.size - 1}`);
     if (m.data.length > CM_MAX_MESSAGE_BYTES) throw new P2PError('TOO_LARGE', `a message of ${m.data.length} bytes > ${CM_MAX_MESSAGE_BYTES} under channel memories`);
@@ -257,7 +236,7 @@ export class CmChannels implements RollbackChannels {
     replayMessage(this.st, source, pos, env);
   }
 
-  private async receive(pattern: Pattern): Promise<Message> {
+  protected async receive(pattern: Pattern): Promise<Message> {
     if (this.closed !== null) throw new P2PError('CLOSED', this.closed.message);
     if (pattern.source !== ANY_SOURCE && (!Number.isInteger(pattern.source) || pattern.source < 0 || pattern.source >= this.st.size)) {
       throw new P2PError('BAD_RANK', `rank ${pattern.source} not in 0..${this.st.size - 1}`);

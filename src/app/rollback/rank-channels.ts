@@ -21,6 +21,7 @@ import {
 } from './channels.ts';
 import { Replayer } from './replay.ts';
 import { decodeChannelFrame, encodeChannelFrame, encodeLogEntry, encodeMessageEntries, type ChannelSnapshot, type GroupFrame, type LogEntry } from './codec.ts';
+import { RankLayer } from './rank-layer.ts';
 
 /** The communicator id the channel frames travel on: outside any id G-MPI hands out (world is 0,
  *  recovered ones are epochs), so no application receive ever sees them. */
@@ -53,7 +54,7 @@ type Waiter = { resolve: () => void; reject: (e: Error) => void };
 export type GroupHooks = { onFrame(rank: number, f: GroupFrame): void; onHaveSent(rank: number, fresh: boolean): void };
 type RecvWaiter = { pattern: Pattern; index: number; resolve: (m: Message) => void; reject: (e: Error) => void };
 
-export class RankChannels {
+export class RankChannels extends RankLayer {
   readonly self: number;
   readonly st: ChannelState;
   private readonly replayer: Replayer;
@@ -73,11 +74,13 @@ export class RankChannels {
   /** Log positions the store acknowledged beyond the contiguous prefix. */
   private readonly storedAhead = new Set<number>();
   private readonly haveSentTo = new Set<number>();
-  private closed: Error | null = null;
+  /** Ranks that ended normally (onFinished): a late `have` of theirs changes nothing. */
+  private readonly finished = new Set<number>();
   group: GroupHooks | null = null;
   readonly counters = { duplicates: 0, gaps: 0, malformed: 0, foreign: 0, resent: 0, skipped: 0, internal: 0 };
 
   constructor(o: RankChannelsOptions) {
+    super();
     this.p2p = o.p2p;
     this.self = o.rank;
     this.vpids = [...o.vpids];
@@ -90,9 +93,6 @@ export class RankChannels {
     this.ackWaiters = o.vpids.map(() => new Map());
   }
 
-  size(): number {
-    return this.st.size;
-  }
 
   /** Start reading channel frames, and tell every peer what we hold from it. */
   start(): void {
@@ -102,25 +102,6 @@ export class RankChannels {
 
   // ---- the message layer CommLayer uses (ranks for VPIDs) --------------------------------------
 
-  send(dest: number, tag: number, data: Uint8Array, comm = 0, structured = false): Promise<void> {
-    return this.post(dest, { comm, tag, structured, data: data.slice() });
-  }
-  sendLib(dest: number, tag: number, data: Uint8Array, comm: number, structured = false): Promise<void> {
-    return this.post(dest, { comm, tag, structured, data: data.slice() });
-  }
-  recv(source: number, tag: number, comm = 0): Promise<Message> {
-    return this.receive({ source, tag, comm });
-  }
-  recvLib(source: number, tag: number, comm: number): Promise<Message> {
-    return this.receive({ source, tag, comm });
-  }
-  isDiscarded(): boolean {
-    return false; // rollback tasks never replace a communicator: ranks outlive their processes
-  }
-  discardComm(): void {}
-  callError(): P2PError | null {
-    return this.closed === null ? null : new P2PError('CLOSED', this.closed.message);
-  }
 
   // ---- membership ----------------------------------------------------------------------------
 
@@ -128,6 +109,20 @@ export class RankChannels {
   onDeath(vpid: number): void {
     const rank = this.vpids.indexOf(vpid);
     if (rank >= 0) onPeerLost(this.st, rank);
+  }
+
+  /** `vpid`'s rank ended normally (PROTOCOL §11.3): it finalized, so it had every message of ours
+   *  it would ever take, logged, and acknowledged them. Sends to it are skipped from now on (a
+   *  replacement re-executing towards it would otherwise wait for a `have` that never comes). */
+  onFinished(vpid: number): void {
+    const rank = this.vpids.indexOf(vpid);
+    if (rank < 0 || rank === this.self) return;
+    this.finished.add(rank);
+    onHave(this.st, rank, Number.MAX_SAFE_INTEGER);
+    this.released();
+    for (const w of this.ackWaiters[rank]!.values()) w.resolve();
+    this.ackWaiters[rank]!.clear();
+    for (const w of this.haveWaiters[rank]!.splice(0)) w.resolve();
   }
 
   vpidOf(rank: number): number {
@@ -191,7 +186,7 @@ export class RankChannels {
 
   // ---- internals -------------------------------------------------------------------------------
 
-  private async post(dest: number, m: Omit<Envelope, 'ssn' | 'epoch'>): Promise<void> {
+  protected async post(dest: number, m: Omit<Envelope, 'ssn' | 'epoch'>): Promise<void> {
     if (this.closed !== null) throw new P2PError('CLOSED', this.closed.message);
     if (!Number.isInteger(dest) || dest < 0 || dest >= this.st.size) throw new P2PError('BAD_RANK', `rank ${dest} not in 0..${this.st.size - 1}`);
     while (this.st.peerHave[dest] === null) await new Promise<void>((resolve, reject) => this.haveWaiters[dest]!.push({ resolve, reject }));
@@ -237,7 +232,7 @@ export class RankChannels {
     this.frameTo(rank, encodeChannelFrame(f));
   }
 
-  private async receive(pattern: Pattern): Promise<Message> {
+  protected async receive(pattern: Pattern): Promise<Message> {
     if (this.closed !== null) throw new P2PError('CLOSED', this.closed.message);
     if (pattern.source !== ANY_SOURCE && (!Number.isInteger(pattern.source) || pattern.source < 0 || pattern.source >= this.st.size)) {
       throw new P2PError('BAD_RANK', `rank ${pattern.source} not in 0..${this.st.size - 1}`);
@@ -380,7 +375,7 @@ export class RankChannels {
       this.counters.foreign++;
       return;
     }
-    if (vpid < this.vpids[rank]!) return; // an older incarnation
+    if (vpid < this.vpids[rank]! || this.finished.has(rank)) return; // an older incarnation, or done
     const fresh = vpid !== this.vpids[rank];
     if (fresh) this.haveSentTo.delete(this.vpids[rank]!);
     this.vpids[rank] = vpid;

@@ -7,6 +7,7 @@
 import { barrier } from '../gmpi/collectives.ts';
 import { CommLayer, type Comm } from '../gmpi/comm.ts';
 import type { P2P } from '../gmpi/p2p.ts';
+import { P2PError, type PeerAddress } from '../gmpi/p2p-types.ts';
 import type { Link } from '../link/link.ts';
 import type { RollbackMapping } from '../../core/wire/recovery.ts';
 import type { RollbackChannels } from './channels-api.ts';
@@ -47,6 +48,9 @@ export type RollbackParts = {
   readonly extentTimer: NodeJS.Timeout;
   /** The store failed under a call: end the process visibly (it never runs on unprotected). */
   readonly fatal: (e: Error) => void;
+  /** Finalize closed the channels (closeRollback); until then a rank in finalize's barrier
+   *  still meets a replacement (§11.3): its peer may die there. */
+  closed: boolean;
 };
 
 export type OpenRollbackArgs = {
@@ -170,6 +174,10 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
   const store = new ChainedStore(raw);
   try {
     const { channels, coordination } = makeChannels(a, raw, store);
+    // Ranks whose holder ended normally (§11.3) take nothing more: nothing waits for them.
+    rb.finished.forEach((done, r) => {
+      if (done && r !== rb.rank) channels.onFinished(rb.ranks[r]!);
+    });
     const layer = new CommLayer(channels);
     const world = layer.create(0, rb.ranks.map((_, r) => r));
     const runtime = new RollbackRuntime({
@@ -198,7 +206,7 @@ export async function openRollback(a: OpenRollbackArgs): Promise<RollbackParts> 
       if (m !== null) a.onMark?.(m);
     }, LOG_EXTENT_REPORT_MS);
     extentTimer.unref();
-    return { channels, layer, world, runtime, store, extentTimer, fatal: a.onFatal };
+    return { channels, layer, world, runtime, store, extentTimer, fatal: a.onFatal, closed: false };
   } catch (e) {
     await store.close();
     throw e;
@@ -243,4 +251,29 @@ export async function closeRollback(p: RollbackParts): Promise<void> {
   clearInterval(p.extentTimer);
   p.channels.close(new Error('finalized'));
   await p.store.close();
+  p.closed = true;
+}
+
+/** What a rollback task's membership signals do (§11.3): GSIG_NTF_DIED pauses the dead rank's
+ *  channels until its replacement says what it holds; GSIG_NTF_FINISHED (its holder ended
+ *  normally) ends every wait for that rank, its connection included. */
+export function rollbackMembership(p: RollbackParts, p2p: P2P): { onDeath: (vpid: number) => void; onFinished: (vpid: number) => void } {
+  return {
+    onDeath: (vpid) => {
+      p.channels.onDeath(vpid);
+      p2p.removePeer(vpid);
+    },
+    onFinished: (vpid) => {
+      p.channels.onFinished(vpid);
+      if (!p.closed) p2p.removePeer(vpid);
+    },
+  };
+}
+
+/** Connect the mesh to the mapping's members; one that finishes meanwhile (GSIG_NTF_FINISHED
+ *  removes it) is no error: a finished rank takes nothing more. */
+export async function connectRanks(p2p: P2P, peers: readonly PeerAddress[]): Promise<void> {
+  await Promise.all(peers.map((peer) => p2p.connect([peer]).catch((e: unknown) => {
+    if (!(e instanceof P2PError && e.code === 'PEER_REMOVED')) throw e;
+  })));
 }

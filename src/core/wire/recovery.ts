@@ -7,7 +7,7 @@
 // messages.ts gathers.
 import { MAX_TASK_PROCS } from '../constants.ts';
 import { err, ok } from '../../base/result.ts';
-import { bytes, list, nullable, oneOf, struct, uint, type Schema } from './schema.ts';
+import { bool, bytes, list, nullable, oneOf, struct, uint, type Schema } from './schema.ts';
 import { endpointText } from './basics.ts';
 
 /** RADIC's receiver-based pessimistic logging, HMPL's hybrid logging, MPICH-V's channel memories. */
@@ -82,6 +82,9 @@ export type RollbackTable = RollbackOptions & {
   /** Per rank, its checkpoint group (§11.7): the lowest rank placed on its node when the task
    *  started, fixed for the task's life; every rank its own group under `nco`. */
   groups: number[];
+  /** Per rank, whether its holder ended normally (§11.3): it finalized, so every message it was
+   *  sent is logged and every one it sent acknowledged; a replacement sends it nothing again. */
+  finished: boolean[];
 };
 /** What a rollback task's process receives in its mapping: its own rank, protector and marks. */
 export type RollbackMapping = RollbackTable & { rank: number; protector: string };
@@ -90,15 +93,18 @@ const ranks = list(uint, MAX_TASK_PROCS);
 const protectors = list(endpointText, MAX_TASK_PROCS);
 const marks = list(marksList, MAX_TASK_PROCS);
 const groups = list(uint, MAX_TASK_PROCS);
-const tableStruct = struct<RollbackTable>(['ranks', 'protectors', 'marks', 'groups', ...OPTION_FIELDS], {
-  ranks, protectors, marks, groups, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
+const finished = list(bool, MAX_TASK_PROCS);
+const tableStruct = struct<RollbackTable>(['ranks', 'protectors', 'marks', 'groups', 'finished', ...OPTION_FIELDS], {
+  ranks, protectors, marks, groups, finished, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
 });
 
 /** Why `t`'s per-rank lists disagree with its ranks, or null: every list has one entry per rank,
  *  and a rank's group is a rank of the table (§11.7). */
 function tableRefusal(t: RollbackTable): string | null {
   const n = t.ranks.length;
-  if (t.protectors.length !== n || t.marks.length !== n || t.groups.length !== n) return `per-rank lists of ${t.protectors.length}/${t.marks.length}/${t.groups.length} for ${n} ranks`;
+  if (t.protectors.length !== n || t.marks.length !== n || t.groups.length !== n || t.finished.length !== n) {
+    return `per-rank lists of ${t.protectors.length}/${t.marks.length}/${t.groups.length}/${t.finished.length} for ${n} ranks`;
+  }
   const bad = t.groups.findIndex((g) => g >= n);
   return bad < 0 ? null : `rank ${bad}'s group ${t.groups[bad]!} is not one of ${n} ranks`;
 }
@@ -112,8 +118,8 @@ export const rollbackTable: Schema<RollbackTable | null> = nullable({
   },
 });
 
-const mappingStruct = struct<RollbackMapping>(['rank', 'protector', 'ranks', 'protectors', 'marks', 'groups', ...OPTION_FIELDS], {
-  rank: uint, protector: endpointText, ranks, protectors, marks, groups, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
+const mappingStruct = struct<RollbackMapping>(['rank', 'protector', 'ranks', 'protectors', 'marks', 'groups', 'finished', ...OPTION_FIELDS], {
+  rank: uint, protector: endpointText, ranks, protectors, marks, groups, finished, logging: oneOf(ROLLBACK_LOGGINGS), checkpoint: oneOf(ROLLBACK_CHECKPOINTS), intervalMs: uint, maxStateBytes: uint,
 });
 /** A process's rank is one of the table's. */
 export const rollbackMapping: Schema<RollbackMapping | null> = nullable({

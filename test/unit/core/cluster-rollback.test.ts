@@ -45,9 +45,9 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     c.startLinked('t1');
     const protectors = ['n2:9', 'n3:9', 'n1:9']; // rank r on node n(r+1); the ring wraps
     expect(c.mappings().map((m) => [m.agent, m.vpids, m.recovered, m.rollback])).toEqual([
-      ['a1', [0], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], groups: [0, 1, 2], ...OPTIONS }],
-      ['a2', [1], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], groups: [0, 1, 2], ...OPTIONS }],
-      ['a3', [2], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], groups: [0, 1, 2], ...OPTIONS }],
+      ['a1', [0], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], groups: [0, 1, 2], finished: [false, false, false], ...OPTIONS }],
+      ['a2', [1], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], groups: [0, 1, 2], finished: [false, false, false], ...OPTIONS }],
+      ['a3', [2], false, { ranks: [0, 1, 2], protectors, marks: [[], [], []], groups: [0, 1, 2], finished: [false, false, false], ...OPTIONS }],
     ]);
     expect(ranksOf(c)).toEqual({ ranks: [0, 1, 2], vacant: [], replacements: [0, 0, 0], spawning: null });
   });
@@ -68,7 +68,7 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     c.report('t1', 2, 'spawnSucceeded', { pid: 9, endpoint: 'h:2' });
     expect(c.mappings()).toEqual([{
       type: 'proc.mapping', agent: 'a2', task: 't1', vpids: [2], restarted: false, recovered: true, epoch: 1, quorum: 2,
-      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 2, node: 'n2', endpoint: 'h:2' }], rollback: { ranks: [0, 2], protectors: ['', ''], marks: [[], []], groups: [0, 1], ...OPTIONS },
+      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 2, node: 'n2', endpoint: 'h:2' }], rollback: { ranks: [0, 2], protectors: ['', ''], marks: [[], []], groups: [0, 1], finished: [false, false], ...OPTIONS },
     }]);
     expect(c.events()).toContain('t1 rank 1 held by VPID 2');
     expect(c.sigs()).toContain(`a1 [0] ${GSIG.REP_SPAWNED} CM→ALL 2 @2 n2 h:2`);

@@ -94,7 +94,7 @@ describe('the registered state (PROTOCOL §11.3; issue 17 Bad input)', () => {
 
 describe('init refuses what it cannot protect (issue 17 Bad input)', () => {
   const rb = (logging: RollbackMapping['logging'], checkpoint: RollbackMapping['checkpoint'] = 'nco'): RollbackMapping => ({
-    rank: 0, protector: 'h:1', ranks: [0, 1], protectors: ['h:1', 'h:0'], marks: [[], []], groups: [0, 1], logging, checkpoint, intervalMs: 1000, maxStateBytes: 1 << 20,
+    rank: 0, protector: 'h:1', ranks: [0, 1], protectors: ['h:1', 'h:0'], marks: [[], []], groups: [0, 1], finished: [false, false], logging, checkpoint, intervalMs: 1000, maxStateBytes: 1 << 20,
   });
   const open = async (m: RollbackMapping, state: RegisteredState | undefined) => {
     const p2p = await P2P.open({ taskId: 't1', self: 0, taskKey: KEY });

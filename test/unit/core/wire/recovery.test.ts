@@ -53,11 +53,11 @@ describe('PROTOCOL §11.1: task.submit carries its recovery option', () => {
 describe('PROTOCOL §11.2: the mapping carries the rank table', () => {
   it('proc.mapping and the process\'s mapping round-trip with and without one', () => {
     const members = [{ vpid: 4, node: 'n1', endpoint: 'h:4' }];
-    for (const rollback of [null, { ranks: [4, 1], protectors: ['h:9', ''], marks: [[{ id: 3, logPos: 7, digest: Buffer.alloc(32, 1), protector: 'h:9', base: Buffer.alloc(32, 2), extent: 9, chain: Buffer.alloc(32, 3) }], []], groups: [0, 0], ...OPTIONS }]) {
+    for (const rollback of [null, { ranks: [4, 1], protectors: ['h:9', ''], marks: [[{ id: 3, logPos: 7, digest: Buffer.alloc(32, 1), protector: 'h:9', base: Buffer.alloc(32, 2), extent: 9, chain: Buffer.alloc(32, 3) }], []], groups: [0, 0], finished: [false, false], ...OPTIONS }]) {
       const cmd: GroupCommand = { type: 'proc.mapping', task: 't1', vpids: [4], restarted: false, recovered: true, epoch: 2, quorum: 2, members, rollback };
       expect(roundTrip(groupCommand, cmd)).toEqual(cmd);
     }
-    for (const rollback of [null, { rank: 0, protector: 'h:9', ranks: [4, 1], protectors: ['h:9', ''], marks: [[], []], groups: [0, 1], ...OPTIONS }]) {
+    for (const rollback of [null, { rank: 0, protector: 'h:9', ranks: [4, 1], protectors: ['h:9', ''], marks: [[], []], groups: [0, 1], finished: [false, false], ...OPTIONS }]) {
       const m: AgentToProc = { type: 'mapping', task: 't1', vpid: 4, size: 2, restarted: false, recovered: true, epoch: 2, quorum: 2, members, rollback };
       expect(roundTrip(agentToProc, m)).toEqual(m);
       const { type: _type, ...plain } = m;
@@ -67,10 +67,10 @@ describe('PROTOCOL §11.2: the mapping carries the rank table', () => {
 
   it(`a rank table is bounded by MAX_TASK_PROCS (${MAX_TASK_PROCS}); a rank outside it is refused`, () => {
     const full = Array.from({ length: MAX_TASK_PROCS }, (_, r) => r);
-    const table = (ranks: number[]) => rollbackTable.enc({ ranks, protectors: ranks.map(() => ''), marks: ranks.map(() => []), groups: ranks.map((_, r) => r), ...OPTIONS });
+    const table = (ranks: number[]) => rollbackTable.enc({ ranks, protectors: ranks.map(() => ''), marks: ranks.map(() => []), groups: ranks.map((_, r) => r), finished: ranks.map(() => false), ...OPTIONS });
     expect(code(rollbackTable as Schema<unknown>, table(full))).toBe('ok');
     expect(code(rollbackTable as Schema<unknown>, table([...full, MAX_TASK_PROCS]))).toBe('WIRE_LIMIT');
-    const own = (rank: number, ranks: number[]) => rollbackMapping.enc({ rank, protector: '', ranks, protectors: ranks.map(() => ''), marks: ranks.map(() => []), groups: ranks.map(() => 0), ...OPTIONS });
+    const own = (rank: number, ranks: number[]) => rollbackMapping.enc({ rank, protector: '', ranks, protectors: ranks.map(() => ''), marks: ranks.map(() => []), groups: ranks.map(() => 0), finished: ranks.map(() => false), ...OPTIONS });
     expect(code(rollbackMapping as Schema<unknown>, own(1, [4, 1]))).toBe('ok');
     expect(code(rollbackMapping as Schema<unknown>, own(2, [4, 1]))).toBe('WIRE_MALFORMED');
     expect(code(rollbackMapping as Schema<unknown>, own(0, []))).toBe('WIRE_MALFORMED');
@@ -80,20 +80,28 @@ describe('PROTOCOL §11.2: the mapping carries the rank table', () => {
 
   it('a mark whose log extent lies before its checkpoint\'s position, or whose chain is not 32 bytes, is refused (PROTOCOL §11.4)', () => {
     const mark = (extent: number, chain = Buffer.alloc(32)) => ({ id: 1, logPos: 5, digest: Buffer.alloc(32), protector: 'h:9', base: Buffer.alloc(32), extent, chain });
-    const table = (m: ReturnType<typeof mark>) => rollbackTable.enc({ ranks: [0], protectors: [''], marks: [[m]], groups: [0], ...OPTIONS });
+    const table = (m: ReturnType<typeof mark>) => rollbackTable.enc({ ranks: [0], protectors: [''], marks: [[m]], groups: [0], finished: [false], ...OPTIONS });
     expect(code(rollbackTable as Schema<unknown>, table(mark(5)))).toBe('ok');
     expect(code(rollbackTable as Schema<unknown>, table(mark(4)))).toBe('WIRE_MALFORMED');
     expect(code(rollbackTable as Schema<unknown>, table(mark(6, Buffer.alloc(31))))).not.toBe('ok');
   });
 
   it('PROTOCOL §11.7 (radic-hmpl A.2.8): every rank names a checkpoint group among the ranks, one per rank; a table that disagrees is refused', () => {
-    const enc = (groups: number[], ranks = [4, 1, 7]) => rollbackTable.enc({ ranks, protectors: ranks.map(() => ''), marks: ranks.map(() => []), groups, ...OPTIONS });
+    const enc = (groups: number[], ranks = [4, 1, 7]) => rollbackTable.enc({ ranks, protectors: ranks.map(() => ''), marks: ranks.map(() => []), groups, finished: ranks.map(() => false), ...OPTIONS });
     expect(code(rollbackTable as Schema<unknown>, enc([0, 1, 0]))).toBe('ok');
     expect(code(rollbackTable as Schema<unknown>, enc([0, 3, 0]))).toBe('WIRE_MALFORMED');
     expect(code(rollbackTable as Schema<unknown>, enc([0, 1]))).toBe('WIRE_MALFORMED');
-    const own = (groups: number[]) => rollbackMapping.enc({ rank: 0, protector: '', ranks: [4, 1], protectors: ['', ''], marks: [[], []], groups, ...OPTIONS });
+    const own = (groups: number[]) => rollbackMapping.enc({ rank: 0, protector: '', ranks: [4, 1], protectors: ['', ''], marks: [[], []], groups, finished: [false, false], ...OPTIONS });
     expect(code(rollbackMapping as Schema<unknown>, own([0, 0]))).toBe('ok');
     expect(code(rollbackMapping as Schema<unknown>, own([0, 2]))).toBe('WIRE_MALFORMED');
     expect(code(rollbackMapping as Schema<unknown>, own([0, 0, 0]))).toBe('WIRE_MALFORMED');
+  });
+
+  it('PROTOCOL §11.3: the ranks whose holder ended normally travel with the table, one flag per rank; a list of another length is refused', () => {
+    const enc = (finished: boolean[]) => rollbackTable.enc({ ranks: [4, 1], protectors: ['', ''], marks: [[], []], groups: [0, 1], finished, ...OPTIONS });
+    expect(code(rollbackTable as Schema<unknown>, enc([true, false]))).toBe('ok');
+    expect(roundTrip(rollbackTable, { ranks: [4, 1], protectors: ['', ''], marks: [[], []], groups: [0, 1], finished: [true, false], ...OPTIONS })).toMatchObject({ finished: [true, false] });
+    expect(code(rollbackTable as Schema<unknown>, enc([true]))).toBe('WIRE_MALFORMED');
+    expect(code(rollbackTable as Schema<unknown>, enc([true, false, false]))).toBe('WIRE_MALFORMED');
   });
 });
