@@ -8,6 +8,7 @@
 // killed (SIGKILL) then, with every other rank inside finalize's barrier.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
+import type { TaskView } from '../../src/core/status.ts';
 import { GmpiCluster, REPO } from './gmpi-cluster.ts';
 import { trine } from './helpers.ts';
 
@@ -36,6 +37,22 @@ async function submit(flags: readonly string[], args: readonly string[] = ['--li
   return s.stdout.trim();
 }
 
+/** SIGKILL the running holder of the last rank, then wait for the task's end: that holder's VPID,
+ *  the ended task, and every log of it for a failing assertion's message. */
+async function killLastAndEnd(id: string): Promise<{ victim: number; t: TaskView; all: string }> {
+  const victim = (await cluster.task(id)).procs.find((p) => p.rank === RANKS - 1 && p.state === 'running');
+  expect(victim?.pid, await cluster.describe(id)).toBeTypeOf('number');
+  process.kill(victim!.pid!, 'SIGKILL');
+  const deadline = Date.now() + END_MS;
+  let t = await cluster.task(id);
+  while (t.outcome === null && Date.now() < deadline) {
+    await sleep(POLL_MS);
+    t = await cluster.task(id);
+  }
+  const all = `${await cluster.describe(id)}\n${cluster.dump(id, t.procs.map((p) => p.vpid))}`;
+  return { victim: victim!.vpid, t, all };
+}
+
 describe('PROTOCOL §11.3: a rank killed while the others are in finalize is replaced, and the task ends normally', () => {
   for (const flags of [['--logging', 'rbml'], ['--logging', 'hmpl', '--checkpoint', 'sco']]) {
     it(`${flags.join(' ')}: the last rank killed outside finalize, the others inside it`, async () => {
@@ -44,19 +61,10 @@ describe('PROTOCOL §11.3: a rank killed while the others are in finalize is rep
         const last = RANKS - 1;
         await cluster.line(id, last, /^lingering$/, 60_000);
         await cluster.line(id, 0, new RegExp(`^done ${TOTAL}$`));
-        const victim = (await cluster.task(id)).procs.find((p) => p.rank === last && p.state === 'running');
-        expect(victim?.pid, await cluster.describe(id)).toBeTypeOf('number');
-        process.kill(victim!.pid!, 'SIGKILL');
-        const deadline = Date.now() + END_MS;
-        let t = await cluster.task(id);
-        while (t.outcome === null && Date.now() < deadline) {
-          await sleep(POLL_MS);
-          t = await cluster.task(id);
-        }
-        const all = cluster.dump(id, t.procs.map((p) => p.vpid));
-        expect(t.outcome, `${await cluster.describe(id)}\n${all}`).toBe('normal');
+        const { victim, t, all } = await killLastAndEnd(id);
+        expect(t.outcome, all).toBe('normal');
         // The replacement held the last rank, restored it and re-ran into finalize.
-        const repl = t.procs.find((p) => p.rank === last && p.vpid > victim!.vpid);
+        const repl = t.procs.find((p) => p.rank === last && p.vpid > victim);
         expect(repl, all).toBeDefined();
         expect(cluster.lines(id, repl!.vpid, 'err').join('\n'), all).toMatch(/^trine: rollback recovery \{"rank":3,/m);
         expect(cluster.lines(id, repl!.vpid)).toContain('lingering');
@@ -71,21 +79,11 @@ describe('PROTOCOL §11.3: a rank killed while the others are in finalize is rep
   it('--logging hmpl: the last rank killed after it finalized has finished: no replacement, and the task ends normally', async () => {
     const id = await submit(['--logging', 'hmpl'], ['--linger-ms', '0', '--after-ms', '5000']);
     try {
-      const last = RANKS - 1;
-      await cluster.line(id, last, /^finalized$/, 60_000);
-      const victim = (await cluster.task(id)).procs.find((p) => p.rank === last && p.state === 'running');
-      expect(victim?.pid, await cluster.describe(id)).toBeTypeOf('number');
-      process.kill(victim!.pid!, 'SIGKILL');
-      const deadline = Date.now() + END_MS;
-      let t = await cluster.task(id);
-      while (t.outcome === null && Date.now() < deadline) {
-        await sleep(POLL_MS);
-        t = await cluster.task(id);
-      }
-      const all = cluster.dump(id, t.procs.map((p) => p.vpid));
-      expect(t.outcome, `${await cluster.describe(id)}\n${all}`).toBe('normal');
+      await cluster.line(id, RANKS - 1, /^finalized$/, 60_000);
+      const { victim, t, all } = await killLastAndEnd(id);
+      expect(t.outcome, all).toBe('normal');
       expect(t.procs.map((p) => p.vpid).sort(), all).toEqual([0, 1, 2, 3]);
-      expect(t.procs.find((p) => p.vpid === victim!.vpid)).toMatchObject({
+      expect(t.procs.find((p) => p.vpid === victim)).toMatchObject({
         state: 'terminatedNormally', signal: 'SIGKILL', reason: 'killed by SIGKILL after it finalized: its rank had finished (PROTOCOL §11.3)',
       });
       expect(cluster.lines(id, 0)).toEqual([`done ${TOTAL}`]);
