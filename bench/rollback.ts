@@ -22,7 +22,11 @@
 //   3. Sizes. Checkpoint bytes per rank, log bytes and entries per step, as the library sent
 //      them to its protector, beside what the messages alone amount to.
 //   Beside them, the floor: the protector's own append latency and checkpoint transfer on
-//   loopback (bench/protector.ts, in one process, no cluster), measured in the same run.
+//   loopback (bench/protector.ts, in one process, no cluster), measured in the same run; and, in
+//   the heat rounds, the machine's floor for logging: app mode with every received message also
+//   sent raw to a bare logger process per rank (bench/floor-sink.ts, bench/floor-probe.ts; no
+//   protocol, no authentication), the receive returning at once (as HMPL's) or at the logger's
+//   acknowledgement (floor-sync).
 // Inside the application processes, bench/rollback-probe.ts (preloaded in every mode) records
 // the library-side times; manager times come from the primary's events (its clock: wall time
 // at its start plus monotonic time, within a few ms of this process's Date.now()), agent times
@@ -31,7 +35,7 @@
 // TRINE_BENCH_ROLLBACK_ROUNDS (4) alternated rounds, TRINE_BENCH_ROLLBACK_CRASHES (2) crashes
 // and TRINE_BENCH_ROLLBACK_NODE_CRASHES (1) node failures per logging mode,
 // TRINE_BENCH_ROLLBACK_ONLY (the parts to run, comma-separated; all by default).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -52,6 +56,8 @@ import { quantile } from './stats.ts';
 const here = fileURLToPath(new URL('.', import.meta.url));
 const REPO = resolve(here, '..');
 const PROBE = join(here, 'rollback-probe.ts');
+const FLOOR_PROBE = join(here, 'floor-probe.ts');
+const FLOOR_SINK = join(here, 'floor-sink.ts');
 /** The probe's line (bench/rollback-probe.ts; not imported: importing it would patch this
  *  process's library too). */
 const PROBE_TAG = 'TRINE_BENCH_PROBE';
@@ -86,7 +92,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type App = 'heat' | 'heat-compute' | 'nqueens';
 /** `program`: another program than the app's own (the app-specific N-Queens beside the one with
  *  no recovery code). */
-type Mode = { key: string; label: string; recovery: RecoveryInput; program?: 'nqueens-app-specific' };
+type Mode = { key: string; label: string; recovery: RecoveryInput; program?: 'nqueens-app-specific'; floor?: 'async' | 'sync' };
 const MODES: Mode[] = [
   { key: 'app', label: 'app mode (no logging)', recovery: {} },
   { key: 'rbml', label: 'rollback rbml/nco, no checkpoint', recovery: { recovery: 'rollback', checkpointInterval: String(ROLLBACK_MAX_INTERVAL_MS) } },
@@ -99,6 +105,12 @@ const MODES: Mode[] = [
  *  in rank 1's memory after every result) beside nqueens-rollback.ts with no recovery code, in
  *  app mode (stock) and in rollback mode. */
 const APP_SPECIFIC: Mode = { key: 'app-specific', label: 'app-specific recovery (examples/nqueens/nqueens.ts), app mode', recovery: {}, program: 'nqueens-app-specific' };
+/** The machine's floor for logging (heat only): app mode, each received message also sent raw to
+ *  a bare logger process, the receive not waiting (as HMPL's) or waiting (floor-sync) for it. */
+const FLOOR_MODES: Mode[] = [
+  { key: 'floor', label: 'floor: app mode + every received message to a bare logger, not awaited', recovery: {}, floor: 'async' },
+  { key: 'floor-sync', label: 'floor: app mode + every received message to a bare logger, awaited', recovery: {}, floor: 'sync' },
+];
 /** The crashes run with checkpoints every 500 ms, under each logging mode in turn. */
 const CRASH_MODES: Mode[] = [
   MODES[3] as Mode,
@@ -121,6 +133,9 @@ const args = (app: App, mode: Mode): string[] =>
 
 class Cluster {
   readonly seen = new Map<number, string | null>();
+  /** The bare loggers' ports, one per rank (startFloor), for the floor modes. */
+  private floorPorts: number[] = [];
+  private readonly sinks: ChildProcess[] = [];
   private constructor(readonly root: string, readonly dir: string, readonly config: ClusterConfig, readonly op: OperatorClient) {}
 
   static async start(allowInject = false): Promise<Cluster> {
@@ -136,7 +151,25 @@ class Cluster {
     }
   }
 
+  /** Start one bare logger per rank (bench/floor-sink.ts) and learn their ports. */
+  async startFloor(): Promise<void> {
+    for (let r = 0; r < RANKS; r++) {
+      const sink = spawn(process.execPath, ['--import', 'tsx', FLOOR_SINK], { cwd: REPO, stdio: ['ignore', 'pipe', 'inherit'] });
+      this.sinks.push(sink);
+      const port = await new Promise<number>((resolvePort, reject) => {
+        sink.stdout!.once('data', (b: Buffer) => {
+          const m = /^port (\d+)/.exec(b.toString());
+          if (m === null) reject(new Error(`bench: floor-sink said ${JSON.stringify(b.toString())}`));
+          else resolvePort(Number(m[1]));
+        });
+        sink.once('exit', () => reject(new Error('bench: floor-sink exited')));
+      });
+      this.floorPorts.push(port);
+    }
+  }
+
   async stop(): Promise<void> {
+    for (const s of this.sinks) s.kill('SIGKILL');
     await this.op.close().catch(() => {});
     await tearDown(this.root, this.dir, this.seen);
   }
@@ -147,7 +180,9 @@ class Cluster {
 
   async submit(app: App, mode: Mode): Promise<string> {
     const request = buildSubmit({
-      command: [process.execPath, '--import', 'tsx', '--import', PROBE, ...args(app, mode)], size: RANKS, name: `${app}-${mode.key}`, env: [],
+      command: [process.execPath, '--import', 'tsx', '--import', PROBE, ...(mode.floor === undefined ? [] : ['--import', FLOOR_PROBE]), ...args(app, mode)],
+      size: RANKS, name: `${app}-${mode.key}`,
+      env: mode.floor === undefined ? [] : [`TRINE_BENCH_FLOOR_SINKS=${this.floorPorts.join(',')}`, ...(mode.floor === 'sync' ? ['TRINE_BENCH_FLOOR_SYNC=1'] : [])],
       cwd: REPO, baseCwd: REPO, nonce: newNonce(), taskKey: newTaskKey(), linked: true, recovery: mode.recovery,
     });
     const r = await requestOp(this.op, request, OP_TIMEOUT_MS);
@@ -343,13 +378,13 @@ async function crash(c: Cluster, mode: Mode, killAfterMs: number, kind: CrashSam
 // ---- Figures -------------------------------------------------------------------------------------
 
 const median = (xs: readonly number[]): number => quantile(xs, 0.5);
-const MODE_NAMES: Record<string, string> = Object.fromEntries([...MODES, APP_SPECIFIC].map((m) => [m.key, m.label]));
+const MODE_NAMES: Record<string, string> = Object.fromEntries([...MODES, APP_SPECIFIC, ...FLOOR_MODES].map((m) => [m.key, m.label]));
 
 function overheadFigures(app: App, runs: RunSample[]): Figure[] {
   const out: Figure[] = [];
   const of = (mode: string) => runs.filter((r) => r.app === app && r.mode === mode);
   const base = new Map(of('app').map((r) => [r.round, r.seconds]));
-  for (const m of [...MODES, APP_SPECIFIC]) {
+  for (const m of [...MODES, APP_SPECIFIC, ...FLOOR_MODES]) {
     const rs = of(m.key);
     if (rs.length === 0) continue;
     const secs = rs.map((r) => r.seconds);
@@ -367,6 +402,16 @@ function overheadFigures(app: App, runs: RunSample[]): Figure[] {
       out.push({ name: `${app}: ${m.label}: one checkpoint (save, encode, put, acknowledged), p50`, value: median(cks.map((k) => k[1])), unit: 'ms' });
       out.push({ name: `${app}: ${m.label}: one checkpoint, max`, value: Math.max(...cks.map((k) => k[1])), unit: 'ms' });
     }
+  }
+  // Each logging mode against the machine's floor for it, round by round: HMPL against the bare
+  // logger not awaited, RBML against it awaited.
+  for (const [key, floor] of [['hmpl', 'floor'], ['rbml', 'floor-sync']] as const) {
+    const fl = new Map(of(floor).map((r) => [r.round, r.seconds]));
+    const ratios = of(key).flatMap((r) => (fl.has(r.round) ? [r.seconds / (fl.get(r.round) as number)] : []));
+    if (ratios.length === 0) continue;
+    out.push({ name: `${app}: ${MODE_NAMES[key]} / ${floor}, median of the rounds' ratios`, value: median(ratios), unit: '×' });
+    out.push({ name: `${app}: ${MODE_NAMES[key]} / ${floor}, lowest round`, value: Math.min(...ratios), unit: '×' });
+    out.push({ name: `${app}: ${MODE_NAMES[key]} / ${floor}, highest round`, value: Math.max(...ratios), unit: '×' });
   }
   // Sizes and the in-cluster append latency, from the logging-only runs.
   const logged = of('rbml').flatMap((r) => r.probes);
@@ -421,7 +466,10 @@ export async function benchRollback(): Promise<Figure[]> {
   try {
     // One run of each kind first, not counted: the cluster's first tasks pay its warm-up.
     for (const m of [MODES[0], MODES[MODES.length - 1]] as Mode[]) await c.finish(await c.submit('heat', m), []);
-    if (PARTS.has('overhead-heat')) await overhead(c, 'heat', runs);
+    if (PARTS.has('overhead-heat')) {
+      await c.startFloor();
+      await overhead(c, 'heat', runs, [...MODES, ...FLOOR_MODES]);
+    }
     if (PARTS.has('overhead-heat-compute')) await overhead(c, 'heat-compute', runs, MODES.slice(0, 3));
     if (PARTS.has('overhead-nqueens')) await overhead(c, 'nqueens', runs, [...MODES, APP_SPECIFIC]);
     // Kill a little before the middle of a failure-free run with checkpoints every 500 ms,
