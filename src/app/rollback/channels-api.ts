@@ -10,6 +10,8 @@ import type { ChannelSnapshot, LogEntry } from './codec.ts';
 export type RollbackChannels = MessageLayer & {
   /** This process's rank. */
   readonly self: number;
+  /** What the layer counted (duplicates, resends, internal messages, deposits, …), by name. */
+  readonly counters: Readonly<Record<string, number>>;
   readonly st: ChannelState;
   size(): number;
   /** Start receiving (after a replacement's restore and replay). */

@@ -252,6 +252,12 @@ export async function closeRollback(p: RollbackParts): Promise<void> {
   p.channels.close(new Error('finalized'));
   await p.store.close();
   p.closed = true;
+  // For the benches and the campaign (TRINE_ROLLBACK_STATS=1 in the task's environment): the log
+  // entries this rank appended, its checkpoints, and what its message layer counted.
+  if (process.env.TRINE_ROLLBACK_STATS === '1') {
+    const st = { rank: p.channels.self, appended: p.channels.st.logPos, checkpoints: p.runtime.stats.checkpoints, ...p.channels.counters };
+    process.stderr.write(`trine: rollback stats ${JSON.stringify(st)}\n`);
+  }
 }
 
 /** What a rollback task's membership signals do (§11.3): GSIG_NTF_DIED pauses the dead rank's
