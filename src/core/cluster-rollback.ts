@@ -142,14 +142,22 @@ export const groupOf = (t: RankTable, rank: number): number[] => t.ranks.flatMap
 /** Rank `rank` died: in a `bsco`/`sco` task its whole checkpoint group rolls back together
  *  (§11.7, radic-hmpl A.2.8 "the protector restarts the failed group ... rolls forward
  *  together"), so the group terminates its other live holders, as a node failure would; their
- *  ranks are vacant at once, and replaced once every holder of the group has ended. */
+ *  ranks are vacant at once, and replaced once every holder of the group has ended. A member
+ *  that already finished runs again too: the messages it sent inside the group were never
+ *  logged, and the restarted members need them again (§11.3). */
 function killGroup(run: Run, rec: TaskRecord, rank: number): void {
   const t = rec.rollback;
   if (t === null || rec.outcome !== null || rec.recovery.kind !== 'rollback' || rec.recovery.checkpoint === 'nco') return;
   for (const r of groupOf(t, rank)) {
     const vpid = t.ranks[r]!;
     const d = rec.procs.get(vpid);
-    if (r === rank || t.vacant.includes(r) || d === undefined || isFinal(d)) continue;
+    if (r === rank || t.vacant.includes(r) || d === undefined) continue;
+    if (isFinal(d)) {
+      if (procState(d) !== 'terminatedNormally') continue; // dead: its own NTF_DIED made it vacant
+      t.vacant.push(r);
+      note(run, rec.id, vpid, `${rec.id} rank ${r} (VPID ${vpid}) had finished, and runs again: rank ${rank} of its checkpoint group died, the group rolls back together`);
+      continue;
+    }
     t.vacant.push(r);
     note(run, rec.id, vpid, `${rec.id} killing VPID ${vpid} (rank ${r}): rank ${rank} of its checkpoint group died, the group rolls back together`);
     run.queue.push({ kind: 'proc', task: rec.id, vpid, event: { type: 'task.terminate' } });
@@ -225,9 +233,11 @@ export function rollbackTableOf(rec: TaskRecord, nodes: ReadonlyMap<ProcessId, N
   const ring = protectorRing(nodes);
   const protectors = rec.rollback.ranks.map((v) => protectorAfter(ring, procNode(rec, v)));
   const marks = rec.rollback.marks.map((m) => m.map((x) => ({ ...x, digest: new Uint8Array(x.digest) })));
-  const finished = rec.rollback.ranks.map((v) => {
+  const { vacant, spawning } = rec.rollback;
+  // A rank that runs again with its checkpoint group (killGroup) is no longer finished.
+  const finished = rec.rollback.ranks.map((v, r) => {
     const d = rec.procs.get(v);
-    return d !== undefined && procState(d) === 'terminatedNormally';
+    return d !== undefined && procState(d) === 'terminatedNormally' && !vacant.includes(r) && spawning?.rank !== r;
   });
   return { ranks: [...rec.rollback.ranks], protectors, marks, groups: [...rec.rollback.groups], finished, logging: r.logging, checkpoint: r.checkpoint, intervalMs: r.intervalMs, maxStateBytes: r.maxStateBytes };
 }

@@ -74,7 +74,7 @@ export class RankChannels extends RankLayer {
   /** Log positions the store acknowledged beyond the contiguous prefix. */
   private readonly storedAhead = new Set<number>();
   private readonly haveSentTo = new Set<number>();
-  /** Ranks that ended normally (onFinished): a late `have` of theirs changes nothing. */
+  /** Ranks that ended normally (onFinished), until a new holder of theirs says `have`. */
   private readonly finished = new Set<number>();
   group: GroupHooks | null = null;
   readonly counters = { duplicates: 0, gaps: 0, malformed: 0, foreign: 0, resent: 0, skipped: 0, internal: 0 };
@@ -375,7 +375,11 @@ export class RankChannels extends RankLayer {
       this.counters.foreign++;
       return;
     }
-    if (vpid < this.vpids[rank]! || this.finished.has(rank)) return; // an older incarnation, or done
+    if (vpid < this.vpids[rank]!) return; // an older incarnation
+    // A finished rank's late `have` changes nothing; a new holder means it runs again with its
+    // checkpoint group (§11.7), and is a peer like any other.
+    if (this.finished.has(rank) && vpid === this.vpids[rank]) return;
+    this.finished.delete(rank);
     const fresh = vpid !== this.vpids[rank];
     if (fresh) this.haveSentTo.delete(this.vpids[rank]!);
     this.vpids[rank] = vpid;

@@ -289,6 +289,28 @@ describe('PROTOCOL §11.7: semi-coordinated checkpoint groups (radic-hmpl A.2.8)
     expect(ranksOf(c)).toMatchObject({ vacant: [3], spawning: { rank: 1, vpid: 4 } });
   });
 
+  it('§11.3: a member that had finished runs again with its group when another member dies (its messages inside the group were never logged); until its replacement runs it is not finished in any mapping', () => {
+    const c = sco('sco'); // groups {0, 2} on n1 and {1, 3} on n2
+    c.report('t1', 2, 'terminatedNormally', { exitCode: 0 });
+    expect(c.events()).toEqual(['t1/2 exited 0', 't1 GSIG_NTF_FINISHED(2)']);
+    expect(c.sigs()).toContain(`a1 [0] ${GSIG.NTF_FINISHED} CM→ALL 2 @1`);
+    c.report('t1', 0, 'terminatedAbnormally', { signal: 'SIGKILL' });
+    expect(c.events()).toEqual([
+      't1/0 terminated abnormally: SIGKILL',
+      't1 rank 2 (VPID 2) had finished, and runs again: rank 0 of its checkpoint group died, the group rolls back together',
+      't1 GSIG_NTF_DIED(0)', 't1 replacing rank 0 (VPID 0) with VPID 4: replacement 1 of 16', 't1 placed: n1×1',
+    ]);
+    expect(c.terminates()).toEqual([]); // nothing left to kill
+    c.report('t1', 4, 'spawnSucceeded', { pid: 14, endpoint: 'h:4' });
+    // The replacement of rank 0 must wait for rank 2's new holder: rank 2 is not finished for it.
+    expect(c.mappings().map((m) => m.rollback?.finished)).toEqual([[false, false, false, false]]);
+    expect(c.events()).toContain('t1 replacing rank 2 (VPID 2) with VPID 5: replacement 1 of 16');
+    c.report('t1', 5, 'spawnSucceeded', { pid: 15, endpoint: 'h:5' });
+    expect(ranksOf(c)).toEqual({ ranks: [4, 1, 5, 3], vacant: [], replacements: [1, 0, 1, 0], spawning: null });
+    for (const v of [1, 3, 4, 5]) c.report('t1', v, 'terminatedNormally', { exitCode: 0 });
+    expect(c.task('t1')).toMatchObject({ outcome: 'normal' });
+  });
+
   it('a node failure takes the whole group at once: nothing more is killed', () => {
     const c = sco('bsco');
     c.fail('a2');
