@@ -83,6 +83,9 @@ const newestProtector = (rb: RollbackMapping, rank: number): string => {
   return marks[marks.length - 1]?.protector ?? rb.protectors[rank] ?? '';
 };
 
+/** Where this process's own rank's data is: its newest mark's protector, else its mapping's. */
+const ownProtector = (rb: RollbackMapping): string => rb.marks[rb.rank]?.at(-1)?.protector ?? rb.protector;
+
 /** How to reach the protector at `endpoint` as this process. */
 function protectorTarget(link: Link, rb: RollbackMapping, endpoint: string): ProtectorConnectOptions {
   const i = endpoint.lastIndexOf(':');
@@ -95,17 +98,23 @@ function protectorTarget(link: Link, rb: RollbackMapping, endpoint: string): Pro
  *  not moved: its node's failure fails the ranks that need it, visibly). */
 function cmArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: RegisteredState | undefined): OpenRollbackArgs {
   const marks = rb.marks[rb.rank] ?? [];
-  const homes = rb.ranks.map((_, r) => (r === rb.rank ? marks[marks.length - 1]?.protector ?? rb.protector : newestProtector(rb, r)));
+  const homes = rb.ranks.map((_, r) => (r === rb.rank ? ownProtector(rb) : newestProtector(rb, r)));
   const home = homes[rb.rank]!;
   const connect = (endpoint: string): Promise<CmClient> => CmClient.connect(endpoint, protectorTarget(link, rb, endpoint));
   return {
     p2p, rb, state, recovered: link.mapping.recovered, marks, cm: { homes, connect },
     onMark: (m) => link.mark({ ...m, protector: home }),
     connectStore: () => connect(home),
-    report: (r) => process.stderr.write(`trine: rollback recovery ${JSON.stringify(r)}\n`),
-    onFatal: fatalExit(rb.rank),
+    ...toStderr(rb.rank),
   };
 }
+
+/** Both go to the task's stderr: a replacement's recovery line, and a fatal error, which ends the
+ *  process visibly (it never runs on unprotected). */
+const toStderr = (rank: number): Pick<OpenRollbackArgs, 'report' | 'onFatal'> => ({
+  report: (r) => process.stderr.write(`trine: rollback recovery ${JSON.stringify(r)}\n`),
+  onFatal: fatalExit(rank),
+});
 
 const fatalExit = (rank: number) => (e: Error): never => {
   process.stderr.write(`trine: rollback recovery of rank ${rank} failed, stopping: ${e.message}\n`);
@@ -120,7 +129,7 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
   // The rank's data stays with the protector its newest mark names; a rank with none yet uses
   // its node's protector in the ring. The others of the ring are where it moves if that one's
   // node fails.
-  const protector = marks[marks.length - 1]?.protector ?? rb.protector;
+  const protector = ownProtector(rb);
   let runtime: RollbackRuntime | null = null;
   const store = new FailoverStore({
     endpoints: protectorOrder(protector, rb.protectors),
@@ -141,8 +150,7 @@ export function rollbackArgs(link: Link, p2p: P2P, rb: RollbackMapping, state: R
       await store.open(link.mapping.recovered);
       return store;
     },
-    report: (r) => process.stderr.write(`trine: rollback recovery ${JSON.stringify(r)}\n`),
-    onFatal: fatalExit(rb.rank),
+    ...toStderr(rb.rank),
   };
 }
 
