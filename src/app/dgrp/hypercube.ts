@@ -17,8 +17,8 @@
 //     loops here run j = 0 … size − 1.
 //   - The text says that with p4 out p0 pairs with p5, "if both p5 and p6 are non-recommended,
 //     then p0 does not exchange its list with any process". c_{0,3} = (4, 5, 6, 7), so Algorithm 3
-//     tries p7 next; the example left out p4 (and p7). We follow the algorithm: partner(0, 3) is
-//     null only when all of p4…p7 are out.
+//     tries p7 next: the example is incomplete (p4 out is implied, p7 forgotten). We follow the
+//     algorithm: partner(0, 3) is null only when all of p4…p7 are out.
 //   - Algorithm 3 agrees with Algorithm 4: for a recommended i, when partner(i, s) is not null it
 //     is the holder of i's virtual partner j = i ⊕ 2^(s−1); when it is null (j's whole half of the
 //     cluster is out), the holder of j is i itself (Algorithm 4 reaches j ⊕ 2^(s−1) = i first), so

@@ -150,4 +150,17 @@ describe('spec 2.6 "Adaptive threshold"', () => {
     expect(verdict.pass).toBe(false);
     expect(verdict.thresholdMs).toBeCloseTo(48.42, 2);
   });
+
+  it('Fig. 11 second case: after replies slow to ~19.7 ms the threshold is 62.1 ms, and a 68.16 ms reply fails', () => {
+    // Round 13,641: the same history, the 62.39 ms spike (not fed), then 40 replies of 19.67 ms
+    // plus the same jitter, all passing; the paper prints this threshold to one decimal.
+    const jitter = [0.0, 1.2, -0.8, 2.1, -1.5, 0.6, 3.4, -0.9, 0.3, -1.1];
+    const e = new ReplyEstimator(DEFAULT_ESTIMATOR);
+    feed(e, Array.from({ length: 30 }, (_, k) => Number((13.37 + jitter[k % jitter.length]!).toFixed(2))));
+    expect(e.observe(62.39).pass).toBe(false);
+    feed(e, Array.from({ length: 40 }, (_, k) => Number((19.67 + jitter[k % jitter.length]!).toFixed(2))));
+    const verdict = e.observe(68.16);
+    expect(verdict.pass).toBe(false);
+    expect(verdict.thresholdMs).toBeCloseTo(62.1, 1);
+  });
 });
