@@ -3,7 +3,10 @@
 // port in use — into one line on stderr and a non-zero exit (docs/OPERATIONS.md §1).
 import { endQuietlyWhenReaderLeaves, exitWhenFlushed } from './exit.ts';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { MAX_ADDED_NODE_SPARES, MAX_TASK_PROCS, ROLLBACK_DEFAULT_INTERVAL_MS, ROLLBACK_DEFAULT_STATE_BYTES } from '../src/core/constants.ts';
+import {
+  DGRP_DEFAULT_FACTOR_PERCENT, DGRP_DEFAULT_INITIAL_THRESHOLD_MS, DGRP_DEFAULT_INTERVAL_MS, DGRP_DEFAULT_MARGIN_MS, DGRP_DEFAULT_ZETA, MAX_ADDED_NODE_SPARES, MAX_TASK_PROCS,
+  ROLLBACK_DEFAULT_INTERVAL_MS, ROLLBACK_DEFAULT_STATE_BYTES,
+} from '../src/core/constants.ts';
 import { INJECT_MODES } from '../src/io/inject-modes.ts';
 import { DEFAULT_AGENT_SLOTS, DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
 import { MAX_SLOTS } from '../src/io/hosts-file.ts';
@@ -36,6 +39,7 @@ const DIR_HELP = `cluster directory (default ${DEFAULT_CLUSTER_DIR})`;
 type SubmitFlags = {
   size?: number; name?: string; env?: string[]; cwd?: string; wait?: boolean; linked?: boolean; dir?: string; timeout?: number;
   recovery?: string; logging?: string; checkpoint?: string; checkpointInterval?: string; maxState?: string;
+  dgrp?: boolean; dgrpInterval?: string; dgrpZeta?: string; dgrpFactor?: string; dgrpMargin?: string; dgrpInitial?: string;
 };
 
 /** A command's result: an exit code, or null for a daemon that keeps running. */
@@ -86,6 +90,12 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--checkpoint <policy>', 'rollback: nco (default, uncoordinated), bsco or sco (semi-coordinated per node)')
     .option('--checkpoint-interval <ms>', `rollback: least time between two checkpoints of a rank (default ${ROLLBACK_DEFAULT_INTERVAL_MS})`)
     .option('--max-state <bytes>', `rollback: largest checkpoint of one rank (default ${ROLLBACK_DEFAULT_STATE_BYTES})`)
+    .option('--dgrp', 'the processes test each other; slow ones leave the dynamic group of recommended processes (needs --linked)')
+    .option('--dgrp-interval <ms>', `dgrp: testing interval (default ${DGRP_DEFAULT_INTERVAL_MS})`)
+    .option('--dgrp-zeta <n>', `dgrp: consecutive passes before a process may rejoin (default ${DGRP_DEFAULT_ZETA})`)
+    .option('--dgrp-factor <x>', `dgrp: the reply threshold is the adaptive timeout times this (default ${DGRP_DEFAULT_FACTOR_PERCENT / 100})`)
+    .option('--dgrp-margin <ms>', `dgrp: milliseconds added to the threshold (default ${DGRP_DEFAULT_MARGIN_MS})`)
+    .option('--dgrp-initial <ms>', `dgrp: the threshold before the first reply (default ${DGRP_DEFAULT_INITIAL_THRESHOLD_MS})`)
     .option('--dir <dir>', DIR_HELP)
     .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
     .passThroughOptions()
@@ -93,7 +103,8 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
       // Commander drops the `--`: the command came after one if argv ends with `-- command…`.
       const sawDashDash = argv.some((a, i) => a === '--' && argv.length - i - 1 === command.length && command.every((c, j) => argv[i + 1 + j] === c));
       const recovery = { recovery: o.recovery, logging: o.logging, checkpoint: o.checkpoint, checkpointInterval: o.checkpointInterval, maxState: o.maxState };
-      setOutcome(submit({ dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, linked: o.linked, recovery, timeoutMs: o.timeout, command, sawDashDash }));
+      const dgrp = { dgrp: o.dgrp, interval: o.dgrpInterval, zeta: o.dgrpZeta, factor: o.dgrpFactor, margin: o.dgrpMargin, initial: o.dgrpInitial };
+      setOutcome(submit({ dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, linked: o.linked, recovery, dgrp, timeoutMs: o.timeout, command, sawDashDash }));
     });
 
   program.command('ps')

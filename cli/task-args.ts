@@ -9,9 +9,12 @@ import { basename, isAbsolute, resolve } from 'node:path';
 import {
   MAX_ARG_CHARS, MAX_ARGS, MAX_ENV_ENTRIES, MAX_ID_CHARS, MAX_PATH_CHARS, MAX_TASK_PROCS, ROLLBACK_DEFAULT_INTERVAL_MS, ROLLBACK_DEFAULT_STATE_BYTES,
   ROLLBACK_MAX_INTERVAL_MS, ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS, TASK_KEY_BYTES,
+  DGRP_DEFAULT_FACTOR_PERCENT, DGRP_DEFAULT_INITIAL_THRESHOLD_MS, DGRP_DEFAULT_INTERVAL_MS, DGRP_DEFAULT_MARGIN_MS, DGRP_DEFAULT_ZETA,
+  DGRP_MAX_FACTOR_PERCENT, DGRP_MAX_INITIAL_THRESHOLD_MS, DGRP_MAX_INTERVAL_MS, DGRP_MAX_MARGIN_MS, DGRP_MAX_ZETA, DGRP_MIN_FACTOR_PERCENT,
+  DGRP_MIN_INTERVAL_MS,
 } from '../src/core/constants.ts';
 import {
-  agentRequest, ROLLBACK_CHECKPOINTS, ROLLBACK_LOGGINGS, type EnvEntry, type Recovery, type TaskSubmit,
+  agentRequest, ROLLBACK_CHECKPOINTS, ROLLBACK_LOGGINGS, type DgrpOptions, type EnvEntry, type Recovery, type TaskSubmit,
 } from '../src/core/wire/messages.ts';
 import { CliError, EXIT_USAGE, quoted } from './errors.ts';
 
@@ -73,6 +76,18 @@ export type SubmitInput = {
   linked?: boolean | undefined;
   /** The recovery options as typed (PROTOCOL §11.1); see parseRecovery. */
   recovery?: RecoveryInput | undefined;
+  /** The DGRP options as typed (PROTOCOL §12.1); see parseDgrp. */
+  dgrp?: DgrpInput | undefined;
+};
+
+/** `--dgrp` and `--dgrp-interval`, `--dgrp-zeta`, `--dgrp-factor`, `--dgrp-margin`, `--dgrp-initial`, as typed. */
+export type DgrpInput = {
+  dgrp?: boolean | undefined;
+  interval?: string | undefined;
+  zeta?: string | undefined;
+  factor?: string | undefined;
+  margin?: string | undefined;
+  initial?: string | undefined;
 };
 
 /** `--recovery`, `--logging`, `--checkpoint`, `--checkpoint-interval`, `--max-state`, as typed. */
@@ -128,6 +143,36 @@ export function parseRecovery(input: RecoveryInput, linked: boolean): Recovery {
   };
 }
 
+/** The task's dynamic group of recommended processes (PROTOCOL §12.1), or null without
+ *  `--dgrp`. The defaults are the paper's (spec 2.2): tests every 1 s, ζ = 5, the timeout × 2.5,
+ *  8 s before the first reply; plus DGRP_DEFAULT_MARGIN_MS. `--dgrp-factor` is a decimal
+ *  (2.5), kept in hundredths. */
+export function parseDgrp(input: DgrpInput, linked: boolean): DgrpOptions | null {
+  if (input.dgrp !== true) {
+    const stray = (['interval', 'zeta', 'factor', 'margin', 'initial'] as const).find((k) => input[k] !== undefined);
+    if (stray !== undefined) throw usage(`--dgrp-${stray} applies to a DGRP task only: add --dgrp (and --linked), or drop --dgrp-${stray}`);
+    return null;
+  }
+  if (!linked) throw usage('--dgrp needs a linked task: add --linked (its processes test each other through the application library)');
+  let factorPercent = DGRP_DEFAULT_FACTOR_PERCENT;
+  if (input.factor !== undefined) {
+    const f = /^[0-9]{1,3}(\.[0-9]{1,2})?$/.test(input.factor) ? Math.round(Number(input.factor) * 100) : NaN;
+    if (!(f >= DGRP_MIN_FACTOR_PERCENT && f <= DGRP_MAX_FACTOR_PERCENT)) {
+      throw usage(`--dgrp-factor ${quoted(input.factor)}: give a number from ${DGRP_MIN_FACTOR_PERCENT / 100} to ${DGRP_MAX_FACTOR_PERCENT / 100} with at most two decimals, e.g. 2.5`);
+    }
+    factorPercent = f;
+  }
+  const opt = (flag: string, value: string | undefined, dflt: number, min: number, max: number, unit: string) =>
+    (value === undefined ? dflt : bounded(flag, value, min, max, unit));
+  return {
+    intervalMs: opt('--dgrp-interval', input.interval, DGRP_DEFAULT_INTERVAL_MS, DGRP_MIN_INTERVAL_MS, DGRP_MAX_INTERVAL_MS, 'milliseconds'),
+    zeta: opt('--dgrp-zeta', input.zeta, DGRP_DEFAULT_ZETA, 1, DGRP_MAX_ZETA, 'testing intervals'),
+    factorPercent,
+    marginMs: opt('--dgrp-margin', input.margin, DGRP_DEFAULT_MARGIN_MS, 0, DGRP_MAX_MARGIN_MS, 'milliseconds'),
+    initialThresholdMs: opt('--dgrp-initial', input.initial, DGRP_DEFAULT_INITIAL_THRESHOLD_MS, 1, DGRP_MAX_INITIAL_THRESHOLD_MS, 'milliseconds'),
+  };
+}
+
 /** A fresh task key (PROTOCOL §9.5): 256 random bits only the submitting operator draws. */
 export function newTaskKey(): Uint8Array {
   return new Uint8Array(randomBytes(TASK_KEY_BYTES));
@@ -155,7 +200,8 @@ export function buildSubmit(input: SubmitInput): TaskSubmit {
   const name = input.name ?? basename(file).slice(0, MAX_TASK_NAME_CHARS);
   const linked = input.linked === true;
   const request: TaskSubmit = { type: 'task.submit', nonce: input.nonce, name, size: input.size, file, args, cwd, env: parseEnv(input.env),
-    mode: linked ? 'linked' : 'plain', recovery: parseRecovery(input.recovery ?? {}, linked), taskKey: input.taskKey,
+    mode: linked ? 'linked' : 'plain', recovery: parseRecovery(input.recovery ?? {}, linked),
+    dgrp: parseDgrp(input.dgrp ?? {}, linked), taskKey: input.taskKey,
   };
   // Safety net: the replicas' own decoder, so nothing they would refuse leaves the CLI.
   const texts = [name, file, cwd, ...args, ...request.env.flat()];

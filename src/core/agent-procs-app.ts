@@ -18,7 +18,7 @@ import { advanceChild } from './agent-procs-child.ts';
 import {
   contextOf, keyOf, logEffect, noteRecords, stateOf, type AgentProcs, type AgentProcsEffect, type ChildEntry,
 } from './agent-procs-state.ts';
-import { rankOf, type ProcMapping, type ProcSignal, type RollbackMapping, type RollbackMark } from './wire/messages.ts';
+import { rankOf, type DgrpVerdict, type ProcDgrp, type ProcMapping, type ProcSignal, type RollbackMapping, type RollbackMark } from './wire/messages.ts';
 
 /** A connected linked child of `task`/`vpid`, or null. */
 function linkedRunning(s: AgentProcs, task: string, vpid: number): ChildEntry | null {
@@ -66,7 +66,7 @@ export function deliverMapping(s: AgentProcs, cmd: ProcMapping, out: AgentProcsE
       type: 'deliver', task: cmd.task, vpid,
       message: {
         type: 'mapping', task: cmd.task, vpid, size: cmd.members.length, restarted: cmd.restarted, recovered: cmd.recovered,
-        epoch: cmd.epoch, quorum: cmd.quorum, members: cmd.members.map((m) => ({ ...m })), rollback,
+        epoch: cmd.epoch, quorum: cmd.quorum, members: cmd.members.map((m) => ({ ...m })), rollback, dgrp: cmd.dgrp === null ? null : { ...cmd.dgrp },
       },
     });
   }
@@ -112,6 +112,32 @@ export function closeApp(s: AgentProcs, task: string, vpid: number, clean: boole
 export function markFromApp(s: AgentProcs, task: string, vpid: number, mark: RollbackMark): AgentProcsEffect[] {
   if (linkedRunning(s, task, vpid) === null) return [logEffect('warn', 'app.mark.unconnected', { task, vpid })];
   return queueSignal(s.outbox, { type: 'rollback.mark', task, vpid, ...mark }) ? [{ type: 'flush' }] : [];
+}
+
+/** `proc.dgrp`: a DGRP task's view to each named process's connection (PROTOCOL §12.4). */
+export function deliverDgrp(s: AgentProcs, cmd: ProcDgrp, out: AgentProcsEffect[]): void {
+  for (const vpid of cmd.vpids) {
+    if (linkedRunning(s, cmd.task, vpid) === null) {
+      out.push(logEffect('debug', 'proc.dgrp.undeliverable', { task: cmd.task, vpid }));
+      continue;
+    }
+    out.push({
+      type: 'deliver', task: cmd.task, vpid,
+      message: { type: 'dgrp', view: cmd.view, released: cmd.released, entries: cmd.entries.map((e) => ({ ...e })) },
+    });
+  }
+}
+
+/** What a DGRP task's process sends about its group: a report or an arrival (§12.2, §12.4). */
+export type AppDgrp = { type: 'dgrp.report'; round: number; verdicts: DgrpVerdict[] } | { type: 'dgrp.arrive'; round: number };
+
+/** …queued for the group like its signals. */
+export function dgrpFromApp(s: AgentProcs, task: string, vpid: number, m: AppDgrp): AgentProcsEffect[] {
+  if (linkedRunning(s, task, vpid) === null) return [logEffect('warn', 'app.dgrp.unconnected', { task, vpid })];
+  const request = m.type === 'dgrp.arrive'
+    ? { type: m.type, task, vpid, round: m.round }
+    : { type: m.type, task, vpid, round: m.round, verdicts: m.verdicts.map((v) => ({ ...v })) };
+  return queueSignal(s.outbox, request) ? [{ type: 'flush' }] : [];
 }
 
 /** A signal from the process, queued for the group (PROTOCOL §9). */

@@ -17,7 +17,7 @@
 import { unreachable } from '../base/result.ts';
 import type { GroupCommand, RollbackMark } from './wire/messages.ts';
 import { adoptProcs, onAdoptedEvent, terminateAdopted, tickAdopted } from './agent-procs-adopt.ts';
-import { closeApp, deliverMapping, deliverSignal, finalizeApp, markFromApp, signalFromApp } from './agent-procs-app.ts';
+import { closeApp, deliverDgrp, deliverMapping, deliverSignal, dgrpFromApp, finalizeApp, markFromApp, signalFromApp, type AppDgrp } from './agent-procs-app.ts';
 import { advanceChild, onChildEvent, spawnChild, tickChild } from './agent-procs-child.ts';
 import {
   keyOf, logEffect, noteRecords,
@@ -41,7 +41,9 @@ export type AgentProcsInput =
   /** A signal from the process, for the group. */
   | { type: 'app.signal'; task: string; vpid: number; request: { signum: number; dest: number; arg: number; epoch: number } }
   /** A rollback task's process stored a checkpoint: its mark, for the group (PROTOCOL §11.4). */
-  | { type: 'app.mark'; task: string; vpid: number; mark: RollbackMark };
+  | { type: 'app.mark'; task: string; vpid: number; mark: RollbackMark }
+  /** A DGRP task's process reported a testing interval or reached a barrier (PROTOCOL §12). */
+  | { type: 'app.dgrp'; task: string; vpid: number; message: AppDgrp };
 
 export function stepProcs(s: AgentProcs, input: AgentProcsInput): AgentProcsEffect[] {
   switch (input.type) {
@@ -59,6 +61,8 @@ export function stepProcs(s: AgentProcs, input: AgentProcsInput): AgentProcsEffe
       return signalFromApp(s, input.task, input.vpid, input.request);
     case 'app.mark':
       return markFromApp(s, input.task, input.vpid, input.mark);
+    case 'app.dgrp':
+      return dgrpFromApp(s, input.task, input.vpid, input.message);
     default:
       return unreachable(input);
   }
@@ -89,6 +93,9 @@ export function commandProcs(s: AgentProcs, command: GroupCommand, local: readon
       break;
     case 'proc.mapping':
       deliverMapping(s, command, out);
+      break;
+    case 'proc.dgrp':
+      deliverDgrp(s, command, out);
       break;
     case 'node.shutdown':
       // PROTOCOL §10.11: every process on this node ends. The driver repeats the command

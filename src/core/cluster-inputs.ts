@@ -7,7 +7,9 @@ import type { FsmProcEvent, FsmProcState } from '../../fsm/fsm-proc.ts';
 import { initialStep, type MachineData } from '../../fsm/plain-data.ts';
 import { MAX_ARGS, MAX_LIVE_TASKS, MAX_TASK_PROCS } from './constants.ts';
 import { drain, settle, taskAction } from './cluster-machines.ts';
+import { dgrpInput, dgrpRefusal, type DgrpInput } from './cluster-dgrp.ts';
 import { createRankTable, guardCommand, rollbackRefusal, toProtectors } from './cluster-rollback.ts';
+import { createDgrpState } from './dgrp.ts';
 import { newRun, note, perAgent, type Run } from './cluster-run.ts';
 import { applyVerdict, broadcastSignal, liveMembers, SIGNALLING, signalName } from './cluster-signals.ts';
 import {
@@ -31,7 +33,7 @@ function validate(req: TaskSubmit, live: number): string | null {
     const name = (req.env[i] as EnvEntry)[0];
     if (!(prev < name)) return `env must be sorted by name without repeats: '${name}' follows '${prev}'`;
   }
-  const recovery = rollbackRefusal(req);
+  const recovery = rollbackRefusal(req) ?? dgrpRefusal(req);
   if (recovery !== null) return recovery;
   if (live >= MAX_LIVE_TASKS) return `${MAX_LIVE_TASKS} tasks are live, the limit: wait for some to finish or kill some`;
   return null;
@@ -58,6 +60,7 @@ export function submitTask(
     signals: createTaskSignals(req.size), endpoints: new Map(), sigStats: { broadcasts: 0, pointToPoint: 0, groupRequests: 0, dropped: 0 },
     taskKey: new Uint8Array(req.taskKey), recovery: { ...req.recovery },
     rollback: req.recovery.kind === 'rollback' ? createRankTable(req.size) : null,
+    dgrp: req.dgrp === null ? null : { ...req.dgrp }, dgrpState: req.dgrp === null ? null : createDgrpState(req.dgrp),
   };
   cs.nextTask = Math.max(cs.nextTask, number + 1);
   cs.tasks.set(id, rec);
@@ -261,5 +264,12 @@ export function signalRequest(
   // A second request from the same process in one epoch.
   if (verdict.kind === 'duplicate') return ignore(rec);
   applyVerdict(run, rec, verdict, members.length);
+  return settle(run);
+}
+
+/** A DGRP tester's report or a barrier arrival (PROTOCOL §12.2, §12.4) from `agent`. */
+export function dgrpRequest(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, agent: ProcessId, r: DgrpInput): TaskEffect[] {
+  const run = newRun(cs, nodes);
+  dgrpInput(run, nodes.get(agent)?.node ?? null, r);
   return settle(run);
 }

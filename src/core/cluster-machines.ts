@@ -17,6 +17,8 @@ import {
   isFinal, isLive, NO_REASON, plural, procCtx, procNode, procState, taskCtx, taskState, usedSlots, type ClusterState, type TaskEffect, type TaskRecord,
 } from './cluster-state.ts';
 import { assert } from '../base/result.ts';
+import { refreshDgrps } from './cluster-dgrp.ts';
+import { resetDgrp } from './dgrp.ts';
 import { GSIG, GSIG_CM } from './signals.ts';
 import type { EnvEntry, GroupCommand } from './wire/messages.ts';
 
@@ -43,6 +45,8 @@ export function settle(run: Run): TaskEffect[] {
     drain(run);
     if (place(run)) continue;
     if (grantService(run)) continue;
+    // A DGRP task's view follows every change of its processes (PROTOCOL §12.4).
+    refreshDgrps(run);
     return run.effects;
   }
 }
@@ -103,6 +107,7 @@ export function taskAction(run: Run, rec: TaskRecord, action: MachineAction): vo
         rec.signals.quorum = taskCtx(rec).vpids.length;
         rec.signals.pending = null;
         resetRanks(rec);
+        if (rec.dgrpState !== null) resetDgrp(rec.dgrpState);
       }
       for (const v of vpids) {
         rec.procs.set(v, initialStep(fsmProc, { taskId: rec.id, vpid: v }).data);

@@ -17,6 +17,7 @@ import type { FsmTaskContext, Service } from '../../fsm/fsm-task-types.ts';
 import type { MachineData } from '../../fsm/plain-data.ts';
 import type { Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
+import type { DgrpState } from './dgrp.ts';
 import type { TaskSignals } from './task-signals.ts';
 import type { GroupCommand, RollbackMark, TaskSubmit } from './wire/messages.ts';
 
@@ -95,6 +96,8 @@ export type TaskRecord = Omit<TaskSubmit, 'type' | 'nonce'> & {
   /** A rollback task's ranks and replacements (PROTOCOL §11.2, cluster-rollback.ts); null for
    *  an app task. */
   rollback: RankTable | null;
+  /** A DGRP task's group (PROTOCOL §12, dgrp.ts); null for other tasks. */
+  dgrpState: DgrpState | null;
 };
 
 /** A pending `requestResources`: all-or-nothing (spec §6.1 Res-allocated: nodes for all). */

@@ -8,7 +8,8 @@ import { encodeTaskSignals } from './task-signals.ts';
 import { byNumber, isLive, procCtx, procState, sortedProcs, taskCtx, taskState, usedSlots, type ClusterState, type NodeRecord, type TaskRecord } from './cluster-state.ts';
 import { toHex } from '../base/hex.ts';
 import type { ProcessId } from './ports.ts';
-import { recovery } from './wire/messages.ts';
+import { dgrpOption, recovery } from './wire/messages.ts';
+import { dgrpState } from './dgrp.ts';
 import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
 
 /** Canonical plain tree (DESIGN.md §3): fixed field order, Maps sorted by key; the machines'
@@ -29,6 +30,8 @@ export function encodeCluster(cs: ClusterState): unknown {
       toHex(r.taskKey),
       // The option as the request carried it, and a rollback task's ranks (PROTOCOL §11.2).
       recovery.enc(r.recovery), rankTable.enc(r.rollback),
+      // A DGRP task's option and group (PROTOCOL §12).
+      dgrpOption.enc(r.dgrp), dgrpState.enc(r.dgrpState),
     ]),
     cs.finished,
     cs.allocations.map((a) => [a.task, a.vpids]),

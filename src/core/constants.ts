@@ -81,6 +81,34 @@ export const ROLLBACK_DEFAULT_INTERVAL_MS = 2000;
  *  or N-Queens' counters with a wide margin, a quarter of the hard limit. */
 export const ROLLBACK_DEFAULT_STATE_BYTES = 16 * 1024 * 1024;
 
+// ---- The dynamic group of recommended processes (docs/PROTOCOL.md §12; spec 2.2) -------------
+/** The least testing interval: each tester tests every other process once per interval, so below
+ *  this the tests of a 64-process task would cost more than the work they watch. */
+export const DGRP_MIN_INTERVAL_MS = 50;
+/** The most: one minute; a slow process would then stay in the group for minutes. */
+export const DGRP_MAX_INTERVAL_MS = 60_000;
+/** The paper's experiments test every 1 s (spec 2.2.1). */
+export const DGRP_DEFAULT_INTERVAL_MS = 1000;
+/** ζ, consecutive passes before a rejoin is asked for (spec 2.2.5: 5 in the experiments). */
+export const DGRP_DEFAULT_ZETA = 5;
+export const DGRP_MAX_ZETA = 100;
+/** The multiplicative margin on Algorithm 1's timeout, in percent (spec 2.2.2: ×2.5). Below 100
+ *  the threshold would sit under the mean reply and condemn correct processes. */
+export const DGRP_DEFAULT_FACTOR_PERCENT = 250;
+export const DGRP_MIN_FACTOR_PERCENT = 100;
+export const DGRP_MAX_FACTOR_PERCENT = 10_000;
+/** The additive margin (Algorithm 1's getFactor()), ms: 5 ms absorbs one scheduler time slice
+ *  on a loaded node, where a reply of 0.2 ms may wait for a core (docs/PERFORMANCE.md §10). */
+export const DGRP_DEFAULT_MARGIN_MS = 5;
+export const DGRP_MAX_MARGIN_MS = 60_000;
+/** The threshold before the first reply (spec 2.2.2: 8 s). */
+export const DGRP_DEFAULT_INITIAL_THRESHOLD_MS = 8000;
+export const DGRP_MAX_INITIAL_THRESHOLD_MS = 60_000;
+/** Distinct group members whose latest verdict must say "not recommended" before a member is
+ *  removed (PROTOCOL §12.3): f + 1 with f = 1, so one lying tester removes no one. The paper
+ *  removes on one verdict (spec 2.2.4), which lets one faulty process evict anyone. */
+export const DGRP_ACCUSERS = 2;
+
 /** Bytes of task output one `logs.data` reply carries (PROTOCOL §7.1): a quarter of a frame, so a
  *  reply with its header, fields and authenticator always fits MAX_FRAME_BYTES, and the operator
  *  reads a large file in a few round trips. */

@@ -2,7 +2,7 @@
 // §10): an operator request (answered once per nonce), an input of the group's own (ticks,
 // condemnations, added replicas, failed nodes), and an agent's request, each applied at its RSN
 // to the ReplicatedState (replicated-state.ts), returning the ApplyResult.
-import { nodeFailed, nodeJoined, operateTask, procReports, signalRequest, submitTask, tick } from './cluster-inputs.ts';
+import { dgrpRequest, nodeFailed, nodeJoined, operateTask, procReports, signalRequest, submitTask, tick } from './cluster-inputs.ts';
 import { applyAdd, applyCondemn, checkEvidence, recordReport, recoveryStep, replicasCommand } from './group-view.ts';
 import { MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES } from './constants.ts';
 import type { ProcessId } from './ports.ts';
@@ -202,6 +202,13 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       const { type: _t, task: _k, vpid, ...mark } = request;
       markRank(rec, node.node, vpid, mark);
       return result();
+    }
+    case 'dgrp.report':
+    case 'dgrp.arrive': {
+      const r = result();
+      if (s.nodes.get(client)?.failed !== false) return r;
+      absorb(s, dgrpRequest(s.cluster, s.nodes, client, request), r);
+      return r;
     }
     case 'sig.request': {
       const r = result();

@@ -25,7 +25,8 @@ import { encodeState, poolWithAdded, type AddedNode, type MemberChange, type Ope
 import { err, ok, type Result } from '../base/result.ts';
 import type { PendingGroup, TaskSignals } from './task-signals.ts';
 import { unpack } from './wire/frame.ts';
-import { recovery as recoveryOption, type AddedSpare, type EnvEntry, type ProcMode } from './wire/messages.ts';
+import { dgrpOption, recovery as recoveryOption, type AddedSpare, type EnvEntry, type ProcMode } from './wire/messages.ts';
+import { dgrpState } from './dgrp.ts';
 import type { Schema } from './wire/schema.ts';
 
 /** What the caller knows without the bytes: configuration, the same on every replica. */
@@ -280,7 +281,7 @@ const taskKey: Reader<Uint8Array> = (t, p) => {
 };
 
 function readTask(t: unknown, p: string): TaskRecord {
-  const f = tuple(t, 22, p);
+  const f = tuple(t, 24, p);
   const id = str(f[0], `${p}.id`);
   const number = Number(id.slice(1));
   if (!TASK_ID.test(id) || String(number) !== id.slice(1)) fail(`${p}.id`, `${id} is not a task id`);
@@ -309,9 +310,12 @@ function readTask(t: unknown, p: string): TaskRecord {
     taskKey: taskKey(f[19], `${p}.taskKey`),
     recovery: bySchema(recoveryOption)(f[20], `${p}.recovery`),
     rollback: bySchema(rankTable)(f[21], `${p}.rollback`),
+    dgrp: bySchema(dgrpOption)(f[22], `${p}.dgrp`),
+    dgrpState: bySchema(dgrpState)(f[23], `${p}.dgrpState`),
   };
   // A rollback task, and only one, has ranks (PROTOCOL §11.2).
   if ((rec.recovery.kind === 'rollback') !== (rec.rollback !== null)) fail(`${p}.rollback`, `a ${rec.recovery.kind} task with${rec.rollback === null ? 'out' : ''} ranks`);
+  if ((rec.dgrp === null) !== (rec.dgrpState === null)) fail(`${p}.dgrpState`, 'a DGRP option without its group, or the reverse');
   return rec;
 }
 

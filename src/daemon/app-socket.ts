@@ -39,6 +39,7 @@ import {
   agentToProc, AppFrameDecoder, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent,
 } from '../core/wire/app-wire.ts';
 import type { RollbackMark } from '../core/wire/recovery.ts';
+import type { AppDgrp } from '../core/agent-procs-app.ts';
 import { trace, tracing } from '../io/trace.ts';
 import { Refusals, type RefusalsLine, type RefusalSample } from './app-refusals.ts';
 
@@ -114,6 +115,8 @@ export type AppSocketServerOptions = {
   readonly onFinalized?: (task: string, vpid: number) => void;
   /** A rollback task's process stored a checkpoint (PROTOCOL §11.4). */
   readonly onMark?: (task: string, vpid: number, mark: RollbackMark) => void;
+  /** A DGRP task's process reported a testing interval or reached a barrier (PROTOCOL §12). */
+  readonly onDgrp?: (task: string, vpid: number, message: AppDgrp) => void;
   /** Once per accepted connection, when it is gone; clean = finalize came first. Not called for
    *  the connections close() ends. */
   readonly onClosed?: (task: string, vpid: number, clean: boolean) => void;
@@ -317,6 +320,14 @@ export class AppSocketServer {
         this.opts.onMark?.(task, vpid, mark);
         return;
       }
+      case 'dgrp.report':
+      case 'dgrp.arrive':
+        if (conn.finalized) {
+          this.destroy(conn, 'AFTER_FINALIZE', `${msg.type} after finalize`);
+          return;
+        }
+        this.opts.onDgrp?.(task, vpid, msg);
+        return;
       case 'finalize':
         if (conn.finalized) return;
         conn.finalized = true;

@@ -105,6 +105,8 @@ function alterGC(gc: GroupMsgGC, variant: number): GroupMsgGC {
       return { ...gc, payload: { ...p, taskKey: flipped(p.taskKey) } };
     case 'rollback.release':
       return { ...gc, payload: { ...p, task: `${p.task}0` } };
+    case 'proc.dgrp':
+      return { ...gc, payload: { ...p, view: p.view + 1 + (variant & 0xff) } };
     default:
       return unreachable(p);
   }

@@ -19,6 +19,7 @@ import { pack, unpack } from './frame.ts';
 import { endpointText, int32, member, taskId, u32, type Member } from './messages.ts';
 import { MARK_ORDER, markFields, rollbackMapping, type RollbackMapping, type RollbackMark } from './recovery.ts';
 import { bool, bytes, list, struct, text, token, uint, union, type Schema } from './schema.ts';
+import { dgrpOption, DGRP_REPORT_ORDER, dgrpReportFields, DGRP_VIEW_ORDER, dgrpViewFields, type DgrpOptions, type DgrpReport, type DgrpView } from './dgrp.ts';
 
 export { int32, MAX_ENDPOINT_CHARS, type Member } from './messages.ts';
 export type { RollbackMapping } from './recovery.ts';
@@ -45,11 +46,13 @@ export type Mapping = {
    *  VPID ranks[r]) and the task's options; null for other tasks. A replacement (`recovered`)
    *  gets the rank it took over. */
   rollback: RollbackMapping | null;
+  /** A DGRP task's options (PROTOCOL §12.1): its views follow as `dgrp` messages; null otherwise. */
+  dgrp: DgrpOptions | null;
 };
-const MAPPING_FIELDS = ['task', 'vpid', 'size', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback'] as const;
+const MAPPING_FIELDS = ['task', 'vpid', 'size', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback', 'dgrp'] as const;
 const mappingFields = {
   task: taskId, vpid: uint, size: uint, restarted: bool, recovered: bool, epoch: uint, quorum: uint,
-  members: list(member, MAX_TASK_PROCS), rollback: rollbackMapping,
+  members: list(member, MAX_TASK_PROCS), rollback: rollbackMapping, dgrp: dgrpOption,
 };
 export const mapping: Schema<Mapping> = struct<Mapping>(MAPPING_FIELDS, mappingFields);
 
@@ -58,7 +61,11 @@ export type ProcToAgent =
   | { type: 'signal'; signum: number; dest: number; arg: number; epoch: number }
   | { type: 'finalize' }
   /** A rollback task's process stored a checkpoint at its protector (PROTOCOL §11.4). */
-  | ({ type: 'mark' } & RollbackMark);
+  | ({ type: 'mark' } & RollbackMark)
+  /** A DGRP task's tester reports a testing interval (PROTOCOL §12.2), from its tester thread. */
+  | ({ type: 'dgrp.report' } & DgrpReport)
+  /** The process reached the barrier that ends computing round `round` (§12.4). */
+  | { type: 'dgrp.arrive'; round: number };
 
 export type AgentToProc =
   | { type: 'welcome'; taskKey: Uint8Array }
@@ -66,13 +73,17 @@ export type AgentToProc =
   | ({ type: 'mapping' } & Omit<Mapping, never>)
   /** `data`: the new member's "host:port" for GSIG_REP_SPAWNED (spec §4.3: the reply carries
    *  the new process's VPID and node address), else empty. */
-  | { type: 'signal'; signum: number; src: number; dest: number; arg: number; epoch: number; node: string; data: string };
+  | { type: 'signal'; signum: number; src: number; dest: number; arg: number; epoch: number; node: string; data: string }
+  /** A DGRP task's view (PROTOCOL §12.4). */
+  | ({ type: 'dgrp' } & DgrpView);
 
 export const procToAgent: Schema<ProcToAgent> = union<ProcToAgent>({
   hello: { code: 1, order: ['task', 'vpid', 'token', 'endpoint'], fields: { task: taskId, vpid: uint, token: secret, endpoint: endpointText } },
   signal: { code: 2, order: ['signum', 'dest', 'arg', 'epoch'], fields: { signum: u32, dest: u32, arg: int32, epoch: uint } },
   finalize: { code: 3, order: [], fields: {} },
   mark: { code: 4, order: MARK_ORDER, fields: markFields },
+  'dgrp.report': { code: 5, order: DGRP_REPORT_ORDER, fields: dgrpReportFields },
+  'dgrp.arrive': { code: 6, order: ['round'], fields: { round: uint } },
 });
 
 export const agentToProc: Schema<AgentToProc> = union<AgentToProc>({
@@ -84,6 +95,7 @@ export const agentToProc: Schema<AgentToProc> = union<AgentToProc>({
     order: ['signum', 'src', 'dest', 'arg', 'epoch', 'node', 'data'],
     fields: { signum: u32, src: u32, dest: u32, arg: int32, epoch: uint, node: text(MAX_ID_CHARS), data: endpointText },
   },
+  dgrp: { code: 5, order: DGRP_VIEW_ORDER, fields: dgrpViewFields },
 });
 
 /** One frame: length prefix and canonical body. */

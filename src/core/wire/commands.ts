@@ -8,6 +8,7 @@ import {
   type Endpoint, type EnvEntry, type Member, type MovedPort, type ProcMode,
 } from './basics.ts';
 import { rollbackTable, type RollbackTable } from './recovery.ts';
+import { dgrpOption, DGRP_VIEW_ORDER, dgrpViewFields, type DgrpOptions, type DgrpView } from './dgrp.ts';
 import { addedReplica, agentRequest, type AddedReplica, type AgentRequest, type TaskSubmit } from './requests.ts';
 
 // ---- Group → agent commands (payload of GROUP-MSG-GC) ---------------------------------------
@@ -50,6 +51,8 @@ export type GroupCommand =
   | ProcSignal
   /** The mapping message (spec §7 item 2) for the listed processes of `task` on this node. */
   | ProcMapping
+  /** A DGRP task's view (PROTOCOL §12.4) for the listed processes of `task` on this node. */
+  | ProcDgrp
   /** The manager group changed (PROTOCOL §10.7): from now on the agent votes on copies from
    *  `replicas` and sends its requests to `primary`. `ports`: members that listen on another
    *  port than cluster.json's, theirs being taken (§10.6). */
@@ -79,7 +82,10 @@ export type ProcMapping = {
   members: Member[];
   /** A rollback task's rank table and options (PROTOCOL §11.2); null for other tasks. */
   rollback: RollbackTable | null;
+  /** A DGRP task's options (PROTOCOL §12.1); its views follow in `proc.dgrp`. Null otherwise. */
+  dgrp: DgrpOptions | null;
 };
+export type ProcDgrp = { type: 'proc.dgrp'; task: string; vpids: number[] } & DgrpView;
 
 export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   'echo.reply': {
@@ -111,12 +117,13 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   },
   'proc.mapping': {
     code: 6,
-    order: ['task', 'vpids', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback'],
+    order: ['task', 'vpids', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback', 'dgrp'],
     fields: {
       task: taskId, vpids: list(uint, MAX_TASK_PROCS), restarted: bool, recovered: bool, epoch: uint, quorum: uint,
-      members: list(member, MAX_TASK_PROCS), rollback: rollbackTable,
+      members: list(member, MAX_TASK_PROCS), rollback: rollbackTable, dgrp: dgrpOption,
     },
   },
+  'proc.dgrp': { code: 13, order: ['task', 'vpids', ...DGRP_VIEW_ORDER], fields: { task: taskId, vpids: list(uint, MAX_TASK_PROCS), ...dgrpViewFields } },
   replicas: {
     code: 7,
     order: ['view', 'primary', 'replicas', 'ports', 'added'],

@@ -7,6 +7,7 @@
 // the ninety-odd modules that speak the wire.
 export * from './basics.ts';
 export * from './recovery.ts';
+export * from './dgrp.ts';
 export * from './requests.ts';
 export * from './commands.ts';
 export * from './lanes.ts';

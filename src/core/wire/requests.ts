@@ -12,6 +12,7 @@ import {
   taskKey, tcpPort, u32, type EnvEntry, type ProcMode, type ProcReport,
 } from './basics.ts';
 import { MARK_ORDER, markFields, recovery, type Recovery, type RollbackMark } from './recovery.ts';
+import { dgrpOption, DGRP_REPORT_ORDER, dgrpReportFields, type DgrpOptions, type DgrpReport } from './dgrp.ts';
 
 // ---- Client → group requests (payload of GROUP-MSG-CG, PROTOCOL §5, §8) ------------------------
 // Agents send the first four; operators the `task.*` ones (PROTOCOL §8.1). A replica refuses a
@@ -38,6 +39,9 @@ export type TaskSubmit = {
   /** App-specific recovery (the default) or rollback (PROTOCOL §11.1); the group refuses a
    *  rollback task that is not linked or whose bounds are out of range. */
   recovery: Recovery;
+  /** The dynamic group of recommended processes (PROTOCOL §12.1), or null; the group refuses
+   *  one for a task that is not linked or whose numbers are out of range. */
+  dgrp: DgrpOptions | null;
 };
 export type TaskKill = { type: 'task.kill'; nonce: string; task: string };
 /** Terminate every process of a running task and start it again with the mapping's restarted
@@ -91,6 +95,11 @@ export type AgentRequest =
   | { type: 'node.protector'; endpoint: string }
   /** Linked process `vpid` of rollback task `task` on this node stored a checkpoint (§11.4). */
   | ({ type: 'rollback.mark'; task: string; vpid: number } & RollbackMark)
+  /** Linked process `vpid` of DGRP task `task` on this node, a tester, reports one testing
+   *  interval (PROTOCOL §12.2): its agent speaks for it, as for its signals. */
+  | ({ type: 'dgrp.report'; task: string; vpid: number } & DgrpReport)
+  /** … reached the barrier that ends computing round `round` (§12.4). */
+  | { type: 'dgrp.arrive'; task: string; vpid: number; round: number }
   /** Ask the group to answer with one group message per target (diagnostics, sim, bench). */
   | { type: 'echo'; tag: string; fanout: Fanout; count: number; data: Uint8Array }
   /** Spec §3.5 G5 / §3.7: copies of `count` GSSNs from `gssn` on timed out or did not all
@@ -112,6 +121,8 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
     order: ['task', 'vpid', ...MARK_ORDER],
     fields: { task: taskId, vpid: uint, ...markFields },
   },
+  'dgrp.report': { code: 16, order: ['task', 'vpid', ...DGRP_REPORT_ORDER], fields: { task: taskId, vpid: uint, ...dgrpReportFields } },
+  'dgrp.arrive': { code: 17, order: ['task', 'vpid', 'round'], fields: { task: taskId, vpid: uint, round: uint } },
   echo: {
     code: 2,
     order: ['tag', 'fanout', 'count', 'data'],
@@ -125,10 +136,10 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'proc.report': { code: 4, order: ['reports'], fields: { reports: list(procReport, MAX_REPORTS_PER_REQUEST) } },
   'task.submit': {
     code: 5,
-    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env', 'mode', 'recovery', 'taskKey'],
+    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env', 'mode', 'recovery', 'dgrp', 'taskKey'],
     fields: {
       nonce, name: text(MAX_ID_CHARS * 2), size: uint, file: path, args: list(arg, MAX_ARGS), cwd: path, env,
-      mode: oneOf(['plain', 'linked'] as const), recovery, taskKey,
+      mode: oneOf(['plain', 'linked'] as const), recovery, dgrp: dgrpOption, taskKey,
     },
   },
   'task.kill': { code: 6, order: ['nonce', 'task'], fields: { nonce, task: taskId } },

@@ -361,7 +361,7 @@ describe('submit and restore (PROTOCOL §8.1, §10.9)', () => {
     const c = new Cluster(1, 0);
     c.submit(1);
     const req: TaskSubmit = {
-      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, taskKey: new Uint8Array(32),
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, taskKey: new Uint8Array(32),
     };
     expect(submitTask(c.cs, c.nodes, TIMERS, req, 2, null, 't1').outcome).toEqual({ ok: true, text: 't2' });
     const r = submitTask(c.cs, c.nodes, TIMERS, req, 3, null, 't5');
@@ -382,7 +382,7 @@ describe('the canonical encoding (PROTOCOL §5.4)', () => {
   it('tasks by number, endpoints by VPID whatever order they arrived in, counters in fixed order, the signed submit', () => {
     const c = new Cluster(2);
     const req: TaskSubmit = {
-      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 2, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'linked', recovery: { kind: 'app' }, taskKey: new Uint8Array(32),
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 2, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'linked', recovery: { kind: 'app' }, dgrp: null, taskKey: new Uint8Array(32),
     };
     submitTask(c.cs, c.nodes, TIMERS, req, 1, { nonce: 'n', bytes: new Uint8Array([1]), sig: new Uint8Array([2]) }, 't10');
     submitTask(c.cs, c.nodes, TIMERS, { ...req, size: 1 }, 2, null, 't9');
