@@ -19,3 +19,9 @@ export { ANY_SOURCE, ANY_TAG } from './gmpi/matching.ts';
 export type { TimerHandle } from './gmpi/timers.ts';
 export type { Comm, CommMessage } from './gmpi/comm.ts';
 export type { ReduceOp } from './gmpi/collectives.ts';
+// The dynamic group of recommended processes (PROTOCOL §12; spec mpichv-dgrp part 2).
+export { CommOps } from './gmpi/comm-ops.ts';
+export { DgrpGroup, dealWork, type DgrpRound, type DgrpSnapshot } from './dgrp/group.ts';
+export { PRIMES_TEST, type DgrpTest } from './dgrp/challenge.ts';
+export { assignments, clusterOf, holderOf, partner, replacement } from './dgrp/hypercube.ts';
+export type { TesterStats } from './dgrp/tester.ts';

@@ -44,6 +44,9 @@ export class GmpiError extends Error {
 export type GmpiHandler = (signum: number, srcRank: number, destRank: number, arg: number) => void;
 
 export type GmpiOptions = LinkOptions & {
+  /** A DGRP task's test (PROTOCOL §12.2): a module URL whose default export is a DgrpTest
+   *  (src/app/dgrp/challenge.ts); without it, the paper's primes test. */
+  readonly dgrpTest?: string;
   /** Address the P2P listener binds and advertises: TRINE_NODE_HOST on a cluster of several
    *  hosts, else the one-host default LOOPBACK_HOST (DESIGN.md §6). */
   readonly host?: string;

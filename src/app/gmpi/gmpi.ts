@@ -32,6 +32,9 @@ import { FLAG } from '../link/flags.ts';
 import { Link } from '../link/link.ts';
 import * as coll from './collectives.ts';
 import { CommLayer, type Comm, type CommMessage } from './comm.ts';
+import { CommOps } from './comm-ops.ts';
+import { DgrpGroup } from '../dgrp/group.ts';
+import type { DgrpOptions } from '../../core/wire/dgrp.ts';
 import {
   GmpiError, mapError, parseEndpoint, RECOVER_SYNC_ARG, type GmpiHandler, type GmpiOptions, type InitCode, type RecoverCode,
 } from './gmpi-api.ts';
@@ -52,6 +55,7 @@ export class Gmpi {
   /** Wall and task timers (timers.ts). */
   private readonly timers = new GmpiTimers();
   private finalized = false;
+  private dgrpGroup: DgrpGroup<CommOps> | null = null;
   /** Deliveries numbered against the recovery barrier's REP_SYNCs (recovery-ledger.ts). */
   private readonly ledger = createRecoveryLedger();
   /** The application's handlers and what each delivery does first (gmpi-signals.ts). */
@@ -107,6 +111,7 @@ export class Gmpi {
     const g = new Gmpi(link, p2p, layer, world, rb);
     self = g;
     installInternalHandlers(g.signals);
+    if (link.mapping.dgrp !== null) g.dgrpGroup = await g.openDgrp(link.mapping.dgrp, host, opts.dgrpTest ?? null);
     const peers = members.flatMap((m) => {
       const ep = parseEndpoint(m);
       return m.vpid === who.vpid || ep === null ? [] : [{ id: m.vpid, ...ep }];
@@ -145,17 +150,9 @@ export class Gmpi {
 
   // ---- the world ---------------------------------------------------------------------------------
 
-  get world(): Comm {
-    return this.worldNow;
-  }
-
-  rank(): number {
-    return this.layer.rank(this.worldNow);
-  }
-
-  size(): number {
-    return this.layer.size(this.worldNow);
-  }
+  get world(): Comm { return this.worldNow; }
+  rank(): number { return this.layer.rank(this.worldNow); }
+  size(): number { return this.layer.size(this.worldNow); }
 
   /** The VPID of a rank of the world communicator (for logs); BAD_RANK for no such rank. */
   vpidOf(rank: number): number {
@@ -178,40 +175,35 @@ export class Gmpi {
     }
   }
 
-  send(dest: number, tag: number, data: unknown): Promise<void> {
-    return this.call(() => this.layer.send(this.worldNow, dest, tag, data));
+  // The world communicator's operations (comm-ops.ts), through call()'s guard.
+  private get ops(): CommOps {
+    return new CommOps(this.layer, this.worldNow, (op) => this.call(op));
+  }
+  send(dest: number, tag: number, data: unknown): Promise<void> { return this.ops.send(dest, tag, data); }
+  recv<T = unknown>(source: number, tag: number): Promise<CommMessage<T>> { return this.ops.recv<T>(source, tag); }
+  barrier(): Promise<void> { return this.ops.barrier(); }
+  bcast<T>(root: number, value?: T): Promise<T> { return this.ops.bcast(root, value); }
+  reduce<T>(root: number, value: T, op: coll.ReduceOp<T>): Promise<T | undefined> { return this.ops.reduce(root, value, op); }
+  allreduce<T>(value: T, op: coll.ReduceOp<T>): Promise<T> { return this.ops.allreduce(value, op); }
+  gather<T>(root: number, value: T): Promise<T[] | undefined> { return this.ops.gather(root, value); }
+  scatter<T>(root: number, values?: readonly T[]): Promise<T> { return this.ops.scatter(root, values); }
+  allgather<T>(value: T): Promise<T[]> { return this.ops.allgather(value); }
+
+  /** A DGRP task's group of recommended processes (PROTOCOL §12.5); null for other tasks. */
+  get dgrp(): DgrpGroup<CommOps> | null {
+    return this.dgrpGroup;
   }
 
-  recv<T = unknown>(source: number, tag: number): Promise<CommMessage<T>> {
-    return this.call(() => this.layer.recv<T>(this.worldNow, source, tag));
-  }
-
-  barrier(): Promise<void> {
-    return this.call(() => coll.barrier(this.layer, this.worldNow));
-  }
-
-  bcast<T>(root: number, value?: T): Promise<T> {
-    return this.call(() => coll.bcast(this.layer, this.worldNow, root, value));
-  }
-
-  reduce<T>(root: number, value: T, op: coll.ReduceOp<T>): Promise<T | undefined> {
-    return this.call(() => coll.reduce(this.layer, this.worldNow, root, value, op));
-  }
-
-  allreduce<T>(value: T, op: coll.ReduceOp<T>): Promise<T> {
-    return this.call(() => coll.allreduce(this.layer, this.worldNow, value, op));
-  }
-
-  gather<T>(root: number, value: T): Promise<T[] | undefined> {
-    return this.call(() => coll.gather(this.layer, this.worldNow, root, value));
-  }
-
-  scatter<T>(root: number, values?: readonly T[]): Promise<T> {
-    return this.call(() => coll.scatter(this.layer, this.worldNow, root, values));
-  }
-
-  allgather<T>(value: T): Promise<T[]> {
-    return this.call(() => coll.allgather(this.layer, this.worldNow, value));
+  /** Its tester thread and views; a round's communicator is guarded as the world's. A tester
+   *  that cannot start fails init: untested, this process could never be told slow, nor tell. */
+  private openDgrp(options: DgrpOptions, host: string, testModule: string | null): Promise<DgrpGroup<CommOps>> {
+    const layer = this.layer;
+    return DgrpGroup.open<CommOps>({
+      link: this.link, self: this.link.vpid, options, host, port: this.p2p.port, testModule,
+      rankOf: (vpid) => layer.rankOf(this.worldNow, vpid),
+      commOf: (id, vpids) => new CommOps(layer, layer.create(id, vpids), (op) => this.call(op)),
+      discardComm: (id) => layer.discardComm(id),
+    }).catch((e: unknown) => Promise.reject(new GmpiError('BAD_ARGUMENT', e instanceof Error ? e.message : String(e))));
   }
 
   /** FTI_Snapshot's model (PROTOCOL §11.3): in a rollback task, checkpoint the registered state
@@ -393,8 +385,10 @@ export class Gmpi {
     if (this.finalized) return;
     this.finalized = true;
     this.timers.dismissAll();
+    await this.dgrpGroup?.close();
     if (this.rollback !== null) await closeRollback(this.rollback);
     await this.p2p.close();
     await this.link.finalize();
   }
 }
+

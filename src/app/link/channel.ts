@@ -25,7 +25,9 @@ export type MainToWorker =
   /** Write this frame (finalize), end the socket, report 'closed' once it is gone. */
   | { readonly type: 'finalize'; readonly bytes: Uint8Array }
   /** Drop the socket at once. */
-  | { readonly type: 'close' };
+  | { readonly type: 'close' }
+  /** A DGRP tester's port (worker.mjs): it gets every view and may send frames. */
+  | { readonly type: 'attach'; readonly port: MessagePort };
 
 /** What the worker posts: a frame body, undecoded, or the socket's end. */
 export type RawWorkerToMain =

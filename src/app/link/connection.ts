@@ -55,6 +55,11 @@ export class AgentConnection {
     this.post({ type: 'send', bytes: encodeAppFrame(procToAgent, msg) });
   }
 
+  /** Give a DGRP tester thread its own port to the worker (worker.mjs `attach`). */
+  attach(port: MessagePort): void {
+    this.port?.postMessage({ type: 'attach', port } satisfies MainToWorker, [port]);
+  }
+
   /** Ask the worker to send finalize and end the socket; a 'closed' message follows. */
   finalize(): void {
     this.post({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });

@@ -7,7 +7,9 @@
 // a message from the worker, and the flags the worker raises on arrival stand in for the
 // interruption of a computation that never yields. Public types are link-types.ts's.
 import { GSIG_BROADCAST, GSIG_CM, type SignalRequest } from '../../core/signals.ts';
-import type { AgentToProc, Mapping, Member } from '../../core/wire/app-wire.ts';
+import type { MessagePort } from 'node:worker_threads';
+import type { AgentToProc, Mapping, Member, ProcToAgent } from '../../core/wire/app-wire.ts';
+import type { DgrpView } from '../../core/wire/dgrp.ts';
 import type { RollbackMark } from '../../core/wire/recovery.ts';
 import type { WorkerToMain } from './channel.ts';
 import { AgentConnection } from './connection.ts';
@@ -47,6 +49,8 @@ export class Link {
   private selfDiagnosisHook: ((signal: DeliveredSignal) => void) | null = null;
   private handlerErrorHook: ((error: unknown, signal: DeliveredSignal) => void) | null = null;
   private lostHook: ((error: LinkError) => void) | null = null;
+  private dgrpHook: ((view: DgrpView) => void) | null = null;
+  private lastDgrp: DgrpView | null = null;
   private conn: AgentConnection | null = null;
 
   private constructor(private readonly env: LinkEnv) {
@@ -108,23 +112,13 @@ export class Link {
     return memberList(this.view);
   }
 
-  isMember(vpid: number): boolean {
-    return this.view.members.has(vpid);
-  }
-
-  get quorum(): number {
-    return this.view.quorum;
-  }
+  isMember(vpid: number): boolean { return this.view.members.has(vpid); }
+  get quorum(): number { return this.view.quorum; }
 
   /** The request sent and not yet classified, if any. */
-  get outstanding(): SignalRequest | null {
-    return this.tracker.outstanding;
-  }
-
+  get outstanding(): SignalRequest | null { return this.tracker.outstanding; }
   /** The group request acknowledged (own-ack) whose reply is still to come, if any. */
-  get acked(): SignalRequest | null {
-    return this.tracker.acked;
-  }
+  get acked(): SignalRequest | null { return this.tracker.acked; }
 
   stats(): LinkStats {
     return { delivered: this.deliveredCount, droppedSignals: this.dispatcher.dropped, queued: this.dispatcher.queued };
@@ -149,8 +143,24 @@ export class Link {
   /** A rollback task's checkpoint, stored at its protector: its mark goes to the group through
    *  the agent, in order with this process's signals (PROTOCOL §11.4). */
   mark(m: RollbackMark): void {
+    this.sendOwn({ type: 'mark', ...m });
+  }
+
+  /** A message about this process's own state, in order with its signals: a mark, or a DGRP
+   *  task's barrier arrival (PROTOCOL §12.4). */
+  sendOwn(m: Extract<ProcToAgent, { type: 'mark' | 'dgrp.arrive' }>): void {
     requireReady(this.life);
-    this.conn?.send({ type: 'mark', ...m });
+    this.conn?.send(m);
+  }
+
+  /** A DGRP task's views (PROTOCOL §12.4), the last one at once; and a port for its tester
+   *  thread, which the link's worker feeds with every view and lets send (worker.mjs). */
+  onDgrpView(hook: ((view: DgrpView) => void) | null): void {
+    this.dgrpHook = hook;
+    if (hook !== null && this.lastDgrp !== null) hook(this.lastDgrp);
+  }
+  attachTester(port: MessagePort): void {
+    this.conn?.attach(port);
   }
 
   /** G_Signal_handler: one handler per signal number; null removes it. */
@@ -234,34 +244,18 @@ export class Link {
 
   // ---- Flags (spec §5.2) -----------------------------------------------------------------------
 
-  alertRaise(): void {
-    this.flags.raise(FLAG.ALERT);
-  }
-
-  alertClear(): void {
-    this.flags.clear(FLAG.ALERT);
-  }
-
-  alertCheck(): boolean {
-    return this.flags.check(FLAG.ALERT);
-  }
+  alertRaise(): void { this.flags.raise(FLAG.ALERT); }
+  alertClear(): void { this.flags.clear(FLAG.ALERT); }
+  alertCheck(): boolean { return this.flags.check(FLAG.ALERT); }
 
   /** From now on the worker raises the alert flag the moment one of these signals arrives. */
   alertOn(signums: readonly number[]): void {
     this.flagOn(FLAG.ALERT, signums);
   }
 
-  flagRaise(word: number): void {
-    this.flags.raise(checkFlagWord(word));
-  }
-
-  flagClear(word: number): void {
-    this.flags.clear(checkFlagWord(word));
-  }
-
-  flagCheck(word: number): boolean {
-    return this.flags.check(checkFlagWord(word));
-  }
+  flagRaise(word: number): void { this.flags.raise(checkFlagWord(word)); }
+  flagClear(word: number): void { this.flags.clear(checkFlagWord(word)); }
+  flagCheck(word: number): boolean { return this.flags.check(checkFlagWord(word)); }
 
   /** Raise `word` on arrival of any of `signums` (e.g. FLAG.INVALID on GSIG.NTF_DIED). */
   flagOn(word: number, signums: readonly number[]): void {
@@ -335,6 +329,12 @@ export class Link {
         this.updateRef();
         w?.resolve(this);
         return;
+      }
+      case 'dgrp': {
+        const { type: _type, ...view } = msg;
+        if (this.life.state !== 'ready') return this.fail('PROTOCOL', 'a DGRP view before the mapping');
+        this.lastDgrp = view;
+        return this.dgrpHook?.(view);
       }
       case 'signal': {
         if (this.life.state !== 'ready') return this.fail('PROTOCOL', 'signal before the mapping');

@@ -15,6 +15,9 @@
 // agent drops the oldest connections that have not said hello when strangers fill its socket
 // (src/daemon/app-socket.ts, issue 14 item 8), and a process must not fail for that. Once the
 // agent has spoken (welcome or refused), a close is final.
+// A DGRP task's tester thread (src/app/dgrp/tester-worker.ts) gets a port of its own ('attach'):
+// every `dgrp` view is copied to it (the last one at once, as it may predate the port), and it
+// sends its reports through here, so neither waits for a busy main thread (PROTOCOL §12.2).
 import { connect } from 'node:net';
 import { workerData } from 'node:worker_threads';
 
@@ -33,6 +36,9 @@ let finalizing = false;
 let closing = false;
 let lost = null;
 let done = false;
+/** The tester's port, and the last `dgrp` view body for a tester not attached yet. */
+let tester = null;
+let lastView = null;
 
 const post = (m, transfer) => port.postMessage(m, transfer);
 
@@ -56,6 +62,17 @@ function applyRules(signum) {
     Atomics.store(words, word, 1);
     Atomics.notify(words, word);
   }
+}
+
+/** agentToProc's `dgrp` view is the union's code 5 with 3 fields: 0x94 (a 4-array), 0x05. */
+const isView = (body) => body.length >= 2 && body[0] === 0x94 && body[1] === 0x05;
+
+function attach(p) {
+  tester = p;
+  p.on('message', (m) => {
+    if (m.type === 'send' && !finalizing && !done && socket !== null && !socket.destroyed) socket.write(m.bytes);
+  });
+  if (lastView !== null) p.postMessage({ type: 'frame', body: lastView });
 }
 
 /** Between dials: no socket will close, so end here. */
@@ -114,6 +131,10 @@ function onData(s, chunk) {
     body.set(buf.subarray(4, 4 + len));
     buf = buf.subarray(4 + len);
     applyRules(signalNumber(Buffer.from(body.buffer, body.byteOffset, body.length)));
+    if (isView(body)) {
+      lastView = body.slice();
+      tester?.postMessage({ type: 'frame', body: lastView });
+    }
     post({ type: 'frame', body }, [body.buffer]);
   }
 }
@@ -132,7 +153,11 @@ port.on('message', (m) => {
       if (socket !== null && !socket.destroyed) socket.end(m.bytes);
       else stopRetrying();
       return;
+    case 'attach':
+      attach(m.port);
+      return;
     case 'close':
+      tester?.close();
       closing = true;
       if (lost === null && !finalizing) lost = { code: 'AGENT_CLOSED', detail: 'closed by the application' };
       if (socket !== null) socket.destroy();
