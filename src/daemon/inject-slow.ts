@@ -240,7 +240,7 @@ function slow(args: readonly string[], ctx: InjectContext): InjectOutcome {
   }
   if (typeof started === 'string') return { ok: false, text: `${ctx.self}: ${started}` };
   const { cycle, replaced } = started;
-  const until = `\`trine inject heal ${args[0] ?? target.key}\``;
+  const until = `\`trine inject heal ${target.key}\``;
   const how = `(stopped ${cycle.stopMs} ms of every ${SLOW_PERIOD_MS})`;
   const was = replaced === null ? '' : ` (was ${pct(replaced)})`;
   const span = forMs === null ? `until ${until}` : `for ${forMs} ms, or until ${until}`;
