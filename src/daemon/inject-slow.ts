@@ -194,7 +194,7 @@ function cyclesOf(ctx: InjectContext): SlowCycles | string {
   return r;
 }
 
-/** This agent's node, and whether `target` names it (by node or by the agent's id). */
+/** This agent's node (cluster.json's process entry). */
 function ownNode(ctx: InjectContext): string {
   return ctx.cluster.config.processes.find((p) => p.id === ctx.self)?.node ?? ctx.self;
 }
