@@ -54,7 +54,7 @@ function signalGroupOrProcess(pid: number, signal: Signal): boolean {
 export const realSlowHost = (log: SlowHost['log']): SlowHost => ({ signal: signalGroupOrProcess, isSame: isSameProcess, nowMs: () => Date.now(), log });
 
 /** Why a cycle ended. */
-export type SlowEnd = 'healed' | 'expired' | 'exited' | 'replaced' | 'agent stopping';
+export type SlowEnd = 'healed' | 'expired' | 'exited' | 'replaced' | 'agent stopping' | 'failed';
 
 /** One target's duty cycle: run `runMs`, stop `stopMs`, until `untilMs` or end(). */
 export class SlowCycle {
@@ -80,8 +80,17 @@ export class SlowCycle {
     this.arm(this.runMs, () => this.stopPhase());
   }
 
+  /** The next phase in `ms`. A phase that throws (a bug here) ends the cycle, continuing what
+   *  it stopped, instead of taking the agent down with an uncaught exception. */
   private arm(ms: number, fn: () => void): void {
-    this.timer = setTimeout(fn, ms);
+    this.timer = setTimeout(() => {
+      try {
+        fn();
+      } catch (e) {
+        this.host.log('error', 'inject.slow.failed', { target: this.key, error: (e as Error).message });
+        this.end('failed');
+      }
+    }, ms);
     this.timer.unref();
   }
 
@@ -108,12 +117,18 @@ export class SlowCycle {
     this.arm(this.runMs, () => this.stopPhase());
   }
 
-  /** SIGCONT to everything this cycle stopped that is still the process it stopped. */
+  /** SIGCONT to everything this cycle stopped that is still the process it stopped. Each
+   *  signal is tried even if another one throws. */
   private continueAll(): void {
-    for (const [pid, startTime] of this.stopped) {
-      if (this.host.isSame(pid, startTime)) this.host.signal(pid, 'SIGCONT');
-    }
+    const stopped = [...this.stopped];
     this.stopped.clear();
+    for (const [pid, startTime] of stopped) {
+      try {
+        if (this.host.isSame(pid, startTime)) this.host.signal(pid, 'SIGCONT');
+      } catch (e) {
+        this.host.log('error', 'inject.slow.continue-failed', { target: this.key, pid, error: (e as Error).message });
+      }
+    }
   }
 
   /** Ends the cycle: nothing it stopped stays stopped. Idempotent. */
@@ -123,6 +138,7 @@ export class SlowCycle {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     this.continueAll();
+    if (this.stopped.size !== 0) throw new Error(`slow ${this.key} ended with processes still stopped`);
     this.onEnd(this, why);
   }
 
@@ -160,6 +176,7 @@ export class SlowCycles {
       if (this.cycles.get(c.key) === c) this.cycles.delete(c.key);
       this.host.log(why === 'healed' || why === 'replaced' ? 'info' : 'warn', 'inject.slow.end', { target: c.key, why });
     });
+    if (this.cycles.has(key)) throw new Error(`slow ${key}: the cycle it replaced is still registered`);
     this.cycles.set(key, cycle);
     this.host.log('warn', 'inject.slow.start', { target: key, sharePercent, forMs, runMs: cycle.runMs, stopMs: cycle.stopMs });
     return { cycle, replaced };

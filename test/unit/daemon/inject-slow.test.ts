@@ -19,6 +19,7 @@ function fakeNode(procs: LiveTaskProcess[]) {
   const gone = new Set<number>();
   const host: SlowHost = {
     signal: (pid, signal) => {
+      if (pid <= 1) throw new RangeError(`not a task process pid: ${pid}`);
       if (gone.has(pid)) return false;
       sent.push({ atMs: Date.now(), pid, signal });
       return true;
@@ -139,6 +140,22 @@ describe('the duty cycle', () => {
     vi.advanceTimersByTime(35);
     expect(n.stoppedNow()).toEqual([502]);
     n.cycles.endAll('agent stopping');
+    expect(n.stoppedNow()).toEqual([]);
+  });
+
+  it('a phase that throws ends its cycle, continuing what it stopped, instead of crashing the agent', () => {
+    const procs = [proc('t3', 0, 501), proc('t3', 1, 502)];
+    const n = fakeNode(procs);
+    n.cycles.start({ node: 'n2' }, 50, null);
+    vi.advanceTimersByTime(60);
+    expect(n.stoppedNow()).toEqual([501, 502]);
+    vi.advanceTimersByTime(40);
+    procs.push({ task: 't4', vpid: 0, pid: 1, startTime: 'st1' }); // a pid the signal refuses
+    const before = n.sent.length;
+    expect(() => vi.advanceTimersByTime(60)).not.toThrow();
+    // 501 and 502 were stopped before the throw, and continued by the end.
+    expect(n.sent.slice(before).map((e) => `${e.signal} ${e.pid}`)).toEqual(['SIGSTOP 501', 'SIGSTOP 502', 'SIGCONT 501', 'SIGCONT 502']);
+    expect(n.cycles.cycles.size).toBe(0);
     expect(n.stoppedNow()).toEqual([]);
   });
 
