@@ -3,11 +3,18 @@
 // against cluster.json, giving a plan: which process-level fault the CLI performs itself, or
 // which daemon it asks. Pure (no I/O): every problem is a CliError with exit code 2 whose one
 // line says what to type instead. Whether the named processes run is checked when acting.
+//
+// `slow T` and `heal T` (one argument) go to the agent of T's node: T is a node (`n2`, or its
+// agent `a2`), named here, or a task process `t3/0`, whose node the CLI learns from the cluster
+// view when acting. Their flags `--share` and `--for` are checked here too.
 import { MAX_ARG_CHARS } from '../src/core/constants.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import type { ClusterConfig, ProcessKind } from '../src/io/cluster-dir.ts';
 import { MAX_INJECT_DELAY_MS } from '../src/io/link-faults.ts';
 import { INJECT_MODES, injectModeSpec, linked, type InjectModeSpec } from '../src/io/inject-modes.ts';
+import {
+  MAX_SLOW_FOR_MS, MAX_SLOW_SHARE_PERCENT, MIN_SLOW_FOR_MS, MIN_SLOW_SHARE_PERCENT, parseSharePercent, parseSlowForMs,
+} from '../src/io/duty-cycle.ts';
 import { CliError, excerpt, EXIT_USAGE, quoted } from './errors.ts';
 
 export type InjectPlan =
@@ -17,7 +24,13 @@ export type InjectPlan =
   /** `target`: a pid, a daemon id, or a task process `t3/0` (resolved against what runs). */
   | { by: 'cli'; mode: 'hang' | 'resume'; target: string }
   /** Sent as `inject {mode, args}` to daemon `target`, which answers with `inject.reply`. */
-  | { by: 'daemon'; mode: string; args: string[]; target: ProcessId };
+  | { by: 'daemon'; mode: string; args: string[]; target: ProcessId }
+  /** Sent as `inject {mode, args}` to the agent of a node: the one named, or for a task process
+   *  `proc` (`t3/0`) the one the cluster view says it runs on. */
+  | { by: 'agent'; mode: 'slow' | 'heal'; args: string[]; at: { node: string; agent: ProcessId } | { proc: string } };
+
+/** The flags of `inject slow`, as typed (commander hands them over unchecked). */
+export type InjectFlags = { share?: string | undefined; for?: string | undefined };
 
 /** What `hang` and `resume` accept besides a daemon id. */
 export const PID_PATTERN = /^[1-9][0-9]{0,9}$/;
@@ -44,7 +57,7 @@ export function requireMode(mode: string, args: readonly string[]): InjectModeSp
 function example(spec: InjectModeSpec): string {
   const sample: Record<string, string> = {
     'kill-replica': 'r2', 'kill-agent': 'n2', 'kill-node': 'n4', hang: '12345', resume: '12345', drop: 'r1 r3', delay: 'r1 r3 200',
-    heal: 'r1 r3', 'corrupt-replica': 'r2', 'byzantine-replica': 'r2 MODE',
+    heal: 'r1 r3', 'corrupt-replica': 'r2', 'byzantine-replica': 'r2 MODE', slow: 't3/0 --share 25',
   };
   return `${spec.mode} ${sample[spec.mode] ?? spec.usage}`;
 }
@@ -74,10 +87,47 @@ function daemonArg(config: ClusterConfig, mode: string, value: string): ProcessI
   return value;
 }
 
+/** What `slow` and a one-argument `heal` act on: a node (by `nK` or its agent `aK`) or a task
+ *  process `t3/0`. */
+function slowTarget(config: ClusterConfig, mode: string, value: string): { node: string; agent: ProcessId } | { proc: string } {
+  if (TASK_PROC_PATTERN.test(value)) return { proc: value };
+  const a = config.membership.agents.find((x) => x.node === value || x.id === value);
+  if (a === undefined) {
+    throw usage(`inject ${mode}: ${quoted(value)} is neither a task process (t3/0) nor a node of this cluster (${nodesOf(config).join(', ')}): e.g. \`trine inject ${mode} t3/0${mode === 'slow' ? ' --share 25' : ''}\``);
+  }
+  return { node: a.node, agent: a.id };
+}
+
+/** `inject slow T --share P [--for MS]`: the arguments sent to T's agent, `[T, P]` or `[T, P, MS]`. */
+function slowArgs(target: string, flags: InjectFlags): string[] {
+  const share = flags.share;
+  if (share === undefined) {
+    throw usage(`inject slow needs --share P, the share of CPU ${target} keeps, an integer from ${MIN_SLOW_SHARE_PERCENT} to ${MAX_SLOW_SHARE_PERCENT}: e.g. \`trine inject slow ${target} --share 25\``);
+  }
+  const p = parseSharePercent(share);
+  if (p === null) {
+    throw usage(`inject slow: --share must be an integer from ${MIN_SLOW_SHARE_PERCENT} to ${MAX_SLOW_SHARE_PERCENT} (the % of CPU ${target} keeps), got ${quoted(share)}: e.g. \`--share 25\``);
+  }
+  if (flags.for === undefined) return [target, String(p)];
+  const ms = parseSlowForMs(flags.for);
+  if (ms === null) {
+    throw usage(`inject slow: --for must be an integer number of ms from ${MIN_SLOW_FOR_MS} to ${MAX_SLOW_FOR_MS}, got ${quoted(flags.for)}: e.g. \`--for 5000\` for 5 s, or no --for to slow it until \`trine inject heal ${target}\``);
+  }
+  return [target, String(p), String(ms)];
+}
+
 /** The plan for `mode args` on the cluster `config` (see the header). */
-export function planInject(spec: InjectModeSpec, args: readonly string[], config: ClusterConfig): InjectPlan {
+export function planInject(spec: InjectModeSpec, args: readonly string[], config: ClusterConfig, flags: InjectFlags = {}): InjectPlan {
   const mode = spec.mode;
   const arg = (i: number): string => args[i] as string; // arity checked by requireMode
+  if (mode !== 'slow' && (flags.share !== undefined || flags.for !== undefined)) {
+    throw usage(`inject ${mode} takes no --share or --for: they go with inject slow, e.g. \`trine inject slow t3/0 --share 25 --for 5000\``);
+  }
+  if (mode === 'slow') {
+    const at = slowTarget(config, mode, arg(0));
+    return { by: 'agent', mode, args: slowArgs(arg(0), flags), at };
+  }
+  if (mode === 'heal' && args.length === 1) return { by: 'agent', mode, args: [arg(0)], at: slowTarget(config, mode, arg(0)) };
   switch (mode) {
     case 'kill-replica':
       return { by: 'cli', mode, replica: replicaArg(config, mode, arg(0)) };

@@ -4,21 +4,26 @@
 // replica, an agent (its keeper replaces it) or a whole node (src/io/reset-driver.ts
 // powerOffNode, the power-off half of a node reset, replica included); SIGSTOP / SIGCONT one of
 // the cluster's own processes. Every other mode is sent to the daemon it names over the operator
-// channel (`inject` → `inject.reply`, cli/status-client.ts) and its answer printed.
+// channel (`inject` → `inject.reply`, cli/status-client.ts) and its answer printed. `slow T` and
+// `heal T` go to the agent of T's node, which does the slowing on its own host: the node named,
+// or for a task process the node the cluster view (two agreeing replicas) says it runs on. An
+// agent listens where cluster.json says (several hosts) or, on a one-host cluster, on the
+// loopback port it recorded in run/<agent>.inject-port.
 //
 // Refused, with what to do, when: the mode or its arguments are wrong (exit 2); no cluster is
 // running, it was started without --allow-inject, the named process is not running, the daemon
 // refused or did not answer in time, or a kill did not take (exit 1).
 import type { ProcessId } from '../src/core/ports.ts';
 import {
-  isClusterProcess, loadCluster, readPidFiles, runningProcesses, type Cluster,
+  isClusterProcess, loadCluster, LOOPBACK_HOST, readPidFiles, runningProcesses, type Cluster,
 } from '../src/io/cluster-dir.ts';
 import { powerOffNode, ResetError } from '../src/io/reset-driver.ts';
 import {
-  listKeeperChildPids, listProcsFiles, listSupervisedPids, liveRecordedProcs, readKeeperChildPid, signalGroup, waitGone,
+  listKeeperChildPids, listProcsFiles, listSupervisedPids, liveRecordedProcs, readInjectPort, readKeeperChildPid, signalGroup, waitGone,
 } from '../src/io/run-records.ts';
 import { CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './errors.ts';
-import { PID_PATTERN, planInject, requireMode, TASK_PROC_PATTERN, type InjectPlan } from './inject-args.ts';
+import { PID_PATTERN, planInject, requireMode, TASK_PROC_PATTERN, type InjectFlags, type InjectPlan } from './inject-args.ts';
+import { readClusterView } from './op-client.ts';
 import { agentListeners, OperatorClient } from './status-client.ts';
 import { INJECT_MODES } from '../src/io/inject-modes.ts';
 
@@ -28,7 +33,7 @@ export const INJECT_TIMEOUT_MS = 3_000;
 /** Time a SIGKILLed process gets to disappear before the kill is reported as failed. */
 export const INJECT_KILL_WAIT_MS = 2_000;
 
-export type InjectOptions = { dir?: string | undefined; mode: string; args: string[]; timeoutMs?: number | undefined };
+export type InjectOptions = { dir?: string | undefined; mode: string; args: string[]; timeoutMs?: number | undefined; flags?: InjectFlags };
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const daemonModes = (): string => INJECT_MODES.filter((m) => m.by === 'daemon').map((m) => m.mode).join(', ');
@@ -49,7 +54,7 @@ export async function inject(opts: InjectOptions): Promise<number> {
       EXIT_FAILED,
     );
   }
-  const plan = planInject(spec, opts.args, cluster.config);
+  const plan = planInject(spec, opts.args, cluster.config, opts.flags ?? {});
   switch (plan.by) {
     case 'cli':
       if (remote) {
@@ -62,6 +67,8 @@ export async function inject(opts: InjectOptions): Promise<number> {
       return performLocally(cluster, plan);
     case 'daemon':
       return askDaemon(cluster, plan, opts.timeoutMs ?? INJECT_TIMEOUT_MS, remote);
+    case 'agent':
+      return askAgent(cluster, plan, opts.timeoutMs ?? INJECT_TIMEOUT_MS, remote);
   }
 }
 
@@ -184,6 +191,10 @@ async function askDaemon(cluster: Cluster, plan: Extract<InjectPlan, { by: 'daem
   } finally {
     await client.close();
   }
+  return printAnswer(plan, answer, timeoutMs);
+}
+
+function printAnswer(plan: { mode: string; target: ProcessId }, answer: { ok: boolean; text: string } | null, timeoutMs: number): number {
   if (answer === null) {
     throw new CliError(
       `${plan.target} did not answer inject ${plan.mode} within ${timeoutMs} ms: it may be hung or overloaded (see \`trine status\`), ` +
@@ -194,4 +205,56 @@ async function askDaemon(cluster: Cluster, plan: Extract<InjectPlan, { by: 'daem
   if (!answer.ok) throw new CliError(`${plan.target} refused inject ${plan.mode}: ${answer.text}`, EXIT_FAILED);
   say(answer.text);
   return EXIT_OK;
+}
+
+// ---- modes the target's node agent performs ----------------------------------------------------
+
+/** `cluster` with every agent given an address the operator can dial: cluster.json's (several
+ *  hosts), else the loopback port a live agent of this one-host cluster recorded. */
+function withAgentListeners(cluster: Cluster, remote: boolean): Cluster {
+  if (remote) return cluster;
+  const processes = cluster.config.processes.map((p) => {
+    if (p.kind !== 'agent' || p.listen !== null) return p;
+    const pid = readKeeperChildPid(cluster.dir, p.id, 'agent');
+    const port = pid !== null && isClusterProcess(pid, cluster.dir, p.id) ? readInjectPort(cluster.dir, p.id) : null;
+    return port === null ? p : { ...p, listen: { host: LOOPBACK_HOST, port } };
+  });
+  return { ...cluster, config: { ...cluster.config, processes } };
+}
+
+/** The node and agent of `plan`: named, or where the agreed cluster view says the process runs. */
+async function nodeOfTarget(client: OperatorClient, cluster: Cluster, plan: Extract<InjectPlan, { by: 'agent' }>, timeoutMs: number): Promise<{ node: string; agent: ProcessId }> {
+  if (!('proc' in plan.at)) return plan.at;
+  const [task, vpid] = plan.at.proc.split('/') as [string, string];
+  const pick = await readClusterView(client, timeoutMs);
+  if (pick.warning !== null) process.stderr.write(`trine: ${pick.warning}\n`);
+  const proc = pick.view.tasks.find((t) => t.id === task)?.procs.find((p) => p.vpid === Number(vpid));
+  if (proc === undefined) throw new CliError(`task process ${plan.at.proc} is not in the cluster view: see \`trine ps\``, EXIT_FAILED);
+  if (proc.node === null) throw new CliError(`task process ${plan.at.proc} is on no node (${proc.state}): nothing to ${plan.mode}; see \`trine ps ${task}\``, EXIT_FAILED);
+  const agent = cluster.config.membership.agents.find((a) => a.node === proc.node);
+  if (agent === undefined) throw new CliError(`task process ${plan.at.proc} is on node ${proc.node}, which has no agent in ${cluster.dir}/cluster.json: see \`trine nodes\``, EXIT_FAILED);
+  return { node: agent.node, agent: agent.id };
+}
+
+async function askAgent(cluster: Cluster, plan: Extract<InjectPlan, { by: 'agent' }>, timeoutMs: number, remote: boolean): Promise<number> {
+  const reachable = withAgentListeners(cluster, remote);
+  const client = await OperatorClient.open(reachable);
+  let answer: { ok: boolean; text: string } | null;
+  let agent: ProcessId;
+  try {
+    const at = await nodeOfTarget(client, cluster, plan, timeoutMs);
+    agent = at.agent;
+    const listens = reachable.config.processes.some((p) => p.id === agent && p.listen !== null);
+    if (!listens) {
+      throw new CliError(
+        `${at.node}'s agent ${agent} is not running, or records no port for injections (run/${agent}.inject-port), so it cannot take inject ${plan.mode}: ` +
+          'see `trine status`; an agent started before cluster.json allowed injection takes none (restart the cluster with `trine up --allow-inject`)',
+        EXIT_FAILED,
+      );
+    }
+    answer = await client.inject(agent, plan.mode, plan.args, timeoutMs);
+  } finally {
+    await client.close();
+  }
+  return printAnswer({ mode: plan.mode, target: agent }, answer, timeoutMs);
 }

@@ -8,6 +8,7 @@ import {
   ROLLBACK_DEFAULT_INTERVAL_MS, ROLLBACK_DEFAULT_STATE_BYTES,
 } from '../src/core/constants.ts';
 import { INJECT_MODES } from '../src/io/inject-modes.ts';
+import { MAX_SLOW_SHARE_PERCENT, MIN_SLOW_SHARE_PERCENT } from '../src/io/duty-cycle.ts';
 import { DEFAULT_AGENT_SLOTS, DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
 import { MAX_SLOTS } from '../src/io/hosts-file.ts';
 import { down } from './down.ts';
@@ -154,12 +155,14 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .argument('[args...]', "the mode's arguments (see below)")
     .option('--dir <dir>', DIR_HELP)
     .option('--timeout <ms>', `how long to wait for a daemon's answer (default ${INJECT_TIMEOUT_MS})`, opTimeout())
+    .option('--share <p>', `slow: the % of CPU the target keeps (${MIN_SLOW_SHARE_PERCENT} to ${MAX_SLOW_SHARE_PERCENT})`)
+    .option('--for <ms>', 'slow: end it by itself after this many ms (default: until `trine inject heal T`)')
     .addHelpText('after', () => {
       const width = Math.max(...INJECT_MODES.map((m) => m.mode.length + m.usage.length + 1)) + 2;
       return `\nModes (docs/OPERATIONS.md §7):\n${INJECT_MODES.map((m) => `  ${`${m.mode} ${m.usage}`.padEnd(width)}${m.summary}`).join('\n')}\n`;
     })
-    .action((mode: string, args: string[], o: { dir?: string; timeout?: number }) =>
-      setOutcome(inject({ mode, args, dir: o.dir, timeoutMs: o.timeout })));
+    .action((mode: string, args: string[], o: { dir?: string; timeout?: number; share?: string; for?: string }) =>
+      setOutcome(inject({ mode, args, dir: o.dir, timeoutMs: o.timeout, flags: { share: o.share, for: o.for } })));
 
   program.command('shutdown')
     .description('stop the whole cluster, on every host: the group kills every task, every node and the watchdog exit, and nothing restarts them')

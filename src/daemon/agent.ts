@@ -158,6 +158,7 @@ export async function runAgent(
     dir,
     id,
     kind: 'agent',
+    tasks: { live: () => driver?.liveProcesses() ?? [] },
     makeCore: ({ cluster, entry, inc, signer }) => {
       const logger = createProcessLog(cluster.dir, id).logger;
       clusterDir = cluster.dir;

@@ -5,5 +5,6 @@
 // src/io/inject-modes.ts so `trine inject` knows its arguments and whom to ask.
 import './inject-link.ts';
 import './inject-replica.ts';
+import './inject-slow.ts';
 
 export { installInjection } from './inject.ts';

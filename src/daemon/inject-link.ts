@@ -7,6 +7,7 @@
 import { LinkFaults, MAX_INJECT_DELAY_MS, type LinkDirection, type LinkFault } from '../io/link-faults.ts';
 import { linked } from '../io/inject-modes.ts';
 import { registerInjectHandler, type InjectContext, type InjectOutcome } from './inject.ts';
+import { healSlow } from './inject-slow.ts';
 
 type End = { direction: LinkDirection; peer: string };
 
@@ -46,4 +47,5 @@ registerInjectHandler('delay', (args, ctx) => {
   return setFault(args, ctx, { kind: 'delay', delayMs });
 });
 
-registerInjectHandler('heal', (args, ctx) => setFault(args, ctx, null));
+// `heal A B` ends a link fault; `heal T`, one argument, a slowness (inject-slow.ts).
+registerInjectHandler('heal', (args, ctx) => (args.length === 1 ? healSlow(args, ctx) : setFault(args, ctx, null)));

@@ -13,7 +13,8 @@
 // Modes are registered with `registerInjectHandler(mode, handler)`; src/daemon/inject-handlers.ts
 // imports every module that registers some. A handler gets the mode's arguments as the operator
 // typed them and a context: the process's id, kind, cluster and core, its link faults
-// (src/io/link-faults.ts), named filters over its core's effects, and its log.
+// (src/io/link-faults.ts), named filters over its core's effects, its log, an agent's task
+// processes (for `slow`), and a way to undo what it did when the daemon stops.
 import { MAX_TEXT_CHARS } from '../core/constants.ts';
 import { clipText } from '../core/wire/schema.ts';
 import type { Core, CoreEffect, CoreInput, LogLevel } from '../core/node.ts';
@@ -35,6 +36,13 @@ export const MAX_EFFECT_FILTERS = 16;
 
 export type InjectOutcome = { ok: boolean; text: string };
 
+/** A task process an agent runs, alive now: `startTime` tells it from a later process that
+ *  reuses the pid (src/io/run-records.ts). */
+export type LiveTaskProcess = { task: string; vpid: number; pid: number; startTime: string };
+
+/** An agent's task processes, as its process driver knows them (src/daemon/proc-driver.ts). */
+export type TaskProcesses = { live(): LiveTaskProcess[] };
+
 /** Rewrites the effects of one core step (drop, alter or add some); `input` is what caused them. */
 export type EffectFilter = (effects: CoreEffect[], input: CoreInput) => CoreEffect[];
 
@@ -54,6 +62,11 @@ export type InjectContext = {
   /** A replica: misbehave this way from now on (added to what was switched on before). */
   misbehave(behaviours: readonly ByzantineBehaviour[]): void;
   log(level: LogLevel, event: string, fields: Record<string, unknown>): void;
+  /** An agent's task processes; null in the other daemons. */
+  tasks: TaskProcesses | null;
+  /** Runs `undo` once when the daemon stops (SIGTERM, shutdown, exit): what must not outlive it
+   *  (a stopped process must be continued). A key already registered is replaced. */
+  atClose(key: string, undo: () => void): void;
 };
 
 /** Runs one injection. Throwing (or rejecting) answers `ok: false` with the error's message. */
@@ -81,6 +94,8 @@ export type InjectionOptions = {
    *  injected drop must not swallow the operator's answer). */
   reply: (to: ProcessId, item: Item) => void;
   log: (level: LogLevel, event: string, fields: Record<string, unknown>) => void;
+  /** An agent's task processes (InjectContext.tasks). */
+  tasks?: TaskProcesses;
 };
 
 /** What run-core wires in when injection is allowed. */
@@ -102,6 +117,8 @@ export function installInjection(opts: InjectionOptions): Injection {
   /** By `<operator> <nonce>`: the answer, or null while its handler runs. Oldest first. */
   const answers = new Map<string, InjectOutcome | null>();
   let running = 0;
+  /** InjectContext.atClose, by key: run once by close(). */
+  const closers = new Map<string, () => void>();
 
   // A replica runs inside the Byzantine wrapper, with no behaviour until one is injected.
   let misbehaviour: readonly ByzantineBehaviour[] = [];
@@ -169,6 +186,10 @@ export function installInjection(opts: InjectionOptions): Injection {
     remember(k, null);
     const ctx: InjectContext = {
       self: opts.self, kind: opts.kind, cluster: opts.cluster, from, core: opts.core, links, setEffectFilter, misbehave, log: opts.log,
+      tasks: opts.tasks ?? null,
+      atClose: (key, undo) => {
+        closers.set(key, undo);
+      },
     };
     let result: InjectOutcome | Promise<InjectOutcome>;
     try {
@@ -201,5 +222,16 @@ export function installInjection(opts: InjectionOptions): Injection {
     return rest.length === 0 ? null : { ...frame, items: rest };
   };
 
-  return { core, links, intercept, close: () => links.close() };
+  const close = (): void => {
+    links.close();
+    for (const [key, undo] of [...closers]) {
+      closers.delete(key);
+      try {
+        undo();
+      } catch (e) {
+        opts.log('error', 'inject.undo.failed', { key, error: (e as Error).message });
+      }
+    }
+  };
+  return { core, links, intercept, close };
 }

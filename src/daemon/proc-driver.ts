@@ -194,6 +194,18 @@ export class ProcDriver {
     return left;
   }
 
+  /** Every task process of this node alive now, with its start time: those the table records
+   *  (its children, adopted and recovered ones) whose pid still names the process recorded. For
+   *  fault injection (`trine inject slow`, src/daemon/inject-slow.ts). */
+  liveProcesses(): { task: string; vpid: number; pid: number; startTime: string }[] {
+    const out: { task: string; vpid: number; pid: number; startTime: string }[] = [];
+    for (const r of procRecords(this.procs)) {
+      const startTime = this.startTimes.get(recordKey(r)) ?? null;
+      if (startTime !== null && isSameProcess(r.pid, startTime)) out.push({ task: r.task, vpid: r.vpid, pid: r.pid, startTime });
+    }
+    return out;
+  }
+
   onCommand(command: GroupCommand): void {
     if (this.stopped) return;
     if (command.type === 'procs.adopt') {

@@ -9,7 +9,9 @@
 // reach the core's status as its DaemonReport (src/core/status.ts).
 // For a cluster started with --allow-inject (cluster.json `allowInject`) it also loads the fault
 // injection hooks (src/daemon/inject.ts) and puts them between the Shell, the core and the
-// transport; otherwise that code is not even loaded.
+// transport; otherwise that code is not even loaded. An agent of a one-host cluster, which
+// listens nowhere, then listens on a free loopback port, recorded in run/<id>.inject-port, so
+// that the operator can ask it to inject (`trine inject slow`, docs/OPERATIONS.md §7).
 import { createHash } from 'node:crypto';
 import { bytesEqual } from '../base/bytes.ts';
 import { EXIT_SHUTDOWN } from '../core/constants.ts';
@@ -19,10 +21,10 @@ import { Shell } from '../core/shell.ts';
 import type { DaemonReport } from '../core/status.ts';
 import { encodeFrame } from '../core/wire/frame.ts';
 import type { Frame, Item } from '../core/wire/messages.ts';
-import { loadCluster, paths, processEntry, replicaPool, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
+import { loadCluster, LOOPBACK_HOST, paths, processEntry, replicaPool, type Cluster, type ProcessEntry, type ProcessKind } from '../io/cluster-dir.ts';
 import { readAddedReplicas, withAddedReplicas } from '../io/added-replicas.ts';
 import { readKeyFile } from '../io/keys.ts';
-import { writeTaskJournal } from '../io/run-records.ts';
+import { writeInjectPort, writeTaskJournal } from '../io/run-records.ts';
 import { dialTargets, splitSpares } from '../io/dial-targets.ts';
 import { createProcessLog, type ProcessLog } from '../io/log.ts';
 import { createNodeLinkAuth, type LearningLinkAuth } from '../io/link-auth-node.ts';
@@ -31,6 +33,7 @@ import { TransportError, WsTransport, type Endpoint } from '../io/ws-transport.t
 import { startTrace, trace, tracing } from '../io/trace.ts';
 import { listenableEndpoint } from '../io/listen-port.ts';
 import { daemonReport, RecordWriter, startIncarnation, type RecordLog } from './record-writer.ts';
+import type { TaskProcesses } from './inject.ts';
 
 /** Tick at least this often even when the core asks for a later wake-up: a guard against a
  *  core that under-reports `nextWakeMs`. The cores report exact deadlines, so the timer is
@@ -100,6 +103,8 @@ export type RunCoreOptions = RunHooks & {
   /** A replacement replica joining these members (PROTOCOL §10.6): it dials them itself, and
    *  listens on a free port if cluster.json's is taken (src/io/listen-port.ts). */
   join?: readonly ProcessId[];
+  /** An agent's task processes, for the fault injections that act on them (`slow`). */
+  tasks?: TaskProcesses;
 };
 
 /** Monotonic milliseconds on the Date scale: the wall clock may step, the core's must not. */
@@ -180,8 +185,11 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
       core: built,
       reply: (to, item) => sendRaw(to, encodeFrame({ from: id, to, items: [item] }, { cluster: cluster.config.cluster, signer })),
       log: (level, event, fields) => logger[level]({ event, ...fields }),
+      ...(opts.tasks === undefined ? {} : { tasks: opts.tasks }),
     })
     : null;
+  // An agent that listens nowhere is reachable for injections on loopback (see the header).
+  const injectListen: Endpoint | null = injection !== null && opts.kind === 'agent' && listen === null ? { host: LOOPBACK_HOST, port: 0 } : null;
   if (injection !== null) logger.warn({ event: 'inject.allowed' }, 'fault injection allowed (cluster.json allowInject)');
   const core = injection?.core ?? built;
 
@@ -294,7 +302,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     transport = await WsTransport.start({
       self: id,
       cluster: cluster.config.cluster,
-      listen: listen ?? undefined,
+      listen: listen ?? injectListen ?? undefined,
       dial: targets.dial,
       dialOnDemand: targets.dialOnDemand,
       auth: { encode: replyCtx, decode: { cluster: cluster.config.cluster, self: id, verifier, linkAuth } },
@@ -318,6 +326,13 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     throw e;
   }
   logger.info({ event: 'listening', port: transport.port, dials: Object.keys(targets.dial), dialsOnDemand: Object.keys(targets.dialOnDemand) }, 'running');
+  if (injectListen !== null && transport.port !== null) {
+    try {
+      writeInjectPort(cluster.dir, id, transport.port);
+    } catch (e) {
+      logger.error({ event: 'inject.port.unrecorded', port: transport.port, error: (e as Error).message }, 'trine inject slow cannot reach this agent');
+    }
+  }
   guarded('start', () => shell.tick(clockMs()), undefined);
   arm();
   opts.onTransport?.({ send: reply, exit: (code, why) => exit(code, why) });

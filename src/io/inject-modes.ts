@@ -14,7 +14,8 @@ export type InjectModeSpec = {
   /** Arguments as typed: `R`, `A B MS`. */
   usage: string;
   summary: string;
-  /** `cli`: the command does it; `daemon`: the daemon named by the arguments does. */
+  /** `cli`: the command does it; `daemon`: the daemon named by the arguments does (for `slow`
+   *  and a one-argument `heal`, the agent of the target's node). */
   by: 'cli' | 'daemon';
   minArgs: number;
   maxArgs: number;
@@ -30,9 +31,13 @@ export const INJECT_MODES: readonly InjectModeSpec[] = [
   { mode: 'resume', usage: 'PID', summary: 'SIGCONT a process hung with hang', by: 'cli', minArgs: 1, maxArgs: 1 },
   { mode: 'drop', usage: 'A B', summary: 'drop every frame A sends to B (until heal)', by: 'daemon', minArgs: 2, maxArgs: 2 },
   { mode: 'delay', usage: 'A B MS', summary: 'delay every frame A sends to B by MS ms (until heal)', by: 'daemon', minArgs: 3, maxArgs: 3 },
-  { mode: 'heal', usage: 'A B', summary: 'undo drop or delay from A to B', by: 'daemon', minArgs: 2, maxArgs: 2 },
+  { mode: 'heal', usage: 'A B | T', summary: 'undo drop or delay from A to B, or end slow T', by: 'daemon', minArgs: 1, maxArgs: 2 },
   { mode: 'corrupt-replica', usage: 'R [slots|csn|chain]', summary: "corrupt replica R's replicated state (a node's slot count by default)", by: 'daemon', minArgs: 1, maxArgs: 2 },
   { mode: 'byzantine-replica', usage: 'R MODE', summary: 'make replica R misbehave: equivocate, wrong-command, skip-rsn, silent-heartbeating or drop-agent-messages', by: 'daemon', minArgs: 2, maxArgs: 2 },
+  {
+    mode: 'slow', usage: 'T --share P [--for MS]', summary: "run task process T (t3/0), or every task process of node T (n2), at P % CPU, by its node's agent (until heal T)",
+    by: 'daemon', minArgs: 1, maxArgs: 1,
+  },
 ];
 
 export function injectModeSpec(mode: string): InjectModeSpec | null {

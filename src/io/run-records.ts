@@ -206,6 +206,29 @@ export function listKeeperChildPids(dir: string): { id: ProcessId; role: KeeperC
   return out;
 }
 
+// ---- where an agent of a one-host cluster takes injections (docs/OPERATIONS.md §7) -----------
+
+/** An agent of a one-host cluster listens nowhere (cluster.json has no address for it); with
+ *  injection allowed it listens on a free loopback port so that `trine inject slow` reaches it,
+ *  and records the port here (src/daemon/run-core.ts). Each incarnation writes its own. */
+export const injectPortFile = (dir: string, id: ProcessId): string => join(paths.run(dir), `${id}.inject-port`);
+
+export function writeInjectPort(dir: string, id: ProcessId, port: number): void {
+  mkdirPrivate(paths.run(dir));
+  writeFileAtomic(injectPortFile(dir, id), `${port}\n`);
+}
+
+/** The port `id` recorded, or null (none, or not a port). */
+export function readInjectPort(dir: string, id: ProcessId): number | null {
+  try {
+    const text = readFileSync(injectPortFile(dir, id), 'utf8').trim();
+    const n = /^[1-9][0-9]{0,4}$/.test(text) ? Number(text) : NaN;
+    return n <= 65535 ? n : null;
+  } catch {
+    return null;
+  }
+}
+
 // ---- a supervised child's record (src/daemon/supervisor.ts) ----------------------------------
 
 const SUPERVISED_PID_SUFFIX = '.supervised-pid';

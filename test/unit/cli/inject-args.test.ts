@@ -1,7 +1,7 @@
 // `trine inject MODE ARGS…`: the mode, its arguments and the names in them, checked against
 // cluster.json before anything is signalled or sent (cli/inject-args.ts, docs/OPERATIONS.md §7).
 import { describe, expect, it } from 'vitest';
-import { modeList, planInject, requireMode } from '../../../cli/inject-args.ts';
+import { modeList, planInject, requireMode, type InjectFlags } from '../../../cli/inject-args.ts';
 import { CliError, EXIT_USAGE } from '../../../cli/errors.ts';
 import { clusterIds, planCluster } from '../../../src/io/cluster-dir.ts';
 import { INJECT_MODES } from '../../../src/io/inject-modes.ts';
@@ -12,6 +12,7 @@ const keys = new Map(ids.map((id, i) => [id, new Uint8Array(32).fill(i + 1)]));
 const config = planCluster({ nodes: 4, ports: clusterIds(4).listeners.map((_, i) => 7001 + i), allowInject: true }, keys);
 
 const plan = (mode: string, ...args: string[]) => planInject(requireMode(mode, args), args, config);
+const planWith = (flags: InjectFlags, mode: string, ...args: string[]) => planInject(requireMode(mode, args), args, config, flags);
 
 /** The CliError `fn` throws: exit code and message. */
 function refusal(fn: () => unknown): { code: number; message: string } {
@@ -93,5 +94,61 @@ describe('inject modes and their arguments', () => {
     expect(plan('corrupt-replica', 'r2')).toEqual({ by: 'daemon', mode: 'corrupt-replica', args: ['r2'], target: 'r2' });
     expect(plan('byzantine-replica', 'r3', 'bad-digest')).toEqual({ by: 'daemon', mode: 'byzantine-replica', args: ['r3', 'bad-digest'], target: 'r3' });
     expect(refusal(() => plan('corrupt-replica', 'scc')).message).toBe('inject corrupt-replica: "scc" is not a replica of this cluster: use one of r1, r2, r3, r4, r5, r6, r7, r8, r9');
+  });
+
+  it('slow T --share P [--for MS] goes to the agent of T\'s node: a node or its agent named here, a task process resolved later', () => {
+    expect(planWith({ share: '25' }, 'slow', 't3/0')).toEqual({ by: 'agent', mode: 'slow', args: ['t3/0', '25'], at: { proc: 't3/0' } });
+    expect(planWith({ share: '1', for: '5000' }, 'slow', 'n2')).toEqual({ by: 'agent', mode: 'slow', args: ['n2', '1', '5000'], at: { node: 'n2', agent: 'a2' } });
+    expect(planWith({ share: '99', for: '100' }, 'slow', 'a4')).toEqual({ by: 'agent', mode: 'slow', args: ['a4', '99', '100'], at: { node: 'n4', agent: 'a4' } });
+    expect(planWith({ share: '50', for: '3600000' }, 'slow', 't12/7')).toMatchObject({ args: ['t12/7', '50', '3600000'] });
+  });
+
+  it('heal T with one argument ends a slowness at T\'s agent; heal A B is still a link heal', () => {
+    expect(plan('heal', 't3/0')).toEqual({ by: 'agent', mode: 'heal', args: ['t3/0'], at: { proc: 't3/0' } });
+    expect(plan('heal', 'n3')).toEqual({ by: 'agent', mode: 'heal', args: ['n3'], at: { node: 'n3', agent: 'a3' } });
+    expect(plan('heal', 'r1', 'r3')).toEqual({ by: 'daemon', mode: 'heal', args: ['r1', 'r3'], target: 'r1' });
+    expect(refusal(() => plan('heal', 'r2')).message).toBe(
+      'inject heal: "r2" is neither a task process (t3/0) nor a node of this cluster (n1, n2, n3, n4): e.g. `trine inject heal t3/0`',
+    );
+    expect(refusal(() => requireMode('heal', [])).message).toMatch(/^inject heal takes A B \| T \(.*\), got no arguments: e\.g\. `trine inject heal r1 r3`$/);
+    expect(refusal(() => requireMode('heal', ['r1', 'r2', 'r3'])).code).toBe(EXIT_USAGE);
+  });
+
+  it('slow needs --share from 1 to 99 and a --for from 100 to 3600000 ms; each refusal says what to type', () => {
+    const none = refusal(() => planWith({}, 'slow', 't3/0'));
+    expect(none).toEqual({ code: EXIT_USAGE, message: 'inject slow needs --share P, the share of CPU t3/0 keeps, an integer from 1 to 99: e.g. `trine inject slow t3/0 --share 25`' });
+    for (const share of ['0', '100', '-5', '2.5', 'half', '', '025x']) {
+      const r = refusal(() => planWith({ share }, 'slow', 'n1'));
+      expect(r.code).toBe(EXIT_USAGE);
+      expect(r.message).toBe(`inject slow: --share must be an integer from 1 to 99 (the % of CPU n1 keeps), got ${JSON.stringify(share)}: e.g. \`--share 25\``);
+    }
+    for (const ms of ['99', '0', '3600001', '5s', '1e4', '-100']) {
+      const r = refusal(() => planWith({ share: '25', for: ms }, 'slow', 't3/0'));
+      expect(r.code).toBe(EXIT_USAGE);
+      expect(r.message).toBe(
+        `inject slow: --for must be an integer number of ms from 100 to 3600000, got ${JSON.stringify(ms)}: e.g. \`--for 5000\` for 5 s, or no --for to slow it until \`trine inject heal t3/0\``,
+      );
+    }
+  });
+
+  it('slow refuses a target that is neither a task process nor a node, and the wrong number of targets', () => {
+    for (const bad of ['r1', 'scc', 'n9', 't0/1', 't3', '4242', 't3/01']) {
+      const r = refusal(() => planWith({ share: '25' }, 'slow', bad));
+      expect(r.code).toBe(EXIT_USAGE);
+      expect(r.message).toBe(`inject slow: ${JSON.stringify(bad)} is neither a task process (t3/0) nor a node of this cluster (n1, n2, n3, n4): e.g. \`trine inject slow t3/0 --share 25\``);
+    }
+    expect(refusal(() => requireMode('slow', [])).message).toBe(
+      "inject slow takes T --share P [--for MS] (run task process T (t3/0), or every task process of node T (n2), at P % CPU, by its node's agent (until heal T)), " +
+        'got no arguments: e.g. `trine inject slow t3/0 --share 25`',
+    );
+    expect(refusal(() => requireMode('slow', ['t3/0', 't3/1'])).code).toBe(EXIT_USAGE);
+  });
+
+  it('--share and --for go with slow only', () => {
+    for (const flags of [{ share: '25' }, { for: '5000' }]) {
+      const r = refusal(() => planWith(flags, 'hang', 't3/0'));
+      expect(r).toEqual({ code: EXIT_USAGE, message: 'inject hang takes no --share or --for: they go with inject slow, e.g. `trine inject slow t3/0 --share 25 --for 5000`' });
+    }
+    expect(refusal(() => planWith({ share: '25' }, 'heal', 't3/0')).message).toMatch(/^inject heal takes no --share or --for/);
   });
 });
