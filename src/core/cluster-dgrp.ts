@@ -62,7 +62,7 @@ function journal(run: Run, rec: TaskRecord, changes: readonly DgrpChange[]): voi
     const by = c.by.join(',');
     note(run, rec.id, c.vpid, c.kind === 'removed'
       ? `${rec.id}/${c.vpid} left the DGRP: tested not recommended by ${by}`
-      : `${rec.id}/${c.vpid} rejoined the DGRP: recommended again by ${by}`);
+      : `${rec.id}/${c.vpid} rejoined the DGRP: ${c.by.length === 0 ? 'no member was left' : `recommended again by ${by}`}`);
   }
 }
 

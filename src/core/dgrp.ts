@@ -18,6 +18,8 @@
 // - Rejoin (spec 2.2.5): a live non-member rejoins, its counter made even, when some member has
 //   counted ζ consecutive passes for it and more than half the members have counted more than
 //   ζ/2: each member's latest report is its vote, and the total order makes one decision.
+// - A group whose members have all ended or died takes back its live processes: no one is left
+//   to test them, and a group with no member would never release a barrier.
 // - Barrier (spec 2.2.6): round r is released when every member has arrived at it; the view the
 //   release carries is the same for every process, since it is one ordered message.
 import { ok } from '../base/result.ts';
@@ -102,6 +104,16 @@ export function decide(d: DgrpState, live: readonly number[]): DgrpChange[] {
     }
   }
   const members = membersOf(d, live);
+  if (members.length === 0) {
+    // Every member ended or died: no one is left to test the others, and a group with live
+    // processes and no member would release no barrier again. They are the group now.
+    for (const q of live) {
+      bump(d, q);
+      d.rejoins++;
+      changes.push({ kind: 'rejoined', vpid: q, by: [] });
+    }
+    return changes;
+  }
   const zeta = d.options.zeta;
   for (const q of live) {
     if (isRecommended(d, q)) continue;

@@ -47,10 +47,11 @@ export class GmpiCluster {
     else rmSync(this.root, { recursive: true, force: true });
   }
 
-  /** Submit a linked task of `n` processes running `app` (with `args`) under tsx; returns its id. */
-  async submit(app: string, n: number, env: Record<string, string> = {}, args: readonly string[] = []): Promise<string> {
+  /** Submit a linked task of `n` processes running `app` (with `args`) under tsx; returns its id.
+   *  `flags`: more `trine submit` options (e.g. --dgrp). */
+  async submit(app: string, n: number, env: Record<string, string> = {}, args: readonly string[] = [], flags: readonly string[] = []): Promise<string> {
     const envArgs = Object.entries(env).flatMap(([k, v]) => ['--env', `${k}=${v}`]);
-    const s = await trine(['submit', '--dir', this.dir, '--linked', '-n', String(n), '--cwd', REPO, ...envArgs, '--', process.execPath, '--import', 'tsx', join(REPO, app), ...args]);
+    const s = await trine(['submit', '--dir', this.dir, '--linked', '-n', String(n), '--cwd', REPO, ...envArgs, ...flags, '--', process.execPath, '--import', 'tsx', join(REPO, app), ...args]);
     if (s.code !== 0) throw new Error(`trine submit failed: ${s.stderr}`);
     return s.stdout.trim();
   }
@@ -59,10 +60,10 @@ export class GmpiCluster {
    *  loaded 2-core machine the manager may declare a node lost during the start) is
    *  submitted again, up to START_TRIES times: that is the cluster's failure detector at work,
    *  not the code under test, which only runs once the task does. */
-  async start(app: string, n: number, env: Record<string, string> = {}, args: readonly string[] = []): Promise<string> {
+  async start(app: string, n: number, env: Record<string, string> = {}, args: readonly string[] = [], flags: readonly string[] = []): Promise<string> {
     const failures: string[] = [];
     for (let attempt = 1; attempt <= START_TRIES; attempt++) {
-      const id = await this.submit(app, n, env, args);
+      const id = await this.submit(app, n, env, args, flags);
       for (;;) {
         const t = await this.task(id);
         if (t.state === 'running') return id;

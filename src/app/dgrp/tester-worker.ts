@@ -68,6 +68,7 @@ async function main(): Promise<void> {
   const tester = new DgrpTester(data.self, data.key, data.options, test, {
     now: () => performance.now(),
     heldUp: () => performance.now() - last > LAG_PROBE_MS + LAG_TOLERANCE_MS,
+    ...(process.env.TRINE_DGRP_TRACE === '1' ? { trace: (line: string) => process.stderr.write(`${line}\n`) } : {}),
     random: () => randomInt(0, 2 ** 32 - 1),
     send: (endpoint, datagram) => {
       const to = hostPort(endpoint);

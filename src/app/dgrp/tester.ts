@@ -23,6 +23,10 @@ import { decodeProbe, encodeProbe, type ProbeRefusal } from './probe-wire.ts';
 /** Algorithm 1's weights (spec 2.2.2: "approximations of the original values proposed by Jacobson"). */
 export const DGRP_ALPHA = 0.9;
 export const DGRP_BETA = 4;
+/** Tests of a process that are neither judged nor fed to its estimator: the first replies come
+ *  while the task's processes still load (tens of ms on a busy node), and one such sample would
+ *  hold the threshold up for dozens of intervals (α = 0.9 forgets 10 % a sample). */
+export const DGRP_WARMUP_TESTS = 3;
 
 export type TesterIo = {
   now(): number;
@@ -33,6 +37,8 @@ export type TesterIo = {
   /** Whether this thread is being held up right now: its loop probe is overdue (an I/O event
    *  can run before the overdue timer that would have called noteLag). */
   heldUp(): boolean;
+  /** Each judged test, for TRINE_DGRP_TRACE=1 (docs/OPERATIONS.md). */
+  trace?: (line: string) => void;
 };
 
 type Tested = {
@@ -43,9 +49,15 @@ type Tested = {
   inFlight: { seq: number; startMs: number; challenge: Uint8Array } | null;
   /** This interval's verdict; null: none (not tested, or judged across a gap of ours). */
   verdict: boolean | null;
+  /** Tests sent to it: the first DGRP_WARMUP_TESTS are not judged. */
+  sent: number;
 };
 
-export type TesterStats = { tests: number; fails: number; abstained: number; reports: number; refused: Partial<Record<ProbeRefusal | 'STALE', number>> };
+export type TesterStats = {
+  tests: number; fails: number; abstained: number; reports: number; refused: Partial<Record<ProbeRefusal | 'STALE', number>>;
+  /** Per tested VPID: its threshold now and the slowest reply it judged, ms. */
+  thresholds: Record<number, { thresholdMs: number; slowestMs: number }>;
+};
 
 export class DgrpTester {
   private entries: DgrpEntry[] = [];
@@ -55,7 +67,7 @@ export class DgrpTester {
   private lastNamed = false;
   /** The last time our own clock jumped (noteLag); tests begun before it are not judged. */
   private laggedAtMs = -Infinity;
-  readonly stats: TesterStats = { tests: 0, fails: 0, abstained: 0, reports: 0, refused: {} };
+  readonly stats: TesterStats = { tests: 0, fails: 0, abstained: 0, reports: 0, refused: {}, thresholds: {} };
 
   constructor(
     private readonly self: number,
@@ -96,6 +108,7 @@ export class DgrpTester {
       const challenge = this.test.challenge(this.io.random);
       this.seq = (this.seq + 1) >>> 0;
       t.inFlight = { seq: this.seq, startMs: this.io.now(), challenge };
+      t.sent++;
       this.stats.tests++;
       this.io.send(e.endpoint, encodeProbe(this.key, { kind: 'challenge', tester: this.self, tested: e.vpid, seq: this.seq, body: challenge }));
     }
@@ -118,11 +131,15 @@ export class DgrpTester {
     const f = t?.inFlight;
     if (t === undefined || f === undefined || f === null || p.tester !== this.self || p.seq !== f.seq) return this.refuse('STALE');
     t.inFlight = null;
-    if (this.io.heldUp() || this.laggedAtMs >= f.startMs) {
+    if (this.io.heldUp() || this.laggedAtMs >= f.startMs || t.sent <= DGRP_WARMUP_TESTS) {
       this.stats.abstained++;
       return;
     }
-    t.verdict = this.test.check(f.challenge, p.body) ? t.estimator.observe(this.io.now() - f.startMs).pass : t.estimator.miss().pass;
+    const ms = this.io.now() - f.startMs;
+    t.verdict = this.test.check(f.challenge, p.body) ? t.estimator.observe(ms).pass : t.estimator.miss().pass;
+    this.io.trace?.(`dgrp test ${this.self}->${p.tested} ${ms.toFixed(2)} ms vs ${t.estimator.thresholdMs.toFixed(2)}: ${t.verdict ? 'pass' : 'fail'}`);
+    const was = this.stats.thresholds[p.tested];
+    this.stats.thresholds[p.tested] = { thresholdMs: t.estimator.thresholdMs, slowestMs: Math.max(was?.slowestMs ?? 0, ms) };
   }
 
   private closeRound(): void {
@@ -133,8 +150,11 @@ export class DgrpTester {
       if (t === undefined) continue;
       if (t.inFlight !== null) {
         // No reply within the interval: a miss, unless we were the ones held up.
-        if (this.laggedAtMs >= t.inFlight.startMs) this.stats.abstained++;
-        else t.verdict = t.estimator.miss().pass;
+        if (this.laggedAtMs >= t.inFlight.startMs || t.sent <= DGRP_WARMUP_TESTS) this.stats.abstained++;
+        else {
+          t.verdict = t.estimator.miss().pass;
+          this.io.trace?.(`dgrp test ${this.self}->${e.vpid} no reply within the interval: fail`);
+        }
         t.inFlight = null;
       }
       const v = t.verdict;
@@ -161,7 +181,7 @@ export class DgrpTester {
         estimator: new ReplyEstimator({
           alpha: DGRP_ALPHA, beta: DGRP_BETA, factor: o.factorPercent / 100, marginMs: o.marginMs, initialThresholdMs: o.initialThresholdMs,
         }),
-        passes: 0, inFlight: null, verdict: null,
+        passes: 0, inFlight: null, verdict: null, sent: 0,
       };
       this.tested.set(vpid, t);
     }

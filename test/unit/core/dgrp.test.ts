@@ -202,3 +202,15 @@ describe('PROTOCOL §12.1, §12.4: a DGRP task in the group', () => {
     expect(JSON.stringify(encodeCluster(a.cs))).toBe(JSON.stringify(encodeCluster(b.cs)));
   });
 });
+
+describe('PROTOCOL §12.3: a group whose members all left', () => {
+  it('takes back the processes still live, so its barrier is released again', () => {
+    const c = dgrpRunning(3);
+    send(c, 0, { round: 1, verdicts: [fail(2)] });
+    send(c, 1, { round: 1, verdicts: [fail(2)] });
+    for (const v of [0, 1]) c.report('t1', v, 'terminatedNormally', { exitCode: 0 });
+    expect(c.events()).toContain('t1/2 rejoined the DGRP: no member was left');
+    send(c, 2, { arrive: 1 });
+    expect(views(c).map((x) => [x.vpids, x.released, recommendedOf(x.entries)])).toEqual([[[2], 1, [2]]]);
+  });
+});

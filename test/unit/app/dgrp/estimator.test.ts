@@ -2,7 +2,7 @@
 // "Adaptive threshold" behaviours of spec 2.6 and the departures the file documents.
 import { describe, expect, it } from 'vitest';
 import { seededRandom } from '../../../../examples/common/seeded-random.ts';
-import { DEFAULT_ESTIMATOR, ReplyEstimator, type EstimatorOptions } from '../../../../src/app/dgrp/estimator.ts';
+import { DEFAULT_ESTIMATOR, ReplyEstimator, SHIFT_RUN, type EstimatorOptions } from '../../../../src/app/dgrp/estimator.ts';
 
 const PAPER_ALGORITHM_1: EstimatorOptions = { alpha: 0.9, beta: 4, factor: 1, marginMs: 0, initialThresholdMs: 8000 };
 
@@ -151,16 +151,40 @@ describe('spec 2.6 "Adaptive threshold"', () => {
     expect(verdict.thresholdMs).toBeCloseTo(48.42, 2);
   });
 
-  it('Fig. 11 second case: after replies slow to ~19.7 ms the threshold is 62.1 ms, and a 68.16 ms reply fails', () => {
-    // Round 13,641: the same history, the 62.39 ms spike (not fed), then 40 replies of 19.67 ms
+  it('Fig. 11 second case: after replies slow to ~19.6 ms the threshold is 62.1 ms, and a 68.16 ms reply fails', () => {
+    // Round 13,641: the same history, the 62.39 ms spike (not fed), then 40 replies of 19.58 ms
+    // (the first SHIFT_RUN − 1 of them, past the old timeout, are not fed: departure (d))
     // plus the same jitter, all passing; the paper prints this threshold to one decimal.
     const jitter = [0.0, 1.2, -0.8, 2.1, -1.5, 0.6, 3.4, -0.9, 0.3, -1.1];
     const e = new ReplyEstimator(DEFAULT_ESTIMATOR);
     feed(e, Array.from({ length: 30 }, (_, k) => Number((13.37 + jitter[k % jitter.length]!).toFixed(2))));
     expect(e.observe(62.39).pass).toBe(false);
-    feed(e, Array.from({ length: 40 }, (_, k) => Number((19.67 + jitter[k % jitter.length]!).toFixed(2))));
+    feed(e, Array.from({ length: 40 }, (_, k) => Number((19.58 + jitter[k % jitter.length]!).toFixed(2))));
     const verdict = e.observe(68.16);
     expect(verdict.pass).toBe(false);
     expect(verdict.thresholdMs).toBeCloseTo(62.1, 1);
+  });
+});
+
+describe('departure (d): replies that pass only by the margins', () => {
+  it('a process stopped 80 % of the time (late replies with prompt ones between) cannot ratchet its threshold up', () => {
+    const e = new ReplyEstimator(DEFAULT_ESTIMATOR);
+    for (let k = 0; k < 30; k++) e.observe(0.3 + (k % 3) * 0.05);
+    const calm = e.thresholdMs;
+    // Every fourth reply prompt, the others late by up to 80 ms: what SIGSTOP duty cycles give.
+    let fails = 0;
+    for (let k = 0; k < 200; k++) if (!e.observe(k % 4 === 0 ? 0.3 : ((k * 37) % 80) + 0.5).pass) fails++;
+    expect(e.thresholdMs).toBeLessThan(calm * 2);
+    expect(fails).toBeGreaterThan(100);
+  });
+
+  it('a real change of speed is followed: a run of replies past the timeout is fed from its SHIFT_RUN-th', () => {
+    const e = new ReplyEstimator(DEFAULT_ESTIMATOR);
+    for (let k = 0; k < 30; k++) e.observe(10);
+    const before = e.meanMs;
+    for (let k = 0; k < SHIFT_RUN - 1; k++) e.observe(20);
+    expect(e.meanMs).toBe(before);
+    e.observe(20);
+    expect(e.meanMs).toBeGreaterThan(before);
   });
 });
