@@ -13,6 +13,8 @@
 //   this tester's count of its consecutive passes (its rejoin vote, spec 2.2.5). A member it does
 //   not name passed. An interval with nothing to name sends nothing, unless the last report
 //   named something: then an empty report withdraws it (§12.3: accusations are current ones).
+// - A process outside the group is judged against the threshold it had when it left, without
+//   feeding its replies to the estimator (§12.2).
 // - A tester that was itself held up (stopped, starved: its own clock jumped, `noteLag`) judges
 //   nothing it measured across that gap: a slow tester must not see its peers as slow.
 import type { DgrpEntry, DgrpOptions, DgrpReport, DgrpVerdict, DgrpView } from '../../core/wire/dgrp.ts';
@@ -136,7 +138,11 @@ export class DgrpTester {
       return;
     }
     const ms = this.io.now() - f.startMs;
-    t.verdict = this.test.check(f.challenge, p.body) ? t.estimator.observe(ms).pass : t.estimator.miss().pass;
+    // A process outside the group is judged against the threshold it left with: it must prove
+    // itself as fast as it was, not as fast as its own slow self (its replies teach nothing).
+    const member = this.entries.some((e) => e.vpid === p.tested && e.counter % 2 === 0);
+    const correct = this.test.check(f.challenge, p.body);
+    t.verdict = !correct ? t.estimator.miss().pass : member ? t.estimator.observe(ms).pass : ms <= t.estimator.thresholdMs;
     this.io.trace?.(`dgrp test ${this.self}->${p.tested} ${ms.toFixed(2)} ms vs ${t.estimator.thresholdMs.toFixed(2)}: ${t.verdict ? 'pass' : 'fail'}`);
     const was = this.stats.thresholds[p.tested];
     this.stats.thresholds[p.tested] = { thresholdMs: t.estimator.thresholdMs, slowestMs: Math.max(was?.slowestMs ?? 0, ms) };
