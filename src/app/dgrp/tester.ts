@@ -7,7 +7,8 @@
 //
 // - Only a member of the group tests (spec 2.2.3: a non-member's information is ignored anyway);
 //   everyone answers.
-// - A test waits at most one interval: a reply that has not come by the next tick is a miss
+// - Each test leaves at a random moment of the interval's first half (no aliasing with a
+//   periodic load) and waits until the next tick: a reply that has not come by then is a miss
 //   (spec 2.2.1's separate timeout). A reply past the threshold fails (the estimator's verdict).
 // - The report of an interval names each member that failed, and each non-member tested, with
 //   this tester's count of its consecutive passes (its rejoin vote, spec 2.2.5). A member it does
@@ -36,6 +37,8 @@ export type TesterIo = {
   send(endpoint: string, datagram: Uint8Array): void;
   report(r: DgrpReport): void;
   random(): number;
+  /** Run `fn` after `ms` (each test leaves at a random moment of the interval's first half). */
+  later(ms: number, fn: () => void): void;
   /** Whether this thread is being held up right now: its loop probe is overdue (an I/O event
    *  can run before the overdue timer that would have called noteLag). */
   heldUp(): boolean;
@@ -104,16 +107,25 @@ export class DgrpTester {
     this.closeRound();
     if (!this.isMember) return;
     this.round++;
+    const round = this.round;
     for (const e of this.entries) {
       if (e.vpid === this.self || e.endpoint === '') continue;
-      const t = this.entry(e.vpid);
-      const challenge = this.test.challenge(this.io.random);
-      this.seq = (this.seq + 1) >>> 0;
-      t.inFlight = { seq: this.seq, startMs: this.io.now(), challenge };
-      t.sent++;
-      this.stats.tests++;
-      this.io.send(e.endpoint, encodeProbe(this.key, { kind: 'challenge', tester: this.self, tested: e.vpid, seq: this.seq, body: challenge }));
+      // A random moment: tests in step with a periodic load (a duty cycle, a periodic job) would
+      // see the same phase of it every time, and a slowly drifting delay the estimator follows.
+      this.io.later(this.io.random() % Math.max(1, Math.floor(this.options.intervalMs / 2)), () => {
+        if (this.round === round && this.isMember) this.challenge(e.vpid, e.endpoint);
+      });
     }
+  }
+
+  private challenge(vpid: number, endpoint: string): void {
+    const t = this.entry(vpid);
+    const challenge = this.test.challenge(this.io.random);
+    this.seq = (this.seq + 1) >>> 0;
+    t.inFlight = { seq: this.seq, startMs: this.io.now(), challenge };
+    t.sent++;
+    this.stats.tests++;
+    this.io.send(endpoint, encodeProbe(this.key, { kind: 'challenge', tester: this.self, tested: vpid, seq: this.seq, body: challenge }));
   }
 
   /** A datagram from another process's tester thread. */
