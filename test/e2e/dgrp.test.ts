@@ -44,7 +44,7 @@ describe('PROTOCOL §12 (spec 2.6): a slow process leaves the group and comes ba
   it('spec 2.6 "slow-process removal" and "rejoin": removed at a round barrier while slow, the others share its work, back after heal', async () => {
     const id = await c.start(APP, 4, { DGRP_ROUNDS: '70', DGRP_UNIT_MS: '30' }, [], FLAGS);
     await c.line(id, 0, /"round":5,/, 60_000);
-    const slow = await trine(['inject', 'slow', `${id}/3`, '--share', '10', '--dir', c.dir]);
+    const slow = await trine(['inject', 'slow', `${id}/3`, '--share', '10', '--period', '500', '--dir', c.dir]);
     expect(slow.code, slow.stderr).toBe(0);
     // Removed: a later round of VPID 0's has three members, and it took more units than one.
     for (let waited = 0; !rounds(id, 0).some((r) => r.members.length === 3); waited += 200) {

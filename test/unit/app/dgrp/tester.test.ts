@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { PRIMES_TEST } from '../../../../src/app/dgrp/challenge.ts';
 import { decodeProbe, encodeProbe } from '../../../../src/app/dgrp/probe-wire.ts';
-import { DGRP_WARMUP_TESTS, DgrpTester } from '../../../../src/app/dgrp/tester.ts';
+import { DGRP_FAILS_TO_ACCUSE, DGRP_WARMUP_TESTS, DgrpTester } from '../../../../src/app/dgrp/tester.ts';
 import type { DgrpOptions, DgrpReport, DgrpView } from '../../../../src/core/wire/dgrp.ts';
 
 const KEY = new Uint8Array(32).fill(3);
@@ -68,7 +68,7 @@ describe('PROTOCOL §12.2: tests and reports', () => {
     net.run(DGRP_WARMUP_TESTS + 10);
     expect(net.reports).toEqual([]);
     net.delay[3] = 40;
-    net.run(2);
+    net.run(1 + DGRP_FAILS_TO_ACCUSE);
     expect(new Set(net.reportsAbout(3).filter((v) => !v.pass).map((v) => v.from))).toEqual(new Set([0, 1, 2]));
     // The slow one sees everyone slow (its own delay is on every reply): one accuser each, not
     // enough to remove anyone (§12.3).
@@ -79,7 +79,7 @@ describe('PROTOCOL §12.2: tests and reports', () => {
     const net = new Net(3);
     net.run(DGRP_WARMUP_TESTS + 5);
     net.delay[2] = 10_000;
-    net.run(2);
+    net.run(1 + DGRP_FAILS_TO_ACCUSE);
     expect(net.reportsAbout(2).filter((v) => !v.pass).map((v) => v.from).sort()).toEqual([0, 1]);
   });
 
@@ -87,7 +87,7 @@ describe('PROTOCOL §12.2: tests and reports', () => {
     const net = new Net(3);
     net.run(DGRP_WARMUP_TESTS + 8);
     net.delay[2] = 40;
-    net.run(1);
+    net.run(DGRP_FAILS_TO_ACCUSE);
     net.delay[2] = 1;
     const before = net.reports.length;
     net.run(3);
@@ -122,6 +122,16 @@ describe('PROTOCOL §12.2: tests and reports', () => {
     net.run(2);
     expect(net.reports.filter((r) => r.from === 0).flatMap((r) => r.report.verdicts).filter((v) => v.vpid === 1)).toEqual([]);
     expect(net.testers[0]?.stats.abstained).toBeGreaterThan(0);
+  });
+
+  it('one late reply is not reported: a member is named after DGRP_FAILS_TO_ACCUSE failed tests in a row', () => {
+    const net = new Net(3);
+    net.run(DGRP_WARMUP_TESTS + 8);
+    net.delay[2] = 40;
+    net.run(1);
+    net.delay[2] = 1;
+    net.run(4);
+    expect(net.reports).toEqual([]);
   });
 
   it('the first DGRP_WARMUP_TESTS tests of a process are not judged: a slow start condemns no one', () => {
