@@ -138,7 +138,7 @@ describe('inject modes and their arguments', () => {
       expect(r.message).toBe(`inject slow: ${JSON.stringify(bad)} is neither a task process (t3/0) nor a node of this cluster (n1, n2, n3, n4): e.g. \`trine inject slow t3/0 --share 25\``);
     }
     expect(refusal(() => requireMode('slow', [])).message).toBe(
-      "inject slow takes T --share P [--for MS] (run task process T (t3/0), or every task process of node T (n2), at P % CPU, by its node's agent (until heal T)), " +
+      "inject slow takes T --share P [--for MS] [--period MS] (run task process T (t3/0), or every task process of node T (n2), at P % CPU, by its node's agent (until heal T)), " +
         'got no arguments: e.g. `trine inject slow t3/0 --share 25`',
     );
     expect(refusal(() => requireMode('slow', ['t3/0', 't3/1'])).code).toBe(EXIT_USAGE);
