@@ -140,6 +140,12 @@ export function dgrpFromApp(s: AgentProcs, task: string, vpid: number, m: AppDgr
   return queueSignal(s.outbox, request) ? [{ type: 'flush' }] : [];
 }
 
+/** A progress report (PROTOCOL §13.2), queued for the group like its signals. */
+export function progressFromApp(s: AgentProcs, task: string, vpid: number, permille: number): AgentProcsEffect[] {
+  if (linkedRunning(s, task, vpid) === null) return [logEffect('debug', 'app.progress.unconnected', { task, vpid })];
+  return queueSignal(s.outbox, { type: 'proc.progress', task, vpid, permille }) ? [{ type: 'flush' }] : [];
+}
+
 /** A signal from the process, queued for the group (PROTOCOL §9). */
 export function signalFromApp(
   s: AgentProcs, task: string, vpid: number, req: { signum: number; dest: number; arg: number; epoch: number },

@@ -65,7 +65,9 @@ export type ProcToAgent =
   /** A DGRP task's tester reports a testing interval (PROTOCOL §12.2), from its tester thread. */
   | ({ type: 'dgrp.report' } & DgrpReport)
   /** The process reached the barrier that ends computing round `round` (§12.4). */
-  | { type: 'dgrp.arrive'; round: number };
+  | { type: 'dgrp.arrive'; round: number }
+  /** The process has done `permille` ‰ of its work (PROTOCOL §13.2); the library throttles it. */
+  | { type: 'progress'; permille: number };
 
 export type AgentToProc =
   | { type: 'welcome'; taskKey: Uint8Array }
@@ -84,6 +86,7 @@ export const procToAgent: Schema<ProcToAgent> = union<ProcToAgent>({
   mark: { code: 4, order: MARK_ORDER, fields: markFields },
   'dgrp.report': { code: 5, order: DGRP_REPORT_ORDER, fields: dgrpReportFields },
   'dgrp.arrive': { code: 6, order: ['round'], fields: { round: uint } },
+  progress: { code: 7, order: ['permille'], fields: { permille: uint } },
 });
 
 export const agentToProc: Schema<AgentToProc> = union<AgentToProc>({
