@@ -30,7 +30,8 @@ export class ProgressReporter {
    *  or a link that is not ready; otherwise never blocks. */
   report(fraction: number): void {
     const permille = toPermille(fraction);
-    if (this.link.state !== 'ready') this.link.sendOwn({ type: 'progress', permille }); // throws, naming the state
+    // A link that is not ready refuses at once, with the error its own calls give (requireReady).
+    if (this.link.state !== 'ready') this.link.sendOwn({ type: 'progress', permille });
     if (this.timer !== null) {
       this.pending = permille;
       return;

@@ -11,7 +11,7 @@ import { adoptedProcs, commandProcs, onProcOs, recoveredProcs, tickProcs } from 
 import {
   ADOPTED_EXIT, ADOPTED_EXIT_TERMINATED, EXITED_WHILE_DOWN, LINKED_ORPHANED, RESTARTED_WHILE_SPAWNING,
 } from '../../../src/core/agent-procs-adopt.ts';
-import { closeApp, connectApp, finalizeApp, signalFromApp } from '../../../src/core/agent-procs-app.ts';
+import { closeApp, connectApp, finalizeApp, progressFromApp, signalFromApp } from '../../../src/core/agent-procs-app.ts';
 import {
   ADOPTED_KILL_GRACE_TICKS, createAgentProcs, procRecords, TERMINATE_KILL_GRACE_TICKS,
   type AgentProcs, type AgentProcsEffect, type ProcRecord, type ProcRef,
@@ -331,6 +331,18 @@ describe('linked mode (PROTOCOL §9.4)', () => {
     expect(of(late, 'log')).toMatchObject([{ event: 'proc.signal.undeliverable' }]);
     expect(signalFromApp(t.procs, 't1', 0, SIG)).toEqual([{ type: 'log', level: 'warn', event: 'app.signal.unconnected', fields: { task: 't1', vpid: 0, signum: SIG.signum } }]);
     expect(closeApp(t.procs, 't1', 0, false)).toEqual([]);
+  });
+
+  it('PROTOCOL §13.2: a connected process\'s progress goes to the group as proc.progress, in order with its signals; an unconnected one\'s is logged', () => {
+    const t = connected();
+    drainOutbox(t.procs.outbox); // the spawn's report
+    expect(signalFromApp(t.procs, 't1', 0, SIG)).toEqual([{ type: 'flush' }]);
+    expect(progressFromApp(t.procs, 't1', 0, 310)).toEqual([]);
+    const sent = drainOutbox(t.procs.outbox);
+    expect(sent.map((r) => r.type)).toEqual(['sig.request', 'proc.progress']);
+    expect(sent[1]).toEqual({ type: 'proc.progress', task: 't1', vpid: 0, permille: 310 });
+    expect(agentRequest.dec(agentRequest.enc(sent[1] as never), 'r')).toEqual({ ok: true, value: sent[1] });
+    expect(progressFromApp(t.procs, 't9', 0, 1)).toEqual([{ type: 'log', level: 'debug', event: 'app.progress.unconnected', fields: { task: 't9', vpid: 0 } }]);
   });
 
   it('a linked process that never connects fails its start at the connect timeout', () => {
