@@ -67,6 +67,7 @@ export function deliverMapping(s: AgentProcs, cmd: ProcMapping, out: AgentProcsE
       message: {
         type: 'mapping', task: cmd.task, vpid, size: cmd.members.length, restarted: cmd.restarted, recovered: cmd.recovered,
         epoch: cmd.epoch, quorum: cmd.quorum, members: cmd.members.map((m) => ({ ...m })), rollback, dgrp: cmd.dgrp === null ? null : { ...cmd.dgrp },
+        straggler: cmd.straggler === null ? null : { ...cmd.straggler },
       },
     });
   }

@@ -3,8 +3,9 @@
 // for a task with a straggler policy. Throttled here: a report leaves only when its permille
 // differs from the last one sent, and at most one per PROGRESS_MIN_INTERVAL_MS; a report that
 // comes sooner waits for the interval's end (only the latest is kept), so the last word on a
-// process's progress is never lost to the throttle. Link users build one on their link;
-// Gmpi.progress uses one of its own.
+// process's progress is never lost to the throttle. Only a task with a straggler policy (its
+// mapping says so) sends any: elsewhere a report costs nothing, so an application may report
+// unconditionally. Link users build one on their link; Gmpi.progress uses one of its own.
 import { LinkError } from './errors.ts';
 import type { Link } from './link.ts';
 import { PROGRESS_MIN_INTERVAL_MS } from './limits.ts';
@@ -32,6 +33,7 @@ export class ProgressReporter {
     const permille = toPermille(fraction);
     // A link that is not ready refuses at once, with the error its own calls give (requireReady).
     if (this.link.state !== 'ready') this.link.sendOwn({ type: 'progress', permille });
+    if (this.link.mapping.straggler === null) return;
     if (this.timer !== null) {
       this.pending = permille;
       return;

@@ -20,6 +20,7 @@ import { endpointText, int32, member, taskId, u32, type Member } from './message
 import { MARK_ORDER, markFields, rollbackMapping, type RollbackMapping, type RollbackMark } from './recovery.ts';
 import { bool, bytes, list, struct, text, token, uint, union, type Schema } from './schema.ts';
 import { dgrpOption, DGRP_REPORT_ORDER, dgrpReportFields, DGRP_VIEW_ORDER, dgrpViewFields, type DgrpOptions, type DgrpReport, type DgrpView } from './dgrp.ts';
+import { stragglerOption, type StragglerOptions } from './straggler.ts';
 
 export { int32, MAX_ENDPOINT_CHARS, type Member } from './messages.ts';
 export type { RollbackMapping } from './recovery.ts';
@@ -48,11 +49,13 @@ export type Mapping = {
   rollback: RollbackMapping | null;
   /** A DGRP task's options (PROTOCOL §12.1): its views follow as `dgrp` messages; null otherwise. */
   dgrp: DgrpOptions | null;
+  /** A task's straggler policy (PROTOCOL §13.1): the library sends progress reports only then. */
+  straggler: StragglerOptions | null;
 };
-const MAPPING_FIELDS = ['task', 'vpid', 'size', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback', 'dgrp'] as const;
+const MAPPING_FIELDS = ['task', 'vpid', 'size', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback', 'dgrp', 'straggler'] as const;
 const mappingFields = {
   task: taskId, vpid: uint, size: uint, restarted: bool, recovered: bool, epoch: uint, quorum: uint,
-  members: list(member, MAX_TASK_PROCS), rollback: rollbackMapping, dgrp: dgrpOption,
+  members: list(member, MAX_TASK_PROCS), rollback: rollbackMapping, dgrp: dgrpOption, straggler: stragglerOption,
 };
 export const mapping: Schema<Mapping> = struct<Mapping>(MAPPING_FIELDS, mappingFields);
 

@@ -8,10 +8,11 @@ import { PROGRESS_MIN_INTERVAL_MS } from '../../../src/app/link/limits.ts';
 import type { Link } from '../../../src/app/link/link.ts';
 import { ProgressReporter, toPermille } from '../../../src/app/link/progress.ts';
 
-function fakeLink() {
+function fakeLink(straggler: { factorHundredths: number; afterPermille: number } | null = { factorHundredths: 150, afterPermille: 500 }) {
   const sent: number[] = [];
   const link = {
     state: 'ready',
+    mapping: { straggler },
     sendOwn(m: { type: string; permille: number }) {
       if (link.state !== 'ready') throw new LinkError('FINALIZED', `the link is ${link.state}`);
       sent.push(m.permille);
@@ -63,6 +64,15 @@ describe('progress reports (PROTOCOL §13.2)', () => {
     expect(f.sent.length - 2).toBeGreaterThanOrEqual(10);
     expect(f.sent.length - 2).toBeLessThanOrEqual(11);
     expect(f.sent.at(-1)).toBe(699);
+  });
+
+  it('a task without a straggler policy (its mapping says none) sends nothing, but a bad fraction still throws', () => {
+    const f = fakeLink(null);
+    f.reporter.report(0.5);
+    vi.advanceTimersByTime(PROGRESS_MIN_INTERVAL_MS);
+    f.reporter.report(0.7);
+    expect(f.sent).toEqual([]);
+    expect(() => f.reporter.report(2)).toThrow(expect.objectContaining({ code: 'BAD_ARG' }));
   });
 
   it('a report waiting when the link goes is dropped, not thrown from a timer; a new report on a closed link throws', () => {

@@ -117,6 +117,17 @@ describe('PROTOCOL §13: the straggler policy in the group', () => {
     expect(c.submit(2, { mode: 'linked', straggler: { factorHundredths: 110, afterPermille: 50 } }).ok).toBe(true);
   });
 
+  it('the mapping tells every process the policy (the library reports progress only then)', () => {
+    const c = new Cluster(3);
+    c.submit(3, { mode: 'linked', straggler: POLICY });
+    c.startLinked('t1');
+    expect(c.mappings().map((m) => m.straggler)).toEqual([POLICY, POLICY, POLICY]);
+    const plain = new Cluster(2);
+    plain.submit(2, { mode: 'linked' });
+    plain.startLinked('t1');
+    expect(plain.mappings().map((m) => m.straggler)).toEqual([null, null]);
+  });
+
   it('trine ps shows each process\'s progress; no flag before the quantile', () => {
     const c = stragglerRunning(4);
     expect(c.task('t1').procs.map((p) => [p.progress, p.straggler])).toEqual([[null, false], [null, false], [null, false], [null, false]]);
