@@ -5,6 +5,7 @@ import { endQuietlyWhenReaderLeaves, exitWhenFlushed } from './exit.ts';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import {
   DGRP_DEFAULT_FACTOR_PERCENT, DGRP_DEFAULT_INITIAL_THRESHOLD_MS, DGRP_DEFAULT_INTERVAL_MS, DGRP_DEFAULT_MARGIN_MS, DGRP_DEFAULT_ZETA, MAX_ADDED_NODE_SPARES, MAX_TASK_PROCS,
+  STRAGGLER_DEFAULT_AFTER_PERMILLE, STRAGGLER_DEFAULT_FACTOR_HUNDREDTHS,
   ROLLBACK_DEFAULT_INTERVAL_MS, ROLLBACK_DEFAULT_STATE_BYTES,
 } from '../src/core/constants.ts';
 import { INJECT_MODES } from '../src/io/inject-modes.ts';
@@ -43,6 +44,7 @@ type SubmitFlags = {
   size?: number; name?: string; env?: string[]; cwd?: string; wait?: boolean; linked?: boolean; dir?: string; timeout?: number;
   recovery?: string; logging?: string; checkpoint?: string; checkpointInterval?: string; maxState?: string;
   dgrp?: boolean; dgrpInterval?: string; dgrpZeta?: string; dgrpFactor?: string; dgrpMargin?: string; dgrpInitial?: string;
+  straggler?: boolean; stragglerFactor?: string; stragglerAfter?: string;
 };
 
 /** A command's result: an exit code, or null for a daemon that keeps running. */
@@ -99,6 +101,9 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--dgrp-factor <x>', `dgrp: the reply threshold is the adaptive timeout times this (default ${DGRP_DEFAULT_FACTOR_PERCENT / 100})`)
     .option('--dgrp-margin <ms>', `dgrp: milliseconds added to the threshold (default ${DGRP_DEFAULT_MARGIN_MS})`)
     .option('--dgrp-initial <ms>', `dgrp: the threshold before the first reply (default ${DGRP_DEFAULT_INITIAL_THRESHOLD_MS})`)
+    .option('--straggler', 'flag processes whose progress lags the median (needs --linked; the processes report progress)')
+    .option('--straggler-factor <k>', `straggler: flagged at k times behind the median (default ${STRAGGLER_DEFAULT_FACTOR_HUNDREDTHS / 100}; implies --straggler)`)
+    .option('--straggler-after <q>', `straggler: judged once the median is this share done (default ${STRAGGLER_DEFAULT_AFTER_PERMILLE / 1000}; implies --straggler)`)
     .option('--dir <dir>', DIR_HELP)
     .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
     .passThroughOptions()
@@ -107,7 +112,10 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
       const sawDashDash = argv.some((a, i) => a === '--' && argv.length - i - 1 === command.length && command.every((c, j) => argv[i + 1 + j] === c));
       const recovery = { recovery: o.recovery, logging: o.logging, checkpoint: o.checkpoint, checkpointInterval: o.checkpointInterval, maxState: o.maxState };
       const dgrp = { dgrp: o.dgrp, interval: o.dgrpInterval, zeta: o.dgrpZeta, factor: o.dgrpFactor, margin: o.dgrpMargin, initial: o.dgrpInitial };
-      setOutcome(submit({ dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, linked: o.linked, recovery, dgrp, timeoutMs: o.timeout, command, sawDashDash }));
+      const straggler = { straggler: o.straggler, factor: o.stragglerFactor, after: o.stragglerAfter };
+      setOutcome(submit({
+        dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, linked: o.linked, recovery, dgrp, straggler, timeoutMs: o.timeout, command, sawDashDash,
+      }));
     });
 
   program.command('ps')

@@ -1,6 +1,7 @@
 // `trine submit [-n N] [--name X] [--env K=V]… [--cwd DIR] [--linked] [--recovery app|rollback
 // [--logging L] [--checkpoint C] [--checkpoint-interval MS] [--max-state BYTES]] [--dgrp [--dgrp-interval MS]
-// [--dgrp-zeta N] [--dgrp-factor X] [--dgrp-margin MS] [--dgrp-initial MS]] [--wait] -- CMD ARGS…`: signs a
+// [--dgrp-zeta N] [--dgrp-factor X] [--dgrp-margin MS] [--dgrp-initial MS]] [--straggler] [--straggler-factor K]
+// [--straggler-after Q] [--wait] -- CMD ARGS…`: signs a
 // `task.submit` as the operator, sends it to every replica until two agree on the outcome
 // (PROTOCOL §8.1) and prints the task id. With --wait it follows the task to its end, printing
 // each change, and exits with the task's outcome (docs/OPERATIONS.md §1.1).
@@ -8,7 +9,7 @@ import { loadCluster } from '../src/io/cluster-dir.ts';
 import { CliError, EXIT_FAILED } from './errors.ts';
 import { newNonce, OP_TIMEOUT_MS, requestOp, VIEW_TIMEOUT_MS, ViewPoller } from './op-client.ts';
 import { OperatorClient } from './status-client.ts';
-import { buildSubmit, newTaskKey, requireCommand, TASK_ID_PATTERN, type DgrpInput, type RecoveryInput } from './task-args.ts';
+import { buildSubmit, newTaskKey, requireCommand, TASK_ID_PATTERN, type DgrpInput, type RecoveryInput, type StragglerInput } from './task-args.ts';
 import { isFinished, TaskWatch } from './task-report.ts';
 
 /** `--wait` polls the replicas' views this often: quick enough to show a short task's steps. */
@@ -26,6 +27,8 @@ export type SubmitOptions = {
   recovery?: RecoveryInput | undefined;
   /** The DGRP options as typed (PROTOCOL §12.1). */
   dgrp?: DgrpInput | undefined;
+  /** The straggler policy as typed (PROTOCOL §13.1). */
+  straggler?: StragglerInput | undefined;
   timeoutMs?: number | undefined;
   command: string[];
   /** Whether the command line had `--` (commander drops it). */
@@ -50,6 +53,7 @@ export async function submit(opts: SubmitOptions): Promise<number> {
     linked: opts.linked,
     recovery: opts.recovery,
     dgrp: opts.dgrp,
+    straggler: opts.straggler,
   });
   const client = await OperatorClient.open(loadCluster(opts.dir));
   try {

@@ -11,10 +11,11 @@ import {
   ROLLBACK_MAX_INTERVAL_MS, ROLLBACK_MAX_STATE_BYTES, ROLLBACK_MIN_INTERVAL_MS, TASK_KEY_BYTES,
   DGRP_DEFAULT_FACTOR_PERCENT, DGRP_DEFAULT_INITIAL_THRESHOLD_MS, DGRP_DEFAULT_INTERVAL_MS, DGRP_DEFAULT_MARGIN_MS, DGRP_DEFAULT_ZETA,
   DGRP_MAX_FACTOR_PERCENT, DGRP_MAX_INITIAL_THRESHOLD_MS, DGRP_MAX_INTERVAL_MS, DGRP_MAX_MARGIN_MS, DGRP_MAX_ZETA, DGRP_MIN_FACTOR_PERCENT,
-  DGRP_MIN_INTERVAL_MS,
+  DGRP_MIN_INTERVAL_MS, STRAGGLER_DEFAULT_AFTER_PERMILLE, STRAGGLER_DEFAULT_FACTOR_HUNDREDTHS, STRAGGLER_MAX_AFTER_PERMILLE,
+  STRAGGLER_MAX_FACTOR_HUNDREDTHS, STRAGGLER_MIN_AFTER_PERMILLE, STRAGGLER_MIN_FACTOR_HUNDREDTHS,
 } from '../src/core/constants.ts';
 import {
-  agentRequest, ROLLBACK_CHECKPOINTS, ROLLBACK_LOGGINGS, type DgrpOptions, type EnvEntry, type Recovery, type TaskSubmit,
+  agentRequest, ROLLBACK_CHECKPOINTS, ROLLBACK_LOGGINGS, type DgrpOptions, type EnvEntry, type Recovery, type StragglerOptions, type TaskSubmit,
 } from '../src/core/wire/messages.ts';
 import { CliError, EXIT_USAGE, quoted } from './errors.ts';
 
@@ -78,6 +79,15 @@ export type SubmitInput = {
   recovery?: RecoveryInput | undefined;
   /** The DGRP options as typed (PROTOCOL §12.1); see parseDgrp. */
   dgrp?: DgrpInput | undefined;
+  /** The straggler policy as typed (PROTOCOL §13.1); see parseStraggler. */
+  straggler?: StragglerInput | undefined;
+};
+
+/** `--straggler`, `--straggler-factor`, `--straggler-after`, as typed. */
+export type StragglerInput = {
+  straggler?: boolean | undefined;
+  factor?: string | undefined;
+  after?: string | undefined;
 };
 
 /** `--dgrp` and `--dgrp-interval`, `--dgrp-zeta`, `--dgrp-factor`, `--dgrp-margin`, `--dgrp-initial`, as typed. */
@@ -173,6 +183,39 @@ export function parseDgrp(input: DgrpInput, linked: boolean): DgrpOptions | null
   };
 }
 
+/** A decimal with at most `decimals` decimals, scaled to an integer (1.5 → 150 for 2), or NaN. */
+function scaledDecimal(value: string, decimals: number): number {
+  const m = /^([0-9]{1,6})(?:\.([0-9]+))?$/.exec(value);
+  if (m === null || (m[2] ?? '').length > decimals) return NaN;
+  return Number(m[1]) * 10 ** decimals + Number((m[2] ?? '').padEnd(decimals, '0'));
+}
+
+/** The task's straggler policy (PROTOCOL §13.1), or null. `--straggler` asks for it with the
+ *  defaults (Spark's multiplier 1.5; judged once the median process is half done);
+ *  `--straggler-factor K` and `--straggler-after Q` ask for it too, with their value. Kept as
+ *  integers: the factor in hundredths, the share in permille. Needs `--linked`. */
+export function parseStraggler(input: StragglerInput, linked: boolean): StragglerOptions | null {
+  if (input.straggler !== true && input.factor === undefined && input.after === undefined) return null;
+  if (!linked) throw usage('a straggler policy needs a linked task: add --linked (its processes report their progress through the application library)');
+  let factorHundredths = STRAGGLER_DEFAULT_FACTOR_HUNDREDTHS;
+  if (input.factor !== undefined) {
+    const f = scaledDecimal(input.factor, 2);
+    if (!(f >= STRAGGLER_MIN_FACTOR_HUNDREDTHS && f <= STRAGGLER_MAX_FACTOR_HUNDREDTHS)) {
+      throw usage(`--straggler-factor ${quoted(input.factor)}: give a number from ${STRAGGLER_MIN_FACTOR_HUNDREDTHS / 100} to ${STRAGGLER_MAX_FACTOR_HUNDREDTHS / 100} with at most two decimals, e.g. 1.5`);
+    }
+    factorHundredths = f;
+  }
+  let afterPermille = STRAGGLER_DEFAULT_AFTER_PERMILLE;
+  if (input.after !== undefined) {
+    const a = scaledDecimal(input.after, 3);
+    if (!(a >= STRAGGLER_MIN_AFTER_PERMILLE && a <= STRAGGLER_MAX_AFTER_PERMILLE)) {
+      throw usage(`--straggler-after ${quoted(input.after)}: give the share of the work as a fraction from ${STRAGGLER_MIN_AFTER_PERMILLE / 1000} to ${STRAGGLER_MAX_AFTER_PERMILLE / 1000} with at most three decimals, e.g. 0.5`);
+    }
+    afterPermille = a;
+  }
+  return { factorHundredths, afterPermille };
+}
+
 /** A fresh task key (PROTOCOL §9.5): 256 random bits only the submitting operator draws. */
 export function newTaskKey(): Uint8Array {
   return new Uint8Array(randomBytes(TASK_KEY_BYTES));
@@ -201,7 +244,7 @@ export function buildSubmit(input: SubmitInput): TaskSubmit {
   const linked = input.linked === true;
   const request: TaskSubmit = { type: 'task.submit', nonce: input.nonce, name, size: input.size, file, args, cwd, env: parseEnv(input.env),
     mode: linked ? 'linked' : 'plain', recovery: parseRecovery(input.recovery ?? {}, linked),
-    dgrp: parseDgrp(input.dgrp ?? {}, linked), taskKey: input.taskKey,
+    dgrp: parseDgrp(input.dgrp ?? {}, linked), straggler: parseStraggler(input.straggler ?? {}, linked), taskKey: input.taskKey,
   };
   // Safety net: the replicas' own decoder, so nothing they would refuse leaves the CLI.
   const texts = [name, file, cwd, ...args, ...request.env.flat()];

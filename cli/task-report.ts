@@ -40,6 +40,16 @@ export function taskInfo(t: TaskView): string {
   return parts.join('; ');
 }
 
+/** The INFO column of a process: why it ended, and a straggler-policy task's progress and flag
+ *  ("31 % done, STRAGGLER"; PROTOCOL §13). */
+export function procInfo(p: ProcView): string {
+  const parts: string[] = [];
+  if (p.progress !== null) parts.push(`${Math.floor(p.progress / 10)} % done`);
+  if (p.straggler) parts.push('STRAGGLER');
+  const progress = parts.join(', ');
+  return p.reason === null ? progress : progress === '' ? p.reason : `${p.reason}; ${progress}`;
+}
+
 /** The `trine ps` table: one row per task, then one per process (`t3/0`), in one set of columns. */
 export function formatTasks(tasks: readonly TaskView[]): string {
   if (tasks.length === 0) return 'no tasks: submit one with `trine submit -- CMD ARGS…`';
@@ -48,7 +58,7 @@ export function formatTasks(tasks: readonly TaskView[]): string {
     rows.push([t.id, t.name, t.state, String(t.size), '', '', '', taskInfo(t)]);
     for (const p of t.procs) {
       // A rollback task's process shows its rank where a task shows its name (PROTOCOL §11.2).
-      rows.push([`${t.id}/${p.vpid}`, p.rank === null ? '' : `rank ${p.rank}`, p.state, '', p.node ?? '-', p.pid === null ? '-' : String(p.pid), procExit(p), p.reason ?? '']);
+      rows.push([`${t.id}/${p.vpid}`, p.rank === null ? '' : `rank ${p.rank}`, p.state, '', p.node ?? '-', p.pid === null ? '-' : String(p.pid), procExit(p), procInfo(p)]);
     }
   }
   return table(['ID', 'NAME', 'STATE', 'SIZE', 'NODE', 'PID', 'EXIT', 'INFO'], rows);

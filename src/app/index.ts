@@ -4,6 +4,7 @@ export type { DeliveredSignal, LinkOptions, LinkStats, SignalHandler } from './l
 export type { LinkState } from './link/lifecycle.ts';
 export { LinkError, type LinkErrorCode } from './link/errors.ts';
 export { FLAG } from './link/flags.ts';
+export { ProgressReporter } from './link/progress.ts';
 export { ENV_VARS } from './link/env.ts';
 export type { RequestOutcome } from './link/requests.ts';
 export {

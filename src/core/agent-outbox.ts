@@ -15,8 +15,8 @@ import { assert } from '../base/result.ts';
 import type { AgentRequest, ProcReport } from './wire/messages.ts';
 
 /** A linked process's own requests: its signals, a rollback task's checkpoint marks, a DGRP
- *  task's test reports and barrier arrivals, in the order it sent them. */
-export type SignalRequest = Extract<AgentRequest, { type: 'sig.request' | 'rollback.mark' | 'dgrp.report' | 'dgrp.arrive' }>;
+ *  task's test reports and barrier arrivals, its progress reports, in the order it sent them. */
+export type SignalRequest = Extract<AgentRequest, { type: 'sig.request' | 'rollback.mark' | 'dgrp.report' | 'dgrp.arrive' | 'proc.progress' }>;
 
 /** What the process table has to send and the driver has not taken yet. */
 export type Outbox = { signals: SignalRequest[]; reports: ProcReport[] };

@@ -67,6 +67,7 @@ export function deliverMapping(s: AgentProcs, cmd: ProcMapping, out: AgentProcsE
       message: {
         type: 'mapping', task: cmd.task, vpid, size: cmd.members.length, restarted: cmd.restarted, recovered: cmd.recovered,
         epoch: cmd.epoch, quorum: cmd.quorum, members: cmd.members.map((m) => ({ ...m })), rollback, dgrp: cmd.dgrp === null ? null : { ...cmd.dgrp },
+        straggler: cmd.straggler === null ? null : { ...cmd.straggler },
       },
     });
   }
@@ -138,6 +139,12 @@ export function dgrpFromApp(s: AgentProcs, task: string, vpid: number, m: AppDgr
     ? { type: m.type, task, vpid, round: m.round }
     : { type: m.type, task, vpid, round: m.round, verdicts: m.verdicts.map((v) => ({ ...v })) };
   return queueSignal(s.outbox, request) ? [{ type: 'flush' }] : [];
+}
+
+/** A progress report (PROTOCOL §13.2), queued for the group like its signals. */
+export function progressFromApp(s: AgentProcs, task: string, vpid: number, permille: number): AgentProcsEffect[] {
+  if (linkedRunning(s, task, vpid) === null) return [logEffect('debug', 'app.progress.unconnected', { task, vpid })];
+  return queueSignal(s.outbox, { type: 'proc.progress', task, vpid, permille }) ? [{ type: 'flush' }] : [];
 }
 
 /** A signal from the process, queued for the group (PROTOCOL §9). */

@@ -17,7 +17,9 @@
 import { unreachable } from '../base/result.ts';
 import type { GroupCommand, RollbackMark } from './wire/messages.ts';
 import { adoptProcs, onAdoptedEvent, terminateAdopted, tickAdopted } from './agent-procs-adopt.ts';
-import { closeApp, deliverDgrp, deliverMapping, deliverSignal, dgrpFromApp, finalizeApp, markFromApp, signalFromApp, type AppDgrp } from './agent-procs-app.ts';
+import {
+  closeApp, deliverDgrp, deliverMapping, deliverSignal, dgrpFromApp, finalizeApp, markFromApp, progressFromApp, signalFromApp, type AppDgrp,
+} from './agent-procs-app.ts';
 import { advanceChild, onChildEvent, spawnChild, tickChild } from './agent-procs-child.ts';
 import {
   keyOf, logEffect, noteRecords,
@@ -43,7 +45,9 @@ export type AgentProcsInput =
   /** A rollback task's process stored a checkpoint: its mark, for the group (PROTOCOL §11.4). */
   | { type: 'app.mark'; task: string; vpid: number; mark: RollbackMark }
   /** A DGRP task's process reported a testing interval or reached a barrier (PROTOCOL §12). */
-  | { type: 'app.dgrp'; task: string; vpid: number; message: AppDgrp };
+  | { type: 'app.dgrp'; task: string; vpid: number; message: AppDgrp }
+  /** A process reported its progress, for the group (PROTOCOL §13.2). */
+  | { type: 'app.progress'; task: string; vpid: number; permille: number };
 
 export function stepProcs(s: AgentProcs, input: AgentProcsInput): AgentProcsEffect[] {
   switch (input.type) {
@@ -63,6 +67,8 @@ export function stepProcs(s: AgentProcs, input: AgentProcsInput): AgentProcsEffe
       return markFromApp(s, input.task, input.vpid, input.mark);
     case 'app.dgrp':
       return dgrpFromApp(s, input.task, input.vpid, input.message);
+    case 'app.progress':
+      return progressFromApp(s, input.task, input.vpid, input.permille);
     default:
       return unreachable(input);
   }

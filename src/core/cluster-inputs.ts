@@ -10,6 +10,8 @@ import { drain, settle, taskAction } from './cluster-machines.ts';
 import { dgrpInput, dgrpRefusal, type DgrpInput } from './cluster-dgrp.ts';
 import { createRankTable, guardCommand, rollbackRefusal, toProtectors } from './cluster-rollback.ts';
 import { createDgrpState } from './dgrp.ts';
+import { createStragglerState, stragglerRefusal } from './straggler.ts';
+import { progressInput, type ProgressInput } from './cluster-straggler.ts';
 import { newRun, note, perAgent, type Run } from './cluster-run.ts';
 import { applyVerdict, broadcastSignal, liveMembers, SIGNALLING, signalName } from './cluster-signals.ts';
 import {
@@ -33,7 +35,7 @@ function validate(req: TaskSubmit, live: number): string | null {
     const name = (req.env[i] as EnvEntry)[0];
     if (!(prev < name)) return `env must be sorted by name without repeats: '${name}' follows '${prev}'`;
   }
-  const recovery = rollbackRefusal(req) ?? dgrpRefusal(req);
+  const recovery = rollbackRefusal(req) ?? dgrpRefusal(req) ?? stragglerRefusal(req);
   if (recovery !== null) return recovery;
   if (live >= MAX_LIVE_TASKS) return `${MAX_LIVE_TASKS} tasks are live, the limit: wait for some to finish or kill some`;
   return null;
@@ -61,6 +63,7 @@ export function submitTask(
     taskKey: new Uint8Array(req.taskKey), recovery: { ...req.recovery },
     rollback: req.recovery.kind === 'rollback' ? createRankTable(req.size) : null,
     dgrp: req.dgrp === null ? null : { ...req.dgrp }, dgrpState: req.dgrp === null ? null : createDgrpState(req.dgrp),
+    straggler: req.straggler === null ? null : { ...req.straggler }, stragglerState: req.straggler === null ? null : createStragglerState(),
   };
   cs.nextTask = Math.max(cs.nextTask, number + 1);
   cs.tasks.set(id, rec);
@@ -271,5 +274,12 @@ export function signalRequest(
 export function dgrpRequest(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, agent: ProcessId, r: DgrpInput): TaskEffect[] {
   const run = newRun(cs, nodes);
   dgrpInput(run, nodes.get(agent)?.node ?? null, r);
+  return settle(run);
+}
+
+/** A process's progress report (PROTOCOL §13.2) from `agent`. */
+export function progressRequest(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, agent: ProcessId, r: ProgressInput): TaskEffect[] {
+  const run = newRun(cs, nodes);
+  progressInput(run, nodes.get(agent)?.node ?? null, r);
   return settle(run);
 }

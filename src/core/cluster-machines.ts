@@ -19,6 +19,8 @@ import {
 import { assert } from '../base/result.ts';
 import { refreshDgrps } from './cluster-dgrp.ts';
 import { resetDgrp } from './dgrp.ts';
+import { judgeStragglers } from './cluster-straggler.ts';
+import { resetStragglers } from './straggler.ts';
 import { GSIG, GSIG_CM } from './signals.ts';
 import type { EnvEntry, GroupCommand } from './wire/messages.ts';
 
@@ -47,6 +49,7 @@ export function settle(run: Run): TaskEffect[] {
     if (grantService(run)) continue;
     // A DGRP task's view follows every change of its processes (PROTOCOL §12.4).
     refreshDgrps(run);
+    judgeStragglers(run);
     return run.effects;
   }
 }
@@ -108,6 +111,7 @@ export function taskAction(run: Run, rec: TaskRecord, action: MachineAction): vo
         rec.signals.pending = null;
         resetRanks(rec);
         if (rec.dgrpState !== null) resetDgrp(rec.dgrpState);
+        if (rec.stragglerState !== null) resetStragglers(rec.stragglerState);
       }
       for (const v of vpids) {
         rec.procs.set(v, initialStep(fsmProc, { taskId: rec.id, vpid: v }).data);

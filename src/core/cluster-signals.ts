@@ -25,6 +25,7 @@ export function sendMappings(run: Run, rec: TaskRecord, vpids: readonly number[]
   perAgent(run, rec, vpids, (list) => ({
     type: 'proc.mapping', task: rec.id, vpids: list, restarted: c.restarted, recovered, epoch: rec.signals.epoch,
     quorum: rec.signals.quorum, members, rollback: rollbackTableOf(rec, run.nodes), dgrp: rec.dgrp,
+    straggler: rec.straggler,
   }));
 }
 

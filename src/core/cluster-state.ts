@@ -18,6 +18,7 @@ import type { MachineData } from '../../fsm/plain-data.ts';
 import type { Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
 import type { DgrpState } from './dgrp.ts';
+import type { StragglerState } from './straggler.ts';
 import type { TaskSignals } from './task-signals.ts';
 import type { GroupCommand, RollbackMark, TaskSubmit } from './wire/messages.ts';
 
@@ -98,6 +99,9 @@ export type TaskRecord = Omit<TaskSubmit, 'type' | 'nonce'> & {
   rollback: RankTable | null;
   /** A DGRP task's group (PROTOCOL §12, dgrp.ts); null for other tasks. */
   dgrpState: DgrpState | null;
+  /** A task with a straggler policy: its processes' progress and flags (PROTOCOL §13,
+   *  straggler.ts); null for other tasks. */
+  stragglerState: StragglerState | null;
 };
 
 /** A pending `requestResources`: all-or-nothing (spec §6.1 Res-allocated: nodes for all). */

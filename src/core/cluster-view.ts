@@ -10,6 +10,7 @@ import { toHex } from '../base/hex.ts';
 import type { ProcessId } from './ports.ts';
 import { dgrpOption, recovery } from './wire/messages.ts';
 import { dgrpState } from './dgrp.ts';
+import { isStraggler, progressOf, stragglerPart } from './straggler.ts';
 import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
 
 /** Canonical plain tree (DESIGN.md §3): fixed field order, Maps sorted by key; the machines'
@@ -32,6 +33,8 @@ export function encodeCluster(cs: ClusterState): unknown {
       recovery.enc(r.recovery), rankTable.enc(r.rollback),
       // A DGRP task's option and group (PROTOCOL §12).
       dgrpOption.enc(r.dgrp), dgrpState.enc(r.dgrpState),
+      // A straggler policy and its progress and flags (PROTOCOL §13).
+      stragglerPart.enc(r),
     ]),
     cs.finished,
     cs.allocations.map((a) => [a.task, a.vpids]),
@@ -54,6 +57,7 @@ export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>)
       return {
         vpid, node: p.node, pid: p.pid, state: procState(d), exitCode: p.exitCode, signal: p.signal, reason: p.reason,
         endpoint: r.endpoints.get(vpid) ?? null, rank: rankHeld(r, vpid),
+        progress: progressOf(r.stragglerState, vpid), straggler: isStraggler(r.stragglerState, vpid),
       };
     });
     return {

@@ -105,10 +105,21 @@ export const DGRP_MAX_MARGIN_MS = 60_000;
 /** The threshold before the first reply (spec 2.2.2: 8 s). */
 export const DGRP_DEFAULT_INITIAL_THRESHOLD_MS = 8000;
 export const DGRP_MAX_INITIAL_THRESHOLD_MS = 60_000;
-/** Distinct group members whose latest verdict must say "not recommended" before a member is
- *  removed (PROTOCOL §12.3): f + 1 with f = 1, so one lying tester removes no one. The paper
- *  removes on one verdict (spec 2.2.4), which lets one faulty process evict anyone. */
+/** Members whose latest verdict must fail a member to remove it (PROTOCOL §12.3): f + 1, f = 1, so
+ *  one lying tester removes no one; the paper's one verdict (spec 2.2.4) lets one evict anyone. */
 export const DGRP_ACCUSERS = 2;
+
+// ---- Stragglers (docs/PROTOCOL.md §13; spark.speculation.multiplier/quantile) ----------------
+/** `--straggler-factor` in hundredths: Spark's multiplier default (1.5); at least 1.1, below
+ *  which the ordinary spread of equal processes would be flagged; at most 100×. */
+export const STRAGGLER_DEFAULT_FACTOR_HUNDREDTHS = 150;
+export const STRAGGLER_MIN_FACTOR_HUNDREDTHS = 110;
+export const STRAGGLER_MAX_FACTOR_HUNDREDTHS = 10_000;
+/** `--straggler-after` in permille: the median share of the work done before any process is
+ *  judged (Spark's quantile; 0.5 here, its default being 0.75 of tasks finished). */
+export const STRAGGLER_DEFAULT_AFTER_PERMILLE = 500;
+export const STRAGGLER_MIN_AFTER_PERMILLE = 50;
+export const STRAGGLER_MAX_AFTER_PERMILLE = 950;
 
 /** Bytes of task output one `logs.data` reply carries (PROTOCOL §7.1): a quarter of a frame, so a
  *  reply with its header, fields and authenticator always fits MAX_FRAME_BYTES, and the operator

@@ -2,7 +2,7 @@
 // §10): an operator request (answered once per nonce), an input of the group's own (ticks,
 // condemnations, added replicas, failed nodes), and an agent's request, each applied at its RSN
 // to the ReplicatedState (replicated-state.ts), returning the ApplyResult.
-import { dgrpRequest, nodeFailed, nodeJoined, operateTask, procReports, signalRequest, submitTask, tick } from './cluster-inputs.ts';
+import { dgrpRequest, nodeFailed, progressRequest, nodeJoined, operateTask, procReports, signalRequest, submitTask, tick } from './cluster-inputs.ts';
 import { applyAdd, applyCondemn, checkEvidence, recordReport, recoveryStep, replicasCommand } from './group-view.ts';
 import { MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES } from './constants.ts';
 import type { ProcessId } from './ports.ts';
@@ -208,6 +208,12 @@ export function applyRequest(s: ReplicatedState, client: ProcessId, request: Age
       const r = result();
       if (s.nodes.get(client)?.failed !== false) return r;
       absorb(s, dgrpRequest(s.cluster, s.nodes, client, request), r);
+      return r;
+    }
+    case 'proc.progress': {
+      const r = result();
+      if (s.nodes.get(client)?.failed !== false) return r;
+      absorb(s, progressRequest(s.cluster, s.nodes, client, request), r);
       return r;
     }
     case 'sig.request': {

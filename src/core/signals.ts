@@ -28,6 +28,9 @@ export const GSIG = {
   ERR_DISAGREE: 26,
   /** Ours (PROTOCOL §11.3): a rollback rank's holder ended normally (arg: its VPID). */
   NTF_FINISHED: 27,
+  /** Ours (PROTOCOL §13.3): the manager flagged a straggler (arg: its VPID) or unflagged one
+   *  (arg: −1 − its VPID, so VPID 0 has a negative form too). Never followed by a kill. */
+  NTF_STRAGGLER: 28,
 } as const;
 export type GsigName = keyof typeof GSIG;
 

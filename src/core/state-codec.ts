@@ -27,6 +27,7 @@ import type { PendingGroup, TaskSignals } from './task-signals.ts';
 import { unpack } from './wire/frame.ts';
 import { dgrpOption, recovery as recoveryOption, type AddedSpare, type EnvEntry, type ProcMode } from './wire/messages.ts';
 import { dgrpState } from './dgrp.ts';
+import { stragglerPart } from './straggler.ts';
 import type { Schema } from './wire/schema.ts';
 
 /** What the caller knows without the bytes: configuration, the same on every replica. */
@@ -281,7 +282,7 @@ const taskKey: Reader<Uint8Array> = (t, p) => {
 };
 
 function readTask(t: unknown, p: string): TaskRecord {
-  const f = tuple(t, 24, p);
+  const f = tuple(t, 25, p);
   const id = str(f[0], `${p}.id`);
   const number = Number(id.slice(1));
   if (!TASK_ID.test(id) || String(number) !== id.slice(1)) fail(`${p}.id`, `${id} is not a task id`);
@@ -312,6 +313,7 @@ function readTask(t: unknown, p: string): TaskRecord {
     rollback: bySchema(rankTable)(f[21], `${p}.rollback`),
     dgrp: bySchema(dgrpOption)(f[22], `${p}.dgrp`),
     dgrpState: bySchema(dgrpState)(f[23], `${p}.dgrpState`),
+    ...bySchema(stragglerPart)(f[24], `${p}.straggler`),
   };
   // A rollback task, and only one, has ranks (PROTOCOL §11.2).
   if ((rec.recovery.kind === 'rollback') !== (rec.rollback !== null)) fail(`${p}.rollback`, `a ${rec.recovery.kind} task with${rec.rollback === null ? 'out' : ''} ranks`);

@@ -150,6 +150,10 @@ export type ProcView = {
    *  runs), or is being spawned to take over (PROTOCOL §11.2); null otherwise (an app task, a
    *  holder already replaced). */
   rank: number | null;
+  /** A task with a straggler policy: the process's latest progress report in permille (null
+   *  before its first), and whether the manager flags it a straggler now (PROTOCOL §13). */
+  progress: number | null;
+  straggler: boolean;
 };
 
 export type ClusterEvent = { atMs: number; rsn: number; task: string | null; vpid: number | null; text: string };

@@ -117,6 +117,8 @@ export type AppSocketServerOptions = {
   readonly onMark?: (task: string, vpid: number, mark: RollbackMark) => void;
   /** A DGRP task's process reported a testing interval or reached a barrier (PROTOCOL §12). */
   readonly onDgrp?: (task: string, vpid: number, message: AppDgrp) => void;
+  /** A process reported its progress (PROTOCOL §13.2). */
+  readonly onProgress?: (task: string, vpid: number, permille: number) => void;
   /** Once per accepted connection, when it is gone; clean = finalize came first. Not called for
    *  the connections close() ends. */
   readonly onClosed?: (task: string, vpid: number, clean: boolean) => void;
@@ -327,6 +329,10 @@ export class AppSocketServer {
           return;
         }
         this.opts.onDgrp?.(task, vpid, msg);
+        return;
+      case 'progress':
+        // One sent as the process finalizes is late, not wrong: nothing is left to judge.
+        if (!conn.finalized) this.opts.onProgress?.(task, vpid, msg.permille);
         return;
       case 'finalize':
         if (conn.finalized) return;

@@ -153,6 +153,7 @@ export class ProcDriver {
       onFinalized: (task, vpid) => this.run(stepProcs(this.procs, { type: 'app.finalized', task, vpid })),
       onMark: (task, vpid, mark) => this.run(stepProcs(this.procs, { type: 'app.mark', task, vpid, mark })),
       onDgrp: (task, vpid, message) => this.run(stepProcs(this.procs, { type: 'app.dgrp', task, vpid, message })),
+      onProgress: (task, vpid, permille) => this.run(stepProcs(this.procs, { type: 'app.progress', task, vpid, permille })),
       onClosed: (task, vpid, clean) => this.run(stepProcs(this.procs, { type: 'app.closed', task, vpid, clean })),
       log: (event) => this.opts.log('info', `app.${event.type}`, { ...event }),
     });

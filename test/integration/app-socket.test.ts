@@ -302,7 +302,7 @@ describe('disconnects', () => {
     await waitUntil(() => r.connected.length > 0, 'connected');
     c.socket.pause();
     const members = Array.from({ length: 1000 }, (_, v) => ({ vpid: v, node: 'n1', endpoint: '127.0.0.1:65535' }));
-    const big: AgentToProc = { type: 'mapping', task: TASK, vpid: 1, size: 1000, restarted: false, recovered: false, epoch: 0, quorum: 1000, members, rollback: null, dgrp: null };
+    const big: AgentToProc = { type: 'mapping', task: TASK, vpid: 1, size: 1000, restarted: false, recovered: false, epoch: 0, quorum: 1000, members, rollback: null, dgrp: null, straggler: null };
     let sent = 0;
     // The kernel's socket buffers absorb the first frames; the queue then grows in the agent.
     for (; sent < 10_000; sent++) {

@@ -47,6 +47,7 @@ import { closeRollback, connectRanks, openRollback, rollbackArgs, rollbackMember
 import { RollbackError } from '../rollback/runtime.ts';
 import { adoptableSync, createRecoveryLedger, flagsClearedBy, noteAlertCall, syncPointAt } from './recovery-ledger.ts';
 import { GmpiTimers, MAX_TIMER_US, type TimerHandle } from './timers.ts';
+import { ProgressReporter } from '../link/progress.ts';
 
 export class Gmpi {
   /** The code init returned (MPI_Init's rc). */
@@ -372,6 +373,10 @@ export class Gmpi {
     }
     return this.flagsRaised() ? 'ERR_ALERT' : 'SUCCESS';
   }
+
+  private reporter: ProgressReporter | null = null;
+  /** This process has done `fraction` (0 … 1) of its work (PROTOCOL §13.2; throttled, progress.ts). */
+  progress(fraction: number): void { this.requireLink(); (this.reporter ??= new ProgressReporter(this.link)).report(fraction); }
 
   private requireLink(): void {
     if (this.finalized) throw new GmpiError('CLOSED', 'G-MPI is finalized');

@@ -29,3 +29,7 @@ export const APP_CONNECT_RETRY_MAX_MS = 400;
 /** How long finalize waits for the agent to see the finalize and the socket to close. A local
  *  socket closes in microseconds; past this the worker is stopped anyway. */
 export const FINALIZE_TIMEOUT_MS = 2000;
+/** A process's progress reports (PROTOCOL §13.2) reach the group at most this often: each is an
+ *  ordered request, and a tight loop calling progress() must not flood the group. Ten a second
+ *  is finer than any straggler judgement needs (the flags compare shares of minutes of work). */
+export const PROGRESS_MIN_INTERVAL_MS = 100;

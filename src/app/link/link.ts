@@ -146,9 +146,9 @@ export class Link {
     this.sendOwn({ type: 'mark', ...m });
   }
 
-  /** A message about this process's own state, in order with its signals: a mark, or a DGRP
-   *  task's barrier arrival (PROTOCOL §12.4). */
-  sendOwn(m: Extract<ProcToAgent, { type: 'mark' | 'dgrp.arrive' }>): void {
+  /** A message about this process's own state, in order with its signals: a mark, a DGRP
+   *  task's barrier arrival (§12.4), a progress report (§13.2, progress.ts). */
+  sendOwn(m: Extract<ProcToAgent, { type: 'mark' | 'dgrp.arrive' | 'progress' }>): void {
     requireReady(this.life);
     this.conn?.send(m);
   }

@@ -20,6 +20,7 @@ import { endpointText, int32, member, taskId, u32, type Member } from './message
 import { MARK_ORDER, markFields, rollbackMapping, type RollbackMapping, type RollbackMark } from './recovery.ts';
 import { bool, bytes, list, struct, text, token, uint, union, type Schema } from './schema.ts';
 import { dgrpOption, DGRP_REPORT_ORDER, dgrpReportFields, DGRP_VIEW_ORDER, dgrpViewFields, type DgrpOptions, type DgrpReport, type DgrpView } from './dgrp.ts';
+import { stragglerOption, type StragglerOptions } from './straggler.ts';
 
 export { int32, MAX_ENDPOINT_CHARS, type Member } from './messages.ts';
 export type { RollbackMapping } from './recovery.ts';
@@ -48,11 +49,13 @@ export type Mapping = {
   rollback: RollbackMapping | null;
   /** A DGRP task's options (PROTOCOL §12.1): its views follow as `dgrp` messages; null otherwise. */
   dgrp: DgrpOptions | null;
+  /** A task's straggler policy (PROTOCOL §13.1): the library sends progress reports only then. */
+  straggler: StragglerOptions | null;
 };
-const MAPPING_FIELDS = ['task', 'vpid', 'size', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback', 'dgrp'] as const;
+const MAPPING_FIELDS = ['task', 'vpid', 'size', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback', 'dgrp', 'straggler'] as const;
 const mappingFields = {
   task: taskId, vpid: uint, size: uint, restarted: bool, recovered: bool, epoch: uint, quorum: uint,
-  members: list(member, MAX_TASK_PROCS), rollback: rollbackMapping, dgrp: dgrpOption,
+  members: list(member, MAX_TASK_PROCS), rollback: rollbackMapping, dgrp: dgrpOption, straggler: stragglerOption,
 };
 export const mapping: Schema<Mapping> = struct<Mapping>(MAPPING_FIELDS, mappingFields);
 
@@ -65,7 +68,9 @@ export type ProcToAgent =
   /** A DGRP task's tester reports a testing interval (PROTOCOL §12.2), from its tester thread. */
   | ({ type: 'dgrp.report' } & DgrpReport)
   /** The process reached the barrier that ends computing round `round` (§12.4). */
-  | { type: 'dgrp.arrive'; round: number };
+  | { type: 'dgrp.arrive'; round: number }
+  /** The process has done `permille` ‰ of its work (PROTOCOL §13.2); the library throttles it. */
+  | { type: 'progress'; permille: number };
 
 export type AgentToProc =
   | { type: 'welcome'; taskKey: Uint8Array }
@@ -84,6 +89,7 @@ export const procToAgent: Schema<ProcToAgent> = union<ProcToAgent>({
   mark: { code: 4, order: MARK_ORDER, fields: markFields },
   'dgrp.report': { code: 5, order: DGRP_REPORT_ORDER, fields: dgrpReportFields },
   'dgrp.arrive': { code: 6, order: ['round'], fields: { round: uint } },
+  progress: { code: 7, order: ['permille'], fields: { permille: uint } },
 });
 
 export const agentToProc: Schema<AgentToProc> = union<AgentToProc>({

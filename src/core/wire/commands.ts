@@ -9,6 +9,7 @@ import {
 } from './basics.ts';
 import { rollbackTable, type RollbackTable } from './recovery.ts';
 import { dgrpOption, DGRP_VIEW_ORDER, dgrpViewFields, type DgrpOptions, type DgrpView } from './dgrp.ts';
+import { stragglerOption, type StragglerOptions } from './straggler.ts';
 import { addedReplica, agentRequest, type AddedReplica, type AgentRequest, type TaskSubmit } from './requests.ts';
 
 // ---- Group → agent commands (payload of GROUP-MSG-GC) ---------------------------------------
@@ -84,6 +85,8 @@ export type ProcMapping = {
   rollback: RollbackTable | null;
   /** A DGRP task's options (PROTOCOL §12.1); its views follow in `proc.dgrp`. Null otherwise. */
   dgrp: DgrpOptions | null;
+  /** A task's straggler policy (PROTOCOL §13.1): its processes report their progress. Null otherwise. */
+  straggler: StragglerOptions | null;
 };
 export type ProcDgrp = { type: 'proc.dgrp'; task: string; vpids: number[] } & DgrpView;
 
@@ -117,10 +120,10 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   },
   'proc.mapping': {
     code: 6,
-    order: ['task', 'vpids', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback', 'dgrp'],
+    order: ['task', 'vpids', 'restarted', 'recovered', 'epoch', 'quorum', 'members', 'rollback', 'dgrp', 'straggler'],
     fields: {
       task: taskId, vpids: list(uint, MAX_TASK_PROCS), restarted: bool, recovered: bool, epoch: uint, quorum: uint,
-      members: list(member, MAX_TASK_PROCS), rollback: rollbackTable, dgrp: dgrpOption,
+      members: list(member, MAX_TASK_PROCS), rollback: rollbackTable, dgrp: dgrpOption, straggler: stragglerOption,
     },
   },
   'proc.dgrp': { code: 13, order: ['task', 'vpids', ...DGRP_VIEW_ORDER], fields: { task: taskId, vpids: list(uint, MAX_TASK_PROCS), ...dgrpViewFields } },

@@ -8,6 +8,7 @@
 export * from './basics.ts';
 export * from './recovery.ts';
 export * from './dgrp.ts';
+export * from './straggler.ts';
 export * from './requests.ts';
 export * from './commands.ts';
 export * from './lanes.ts';

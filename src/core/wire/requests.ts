@@ -13,6 +13,7 @@ import {
 } from './basics.ts';
 import { MARK_ORDER, markFields, recovery, type Recovery, type RollbackMark } from './recovery.ts';
 import { dgrpOption, DGRP_REPORT_ORDER, dgrpReportFields, type DgrpOptions, type DgrpReport } from './dgrp.ts';
+import { stragglerOption, type StragglerOptions } from './straggler.ts';
 
 // ---- Client → group requests (payload of GROUP-MSG-CG, PROTOCOL §5, §8) ------------------------
 // Agents send the first four; operators the `task.*` ones (PROTOCOL §8.1). A replica refuses a
@@ -42,6 +43,9 @@ export type TaskSubmit = {
   /** The dynamic group of recommended processes (PROTOCOL §12.1), or null; the group refuses
    *  one for a task that is not linked or whose numbers are out of range. */
   dgrp: DgrpOptions | null;
+  /** The straggler policy (PROTOCOL §13.1), or null; the group refuses one for a task that is
+   *  not linked or whose numbers are out of range. */
+  straggler: StragglerOptions | null;
 };
 export type TaskKill = { type: 'task.kill'; nonce: string; task: string };
 /** Terminate every process of a running task and start it again with the mapping's restarted
@@ -100,6 +104,8 @@ export type AgentRequest =
   | ({ type: 'dgrp.report'; task: string; vpid: number } & DgrpReport)
   /** … reached the barrier that ends computing round `round` (§12.4). */
   | { type: 'dgrp.arrive'; task: string; vpid: number; round: number }
+  /** Linked process `vpid` of `task` on this node has done `permille` ‰ of its work (§13.2). */
+  | { type: 'proc.progress'; task: string; vpid: number; permille: number }
   /** Ask the group to answer with one group message per target (diagnostics, sim, bench). */
   | { type: 'echo'; tag: string; fanout: Fanout; count: number; data: Uint8Array }
   /** Spec §3.5 G5 / §3.7: copies of `count` GSSNs from `gssn` on timed out or did not all
@@ -123,6 +129,7 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   },
   'dgrp.report': { code: 16, order: ['task', 'vpid', ...DGRP_REPORT_ORDER], fields: { task: taskId, vpid: uint, ...dgrpReportFields } },
   'dgrp.arrive': { code: 17, order: ['task', 'vpid', 'round'], fields: { task: taskId, vpid: uint, round: uint } },
+  'proc.progress': { code: 18, order: ['task', 'vpid', 'permille'], fields: { task: taskId, vpid: uint, permille: uint } },
   echo: {
     code: 2,
     order: ['tag', 'fanout', 'count', 'data'],
@@ -136,10 +143,10 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'proc.report': { code: 4, order: ['reports'], fields: { reports: list(procReport, MAX_REPORTS_PER_REQUEST) } },
   'task.submit': {
     code: 5,
-    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env', 'mode', 'recovery', 'dgrp', 'taskKey'],
+    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env', 'mode', 'recovery', 'dgrp', 'straggler', 'taskKey'],
     fields: {
       nonce, name: text(MAX_ID_CHARS * 2), size: uint, file: path, args: list(arg, MAX_ARGS), cwd: path, env,
-      mode: oneOf(['plain', 'linked'] as const), recovery, dgrp: dgrpOption, taskKey,
+      mode: oneOf(['plain', 'linked'] as const), recovery, dgrp: dgrpOption, straggler: stragglerOption, taskKey,
     },
   },
   'task.kill': { code: 6, order: ['nonce', 'task'], fields: { nonce, task: taskId } },

@@ -75,7 +75,7 @@ describe('buildSubmit', () => {
   it('builds the task.submit request; a bare command name is passed as given', () => {
     expect(buildSubmit(input({ env: ['Z=1', 'A=2'], size: 3 }))).toEqual({
       type: 'task.submit', nonce: NONCE, name: 'sleep', size: 3, file: 'sleep', args: ['10'], cwd: '/home/op', env: [['A', '2'], ['Z', '1']],
-      mode: 'plain', recovery: { kind: 'app' }, dgrp: null, taskKey: KEY,
+      mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: KEY,
     });
     expect(buildSubmit(input({ linked: true })).mode).toBe('linked');
   });
@@ -193,5 +193,43 @@ describe('buildSubmit: the DGRP options (PROTOCOL §12.1)', () => {
     expect(usageError(() => buildSubmit(input({ linked: true, dgrp: { interval: '200' } })))).toBe(
       '--dgrp-interval applies to a DGRP task only: add --dgrp (and --linked), or drop --dgrp-interval',
     );
+  });
+});
+
+describe('buildSubmit: the straggler policy (PROTOCOL §13.1)', () => {
+  const linked = (straggler: SubmitInput['straggler']) => input({ linked: true, straggler });
+
+  it('none unless asked; --straggler gives the defaults (factor 1.5, after half the work), kept as integers', () => {
+    expect(buildSubmit(input()).straggler).toBeNull();
+    expect(buildSubmit(input({ linked: true })).straggler).toBeNull();
+    expect(buildSubmit(linked({ straggler: true })).straggler).toEqual({ factorHundredths: 150, afterPermille: 500 });
+  });
+
+  it('--straggler-factor K and --straggler-after Q ask for it too: K in hundredths, Q in permille; the request decodes as sent', () => {
+    const r = buildSubmit(linked({ factor: '2.25', after: '0.35' }));
+    expect(r.straggler).toEqual({ factorHundredths: 225, afterPermille: 350 });
+    expect(agentRequest.dec(agentRequest.enc(r), 'submit')).toEqual({ ok: true, value: r });
+    expect(buildSubmit(linked({ factor: '1.1' })).straggler).toEqual({ factorHundredths: 110, afterPermille: 500 });
+    expect(buildSubmit(linked({ factor: '100' })).straggler).toMatchObject({ factorHundredths: 10_000 });
+    expect(buildSubmit(linked({ after: '0.05' })).straggler).toEqual({ factorHundredths: 150, afterPermille: 50 });
+    expect(buildSubmit(linked({ after: '0.95' })).straggler).toMatchObject({ afterPermille: 950 });
+    expect(buildSubmit(linked({ after: '0.125' })).straggler).toMatchObject({ afterPermille: 125 });
+  });
+
+  it('a task that is not linked: the error names --linked', () => {
+    expect(usageError(() => buildSubmit(input({ straggler: { straggler: true } })))).toBe(
+      'a straggler policy needs a linked task: add --linked (its processes report their progress through the application library)',
+    );
+    expect(usageError(() => buildSubmit(input({ straggler: { factor: '2' } })))).toMatch(/add --linked/);
+  });
+
+  it('out of range or not a plain decimal: a usage error (exit 2) saying what to give', () => {
+    for (const bad of ['1.09', '1', '0', '100.01', '1.555', '-2', '1e1', '', 'x', ' 1.5', '1,5']) {
+      expect(usageError(() => buildSubmit(linked({ factor: bad })))).toContain('--straggler-factor');
+      expect(usageError(() => buildSubmit(linked({ factor: bad })))).toContain('give a number from 1.1 to 100 with at most two decimals, e.g. 1.5');
+    }
+    for (const bad of ['0.049', '0.951', '1', '0', '0.1234', '50%', '.5', '']) {
+      expect(usageError(() => buildSubmit(linked({ after: bad })))).toContain('give the share of the work as a fraction from 0.05 to 0.95 with at most three decimals, e.g. 0.5');
+    }
   });
 });

@@ -29,6 +29,17 @@ describe('trine ps table', () => {
     expect(out[4]).toMatch(/^t5\/0\s+terminatedAbnormally\s+n1\s+1000\s+code 9$/);
   });
 
+  it('PROTOCOL §13: a straggler-policy task\'s process shows its progress in INFO, and STRAGGLER when flagged', () => {
+    const out = formatTasks([task('t6', {
+      mode: 'linked',
+      procs: [proc(0, { progress: 620 }), proc(1, { progress: 310, straggler: true }), proc(2, { progress: null }), proc(3, { state: 'terminatedAbnormally', exitCode: 1, reason: 'exited with code 1', progress: 5 })],
+    })]).split('\n');
+    expect(out[2]).toMatch(/^t6\/0\s+running\s+n1\s+1000\s+-\s+62 % done$/);
+    expect(out[3]).toMatch(/^t6\/1\s+running\s+n2\s+1001\s+-\s+31 % done, STRAGGLER$/);
+    expect(out[4]).toMatch(/^t6\/2\s+running\s+n3\s+1002\s+-$/);
+    expect(out[5]).toMatch(/^t6\/3\s+terminatedAbnormally\s+n4\s+1003\s+code 1\s+exited with code 1; 0 % done$/);
+  });
+
   it('no tasks: says how to submit one', () => {
     expect(formatTasks([])).toMatch(/no tasks: submit one with `trine submit/);
   });

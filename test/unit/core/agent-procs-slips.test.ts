@@ -275,7 +275,7 @@ describe('linked processes and their connections (PROTOCOL §9.3, §9.4)', () =>
     const sig = commandProcs(procs, signalCmd([0]));
     expect(of(sig, 'deliver')).toEqual([]);
     expect(of(sig, 'log')).toEqual([{ type: 'log', level: 'debug', event: 'proc.signal.undeliverable', fields: { task: 't1', vpid: 0, signum: 20 } }]);
-    const map = commandProcs(procs, { type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: false, epoch: 1, quorum: 1, members: [{ vpid: 0, node: 'n1', endpoint: '' }], rollback: null, dgrp: null });
+    const map = commandProcs(procs, { type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: false, epoch: 1, quorum: 1, members: [{ vpid: 0, node: 'n1', endpoint: '' }], rollback: null, dgrp: null, straggler: null });
     expect(of(map, 'deliver')).toEqual([]);
     expect(events(signalFromApp(procs, 't1', 0, SIG))).toEqual(['app.signal.unconnected']);
     expect(finalizeApp(procs, 't1', 0)).toEqual([]);
@@ -308,7 +308,7 @@ describe('linked processes and their connections (PROTOCOL §9.3, §9.4)', () =>
     connected(procs, 70);
     connected(procs, 71, spawnCmd({ ...LINKED, vpid: 1 }));
     const members = [{ vpid: 0, node: 'n1', endpoint: 'a:1' }, { vpid: 1, node: 'n1', endpoint: 'b:1' }, { vpid: 2, node: 'n2', endpoint: 'c:1' }];
-    const out = commandProcs(procs, { type: 'proc.mapping', task: 't1', vpids: [0, 2, 1], restarted: true, recovered: false, epoch: 5, quorum: 2, members, rollback: null, dgrp: null });
+    const out = commandProcs(procs, { type: 'proc.mapping', task: 't1', vpids: [0, 2, 1], restarted: true, recovered: false, epoch: 5, quorum: 2, members, rollback: null, dgrp: null, straggler: null });
     expect(of(out, 'deliver').map((d) => [d.vpid, d.message.type === 'mapping' ? d.message.vpid : -1, d.message.type === 'mapping' ? d.message.size : -1])).toEqual([[0, 0, 3], [1, 1, 3]]);
     expect(of(out, 'log')).toEqual([{ type: 'log', level: 'debug', event: 'proc.mapping.undeliverable', fields: { task: 't1', vpid: 2 } }]);
   });

@@ -11,7 +11,7 @@ import { adoptedProcs, commandProcs, onProcOs, recoveredProcs, tickProcs } from 
 import {
   ADOPTED_EXIT, ADOPTED_EXIT_TERMINATED, EXITED_WHILE_DOWN, LINKED_ORPHANED, RESTARTED_WHILE_SPAWNING,
 } from '../../../src/core/agent-procs-adopt.ts';
-import { closeApp, connectApp, finalizeApp, signalFromApp } from '../../../src/core/agent-procs-app.ts';
+import { closeApp, connectApp, finalizeApp, progressFromApp, signalFromApp } from '../../../src/core/agent-procs-app.ts';
 import {
   ADOPTED_KILL_GRACE_TICKS, createAgentProcs, procRecords, TERMINATE_KILL_GRACE_TICKS,
   type AgentProcs, type AgentProcsEffect, type ProcRecord, type ProcRef,
@@ -333,6 +333,18 @@ describe('linked mode (PROTOCOL §9.4)', () => {
     expect(closeApp(t.procs, 't1', 0, false)).toEqual([]);
   });
 
+  it('PROTOCOL §13.2: a connected process\'s progress goes to the group as proc.progress, in order with its signals; an unconnected one\'s is logged', () => {
+    const t = connected();
+    drainOutbox(t.procs.outbox); // the spawn's report
+    expect(signalFromApp(t.procs, 't1', 0, SIG)).toEqual([{ type: 'flush' }]);
+    expect(progressFromApp(t.procs, 't1', 0, 310)).toEqual([]);
+    const sent = drainOutbox(t.procs.outbox);
+    expect(sent.map((r) => r.type)).toEqual(['sig.request', 'proc.progress']);
+    expect(sent[1]).toEqual({ type: 'proc.progress', task: 't1', vpid: 0, permille: 310 });
+    expect(agentRequest.dec(agentRequest.enc(sent[1] as never), 'r')).toEqual({ ok: true, value: sent[1] });
+    expect(progressFromApp(t.procs, 't9', 0, 1)).toEqual([{ type: 'log', level: 'debug', event: 'app.progress.unconnected', fields: { task: 't9', vpid: 0 } }]);
+  });
+
   it('a linked process that never connects fails its start at the connect timeout', () => {
     const t = started(createAgentProcs({ connectTimeoutTicks: TICKS }), LINKED);
     t.feed(onProcOs(t.procs, t.ref, { type: 'os.spawned', pid: 4242 }));
@@ -355,7 +367,7 @@ describe('linked mode (PROTOCOL §9.4)', () => {
   it('PROTOCOL §11.3: a rollback rank killed after it finalized has finished (a normal end, the signal and why in its report); killed before, or in a task without rollback, it crashed', () => {
     const rollbackMapping = (t: ReturnType<typeof connected>) => t.feed(commandProcs(t.procs, {
       type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: false, epoch: 1, quorum: 1, members: [{ vpid: 0, node: 'n1', endpoint: '' }],
-      rollback: { ranks: [0], protectors: ['h:1'], marks: [[]], groups: [0], finished: [false], logging: 'rbml', checkpoint: 'nco', intervalMs: 500, maxStateBytes: 1024 }, dgrp: null,
+      rollback: { ranks: [0], protectors: ['h:1'], marks: [[]], groups: [0], finished: [false], logging: 'rbml', checkpoint: 'nco', intervalMs: 500, maxStateBytes: 1024 }, dgrp: null, straggler: null,
     }));
     const done = connected();
     rollbackMapping(done);
@@ -406,9 +418,9 @@ describe('linked mode (PROTOCOL §9.4)', () => {
       message: { type: 'signal', signum: 20, src: 0xffffffff, dest: 0xfffffffe, arg: 1, epoch: 4, node: '', data: '' },
     }]);
     const members = [{ vpid: 0, node: 'n1', endpoint: '10.0.0.1:5000' }, { vpid: 1, node: 'n2', endpoint: '10.0.0.2:5000' }];
-    const map = commandProcs(t.procs, { type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 7, quorum: 2, members, rollback: null, dgrp: null });
+    const map = commandProcs(t.procs, { type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 7, quorum: 2, members, rollback: null, dgrp: null, straggler: null });
     expect(of(map, 'deliver')[0]?.message).toEqual({
-      type: 'mapping', task: 't1', vpid: 0, size: 2, restarted: false, recovered: true, epoch: 7, quorum: 2, members, rollback: null, dgrp: null,
+      type: 'mapping', task: 't1', vpid: 0, size: 2, restarted: false, recovered: true, epoch: 7, quorum: 2, members, rollback: null, dgrp: null, straggler: null,
     });
   });
 
@@ -417,11 +429,11 @@ describe('linked mode (PROTOCOL §9.4)', () => {
     const members = [{ vpid: 0, node: 'n1', endpoint: '10.0.0.1:5000' }];
     const options = { logging: 'hmpl', checkpoint: 'bsco', intervalMs: 500, maxStateBytes: 1024 } as const;
     const map = commandProcs(t.procs, {
-      type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 3, quorum: 2, members, rollback: { ranks: [5, 0], protectors: ['h:1', 'h:2'], marks: [[], []], groups: [0, 1], finished: [false, false], ...options }, dgrp: null,
+      type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 3, quorum: 2, members, rollback: { ranks: [5, 0], protectors: ['h:1', 'h:2'], marks: [[], []], groups: [0, 1], finished: [false, false], ...options }, dgrp: null, straggler: null,
     });
     expect(of(map, 'deliver')[0]?.message).toMatchObject({ type: 'mapping', vpid: 0, recovered: true, rollback: { rank: 1, protector: 'h:2', ranks: [5, 0], ...options } });
     const stray = commandProcs(t.procs, {
-      type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 3, quorum: 2, members, rollback: { ranks: [5, 6], protectors: ['', ''], marks: [[], []], groups: [0, 1], finished: [false, false], ...options }, dgrp: null,
+      type: 'proc.mapping', task: 't1', vpids: [0], restarted: false, recovered: true, epoch: 3, quorum: 2, members, rollback: { ranks: [5, 6], protectors: ['', ''], marks: [[], []], groups: [0, 1], finished: [false, false], ...options }, dgrp: null, straggler: null,
     });
     expect(of(stray, 'deliver')).toEqual([]);
     expect(of(stray, 'log')).toEqual([{ type: 'log', level: 'warn', event: 'proc.mapping.no-rank', fields: { task: 't1', vpid: 0 } }]);

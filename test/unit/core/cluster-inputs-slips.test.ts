@@ -361,7 +361,7 @@ describe('submit and restore (PROTOCOL §8.1, §10.9)', () => {
     const c = new Cluster(1, 0);
     c.submit(1);
     const req: TaskSubmit = {
-      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, taskKey: new Uint8Array(32),
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
     };
     expect(submitTask(c.cs, c.nodes, TIMERS, req, 2, null, 't1').outcome).toEqual({ ok: true, text: 't2' });
     const r = submitTask(c.cs, c.nodes, TIMERS, req, 3, null, 't5');
@@ -382,7 +382,7 @@ describe('the canonical encoding (PROTOCOL §5.4)', () => {
   it('tasks by number, endpoints by VPID whatever order they arrived in, counters in fixed order, the signed submit', () => {
     const c = new Cluster(2);
     const req: TaskSubmit = {
-      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 2, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'linked', recovery: { kind: 'app' }, dgrp: null, taskKey: new Uint8Array(32),
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 2, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'linked', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
     };
     submitTask(c.cs, c.nodes, TIMERS, req, 1, { nonce: 'n', bytes: new Uint8Array([1]), sig: new Uint8Array([2]) }, 't10');
     submitTask(c.cs, c.nodes, TIMERS, { ...req, size: 1 }, 2, null, 't9');
@@ -431,8 +431,8 @@ describe('journal and status view (PROTOCOL §7, §9.3)', () => {
         startAttempts: 0, restarted: false, waitReason: null, outcome: null, reason: null, failure: null, mode: 'linked', epoch: 1, quorum: 2,
         signals: { broadcasts: 1, pointToPoint: 1, groupRequests: 0, dropped: 0 },
         procs: [
-          { vpid: 0, node: 'n1', pid: 70, state: 'running', exitCode: null, signal: null, reason: null, endpoint: 'h:0', rank: null },
-          { vpid: 1, node: 'n2', pid: 71, state: 'terminatedAbnormally', exitCode: 3, signal: 'SIGSEGV', reason: 'crashed', endpoint: 'h:1', rank: null },
+          { vpid: 0, node: 'n1', pid: 70, state: 'running', exitCode: null, signal: null, reason: null, endpoint: 'h:0', rank: null, progress: null, straggler: false },
+          { vpid: 1, node: 'n2', pid: 71, state: 'terminatedAbnormally', exitCode: 3, signal: 'SIGSEGV', reason: 'crashed', endpoint: 'h:1', rank: null, progress: null, straggler: false },
         ],
       }],
       omittedTasks: 0,

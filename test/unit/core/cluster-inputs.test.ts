@@ -445,7 +445,7 @@ describe('cluster state: placement and the journal (spec §6; PROTOCOL §8.2)', 
   it('PROTOCOL §10.9, §10.11: live tasks, the submits to restore and `trine ps` list tasks by number, whatever order they were created in', () => {
     const c = new Cluster(1, 0);
     const req: TaskSubmit = {
-      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, taskKey: new Uint8Array(32),
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
     };
     const signed = (n: string) => ({ nonce: n, bytes: new Uint8Array([1]), sig: new Uint8Array([2]) });
     expect(submitTask(c.cs, c.nodes, TIMERS, req, 1, signed('a'), 't10').outcome.text).toBe('t10');
@@ -479,7 +479,7 @@ describe('cluster state: Ghidrah signals (spec §4; PROTOCOL §9)', () => {
     c.submit(3, { mode: 'linked' });
     c.startLinked('t1');
     const members = [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 1, node: 'n2', endpoint: 'h:1' }, { vpid: 2, node: 'n1', endpoint: 'h:2' }];
-    const mapping = { type: 'proc.mapping', task: 't1', restarted: false, recovered: false, epoch: 0, quorum: 3, members, rollback: null, dgrp: null };
+    const mapping = { type: 'proc.mapping', task: 't1', restarted: false, recovered: false, epoch: 0, quorum: 3, members, rollback: null, dgrp: null, straggler: null };
     expect(c.mappings()).toEqual([{ ...mapping, agent: 'a1', vpids: [0, 2] }, { ...mapping, agent: 'a2', vpids: [1] }]);
     expect(c.task('t1').procs.map((p) => p.endpoint)).toEqual(['h:0', 'h:1', 'h:2']);
   });
@@ -618,7 +618,7 @@ describe('cluster state: Ghidrah signals (spec §4; PROTOCOL §9)', () => {
     expect(c.commands().map((x) => `${x.agent} ${x.command.type}`)).toEqual(['a3 proc.mapping', 'a1 proc.signal', 'a2 proc.signal', 'a3 proc.signal']);
     expect(c.mappings()).toEqual([{
       type: 'proc.mapping', agent: 'a3', task: 't1', vpids: [2], restarted: false, recovered: true, epoch: 1, quorum: 2,
-      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 1, node: 'n2', endpoint: 'h:1' }, { vpid: 2, node: 'n3', endpoint: 'h:2' }], rollback: null, dgrp: null,
+      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 1, node: 'n2', endpoint: 'h:1' }, { vpid: 2, node: 'n3', endpoint: 'h:2' }], rollback: null, dgrp: null, straggler: null,
     }]);
     expect(c.sigs()).toEqual(['a1 [0] 24 CM→ALL 2 @2 n3 h:2', 'a2 [1] 24 CM→ALL 2 @2 n3 h:2', 'a3 [2] 24 CM→ALL 2 @2 n3 h:2']);
     expect(c.events()).toContain('t1 GSIG_REP_SPAWNED(2) on n3 at h:2');

@@ -68,7 +68,7 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
     c.report('t1', 2, 'spawnSucceeded', { pid: 9, endpoint: 'h:2' });
     expect(c.mappings()).toEqual([{
       type: 'proc.mapping', agent: 'a2', task: 't1', vpids: [2], restarted: false, recovered: true, epoch: 1, quorum: 2,
-      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 2, node: 'n2', endpoint: 'h:2' }], rollback: { ranks: [0, 2], protectors: ['', ''], marks: [[], []], groups: [0, 1], finished: [false, false], ...OPTIONS }, dgrp: null,
+      members: [{ vpid: 0, node: 'n1', endpoint: 'h:0' }, { vpid: 2, node: 'n2', endpoint: 'h:2' }], rollback: { ranks: [0, 2], protectors: ['', ''], marks: [[], []], groups: [0, 1], finished: [false, false], ...OPTIONS }, dgrp: null, straggler: null,
     }]);
     expect(c.events()).toContain('t1 rank 1 held by VPID 2');
     expect(c.sigs()).toContain(`a1 [0] ${GSIG.REP_SPAWNED} CM→ALL 2 @2 n2 h:2`);
@@ -209,7 +209,7 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
   it('PROTOCOL §10.9: a rollback task restored after a cluster reset keeps its option and starts with fresh ranks', () => {
     const c = new Cluster(2);
     const req: TaskSubmit = {
-      type: 'task.submit', nonce: '0'.repeat(32), name: 'heat', size: 2, file: '/bin/heat', args: [], cwd: '/', env: [], mode: 'linked', recovery: ROLLBACK, dgrp: null, taskKey: new Uint8Array(32),
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'heat', size: 2, file: '/bin/heat', args: [], cwd: '/', env: [], mode: 'linked', recovery: ROLLBACK, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
     };
     expect(submitTask(c.cs, c.nodes, TIMERS, req, 1, null, 't4').outcome).toEqual({ ok: true, text: 't4' });
     const rec = c.cs.tasks.get('t4');

@@ -51,7 +51,7 @@ const nonce = () => (++nonces).toString(16).padStart(32, '0');
 const join = (client: string, slots = 2, inc = 1): Step => ({ kind: 'request', client, inc, request: { type: 'node.join', slots, resync: false } });
 const submit = (size: number, extra: Partial<TaskSubmit> = {}): Step => ({
   kind: 'operator',
-  request: { type: 'task.submit', nonce: nonce(), name: 'job', size, file: '/bin/job', args: ['-v', 'x'], cwd: '/tmp', env: [['A', '1'], ['B', '2']], mode: 'plain', taskKey: new Uint8Array(32).fill(7), recovery: { kind: 'app' }, dgrp: null, ...extra },
+  request: { type: 'task.submit', nonce: nonce(), name: 'job', size, file: '/bin/job', args: ['-v', 'x'], cwd: '/tmp', env: [['A', '1'], ['B', '2']], mode: 'plain', taskKey: new Uint8Array(32).fill(7), recovery: { kind: 'app' }, dgrp: null, straggler: null, ...extra },
 });
 const kill = (task: string, what: 'task.kill' | 'task.restart' = 'task.kill'): Step => ({ kind: 'operator', request: { type: what, nonce: nonce(), task } });
 /** A membership change (PROTOCOL §10.12) with stand-in signed bytes: the state keeps them for the
@@ -81,6 +81,14 @@ function signal(s: ReplicatedState, task: string, vpid: number, signum: number, 
   const node = (rec.procs.get(vpid)?.context as { node: string }).node;
   const client = [...s.nodes].find(([, n]) => n.node === node)?.[0] ?? 'a1';
   return { kind: 'request', client, request: { type: 'sig.request', task, vpid, signum, dest, arg, epoch: rec.signals.epoch } };
+}
+
+/** A progress report (PROTOCOL §13.2) from the agent of the process's node. */
+function progress(s: ReplicatedState, task: string, vpid: number, permille: number): Step {
+  const rec = s.cluster.tasks.get(task);
+  const node = (rec?.procs.get(vpid)?.context as { node: string }).node;
+  const client = [...s.nodes].find(([, n]) => n.node === node)?.[0] ?? 'a1';
+  return { kind: 'request', client, request: { type: 'proc.progress', task, vpid, permille } };
 }
 
 const condemn = (target: string, accusers: [string, string], view: number): Step => ({
@@ -192,6 +200,16 @@ const SCENARIOS: Scenario[] = [
     ],
     then: [(s) => reportAll(s, 't1', 'spawnSucceeded').slice(-1), all(ticks(4)), all([kill('t1', 'task.restart')])],
   },
+  {
+    name: 'a task with a straggler policy: progress reported, one process flagged (PROTOCOL §13)',
+    build: [
+      all([join('a1'), join('a2')]),
+      all([submit(4, { mode: 'linked', name: 'sort', straggler: { factorHundredths: 150, afterPermille: 500 } })]),
+      (s) => reportAll(s, 't1', 'spawnSucceeded', (v) => ({ endpoint: `10.0.0.${v}:7000` })),
+      (s) => [progress(s, 't1', 0, 700), progress(s, 't1', 1, 650), progress(s, 't1', 2, 600), progress(s, 't1', 3, 100)],
+    ],
+    then: [(s) => [progress(s, 't1', 3, 600), progress(s, 't1', 2, 10)], all(ticks(2)), all([kill('t1', 'task.restart')])],
+  },
 ];
 
 const built = () => SCENARIOS.map((sc) => ({ ...sc, state: run(fresh(), sc.build) }));
@@ -216,6 +234,10 @@ describe('decodeState: round trip', () => {
     expect(g.retired).toEqual(['r2', 'r4']);
     expect(g.recovery).toMatchObject({ id: 'r5', tried: ['n2', 'n4', 'n5'] });
     expect(g.reports.size).toBe(2);
+    const sorting = (built().at(-1)?.state as ReplicatedState).cluster.tasks.get('t1');
+    expect([...(sorting?.stragglerState?.entries ?? [])]).toEqual([
+      [0, { permille: 700, flagged: false }], [1, { permille: 650, flagged: false }], [2, { permille: 600, flagged: false }], [3, { permille: 100, flagged: true }],
+    ]);
   });
 
   for (const sc of SCENARIOS) {

@@ -31,7 +31,7 @@ describe('PROTOCOL §11.1: task.submit carries its recovery option', () => {
     for (const r of [{ kind: 'app' } as const, ROLLBACK]) expect(roundTrip(recovery, r)).toEqual(r);
     const submit: AgentRequest = {
       type: 'task.submit', nonce: 'ab'.repeat(16), name: 'heat', size: 4, file: '/bin/heat', args: [], cwd: '/', env: [], mode: 'linked',
-      recovery: ROLLBACK, dgrp: null, taskKey: new Uint8Array(32).fill(1),
+      recovery: ROLLBACK, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(1),
     };
     const back = roundTrip(agentRequest, submit) as AgentRequest;
     expect(back).toMatchObject({ type: 'task.submit', recovery: ROLLBACK });
@@ -54,11 +54,11 @@ describe('PROTOCOL §11.2: the mapping carries the rank table', () => {
   it('proc.mapping and the process\'s mapping round-trip with and without one', () => {
     const members = [{ vpid: 4, node: 'n1', endpoint: 'h:4' }];
     for (const rollback of [null, { ranks: [4, 1], protectors: ['h:9', ''], marks: [[{ id: 3, logPos: 7, digest: Buffer.alloc(32, 1), protector: 'h:9', base: Buffer.alloc(32, 2), extent: 9, chain: Buffer.alloc(32, 3) }], []], groups: [0, 0], finished: [false, false], ...OPTIONS }]) {
-      const cmd: GroupCommand = { type: 'proc.mapping', task: 't1', vpids: [4], restarted: false, recovered: true, epoch: 2, quorum: 2, members, rollback, dgrp: null };
+      const cmd: GroupCommand = { type: 'proc.mapping', task: 't1', vpids: [4], restarted: false, recovered: true, epoch: 2, quorum: 2, members, rollback, dgrp: null, straggler: null };
       expect(roundTrip(groupCommand, cmd)).toEqual(cmd);
     }
     for (const rollback of [null, { rank: 0, protector: 'h:9', ranks: [4, 1], protectors: ['h:9', ''], marks: [[], []], groups: [0, 1], finished: [false, false], ...OPTIONS }]) {
-      const m: AgentToProc = { type: 'mapping', task: 't1', vpid: 4, size: 2, restarted: false, recovered: true, epoch: 2, quorum: 2, members, rollback, dgrp: null };
+      const m: AgentToProc = { type: 'mapping', task: 't1', vpid: 4, size: 2, restarted: false, recovered: true, epoch: 2, quorum: 2, members, rollback, dgrp: null, straggler: null };
       expect(roundTrip(agentToProc, m)).toEqual(m);
       const { type: _type, ...plain } = m;
       expect(roundTrip(mapping, plain)).toEqual(plain);
