@@ -61,7 +61,7 @@ const shape = (fields: Record<string, Check>): Check => (v) => isObject(v) && Ob
 
 const procView = shape({
   vpid: num, node: orNull(str), pid: orNull(num), state: str, exitCode: orNull(num), signal: orNull(str), reason: orNull(str),
-  endpoint: orNull(str), rank: orNull(num), progress: orNull(num), straggler: bool,
+  endpoint: orNull(str), rank: orNull(num), progress: orNull(num), straggler: bool, recommended: orNull(bool),
 } satisfies Record<keyof ProcView, Check>);
 const taskView = shape({
   id: str, name: str, size: num, state: str, command: listOf(str), cwd: str, submittedRsn: num, startAttempts: num, restarted: bool,

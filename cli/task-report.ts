@@ -40,12 +40,14 @@ export function taskInfo(t: TaskView): string {
   return parts.join('; ');
 }
 
-/** The INFO column of a process: why it ended, and a straggler-policy task's progress and flag
- *  ("31 % done, STRAGGLER"; PROTOCOL §13). */
+/** The INFO column of a process: why it ended, a straggler-policy task's progress and flag
+ *  ("31 % done, STRAGGLER"; PROTOCOL §13), and a DGRP task's process left out of the group
+ *  ("out of the DGRP"; §12.3). */
 export function procInfo(p: ProcView): string {
   const parts: string[] = [];
   if (p.progress !== null) parts.push(`${Math.floor(p.progress / 10)} % done`);
   if (p.straggler) parts.push('STRAGGLER');
+  if (p.recommended === false) parts.push('out of the DGRP');
   const progress = parts.join(', ');
   return p.reason === null ? progress : progress === '' ? p.reason : `${p.reason}; ${progress}`;
 }

@@ -9,8 +9,8 @@ import { byNumber, isLive, procCtx, procState, sortedProcs, taskCtx, taskState, 
 import { toHex } from '../base/hex.ts';
 import type { ProcessId } from './ports.ts';
 import { dgrpOption, recovery } from './wire/messages.ts';
-import { dgrpState } from './dgrp.ts';
 import { isStraggler, progressOf, stragglerPart } from './straggler.ts';
+import { dgrpState, isRecommended } from './dgrp.ts';
 import type { ClusterView, NodeView, ProcView, TaskView } from './status.ts';
 
 /** Canonical plain tree (DESIGN.md §3): fixed field order, Maps sorted by key; the machines'
@@ -58,6 +58,7 @@ export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>)
         vpid, node: p.node, pid: p.pid, state: procState(d), exitCode: p.exitCode, signal: p.signal, reason: p.reason,
         endpoint: r.endpoints.get(vpid) ?? null, rank: rankHeld(r, vpid),
         progress: progressOf(r.stragglerState, vpid), straggler: isStraggler(r.stragglerState, vpid),
+        recommended: r.dgrpState === null || procState(d) !== 'running' ? null : isRecommended(r.dgrpState, vpid),
       };
     });
     return {

@@ -154,6 +154,9 @@ export type ProcView = {
    *  before its first), and whether the manager flags it a straggler now (PROTOCOL §13). */
   progress: number | null;
   straggler: boolean;
+  /** A DGRP task's live process: whether it is in the group of recommended processes now
+   *  (PROTOCOL §12.3); null in other tasks and for a process that is not running. */
+  recommended: boolean | null;
 };
 
 export type ClusterEvent = { atMs: number; rsn: number; task: string | null; vpid: number | null; text: string };

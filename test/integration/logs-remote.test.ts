@@ -37,7 +37,7 @@ let client: OperatorClient;
 
 /** A process of t3 placed on `node`, as the cluster view shows it. */
 const proc = (vpid: number, node: string): ProcView => ({
-  vpid, node, pid: 1000 + vpid, state: 'running', exitCode: null, signal: null, reason: null, endpoint: null, rank: null, progress: null, straggler: false,
+  vpid, node, pid: 1000 + vpid, state: 'running', exitCode: null, signal: null, reason: null, endpoint: null, rank: null, progress: null, straggler: false, recommended: null,
 });
 const taskFile = (name: string) => join(paths.taskLogs(cluster.dir), 't3', name);
 

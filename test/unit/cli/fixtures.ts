@@ -3,7 +3,7 @@ import type { ClusterView, NodeView, ProcView, TaskView } from '../../../src/cor
 import type { ViewAnswer } from '../../../cli/replies.ts';
 
 export const proc = (vpid: number, over: Partial<ProcView> = {}): ProcView => ({
-  vpid, node: `n${vpid + 1}`, pid: 1000 + vpid, state: 'running', exitCode: null, signal: null, reason: null, endpoint: null, rank: null, progress: null, straggler: false, ...over,
+  vpid, node: `n${vpid + 1}`, pid: 1000 + vpid, state: 'running', exitCode: null, signal: null, reason: null, endpoint: null, rank: null, progress: null, straggler: false, recommended: null, ...over,
 });
 
 export const task = (id: string, over: Partial<TaskView> = {}): TaskView => ({

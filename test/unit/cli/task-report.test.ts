@@ -40,6 +40,12 @@ describe('trine ps table', () => {
     expect(out[5]).toMatch(/^t6\/3\s+terminatedAbnormally\s+n4\s+1003\s+code 1\s+exited with code 1; 0 % done$/);
   });
 
+  it('PROTOCOL §12.3: a DGRP task\'s process left out of the group says so in INFO', () => {
+    const out = formatTasks([task('t7', { mode: 'linked', procs: [proc(0, { recommended: true }), proc(1, { recommended: false })] })]).split('\n');
+    expect(out[2]).toMatch(/^t7\/0\s+running\s+n1\s+1000\s+-$/);
+    expect(out[3]).toMatch(/^t7\/1\s+running\s+n2\s+1001\s+-\s+out of the DGRP$/);
+  });
+
   it('no tasks: says how to submit one', () => {
     expect(formatTasks([])).toMatch(/no tasks: submit one with `trine submit/);
   });

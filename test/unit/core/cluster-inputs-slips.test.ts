@@ -431,8 +431,8 @@ describe('journal and status view (PROTOCOL §7, §9.3)', () => {
         startAttempts: 0, restarted: false, waitReason: null, outcome: null, reason: null, failure: null, mode: 'linked', epoch: 1, quorum: 2,
         signals: { broadcasts: 1, pointToPoint: 1, groupRequests: 0, dropped: 0 },
         procs: [
-          { vpid: 0, node: 'n1', pid: 70, state: 'running', exitCode: null, signal: null, reason: null, endpoint: 'h:0', rank: null, progress: null, straggler: false },
-          { vpid: 1, node: 'n2', pid: 71, state: 'terminatedAbnormally', exitCode: 3, signal: 'SIGSEGV', reason: 'crashed', endpoint: 'h:1', rank: null, progress: null, straggler: false },
+          { vpid: 0, node: 'n1', pid: 70, state: 'running', exitCode: null, signal: null, reason: null, endpoint: 'h:0', rank: null, progress: null, straggler: false, recommended: null },
+          { vpid: 1, node: 'n2', pid: 71, state: 'terminatedAbnormally', exitCode: 3, signal: 'SIGSEGV', reason: 'crashed', endpoint: 'h:1', rank: null, progress: null, straggler: false, recommended: null },
         ],
       }],
       omittedTasks: 0,

@@ -262,3 +262,14 @@ describe('PROTOCOL §12.3 under random reports (a fixed slice of seeds; the rule
     }
   });
 });
+
+describe('PROTOCOL §12.3: `trine ps` shows who is out of the group', () => {
+  it('a running process of a DGRP task is recommended or not; other tasks and ended processes show null', () => {
+    const c = dgrpRunning(3);
+    send(c, 0, { round: 1, verdicts: [fail(2)] });
+    send(c, 1, { round: 1, verdicts: [fail(2)] });
+    expect(c.task('t1').procs.map((p) => p.recommended)).toEqual([true, true, false]);
+    c.report('t1', 0, 'terminatedNormally', { exitCode: 0 });
+    expect(c.task('t1').procs.map((p) => p.recommended)).toEqual([null, true, false]);
+  });
+});
