@@ -52,7 +52,7 @@ export function dgrpInput(run: Run, node: string | null, r: DgrpInput): void {
     arrive(d, live, r.vpid, r.round);
     return;
   }
-  const out = applyReport(d, live, r.vpid, r.verdicts);
+  const out = applyReport(d, live, r.vpid, r.verdicts, (v) => procNode(rec, v) ?? '');
   if (out.ignored !== null) rec.sigStats.dropped++;
   journal(run, rec, out.changes);
 }
@@ -75,8 +75,12 @@ export function refreshDgrp(run: Run, rec: TaskRecord): void {
   const live = liveMembers(rec);
   if (live.length === 0) return;
   const before = d.sent === null ? null : { members: d.sentMembers.join(','), live: d.sent.join(','), released: d.sentReleased };
-  for (const v of d.sent ?? []) if (!live.includes(v)) forget(d, v);
-  journal(run, rec, decide(d, live));
+  // A departure may decide a removal (fewer nodes need fewer accusers) or end a group with no
+  // member; nothing else does here: the report that changed the group has decided already, and
+  // deciding again would set the bar again from the smaller group.
+  const departed = (d.sent ?? []).filter((v) => !live.includes(v));
+  for (const v of departed) forget(d, v);
+  if (departed.length > 0) journal(run, rec, decide(d, live, (v) => procNode(rec, v) ?? ''));
   tryRelease(d, live);
   const now = { members: membersOf(d, live).join(','), live: live.join(','), released: d.released };
   if (before !== null && before.members === now.members && before.live === now.live && before.released === now.released) return;

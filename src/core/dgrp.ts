@@ -12,9 +12,9 @@
 // - A report counts only from a member (spec 2.2.3: information from outside is ignored), and
 //   replaces that tester's previous verdicts: a process it no longer names passed.
 // - Removal (spec 2.2.4, made Byzantine-safe): a member is removed, its counter made odd, when
-//   at least min(DGRP_ACCUSERS, members − 1) other members' latest verdicts fail it. The paper
-//   removes on one verdict; here one lying tester cannot remove a correct process while the
-//   group has three members or more.
+//   other members on at least min(DGRP_ACCUSERS, member nodes − 1) nodes (at least one) fail it
+//   in their latest verdicts. The paper removes on one verdict; here one lying tester, or one
+//   faulty agent, cannot remove a correct process while the group spans three nodes or more.
 // - Rejoin (spec 2.2.5): a live non-member rejoins, its counter made even, when some member has
 //   counted ζ consecutive passes for it and more than half the members have counted more than
 //   ζ/2: each member's latest report is its vote, and the total order makes one decision.
@@ -73,31 +73,38 @@ export const membersOf = (d: DgrpState, live: readonly number[]): number[] => li
 export type DgrpChange = { kind: 'removed' | 'rejoined'; vpid: number; by: number[] };
 export type ReportOutcome = { ignored: string | null; changes: DgrpChange[] };
 
+/** The node a process runs on: accusers count by node, since a faulty agent speaks for every
+ *  process of its node (§12.3). Tests of the rules alone give each process its own. */
+export type NodeOf = (vpid: number) => string;
+const ownNode: NodeOf = (vpid) => `#${vpid}`;
+
 /** A tester's report of one testing interval (§12.2). */
-export function applyReport(d: DgrpState, live: readonly number[], tester: number, verdicts: readonly DgrpVerdict[]): ReportOutcome {
+export function applyReport(d: DgrpState, live: readonly number[], tester: number, verdicts: readonly DgrpVerdict[], nodeOf: NodeOf = ownNode): ReportOutcome {
   if (!live.includes(tester)) return { ignored: 'the tester is not a live process of the task', changes: [] };
   if (!isRecommended(d, tester)) return { ignored: 'the tester is not in the group (spec 2.2.3: its information is ignored)', changes: [] };
   const latest = new Map<number, DgrpVerdict>();
   for (const v of verdicts) if (v.vpid !== tester && live.includes(v.vpid)) latest.set(v.vpid, { ...v });
   d.verdicts.set(tester, latest);
-  return { ignored: null, changes: decide(d, live) };
+  return { ignored: null, changes: decide(d, live, nodeOf) };
 }
 
 /** Removals first, one at a time in VPID order (a removed member's own verdicts stop counting
  *  at once), then rejoins. Each change clears every verdict on the process it concerns: its
  *  new state is judged on tests made after it. */
-export function decide(d: DgrpState, live: readonly number[]): DgrpChange[] {
+export function decide(d: DgrpState, live: readonly number[], nodeOf: NodeOf = ownNode): DgrpChange[] {
   const changes: DgrpChange[] = [];
-  // The bar is set by the group as the decision starts: a removal in it must not lower the bar
-  // for the next one (a liar's standing accusation would then remove a correct process alone).
-  const need = Math.min(DGRP_ACCUSERS, membersOf(d, live).length - 1);
-  for (let again = need >= 1; again; ) {
+  // Accusers count by node, and the bar is set as the decision starts: a removal in it must not
+  // lower the bar for the next one (a liar's standing accusation would then remove a correct
+  // process alone). A task on one node has one judge: its agent.
+  const nodes = new Set(membersOf(d, live).map(nodeOf)).size;
+  const need = Math.max(1, Math.min(DGRP_ACCUSERS, nodes - 1));
+  for (let again = true; again; ) {
     again = false;
     const members = membersOf(d, live);
     if (members.length <= 1) break;
     for (const q of members) {
       const by = members.filter((t) => t !== q && d.verdicts.get(t)?.get(q)?.pass === false);
-      if (by.length < need) continue;
+      if (new Set(by.map(nodeOf)).size < need) continue;
       bump(d, q);
       d.removals++;
       changes.push({ kind: 'removed', vpid: q, by });

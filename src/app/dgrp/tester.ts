@@ -36,6 +36,10 @@ export const DGRP_FAILS_TO_ACCUSE = 2;
  *  while the task's processes still load (tens of ms on a busy node), and one such sample would
  *  hold the threshold up for dozens of intervals (α = 0.9 forgets 10 % a sample). */
 export const DGRP_WARMUP_TESTS = 3;
+/** Challenges one tester may have answered per interval: it sends one. A replayed challenge (its
+ *  MAC is valid: it was captured) costs the tested thread a test's work, so a flood of them could
+ *  make a correct process late; past this they are dropped unanswered. */
+export const DGRP_MAX_ANSWERS_PER_INTERVAL = 4;
 
 export type TesterIo = {
   now(): number;
@@ -67,7 +71,7 @@ type Tested = {
 };
 
 export type TesterStats = {
-  tests: number; fails: number; abstained: number; reports: number; refused: Partial<Record<ProbeRefusal | 'STALE', number>>;
+  tests: number; fails: number; abstained: number; reports: number; refused: Partial<Record<ProbeRefusal | 'STALE' | 'WRONG' | 'REPLAYED' | 'TOO_MANY' | 'TEST_THREW', number>>;
   /** Per tested VPID: its threshold now and the slowest reply it judged, ms. */
   thresholds: Record<number, { thresholdMs: number; slowestMs: number }>;
 };
@@ -75,8 +79,9 @@ export type TesterStats = {
 export class DgrpTester {
   private entries: DgrpEntry[] = [];
   private readonly tested = new Map<number, Tested>();
-  private seq = 0;
   private round = 0;
+  /** Per tester: this interval's answers, and the sequences answered lately (a replay is not). */
+  private readonly answered = new Map<number, { count: number; seqs: number[] }>();
   private lastNamed = false;
   /** The last time our own clock jumped (noteLag); tests begun before it are not judged. */
   private laggedAtMs = -Infinity;
@@ -112,6 +117,7 @@ export class DgrpTester {
 
   /** The end of one testing interval and the start of the next. */
   tick(): void {
+    for (const a of this.answered.values()) a.count = 0;
     this.closeRound();
     if (!this.isMember) return;
     this.round++;
@@ -129,11 +135,13 @@ export class DgrpTester {
   private challenge(vpid: number, endpoint: string): void {
     const t = this.entry(vpid);
     const challenge = this.test.challenge(this.io.random);
-    this.seq = (this.seq + 1) >>> 0;
-    t.inFlight = { seq: this.seq, startMs: this.io.now(), challenge };
+    // Random, not a counter: another process of the task (it has the key) cannot forge the reply
+    // to a test in flight without having seen its challenge.
+    const seq = this.io.random() >>> 0;
+    t.inFlight = { seq, startMs: this.io.now(), challenge };
     t.sent++;
     this.stats.tests++;
-    this.io.send(endpoint, encodeProbe(this.key, { kind: 'challenge', tester: this.self, tested: vpid, seq: this.seq, body: challenge }));
+    this.io.send(endpoint, encodeProbe(this.key, { kind: 'challenge', tester: this.self, tested: vpid, seq, body: challenge }));
   }
 
   /** A datagram from another process's tester thread. */
@@ -145,13 +153,33 @@ export class DgrpTester {
       if (p.tested !== this.self) return this.refuse('STALE');
       const endpoint = this.entries.find((e) => e.vpid === p.tester)?.endpoint;
       if (endpoint === undefined || endpoint === '') return this.refuse('STALE');
-      const answer = this.test.answer(p.body);
+      const a = this.answered.get(p.tester) ?? { count: 0, seqs: [] };
+      this.answered.set(p.tester, a);
+      if (a.seqs.includes(p.seq)) return this.refuse('REPLAYED');
+      if (a.count >= DGRP_MAX_ANSWERS_PER_INTERVAL) return this.refuse('TOO_MANY');
+      a.count++;
+      a.seqs = [...a.seqs.slice(-(DGRP_MAX_ANSWERS_PER_INTERVAL * 2 - 1)), p.seq];
+      let answer: Uint8Array;
+      try {
+        answer = this.test.answer(p.body);
+      } catch {
+        return this.refuse('TEST_THREW'); // a plugged-in test's bug must not stop the thread
+      }
       this.io.send(endpoint, encodeProbe(this.key, { kind: 'reply', tester: p.tester, tested: this.self, seq: p.seq, body: answer }));
       return;
     }
     const t = this.tested.get(p.tested);
     const f = t?.inFlight;
     if (t === undefined || f === undefined || f === null || p.tester !== this.self || p.seq !== f.seq) return this.refuse('STALE');
+    let correct = false;
+    try {
+      correct = this.test.check(f.challenge, p.body);
+    } catch {
+      correct = false;
+    }
+    // A wrong answer may be a forgery by another process of the task: dropped, and the real
+    // reply is still awaited (a process that answers wrong fails at the tick, unanswered).
+    if (!correct) return this.refuse('WRONG');
     t.inFlight = null;
     if (this.io.heldUp() || this.laggedAtMs >= f.startMs || t.sent <= DGRP_WARMUP_TESTS) {
       this.stats.abstained++;
@@ -161,8 +189,7 @@ export class DgrpTester {
     // A process outside the group is judged against the threshold it left with: it must prove
     // itself as fast as it was, not as fast as its own slow self (its replies teach nothing).
     const member = this.entries.some((e) => e.vpid === p.tested && e.counter % 2 === 0);
-    const correct = this.test.check(f.challenge, p.body);
-    t.verdict = !correct ? t.estimator.miss().pass : member ? t.estimator.observe(ms).pass : ms <= t.estimator.thresholdMs;
+    t.verdict = member ? t.estimator.observe(ms).pass : ms <= t.estimator.thresholdMs;
     this.io.trace?.(`dgrp test ${this.self}->${p.tested} ${ms.toFixed(2)} ms vs ${t.estimator.thresholdMs.toFixed(2)}: ${t.verdict ? 'pass' : 'fail'}`);
     const was = this.stats.thresholds[p.tested];
     this.stats.thresholds[p.tested] = { thresholdMs: t.estimator.thresholdMs, slowestMs: Math.max(was?.slowestMs ?? 0, ms) };
@@ -215,7 +242,7 @@ export class DgrpTester {
     return t;
   }
 
-  private refuse(reason: ProbeRefusal | 'STALE'): void {
+  private refuse(reason: keyof TesterStats['refused']): void {
     this.stats.refused[reason] = (this.stats.refused[reason] ?? 0) + 1;
   }
 }

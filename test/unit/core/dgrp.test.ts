@@ -273,3 +273,31 @@ describe('PROTOCOL §12.3: `trine ps` shows who is out of the group', () => {
     expect(c.task('t1').procs.map((p) => p.recommended)).toEqual([null, true, false]);
   });
 });
+
+describe('PROTOCOL §12.3: accusers that are one liar, or one agent', () => {
+  it('a removal does not lower the bar for the next in the same input (the cascade found in review)', () => {
+    const c = dgrpRunning(3);
+    send(c, 0, { round: 1, verdicts: [fail(1), fail(2)] }); // 0 lies about both
+    send(c, 2, { round: 1, verdicts: [fail(1)] }); // 1 really is slow: removed by 0 and 2
+    expect(c.task('t1').procs.map((p) => p.recommended)).toEqual([true, false, true]);
+    expect(c.events().filter((e) => e.includes('left the DGRP'))).toEqual(['t1/1 left the DGRP: tested not recommended by 0,2']);
+  });
+
+  it('two members on one node count as one accuser: a faulty agent cannot remove a process on another node', () => {
+    const c = new Cluster(3, 2);
+    c.submit(5, { mode: 'linked', dgrp: OPTIONS });
+    c.startLinked('t1');
+    const nodeOf = (v: number) => c.proc('t1', v).node;
+    const sameNode = [0, 1, 2, 3, 4].filter((v) => nodeOf(v) === nodeOf(0));
+    const victim = [0, 1, 2, 3, 4].find((v) => nodeOf(v) !== nodeOf(0)) as number;
+    expect(sameNode.length).toBe(2);
+    for (const t of sameNode) send(c, t, { round: 1, verdicts: [fail(victim)] });
+    expect(c.task('t1').procs.find((p) => p.vpid === victim)?.recommended).toBe(true);
+    // A member on a third node agreeing makes two nodes: removed.
+    const other = [0, 1, 2, 3, 4].find((v) => v !== victim && nodeOf(v) !== nodeOf(0) && nodeOf(v) !== nodeOf(victim));
+    if (other !== undefined) {
+      send(c, other, { round: 1, verdicts: [fail(victim)] });
+      expect(c.task('t1').procs.find((p) => p.vpid === victim)?.recommended).toBe(false);
+    }
+  });
+});
