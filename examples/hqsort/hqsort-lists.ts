@@ -89,6 +89,7 @@ export class ListStore {
 
   /** Ask `who` for v's list as `round` left it and wait for the answer. */
   async ask(who: number, request: ListRequest): Promise<Int32Array> {
+    if (process.env.HQSORT_DEBUG) this.log(`ask ${who} ${JSON.stringify(request)}`);
     await this.wire.send(who, tagOf('request', 0, 0), request);
     const m = await this.wire.recv(who, tagOf('reply', request.round, request.v));
     return listOf(m.data, `list ${request.v} from ${who}`);
@@ -106,6 +107,7 @@ export class ListStore {
         throw e;
       }
       const request = decodeRequest(m.data);
+      if (process.env.HQSORT_DEBUG) this.log(`request from ${m.source} ${JSON.stringify(m.data)}`);
       if (request === null) {
         this.log(`hqsort: a malformed list request from ${m.source}, dropped`);
         continue;
@@ -116,6 +118,7 @@ export class ListStore {
 
   private async answer(to: number, r: ListRequest): Promise<void> {
     const list = r.from === null ? await this.heldList(r.round, r.v) : await this.backup(r.round, r.v, r.from);
+    if (process.env.HQSORT_DEBUG) this.log(`answer ${to} ${JSON.stringify(r)} ${list.length}`);
     this.post(to, tagOf('reply', r.round, r.v), list);
     this.answered += 1;
   }

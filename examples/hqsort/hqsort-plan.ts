@@ -105,10 +105,11 @@ export type Source =
   | { readonly type: 'ask'; readonly who: number; readonly from: number | null };
 
 /** The source of virtual rank v's list (as round k left it, with `before` its members) for `self`,
- *  which needs it in the next round, whose members are `after`. */
-export function sourceOf(v: number, dim: number, before: readonly number[], after: readonly number[], self: number): Source {
+ *  which needs it in the next round, whose members are `after`. Without `backups` (a run that
+ *  made none: --no-dgrp), the holder. */
+export function sourceOf(v: number, dim: number, before: readonly number[], after: readonly number[], self: number, backups = true): Source {
   const holder = holderIn(v, dim, before);
-  const backup = backupOf(holder, dim, before);
+  const backup = backups ? backupOf(holder, dim, before) : null;
   if (holder === self) return { type: 'held' };
   if (backup === self) return { type: 'backup', from: holder };
   if (after.includes(holder) || backup === null || !after.includes(backup)) return { type: 'ask', who: holder, from: null };

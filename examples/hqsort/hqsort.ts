@@ -101,7 +101,7 @@ async function membersOf(k: number, comm: Collective): Promise<readonly number[]
  *  which holds it in a round whose members are `after`. */
 function acquire(v: number, k: number, before: readonly number[], after: readonly number[]): Promise<Int32Array> {
   if (k === 0) return Promise.resolve(localSort(generateShare(seed, count, size, v)));
-  const source = sourceOf(v, dim, before, after, self);
+  const source = sourceOf(v, dim, before, after, self, dgrp !== null);
   switch (source.type) {
     case 'held':
       return store.heldList(k, v);

@@ -71,6 +71,9 @@ describe('backups and sources (the header\'s order of preference)', () => {
     expect(sourceOf(3, 2, [0, 1, 2], [0, 1], 1)).toEqual<Source>({ type: 'ask', who: 0, from: 2 });
     // 2 and its backup 0 both removed at once: only the slow holder has it.
     expect(sourceOf(3, 2, [0, 1, 2], [1], 1)).toEqual<Source>({ type: 'ask', who: 2, from: null });
+    // A run without backups (--no-dgrp) always takes a list from its holder.
+    expect(sourceOf(1, 2, all, all, 0, false)).toEqual<Source>({ type: 'ask', who: 1, from: null });
+    expect(sourceOf(1, 2, all, all, 0)).toEqual<Source>({ type: 'backup', from: 1 });
   });
 });
 
