@@ -6,6 +6,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchCrypto, type Figure } from './crypto.ts';
+import { benchDgrp } from './dgrp.ts';
 import { benchFlood } from './flood.ts';
 import { benchGmpi } from './gmpi.ts';
 import { benchGroup } from './group.ts';
@@ -52,6 +53,8 @@ results['recovery'] = await benchRecovery();
 print('replica faults on a local cluster: injection → condemned, new group, three replicas again (PROTOCOL §10)', results['recovery']);
 results['rollback'] = await benchRollback();
 print('rollback recovery of G-MPI tasks on a local cluster, RBML with NCO checkpoints against app mode; a crashed rank\'s recovery (issue 17; raw samples in bench/results/rollback.json)', results['rollback']);
+results['dgrp'] = await benchDgrp();
+print('the dynamic group of recommended processes on a local cluster: rounds of CPU-bound units on 4 processes, plain against DGRP, no fault and one process slowed (issue 18)', results['dgrp']);
 results['flood'] = await benchFlood();
 print('a stranger\'s connection flood on replica r3 of a local cluster, quiet then flooded (issue 14)', results['flood']);
 

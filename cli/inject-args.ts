@@ -6,14 +6,15 @@
 //
 // `slow T` and `heal T` (one argument) go to the agent of T's node: T is a node (`n2`, or its
 // agent `a2`), named here, or a task process `t3/0`, whose node the CLI learns from the cluster
-// view when acting. Their flags `--share` and `--for` are checked here too.
+// view when acting. Their flags `--share`, `--for` and `--period` are checked here too.
 import { MAX_ARG_CHARS } from '../src/core/constants.ts';
 import type { ProcessId } from '../src/core/ports.ts';
 import type { ClusterConfig, ProcessKind } from '../src/io/cluster-dir.ts';
 import { MAX_INJECT_DELAY_MS } from '../src/io/link-faults.ts';
 import { INJECT_MODES, injectModeSpec, linked, type InjectModeSpec } from '../src/io/inject-modes.ts';
 import {
-  MAX_SLOW_FOR_MS, MAX_SLOW_SHARE_PERCENT, MIN_SLOW_FOR_MS, MIN_SLOW_SHARE_PERCENT, parseSharePercent, parseSlowForMs,
+  DEFAULT_SLOW_PERIOD_MS, MAX_SLOW_FOR_MS, MAX_SLOW_PERIOD_MS, MAX_SLOW_SHARE_PERCENT, MIN_SLOW_PERIOD_MS, MIN_SLOW_SHARE_PERCENT,
+  parseSharePercent, parseSlowForMs, parseSlowPeriodMs,
 } from '../src/io/duty-cycle.ts';
 import { CliError, excerpt, EXIT_USAGE, quoted } from './errors.ts';
 
@@ -30,7 +31,7 @@ export type InjectPlan =
   | { by: 'agent'; mode: 'slow' | 'heal'; args: string[]; at: { node: string; agent: ProcessId } | { proc: string } };
 
 /** The flags of `inject slow`, as typed (commander hands them over unchecked). */
-export type InjectFlags = { share?: string | undefined; for?: string | undefined };
+export type InjectFlags = { share?: string | undefined; for?: string | undefined; period?: string | undefined };
 
 /** What `hang` and `resume` accept besides a daemon id. */
 export const PID_PATTERN = /^[1-9][0-9]{0,9}$/;
@@ -98,7 +99,9 @@ function slowTarget(config: ClusterConfig, mode: string, value: string): { node:
   return { node: a.node, agent: a.id };
 }
 
-/** `inject slow T --share P [--for MS]`: the arguments sent to T's agent, `[T, P]` or `[T, P, MS]`. */
+/** `inject slow T --share P [--for MS] [--period MS]`: the arguments sent to T's agent, `[T, P]`,
+ *  `[T, P, FOR]`, or with --period `[T, P, FOR|'', PERIOD]` (src/daemon/inject-slow.ts reads them):
+ *  what was not typed is left off, so the plain forms are what they were before --period. */
 function slowArgs(target: string, flags: InjectFlags): string[] {
   const share = flags.share;
   if (share === undefined) {
@@ -108,20 +111,32 @@ function slowArgs(target: string, flags: InjectFlags): string[] {
   if (p === null) {
     throw usage(`inject slow: --share must be an integer from ${MIN_SLOW_SHARE_PERCENT} to ${MAX_SLOW_SHARE_PERCENT} (the % of CPU ${target} keeps), got ${quoted(share)}: e.g. \`--share 25\``);
   }
-  if (flags.for === undefined) return [target, String(p)];
-  const ms = parseSlowForMs(flags.for);
-  if (ms === null) {
-    throw usage(`inject slow: --for must be an integer number of ms from ${MIN_SLOW_FOR_MS} to ${MAX_SLOW_FOR_MS}, got ${quoted(flags.for)}: e.g. \`--for 5000\` for 5 s, or no --for to slow it until \`trine inject heal ${target}\``);
+  let periodMs = DEFAULT_SLOW_PERIOD_MS;
+  if (flags.period !== undefined) {
+    const parsed = parseSlowPeriodMs(flags.period);
+    if (parsed === null) {
+      throw usage(`inject slow: --period must be an integer number of ms from ${MIN_SLOW_PERIOD_MS} to ${MAX_SLOW_PERIOD_MS} (one run + stop), got ${quoted(flags.period)}: e.g. \`--period 2000\` to stop ${target} for seconds at a time, or no --period for ${DEFAULT_SLOW_PERIOD_MS}`);
+    }
+    periodMs = parsed;
   }
-  return [target, String(p), String(ms)];
+  let forMs: number | null = null;
+  if (flags.for !== undefined) {
+    forMs = parseSlowForMs(flags.for, periodMs);
+    if (forMs === null) {
+      const from = flags.period === undefined ? `${periodMs}` : `${periodMs} (one --period)`;
+      throw usage(`inject slow: --for must be an integer number of ms from ${from} to ${MAX_SLOW_FOR_MS}, got ${quoted(flags.for)}: e.g. \`--for 5000\` for 5 s, or no --for to slow it until \`trine inject heal ${target}\``);
+    }
+  }
+  if (flags.period === undefined) return forMs === null ? [target, String(p)] : [target, String(p), String(forMs)];
+  return [target, String(p), forMs === null ? '' : String(forMs), String(periodMs)];
 }
 
 /** The plan for `mode args` on the cluster `config` (see the header). */
 export function planInject(spec: InjectModeSpec, args: readonly string[], config: ClusterConfig, flags: InjectFlags = {}): InjectPlan {
   const mode = spec.mode;
   const arg = (i: number): string => args[i] as string; // arity checked by requireMode
-  if (mode !== 'slow' && (flags.share !== undefined || flags.for !== undefined)) {
-    throw usage(`inject ${mode} takes no --share or --for: they go with inject slow, e.g. \`trine inject slow t3/0 --share 25 --for 5000\``);
+  if (mode !== 'slow' && (flags.share !== undefined || flags.for !== undefined || flags.period !== undefined)) {
+    throw usage(`inject ${mode} takes no --share, --for or --period: they go with inject slow, e.g. \`trine inject slow t3/0 --share 25 --for 5000 --period 500\``);
   }
   if (mode === 'slow') {
     const at = slowTarget(config, mode, arg(0));

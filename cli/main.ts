@@ -8,7 +8,9 @@ import {
   ROLLBACK_DEFAULT_INTERVAL_MS, ROLLBACK_DEFAULT_STATE_BYTES,
 } from '../src/core/constants.ts';
 import { INJECT_MODES } from '../src/io/inject-modes.ts';
-import { MAX_SLOW_SHARE_PERCENT, MIN_SLOW_SHARE_PERCENT } from '../src/io/duty-cycle.ts';
+import {
+  DEFAULT_SLOW_PERIOD_MS, MAX_SLOW_PERIOD_MS, MAX_SLOW_SHARE_PERCENT, MIN_SLOW_PERIOD_MS, MIN_SLOW_SHARE_PERCENT,
+} from '../src/io/duty-cycle.ts';
 import { DEFAULT_AGENT_SLOTS, DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
 import { MAX_SLOTS } from '../src/io/hosts-file.ts';
 import { down } from './down.ts';
@@ -156,13 +158,14 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--dir <dir>', DIR_HELP)
     .option('--timeout <ms>', `how long to wait for a daemon's answer (default ${INJECT_TIMEOUT_MS})`, opTimeout())
     .option('--share <p>', `slow: the % of CPU the target keeps (${MIN_SLOW_SHARE_PERCENT} to ${MAX_SLOW_SHARE_PERCENT})`)
-    .option('--for <ms>', 'slow: end it by itself after this many ms (default: until `trine inject heal T`)')
+    .option('--for <ms>', 'slow: end it by itself after this many ms, at least one period (default: until `trine inject heal T`)')
+    .option('--period <ms>', `slow: one run + stop, in ms (${MIN_SLOW_PERIOD_MS} to ${MAX_SLOW_PERIOD_MS}, default ${DEFAULT_SLOW_PERIOD_MS}): short looks uniformly slower, long stops it for stretches`)
     .addHelpText('after', () => {
       const width = Math.max(...INJECT_MODES.map((m) => m.mode.length + m.usage.length + 1)) + 2;
       return `\nModes (docs/OPERATIONS.md §7):\n${INJECT_MODES.map((m) => `  ${`${m.mode} ${m.usage}`.padEnd(width)}${m.summary}`).join('\n')}\n`;
     })
-    .action((mode: string, args: string[], o: { dir?: string; timeout?: number; share?: string; for?: string }) =>
-      setOutcome(inject({ mode, args, dir: o.dir, timeoutMs: o.timeout, flags: { share: o.share, for: o.for } })));
+    .action((mode: string, args: string[], o: { dir?: string; timeout?: number; share?: string; for?: string; period?: string }) =>
+      setOutcome(inject({ mode, args, dir: o.dir, timeoutMs: o.timeout, flags: { share: o.share, for: o.for, period: o.period } })));
 
   program.command('shutdown')
     .description('stop the whole cluster, on every host: the group kills every task, every node and the watchdog exit, and nothing restarts them')

@@ -97,9 +97,10 @@ export const DGRP_MAX_ZETA = 100;
 export const DGRP_DEFAULT_FACTOR_PERCENT = 250;
 export const DGRP_MIN_FACTOR_PERCENT = 100;
 export const DGRP_MAX_FACTOR_PERCENT = 10_000;
-/** The additive margin (Algorithm 1's getFactor()), ms: 5 ms absorbs one scheduler time slice
- *  on a loaded node, where a reply of 0.2 ms may wait for a core (docs/PERFORMANCE.md §10). */
-export const DGRP_DEFAULT_MARGIN_MS = 5;
+/** The additive margin (Algorithm 1's getFactor()), ms: on a node whose load average is three
+ *  times its cores, a reply of 0.2 ms waited for a core for tens of ms (docs/PERFORMANCE.md §10);
+ *  a stalled process (a loaded core, a stopped process) is late by hundreds. */
+export const DGRP_DEFAULT_MARGIN_MS = 20;
 export const DGRP_MAX_MARGIN_MS = 60_000;
 /** The threshold before the first reply (spec 2.2.2: 8 s). */
 export const DGRP_DEFAULT_INITIAL_THRESHOLD_MS = 8000;

@@ -88,11 +88,13 @@ export function applyReport(d: DgrpState, live: readonly number[], tester: numbe
  *  new state is judged on tests made after it. */
 export function decide(d: DgrpState, live: readonly number[]): DgrpChange[] {
   const changes: DgrpChange[] = [];
-  for (let again = true; again; ) {
+  // The bar is set by the group as the decision starts: a removal in it must not lower the bar
+  // for the next one (a liar's standing accusation would then remove a correct process alone).
+  const need = Math.min(DGRP_ACCUSERS, membersOf(d, live).length - 1);
+  for (let again = need >= 1; again; ) {
     again = false;
     const members = membersOf(d, live);
-    const need = Math.min(DGRP_ACCUSERS, members.length - 1);
-    if (need < 1) break;
+    if (members.length <= 1) break;
     for (const q of members) {
       const by = members.filter((t) => t !== q && d.verdicts.get(t)?.get(q)?.pass === false);
       if (by.length < need) continue;

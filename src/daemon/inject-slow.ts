@@ -1,24 +1,27 @@
-// `trine inject slow T --share P [--for MS]` and `trine inject heal T` (docs/OPERATIONS.md §7),
-// carried out by the agent of T's node, on its own host: a real cluster's nodes are other
-// machines, so the CLI cannot signal their processes; the agent can, and it knows their pids
-// from its own records (src/daemon/proc-driver.ts liveProcesses).
+// `trine inject slow T --share P [--for MS] [--period MS]` and `trine inject heal T`
+// (docs/OPERATIONS.md §7), carried out by the agent of T's node, on its own host: a real
+// cluster's nodes are other machines, so the CLI cannot signal their processes; the agent can,
+// and it knows their pids from its own records (src/daemon/proc-driver.ts liveProcesses).
 //
 // T is a task process `t3/0` or the node itself (`n2`, or its agent `a2`). Slowing is a duty
-// cycle over SLOW_PERIOD_MS (src/io/duty-cycle.ts): the target runs P % of each period, then is
-// stopped (SIGSTOP) for the rest and continued (SIGCONT). Each task process leads its own
-// process group (src/io/spawner.ts), and the signals go to the group, so what a process started
-// is slowed with it. A node's slowness covers every task process of the node at each period,
-// those started later included, except one slowed by name (its own cycle rules it); the agent
-// and the node's other daemons are never slowed: they are the cluster's trusted parts, and a
-// slow node means slow applications.
+// cycle over a period of --period ms, DEFAULT_SLOW_PERIOD_MS if none (src/io/duty-cycle.ts): the
+// target runs P % of each period, then is stopped (SIGSTOP) for the rest and continued (SIGCONT).
+// The arguments arrive as [T, P], [T, P, FOR] or [T, P, FOR|'', PERIOD] (cli/inject-args.ts).
+// Each task process leads its own process group (src/io/spawner.ts), and the signals go to the
+// group, so what a process started is slowed with it. A node's slowness covers every task
+// process of the node at each period, those started later included, except one slowed by name
+// (its own cycle rules it); the agent and the node's other daemons are never slowed: they are
+// the cluster's trusted parts, and a slow node means slow applications.
 //
 // Never leave a process stopped: a cycle ends with SIGCONT to everything it stopped — at heal,
-// when --for runs out, when a process slowed by name exits (the cycle then just ends), when the
-// same target is slowed again (the new cycle replaces the old), and when the agent stops
-// (InjectContext.atClose: SIGTERM from `trine down`, a shutdown). Only an agent killed with
-// SIGKILL in a stop phase leaves its target stopped: `trine inject resume t3/0` continues it.
+// when --for runs out (a phase is cut short there, however long the period), when a process
+// slowed by name exits (the cycle then just ends), when the same target is slowed again (the new
+// cycle replaces the old), and when the agent stops (InjectContext.atClose: SIGTERM from `trine
+// down`, a shutdown). Only an agent killed with SIGKILL in a stop phase leaves its target
+// stopped: `trine inject resume t3/0` continues it.
 import {
-  dutyCycle, MAX_SLOW_TARGETS, parseSharePercent, parseSlowForMs, SLOW_PERIOD_MS,
+  DEFAULT_SLOW_PERIOD_MS, dutyCycle, MAX_SLOW_PERIOD_MS, MAX_SLOW_TARGETS, MIN_SLOW_PERIOD_MS, parseSharePercent, parseSlowForMs,
+  parseSlowPeriodMs,
 } from '../io/duty-cycle.ts';
 import { isSameProcess } from '../io/run-records.ts';
 import { registerInjectHandler, type InjectContext, type InjectOutcome, type LiveTaskProcess, type TaskProcesses } from './inject.ts';
@@ -56,7 +59,8 @@ export const realSlowHost = (log: SlowHost['log']): SlowHost => ({ signal: signa
 /** Why a cycle ended. */
 export type SlowEnd = 'healed' | 'expired' | 'exited' | 'replaced' | 'agent stopping' | 'failed';
 
-/** One target's duty cycle: run `runMs`, stop `stopMs`, until `untilMs` or end(). */
+/** One target's duty cycle: run `runMs`, stop `stopMs` (together `periodMs`), until `untilMs` or
+ *  end(). */
 export class SlowCycle {
   /** What this cycle stopped and has not continued yet, by pid: the start time it had. */
   private readonly stopped = new Map<number, string>();
@@ -68,6 +72,7 @@ export class SlowCycle {
   constructor(
     readonly key: string,
     readonly sharePercent: number,
+    readonly periodMs: number,
     readonly untilMs: number | null,
     /** The processes to stop this period; for a process slowed by name, [] once it is gone. */
     private readonly pick: () => LiveTaskProcess[],
@@ -76,13 +81,16 @@ export class SlowCycle {
     private readonly host: SlowHost,
     private readonly onEnd: (cycle: SlowCycle, why: SlowEnd) => void,
   ) {
-    ({ runMs: this.runMs, stopMs: this.stopMs } = dutyCycle(sharePercent));
+    ({ runMs: this.runMs, stopMs: this.stopMs } = dutyCycle(sharePercent, periodMs));
     this.arm(this.runMs, () => this.stopPhase());
   }
 
-  /** The next phase in `ms`. A phase that throws (a bug here) ends the cycle, continuing what
-   *  it stopped, instead of taking the agent down with an uncaught exception. */
+  /** The next phase in `ms`, or sooner at `untilMs`: with a long period, --for must not run a
+   *  whole stop phase past its end. A phase that throws (a bug here) ends the cycle, continuing
+   *  what it stopped, instead of taking the agent down with an uncaught exception. */
   private arm(ms: number, fn: () => void): void {
+    if (!(ms >= 1 && ms < this.periodMs)) throw new Error(`slow ${this.key}: a phase of ${ms} ms in a period of ${this.periodMs}`);
+    const leftMs = this.untilMs === null ? ms : Math.max(0, this.untilMs - this.host.nowMs());
     this.timer = setTimeout(() => {
       try {
         fn();
@@ -90,7 +98,7 @@ export class SlowCycle {
         this.host.log('error', 'inject.slow.failed', { target: this.key, error: (e as Error).message });
         this.end('failed');
       }
-    }, ms);
+    }, Math.min(ms, leftMs));
     this.timer.unref();
   }
 
@@ -158,6 +166,7 @@ export class SlowCycles {
    *  key. Returns the new cycle and what it replaced, or a refusal. */
   start(
     target: { proc: LiveTaskProcess } | { node: string }, sharePercent: number, forMs: number | null,
+    periodMs: number = DEFAULT_SLOW_PERIOD_MS,
   ): { cycle: SlowCycle; replaced: SlowCycle | null } | string {
     const key = 'proc' in target ? `${target.proc.task}/${target.proc.vpid}` : target.node;
     const replaced = this.cycles.get(key) ?? null;
@@ -172,13 +181,13 @@ export class SlowCycles {
       // Every task process of the node but those slowed by name, whose own cycle rules them.
       pick = () => this.tasks.live().filter((p) => !this.cycles.has(`${p.task}/${p.vpid}`));
     }
-    const cycle = new SlowCycle(key, sharePercent, untilMs, pick, 'proc' in target, this.host, (c, why) => {
+    const cycle = new SlowCycle(key, sharePercent, periodMs, untilMs, pick, 'proc' in target, this.host, (c, why) => {
       if (this.cycles.get(c.key) === c) this.cycles.delete(c.key);
       this.host.log(why === 'healed' || why === 'replaced' ? 'info' : 'warn', 'inject.slow.end', { target: c.key, why });
     });
     if (this.cycles.has(key)) throw new Error(`slow ${key}: the cycle it replaced is still registered`);
     this.cycles.set(key, cycle);
-    this.host.log('warn', 'inject.slow.start', { target: key, sharePercent, forMs, runMs: cycle.runMs, stopMs: cycle.stopMs });
+    this.host.log('warn', 'inject.slow.start', { target: key, sharePercent, forMs, periodMs, runMs: cycle.runMs, stopMs: cycle.stopMs });
     return { cycle, replaced };
   }
 
@@ -237,10 +246,18 @@ function slow(args: readonly string[], ctx: InjectContext): InjectOutcome {
   if (typeof target === 'string') return { ok: false, text: target };
   const share = parseSharePercent(args[1] ?? '');
   if (share === null) return { ok: false, text: `${ctx.self}: slow needs a share of CPU from 1 to 99 %, got ${JSON.stringify((args[1] ?? '').slice(0, 64))}` };
-  const forText = args[2];
-  const forMs = forText === undefined ? null : parseSlowForMs(forText);
-  if (forText !== undefined && forMs === null) return { ok: false, text: `${ctx.self}: slow got a bad duration ${JSON.stringify(forText.slice(0, 64))} (ms)` };
-  if (args.length > 3) return { ok: false, text: `${ctx.self}: slow takes T, P and at most MS, got ${args.length} arguments` };
+  if (args.length > 4) return { ok: false, text: `${ctx.self}: slow takes T, P, and at most FOR and PERIOD, got ${args.length} arguments` };
+  const periodText = args[3];
+  const periodMs = periodText === undefined ? DEFAULT_SLOW_PERIOD_MS : parseSlowPeriodMs(periodText);
+  if (periodMs === null) {
+    return { ok: false, text: `${ctx.self}: slow got a bad period ${JSON.stringify((periodText ?? '').slice(0, 64))} (ms, ${MIN_SLOW_PERIOD_MS} to ${MAX_SLOW_PERIOD_MS})` };
+  }
+  // FOR is '' when a PERIOD follows without one.
+  const forText = args[2] === '' ? undefined : args[2];
+  const forMs = forText === undefined ? null : parseSlowForMs(forText, periodMs);
+  if (forText !== undefined && forMs === null) {
+    return { ok: false, text: `${ctx.self}: slow got a bad duration ${JSON.stringify(forText.slice(0, 64))} (ms, at least the period, ${periodMs})` };
+  }
   const node = ownNode(ctx);
   let what: string;
   let started: ReturnType<SlowCycles['start']>;
@@ -248,17 +265,17 @@ function slow(args: readonly string[], ctx: InjectContext): InjectOutcome {
     const { task, vpid } = target.proc;
     const proc = ctx.tasks?.live().find((p) => p.task === task && p.vpid === vpid);
     if (proc === undefined) return { ok: false, text: `${ctx.self}: no task process ${target.key} runs on ${node} now (it ended, or runs elsewhere: see \`trine ps\`)` };
-    started = cycles.start({ proc }, share, forMs);
+    started = cycles.start({ proc }, share, forMs, periodMs);
     what = `${target.key} (pid ${proc.pid} on ${node}) runs`;
   } else {
-    started = cycles.start({ node }, share, forMs);
+    started = cycles.start({ node }, share, forMs, periodMs);
     const now = ctx.tasks?.live().length ?? 0;
     what = `every task process of ${node} (${now} now, and any it starts) runs`;
   }
   if (typeof started === 'string') return { ok: false, text: `${ctx.self}: ${started}` };
   const { cycle, replaced } = started;
   const until = `\`trine inject heal ${target.key}\``;
-  const how = `(stopped ${cycle.stopMs} ms of every ${SLOW_PERIOD_MS})`;
+  const how = `(stopped ${cycle.stopMs} ms of every ${cycle.periodMs})`;
   const was = replaced === null ? '' : ` (was ${pct(replaced)})`;
   const span = forMs === null ? `until ${until}` : `for ${forMs} ms, or until ${until}`;
   return { ok: true, text: `${what} at ${pct(cycle)} ${how} ${span}${was}` };

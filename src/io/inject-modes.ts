@@ -35,7 +35,7 @@ export const INJECT_MODES: readonly InjectModeSpec[] = [
   { mode: 'corrupt-replica', usage: 'R [slots|csn|chain]', summary: "corrupt replica R's replicated state (a node's slot count by default)", by: 'daemon', minArgs: 1, maxArgs: 2 },
   { mode: 'byzantine-replica', usage: 'R MODE', summary: 'make replica R misbehave: equivocate, wrong-command, skip-rsn, silent-heartbeating or drop-agent-messages', by: 'daemon', minArgs: 2, maxArgs: 2 },
   {
-    mode: 'slow', usage: 'T --share P [--for MS]', summary: "run task process T (t3/0), or every task process of node T (n2), at P % CPU, by its node's agent (until heal T)",
+    mode: 'slow', usage: 'T --share P [--for MS] [--period MS]', summary: "run task process T (t3/0), or every task process of node T (n2), at P % CPU, by its node's agent (until heal T)",
     by: 'daemon', minArgs: 1, maxArgs: 1,
   },
 ];

@@ -6,7 +6,8 @@
 //   - slow t/0 --share 25: its rate drops well under half; heal: it is running (not state T) and
 //     its rate recovers;
 //   - --for: the slowness ends by itself, leaving the process running;
-//   - a node: its task processes are slowed, its agent is not;
+//   - a node, with --period 250: its task processes are slowed, its agent is not, and the answer
+//     gives the period;
 //   - `trine down` with a slowness on: the agent ends it as it stops (SIGCONT), and every process
 //     the test started is gone.
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -144,14 +145,14 @@ describe('trine inject slow', () => {
     expect(await rate(task, 1_000)).toBeGreaterThan(slowed * 2);
   }, 60_000);
 
-  it("a node: its task processes are slowed, its agent is not; trine down ends the slowness as the agent stops", async () => {
+  it("a node, --period 250: its task processes are slowed, its agent is not; trine down ends the slowness as the agent stops", async () => {
     const task = (await view()).tasks.at(-1)?.id as string;
     const { pid, node } = (await view()).tasks.find((t) => t.id === task)?.procs[0] as { pid: number; node: string };
     const agent = `a${node.slice(1)}`;
     const agentPid = Number(readFileSync(join(dir, 'run', `${agent}.agent-pid`), 'utf8').trim());
-    const slow = await trine(['inject', 'slow', node, '--share', '10', '--dir', dir]);
+    const slow = await trine(['inject', 'slow', node, '--share', '10', '--period', '250', '--dir', dir]);
     expect(slow.code).toBe(0);
-    expect(slow.stdout).toBe(`every task process of ${node} (1 now, and any it starts) runs at 10 % CPU (stopped 90 ms of every 100) until \`trine inject heal ${node}\`\n`);
+    expect(slow.stdout).toBe(`every task process of ${node} (1 now, and any it starts) runs at 10 % CPU (stopped 225 ms of every 250) until \`trine inject heal ${node}\`\n`);
     expect(await statesOver(pid, 300)).toContain('T');
     expect(await statesOver(agentPid, 300)).not.toContain('T');
 

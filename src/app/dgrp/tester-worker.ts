@@ -70,6 +70,7 @@ async function main(): Promise<void> {
     heldUp: () => performance.now() - last > LAG_PROBE_MS + LAG_TOLERANCE_MS,
     ...(process.env.TRINE_DGRP_TRACE === '1' ? { trace: (line: string) => process.stderr.write(`${line}\n`) } : {}),
     random: () => randomInt(0, 2 ** 32 - 1),
+    later: (ms, fn) => void setTimeout(fn, ms),
     send: (endpoint, datagram) => {
       const to = hostPort(endpoint);
       if (to !== null) socket.send(datagram, to.port, to.host);

@@ -7,9 +7,11 @@
 //
 // - Only a member of the group tests (spec 2.2.3: a non-member's information is ignored anyway);
 //   everyone answers.
-// - A test waits at most one interval: a reply that has not come by the next tick is a miss
+// - Each test leaves at a random moment of the interval's first half (no aliasing with a
+//   periodic load) and waits until the next tick: a reply that has not come by then is a miss
 //   (spec 2.2.1's separate timeout). A reply past the threshold fails (the estimator's verdict).
-// - The report of an interval names each member that failed, and each non-member tested, with
+// - The report of an interval names each member that failed its last DGRP_FAILS_TO_ACCUSE
+//   tests, and each non-member tested, with
 //   this tester's count of its consecutive passes (its rejoin vote, spec 2.2.5). A member it does
 //   not name passed. An interval with nothing to name sends nothing, unless the last report
 //   named something: then an empty report withdraws it (§12.3: accusations are current ones).
@@ -25,6 +27,11 @@ import { decodeProbe, encodeProbe, type ProbeRefusal } from './probe-wire.ts';
 /** Algorithm 1's weights (spec 2.2.2: "approximations of the original values proposed by Jacobson"). */
 export const DGRP_ALPHA = 0.9;
 export const DGRP_BETA = 4;
+/** Failed tests in a row before a tester reports a member (a departure: the paper reports one
+ *  failure, spec 2.2.4). On a node whose load average is three times its cores, a correct
+ *  process's reply was sometimes late once; two members each seeing it late once at the same time
+ *  removed it (docs/PERFORMANCE.md §10). A process slow for real fails again at once. */
+export const DGRP_FAILS_TO_ACCUSE = 2;
 /** Tests of a process that are neither judged nor fed to its estimator: the first replies come
  *  while the task's processes still load (tens of ms on a busy node), and one such sample would
  *  hold the threshold up for dozens of intervals (α = 0.9 forgets 10 % a sample). */
@@ -36,6 +43,8 @@ export type TesterIo = {
   send(endpoint: string, datagram: Uint8Array): void;
   report(r: DgrpReport): void;
   random(): number;
+  /** Run `fn` after `ms` (each test leaves at a random moment of the interval's first half). */
+  later(ms: number, fn: () => void): void;
   /** Whether this thread is being held up right now: its loop probe is overdue (an I/O event
    *  can run before the overdue timer that would have called noteLag). */
   heldUp(): boolean;
@@ -53,6 +62,8 @@ type Tested = {
   verdict: boolean | null;
   /** Tests sent to it: the first DGRP_WARMUP_TESTS are not judged. */
   sent: number;
+  /** Its failed tests in a row (DGRP_FAILS_TO_ACCUSE). */
+  failsInRow: number;
 };
 
 export type TesterStats = {
@@ -104,16 +115,25 @@ export class DgrpTester {
     this.closeRound();
     if (!this.isMember) return;
     this.round++;
+    const round = this.round;
     for (const e of this.entries) {
       if (e.vpid === this.self || e.endpoint === '') continue;
-      const t = this.entry(e.vpid);
-      const challenge = this.test.challenge(this.io.random);
-      this.seq = (this.seq + 1) >>> 0;
-      t.inFlight = { seq: this.seq, startMs: this.io.now(), challenge };
-      t.sent++;
-      this.stats.tests++;
-      this.io.send(e.endpoint, encodeProbe(this.key, { kind: 'challenge', tester: this.self, tested: e.vpid, seq: this.seq, body: challenge }));
+      // A random moment: tests in step with a periodic load (a duty cycle, a periodic job) would
+      // see the same phase of it every time, and a slowly drifting delay the estimator follows.
+      this.io.later(this.io.random() % Math.max(1, Math.floor(this.options.intervalMs / 2)), () => {
+        if (this.round === round && this.isMember) this.challenge(e.vpid, e.endpoint);
+      });
     }
+  }
+
+  private challenge(vpid: number, endpoint: string): void {
+    const t = this.entry(vpid);
+    const challenge = this.test.challenge(this.io.random);
+    this.seq = (this.seq + 1) >>> 0;
+    t.inFlight = { seq: this.seq, startMs: this.io.now(), challenge };
+    t.sent++;
+    this.stats.tests++;
+    this.io.send(endpoint, encodeProbe(this.key, { kind: 'challenge', tester: this.self, tested: vpid, seq: this.seq, body: challenge }));
   }
 
   /** A datagram from another process's tester thread. */
@@ -166,8 +186,9 @@ export class DgrpTester {
       const v = t.verdict;
       t.verdict = null;
       if (v === false) this.stats.fails++;
+      if (v !== null) t.failsInRow = v ? 0 : t.failsInRow + 1;
       if (e.counter % 2 === 0) {
-        if (v === false) verdicts.push({ vpid: e.vpid, pass: false, passes: 0 });
+        if (t.failsInRow >= DGRP_FAILS_TO_ACCUSE) verdicts.push({ vpid: e.vpid, pass: false, passes: 0 });
       } else if (v !== null) {
         t.passes = v ? t.passes + 1 : 0;
         verdicts.push({ vpid: e.vpid, pass: v, passes: t.passes });
@@ -187,7 +208,7 @@ export class DgrpTester {
         estimator: new ReplyEstimator({
           alpha: DGRP_ALPHA, beta: DGRP_BETA, factor: o.factorPercent / 100, marginMs: o.marginMs, initialThresholdMs: o.initialThresholdMs,
         }),
-        passes: 0, inFlight: null, verdict: null, sent: 0,
+        passes: 0, inFlight: null, verdict: null, sent: 0, failsInRow: 0,
       };
       this.tested.set(vpid, t);
     }

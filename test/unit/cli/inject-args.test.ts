@@ -138,17 +138,51 @@ describe('inject modes and their arguments', () => {
       expect(r.message).toBe(`inject slow: ${JSON.stringify(bad)} is neither a task process (t3/0) nor a node of this cluster (n1, n2, n3, n4): e.g. \`trine inject slow t3/0 --share 25\``);
     }
     expect(refusal(() => requireMode('slow', [])).message).toBe(
-      "inject slow takes T --share P [--for MS] (run task process T (t3/0), or every task process of node T (n2), at P % CPU, by its node's agent (until heal T)), " +
+      "inject slow takes T --share P [--for MS] [--period MS] (run task process T (t3/0), or every task process of node T (n2), at P % CPU, by its node's agent (until heal T)), " +
         'got no arguments: e.g. `trine inject slow t3/0 --share 25`',
     );
     expect(refusal(() => requireMode('slow', ['t3/0', 't3/1'])).code).toBe(EXIT_USAGE);
   });
 
-  it('--share and --for go with slow only', () => {
-    for (const flags of [{ share: '25' }, { for: '5000' }]) {
+  it('--share, --for and --period go with slow only', () => {
+    for (const flags of [{ share: '25' }, { for: '5000' }, { period: '500' }]) {
       const r = refusal(() => planWith(flags, 'hang', 't3/0'));
-      expect(r).toEqual({ code: EXIT_USAGE, message: 'inject hang takes no --share or --for: they go with inject slow, e.g. `trine inject slow t3/0 --share 25 --for 5000`' });
+      expect(r).toEqual({
+        code: EXIT_USAGE, message: 'inject hang takes no --share, --for or --period: they go with inject slow, e.g. `trine inject slow t3/0 --share 25 --for 5000 --period 500`',
+      });
     }
-    expect(refusal(() => planWith({ share: '25' }, 'heal', 't3/0')).message).toMatch(/^inject heal takes no --share or --for/);
+    expect(refusal(() => planWith({ share: '25' }, 'heal', 't3/0')).message).toMatch(/^inject heal takes no --share, --for or --period/);
+    expect(refusal(() => planWith({ period: '500' }, 'heal', 't3/0')).message).toMatch(/^inject heal takes no --share, --for or --period/);
+    expect(refusal(() => planWith({ period: '500' }, 'drop', 'r1', 'r3')).code).toBe(EXIT_USAGE);
+  });
+
+  it('slow --period MS: sent after FOR (empty without --for); without it the arguments stay [T, P] or [T, P, FOR]', () => {
+    expect(planWith({ share: '20', period: '500' }, 'slow', 't3/0')).toEqual({ by: 'agent', mode: 'slow', args: ['t3/0', '20', '', '500'], at: { proc: 't3/0' } });
+    expect(planWith({ share: '20', for: '5000', period: '500' }, 'slow', 'n2')).toMatchObject({ args: ['n2', '20', '5000', '500'] });
+    expect(planWith({ share: '20', period: '20' }, 'slow', 'n2')).toMatchObject({ args: ['n2', '20', '', '20'] });
+    expect(planWith({ share: '20', period: '10000', for: '10000' }, 'slow', 'n2')).toMatchObject({ args: ['n2', '20', '10000', '10000'] });
+    // The default typed out is still sent: the agent reads it the same.
+    expect(planWith({ share: '20', period: '100' }, 'slow', 'n2')).toMatchObject({ args: ['n2', '20', '', '100'] });
+  });
+
+  it('slow --period must be 20 to 10000 ms, and --for at least one period; each refusal says what to type', () => {
+    for (const period of ['19', '0', '10001', '2s', '1e3', '-100', '', '250.5']) {
+      const r = refusal(() => planWith({ share: '25', period }, 'slow', 't3/0'));
+      expect(r).toEqual({
+        code: EXIT_USAGE,
+        message: `inject slow: --period must be an integer number of ms from 20 to 10000 (one run + stop), got ${JSON.stringify(period)}: e.g. \`--period 2000\` to stop t3/0 for seconds at a time, or no --period for 100`,
+      });
+    }
+    const short = refusal(() => planWith({ share: '25', period: '2000', for: '1999' }, 'slow', 'n1'));
+    expect(short).toEqual({
+      code: EXIT_USAGE,
+      message: 'inject slow: --for must be an integer number of ms from 2000 (one --period) to 3600000, got "1999": e.g. `--for 5000` for 5 s, or no --for to slow it until `trine inject heal n1`',
+    });
+    // A short period lets a short --for through: one period is the floor, whatever it is.
+    expect(planWith({ share: '25', period: '20', for: '20' }, 'slow', 'n1')).toMatchObject({ args: ['n1', '25', '20', '20'] });
+    expect(refusal(() => planWith({ share: '25', period: '20', for: '19' }, 'slow', 'n1')).message).toContain('from 20 (one --period) to 3600000');
+    // The share is checked first, then the period, then --for.
+    expect(refusal(() => planWith({ share: '0', period: '5', for: '1' }, 'slow', 'n1')).message).toMatch(/^inject slow: --share/);
+    expect(refusal(() => planWith({ share: '25', period: '5', for: '1' }, 'slow', 'n1')).message).toMatch(/^inject slow: --period/);
   });
 });

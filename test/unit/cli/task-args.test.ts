@@ -171,3 +171,27 @@ describe('buildSubmit: the recovery options (PROTOCOL §11.1)', () => {
     }
   });
 });
+
+describe('buildSubmit: the DGRP options (PROTOCOL §12.1)', () => {
+  const dgrp = (more: Record<string, string> = {}) => input({ linked: true, dgrp: { dgrp: true, ...more } });
+
+  it('none by default; --dgrp --linked gives the paper\'s numbers, each settable; the factor is kept in hundredths', () => {
+    expect(buildSubmit(input()).dgrp).toBeNull();
+    expect(buildSubmit(dgrp()).dgrp).toEqual({ intervalMs: 1000, zeta: 5, factorPercent: 250, marginMs: 20, initialThresholdMs: 8000 });
+    const r = buildSubmit(dgrp({ interval: '200', zeta: '3', factor: '1.75', margin: '0', initial: '500' }));
+    expect(r.dgrp).toEqual({ intervalMs: 200, zeta: 3, factorPercent: 175, marginMs: 0, initialThresholdMs: 500 });
+    expect(agentRequest.dec(agentRequest.enc(r), 'submit')).toEqual({ ok: true, value: r });
+  });
+
+  it('bad input: out of range, not a number, not linked, or a --dgrp-* flag without --dgrp, each says what to type', () => {
+    expect(usageError(() => buildSubmit(input({ dgrp: { dgrp: true } })))).toMatch(/^--dgrp needs a linked task: add --linked/);
+    expect(usageError(() => buildSubmit(dgrp({ interval: '10' })))).toBe('--dgrp-interval "10": give a whole number of milliseconds from 50 to 60000');
+    expect(usageError(() => buildSubmit(dgrp({ zeta: '0' })))).toMatch(/^--dgrp-zeta "0": give a whole number of testing intervals from 1 to 100/);
+    expect(usageError(() => buildSubmit(dgrp({ factor: '0.5' })))).toMatch(/^--dgrp-factor "0.5": give a number from 1 to 100 with at most two decimals/);
+    expect(usageError(() => buildSubmit(dgrp({ factor: '2.555' })))).toMatch(/^--dgrp-factor/);
+    expect(usageError(() => buildSubmit(dgrp({ margin: '-1' })))).toMatch(/^--dgrp-margin/);
+    expect(usageError(() => buildSubmit(input({ linked: true, dgrp: { interval: '200' } })))).toBe(
+      '--dgrp-interval applies to a DGRP task only: add --dgrp (and --linked), or drop --dgrp-interval',
+    );
+  });
+});

@@ -10,6 +10,7 @@ import { DGRP_DEFAULT_FACTOR_PERCENT, DGRP_MAX_INTERVAL_MS } from '../../../src/
 import { applyReport, arrive, counterOf, createDgrpState, dgrpState, membersOf, tryRelease, type DgrpState } from '../../../src/core/dgrp.ts';
 import { recommendedOf, type DgrpOptions, type DgrpVerdict, type ProcDgrp } from '../../../src/core/wire/messages.ts';
 import { Cluster } from './cluster-driver.ts';
+import { seededRandom } from '../../../examples/common/seeded-random.ts';
 
 const OPTIONS: DgrpOptions = { intervalMs: 1000, zeta: 5, factorPercent: DGRP_DEFAULT_FACTOR_PERCENT, marginMs: 5, initialThresholdMs: 8000 };
 const fail = (vpid: number): DgrpVerdict => ({ vpid, pass: false, passes: 0 });
@@ -212,5 +213,52 @@ describe('PROTOCOL §12.3: a group whose members all left', () => {
     expect(c.events()).toContain('t1/2 rejoined the DGRP: no member was left');
     send(c, 2, { arrive: 1 });
     expect(views(c).map((x) => [x.vpids, x.released, recommendedOf(x.entries)])).toEqual([[[2], 1, [2]]]);
+  });
+});
+
+describe('PROTOCOL §12.3 under random reports (a fixed slice of seeds; the rules alone, no timing)', () => {
+  /** Random testers report random verdicts: honest ones fail a correct process rarely (noise)
+   *  and the slow one often; one liar fails a correct process in every report. */
+  function run(seed: number, n: number, steps: number) {
+    const random = seededRandom(seed);
+    const live = Array.from({ length: n }, (_, v) => v);
+    const slow = 1;
+    const liar = 0;
+    const d = createDgrpState(OPTIONS);
+    const passes = new Map<string, number>();
+    const problems: string[] = [];
+    let before = live.map((v) => counterOf(d, v));
+    for (let step = 0; step < steps; step++) {
+      const tester = live[Math.floor(random() * n)] as number;
+      const verdicts: DgrpVerdict[] = [];
+      for (const q of live) {
+        if (q === tester) continue;
+        const member = counterOf(d, q) % 2 === 0;
+        const lie = tester === liar && q !== slow && q !== liar;
+        const ok = lie ? false : q === slow ? random() < 0.2 : random() > 0.03;
+        const key = `${tester}:${q}`;
+        passes.set(key, ok ? (passes.get(key) ?? 0) + 1 : 0);
+        if (member ? !ok : true) verdicts.push({ vpid: q, pass: ok, passes: passes.get(key) ?? 0 });
+      }
+      const members = membersOf(d, live);
+      const out = applyReport(d, live, tester, verdicts);
+      for (const c of out.changes) {
+        // A correct process removed: an honest member's latest verdict must have failed it too.
+        if (c.kind === 'removed' && c.vpid !== slow && members.length >= 3 && c.by.every((t) => t === liar)) problems.push(`step ${step}: ${c.vpid} removed by the liar alone`);
+      }
+      const after = live.map((v) => counterOf(d, v));
+      if (after.some((x, i) => x < (before[i] ?? 0))) problems.push(`step ${step}: a counter went down`);
+      if (membersOf(d, live).length === 0) problems.push(`step ${step}: no member left`);
+      before = after;
+    }
+    return { problems, removals: d.removals, rejoins: d.rejoins, slowOut: counterOf(d, slow) % 2 === 1 };
+  }
+
+  it('a liar never removes a correct process alone, counters never go down, the group is never empty', () => {
+    for (let seed = 1; seed <= Number(process.env.DGRP_SEEDS ?? 20); seed++) {
+      const r = run(seed, 5, 400);
+      expect(r.problems, `seed ${seed}`).toEqual([]);
+      expect(r.removals, `seed ${seed}: the slow process must have been removed`).toBeGreaterThan(0);
+    }
   });
 });
