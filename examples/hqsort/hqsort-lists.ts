@@ -6,7 +6,7 @@
 //
 // Lists travel as the host's int32 bytes (a Trine cluster's hosts share a byte order). Every
 // backup receive is posted once (memoised), whoever needs it first: the round's start, the
-// responder or the new holder.
+// responder or the new holder. HQSORT_DEBUG=1 logs every request, ask and answer on stderr.
 import { ANY_SOURCE } from 'trine/app';
 import { tagOf } from './hqsort-plan.ts';
 
@@ -48,6 +48,7 @@ function decodeRequest(data: unknown): ListRequest | null {
 }
 
 const key = (round: number, v: number): string => `${round}:${v}`;
+const DEBUG = process.env.HQSORT_DEBUG === '1';
 
 export class ListStore {
   private readonly held = new Map<string, Deferred<Int32Array>>();
@@ -89,7 +90,7 @@ export class ListStore {
 
   /** Ask `who` for v's list as `round` left it and wait for the answer. */
   async ask(who: number, request: ListRequest): Promise<Int32Array> {
-    if (process.env.HQSORT_DEBUG) this.log(`ask ${who} ${JSON.stringify(request)}`);
+    if (DEBUG) this.log(`ask ${who} ${JSON.stringify(request)}`);
     await this.wire.send(who, tagOf('request', 0, 0), request);
     const m = await this.wire.recv(who, tagOf('reply', request.round, request.v));
     return listOf(m.data, `list ${request.v} from ${who}`);
@@ -107,7 +108,7 @@ export class ListStore {
         throw e;
       }
       const request = decodeRequest(m.data);
-      if (process.env.HQSORT_DEBUG) this.log(`request from ${m.source} ${JSON.stringify(m.data)}`);
+      if (DEBUG) this.log(`request from ${m.source} ${JSON.stringify(m.data)}`);
       if (request === null) {
         this.log(`hqsort: a malformed list request from ${m.source}, dropped`);
         continue;
@@ -118,7 +119,7 @@ export class ListStore {
 
   private async answer(to: number, r: ListRequest): Promise<void> {
     const list = r.from === null ? await this.heldList(r.round, r.v) : await this.backup(r.round, r.v, r.from);
-    if (process.env.HQSORT_DEBUG) this.log(`answer ${to} ${JSON.stringify(r)} ${list.length}`);
+    if (DEBUG) this.log(`answer ${to} ${JSON.stringify(r)} ${list.length}`);
     this.post(to, tagOf('reply', r.round, r.v), list);
     this.answered += 1;
   }
