@@ -22,7 +22,7 @@ export const HQSORT_USAGE = `usage: hqsort [--seed N] [--count N] [--no-dgrp] [-
   --seed N     input seed, 0..${MAX_SEED} (default ${HQSORT_DEFAULTS.seed})
   --count N    numbers to sort in all, 0..${MAX_COUNT} (default ${HQSORT_DEFAULTS.count})
   --no-dgrp    ignore the group: every round waits for every process (the baseline)
-  --trace      one JSON line per round on each process's stdout
+  --trace      JSON lines on each process's stdout: each round's start and end
   --help       this text`;
 
 export type ParsedArgs =

@@ -184,6 +184,7 @@ for (;;) {
     code = await finish(r, startedAt);
     break;
   }
+  if (trace) process.stdout.write(`${JSON.stringify({ hqsort: 'start', at: Date.now(), round: r.round, members: r.members })}\n`);
   if (r.comm !== null) await sortRound(r, r.comm);
   if (trace) process.stdout.write(`${JSON.stringify({ hqsort: 'round', at: Date.now(), round: r.round, members: r.members, held: r.comm === null ? [] : heldBy(self, dim, r.members), ms: Date.now() - t, answered: store.answered })}\n`);
 }

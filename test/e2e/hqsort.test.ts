@@ -74,6 +74,19 @@ describe('HyperQuickSort on the DGRP (spec 2.2.7, 2.6)', () => {
     expect(events.some((e) => e.includes(`${id}/3 left the DGRP`)), events.join('\n')).toBe(true);
   }, 120_000);
 
+  it('slow once sorting started: removed at the next barrier, its replacement takes its list from the backup copy and sorts it', async () => {
+    const id = await c.start(APP, SIZE, { HQSORT_DEBUG: '1' }, ['--count', '32000000', '--trace'], FLAGS);
+    await c.line(id, 3, /"hqsort":"start".*"round":1,/, 60_000);
+    await slow(id, 3);
+    const line = await answer(id);
+    const rounds = VPIDS.flatMap((v) => c.lines(id, v).filter((l) => l.startsWith('{"hqsort":"round"')).map((l) => ({ vpid: v, ...(JSON.parse(l) as { round: number; members: number[]; held: number[] }) })));
+    const absorbed = rounds.filter((r) => r.vpid !== 3 && r.held.includes(3));
+    console.log(`hqsort e2e, t/3 slow from round 1: ${line}\n${rounds.map((r) => JSON.stringify(r)).join('\n')}`);
+    expect(line).toMatch(/: correct$/);
+    expect(absorbed.length, c.dump(id, VPIDS)).toBeGreaterThan(0);
+    expect(absorbed.every((r) => !r.members.includes(3))).toBe(true);
+  }, 120_000);
+
   it('spec 2.6 "N−1 tolerance": three of four processes slow, still correct', async () => {
     const id = await c.start(APP, SIZE, {}, ['--count', SLOW_COUNT], FLAGS);
     for (const v of [1, 2, 3]) await slow(id, v);
