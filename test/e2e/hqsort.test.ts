@@ -52,6 +52,22 @@ async function slow(id: string, vpid: number): Promise<void> {
   expect(r.code, r.stderr).toBe(0);
 }
 
+/** Submit, and slow `vpids` as soon as their agents can (while they start: before the first
+ *  round barrier), so the group can tell them slow before sorting begins. */
+async function submitSlow(env: Record<string, string>, args: readonly string[], vpids: readonly number[]): Promise<string> {
+  const id = await c.submit(APP, SIZE, env, args, FLAGS);
+  for (const v of vpids) {
+    const end = Date.now() + 60_000;
+    for (;;) {
+      const r = await trine(['inject', 'slow', `${id}/${v}`, '--share', '10', '--period', '500', '--dir', c.dir]);
+      if (r.code === 0) break;
+      if (Date.now() > end) throw new Error(`could not slow ${id}/${v}: ${r.stderr}\n${await c.describe(id)}`);
+      await sleep(100);
+    }
+  }
+  return id;
+}
+
 describe('HyperQuickSort on the DGRP (spec 2.2.7, 2.6)', () => {
   it('no slow process: sorted and correct, with the DGRP and with --no-dgrp', async () => {
     const id = await c.start(APP, SIZE, {}, ['--count', '4000000', '--seed', '7'], FLAGS);
@@ -65,8 +81,7 @@ describe('HyperQuickSort on the DGRP (spec 2.2.7, 2.6)', () => {
   }, 120_000);
 
   it('spec 2.6 "slow-process removal": one process slow from the start is removed, the others sort its share, correct', async () => {
-    const id = await c.start(APP, SIZE, {}, ['--count', SLOW_COUNT], FLAGS);
-    await slow(id, 3);
+    const id = await submitSlow({}, ['--count', SLOW_COUNT], [3]);
     const line = await answer(id);
     const events = await journal(id);
     console.log(`hqsort e2e, t/3 slow: ${line}\n${events.join('\n')}`);
@@ -87,9 +102,25 @@ describe('HyperQuickSort on the DGRP (spec 2.2.7, 2.6)', () => {
     expect(absorbed.every((r) => !r.members.includes(3))).toBe(true);
   }, 120_000);
 
+  it('spec 2.6 "rejoin": a process out from the start, healed once sorting started, rejoins and takes its virtual rank back from its replacement', async () => {
+    const id = await submitSlow({ HQSORT_DEBUG: '1' }, ['--count', '48000000', '--trace'], [3]);
+    const start = await c.line(id, 0, /"hqsort":"start".*"round":1,/, 60_000);
+    const heal = await trine(['inject', 'heal', `${id}/3`, '--dir', c.dir]);
+    expect(heal.code, heal.stderr).toBe(0);
+    const line = await answer(id);
+    const events = await journal(id);
+    const mine = c.lines(id, 3).filter((l) => l.startsWith('{"hqsort":"round"')).map((l) => JSON.parse(l) as { round: number; members: number[]; held: number[] });
+    console.log(`hqsort e2e, t/3 out then healed: ${line}\nround 1 began ${start}\n${events.join('\n')}\n${mine.map((r) => JSON.stringify(r)).join('\n')}`);
+    expect(line).toMatch(/: correct$/);
+    expect(JSON.parse(start).members, 'VPID 3 was not out by round 1').not.toContain(3);
+    expect(events.some((e) => e.includes(`${id}/3 rejoined the DGRP`)), events.join('\n')).toBe(true);
+    // Back in round 2 with its own virtual rank, which it asked round 1's holder for.
+    expect(mine.find((r) => r.round === 2), c.dump(id, VPIDS)).toMatchObject({ held: [3] });
+    expect(c.lines(id, 3, 'err').some((l) => /^ask \d \{"round":1,"v":3,"from":null\}$/.test(l)), c.dump(id, [3])).toBe(true);
+  }, 120_000);
+
   it('spec 2.6 "N−1 tolerance": three of four processes slow, still correct', async () => {
-    const id = await c.start(APP, SIZE, {}, ['--count', SLOW_COUNT], FLAGS);
-    for (const v of [1, 2, 3]) await slow(id, v);
+    const id = await submitSlow({}, ['--count', SLOW_COUNT], [1, 2, 3]);
     const line = await answer(id, 110_000);
     console.log(`hqsort e2e, t/1..3 slow: ${line}\n${(await journal(id)).join('\n')}`);
     expect(line).toMatch(/: correct$/);
