@@ -6,6 +6,9 @@
 // that the processes and the manager logged, ends with the count (14,200), and stops everything.
 // It exits non-zero if any step fails or the count is wrong, and always stops what it started.
 //
+// `npm run demo -- --slow`: HyperQuickSort on the DGRP (issue 18): one process slowed, the
+// group removes it, the others absorb its share; then the same sort waiting for it, and both times.
+//
 // `npm run demo -- --rollback`: rollback recovery (issue 17, PROTOCOL §11) instead. The heat
 // stencil (examples/heat, no recovery code at all) runs as a rollback task of 3 ranks; mid-run
 // one rank is crashed with `kill -9`, then, once the group has replaced it, a node fails (`trine
@@ -19,6 +22,14 @@ import { fileURLToPath } from 'node:url';
 
 const trine = fileURLToPath(new URL('./trine.js', import.meta.url));
 const repo = fileURLToPath(new URL('..', import.meta.url));
+// `--slow`: HyperQuickSort on the DGRP with a slow process, against the same sort waiting for it
+// (issue 18; examples/hqsort/demo-slow.ts, which starts, times and stops its own cluster; on
+// Ctrl-C it stops the cluster itself, so this process only waits for it).
+if (process.argv.includes('--slow')) {
+  process.on('SIGINT', () => {});
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(repo, 'examples', 'hqsort', 'demo-slow.ts')], { cwd: repo, stdio: 'inherit' });
+  process.exit(r.status ?? 1);
+}
 const root = mkdtempSync(join(tmpdir(), 'trine-demo-'));
 const dir = join(root, 'cluster');
 const N = 12;

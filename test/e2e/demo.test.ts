@@ -3,6 +3,8 @@
 // SIGSTOP, ends with the right count, and everything it started is stopped (issue 4 item 4).
 // `npm run demo -- --rollback` likewise: the heat stencil, with no recovery code, survives a
 // kill -9 and a node failure in rollback mode with the reference's answer (issue 17 item 4).
+// `npm run demo -- --slow`: HyperQuickSort on the DGRP leaves a slow process out and is right,
+// and so is the baseline that waits for it (issue 18 item 3).
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
@@ -52,5 +54,21 @@ it('npm run demo -- --rollback: the heat stencil, no recovery code, survives a k
   expect(r.stdout).toMatch(/rank 1: VPID 3 on n\d \(terminatedNormally/);
   expect(r.stdout).toMatch(/identical, bit for bit; the task ended normally/);
   expect(r.stdout).toMatch(/heat: verify OK/);
+  expect(r.stdout).toMatch(/stopped \d+ processes/);
+}, 180_000);
+
+it('npm run demo -- --slow: HyperQuickSort on the DGRP removes the slow process and sorts correctly, as does the --no-dgrp baseline (issue 18)', async () => {
+  const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(process.execPath, [DEMO, '--slow'], { timeout: 170_000 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
+    });
+  });
+  expect(r.stdout, r.stderr).toMatch(/demo OK\n$/);
+  expect(r.code).toBe(0);
+  expect(r.stdout).toMatch(/\[demo\]\s+trine inject slow t1\/3 --share 10/);
+  expect(r.stdout).toMatch(/\[group\]\s+t1\/3 left the DGRP/);
+  expect(r.stdout).toMatch(/hqsort: sorted 16000000 numbers in \d+ ms on 4 processes, members at the end .*: correct/);
+  expect(r.stdout).toMatch(/hqsort: sorted 16000000 numbers in \d+ ms on 4 processes \(--no-dgrp\), .*: correct/);
+  expect(r.stdout).toMatch(/on the DGRP\s+sorted in\s+\d+ ms/);
   expect(r.stdout).toMatch(/stopped \d+ processes/);
 }, 180_000);
