@@ -104,8 +104,12 @@ export function judge(s: StragglerState, o: StragglerOptions, standing: (vpid: n
   const medianPermille = median2 >> 1;
   const changes: StragglerChange[] = [];
   for (const [vpid, e] of running) {
-    // permille × K ≤ median, K in hundredths and the median doubled: integers throughout.
-    const straggler = judged && 2 * e.permille * o.factorHundredths <= median2 * 100;
+    // permille × K ≤ median, K in hundredths and the median doubled: integers throughout. A
+    // flagged process is unflagged only once past the bar by STRAGGLER_HYSTERESIS_PERCENT: each
+    // change is a broadcast that starts a new epoch (PROTOCOL §9.2), and progress hovering at
+    // the bar would otherwise drop every group request collected meanwhile.
+    const bar = median2 * 100 * (e.flagged ? 100 + STRAGGLER_HYSTERESIS_PERCENT : 100);
+    const straggler = judged && 2 * e.permille * o.factorHundredths * 100 <= bar;
     if (straggler === e.flagged) continue;
     e.flagged = straggler;
     if (straggler) s.flags++;
@@ -113,6 +117,9 @@ export function judge(s: StragglerState, o: StragglerOptions, standing: (vpid: n
   }
   return changes;
 }
+
+/** How far past the bar a flagged process must come back before it is unflagged (§13.2). */
+export const STRAGGLER_HYSTERESIS_PERCENT = 10;
 
 export const isStraggler = (s: StragglerState | null, vpid: number): boolean => s?.entries.get(vpid)?.flagged === true;
 export const progressOf = (s: StragglerState | null, vpid: number): number | null => s?.entries.get(vpid)?.permille ?? null;

@@ -52,7 +52,7 @@ export type DgrpGroupParts<C> = {
 export class DgrpGroup<C> {
   private last: DgrpView | null = null;
   private readonly listeners = new Set<(s: DgrpSnapshot) => void>();
-  private readonly waiting: { round: number; resolve: (v: DgrpView) => void }[] = [];
+  private readonly waiting: { round: number; resolve: (v: DgrpView) => void; reject: (e: Error) => void }[] = [];
   private commId: number | null = null;
   private closed = false;
 
@@ -70,16 +70,27 @@ export class DgrpGroup<C> {
       self: parts.self, key: parts.link.taskKey, options: parts.options, host: parts.host, port: parts.port, link: port2, testModule: parts.testModule,
     };
     const worker = new Worker(new URL('./tester-boot.mjs', import.meta.url), { workerData: data, transferList: [port2] });
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the DGRP tester thread did not start within ${TESTER_START_TIMEOUT_MS} ms`)), TESTER_START_TIMEOUT_MS);
-      worker.once('error', (e) => reject(e));
-      worker.on('message', (m: { type: string; detail?: string }) => {
-        if (m.type === 'ready') resolve();
-        if (m.type === 'failed') reject(new Error(`the DGRP tester thread failed: ${m.detail ?? ''}`));
-        if (m.type !== 'stats') clearTimeout(timer);
-      });
-    });
     worker.unref();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`the DGRP tester thread did not start within ${TESTER_START_TIMEOUT_MS} ms`)), TESTER_START_TIMEOUT_MS);
+        const settle = (e: Error | null) => {
+          clearTimeout(timer);
+          if (e === null) resolve();
+          else reject(e);
+        };
+        worker.once('error', (e) => settle(e));
+        worker.on('message', (m: { type: string; detail?: string }) => {
+          if (m.type === 'ready') settle(null);
+          if (m.type === 'failed') settle(new Error(`the DGRP tester thread failed: ${m.detail ?? ''}`));
+        });
+      });
+    } catch (e) {
+      // Nothing of it may outlive the failure: a tester that starts late would test on its own.
+      await worker.terminate();
+      port1.close();
+      throw e;
+    }
     return new DgrpGroup(parts, worker);
   }
 
@@ -101,7 +112,7 @@ export class DgrpGroup<C> {
   async barrier(): Promise<DgrpRound<C>> {
     if (this.closed) throw new Error('the DGRP is closed (G-MPI finalized)');
     const round = (this.last?.released ?? 0) + 1;
-    const released = new Promise<DgrpView>((resolve) => this.waiting.push({ round, resolve }));
+    const released = new Promise<DgrpView>((resolve, reject) => this.waiting.push({ round, resolve, reject }));
     this.parts.link.sendOwn({ type: 'dgrp.arrive', round });
     const v = await released;
     const s = this.snapshot(v);
@@ -133,6 +144,7 @@ export class DgrpGroup<C> {
     if (this.closed) return;
     this.closed = true;
     this.parts.link.onDgrpView(null);
+    for (const w of this.waiting.splice(0)) w.reject(new Error('the DGRP is closed (G-MPI finalized)'));
     this.worker.postMessage({ type: 'stop' });
     await this.worker.terminate();
   }

@@ -112,7 +112,7 @@ export class Gmpi {
     const g = new Gmpi(link, p2p, layer, world, rb);
     self = g;
     installInternalHandlers(g.signals);
-    if (link.mapping.dgrp !== null) g.dgrpGroup = await g.openDgrp(link.mapping.dgrp, host, opts.dgrpTest ?? null);
+    if (link.mapping.dgrp !== null) g.dgrpGroup = await g.openDgrp(link.mapping.dgrp, host, opts.dgrpTest ?? null).catch((e: unknown) => p2p.close({ bye: false }).then(() => Promise.reject(e)));
     const peers = members.flatMap((m) => {
       const ep = parseEndpoint(m);
       return m.vpid === who.vpid || ep === null ? [] : [{ id: m.vpid, ...ep }];

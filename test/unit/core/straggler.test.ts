@@ -8,7 +8,7 @@ import { progressRequest } from '../../../src/core/cluster-inputs.ts';
 import { STRAGGLER_DEFAULT_AFTER_PERMILLE, STRAGGLER_DEFAULT_FACTOR_HUNDREDTHS } from '../../../src/core/constants.ts';
 import { GSIG } from '../../../src/core/signals.ts';
 import {
-  createStragglerState, judge, recordProgress, stragglerPart, stragglerState, twiceMedian, type ProcStanding,
+  createStragglerState, judge, recordProgress, STRAGGLER_HYSTERESIS_PERCENT, stragglerPart, stragglerState, twiceMedian, type ProcStanding,
 } from '../../../src/core/straggler.ts';
 import type { StragglerOptions } from '../../../src/core/wire/messages.ts';
 import { Cluster } from './cluster-driver.ts';
@@ -51,6 +51,18 @@ describe('PROTOCOL §13.2: the rule (k × the median, after a share of the work)
     recordProgress(s, 3, 500);
     expect(judge(s, POLICY, running)).toEqual([{ kind: 'unflagged', vpid: 3, permille: 500, medianPermille: 610 }]);
     expect(s.flags).toBe(1);
+  });
+
+  it('a flagged process is unflagged only past the bar by STRAGGLER_HYSTERESIS_PERCENT (each change starts an epoch)', () => {
+    const s = state({ 0: 600, 1: 600, 2: 600, 3: 400 });
+    expect(judge(s, POLICY, running).map((c) => c.kind)).toEqual(['flagged']);
+    // 410 × 1.5 = 615 > 600: past the bar, but within 10 % of it (660): still flagged.
+    recordProgress(s, 3, 410);
+    expect(judge(s, POLICY, running)).toEqual([]);
+    // 441 × 1.5 = 661.5 > 660: unflagged.
+    recordProgress(s, 3, 441);
+    expect(judge(s, POLICY, running).map((c) => c.kind)).toEqual(['unflagged']);
+    expect(STRAGGLER_HYSTERESIS_PERCENT).toBe(10);
   });
 
   it('a dead process leaves the computation; one that ended normally counts as done (1000 ‰); neither keeps a flag', () => {
