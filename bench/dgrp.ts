@@ -10,6 +10,9 @@
 //      others. And the time from the injection to the removal in the group's journal.
 //   3. False removals: every removal of a process that nothing slowed, in every run of 1 and 2,
 //      counted with the machine's load average.
+//   4. HyperQuickSort (examples/hqsort/hqsort.ts, spec 2.2.7) of HQS_COUNT numbers on 4 processes
+//      with 0 to 3 of them slowed as soon as they run, on the DGRP and with --no-dgrp (every round
+//      waits for every process): the program's own sort time, and that its answer is correct.
 // The spec's figures to compare (spec 2.4): DGRP's overhead ~9 % against ULFM; no absolute times.
 // Run alone: `node --import tsx bench/dgrp.ts`; TRINE_BENCH_DGRP_ROUNDS (3) alternated rounds.
 import { execFile } from 'node:child_process';
@@ -82,6 +85,36 @@ async function runOnce(dir: string, mode: Mode, slow: boolean): Promise<Outcome>
   return { elapsedMs: elapsed, removals, removedAfterMs, load: loadavg()[0] ?? 0, slow };
 }
 
+/** 8 million numbers: about 1 s of sorting on 4 processes of this machine with none slowed. */
+const HQS_COUNT = 8_000_000;
+const HQS = join(REPO, 'examples/hqsort/hqsort.ts');
+
+/** One HyperQuickSort run with VPIDs 4 − slowCount … 3 slowed from the start: its sort time. */
+async function hqsortOnce(dir: string, slowCount: number, dgrp: boolean): Promise<{ sortMs: number; correct: boolean; removals: number }> {
+  const flags = ['--dgrp', '--dgrp-interval', '200', '--dgrp-zeta', '3'];
+  const s = await trine(['submit', '--dir', dir, '--linked', '-n', '4', '--cwd', REPO, ...flags, '--', process.execPath, '--import', 'tsx', HQS, '--count', String(HQS_COUNT), ...(dgrp ? [] : ['--no-dgrp'])]);
+  if (s.code !== 0) throw new Error(`submit: ${s.stderr}`);
+  const id = s.stdout.trim();
+  const slowed = new Set<number>();
+  for (let waited = 0; ; waited += POLL_MS) {
+    if (waited > 300_000) throw new Error(`${id} did not finish`);
+    for (let v = 4 - slowCount; v < 4; v++) {
+      if (slowed.has(v)) continue;
+      const r = await trine(['inject', 'slow', `${id}/${v}`, ...SLOW, '--dir', dir]);
+      if (r.code === 0) slowed.add(v);
+    }
+    const v = await trine(['ps', '--dir', dir, '--json', id]);
+    const t = v.code === 0 ? (JSON.parse(v.stdout) as { tasks: { id: string; outcome: string | null }[] }).tasks.find((x) => x.id === id) : undefined;
+    if (t !== undefined && t.outcome !== null) break;
+    await sleep(POLL_MS);
+  }
+  const line = [0, 1, 2, 3].flatMap((v) => { try { return readFileSync(join(dir, 'logs', 'tasks', id, `${v}.out`), 'utf8').split('\n'); } catch { return []; } })
+    .find((l) => l.startsWith('hqsort: sorted')) ?? '';
+  const ms = /in (\d+) ms/.exec(line);
+  const removals = /removals (\d+)/.exec(line);
+  return { sortMs: ms === null ? NaN : Number(ms[1]), correct: line.endsWith(': correct'), removals: removals === null ? 0 : Number(removals[1]) };
+}
+
 export async function benchDgrp(): Promise<Figure[]> {
   const root = mkdtempSync(join(tmpdir(), 'trine-bench-dgrp-'));
   const dir = join(root, 'cluster');
@@ -114,6 +147,13 @@ export async function benchDgrp(): Promise<Figure[]> {
     const falseRemovals = all.flatMap((o) => o.removals.filter((l) => !(o.slow && /\/3 left/.test(l)))).length;
     figures.push({ name: `false removals (a process nothing slowed) over ${all.length} runs of 4 processes`, value: falseRemovals, unit: 'removals' });
     figures.push({ name: 'load average (1 min) during the runs, p50', value: median(all.map((o) => o.load)), unit: '' });
+    for (let slowCount = 0; slowCount <= 3; slowCount++) {
+      for (const dgrp of [true, false]) {
+        const r = await hqsortOnce(dir, slowCount, dgrp);
+        if (!r.correct) throw new Error(`hqsort with ${slowCount} slow (${dgrp ? 'dgrp' : '--no-dgrp'}) was not correct`);
+        figures.push({ name: `HyperQuickSort of ${HQS_COUNT / 1e6}M on 4, ${slowCount} slowed, ${dgrp ? 'on the DGRP' : '--no-dgrp (waits)'}: sort time (removals ${r.removals})`, value: r.sortMs, unit: 'ms' });
+      }
+    }
   } finally {
     await trine(['down', '--dir', dir]);
     rmSync(root, { recursive: true, force: true });
