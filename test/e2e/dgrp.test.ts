@@ -97,4 +97,18 @@ describe('PROTOCOL §12 (spec 2.6): a slow process leaves the group and comes ba
     expect(r0.at(-1)?.members.includes(1), JSON.stringify(r0)).toBe(false);
     expect(r0.filter((r) => r.round > 3 && !r.members.includes(1)).length, JSON.stringify(r0)).toBeGreaterThan(10);
   }, 120_000);
+
+  it('with --recovery rollback: a killed process is replaced by the group, and its replacement joins the DGRP as a new member', async () => {
+    const id = await c.start(APP, 4, { DGRP_ROUNDS: '40', DGRP_UNIT_MS: '20' }, [], [...FLAGS, '--recovery', 'rollback']);
+    await c.line(id, 0, /"round":3,/, 60_000);
+    const pid = (await c.task(id)).procs.find((p) => p.vpid === 2)?.pid;
+    expect(pid).toBeGreaterThan(0);
+    process.kill(pid as number, 'SIGKILL');
+    // The replacement (VPID 4) holds rank 2: it prints rounds, and so do the survivors to the end.
+    await c.line(id, 4, /"round":/, 60_000);
+    await finished(id, [0, 1, 3, 4]);
+    const t = await c.task(id);
+    expect(t.outcome, await c.describe(id)).toBe('normal');
+    expect(rounds(id, 0).at(-1)?.members).toEqual([0, 1, 2, 3]);
+  }, 150_000);
 });

@@ -43,8 +43,9 @@ export type DgrpGroupParts<C> = {
   port: number;
   /** World rank of a VPID (−1 if not in the world). */
   rankOf: (vpid: number) => number;
-  /** A communicator of these VPIDs with this id (Gmpi's, bound to its flags and errors). */
-  commOf: (id: number, vpids: readonly number[]) => C;
+  /** A communicator of these VPIDs with this id (Gmpi's, bound to its flags and errors); null
+   *  where a round may have none (a rollback task's messages go through its rank channels). */
+  commOf: ((id: number, vpids: readonly number[]) => C) | null;
   discardComm: (id: number) => void;
   testModule: string | null;
 };
@@ -119,7 +120,7 @@ export class DgrpGroup<C> {
     if (this.commId !== null) this.parts.discardComm(this.commId);
     this.commId = null;
     let comm: C | null = null;
-    if (s.recommended) {
+    if (s.recommended && this.parts.commOf !== null) {
       this.commId = DGRP_COMM_BASE + v.released;
       comm = this.parts.commOf(this.commId, recommendedOf(v.entries));
     }

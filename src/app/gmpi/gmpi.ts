@@ -201,8 +201,9 @@ export class Gmpi {
     const layer = this.layer;
     return DgrpGroup.open<CommOps>({
       link: this.link, self: this.link.vpid, options, host, port: this.p2p.port, testModule,
-      rankOf: (vpid) => layer.rankOf(this.worldNow, vpid),
-      commOf: (id, vpids) => new CommOps(layer, layer.create(id, vpids), (op) => this.call(op)),
+      // A rollback task's ranks are its table's; its messages go through its rank channels only.
+      rankOf: (vpid) => (this.rollback === null ? layer.rankOf(this.worldNow, vpid) : this.rollback.channels.rankOfVpid(vpid)),
+      commOf: this.rollback === null ? (id, vpids) => new CommOps(layer, layer.create(id, vpids), (op) => this.call(op)) : null,
       discardComm: (id) => layer.discardComm(id),
     }).catch((e: unknown) => Promise.reject(new GmpiError('BAD_ARGUMENT', e instanceof Error ? e.message : String(e))));
   }
