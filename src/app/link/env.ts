@@ -11,13 +11,21 @@ const TASK_PATTERN = /^t[1-9][0-9]*$/;
 const TOKEN_PATTERN = /^[0-9a-f]{32}$/;
 
 export function readLinkEnv(env: Readonly<Record<string, string | undefined>>): LinkEnv {
+  const unset = (name: string) => env[name] === undefined || env[name] === '';
+  // A task submitted without --linked: its agent set the mapping variables but gave it no socket.
+  if (!unset('TRINE_TASK') && unset('TRINE_AGENT_SOCKET') && unset('TRINE_TOKEN')) {
+    throw new LinkError(
+      'NOT_IN_TRINE',
+      `TRINE_AGENT_SOCKET is not set: task ${env.TRINE_TASK} was submitted without --linked, so its agent gave this process ` +
+        'no socket to connect to: submit it again with `trine submit --linked …`',
+    );
+  }
   for (const name of ENV_VARS) {
-    const v = env[name];
-    if (v === undefined || v === '') {
+    if (unset(name)) {
       throw new LinkError(
         'NOT_IN_TRINE',
-        `${name} is not set: this program uses the Trine application library and must be started by Trine ` +
-          `(e.g. \`trine run -- node app.js\`), whose agent sets ${ENV_VARS.join(', ')}`,
+        `${name} is not set: this program uses the Trine application library and must be started by Trine as a linked task ` +
+          `(e.g. \`trine submit --linked -n 4 -- node app.js\`), whose agent sets ${ENV_VARS.join(', ')}`,
       );
     }
   }

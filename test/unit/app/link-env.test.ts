@@ -29,6 +29,14 @@ describe('readLinkEnv', () => {
     });
   }
 
+  it('a task submitted without --linked is told to submit again with --linked (issue 19: the hint named a `trine run` that does not exist)', () => {
+    const plain = { TRINE_TASK: 't4', TRINE_VPID: '0', TRINE_SIZE: '2' };
+    expect(() => readLinkEnv(plain)).toThrow(expect.objectContaining({
+      code: 'NOT_IN_TRINE', message: expect.stringContaining('task t4 was submitted without --linked'),
+    }));
+    expect(() => readLinkEnv({})).toThrow(expect.objectContaining({ message: expect.stringContaining('`trine submit --linked -n 4 -- node app.js`') }));
+  });
+
   it('rejects malformed values with BAD_ENV', () => {
     expect(() => readLinkEnv({ ...GOOD, TRINE_VPID: '-1' })).toThrow(expect.objectContaining({ code: 'BAD_ENV' }));
     expect(() => readLinkEnv({ ...GOOD, TRINE_VPID: '4294967295' })).toThrow(expect.objectContaining({ code: 'BAD_ENV' }));
