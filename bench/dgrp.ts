@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Figure } from './crypto.ts';
 import { p50 as median } from './stats.ts';
+import { helpFromHeader } from '../examples/common/help.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const TRINE = join(REPO, 'bin', 'trine.js');
@@ -162,5 +163,6 @@ export async function benchDgrp(): Promise<Figure[]> {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  helpFromHeader(import.meta.url);
   for (const f of await benchDgrp()) console.log(`${f.name}: ${f.value >= 100 ? f.value.toFixed(0) : f.value.toFixed(3)} ${f.unit}`);
 }

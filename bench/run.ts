@@ -16,6 +16,9 @@ import { benchRollback } from './rollback.ts';
 import { benchSignals, benchSignalsSideBySide } from './signals.ts';
 import { testBedSupported } from '../test/hosts/testbed.ts';
 import { benchTasks } from './tasks.ts';
+import { helpFromHeader } from '../examples/common/help.ts';
+
+helpFromHeader(import.meta.url);
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 

@@ -26,6 +26,9 @@ import { readPidFiles } from '../src/io/cluster-dir.ts';
 import { listKeeperChildPids, listSupervisedPids } from '../src/io/run-records.ts';
 import { flood, type Flood } from '../test/fixtures/flood.ts';
 import { tearDown } from './cluster-tools.ts';
+import { helpFromHeader } from '../examples/common/help.ts';
+
+helpFromHeader(import.meta.url);
 
 const TRINE = fileURLToPath(new URL('../bin/trine.js', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));

@@ -22,6 +22,14 @@ import { fileURLToPath } from 'node:url';
 
 const trine = fileURLToPath(new URL('./trine.js', import.meta.url));
 const repo = fileURLToPath(new URL('..', import.meta.url));
+// `--help`: the comment above (plain JavaScript: examples/common/help.ts does this for the
+// TypeScript scripts).
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  const head = readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1); // past the #! line
+  const end = head.findIndex((l) => !l.startsWith('//'));
+  process.stdout.write(`${head.slice(0, end).map((l) => l.replace(/^\/\/ ?/, '')).join('\n')}\n`);
+  process.exit(0);
+}
 // `--slow`: HyperQuickSort on the DGRP with a slow process, against the same sort waiting for it
 // (issue 18; examples/hqsort/demo-slow.ts, which starts, times and stops its own cluster; on
 // Ctrl-C it stops the cluster itself, so this process only waits for it).

@@ -14,6 +14,9 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import { type Incremental, mergeFile } from './mutation-merge.ts';
+import { helpFromHeader } from '../examples/common/help.ts';
+
+helpFromHeader(import.meta.url);
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const incrementalFile = `${root}docs/mutation/stryker-incremental.json`;

@@ -9,6 +9,9 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { helpFromHeader } from '../examples/common/help.ts';
+
+helpFromHeader(import.meta.url);
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const equivalentFile = `${root}docs/mutation/equivalent.json`;

@@ -5,6 +5,9 @@
 // (detected + survived + not covered); mutants that do not compile are not counted.
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { helpFromHeader } from '../examples/common/help.ts';
+
+helpFromHeader(import.meta.url);
 
 type Position = { line: number; column: number };
 type Mutant = { id: string; mutatorName: string; replacement?: string; status: string; location: { start: Position; end: Position } };

@@ -13,6 +13,9 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync,
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { helpFromHeader } from '../examples/common/help.ts';
+
+helpFromHeader(import.meta.url);
 
 function usage(message: string): never {
   process.stderr.write(`sim:compare: ${message}. Usage: npm run sim:compare -- REV [--seeds N] [--tasks-seeds M]\n`);

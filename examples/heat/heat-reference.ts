@@ -4,6 +4,9 @@
 import { intOption, refuse } from '../common/options.ts';
 import { checkHeatParams, heatReference, MAX_HEAT_CELLS, MAX_HEAT_STEPS, type HeatParams } from './heat-core.ts';
 import { heatSummary } from './heat-state.ts';
+import { helpFromHeader } from '../common/help.ts';
+
+helpFromHeader(import.meta.url);
 
 const PROGRAM = 'heat-reference';
 const params: HeatParams = {

@@ -16,6 +16,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { seededRandom } from '../common/seeded-random.ts';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
+import { helpFromHeader } from '../common/help.ts';
+
+helpFromHeader(import.meta.url);
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const TRINE = join(REPO, 'bin', 'trine.js');

@@ -12,6 +12,9 @@ import { join } from 'node:path';
 import { HostsCluster, REPO } from '../../test/hosts/cluster.ts';
 import { testBedSupported } from '../../test/hosts/testbed.ts';
 import type { ClusterView } from '../../src/core/status.ts';
+import { helpFromHeader } from '../common/help.ts';
+
+helpFromHeader(import.meta.url);
 
 const N = 12;
 const EXPECTED = 14200;
