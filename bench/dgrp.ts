@@ -15,17 +15,16 @@
 //      waits for every process): the program's own sort time, and that its answer is correct.
 // The spec's figures to compare (spec 2.4): DGRP's overhead ~9 % against ULFM; no absolute times.
 // Run alone: `node --import tsx bench/dgrp.ts`; TRINE_BENCH_DGRP_ROUNDS (3) alternated rounds.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Figure } from './crypto.ts';
 import { p50 as median } from './stats.ts';
+import { trine as runTrine } from '../test/e2e/helpers.ts';
 import { helpFromHeader } from '../examples/common/help.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
-const TRINE = join(REPO, 'bin', 'trine.js');
 const APP = join(REPO, 'test/fixtures/apps/dgrp-rounds-app.ts');
 const ROUNDS = Number(process.env.TRINE_BENCH_DGRP_ROUNDS ?? 3);
 /** 40 rounds of 60 ms units: about 3 s of work per run, long enough for tests every second. */
@@ -33,11 +32,9 @@ const APP_ENV = { DGRP_ROUNDS: '40', DGRP_UNIT_MS: '60' };
 const SLOW = ['--share', '10', '--period', '500'];
 const POLL_MS = 200;
 
-type Run = { code: number; stdout: string; stderr: string };
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const trine = (args: string[], timeoutMs = 120_000): Promise<Run> => new Promise((resolve) => {
-  execFile(process.execPath, [TRINE, ...args], { timeout: timeoutMs }, (e, stdout, stderr) => resolve({ code: e === null ? 0 : typeof e.code === 'number' ? e.code : 1, stdout, stderr }));
-});
+/** The CLI as the e2e tests run it; `trine up` and a slow run get longer than its default. */
+const trine = (args: string[], timeoutMs = 120_000) => runTrine(args, timeoutMs);
 
 type Mode = { name: string; flags: string[]; env: Record<string, string> };
 const MODES: Mode[] = [

@@ -13,7 +13,7 @@
 // connect has no endpoints to send yet); `proc.signal` commands are delivered to the named
 // processes' connections in the order they arrive, and a process's own signals go to the group
 // through the outbox (src/core/agent-outbox.ts).
-import { queueSignal } from './agent-outbox.ts';
+import { queueSignal, type SignalRequest } from './agent-outbox.ts';
 import { advanceChild } from './agent-procs-child.ts';
 import {
   contextOf, keyOf, logEffect, noteRecords, stateOf, type AgentProcs, type AgentProcsEffect, type ChildEntry,
@@ -28,13 +28,27 @@ function linkedRunning(s: AgentProcs, task: string, vpid: number): ChildEntry | 
   return state === 'running' || state === 'terminating' ? e : null;
 }
 
+/** The named processes of a command that are connected; each other one is logged `event`
+ *  (with `fields`) as undeliverable. */
+function connected(s: AgentProcs, cmd: { task: string; vpids: readonly number[] }, event: string, out: AgentProcsEffect[], fields: Record<string, unknown> = {}): number[] {
+  return cmd.vpids.filter((vpid) => {
+    if (linkedRunning(s, cmd.task, vpid) !== null) return true;
+    out.push(logEffect('debug', event, { task: cmd.task, vpid, ...fields }));
+    return false;
+  });
+}
+
+/** A request of linked process `request.vpid` (a signal, a mark, a DGRP report or arrival, a
+ *  progress report), queued for the group in order with its others; from a process that is not
+ *  connected, only logged `event`. */
+function fromApp(s: AgentProcs, request: SignalRequest, level: 'warn' | 'debug', event: string, fields: Record<string, unknown> = {}): AgentProcsEffect[] {
+  if (linkedRunning(s, request.task, request.vpid) === null) return [logEffect(level, event, { task: request.task, vpid: request.vpid, ...fields })];
+  return queueSignal(s.outbox, request) ? [{ type: 'flush' }] : [];
+}
+
 /** `proc.signal`: the signal to each named process's connection. */
 export function deliverSignal(s: AgentProcs, cmd: ProcSignal, out: AgentProcsEffect[]): void {
-  for (const vpid of cmd.vpids) {
-    if (linkedRunning(s, cmd.task, vpid) === null) {
-      out.push(logEffect('debug', 'proc.signal.undeliverable', { task: cmd.task, vpid, signum: cmd.signum }));
-      continue;
-    }
+  for (const vpid of connected(s, cmd, 'proc.signal.undeliverable', out, { signum: cmd.signum })) {
     out.push({
       type: 'deliver', task: cmd.task, vpid,
       message: { type: 'signal', signum: cmd.signum, src: cmd.src, dest: cmd.dest, arg: cmd.arg, epoch: cmd.epoch, node: cmd.node, data: cmd.data },
@@ -46,11 +60,7 @@ export function deliverSignal(s: AgentProcs, cmd: ProcSignal, out: AgentProcsEff
  *  gets the rank table with its own rank (PROTOCOL §11.2); one the table does not list gets
  *  nothing (a correct group never sends that) rather than run unprotected with a guessed rank. */
 export function deliverMapping(s: AgentProcs, cmd: ProcMapping, out: AgentProcsEffect[]): void {
-  for (const vpid of cmd.vpids) {
-    if (linkedRunning(s, cmd.task, vpid) === null) {
-      out.push(logEffect('debug', 'proc.mapping.undeliverable', { task: cmd.task, vpid }));
-      continue;
-    }
+  for (const vpid of connected(s, cmd, 'proc.mapping.undeliverable', out)) {
     let rollback: RollbackMapping | null = null;
     if (cmd.rollback !== null) {
       const rank = rankOf(cmd.rollback, vpid);
@@ -111,17 +121,12 @@ export function closeApp(s: AgentProcs, task: string, vpid: number, clean: boole
 
 /** A checkpoint's mark from the process, queued for the group like its signals (§11.4). */
 export function markFromApp(s: AgentProcs, task: string, vpid: number, mark: RollbackMark): AgentProcsEffect[] {
-  if (linkedRunning(s, task, vpid) === null) return [logEffect('warn', 'app.mark.unconnected', { task, vpid })];
-  return queueSignal(s.outbox, { type: 'rollback.mark', task, vpid, ...mark }) ? [{ type: 'flush' }] : [];
+  return fromApp(s, { type: 'rollback.mark', task, vpid, ...mark }, 'warn', 'app.mark.unconnected');
 }
 
 /** `proc.dgrp`: a DGRP task's view to each named process's connection (PROTOCOL §12.4). */
 export function deliverDgrp(s: AgentProcs, cmd: ProcDgrp, out: AgentProcsEffect[]): void {
-  for (const vpid of cmd.vpids) {
-    if (linkedRunning(s, cmd.task, vpid) === null) {
-      out.push(logEffect('debug', 'proc.dgrp.undeliverable', { task: cmd.task, vpid }));
-      continue;
-    }
+  for (const vpid of connected(s, cmd, 'proc.dgrp.undeliverable', out)) {
     out.push({
       type: 'deliver', task: cmd.task, vpid,
       message: { type: 'dgrp', view: cmd.view, released: cmd.released, entries: cmd.entries.map((e) => ({ ...e })) },
@@ -134,24 +139,21 @@ export type AppDgrp = { type: 'dgrp.report'; round: number; verdicts: DgrpVerdic
 
 /** …queued for the group like its signals. */
 export function dgrpFromApp(s: AgentProcs, task: string, vpid: number, m: AppDgrp): AgentProcsEffect[] {
-  if (linkedRunning(s, task, vpid) === null) return [logEffect('warn', 'app.dgrp.unconnected', { task, vpid })];
-  const request = m.type === 'dgrp.arrive'
+  const request: SignalRequest = m.type === 'dgrp.arrive'
     ? { type: m.type, task, vpid, round: m.round }
     : { type: m.type, task, vpid, round: m.round, verdicts: m.verdicts.map((v) => ({ ...v })) };
-  return queueSignal(s.outbox, request) ? [{ type: 'flush' }] : [];
+  return fromApp(s, request, 'warn', 'app.dgrp.unconnected');
 }
 
 /** A progress report (PROTOCOL §13.2), queued for the group like its signals. */
 export function progressFromApp(s: AgentProcs, task: string, vpid: number, permille: number): AgentProcsEffect[] {
-  if (linkedRunning(s, task, vpid) === null) return [logEffect('debug', 'app.progress.unconnected', { task, vpid })];
-  return queueSignal(s.outbox, { type: 'proc.progress', task, vpid, permille }) ? [{ type: 'flush' }] : [];
+  return fromApp(s, { type: 'proc.progress', task, vpid, permille }, 'debug', 'app.progress.unconnected');
 }
 
 /** A signal from the process, queued for the group (PROTOCOL §9). */
 export function signalFromApp(
   s: AgentProcs, task: string, vpid: number, req: { signum: number; dest: number; arg: number; epoch: number },
 ): AgentProcsEffect[] {
-  if (linkedRunning(s, task, vpid) === null) return [logEffect('warn', 'app.signal.unconnected', { task, vpid, signum: req.signum })];
-  const first = queueSignal(s.outbox, { type: 'sig.request', task, vpid, signum: req.signum, dest: req.dest, arg: req.arg, epoch: req.epoch });
-  return first ? [{ type: 'flush' }] : [];
+  const request: SignalRequest = { type: 'sig.request', task, vpid, signum: req.signum, dest: req.dest, arg: req.arg, epoch: req.epoch };
+  return fromApp(s, request, 'warn', 'app.signal.unconnected', { signum: req.signum });
 }

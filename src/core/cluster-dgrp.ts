@@ -8,7 +8,7 @@ import {
 } from './constants.ts';
 import { note, perAgent, type Run } from './cluster-run.ts';
 import { liveMembers, SIGNALLING } from './cluster-signals.ts';
-import { isLive, procNode, taskState, type TaskRecord } from './cluster-state.ts';
+import { isLive, notOnNode, procNode, taskState, type TaskRecord } from './cluster-state.ts';
 import { applyReport, arrive, decide, forget, membersOf, tryRelease, viewOf, type DgrpChange } from './dgrp.ts';
 import type { DgrpVerdict, TaskSubmit } from './wire/messages.ts';
 
@@ -41,7 +41,8 @@ export function dgrpInput(run: Run, node: string | null, r: DgrpInput): void {
   };
   const live = liveMembers(rec);
   if (!live.includes(r.vpid)) return drop('the sender is not a connected process of the task');
-  if (procNode(rec, r.vpid) !== node) return drop(`the sender is on ${procNode(rec, r.vpid) ?? 'no node'}, not ${node ?? 'an unknown node'}`);
+  const elsewhere = notOnNode(rec, r.vpid, node);
+  if (elsewhere !== null) return drop(elsewhere);
   // Reports and arrivals count once the views went out, as signals do; before, and a
   // non-member's report (it may not know yet that it left), are routine: counted, not journalled.
   if (!SIGNALLING.includes(taskState(rec)) || d.sent === null) {

@@ -15,7 +15,7 @@ import { progressInput, type ProgressInput } from './cluster-straggler.ts';
 import { newRun, note, perAgent, type Run } from './cluster-run.ts';
 import { applyVerdict, broadcastSignal, liveMembers, SIGNALLING, signalName } from './cluster-signals.ts';
 import {
-  HOLDING, isLive, NO_REASON, plural, procCtx, procNode, procState, taskState,
+  HOLDING, isLive, NO_REASON, notOnNode, plural, procCtx, procState, taskState,
   type ClusterState, type NodeRecord, type Outcome, type SignedSubmit, type TaskEffect, type TaskRecord, type TaskTimers,
 } from './cluster-state.ts';
 import type { ProcessId } from './ports.ts';
@@ -226,7 +226,8 @@ export function signalRequest(
   const node = nodes.get(agent)?.node ?? null;
   const members = liveMembers(rec);
   if (!members.includes(r.vpid)) return drop('the sender is not a connected member of the task');
-  if (procNode(rec, r.vpid) !== node) return drop(`the sender is on ${procNode(rec, r.vpid) ?? 'no node'}, not ${node ?? 'an unknown node'}`);
+  const elsewhere = notOnNode(rec, r.vpid, node);
+  if (elsewhere !== null) return drop(elsewhere);
   const sig = rec.signals;
 
   if (r.dest !== GSIG_CM && r.dest !== GSIG_BROADCAST) {

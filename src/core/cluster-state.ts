@@ -174,6 +174,13 @@ export const procNode = (rec: TaskRecord, vpid: number): string | null => {
   return d === undefined ? null : procCtx(d).node;
 };
 
+/** Why the agent of `node` may not speak for process `vpid` of `rec` (it runs elsewhere), or null:
+ *  an agent relays only its own node's processes' signals and reports (PROTOCOL §9.1). */
+export function notOnNode(rec: TaskRecord, vpid: number, node: string | null): string | null {
+  const at = procNode(rec, vpid);
+  return at === node ? null : `the sender is on ${at ?? 'no node'}, not ${node ?? 'an unknown node'}`;
+}
+
 /** Slots held per node by live tasks: their processes that hold one, and their reservations.
  *  A finished task holds none, even if an agent never confirmed a terminate (T17 gave up). */
 export function usedSlots(cs: ClusterState): Map<string, number> {

@@ -4,7 +4,7 @@
 // GSIG_NTF_STRAGGLER. The manager never kills a straggler: what to do is the application's call.
 import { note, type Run } from './cluster-run.ts';
 import { broadcastSignal, liveMembers, SIGNALLING } from './cluster-signals.ts';
-import { isLive, procNode, procState, taskState, type TaskRecord } from './cluster-state.ts';
+import { isLive, notOnNode, procState, taskState, type TaskRecord } from './cluster-state.ts';
 import { GSIG, GSIG_CM } from './signals.ts';
 import { judge, recordProgress, type ProcStanding, type StragglerChange } from './straggler.ts';
 
@@ -23,7 +23,8 @@ export function progressInput(run: Run, node: string | null, r: ProgressInput): 
   // A task without a policy keeps no progress; a report before the mapping went out, or from a
   // process that has just ended, is routine: counted, not journalled.
   if (rec.stragglerState === null || !SIGNALLING.includes(taskState(rec)) || !liveMembers(rec).includes(r.vpid)) return drop(null);
-  if (procNode(rec, r.vpid) !== node) return drop(`the sender is on ${procNode(rec, r.vpid) ?? 'no node'}, not ${node ?? 'an unknown node'}`);
+  const elsewhere = notOnNode(rec, r.vpid, node);
+  if (elsewhere !== null) return drop(elsewhere);
   if (!recordProgress(rec.stragglerState, r.vpid, r.permille)) drop(`${r.permille} ‰ is more than the whole`);
 }
 

@@ -169,8 +169,9 @@ export class DgrpGroup<C> {
       const r = this.parts.rankOf(e.vpid);
       if (r >= 0) counters.set(r, e.counter);
     }
-    const members = recommendedOf(v.entries).map((vpid) => this.parts.rankOf(vpid)).filter((r) => r >= 0).sort((a, b) => a - b);
-    return { view: v.view, released: v.released, members, recommended: recommendedOf(v.entries).includes(this.parts.self), counters };
+    const vpids = recommendedOf(v.entries);
+    const members = vpids.map((vpid) => this.parts.rankOf(vpid)).filter((r) => r >= 0).sort((a, b) => a - b);
+    return { view: v.view, released: v.released, members, recommended: vpids.includes(this.parts.self), counters };
   }
 }
 

@@ -12,6 +12,7 @@ import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { unpack } from '../../core/wire/frame.ts';
 import { agentToProc, encodeAppFrame, procToAgent } from '../../core/wire/app-wire.ts';
 import type { DgrpOptions } from '../../core/wire/dgrp.ts';
+import { parseEndpoint } from '../gmpi/gmpi-api.ts';
 import { PRIMES_TEST, type DgrpTest } from './challenge.ts';
 import { DgrpTester } from './tester.ts';
 
@@ -36,13 +37,6 @@ export const LAG_TOLERANCE_MS = 25;
 const data = workerData as TesterWorkerData;
 const parent = parentPort;
 if (parent === null) throw new Error('tester-worker.ts runs as a worker thread');
-
-function hostPort(endpoint: string): { host: string; port: number } | null {
-  const at = endpoint.lastIndexOf(':');
-  const port = Number(endpoint.slice(at + 1));
-  const host = endpoint.slice(0, at).replace(/^\[(.*)\]$/, '$1');
-  return at > 0 && Number.isInteger(port) && port > 0 && port < 65536 && isIP(host) !== 0 ? { host, port } : null;
-}
 
 async function loadTest(): Promise<DgrpTest> {
   if (data.testModule === null) return PRIMES_TEST;
@@ -72,7 +66,7 @@ async function main(): Promise<void> {
     random: () => randomInt(0, 2 ** 32 - 1),
     later: (ms, fn) => void setTimeout(fn, ms),
     send: (endpoint, datagram) => {
-      const to = hostPort(endpoint);
+      const to = parseEndpoint({ endpoint });
       if (to !== null) socket.send(datagram, to.port, to.host);
     },
     report: (r) => data.link.postMessage({ type: 'send', bytes: encodeAppFrame(procToAgent, { type: 'dgrp.report', ...r }) }),

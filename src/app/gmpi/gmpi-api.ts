@@ -87,7 +87,8 @@ export function mapError(e: unknown): GmpiError {
   return new GmpiError('BAD_ARGUMENT', String(e), e);
 }
 
-export const parseEndpoint = (m: Member): { host: string; port: number } | null => {
+/** A member's (or a DGRP view entry's) `host:port`, or null if it is not one. */
+export const parseEndpoint = (m: Pick<Member, 'endpoint'>): { host: string; port: number } | null => {
   const i = m.endpoint.lastIndexOf(':');
   if (i <= 0) return null;
   const port = Number(m.endpoint.slice(i + 1));
