@@ -8,16 +8,20 @@
 // node_modules/.cache/trine/, beside the packages it imports, on first use and again whenever
 // one of its source files changes: a manifest records each input's size and mtime. Nothing is
 // committed and there is no build step to remember. TRINE_NO_BUNDLE=1 runs the sources under tsx.
-import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, realpathSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 
-/** Where the bundle of `repo`'s CLI lives, and what it is built from. */
+/** Where the bundle of `repo`'s CLI lives, and what it is built from. The cache is keyed by the
+ *  checkout's real path: checkouts that share one node_modules (git worktrees with a symlinked
+ *  node_modules) would otherwise rebuild over each other's bundle, and one could run another's. */
 function layout(repo) {
-  const cache = join(repo, 'node_modules', '.cache', 'trine');
+  const key = createHash('sha256').update(realpathSync(repo)).digest('hex').slice(0, 12);
+  const cache = join(repo, 'node_modules', '.cache', 'trine', key);
   return { repo, entry: join(repo, 'cli', 'main.ts'), bundle: join(cache, 'cli.mjs'), manifest: join(cache, 'cli.json') };
 }
 
