@@ -2,9 +2,9 @@
 // code: a changed, added-to or removed source makes the next start rebuild it. Exercised on a
 // small tree laid out like the repo (cli/main.ts importing a module), run by a real node.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain JavaScript module without declarations
 import { cliBundle } from '../../bin/cli-bundle.js';
@@ -29,13 +29,32 @@ afterEach(() => rmSync(repo, { recursive: true, force: true }));
 describe('the CLI bundle', () => {
   it('is built on first use, with the TypeScript compiled, and reused while no source changes', () => {
     const b = bundleOf(repo);
-    expect(b).toBe(join(repo, 'node_modules/.cache/trine/cli.mjs'));
+    expect(b).toMatch(new RegExp(`^${join(repo, 'node_modules/.cache/trine/')}[0-9a-f]{12}/cli\\.mjs$`));
     expect(run(b as string)).toBe('first 1');
     const built = statSync(b as string).mtimeMs;
     expect(bundleOf(repo)).toBe(b);
     expect(statSync(b as string).mtimeMs).toBe(built);
-    const manifest = JSON.parse(readFileSync(join(repo, 'node_modules/.cache/trine/cli.json'), 'utf8')) as { inputs: Record<string, string> };
+    const manifest = JSON.parse(readFileSync(join(dirname(b as string), 'cli.json'), 'utf8')) as { inputs: Record<string, string> };
     expect(Object.keys(manifest.inputs).sort()).toEqual(['cli/main.ts', 'src/word.ts']);
+  });
+
+  it('is kept apart for two checkouts sharing one node_modules (worktrees): each runs its own sources', () => {
+    const other = mkdtempSync(join(tmpdir(), 'trine-bundle-'));
+    try {
+      cpSync(join(repo, 'cli'), join(other, 'cli'), { recursive: true });
+      mkdirSync(join(other, 'src'));
+      writeFileSync(join(other, 'src/word.ts'), "export const word = (): string => 'other';\n");
+      mkdirSync(join(repo, 'node_modules'), { recursive: true });
+      symlinkSync(join(repo, 'node_modules'), join(other, 'node_modules'));
+      const mine = bundleOf(repo) as string;
+      const theirs = bundleOf(other) as string;
+      expect(realpathSync(dirname(theirs))).not.toBe(realpathSync(dirname(mine)));
+      expect(run(theirs)).toBe('other 1');
+      expect(run(bundleOf(repo) as string)).toBe('first 1');
+      expect(statSync(mine).mtimeMs).toBe(statSync(bundleOf(repo) as string).mtimeMs); // not rebuilt
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
   });
 
   it('is rebuilt when an imported source changes, even keeping its size', () => {
@@ -45,10 +64,9 @@ describe('the CLI bundle', () => {
   });
 
   it('is rebuilt when only a source\'s mtime changes (a checkout), and when a new import appears', () => {
-    bundleOf(repo);
+    const manifestPath = join(dirname(bundleOf(repo) as string), 'cli.json');
     const later = new Date(Date.now() + 5_000);
     utimesSync(join(repo, 'src/word.ts'), later, later);
-    const manifestPath = join(repo, 'node_modules/.cache/trine/cli.json');
     const before = readFileSync(manifestPath, 'utf8');
     bundleOf(repo);
     expect(readFileSync(manifestPath, 'utf8')).not.toBe(before);
