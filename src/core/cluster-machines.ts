@@ -14,7 +14,7 @@ import {
 } from './cluster-rollback.ts';
 import { broadcastSignal, liveMembers, rejudgeGroupRequest, sendMappings } from './cluster-signals.ts';
 import {
-  isFinal, isLive, NO_REASON, plural, procCtx, procNode, procState, taskCtx, taskState, usedSlots, type ClusterState, type TaskEffect, type TaskRecord,
+  isFinal, isLive, NO_REASON, plural, procCtx, procNode, procState, taskCtx, taskState, usedSlots, waitReason, type ClusterState, type TaskEffect, type TaskRecord,
 } from './cluster-state.ts';
 import { assert } from '../base/result.ts';
 import { refreshDgrps } from './cluster-dgrp.ts';
@@ -351,7 +351,7 @@ function place(run: Run): boolean {
     if (rec === undefined || !isLive(rec)) continue;
     const total = [...free.values()].reduce((a, b) => a + b, 0);
     if (req.vpids.length > total) {
-      const why = `needs ${plural(req.vpids.length, 'slot')}, ${total} free on ${plural(free.size, 'healthy node')}`;
+      const why = waitReason(run.nodes, req.vpids.length, total, free.size);
       if (rec.waitReason !== why) note(run, rec.id, null, `${rec.id} waiting: ${why}`);
       rec.waitReason = why;
       continue;

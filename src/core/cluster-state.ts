@@ -169,6 +169,21 @@ export const NO_REASON = 'no reason given';
 
 export const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
 
+/** Why a request for `n` slots waits, `free` being free on `healthy` nodes (spec §6). One larger
+ *  than every slot of every node the cluster counts on (failed ones too: a new agent incarnation
+ *  brings its node back; draining ones excepted) can never run: it says so at once, with the
+ *  cluster's capacity and what to do (issue 19). Not while a node has never joined: its slots
+ *  are not known until its agent says (PROTOCOL §8.2). */
+export function waitReason(nodes: Map<ProcessId, NodeRecord>, n: number, free: number, healthy: number): string {
+  const kept = [...nodes.values()].filter((r) => !r.draining);
+  const capacity = kept.reduce((a, r) => a + r.slots, 0);
+  if (n > capacity && kept.every((r) => r.joined || r.slots > 0)) {
+    return `can never fit: needs ${plural(n, 'slot')} at once, the cluster has ${capacity} on ${plural(kept.length, 'node')}; `
+      + `kill it and submit it with -n ${capacity} or fewer, or add nodes (\`trine node add\`)`;
+  }
+  return `needs ${plural(n, 'slot')}, ${free} free on ${plural(healthy, 'healthy node')}`;
+}
+
 export const procNode = (rec: TaskRecord, vpid: number): string | null => {
   const d = rec.procs.get(vpid);
   return d === undefined ? null : procCtx(d).node;

@@ -183,7 +183,18 @@ describe('cluster state: tasks and processes (spec §6)', () => {
     c.submit(6);
     c.submit(3);
     expect(c.spawns().map((s) => `${s.agent}:${s.vpid}`)).toEqual(['a1:0', 'a2:1', 'a1:2']); // most free first, ties by name
-    expect(c.task('t1').waitReason).toBe('needs 6 slots, 1 free on 2 healthy nodes');
+    expect(c.task('t1').waitReason).toBe('can never fit: needs 6 slots at once, the cluster has 4 on 2 nodes; kill it and submit it with -n 4 or fewer, or add nodes (`trine node add`)');
+  });
+
+  it('issue 19: a task larger than every slot of the cluster says at once that it can never fit, with the capacity; not while a node has yet to join and say its slots', () => {
+    const c = new Cluster(3, 2, 2); // n3 has not joined: its slots are not known yet
+    c.submit(6);
+    expect(c.task('t1').waitReason).toBe('needs 6 slots, 4 free on 2 healthy nodes');
+    c.join('a3', 1);
+    expect(c.task('t1').waitReason).toBe('can never fit: needs 6 slots at once, the cluster has 5 on 3 nodes; kill it and submit it with -n 5 or fewer, or add nodes (`trine node add`)');
+    expect(c.events()).toContain('t1 waiting: can never fit: needs 6 slots at once, the cluster has 5 on 3 nodes; kill it and submit it with -n 5 or fewer, or add nodes (`trine node add`)');
+    c.fail('a3'); // a failed node still counts: a new agent incarnation brings it back
+    expect(c.task('t1').waitReason).toMatch(/^can never fit: .* the cluster has 5 on 3 nodes/);
   });
 
   it('gang scheduling (spec §6): the second task spawns only once the first leaves Starting', () => {
@@ -406,7 +417,7 @@ describe('cluster state: placement and the journal (spec §6; PROTOCOL §8.2)', 
   });
 
   it('a task\'s wait reason is journalled once, not again at every input while it waits', () => {
-    const c = new Cluster(1);
+    const c = new Cluster(2, 1, 1); // n2 yet to join: t1 may fit once it does
     c.submit(2);
     expect(c.events()).toContain('t1 waiting: needs 2 slots, 1 free on 1 healthy node');
     expect(c.tick()).toEqual([]);
