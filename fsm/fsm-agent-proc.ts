@@ -62,6 +62,11 @@ export type SpawnCommand = {
   endpoints: Array<{ vpid: number; node: string }>;
 };
 
+/** Why a linked process that never connected failed its start (A7), and what to do: most
+ *  often a plain program submitted with --linked (issue 19). */
+export const NEVER_LINKED = 'never linked: no connection to its agent';
+export const LINK_FIX = "a --linked task's program must call link() from trine/app; a plain program is submitted without --linked";
+
 export type FsmAgentProcInput = { vpid: number; connectTimeoutTicks: number };
 
 export type FsmAgentProcState = 'idle' | 'spawning' | 'aborting' | 'running' | 'terminating' | 'dead';
@@ -271,7 +276,7 @@ export const fsmAgentProc = setup({
           {
             target: 'aborting',
             actions: [
-              assign({ ticksLeft: 0, reason: ({ context }) => `no connection within ${context.connectTimeoutTicks} ticks` }),
+              assign({ ticksLeft: 0, reason: ({ context }) => `${NEVER_LINKED} within ${context.connectTimeoutTicks} ticks: ${LINK_FIX}` }),
               kill('SIGKILL'),
             ],
           },

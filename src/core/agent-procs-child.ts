@@ -11,8 +11,8 @@
 //     before that os.exited, so classifyExit says terminatedNormally. Any other exit (non-zero
 //     code, any signal) stays abnormal, exactly as classifyExit rules for a linked process.
 // The mapping message (spec §7 item 2) of a plain process cannot travel over pipes it never
-// opens, so it is delivered in its environment at exec: TRINE_TASK, TRINE_VPID, TRINE_SIZE,
-// TRINE_RESTARTED (0/1) and TRINE_ENDPOINTS (JSON of [{vpid, node}]). The machine's
+// opens, so it is delivered in its environment at exec: TRINE_TASK, TRINE_VPID, TRINE_SIZE (the
+// task's size as submitted), TRINE_RANK, TRINE_RESTARTED (0/1) and TRINE_ENDPOINTS (JSON of [{vpid, node}]). The machine's
 // `sendMapping` action is therefore already satisfied when it fires. The connect timeout cannot
 // fire for a plain process once it exists (it leaves Spawning at os.spawned); it still bounds a
 // fork/exec that never answers.
@@ -42,6 +42,7 @@ export function mappingEnv(cmd: ProcSpawn): Record<string, string> {
     TRINE_TASK: cmd.task,
     TRINE_VPID: String(cmd.vpid),
     TRINE_SIZE: String(cmd.size),
+    TRINE_RANK: String(cmd.rank),
     TRINE_RESTARTED: cmd.restarted ? '1' : '0',
     TRINE_ENDPOINTS: JSON.stringify(cmd.endpoints.map((e) => ({ vpid: e.vpid, node: e.node }))),
   };

@@ -12,7 +12,7 @@ import { agentOf, note, type Run, type WorkItem } from './cluster-run.ts';
 import {
   assignGroups, checkReplacementStarted, nextReplacement, rankDied, rankFilled, rankMembers, ranksEndedNormally, resetRanks, toProtectors,
 } from './cluster-rollback.ts';
-import { broadcastSignal, liveMembers, rejudgeGroupRequest, sendMappings } from './cluster-signals.ts';
+import { broadcastSignal, liveMembers, rejudgeGroupRequest, sendMappings, spawnPlace } from './cluster-signals.ts';
 import {
   isFinal, isLive, NO_REASON, plural, procCtx, procNode, procState, taskCtx, taskState, usedSlots, waitReason, type ClusterState, type TaskEffect, type TaskRecord,
 } from './cluster-state.ts';
@@ -248,7 +248,7 @@ function spawnCommand(rec: TaskRecord, vpid: number): GroupCommand {
   });
   return {
     type: 'proc.spawn', task: rec.id, vpid, mode: rec.mode, file: rec.file, args: [...rec.args], cwd: rec.cwd,
-    env: rec.env.map(([k, v]): EnvEntry => [k, v]), size: rec.rollback?.ranks.length ?? c.vpids.length, restarted: c.restarted, endpoints,
+    env: rec.env.map(([k, v]): EnvEntry => [k, v]), ...spawnPlace(rec, vpid), restarted: c.restarted, endpoints,
     taskKey: rec.taskKey,
   };
 }

@@ -3,8 +3,8 @@
 // reach) their quorum. The signal requests themselves enter through cluster-inputs.ts.
 import type { FsmTaskEvent } from '../../fsm/fsm-task-types.ts';
 import { note, perAgent, type Run } from './cluster-run.ts';
-import { rollbackTableOf } from './cluster-rollback.ts';
-import { procNode, procState, taskCtx, type TaskRecord } from './cluster-state.ts';
+import { rankHeld, rollbackTableOf } from './cluster-rollback.ts';
+import { isFinal, procNode, procState, taskCtx, type TaskRecord } from './cluster-state.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from './signals.ts';
 import { accept, judgeGroupRequest, nextBroadcastEpoch, quorumInForce, type GroupVerdict } from './task-signals.ts';
 import type { Member } from './wire/messages.ts';
@@ -15,6 +15,22 @@ export function liveMembers(rec: TaskRecord): number[] {
     const d = rec.procs.get(v);
     return d !== undefined && procState(d) === 'running';
   });
+}
+
+/** The size and rank a process is told at its spawn (TRINE_SIZE, TRINE_RANK; issue 19). A
+ *  rollback task: its ranks, and the rank it holds or takes over (PROTOCOL §11.2). Other tasks:
+ *  the processes that have not ended, itself included, and its place among them in VPID order —
+ *  the task's size and its VPID for the first processes; for a replacement of a dead one the size
+ *  again (not the VPIDs used so far) and the rank G-MPI's world gives it once recovered (G-MPI
+ *  orders the live members by VPID); an extra process (SPAWN with none dead) makes one more. */
+export function spawnPlace(rec: TaskRecord, vpid: number): { size: number; rank: number } {
+  const held = rankHeld(rec, vpid);
+  if (rec.rollback !== null && held !== null) return { size: rec.rollback.ranks.length, rank: held };
+  const alive = taskCtx(rec).vpids.filter((v) => {
+    const d = rec.procs.get(v);
+    return v === vpid || (d !== undefined && !isFinal(d));
+  });
+  return { size: alive.length, rank: Math.max(0, alive.indexOf(vpid)) };
 }
 
 /** The mapping message (spec §7 item 2) to `vpids`, listing every live member. */

@@ -43,7 +43,18 @@ export function encodeCluster(cs: ClusterState): unknown {
   ];
 }
 
-export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>): Omit<ClusterView, 'events'> {
+/** A linked process that has not connected this long after its start was commanded is shown as
+ *  not linked yet, with the likely mistake and its fix (issue 19): a Node program that links
+ *  does so in well under a second unloaded; a plain program never does, and its start fails
+ *  only at the connect timeout (DEFAULT_TIMING.connectTimeoutMs). */
+export const LINK_HINT_MS = 1000;
+
+/** What `trine ps` shows of a linked process still spawning after LINK_HINT_MS. */
+export const notLinkedYet = (ms: number): string =>
+  `not linked after ${(ms / 1000).toFixed(1)} s: a --linked task's program must call link() from trine/app; a plain program is submitted without --linked`;
+
+/** `tickMs`: the task clock's period (Timing.taskTickMs), to tell how long a start has taken. */
+export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, tickMs = 0): Omit<ClusterView, 'events'> {
   const used = usedSlots(cs);
   const nodeViews: NodeView[] = [...nodes].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([agent, n]) => ({
     agent, node: n.node, slots: n.slots, used: used.get(n.node) ?? 0,
@@ -52,10 +63,15 @@ export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>)
   const all = [...cs.tasks.values()].sort(byNumber);
   const toView = (r: TaskRecord): TaskView => {
     const c = taskCtx(r);
+    // Start-TO counts ordered ticks from the start (or the application's SPAWN) on.
+    const startedMs = c.startTimerTicks === null ? 0 : (c.startTimeoutTicks - c.startTimerTicks) * tickMs;
+    const linkHint = r.mode === 'linked' && tickMs > 0 && startedMs >= LINK_HINT_MS ? notLinkedYet(startedMs) : null;
     const procs: ProcView[] = sortedProcs(r).map(([vpid, d]) => {
       const p = procCtx(d);
+      const state = procState(d);
       return {
-        vpid, node: p.node, pid: p.pid, state: procState(d), exitCode: p.exitCode, signal: p.signal, reason: p.reason,
+        vpid, node: p.node, pid: p.pid, state, exitCode: p.exitCode, signal: p.signal,
+        reason: p.reason ?? (state === 'spawning' ? linkHint : null),
         endpoint: r.endpoints.get(vpid) ?? null, rank: rankHeld(r, vpid),
         progress: progressOf(r.stragglerState, vpid), straggler: isStraggler(r.stragglerState, vpid),
         recommended: r.dgrpState === null || procState(d) !== 'running' ? null : isRecommended(r.dgrpState, vpid),

@@ -52,7 +52,7 @@ describe.skipIf(!RUN)('a linked task on a cluster whose tasks run as nobody', ()
   it('none can list the cluster dir, read a key or signal an agent; its environment holds no key', async () => {
     const lines = await cluster.lineFromEach(id, RANKS, /^reach /);
     for (const l of lines) {
-      expect(l).toBe('reach dir=EACCES key=EACCES kill=EPERM env=TRINE_AGENT_SOCKET,TRINE_ENDPOINTS,TRINE_OWNER,TRINE_RESTARTED,TRINE_SIZE,TRINE_TASK,TRINE_TOKEN,TRINE_VPID');
+      expect(l).toBe('reach dir=EACCES key=EACCES kill=EPERM env=TRINE_AGENT_SOCKET,TRINE_ENDPOINTS,TRINE_OWNER,TRINE_RANK,TRINE_RESTARTED,TRINE_SIZE,TRINE_TASK,TRINE_TOKEN,TRINE_VPID');
     }
   });
 

@@ -70,7 +70,7 @@ function driver(): { d: ProcDriver; reports: ProcReport[] } {
 function spawnCmd(task: string, vpid: number, script: string, over: Partial<ProcSpawn> = {}): ProcSpawn {
   return {
     type: 'proc.spawn', task, vpid, mode: 'plain', file: NODE, args: ['-e', script], cwd: dir, env: [['GREETING', 'hello']],
-    size: 2, restarted: false, endpoints: [{ vpid: 0, node: 'n1' }, { vpid: 1, node: 'n2' }], taskKey: new Uint8Array(32).fill(7), ...over,
+    size: 2, rank: vpid, restarted: false, endpoints: [{ vpid: 0, node: 'n1' }, { vpid: 1, node: 'n2' }], taskKey: new Uint8Array(32).fill(7), ...over,
   };
 }
 

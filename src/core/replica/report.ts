@@ -80,7 +80,7 @@ export function status(r: Replica, nowMs: number): ReplicaStatus {
 
 /** Nodes, tasks and processes with this replica's journal (`trine ps`). */
 export function replicaClusterView(r: Replica): ClusterView {
-  return { ...clusterView(r.state.cluster, r.state.nodes), events: [...r.report.journal] };
+  return { ...clusterView(r.state.cluster, r.state.nodes, r.opts.membership.timing.taskTickMs), events: [...r.report.journal] };
 }
 
 /** PROTOCOL §10.11: once the watchdog has taken the shutdown and every node's agent has

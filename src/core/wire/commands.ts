@@ -24,8 +24,10 @@ export type ProcSpawn = {
   args: string[];
   cwd: string;
   env: EnvEntry[];
-  /** Processes in the task, the restarted flag and every process's node (spec §7 item 2). */
+  /** Processes in the task and the rank this one takes (TRINE_SIZE, TRINE_RANK: cluster-signals.ts
+   *  spawnPlace), the restarted flag and every process's node (spec §7 item 2). */
   size: number;
+  rank: number;
   restarted: boolean;
   endpoints: Endpoint[];
   /** The task's key (TaskSubmit.taskKey): the agent hands it to a linked process over its
@@ -98,10 +100,10 @@ export const groupCommand: Schema<GroupCommand> = union<GroupCommand>({
   },
   'proc.spawn': {
     code: 2,
-    order: ['task', 'vpid', 'mode', 'file', 'args', 'cwd', 'env', 'size', 'restarted', 'endpoints', 'taskKey'],
+    order: ['task', 'vpid', 'mode', 'file', 'args', 'cwd', 'env', 'size', 'rank', 'restarted', 'endpoints', 'taskKey'],
     fields: {
       task: taskId, vpid: uint, mode: oneOf(['plain', 'linked'] as const), file: path, args: list(arg, MAX_ARGS), cwd: path, env,
-      size: uint, restarted: bool, endpoints: list(endpoint, MAX_TASK_PROCS), taskKey,
+      size: uint, rank: uint, restarted: bool, endpoints: list(endpoint, MAX_TASK_PROCS), taskKey,
     },
   },
   'proc.terminate': { code: 3, order: ['task', 'vpid'], fields: { task: taskId, vpid: uint } },

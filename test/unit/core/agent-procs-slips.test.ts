@@ -5,6 +5,7 @@
 // (docs/PROTOCOL.md §8.5 processes on the agent, §8.6 agent restart, §9.3 the mapping message,
 // §9.4 the local socket). test/unit/core/agent-procs.test.ts holds the main paths.
 import { describe, expect, it } from 'vitest';
+import { LINK_FIX } from '../../../fsm/fsm-agent-proc.ts';
 import { drainOutbox } from '../../../src/core/agent-outbox.ts';
 import { adoptedProcs, commandProcs, onProcOs, recoveredProcs, tickProcs } from '../../../src/core/agent-procs.ts';
 import { ADOPTED_EXIT_TERMINATED, EXITED_WHILE_DOWN, LINKED_ORPHANED, RESTARTED_WHILE_SPAWNING } from '../../../src/core/agent-procs-adopt.ts';
@@ -28,6 +29,7 @@ const SPAWN: ProcSpawn = {
   cwd: '/tmp',
   env: [['A', '1']],
   size: 2,
+  rank: 0,
   restarted: false,
   endpoints: [{ vpid: 0, node: 'n1' }, { vpid: 1, node: 'n2' }],
   taskKey: new Uint8Array(32).fill(7),
@@ -125,7 +127,7 @@ describe('reports and the procs file (PROTOCOL §8.5)', () => {
     const procs = createAgentProcs({ connectTimeoutTicks: 1 });
     const ref = running(procs, 900, spawnCmd(LINKED));
     expect(kills(tickProcs(procs))).toEqual([{ pid: 900, signal: 'SIGKILL', child: true }]);
-    expect(reports(onProcOs(procs, ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }))).toMatchObject([{ kind: 'spawnFailed', reason: 'no connection within 1 ticks' }]);
+    expect(reports(onProcOs(procs, ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }))).toMatchObject([{ kind: 'spawnFailed', reason: `never linked: no connection to its agent within 1 ticks: ${LINK_FIX}` }]);
     expect(() => createAgentProcs({ connectTimeoutTicks: 0 })).toThrow();
     expect(() => createAgentProcs({ connectTimeoutTicks: 1.5 })).toThrow();
   });

@@ -6,6 +6,7 @@
 // survivors after an agent restart (alive, dead, never confirmed, orphans) and linked processes
 // (PROTOCOL §9.4: connect on the socket, finalize, signals both ways). Every report must be a valid wire request.
 import { describe, expect, it } from 'vitest';
+import { LINK_FIX } from '../../../fsm/fsm-agent-proc.ts';
 import { drainOutbox } from '../../../src/core/agent-outbox.ts';
 import { adoptedProcs, commandProcs, onProcOs, recoveredProcs, tickProcs } from '../../../src/core/agent-procs.ts';
 import {
@@ -31,6 +32,7 @@ const SPAWN: ProcSpawn = {
   cwd: '/tmp',
   env: [['A', '1'], ['TRINE_TASK', 'forged']],
   size: 2,
+  rank: 0,
   restarted: false,
   endpoints: [{ vpid: 0, node: 'n1' }, { vpid: 1, node: 'n2' }],
   taskKey: new Uint8Array(32).fill(7),
@@ -80,6 +82,7 @@ describe('spawn (plain mode)', () => {
       TRINE_TASK: 't1',
       TRINE_VPID: '0',
       TRINE_SIZE: '2',
+      TRINE_RANK: '0',
       TRINE_RESTARTED: '0',
       TRINE_ENDPOINTS: JSON.stringify([{ vpid: 0, node: 'n1' }, { vpid: 1, node: 'n2' }]),
     });
@@ -211,7 +214,7 @@ describe('connect timeout', () => {
     expect(kills(s.all)).toEqual([]);
     expect(kills(s.feed(onProcOs(s.procs, s.ref, { type: 'os.spawned', pid: 401 })))).toEqual([{ pid: 401, signal: 'SIGKILL', child: true }]);
     const end = s.feed(onProcOs(s.procs, s.ref, { type: 'os.exited', code: null, signal: 'SIGKILL' }));
-    expect(reports(end)[0]).toMatchObject({ kind: 'spawnFailed', pid: 401, reason: `no connection within ${TICKS} ticks` });
+    expect(reports(end)[0]).toMatchObject({ kind: 'spawnFailed', pid: 401, reason: `never linked: no connection to its agent within ${TICKS} ticks: ${LINK_FIX}` });
   });
 });
 

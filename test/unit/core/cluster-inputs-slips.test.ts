@@ -243,6 +243,18 @@ describe('membership changes (spec §4.5; PROTOCOL §9.2)', () => {
     expect(c.task('t1').procs.map((p) => `${p.vpid}:${p.state}`)).toEqual(['0:spawning', '1:spawning', '2:spawning']);
   });
 
+  it('issue 19, spec §7 item 2: a replacement is told the task\'s size as submitted and the rank it takes (TRINE_SIZE, TRINE_RANK), not the VPIDs used so far', () => {
+    const c = linkedRunning(4, 5);
+    expect(c.task('t1').procs.map((p) => p.vpid)).toEqual([0, 1, 2, 3]);
+    c.report('t1', 1, 'terminatedAbnormally', { signal: 'SIGKILL' });
+    c.ask('t1', [0, 2, 3], GSIG.REQ_SPAWN);
+    expect(c.spawns().map((s) => [s.vpid, s.size, s.rank])).toEqual([[4, 4, 3]]); // alive: 0 2 3 4
+    c.report('t1', 4, 'spawnSucceeded', { pid: 9, endpoint: 'h:9' });
+    c.report('t1', 0, 'terminatedAbnormally', { signal: 'SIGKILL' });
+    c.ask('t1', [2, 3, 4], GSIG.REQ_SPAWN);
+    expect(c.spawns().map((s) => [s.vpid, s.size, s.rank])).toEqual([[5, 4, 3]]); // alive: 2 3 4 5
+  });
+
   it('T13: a SPAWN waiting for a free slot is cancelled by a kill: the slot that frees later goes to no one', () => {
     const c = linkedRunning(2);
     c.ask('t1', [0, 1], GSIG.REQ_SPAWN);

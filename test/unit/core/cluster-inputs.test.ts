@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { submitTask } from '../../../src/core/cluster-inputs.ts';
 import { liveSubmits, liveTasks, needsTicks, slotsHeldOn, tasksOn, taskTimers, type NodeRecord, type TaskEffect } from '../../../src/core/cluster-state.ts';
-import { clusterView, encodeCluster } from '../../../src/core/cluster-view.ts';
+import { clusterView, encodeCluster, LINK_HINT_MS, notLinkedYet } from '../../../src/core/cluster-view.ts';
 import { DEFAULT_TIMING, MAX_ARGS, MAX_FINISHED_TASKS, MAX_LIVE_TASKS, MAX_TASK_PROCS, MAX_VIEW_TASK_CHARS } from '../../../src/core/constants.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from '../../../src/core/signals.ts';
 import type { TaskSubmit } from '../../../src/core/wire/messages.ts';
@@ -362,6 +362,24 @@ describe('cluster state: tasks and processes (spec §6)', () => {
 });
 
 describe('cluster state: placement and the journal (spec §6; PROTOCOL §8.2)', () => {
+  it('issue 19: a linked process not connected LINK_HINT_MS after its start says so in the view, with the fix; a connected one and a plain task\'s never do', () => {
+    const TICK_MS = LINK_HINT_MS / 2; // two ordered ticks make the hint's second
+    const c = new Cluster(2);
+    c.submit(2, { mode: 'linked' });
+    const reasons = (task: string, of = c) => clusterView(of.cs, of.nodes, TICK_MS).tasks.find((t) => t.id === task)?.procs.map((p) => [p.state, p.reason]);
+    c.tick();
+    expect(reasons('t1')).toEqual([['spawning', null], ['spawning', null]]);
+    c.report('t1', 0, 'spawnSucceeded', { pid: 10, endpoint: 'h:10' });
+    c.tick();
+    expect(reasons('t1')).toEqual([['running', null], ['spawning', notLinkedYet(LINK_HINT_MS)]]);
+    expect(notLinkedYet(LINK_HINT_MS)).toBe("not linked after 1.0 s: a --linked task's program must call link() from trine/app; a plain program is submitted without --linked");
+    expect(clusterView(c.cs, c.nodes).tasks[0]?.procs.map((p) => p.reason)).toEqual([null, null]); // no task clock given: no judgement
+    const plain = new Cluster(1);
+    plain.submit(1, { mode: 'plain' });
+    plain.tick(2);
+    expect(reasons('t1', plain)).toEqual([['spawning', null]]);
+  });
+
   it('submit bounds: exactly MAX_TASK_PROCS processes and MAX_ARGS arguments are accepted; one more, or a fractional size, is refused', () => {
     const c = new Cluster(1, 0);
     expect(c.submit(MAX_TASK_PROCS)).toEqual({ ok: true, text: 't1' });

@@ -6,6 +6,7 @@ import { initialTransition, transition } from 'xstate';
 import {
   classifyExit,
   fsmAgentProc,
+  LINK_FIX,
   type FsmAgentProcEvent,
   type FsmAgentProcState,
   type SpawnCommand,
@@ -142,7 +143,7 @@ describe('FsmAgentProc transitions (spec §6.3)', () => {
     const r = run([ev.spawn, ev.spawned, ev.tick, ev.tick, ev.tick]);
     expect(r.data.value).toBe('aborting');
     expect(r.actions).toEqual([expect.objectContaining({ type: 'spawnProcess' }), killWith('SIGKILL')]);
-    expect(ctx(r.data).reason).toBe(`no connection within ${TIMEOUT} ticks`);
+    expect(ctx(r.data).reason).toBe(`never linked: no connection to its agent within ${TIMEOUT} ticks: ${LINK_FIX}`);
   });
 
   it('§6.3 A8: Spawning --cm.terminate--> Aborting kills with SIGKILL, no report yet', () => {
@@ -154,7 +155,7 @@ describe('FsmAgentProc transitions (spec §6.3)', () => {
     const r = expectStep(at('aborting'), ev.killed, 'dead');
     expect(r.actions).toEqual([destroyPipes, report({ kind: 'spawnFailed', reason: 'terminated before connecting' })]);
     const timedOut = run([ev.spawn, ev.spawned, ev.tick, ev.tick, ev.tick]).data;
-    expect(expectStep(timedOut, ev.killed, 'dead').actions[1]).toEqual(report({ kind: 'spawnFailed', reason: `no connection within ${TIMEOUT} ticks` }));
+    expect(expectStep(timedOut, ev.killed, 'dead').actions[1]).toEqual(report({ kind: 'spawnFailed', reason: `never linked: no connection to its agent within ${TIMEOUT} ticks: ${LINK_FIX}` }));
   });
 
   it('§6.3 A10: Aborting --os.forkFailed--> Dead reports Spawn failed with the OS error', () => {

@@ -3,7 +3,7 @@
 // Machines are advanced only with xstate's pure transition(), through fsm/plain-data.ts.
 import { describe, expect, it } from 'vitest';
 import { initialTransition, transition } from 'xstate';
-import { fsmAgentProc, type AgentProcReport, type FsmAgentProcEvent, type SpawnCommand } from '../../../fsm/fsm-agent-proc.ts';
+import { fsmAgentProc, LINK_FIX, type AgentProcReport, type FsmAgentProcEvent, type SpawnCommand } from '../../../fsm/fsm-agent-proc.ts';
 import { fsmProc, FSM_PROC_FINAL_STATES, type FsmProcEvent, type FsmProcState } from '../../../fsm/fsm-proc.ts';
 import { initialStep, step, type MachineAction, type MachineData } from '../../../fsm/plain-data.ts';
 
@@ -330,7 +330,7 @@ describe('FsmProc with FsmAgentProc (spec §6.2 × §6.3)', () => {
   it('no connection within the timeout → killed, then Spawn-failed', () => {
     const r = pair([ev.allocated, ev.spawn, spawned, { type: 'clock.tick' }, { type: 'clock.tick' }, exit(null, 'SIGKILL')]);
     expect(r).toMatchObject({ proc: 'spawnFailed', agent: 'dead', reports: ['spawnFailed'] });
-    expect(r.procContext).toMatchObject({ reason: 'no connection within 2 ticks' });
+    expect(r.procContext).toMatchObject({ reason: `never linked: no connection to its agent within 2 ticks: ${LINK_FIX}` });
   });
 
   it('terminated while spawning (FsmTask Start-TO) → Spawn-failed once the process is gone', () => {

@@ -282,7 +282,7 @@ describe('the task key: task.submit, proc.spawn and the socket\'s welcome (PROTO
     mode: 'linked', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: key,
   };
   const spawn: GroupCommand = {
-    type: 'proc.spawn', task: 't3', vpid: 2, mode: 'linked', file: '/bin/app', args: [], cwd: '/srv', env: [], size: 4, restarted: false,
+    type: 'proc.spawn', task: 't3', vpid: 2, mode: 'linked', file: '/bin/app', args: [], cwd: '/srv', env: [], size: 4, rank: 2, restarted: false,
     endpoints: [{ vpid: 0, node: 'n1' }], taskKey: key,
   };
   const welcome: AgentToProc = { type: 'welcome', taskKey: key };
