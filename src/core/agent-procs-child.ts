@@ -11,8 +11,8 @@
 //     before that os.exited, so classifyExit says terminatedNormally. Any other exit (non-zero
 //     code, any signal) stays abnormal, exactly as classifyExit rules for a linked process.
 // The mapping message (spec §7 item 2) of a plain process cannot travel over pipes it never
-// opens, so it is delivered in its environment at exec: TRINE_TASK, TRINE_VPID, TRINE_SIZE (the
-// task's size as submitted), TRINE_RANK, TRINE_RESTARTED (0/1) and TRINE_ENDPOINTS (JSON of [{vpid, node}]). The machine's
+// opens, so it is delivered in its environment at exec: TRINE_TASK, TRINE_VPID, TRINE_SIZE and
+// TRINE_RANK (cluster-signals.ts spawnPlace), TRINE_RESTARTED (0/1) and TRINE_ENDPOINTS (JSON of [{vpid, node}]). The machine's
 // `sendMapping` action is therefore already satisfied when it fires. The connect timeout cannot
 // fire for a plain process once it exists (it leaves Spawning at os.spawned); it still bounds a
 // fork/exec that never answers.
