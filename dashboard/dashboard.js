@@ -115,7 +115,8 @@ function drawPlot(snap) {
   svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
   svg.dataset.points = String(eps.length);
   const max = Math.max(1, ...eps.map((e) => (e.detectionMs ?? 0) + (e.recoveryMs ?? 0)));
-  const scale = (width - left - 70) / max;
+  // Room on the right for the figures' label.
+  const scale = (width - left - 150) / max;
   const node = (tag, attrs, text) => {
     const n = document.createElementNS(NS, tag);
     for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
