@@ -9,7 +9,8 @@
 //     group view, the killed one retired — the page updating by itself (Server-Sent Events);
 //   - `trine events --follow --json` printed every event once, in order, through the replica's
 //     death and the group change, with both episodes, and ends on SIGINT with exit 0;
-//   - the server answers 404 and 405 to what it does not serve, and ends on SIGINT with exit 0.
+//   - the server answers 404 and 405 to what it does not serve, and ends on SIGINT with exit 0;
+//   - listening beyond loopback, it answers only requests that carry the printed access token.
 // Every wait is for a condition on the page (data-* attributes dashboard.js sets) or on the
 // CLI's output; the bounds are liveness deadlines. With DASHBOARD_SHOT=path the page after the
 // faults is saved there (`npm run dashboard:shot` writes docs/dashboard.png).
@@ -170,5 +171,26 @@ describe('trine dashboard and trine events on a 4-node cluster, in headless chro
     expect(snap.status).toBe(200);
     expect(((await snap.json()) as { status: { healthy: boolean } }).status.healthy).toBe(true);
     expect(await interrupt(server as ChildProcess)).toBe(0);
+  }, 30_000);
+
+  it('beyond loopback every request needs the access token printed with the URL', async () => {
+    let open = '';
+    const wide = start(['dashboard', '--listen', '0.0.0.0:0', '--dir', dir], (line) => {
+      const m = /^trine dashboard: (http:\/\/\S+)$/.exec(line);
+      if (m !== null) open = m[1] as string;
+    });
+    try {
+      const withToken = new URL(await waitFor('the dashboard\'s URL', PAGE_MS, () => (open === '' ? undefined : open)));
+      const token = withToken.searchParams.get('token') ?? '';
+      expect(token).toMatch(/^[0-9a-f]{32}$/);
+      expect((await fetch(withToken)).status).toBe(200);
+      const bare = new URL(withToken);
+      bare.search = '';
+      expect((await fetch(bare)).status).toBe(403);
+      expect((await fetch(new URL(`/api/stream?token=${'0'.repeat(32)}`, bare))).status).toBe(403);
+      expect(await interrupt(wide)).toBe(0);
+    } finally {
+      if (wide.exitCode === null) wide.kill('SIGKILL');
+    }
   }, 30_000);
 });
