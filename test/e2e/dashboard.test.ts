@@ -4,7 +4,7 @@
 // `trine dashboard` and `trine events --follow --json` running as real processes, and Debian's
 // chromium (headless, driven by puppeteer-core; `npm test`'s pretest installs it) on the page.
 //   - the page shows the 4 nodes, the three replicas with their roles and the task's processes;
-//   - a task process killed with SIGKILL and a backup replica's daemon killed with SIGKILL both
+//   - a task process killed with SIGKILL and the primary replica's daemon killed with SIGKILL both
 //     appear on the page's timeline with their latencies, and the replacement replica in the
 //     group view, the killed one retired — the page updating by itself (Server-Sent Events);
 //   - `trine events --follow --json` printed every event once, in order, through the replica's
@@ -120,7 +120,8 @@ describe('trine dashboard and trine events on a 4-node cluster, in headless chro
     await page.waitForSelector(`${process2}[data-state="recovered"]`, { timeout: RECOVERY_MS });
     expect(Number(await attr(process2, 'data-recovery-ms'))).toBeGreaterThan(0);
 
-    const victim = await page.$eval('#replicas tr[data-role="backup"]', (e) => e.getAttribute('data-replica')) as string;
+    // The primary: its death is a primary change as well (PROTOCOL §10.5).
+    const victim = await page.$eval('#replicas tr[data-role="primary"]', (e) => e.getAttribute('data-replica')) as string;
     const view = Number(await attr('#group-section', 'data-view'));
     process.kill(livePid(dir, victim), 'SIGKILL');
     const replica = `#timeline li[data-what="replica"][data-subject="${victim}"]`;
@@ -135,7 +136,7 @@ describe('trine dashboard and trine events on a 4-node cluster, in headless chro
       const retired = (document.getElementById('group-history').dataset.retired || '').split(',');
       return Number(document.getElementById('group-section').dataset.view) >= ${view + 2} && rows.length === 3 &&
         rows.every((r) => r.dataset.phase === 'serving') && !rows.some((r) => r.dataset.replica === ${JSON.stringify(victim)}) &&
-        retired.includes(${JSON.stringify(victim)});
+        rows.filter((r) => r.dataset.role === 'primary').length === 1 && retired.includes(${JSON.stringify(victim)});
     })()`, { timeout: RECOVERY_MS });
     const members = (await attr('#group-section', 'data-members') as string).split(',');
     expect(members.filter((m) => !['r1', 'r2', 'r3'].includes(m))).toHaveLength(1);
@@ -161,6 +162,11 @@ describe('trine dashboard and trine events on a 4-node cluster, in headless chro
     expect(replicaEpisode.state).toBe('recovered');
     expect(replicaEpisode.detectionMs).toBeGreaterThan(0);
     expect(replicaEpisode.recoveryMs).toBeGreaterThan(0);
+    // Without --follow: the whole log once, the two episodes as `=>` lines with their latencies.
+    const once = await trine(['events', '--dir', dir]);
+    expect(once.code).toBe(0);
+    expect(once.stdout).toMatch(new RegExp(`=> process ${task}/2 \\(SIGKILL\\): known when ordered, recovered in [0-9]+ ms`));
+    expect(once.stdout).toMatch(/=> replica r[1-3] \(silent\): detected in [0-9]+ ms, recovered in [0-9]+ ms/);
   }, 30_000);
 
   it('answers 404 and 405 to what it does not serve, still serves the page, and ends on SIGINT with exit 0', async () => {
