@@ -14,7 +14,6 @@ import { loadCluster, LOOPBACK_HOST } from '../src/io/cluster-dir.ts';
 import { buildSnapshot, type DashboardSnapshot } from './dashboard-snapshot.ts';
 import { CliError, EXIT_OK, EXIT_USAGE, quoted } from './errors.ts';
 import { pauseOrStop } from './events.ts';
-import { STATUS_TIMEOUT_MS } from './status.ts';
 import { OperatorClient } from './status-client.ts';
 
 /** The default port: fixed, so a bookmark keeps working. */
@@ -22,6 +21,10 @@ export const DASHBOARD_DEFAULT_PORT = 8470;
 /** The cluster is asked this often (after the previous answer): the page is at most this
  *  plus one query behind, under a second. */
 export const DASHBOARD_POLL_MS = 400;
+/** How long one look waits for the replicas and the watchdog: they answer on loopback in a few
+ *  ms, so a member that has not answered by then is shown as not answering (hung, or cut off)
+ *  rather than holding the page back; a dead one is not waited for at all (its pid file). */
+export const DASHBOARD_QUERY_TIMEOUT_MS = 800;
 /** Pages connected at once: each gets every snapshot; more is a mistake or an abuse. */
 export const MAX_DASHBOARD_CLIENTS = 32;
 /** The access token's random bytes (hex in the URL). */
@@ -162,7 +165,7 @@ export async function dashboard(opts: { listen?: string | undefined; dir?: strin
   process.once('SIGTERM', onSignal);
   try {
     while (!stop.requested) {
-      const answers = await client.query(STATUS_TIMEOUT_MS);
+      const answers = await client.query(DASHBOARD_QUERY_TIMEOUT_MS);
       publish(s, buildSnapshot(cluster.config, cluster.dir, answers, new Date()));
       if (!stop.requested) await pauseOrStop(DASHBOARD_POLL_MS, stop);
     }

@@ -165,21 +165,23 @@ function nodeEpisode(events: readonly LogEvent[], l: LogEvent): Episode {
   };
 }
 
-/** How long a suspicion no condemnation followed is shown as a diagnosis under way: a
- *  condemnation follows a true one within a diagnosis timeout (400 ms) and ordering; a false
- *  one (a late peer heard again) is dropped by the replicas and should leave the page. */
+/** How long an accusation no condemnation followed is shown as a diagnosis under way: a
+ *  condemnation follows once a second replica accuses too, within a diagnosis timeout (400 ms)
+ *  and ordering; one accuser alone (a faulty one, or a cut link) condemns nobody. */
 export const OPEN_SUSPICION_MS = 5_000;
 
-/** The replicas under diagnosis now: a suspicion of a current member, newer than its last
- *  condemnation and than `nowMs - OPEN_SUSPICION_MS`, one episode per target. */
+/** The replicas under diagnosis now: an accusation of a current member, newer than its last
+ *  condemnation and than `nowMs - OPEN_SUSPICION_MS`, one episode per target. A suspicion alone
+ *  (a missed heartbeat) is not shown: most clear at the next heartbeat (a replica starting, a
+ *  loaded host); an accusation follows one that did not (PROTOCOL §10.2). */
 function openSuspicions(diagnosis: readonly LogDiagnosis[], condemnedAt: ReadonlyMap<string, number>, members: ReadonlySet<string>, nowMs: number): Episode[] {
   const out = new Map<string, Episode>();
   for (const d of diagnosis) {
-    if ((d.kind !== 'initiated' && d.kind !== 'accused') || !members.has(d.target) || out.has(d.target)) continue;
+    if (d.kind !== 'accused' || !members.has(d.target) || out.has(d.target)) continue;
     if (d.atMs <= (condemnedAt.get(d.target) ?? -Infinity) || d.atMs < nowMs - OPEN_SUSPICION_MS) continue;
     out.set(d.target, {
       id: `suspect:${d.target}:${d.atMs}`, what: 'replica', subject: d.target, cause: d.reason, state: 'detecting',
-      steps: [{ label: `${d.by} suspects ${d.target} (${d.reason})`, atMs: d.atMs }], detectionMs: null, recoveryMs: null,
+      steps: [{ label: `${d.by} accuses ${d.target} (${d.reason})`, atMs: d.atMs }], detectionMs: null, recoveryMs: null,
     });
   }
   return [...out.values()];

@@ -122,8 +122,10 @@ describe('episodes: faults, detections and recoveries with their latencies', () 
     expect(episodes(node, [])).toMatchObject([{ id: 'node:n2:3', what: 'node', state: 'recovered', recoveryMs: 900 }]);
   });
 
-  it('a suspicion of a current member with no condemnation yet is under way; an old or a non-member one is not', () => {
-    const d = collectDiagnosis([{ id: 'r1', events: [], diagnosis: [diag(5000, 'initiated', 'r2', 'r1', 'no heartbeat for 300 ms'), diag(5000, 'initiated', 'r9', 'r1')] }]);
+  it('an accusation of a current member with no condemnation yet is under way; an old, a non-member or a bare suspicion is not', () => {
+    const d = collectDiagnosis([{ id: 'r1', events: [], diagnosis: [
+      diag(4600, 'initiated', 'r4', 'r1', 'no heartbeat for 300 ms'), diag(5000, 'accused', 'r2', 'r1'), diag(5000, 'accused', 'r9', 'r1'),
+    ] }]);
     expect(episodes([], d, { members: ['r1', 'r2', 'r4'], nowMs: T + 5100 })).toMatchObject([{ what: 'replica', subject: 'r2', state: 'detecting' }]);
     expect(episodes([], d, { members: ['r1', 'r2', 'r4'], nowMs: T + 5000 + OPEN_SUSPICION_MS + 1 })).toEqual([]);
     // After the condemnation of r3 its suspicions are its episode's, not open ones.
