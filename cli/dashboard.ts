@@ -27,6 +27,9 @@ export const DASHBOARD_POLL_MS = 400;
 export const DASHBOARD_QUERY_TIMEOUT_MS = 800;
 /** Pages connected at once: each gets every snapshot; more is a mistake or an abuse. */
 export const MAX_DASHBOARD_CLIENTS = 32;
+/** A page that stopped reading (a suspended laptop, a stalled proxy) is dropped once this much
+ *  is queued for it, rather than buffered without bound; its EventSource reconnects. */
+export const MAX_STREAM_BACKLOG_BYTES = 4 * 1024 * 1024;
 /** The access token's random bytes (hex in the URL). */
 const TOKEN_BYTES = 16;
 /** The longest request target served: the page's URLs are short. */
@@ -125,7 +128,14 @@ function handle(s: Server, files: Map<string, Buffer>, token: string | null, req
 
 function publish(s: Server, snap: DashboardSnapshot): void {
   s.latest = JSON.stringify(snap);
-  for (const res of s.streams) res.write(`event: snapshot\ndata: ${s.latest}\n\n`);
+  for (const res of s.streams) {
+    if (res.writableLength > MAX_STREAM_BACKLOG_BYTES) {
+      s.streams.delete(res);
+      res.destroy();
+      continue;
+    }
+    res.write(`event: snapshot\ndata: ${s.latest}\n\n`);
+  }
 }
 
 export async function dashboard(opts: { listen?: string | undefined; dir?: string | undefined }): Promise<number> {

@@ -106,7 +106,8 @@ function replicaEpisode(events: readonly LogEvent[], diagnosis: readonly LogDiag
   });
   const lastHeartbeatMs = heartbeats.length === 0 ? null : Math.max(...heartbeats);
   const suspicion = against.find((d) => (d.kind === 'initiated' || d.kind === 'accused') && d.atMs >= (lastHeartbeatMs ?? -Infinity));
-  const cause = /condemned \(([^)]*)\)/.exec(c.text)?.[1] ?? suspicion?.reason ?? 'condemned';
+  // Why: the accusation reason the replicas recorded with the condemnation (the evidence's).
+  const cause = against.find((d) => d.kind === 'condemned')?.reason ?? suspicion?.reason ?? 'unknown';
   const steps: Step[] = [];
   if (lastHeartbeatMs !== null) steps.push({ label: `${target}: last heartbeat`, atMs: lastHeartbeatMs });
   if (suspicion !== undefined) steps.push({ label: `${suspicion.by} suspects ${target} (${suspicion.reason})`, atMs: suspicion.atMs });
