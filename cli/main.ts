@@ -12,9 +12,11 @@ import { INJECT_MODES } from '../src/io/inject-modes.ts';
 import {
   DEFAULT_SLOW_PERIOD_MS, MAX_SLOW_PERIOD_MS, MAX_SLOW_SHARE_PERCENT, MIN_SLOW_PERIOD_MS, MIN_SLOW_SHARE_PERCENT,
 } from '../src/io/duty-cycle.ts';
-import { DEFAULT_AGENT_SLOTS, DEFAULT_CLUSTER_DIR, DEFAULT_NODES, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
+import { DEFAULT_AGENT_SLOTS, DEFAULT_CLUSTER_DIR, DEFAULT_NODES, LOOPBACK_HOST, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
 import { MAX_SLOTS } from '../src/io/hosts-file.ts';
+import { dashboard, DASHBOARD_DEFAULT_PORT } from './dashboard.ts';
 import { down } from './down.ts';
+import { events, EVENTS_POLL_MS } from './events.ts';
 import { CliError, excerpt, EXIT_OK, EXIT_USAGE, printError, reportError } from './errors.ts';
 import { inject, INJECT_TIMEOUT_MS } from './inject.ts';
 import { keygen } from './keygen.ts';
@@ -158,6 +160,22 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--timeout <ms>', `how long to wait for the replicas (default ${VIEW_TIMEOUT_MS})`, opTimeout())
     .action((task: string, o: { vpid?: number; out?: boolean; err?: boolean; follow?: boolean; dir?: string; timeout?: number }) =>
       setOutcome(logs({ task, vpid: o.vpid, out: o.out, err: o.err, follow: o.follow, dir: o.dir, timeoutMs: o.timeout })));
+
+  program.command('events')
+    .description("print the cluster's event log: what the replicas applied, their self-diagnosis, and each fault's detection and recovery with their latencies")
+    .option('--follow', `keep printing new events (asks every ${EVENTS_POLL_MS} ms) until Ctrl-C`)
+    .option('--json', 'one JSON object per line (docs/OPERATIONS.md §10)')
+    .option('--dir <dir>', DIR_HELP)
+    .option('--timeout <ms>', `how long each look waits for the replicas (default ${STATUS_TIMEOUT_MS})`, opTimeout())
+    .action((o: { follow?: boolean; json?: boolean; dir?: string; timeout?: number }) =>
+      setOutcome(events({ follow: o.follow, json: o.json, dir: o.dir, timeoutMs: o.timeout })));
+
+  program.command('dashboard')
+    .description('serve a live web page of the cluster (group, nodes, tasks, a timeline of faults and recoveries) until Ctrl-C')
+    .option('--listen <addr>', `HOST:PORT, HOST or PORT to listen on (default ${LOOPBACK_HOST}:${DASHBOARD_DEFAULT_PORT}); beyond loopback the URL carries an access token`)
+    .option('--dir <dir>', DIR_HELP)
+    .action((o: { listen?: string; dir?: string }) =>
+      setOutcome(dashboard({ listen: o.listen, dir: o.dir })));
 
   program.command('inject')
     .description('inject a fault into a live cluster started with `trine up --allow-inject` (tests and demos)')

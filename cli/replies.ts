@@ -6,7 +6,7 @@
 // cli/op-client.ts runs the selection over it, cli/replica-group.ts reads the group from the
 // same replies.
 import type { ProcessId } from '../src/core/ports.ts';
-import type { ClusterEvent, ClusterView, NodeView, ProcView, ReplicaStatus, TaskView } from '../src/core/status.ts';
+import { EVENT_KINDS, type ClusterEvent, type ClusterView, type NodeView, type ProcView, type ReplicaStatus, type TaskView } from '../src/core/status.ts';
 import type { Role } from '../src/core/wire/messages.ts';
 
 /** Faulty replicas tolerated (three replicas, f = 1: docs/FAULT-MODEL.md F1). */
@@ -72,8 +72,13 @@ const taskView = shape({
 const nodeView = shape({
   agent: str, node: str, slots: num, used: num, state: oneOf(['joining', 'up', 'failed', 'draining']), inc: num,
 } satisfies Record<keyof NodeView, Check>);
+/** Absent (a release before kinds, or an untagged event) or passing `c`. */
+const optional = (c: Check): Check => (v) => v === undefined || c(v);
+/** A subject is a replica id or a node name: short. */
+const MAX_SUBJECT_CHARS = 64;
 const clusterEvent = shape({
   atMs: num, rsn: num, task: orNull(str), vpid: orNull(num), text: str,
+  kind: optional(oneOf(EVENT_KINDS)), subject: optional((v) => typeof v === 'string' && v.length <= MAX_SUBJECT_CHARS),
 } satisfies Record<keyof ClusterEvent, Check>);
 const clusterView = shape({
   tick: num, nodes: listOf(nodeView), tasks: listOf(taskView), omittedTasks: num, events: listOf(clusterEvent),

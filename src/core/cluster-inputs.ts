@@ -167,7 +167,7 @@ export function nodeJoined(
   // PROTOCOL §8.6: the new incarnation adopts what the group believes runs on its node.
   const adopt = procsOn(cs, rec.node, ['spawning', 'running', 'terminating'])
     .map((p) => ({ task: p.rec.id, vpid: p.vpid, pid: procCtx(p.d).pid ?? 0, linked: p.rec.mode === 'linked' }));
-  note(run, null, null, `node ${rec.node} joined: ${plural(rec.slots, 'slot')}, adopting ${plural(adopt.length, 'process', 'processes')}`);
+  note(run, null, null, `node ${rec.node} joined: ${plural(rec.slots, 'slot')}, adopting ${plural(adopt.length, 'process', 'processes')}`, { kind: 'node.joined', subject: rec.node });
   return { adopt, effects: settle(run) };
 }
 
@@ -176,7 +176,7 @@ export function nodeFailed(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>, 
   const rec = nodes.get(agent);
   if (rec === undefined) return [];
   const lost = procsOn(cs, rec.node, HOLDING);
-  note(run, null, null, `node ${rec.node} lost: ${lost.length === 0 ? 'no processes' : `${lost.map((p) => `${p.rec.id}/${p.vpid}`).join(' ')} dead`}`);
+  note(run, null, null, `node ${rec.node} lost: ${lost.length === 0 ? 'no processes' : `${lost.map((p) => `${p.rec.id}/${p.vpid}`).join(' ')} dead`}`, { kind: 'node.lost', subject: rec.node });
   // P10 for each process, then the task's Res-removed (spec §6.1) naming its lost VPIDs.
   for (const p of lost) run.queue.push({ kind: 'proc', task: p.rec.id, vpid: p.vpid, event: { type: 'res.removed' } });
   const byTask = new Map<string, number[]>();

@@ -198,7 +198,7 @@ function finishTask(run: Run, rec: TaskRecord, outcome: 'normal' | 'abnormal', r
   cs.allocations = cs.allocations.filter((a) => a.task !== rec.id);
   cs.serviceQueue = cs.serviceQueue.filter((s) => s.task !== rec.id);
   if (cs.serviceActive?.task === rec.id) cs.serviceActive = null;
-  note(run, rec.id, null, `${rec.id} finished ${outcome === 'normal' ? 'normally' : 'abnormally'}: ${reason}`);
+  note(run, rec.id, null, `${rec.id} finished ${outcome === 'normal' ? 'normally' : 'abnormally'}: ${reason}`, { kind: 'task.finished' });
   if (rec.recovery.kind === 'rollback') toProtectors(run, { type: 'rollback.release', task: rec.id });
   cs.finished.push(rec.id);
   while (cs.finished.length > MAX_FINISHED_TASKS) cs.tasks.delete(cs.finished.shift() as string);
@@ -260,7 +260,7 @@ function reportToTask(run: Run, rec: TaskRecord, vpid: number, state: FsmProcSta
   const push = (event: FsmTaskEvent) => run.queue.push({ kind: 'task', task: rec.id, event });
   switch (state) {
     case 'running':
-      note(run, rec.id, vpid, `${at} running pid ${p.pid ?? 0} on ${p.node ?? '?'}`);
+      note(run, rec.id, vpid, `${at} running pid ${p.pid ?? 0} on ${p.node ?? '?'}`, { kind: 'proc.running', ...(p.node === null ? {} : { subject: p.node }) });
       push({ type: 'proc.running', vpid });
       break;
     case 'spawnFailed':
@@ -269,7 +269,7 @@ function reportToTask(run: Run, rec: TaskRecord, vpid: number, state: FsmProcSta
       break;
     case 'terminatedNormally':
       // P15 (terminated before spawn) is routine when a waiting task ends: not journalled.
-      if (p.exitCode !== null) note(run, rec.id, vpid, p.signal === null ? `${at} exited ${p.exitCode}` : `${at} ${p.reason ?? 'ended'}`);
+      if (p.exitCode !== null) note(run, rec.id, vpid, p.signal === null ? `${at} exited ${p.exitCode}` : `${at} ${p.reason ?? 'ended'}`, { kind: 'proc.exited' });
       // A crash is broadcast (NTF_DIED), which ends the collection; a normal exit is not, but
       // for a rollback rank's holder: the others stop waiting for it (PROTOCOL §11.3).
       if (rec.rollback?.ranks.includes(vpid) === true) {
@@ -283,7 +283,7 @@ function reportToTask(run: Run, rec: TaskRecord, vpid: number, state: FsmProcSta
       // A lost node is journalled once for all its processes (nodeFailed).
       if (p.reason !== 'node lost') {
         const how = p.signal ?? (p.exitCode !== null ? `exit ${p.exitCode}` : (p.reason ?? NO_REASON));
-        note(run, rec.id, vpid, `${at} terminated abnormally: ${how}`);
+        note(run, rec.id, vpid, `${at} terminated abnormally: ${how}`, { kind: 'proc.died', ...(p.node === null ? {} : { subject: p.node }) });
       }
       push({ type: 'proc.terminated', vpid, normally: false });
       break;

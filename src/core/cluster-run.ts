@@ -8,6 +8,7 @@ import type { FsmTaskEvent } from '../../fsm/fsm-task-types.ts';
 import type { ClusterState, NodeRecord, TaskEffect, TaskRecord } from './cluster-state.ts';
 import { procNode } from './cluster-state.ts';
 import type { ProcessId } from './ports.ts';
+import type { EventTag } from './status.ts';
 import type { GroupCommand } from './wire/messages.ts';
 
 export type WorkItem =
@@ -28,8 +29,9 @@ export type Run = {
 export const newRun = (cs: ClusterState, nodes: Map<ProcessId, NodeRecord>): Run =>
   ({ cs, nodes, queue: [], effects: [], aggregatePending: new Set() });
 
-export function note(run: Run, task: string | null, vpid: number | null, text: string): void {
-  run.effects.push({ type: 'event', task, vpid, text });
+/** Journal `text` about `task`/`vpid`; `tag` says what kind of fact it is (status.ts EventKind). */
+export function note(run: Run, task: string | null, vpid: number | null, text: string, tag?: EventTag): void {
+  run.effects.push(tag === undefined ? { type: 'event', task, vpid, text } : { type: 'event', task, vpid, text, ...tag });
 }
 
 export function agentOf(run: Run, node: string): ProcessId | null {

@@ -17,6 +17,7 @@ import type { FsmTaskContext, Service } from '../../fsm/fsm-task-types.ts';
 import type { MachineData } from '../../fsm/plain-data.ts';
 import type { Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
+import type { EventKind } from './status.ts';
 import type { DgrpState } from './dgrp.ts';
 import type { StragglerState } from './straggler.ts';
 import type { TaskSignals } from './task-signals.ts';
@@ -133,7 +134,7 @@ export function createClusterState(): ClusterState {
 
 export type TaskEffect =
   | { type: 'command'; agent: ProcessId; command: GroupCommand }
-  | { type: 'event'; task: string | null; vpid: number | null; text: string };
+  | { type: 'event'; task: string | null; vpid: number | null; text: string; kind?: EventKind; subject?: string };
 export type Outcome = { ok: boolean; text: string };
 
 // ---- reading the stored machines -------------------------------------------------------------

@@ -7,6 +7,7 @@
 import { REPLICA_COUNT } from './constants.ts';
 import { assert } from '../base/result.ts';
 import type { ProcessId } from './ports.ts';
+import type { EventKind, EventTag } from './status.ts';
 import type { AccuseReason, AddedReplica, ErrorReportKind, GroupCommand, MovedPort, SignedAccusation } from './wire/messages.ts';
 
 /** A replacement replica the group commanded and waits for (PROTOCOL §10.6). */
@@ -101,7 +102,15 @@ export type ViewChange = {
   primary: ProcessId;
   commands: { agent: ProcessId; command: GroupCommand }[];
   events: string[];
+  /** The kind of `events[i]`, for those a timeline pairs (status.ts EventKind). */
+  tags?: Record<number, EventTag>;
 };
+
+/** Journal `text`, tagged with what it is about. */
+function journal(out: ViewChange, text: string, kind: EventKind, subject: ProcessId): void {
+  (out.tags ??= {})[out.events.length] = { kind, subject };
+  out.events.push(text);
+}
 
 /** Checks evidence for a condemnation (PROTOCOL §10.3): two accusations, signatures already
  *  verified by the frame decoder, from two distinct members of the current set other than the
@@ -198,7 +207,7 @@ function placeRecovery(ctx: GroupContext, g: GroupView, replicas: ProcessId[], p
   const again = g.retired.includes(r.id);
   if (again) g.retired = g.retired.filter((x) => x !== r.id);
   out.commands.push({ agent: pick.id, command: { type: 'replica.spawn', id: r.id, view: g.view, primary, replicas: [...replicas], added: addedAmong(ctx.added, replicas) } });
-  out.events.push(`replica ${r.id} to start on ${pick.node}${again ? ' (a new incarnation of a retired spare id)' : ''}`);
+  journal(out, `replica ${r.id} to start on ${pick.node}${again ? ' (a new incarnation of a retired spare id)' : ''}`, 'replica.starting', r.id);
 }
 
 function retire(ctx: GroupContext, g: GroupView, id: ProcessId, out: ViewChange): void {
@@ -225,7 +234,7 @@ export function applyCondemn(ctx: GroupContext, g: GroupView, target: ProcessId,
   g.view++;
   g.reports = new Map();
   retire(ctx, g, target, out);
-  out.events.push(`replica ${target} condemned (${reason}); group ${replicas.join(',')}, primary ${primary}, view ${g.view}`);
+  journal(out, `replica ${target} condemned (${reason}); group ${replicas.join(',')}, primary ${primary}, view ${g.view}`, 'replica.condemned', target);
   // A replacement under way is kept: it joins the smaller group just the same.
   announce(ctx, g, replicas, primary, out.commands);
   // Another node first: the condemned replica's may be the faulty one (spec §2.1 (ii)).
@@ -246,7 +255,7 @@ export function applyAdd(ctx: GroupContext, g: GroupView, id: ProcessId, port: n
   if (port === 0) g.ports.delete(id);
   else g.ports.set(id, port);
   announce(ctx, g, out.replicas, ctx.primary, out.commands);
-  out.events.push(`replica ${id} joined${port === 0 ? '' : ` on port ${port}, its own being taken`}; group ${out.replicas.join(',')}, view ${g.view}`);
+  journal(out, `replica ${id} joined${port === 0 ? '' : ` on port ${port}, its own being taken`}; group ${out.replicas.join(',')}, view ${g.view}`, 'replica.joined', id);
   return out;
 }
 
@@ -260,7 +269,7 @@ export function recoveryStep(ctx: GroupContext, g: GroupView): ViewChange {
   // Its node failed before it joined: it will not start there, so do not wait out the timeout.
   const nodeLost = r.node !== null && !ctx.liveAgents.some((a) => a.node === r.node);
   if (r.node !== null && (nodeLost || ctx.tick - r.sinceTick >= ctx.replicaStartTimeoutTicks)) {
-    out.events.push(nodeLost ? `replica ${r.id}: ${r.node} failed before it joined: abandoned` : `replica ${r.id} did not start on ${r.node}: abandoned`);
+    journal(out, nodeLost ? `replica ${r.id}: ${r.node} failed before it joined: abandoned` : `replica ${r.id} did not start on ${r.node}: abandoned`, 'replica.abandoned', r.id);
     retire(ctx, g, r.id, out);
     startRecovery(ctx, g, ctx.replicas, ctx.primary, r.tried, out);
     return out;

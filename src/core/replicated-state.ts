@@ -180,7 +180,10 @@ export function absorbView(s: ReplicatedState, change: ViewChange | null, r: App
     r.viewChanged = true;
   }
   for (const c of change.commands) emit(s, c.agent, c.command, r.messages);
-  for (const text of change.events) r.events.push({ type: 'event', task: null, vpid: null, text });
+  change.events.forEach((text, i) => {
+    const tag = change.tags?.[i];
+    r.events.push(tag === undefined ? { type: 'event', task: null, vpid: null, text } : { type: 'event', task: null, vpid: null, text, ...tag });
+  });
 }
 
 /** Turn task effects into group messages and journal events. */

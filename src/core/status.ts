@@ -159,4 +159,22 @@ export type ProcView = {
   recommended: boolean | null;
 };
 
-export type ClusterEvent = { atMs: number; rsn: number; task: string | null; vpid: number | null; text: string };
+export type ClusterEvent = {
+  atMs: number; rsn: number; task: string | null; vpid: number | null; text: string;
+  /** What kind of fact it is, for a timeline of faults and recoveries (cli/timeline.ts) that
+   *  need not parse `text`; absent from events that are only told, and from older releases. */
+  kind?: EventKind;
+  /** The replica id or node name a group or node event is about (tasks use `task`, `vpid`). */
+  subject?: string;
+};
+
+/** The journal events a timeline pairs (docs/OPERATIONS.md, `trine events`): a process running,
+ *  dying (ended abnormally: a fault) or ending normally; a task finishing; a node joining or
+ *  lost; a replica condemned, a replacement commanded, joined or abandoned. */
+export const EVENT_KINDS = [
+  'proc.running', 'proc.died', 'proc.exited', 'task.finished', 'node.joined', 'node.lost',
+  'replica.condemned', 'replica.starting', 'replica.joined', 'replica.abandoned',
+] as const;
+export type EventKind = (typeof EVENT_KINDS)[number];
+/** A journal event's kind and subject, as the code that creates it tags it. */
+export type EventTag = { kind: EventKind; subject?: string };

@@ -104,7 +104,8 @@ function applied(r: Replica, result: ApplyResult, client: ProcessId | null, nowM
   if (result.reply !== null && client !== null) reply(client, result.reply, out);
   const journal = r.report.journal;
   for (const e of result.events) {
-    journal.push({ atMs: nowMs, rsn: state.rsn, task: e.task, vpid: e.vpid, text: e.text });
+    const tag = e.kind === undefined ? {} : { kind: e.kind, ...(e.subject === undefined ? {} : { subject: e.subject }) };
+    journal.push({ atMs: nowMs, rsn: state.rsn, task: e.task, vpid: e.vpid, text: e.text, ...tag });
     out.push({ type: 'log', level: 'info', event: 'task.event', fields: { rsn: state.rsn, task: e.task, vpid: e.vpid, text: e.text } });
   }
   if (journal.length > MAX_JOURNAL_EVENTS) journal.splice(0, journal.length - MAX_JOURNAL_EVENTS);

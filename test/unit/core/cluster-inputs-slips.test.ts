@@ -313,7 +313,7 @@ describe('node failure and adoption (PROTOCOL §8.4, §8.6)', () => {
     c.tick(TIMERS.terminateTimeoutTicks * TIMERS.maxTerminateAttempts); // T17: abandoned, t1/0 still 'terminating'
     expect(c.task('t1').outcome).toBe('abnormal');
     expect(c.join('a1', 1)).toEqual([]);
-    expect(c.fail('a2')).toEqual([{ type: 'event', task: null, vpid: null, text: 'node n2 lost: no processes' }]);
+    expect(c.fail('a2')).toEqual([{ type: 'event', task: null, vpid: null, text: 'node n2 lost: no processes', kind: 'node.lost', subject: 'n2' }]);
   });
 
   it('an agent the table does not know joins or fails with no effect', () => {

@@ -446,7 +446,7 @@ describe('cluster state: placement and the journal (spec §6; PROTOCOL §8.2)', 
 
   it('PROTOCOL §8.4: an idle node lost is journalled as such', () => {
     const c = new Cluster(2);
-    expect(c.fail('a2')).toEqual([{ type: 'event', task: null, vpid: null, text: 'node n2 lost: no processes' }]);
+    expect(c.fail('a2')).toEqual([{ type: 'event', task: null, vpid: null, text: 'node n2 lost: no processes', kind: 'node.lost', subject: 'n2' }]);
   });
 
   it('the operator\'s kill of a task waiting for its start turn is journalled: requested, then finished (T2 path)', () => {
