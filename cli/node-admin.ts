@@ -178,6 +178,7 @@ export async function nodeAdd(opts: NodeAddOptions): Promise<number> {
       throw new CliError(
         `${e.message}; no bundle was written: if \`trine nodes\` lists ${host}, the group added it with a key nobody holds: remove it (\`trine node remove ${host}\`) and add the host under another id`,
         EXIT_FAILED,
+        e.code,
       );
     }
     throw e;

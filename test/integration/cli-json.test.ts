@@ -4,9 +4,10 @@
 //   without --json (same exit code, same one stderr line) and also prints one `trine.error/1`
 //   object on stdout, whose message is that line; a `--json` after `--` is the task's, not trine's;
 // - keygen and init print what they wrote as one object; down on a cluster dir with nothing
-//   running says so as one; logs prints one `trine.log/1` per line of a finished task's output
+//   running says so as one; node add and shutdown from an operator bundle whose replicas are not
+//   reachable fail with NO_AGREEMENT; logs prints one `trine.log/1` per line of a finished task's output
 //   (read from the cluster dir, as on a one-host cluster), text that JSON must escape included.
-import { readFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -149,6 +150,17 @@ describe('commands that need no running cluster, with --json', () => {
     expect(init.bundles.find((b) => b.roles.join() === 'operator')?.unit).toBeNull();
     const down = one(await runTrine(['down', '--json', '--dir', join(out, 'n1')]), 'trine.down/1');
     expect(down).toEqual({ schema: 'trine.down/1', dir: join(out, 'n1'), nothingRunning: true, stopped: [], killed: [], tasks: 0 });
+    // The operator bundle's requests reach no replica (the example's addresses are not this
+    // host's): no two agree, exit 1, and node add writes nothing.
+    const ops = join(out, 'ops');
+    const [add, shutdown] = await Promise.all([
+      runTrine(['node', 'add', '--json', '--id', 'n9', '--address', '10.0.0.99', '--dir', ops, '--timeout', '200']),
+      runTrine(['shutdown', '--json', '--dir', ops, '--timeout', '200']),
+    ]);
+    expect(failed(add, EXIT_FAILED, 'NO_AGREEMENT')).toContain('no bundle was written');
+    expect(existsSync(join(out, 'n9'))).toBe(false);
+    expect(failed(shutdown, EXIT_FAILED, 'NO_AGREEMENT')).toContain('the shutdown');
+    failed(await runTrine(['node', 'add', '--json', '--id', 'N9!', '--address', '10.0.0.99', '--dir', ops]), EXIT_USAGE, 'USAGE');
   });
 
   it('logs --json: one trine.log/1 per line, by VPID, stdout before stderr; the text round-trips, escapes and all', async () => {
