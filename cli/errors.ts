@@ -22,8 +22,8 @@ export const defaultErrorCode = (exitCode: number): string => (exitCode === EXIT
 
 export class CliError extends Error {
   override readonly name = 'CliError';
-  /** A stable name for scripts (`NO_TASK`, `REFUSED`, `NO_AGREEMENT`…; docs/OPERATIONS.md "JSON
-   *  output"), by default USAGE (exit 2) or FAILED (exit 1). */
+  /** A stable name for scripts (`NO_TASK`, `REFUSED`, `NO_AGREEMENT`…; docs/OPERATIONS.md
+   *  §5.1), by default USAGE (exit 2) or FAILED (exit 1). */
   readonly code: string;
   constructor(message: string, readonly exitCode: number = EXIT_USAGE, code?: string) {
     super(message);
@@ -55,7 +55,7 @@ export function reportError(e: unknown): number {
 
 /** The one place the CLI prints an error: `trine: MESSAGE` on one line of stderr, at most
  *  MAX_ERROR_LINE_CHARS (its start and its end kept: what went wrong and what to do); with
- *  --json also the error object on stdout (jsonErrorObject). Returns `code`. */
+ *  --json also the error object on stdout (emitJsonError). Returns `code`. */
 export function printError(message: string, code: number, errorCode: string = defaultErrorCode(code)): number {
   const line = oneLine(message);
   process.stderr.write(`trine: ${line}\n`);

@@ -1,4 +1,4 @@
-// `--json` on every command (issue 19 item 3; docs/OPERATIONS.md "JSON output"): the one
+// `--json` on every command (issue 19 item 3; docs/OPERATIONS.md §5.1): the one
 // convention the whole CLI follows, so a script reads any command the same way.
 //
 // - stdout is JSON lines: one compact object per line, nothing else. A command prints one object
@@ -16,8 +16,8 @@
 // before any action runs) from argv, and again from the parsed options once a command's action
 // is about to run (main.ts).
 
-/** Versioned names of every object the CLI prints with --json (docs/OPERATIONS.md "JSON
- *  output" documents each field). */
+/** Versioned names of every object the CLI prints with --json (docs/OPERATIONS.md
+ *  §5.1 documents each field). */
 export const SCHEMAS = {
   error: 'trine.error/1',
   up: 'trine.up/1',

@@ -39,7 +39,7 @@ function integer(name: string, min: number, max: number): (value: string) => num
 }
 
 const DIR_HELP = `cluster directory (default ${DEFAULT_CLUSTER_DIR})`;
-const JSON_HELP = 'print JSON lines instead of text, errors too (docs/OPERATIONS.md "JSON output")';
+const JSON_HELP = 'print JSON lines instead of text, errors too (docs/OPERATIONS.md §5.1)';
 
 /** `trine submit`'s options as commander hands them over. */
 type SubmitFlags = {
@@ -159,7 +159,7 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--out', 'only standard output')
     .option('--err', 'only standard error')
     .option('--follow', 'keep printing new output until the task has finished')
-    .option('--json', 'print one JSON object per line of output (task, vpid, stream, line), errors too (docs/OPERATIONS.md "JSON output")')
+    .option('--json', 'print one JSON object per line of output (task, vpid, stream, line), errors too (docs/OPERATIONS.md §5.1)')
     .option('--dir <dir>', DIR_HELP)
     .option('--timeout <ms>', `how long to wait for the replicas (default ${VIEW_TIMEOUT_MS})`, opTimeout())
     .action((task: string, o: { vpid?: number; out?: boolean; err?: boolean; follow?: boolean; json?: boolean; dir?: string; timeout?: number }) =>

@@ -102,7 +102,7 @@ async function waitForTask(client: OperatorClient, task: string, rsn: number, js
 }
 
 /** The `trine.task-end/1` object: how the task ended and the exit code `submit --wait` exits
- *  with (docs/OPERATIONS.md "JSON output"). */
+ *  with (docs/OPERATIONS.md §5.1). */
 function taskEnd(t: TaskView, exitCode: number): Record<string, unknown> {
   return {
     task: t.id,

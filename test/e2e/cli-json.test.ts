@@ -1,4 +1,4 @@
-// `--json` on a real cluster (issue 19 item 3; docs/OPERATIONS.md "JSON output"), as a script
+// `--json` on a real cluster (issue 19 item 3; docs/OPERATIONS.md §5.1), as a script
 // uses it: one cluster (`trine up --json` in beforeAll), then submit, submit --wait, logs,
 // ps, inject (hang/resume, slow/heal), restart, kill, a refused kill and an unknown task (their
 // exit codes and error objects), and `trine down --json`. Every stdout line is parsed with

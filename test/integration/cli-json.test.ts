@@ -1,4 +1,4 @@
-// `--json` where no cluster needs to run (issue 19 item 3; docs/OPERATIONS.md "JSON output"),
+// `--json` where no cluster needs to run (issue 19 item 3; docs/OPERATIONS.md §5.1),
 // the real CLI as a process:
 // - errors: every command refuses a missing cluster dir, a bad flag or a bad value exactly as
 //   without --json (same exit code, same one stderr line) and also prints one `trine.error/1`
