@@ -5,6 +5,7 @@
 // `.standby-pid` and `.supervised-pid` records), then every task process the agents recorded in
 // their procs files (each leads its own process group, which is signalled whole). Verifies none
 // is left and removes the pid, agent-pid, standby-pid, supervised-pid and procs files. Idempotent.
+// Says what it stopped in one line, or with --json in a `trine.down/1` object (cli/json-out.ts).
 //
 // Task processes go last: while an agent runs it may still start one (a spawn it was ordered
 // before it stopped), and it records each in its procs file; once every agent is gone the files
@@ -22,6 +23,7 @@ import {
 } from '../src/io/run-records.ts';
 import { ownerMark, scanMarked } from '../src/io/proc-scan.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
+import { emitJson, SCHEMAS } from './json-out.ts';
 
 /** Time a daemon gets to close its sockets and flush its log after SIGTERM (it needs ~1 s; a
  *  keeper needs its agent's second plus its own exit). */
@@ -152,7 +154,7 @@ export async function stopCluster(dir: string, targets: { id: ProcessId; pid: nu
   };
 }
 
-export async function down(opts: { dir?: string | undefined }): Promise<number> {
+export async function down(opts: { dir?: string | undefined; json?: boolean | undefined }): Promise<number> {
   const dir = resolveClusterDir(opts.dir);
   if (!existsSync(dir)) throw new ClusterDirError('NO_CLUSTER', `no cluster at ${dir}: nothing to stop (pass the cluster's --dir)`);
   if (!existsSync(paths.config(dir)) && !existsSync(paths.run(dir))) {
@@ -163,7 +165,8 @@ export async function down(opts: { dir?: string | undefined }): Promise<number> 
     for (const { id } of readPidFiles(dir)) removePidFile(dir, id);
     removeChildRecords(dir, new Set());
     for (const f of listProcsFiles(dir)) removeProcsFile(dir, f.id);
-    process.stdout.write(`nothing running in ${dir}\n`);
+    if (opts.json === true) emitJson(SCHEMAS.down, { dir, nothingRunning: true, stopped: [], killed: [], tasks: 0 });
+    else process.stdout.write(`nothing running in ${dir}\n`);
     return EXIT_OK;
   }
   const r = await stopCluster(dir, targets);
@@ -171,7 +174,12 @@ export async function down(opts: { dir?: string | undefined }): Promise<number> 
     throw new CliError(
       `could not stop ${r.remaining.map((t) => `${t.id} (pid ${t.pid})`).join(', ')} in ${dir}: check them with ps and kill them by hand`,
       EXIT_FAILED,
+      'STILL_RUNNING',
     );
+  }
+  if (opts.json === true) {
+    emitJson(SCHEMAS.down, { dir, nothingRunning: false, stopped: r.stopped, killed: r.killed, tasks: r.tasks });
+    return EXIT_OK;
   }
   const killed = r.killed.length > 0 ? ` (${r.killed.join(', ')} needed SIGKILL)` : '';
   const tasks = r.tasks > 0 ? `; and ${r.tasks} task process${r.tasks === 1 ? '' : 'es'}` : '';

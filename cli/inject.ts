@@ -13,6 +13,9 @@
 // Refused, with what to do, when: the mode or its arguments are wrong (exit 2); no cluster is
 // running, it was started without --allow-inject, the named process is not running, the daemon
 // refused or did not answer in time, or a kill did not take (exit 1).
+//
+// What was done is one line, or with --json one `trine.inject/1` object (cli/json-out.ts): the
+// mode, who did it (cli, daemon, agent), the target, its pid, and the line as `message`.
 import type { ProcessId } from '../src/core/ports.ts';
 import {
   isClusterProcess, loadCluster, LOOPBACK_HOST, readPidFiles, runningProcesses, type Cluster,
@@ -22,6 +25,7 @@ import {
   listKeeperChildPids, listProcsFiles, listSupervisedPids, liveRecordedProcs, readInjectPort, readKeeperChildPid, signalGroup, waitGone,
 } from '../src/io/run-records.ts';
 import { CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './errors.ts';
+import { emitJson, SCHEMAS } from './json-out.ts';
 import { PID_PATTERN, planInject, requireMode, TASK_PROC_PATTERN, type InjectFlags, type InjectPlan } from './inject-args.ts';
 import { readClusterView } from './op-client.ts';
 import { agentListeners, OperatorClient } from './status-client.ts';
@@ -33,12 +37,23 @@ export const INJECT_TIMEOUT_MS = 3_000;
 /** Time a SIGKILLed process gets to disappear before the kill is reported as failed. */
 export const INJECT_KILL_WAIT_MS = 2_000;
 
-export type InjectOptions = { dir?: string | undefined; mode: string; args: string[]; timeoutMs?: number | undefined; flags?: InjectFlags };
+export type InjectOptions = { dir?: string | undefined; mode: string; args: string[]; timeoutMs?: number | undefined; flags?: InjectFlags; json?: boolean | undefined };
 
-const say = (line: string) => process.stdout.write(`${line}\n`);
+/** What an inject did: who did it, to what (a daemon id, a node, `t3/0`, a pid), the pid it
+ *  signalled if any, what kill-node killed, and the line printed without --json. */
+export type InjectResult = { by: 'cli' | 'daemon' | 'agent'; target: string; pid: number | null; killed: string[]; message: string };
+
+const done = (by: InjectResult['by'], target: string, pid: number | null, message: string, killed: string[] = []): InjectResult => ({ by, target, pid, killed, message });
 const daemonModes = (): string => INJECT_MODES.filter((m) => m.by === 'daemon').map((m) => m.mode).join(', ');
 
 export async function inject(opts: InjectOptions): Promise<number> {
+  const result = await performInject(opts);
+  if (opts.json === true) emitJson(SCHEMAS.inject, { mode: opts.mode, args: opts.args, ...result });
+  else process.stdout.write(`${result.message}\n`);
+  return EXIT_OK;
+}
+
+async function performInject(opts: InjectOptions): Promise<InjectResult> {
   const spec = requireMode(opts.mode, opts.args);
   const cluster = loadCluster(opts.dir);
   const dir = cluster.dir;
@@ -46,12 +61,13 @@ export async function inject(opts: InjectOptions): Promise<number> {
   // hosts, so no pid file is here, and only the daemon modes reach them (over the network).
   const remote = readPidFiles(dir).length === 0 && Object.keys(agentListeners(cluster)).length > 0;
   if (!remote && runningProcesses(dir).length === 0) {
-    throw new CliError(`no cluster is running in ${dir}: start one with \`trine up --allow-inject --dir ${dir}\``, EXIT_FAILED);
+    throw new CliError(`no cluster is running in ${dir}: start one with \`trine up --allow-inject --dir ${dir}\``, EXIT_FAILED, 'NOT_RUNNING');
   }
   if (cluster.config.allowInject !== true) {
     throw new CliError(
       `the cluster in ${dir} was started without --allow-inject, so it accepts no injected faults: restart it with \`trine down --dir ${dir}\` and \`trine up --allow-inject --dir ${dir}\``,
       EXIT_FAILED,
+      'INJECT_NOT_ALLOWED',
     );
   }
   const plan = planInject(spec, opts.args, cluster.config, opts.flags ?? {});
@@ -126,7 +142,7 @@ async function sigkill(pid: number, what: string): Promise<void> {
   if (left.length > 0) throw new CliError(`${what} (pid ${pid}) is still running ${INJECT_KILL_WAIT_MS} ms after SIGKILL: check it with ps`, EXIT_FAILED);
 }
 
-async function performLocally(cluster: Cluster, plan: Extract<InjectPlan, { by: 'cli' }>): Promise<number> {
+async function performLocally(cluster: Cluster, plan: Extract<InjectPlan, { by: 'cli' }>): Promise<InjectResult> {
   const dir = cluster.dir;
   switch (plan.mode) {
     case 'kill-replica': {
@@ -135,8 +151,7 @@ async function performLocally(cluster: Cluster, plan: Extract<InjectPlan, { by: 
         throw new CliError(`replica ${plan.replica} is not running (no live process in run/${plan.replica}.pid): nothing to kill; see \`trine status\``, EXIT_FAILED);
       }
       await sigkill(pid, `replica ${plan.replica}`);
-      say(`killed replica ${plan.replica} (pid ${pid}) with SIGKILL`);
-      return EXIT_OK;
+      return done('cli', plan.replica, pid, `killed replica ${plan.replica} (pid ${pid}) with SIGKILL`);
     }
     case 'kill-agent': {
       const pid = readKeeperChildPid(dir, plan.agent, 'agent');
@@ -146,8 +161,7 @@ async function performLocally(cluster: Cluster, plan: Extract<InjectPlan, { by: 
       const keeper = readPidFiles(dir).find((r) => r.id === plan.agent)?.pid ?? null;
       const kept = keeper !== null && isClusterProcess(keeper, dir, plan.agent);
       await sigkill(pid, `agent ${plan.agent}`);
-      say(`killed ${plan.node}'s agent ${plan.agent} (pid ${pid}) with SIGKILL; ${kept ? `its keeper (pid ${keeper}) replaces it` : 'its keeper is not running: nothing replaces it'}`);
-      return EXIT_OK;
+      return done('cli', plan.agent, pid, `killed ${plan.node}'s agent ${plan.agent} (pid ${pid}) with SIGKILL; ${kept ? `its keeper (pid ${keeper}) replaces it` : 'its keeper is not running: nothing replaces it'}`);
     }
     case 'kill-node': {
       let killed: string[];
@@ -158,8 +172,7 @@ async function performLocally(cluster: Cluster, plan: Extract<InjectPlan, { by: 
         throw e;
       }
       if (killed.length === 0) throw new CliError(`nothing of node ${plan.node} was running: see \`trine status\``, EXIT_FAILED);
-      say(`killed node ${plan.node} with SIGKILL: ${killed.join(', ')}`);
-      return EXIT_OK;
+      return done('cli', plan.node, null, `killed node ${plan.node} with SIGKILL: ${killed.join(', ')}`, killed);
     }
     case 'hang':
     case 'resume': {
@@ -170,19 +183,19 @@ async function performLocally(cluster: Cluster, plan: Extract<InjectPlan, { by: 
       } catch (e) {
         throw new CliError(`could not send ${signal} to ${p.what} (pid ${p.pid}): ${(e as Error).message}`, EXIT_FAILED);
       }
-      if (plan.mode === 'hang') say(`hung ${p.what} (pid ${p.pid}) with SIGSTOP: resume it with \`trine inject resume ${p.pid}\``);
-      else say(`resumed ${p.what} (pid ${p.pid}) with SIGCONT`);
-      return EXIT_OK;
+      return done('cli', plan.target, p.pid, plan.mode === 'hang'
+        ? `hung ${p.what} (pid ${p.pid}) with SIGSTOP: resume it with \`trine inject resume ${p.pid}\``
+        : `resumed ${p.what} (pid ${p.pid}) with SIGCONT`);
     }
   }
 }
 
 // ---- daemon modes ------------------------------------------------------------------------------
 
-async function askDaemon(cluster: Cluster, plan: Extract<InjectPlan, { by: 'daemon' }>, timeoutMs: number, remote: boolean): Promise<number> {
+async function askDaemon(cluster: Cluster, plan: Extract<InjectPlan, { by: 'daemon' }>, timeoutMs: number, remote: boolean): Promise<InjectResult> {
   const pid = remote ? null : readPidFiles(cluster.dir).find((r) => r.id === plan.target)?.pid ?? null;
   if (!remote && (pid === null || !isClusterProcess(pid, cluster.dir, plan.target))) {
-    throw new CliError(`${plan.target} is not running, so it cannot take inject ${plan.mode}: see \`trine status\``, EXIT_FAILED);
+    throw new CliError(`${plan.target} is not running, so it cannot take inject ${plan.mode}: see \`trine status\``, EXIT_FAILED, 'NOT_RUNNING');
   }
   const client = await OperatorClient.open(cluster);
   let answer: { ok: boolean; text: string } | null;
@@ -191,20 +204,20 @@ async function askDaemon(cluster: Cluster, plan: Extract<InjectPlan, { by: 'daem
   } finally {
     await client.close();
   }
-  return printAnswer(plan, answer, timeoutMs);
+  return daemonAnswer('daemon', plan, answer, timeoutMs);
 }
 
-function printAnswer(plan: { mode: string; target: ProcessId }, answer: { ok: boolean; text: string } | null, timeoutMs: number): number {
+function daemonAnswer(by: 'daemon' | 'agent', plan: { mode: string; target: ProcessId }, answer: { ok: boolean; text: string } | null, timeoutMs: number): InjectResult {
   if (answer === null) {
     throw new CliError(
       `${plan.target} did not answer inject ${plan.mode} within ${timeoutMs} ms: it may be hung or overloaded (see \`trine status\`), ` +
         'or running since before cluster.json allowed injection (restart the cluster with `trine up --allow-inject`)',
       EXIT_FAILED,
+      'NO_ANSWER',
     );
   }
-  if (!answer.ok) throw new CliError(`${plan.target} refused inject ${plan.mode}: ${answer.text}`, EXIT_FAILED);
-  say(answer.text);
-  return EXIT_OK;
+  if (!answer.ok) throw new CliError(`${plan.target} refused inject ${plan.mode}: ${answer.text}`, EXIT_FAILED, 'REFUSED');
+  return done(by, plan.target, null, answer.text);
 }
 
 // ---- modes the target's node agent performs ----------------------------------------------------
@@ -236,7 +249,7 @@ async function nodeOfTarget(client: OperatorClient, cluster: Cluster, plan: Extr
   return { node: agent.node, agent: agent.id };
 }
 
-async function askAgent(cluster: Cluster, plan: Extract<InjectPlan, { by: 'agent' }>, timeoutMs: number, remote: boolean): Promise<number> {
+async function askAgent(cluster: Cluster, plan: Extract<InjectPlan, { by: 'agent' }>, timeoutMs: number, remote: boolean): Promise<InjectResult> {
   const reachable = withAgentListeners(cluster, remote);
   const client = await OperatorClient.open(reachable);
   let answer: { ok: boolean; text: string } | null;
@@ -256,5 +269,5 @@ async function askAgent(cluster: Cluster, plan: Extract<InjectPlan, { by: 'agent
   } finally {
     await client.close();
   }
-  return printAnswer({ mode: plan.mode, target: agent }, answer, timeoutMs);
+  return daemonAnswer('agent', { mode: plan.mode, target: agent }, answer, timeoutMs);
 }

@@ -40,6 +40,8 @@ export type RemoteLogOptions = {
   write: (text: string) => Promise<void>;
   /** One line to stderr. */
   warn: (line: string) => void;
+  /** Lines as `trine.log/1` JSON objects (--json). */
+  json?: boolean | undefined;
 };
 
 export class RemoteLogSet {
@@ -70,7 +72,7 @@ export class RemoteLogSet {
       for (const stream of this.opts.streams) {
         const key = `${p.vpid}/${stream}`;
         if (this.sources.has(key)) continue;
-        const s: Source = { vpid: p.vpid, stream, node: p.node, agent, reader: new LineReader(this.opts.task, p.vpid, stream), lost: false };
+        const s: Source = { vpid: p.vpid, stream, node: p.node, agent, reader: new LineReader(this.opts.task, p.vpid, stream, this.opts.json === true), lost: false };
         this.sources.set(key, s);
         added.push(s);
       }

@@ -5,13 +5,13 @@
 // is on the host that ran it, and is read from that node's agent (PROTOCOL §7.1,
 // cli/logs-remote.ts). Both sources feed the same line reader (cli/log-lines.ts). --follow keeps
 // printing what is appended until the task has finished and the files are drained
-// (docs/OPERATIONS.md §1.1).
+// (docs/OPERATIONS.md §1.1). With --json every line is a `trine.log/1` object (cli/log-lines.ts).
 import { closeSync, existsSync, fstatSync, openSync, readdirSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TaskView } from '../src/core/status.ts';
 import { loadCluster, paths, type Cluster } from '../src/io/cluster-dir.ts';
 import { processLogPaths } from '../src/io/spawner.ts';
-import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
+import { CliError, emitJsonError, EXIT_FAILED, EXIT_OK } from './errors.ts';
 import { LineReader, LOG_READ_BYTES, type Stream } from './log-lines.ts';
 import { RemoteLogSet } from './logs-remote.ts';
 import { readClusterView, VIEW_TIMEOUT_MS, ViewPoller } from './op-client.ts';
@@ -34,6 +34,8 @@ export type LogsOptions = {
   err?: boolean | undefined;
   follow?: boolean | undefined;
   timeoutMs?: number | undefined;
+  /** One `trine.log/1` JSON object per line instead of prefixed text. */
+  json?: boolean | undefined;
 };
 
 /** One output file on this host's disk, read from where the last read stopped. */
@@ -45,8 +47,9 @@ class LogFile {
     readonly task: string,
     readonly vpid: number,
     readonly stream: Stream,
+    json: boolean,
   ) {
-    this.reader = new LineReader(task, vpid, stream);
+    this.reader = new LineReader(task, vpid, stream, json);
   }
 
   /** Complete lines appended since the last call (all of them up to EOF), prefixed. */
@@ -103,6 +106,7 @@ class LogSet {
     private readonly task: string,
     private readonly streams: readonly Stream[],
     private readonly onlyVpid: number | undefined,
+    private readonly json: boolean,
   ) {}
 
   /** Add the files of these VPIDs (those of --vpid only, if given). */
@@ -112,7 +116,7 @@ class LogSet {
       const p = processLogPaths(this.logDir, this.task, vpid);
       for (const s of this.streams) {
         const path = s === 'out' ? p.out : p.err;
-        if (!this.files.has(path)) this.files.set(path, new LogFile(path, this.task, vpid, s));
+        if (!this.files.has(path)) this.files.set(path, new LogFile(path, this.task, vpid, s, this.json));
       }
     }
   }
@@ -134,7 +138,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function checkVpid(task: TaskView, vpid: number | undefined): void {
   if (vpid !== undefined && (vpid >= task.size || !Number.isInteger(vpid))) {
-    throw new CliError(`${task.id} has no process ${vpid}: its VPIDs are 0 to ${task.size - 1}`, EXIT_FAILED);
+    throw new CliError(`${task.id} has no process ${vpid}: its VPIDs are 0 to ${task.size - 1}`, EXIT_FAILED, 'NO_PROCESS');
   }
 }
 
@@ -148,7 +152,7 @@ export async function logs(opts: LogsOptions): Promise<number> {
   if (Object.keys(agentListeners(cluster)).length > 0) return logsFromAgents(opts, cluster, task, streams, timeoutMs);
   const logDir = paths.taskLogs(cluster.dir);
   const taskDir = join(logDir, task);
-  const set = new LogSet(logDir, task, streams, opts.vpid);
+  const set = new LogSet(logDir, task, streams, opts.vpid, opts.json === true);
 
   if (opts.follow !== true) {
     const onDisk = vpidsOnDisk(taskDir).filter((v) => opts.vpid === undefined || v === opts.vpid);
@@ -169,7 +173,7 @@ export async function logs(opts: LogsOptions): Promise<number> {
     } finally {
       await client.close();
     }
-    if (known === undefined) throw new CliError(`no task ${task}: see \`trine ps\``, EXIT_FAILED);
+    if (known === undefined) throw new CliError(`no task ${task}: see \`trine ps\``, EXIT_FAILED, 'NO_TASK');
     checkVpid(known, opts.vpid);
     process.stderr.write(`trine: ${task}${opts.vpid === undefined ? '' : `/${opts.vpid}`} has no output yet (${known.state})\n`);
     return EXIT_OK;
@@ -186,7 +190,7 @@ export async function logs(opts: LogsOptions): Promise<number> {
         const pick = await poller.next();
         if (pick !== null) {
           const t = pick.view.tasks.find((x) => x.id === task);
-          if (t === undefined && !existsSync(taskDir)) throw new CliError(`no task ${task}: see \`trine ps\``, EXIT_FAILED);
+          if (t === undefined && !existsSync(taskDir)) throw new CliError(`no task ${task}: see \`trine ps\``, EXIT_FAILED, 'NO_TASK');
           if (t !== undefined) {
             checkVpid(t, opts.vpid);
             set.add(t.procs.map((p) => p.vpid));
@@ -215,7 +219,7 @@ async function logsFromAgents(opts: LogsOptions, cluster: Cluster, task: string,
   const client = await OperatorClient.open(cluster);
   try {
     const set = new RemoteLogSet({
-      client, cluster, task, streams, onlyVpid: opts.vpid, timeoutMs, write, warn: (line) => process.stderr.write(`trine: ${line}\n`),
+      client, cluster, task, streams, onlyVpid: opts.vpid, timeoutMs, write, warn: (line) => process.stderr.write(`trine: ${line}\n`), json: opts.json === true,
     });
     if (opts.follow !== true) {
       const pick = await readClusterView(client, timeoutMs).catch((e: unknown) => {
@@ -223,7 +227,7 @@ async function logsFromAgents(opts: LogsOptions, cluster: Cluster, task: string,
         throw new CliError(`the replicas could not say where the processes of ${task} ran, so its output cannot be read (${e.message})`, EXIT_FAILED);
       });
       const known = pick.view.tasks.find((t) => t.id === task);
-      if (known === undefined) throw new CliError(`no task ${task}: see \`trine ps\``, EXIT_FAILED);
+      if (known === undefined) throw new CliError(`no task ${task}: see \`trine ps\``, EXIT_FAILED, 'NO_TASK');
       checkVpid(known, opts.vpid);
       set.add(known.procs);
       await set.printAll();
@@ -241,7 +245,7 @@ async function logsFromAgents(opts: LogsOptions, cluster: Cluster, task: string,
         const pick = await poller.next();
         if (pick !== null) {
           const t = pick.view.tasks.find((x) => x.id === task);
-          if (t === undefined && !seen) throw new CliError(`no task ${task}: see \`trine ps\``, EXIT_FAILED);
+          if (t === undefined && !seen) throw new CliError(`no task ${task}: see \`trine ps\``, EXIT_FAILED, 'NO_TASK');
           if (t !== undefined) {
             seen = true;
             checkVpid(t, opts.vpid);
@@ -266,9 +270,9 @@ async function logsFromAgents(opts: LogsOptions, cluster: Cluster, task: string,
 function remoteOutcome(set: RemoteLogSet, task: string, vpid: number | undefined): number {
   const missed = set.unreadable();
   if (missed.length === 0) return EXIT_OK;
-  process.stderr.write(
-    `trine: the output of ${missed.join(', ')} could not be read: check the nodes (\`trine nodes\`), and once they answer run ` +
-      `\`trine logs ${task}${vpid === undefined ? '' : ` --vpid ${vpid}`}\` again\n`,
-  );
+  const message = `the output of ${missed.join(', ')} could not be read: check the nodes (\`trine nodes\`), and once they answer run ` +
+    `\`trine logs ${task}${vpid === undefined ? '' : ` --vpid ${vpid}`}\` again`;
+  process.stderr.write(`trine: ${message}\n`);
+  emitJsonError('LOGS_UNREADABLE', message, EXIT_FAILED);
   return EXIT_FAILED;
 }

@@ -17,7 +17,8 @@ import { MAX_SLOTS } from '../src/io/hosts-file.ts';
 import { dashboard, DASHBOARD_DEFAULT_PORT } from './dashboard.ts';
 import { down } from './down.ts';
 import { events, EVENTS_POLL_MS } from './events.ts';
-import { CliError, excerpt, EXIT_OK, EXIT_USAGE, printError, reportError } from './errors.ts';
+import { CliError, excerpt, EXIT_OK, EXIT_USAGE, printError, reportError, setJsonErrors } from './errors.ts';
+import { argvWantsJson } from './json-out.ts';
 import { inject, INJECT_TIMEOUT_MS } from './inject.ts';
 import { keygen } from './keygen.ts';
 import { kill, restart } from './kill.ts';
@@ -40,13 +41,14 @@ function integer(name: string, min: number, max: number): (value: string) => num
 }
 
 const DIR_HELP = `cluster directory (default ${DEFAULT_CLUSTER_DIR})`;
+const JSON_HELP = 'print JSON lines instead of text, errors too (docs/OPERATIONS.md §5.1)';
 
 /** `trine submit`'s options as commander hands them over. */
 type SubmitFlags = {
   size?: number; name?: string; env?: string[]; cwd?: string; wait?: boolean; linked?: boolean; dir?: string; timeout?: number;
   recovery?: string; logging?: string; checkpoint?: string; checkpointInterval?: string; maxState?: string;
   dgrp?: boolean; dgrpInterval?: string; dgrpZeta?: string; dgrpFactor?: string; dgrpMargin?: string; dgrpInitial?: string;
-  straggler?: boolean; stragglerFactor?: string; stragglerAfter?: string;
+  straggler?: boolean; stragglerFactor?: string; stragglerAfter?: string; json?: boolean;
 };
 
 /** A command's result: an exit code, or null for a daemon that keeps running. */
@@ -70,8 +72,9 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--base-port <port>', 'listen on consecutive ports from this one (default: free ports)', integer('--base-port', 1024, 65535))
     .option('--timeout <ms>', `how long to wait for a healthy cluster (default ${UP_TIMEOUT_MS})`, integer('--timeout', 1, 3_600_000))
     .option('--allow-inject', 'let `trine inject` inject faults into this cluster (tests and demos only)')
-    .action((o: { nodes?: number; dir?: string; basePort?: number; timeout?: number; allowInject?: boolean }) =>
-      setOutcome(up({ nodes: o.nodes, dir: o.dir, basePort: o.basePort, timeoutMs: o.timeout, allowInject: o.allowInject })));
+    .option('--json', JSON_HELP)
+    .action((o: { nodes?: number; dir?: string; basePort?: number; timeout?: number; allowInject?: boolean; json?: boolean }) =>
+      setOutcome(up({ nodes: o.nodes, dir: o.dir, basePort: o.basePort, timeoutMs: o.timeout, allowInject: o.allowInject, json: o.json })));
 
   program.command('status')
     .description("print each replica's role, RSN, GSSN, digest and health, and each node's health")
@@ -91,6 +94,7 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--env <K=V>', 'set an environment variable for the processes (repeatable)', (v: string, prev: string[] | undefined) => [...(prev ?? []), v])
     .option('--cwd <dir>', 'working directory of the processes (default: the current one)')
     .option('--wait', "follow the task until it finishes, print each change, and exit with its outcome")
+    .option('--json', `${JSON_HELP}; with --wait: accepted, each change, the end`)
     .option('--linked', 'the processes use the application library (trine/app: signals, G-MPI); they must connect to their agent')
     .option('--recovery <kind>', 'app (default: the application recovers itself) or rollback (the group replaces a dead rank, which restores its checkpoint and replays; needs --linked)')
     .option('--logging <mode>', 'rollback: rbml (default, receiver-based pessimistic), hmpl (hybrid) or cm (channel memories)')
@@ -116,7 +120,7 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
       const dgrp = { dgrp: o.dgrp, interval: o.dgrpInterval, zeta: o.dgrpZeta, factor: o.dgrpFactor, margin: o.dgrpMargin, initial: o.dgrpInitial };
       const straggler = { straggler: o.straggler, factor: o.stragglerFactor, after: o.stragglerAfter };
       setOutcome(submit({
-        dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, linked: o.linked, recovery, dgrp, straggler, timeoutMs: o.timeout, command, sawDashDash,
+        dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, linked: o.linked, recovery, dgrp, straggler, timeoutMs: o.timeout, command, sawDashDash, json: o.json,
       }));
     });
 
@@ -146,7 +150,8 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
       .argument('<task>', 'a task id, e.g. t3')
       .option('--dir <dir>', DIR_HELP)
       .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
-      .action((task: string, o: { dir?: string; timeout?: number }) => setOutcome(run({ task, dir: o.dir, timeoutMs: o.timeout })));
+      .option('--json', JSON_HELP)
+      .action((task: string, o: { dir?: string; timeout?: number; json?: boolean }) => setOutcome(run({ task, dir: o.dir, timeoutMs: o.timeout, json: o.json })));
   }
 
   program.command('logs')
@@ -156,10 +161,11 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--out', 'only standard output')
     .option('--err', 'only standard error')
     .option('--follow', 'keep printing new output until the task has finished')
+    .option('--json', 'print one JSON object per line of output (task, vpid, stream, line), errors too (docs/OPERATIONS.md §5.1)')
     .option('--dir <dir>', DIR_HELP)
     .option('--timeout <ms>', `how long to wait for the replicas (default ${VIEW_TIMEOUT_MS})`, opTimeout())
-    .action((task: string, o: { vpid?: number; out?: boolean; err?: boolean; follow?: boolean; dir?: string; timeout?: number }) =>
-      setOutcome(logs({ task, vpid: o.vpid, out: o.out, err: o.err, follow: o.follow, dir: o.dir, timeoutMs: o.timeout })));
+    .action((task: string, o: { vpid?: number; out?: boolean; err?: boolean; follow?: boolean; json?: boolean; dir?: string; timeout?: number }) =>
+      setOutcome(logs({ task, vpid: o.vpid, out: o.out, err: o.err, follow: o.follow, json: o.json, dir: o.dir, timeoutMs: o.timeout })));
 
   program.command('events')
     .description("print the cluster's event log: what the replicas applied, their self-diagnosis, and each fault's detection and recovery with their latencies")
@@ -186,31 +192,35 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--share <p>', `slow: the % of CPU the target keeps (${MIN_SLOW_SHARE_PERCENT} to ${MAX_SLOW_SHARE_PERCENT})`)
     .option('--for <ms>', 'slow: end it by itself after this many ms, at least one period (default: until `trine inject heal T`)')
     .option('--period <ms>', `slow: one run + stop, in ms (${MIN_SLOW_PERIOD_MS} to ${MAX_SLOW_PERIOD_MS}, default ${DEFAULT_SLOW_PERIOD_MS}): short looks uniformly slower, long stops it for stretches`)
+    .option('--json', JSON_HELP)
     .addHelpText('after', () => {
       const width = Math.max(...INJECT_MODES.map((m) => m.mode.length + m.usage.length + 1)) + 2;
       return `\nModes (docs/OPERATIONS.md §7):\n${INJECT_MODES.map((m) => `  ${`${m.mode} ${m.usage}`.padEnd(width)}${m.summary}`).join('\n')}\n`;
     })
-    .action((mode: string, args: string[], o: { dir?: string; timeout?: number; share?: string; for?: string; period?: string }) =>
-      setOutcome(inject({ mode, args, dir: o.dir, timeoutMs: o.timeout, flags: { share: o.share, for: o.for, period: o.period } })));
+    .action((mode: string, args: string[], o: { dir?: string; timeout?: number; share?: string; for?: string; period?: string; json?: boolean }) =>
+      setOutcome(inject({ mode, args, dir: o.dir, timeoutMs: o.timeout, json: o.json, flags: { share: o.share, for: o.for, period: o.period } })));
 
   program.command('shutdown')
     .description('stop the whole cluster, on every host: the group kills every task, every node and the watchdog exit, and nothing restarts them')
     .option('--dir <dir>', DIR_HELP)
     .option('--no-wait', 'return once the group has ordered the shutdown, without waiting for the daemons to exit')
     .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
-    .action((o: { dir?: string; wait?: boolean; timeout?: number }) => setOutcome(shutdown({ dir: o.dir, wait: o.wait, timeoutMs: o.timeout })));
+    .option('--json', JSON_HELP)
+    .action((o: { dir?: string; wait?: boolean; timeout?: number; json?: boolean }) => setOutcome(shutdown({ dir: o.dir, wait: o.wait, timeoutMs: o.timeout, json: o.json })));
 
   program.command('down')
     .description('stop every process `trine up` started in the cluster dir')
     .option('--dir <dir>', DIR_HELP)
-    .action((o: { dir?: string }) => setOutcome(down({ dir: o.dir })));
+    .option('--json', JSON_HELP)
+    .action((o: { dir?: string; json?: boolean }) => setOutcome(down({ dir: o.dir, json: o.json })));
 
   program.command('keygen')
     .description('create a key pair per process and the public-key table')
     .option('--dir <dir>', DIR_HELP)
     .option('--ids <ids>', 'comma-separated process ids (default: the cluster\'s, or r1,r2,r3,scc,a1..a4,op)')
     .option('--force', 'replace existing keys')
-    .action((o: { dir?: string; ids?: string; force?: boolean }) => setOutcome(keygen({ dir: o.dir, ids: o.ids, force: o.force })));
+    .option('--json', JSON_HELP)
+    .action((o: { dir?: string; ids?: string; force?: boolean; json?: boolean }) => setOutcome(keygen({ dir: o.dir, ids: o.ids, force: o.force, json: o.json })));
 
   program.command('manager')
     .description('run a manager replica in the foreground')
@@ -255,7 +265,8 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .description('write one bundle per host (cluster document, that host\'s keys, systemd unit) from a hosts file')
     .requiredOption('--hosts <file>', 'the hosts file (YAML; see examples/hosts.yaml)')
     .requiredOption('--out <dir>', 'where to write the bundles (a new or empty directory)')
-    .action((o: { hosts: string; out: string }) => setOutcome(import('./node-run.ts').then((n) => n.init(o))));
+    .option('--json', JSON_HELP)
+    .action((o: { hosts: string; out: string; json?: boolean }) => setOutcome(import('./node-run.ts').then((n) => n.init(o))));
 
   const node = program.command('node')
     .description('a host of a cluster of several hosts: run its part (`trine node run`), or add or remove one at run time (`trine node add`, `trine node remove`)')
@@ -280,8 +291,9 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--out <dir>', 'where to write the host\'s bundle, as OUT/HOST (default: beside the operator bundle)')
     .option('--dir <dir>', `the operator bundle (default ${DEFAULT_CLUSTER_DIR})`)
     .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
-    .action((o: { id: string; address: string; slots?: number; spares?: number; out?: string; dir?: string; timeout?: number }) =>
-      setOutcome(nodeAdd({ dir: o.dir, id: o.id, address: o.address, slots: o.slots ?? DEFAULT_AGENT_SLOTS, spares: o.spares, out: o.out, timeoutMs: o.timeout })));
+    .option('--json', JSON_HELP)
+    .action((o: { id: string; address: string; slots?: number; spares?: number; out?: string; dir?: string; timeout?: number; json?: boolean }) =>
+      setOutcome(nodeAdd({ dir: o.dir, id: o.id, address: o.address, slots: o.slots ?? DEFAULT_AGENT_SLOTS, spares: o.spares, out: o.out, timeoutMs: o.timeout, json: o.json })));
   node.command('remove')
     .description('drain a node and remove it from the running cluster (PROTOCOL §10.12): nothing new is placed there; once no task runs there its node stops')
     .argument('<host>', 'the node, e.g. n5')
@@ -289,8 +301,9 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--no-wait', 'return once the group has agreed to drain the node, without waiting for it to leave')
     .option('--dir <dir>', DIR_HELP)
     .option('--timeout <ms>', `how long to wait for the node to leave the group's node list (default ${NODE_REMOVE_WAIT_MS})`, integer('--timeout', 1, 3_600_000))
-    .action((host: string, o: { kill?: boolean; wait?: boolean; dir?: string; timeout?: number }) =>
-      setOutcome(nodeRemove({ dir: o.dir, host, kill: o.kill === true, wait: o.wait !== false, timeoutMs: o.timeout })));
+    .option('--json', JSON_HELP)
+    .action((host: string, o: { kill?: boolean; wait?: boolean; dir?: string; timeout?: number; json?: boolean }) =>
+      setOutcome(nodeRemove({ dir: o.dir, host, kill: o.kill === true, wait: o.wait !== false, timeoutMs: o.timeout, json: o.json })));
 
   return program;
 }
@@ -334,6 +347,10 @@ export async function main(argv: readonly string[]): Promise<Outcome> {
     outcome = p;
   }, argv);
   endQuietlyWhenReaderLeaves(DAEMON_COMMANDS.has(commandIn(argv, program)?.path ?? ''));
+  // --json errors (cli/json-out.ts): from argv for a usage error commander finds while parsing,
+  // then from the parsed options of the command about to run.
+  setJsonErrors(argvWantsJson(argv));
+  program.hook('preAction', (_program, command) => setJsonErrors(command.opts()['json'] === true));
   if (argv.length <= 2) {
     process.stderr.write(program.helpInformation());
     return EXIT_USAGE;

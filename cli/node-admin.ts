@@ -15,6 +15,9 @@
 // `remove` sends `node.remove`; the group drains the node (nothing new is placed there, with
 // --kill its tasks are killed) and tells its agent to stop once no live task has a process there.
 // Unless --no-wait, the command follows the agreed view until the node has left it.
+//
+// With --json each prints one object once done (`trine.node-add/1`, `trine.node-remove/1`,
+// cli/json-out.ts) instead of its lines.
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { ProcessId } from '../src/core/ports.ts';
@@ -28,6 +31,7 @@ import {
 import { isLoopback, MAX_HOST_ID_CHARS } from '../src/io/hosts-file.ts';
 import { generateKeyPair, readPublicKeys, writePublicKeys } from '../src/io/keys.ts';
 import { CliError, EXIT_FAILED, EXIT_OK, quoted } from './errors.ts';
+import { emitJson, SCHEMAS } from './json-out.ts';
 import { newNonce, OP_TIMEOUT_MS, readClusterView, requestOp, VIEW_TIMEOUT_MS } from './op-client.ts';
 import { OperatorClient } from './status-client.ts';
 
@@ -56,6 +60,7 @@ export type NodeAddOptions = {
   spares?: number | undefined;
   out?: string | undefined;
   timeoutMs?: number | undefined;
+  json?: boolean | undefined;
 };
 
 /** The host id as a hosts file would accept it (src/io/hosts-file.ts): it becomes the node's
@@ -173,16 +178,24 @@ export async function nodeAdd(opts: NodeAddOptions): Promise<number> {
       throw new CliError(
         `${e.message}; no bundle was written: if \`trine nodes\` lists ${host}, the group added it with a key nobody holds: remove it (\`trine node remove ${host}\`) and add the host under another id`,
         EXIT_FAILED,
+        e.code,
       );
     }
     throw e;
   }
   if (!outcome.ok) {
     discard();
-    throw new CliError(`the group refused to add ${host}: ${outcome.text}: nothing was written; see \`trine nodes\``, EXIT_FAILED);
+    throw new CliError(`the group refused to add ${host}: ${outcome.text}: nothing was written; see \`trine nodes\``, EXIT_FAILED, 'REFUSED');
   }
   renameSync(staging, dest);
   updateOperatorKeys(ops.cluster.dir, added, pairs);
+  if (opts.json === true) {
+    emitJson(SCHEMAS.nodeAdd, {
+      host, address, agent, port, slots: opts.slots, spares: spares.map((x) => ({ id: x.id, port: x.port })), bundle: dest,
+      installDir: bundle.install.dir, unit: NODE_UNIT, clusterJson: paths.config(ops.cluster.dir), rsn: outcome.rsn, agreedBy: outcome.agreedBy, answer: outcome.text,
+    });
+    return EXIT_OK;
+  }
   const spareText = spares.length === 0 ? 'no spare replica ids' : `spare replica${spares.length === 1 ? '' : 's'} ${spares.map((x) => `${x.id} on port ${x.port}`).join(', ')}`;
   process.stdout.write(
     `${outcome.text} (RSN ${outcome.rsn}): bundle in ${dest} (${opts.slots} slots, agent ${agent} listening on port ${port}, ${spareText}), and ` +
@@ -212,6 +225,7 @@ export type NodeRemoveOptions = {
   wait: boolean;
   /** How long to wait for the node to leave the group (default NODE_REMOVE_WAIT_MS). */
   timeoutMs?: number | undefined;
+  json?: boolean | undefined;
 };
 
 /** Tasks that still have a live process on `node`, as "t3 (2 processes)". */
@@ -236,9 +250,14 @@ export async function nodeRemove(opts: NodeRemoveOptions): Promise<number> {
   try {
     const startedAt = Date.now();
     const outcome = await requestOp(client, { type: 'node.remove', nonce: newNonce(), node: host, kill: opts.kill }, OP_TIMEOUT_MS);
-    if (!outcome.ok) throw new CliError(`the group refused to remove ${host}: ${outcome.text}: see \`trine nodes\` and \`trine status\``, EXIT_FAILED);
-    process.stdout.write(`${outcome.text} (RSN ${outcome.rsn})\n`);
-    if (!opts.wait) return EXIT_OK;
+    if (!outcome.ok) throw new CliError(`the group refused to remove ${host}: ${outcome.text}: see \`trine nodes\` and \`trine status\``, EXIT_FAILED, 'REFUSED');
+    const json = opts.json === true;
+    const agreed = { host, kill: opts.kill, rsn: outcome.rsn, agreedBy: outcome.agreedBy, answer: outcome.text };
+    if (!json) process.stdout.write(`${outcome.text} (RSN ${outcome.rsn})\n`);
+    if (!opts.wait) {
+      if (json) emitJson(SCHEMAS.nodeRemove, { ...agreed, waited: false, removed: false, elapsedMs: null, clusterJsonUpdated: false });
+      return EXIT_OK;
+    }
     const deadline = Date.now() + waitMs;
     let last: ClusterView | null = null;
     for (;;) {
@@ -253,6 +272,10 @@ export async function nodeRemove(opts: NodeRemoveOptions): Promise<number> {
       await sleep(REMOVE_POLL_MS);
     }
     const forgotten = forgetNode(cluster, host);
+    if (json) {
+      emitJson(SCHEMAS.nodeRemove, { ...agreed, waited: true, removed: true, elapsedMs: Date.now() - startedAt, clusterJsonUpdated: forgotten });
+      return EXIT_OK;
+    }
     process.stdout.write(
       `${host} removed: gone from the group's node list after ${((Date.now() - startedAt) / 1000).toFixed(1)} s; its agent was told to stop ` +
         `(its \`trine node run\` exits 4, which its unit does not restart)${forgotten ? `; ${paths.config(cluster.dir)} no longer lists it` : ''}\n`,
@@ -266,14 +289,14 @@ export async function nodeRemove(opts: NodeRemoveOptions): Promise<number> {
 /** The error for a node still listed when the wait ends: what keeps it, and what to do. */
 function stillThere(host: string, waitMs: number, view: ClusterView | null, killed: boolean): CliError {
   const after = `${host} is still in the group's node list after ${waitMs / 1000} s`;
-  if (view === null) return new CliError(`${after} (no two replicas agreed on a view): check \`trine status\`, then \`trine nodes\``, EXIT_FAILED);
+  if (view === null) return new CliError(`${after} (no two replicas agreed on a view): check \`trine status\`, then \`trine nodes\``, EXIT_FAILED, 'STILL_THERE');
   const state = view.nodes.find((n) => n.node === host)?.state ?? 'listed';
   const tasks = tasksOn(view, host);
   if (tasks.length > 0) {
     const advice = killed ? 'they are being killed; check `trine ps`' : `wait for them, kill them (\`trine kill TASK\`) or run \`trine node remove ${host} --kill\``;
-    return new CliError(`${after} (${state}): ${tasks.join(', ')} still run there: ${advice}`, EXIT_FAILED);
+    return new CliError(`${after} (${state}): ${tasks.join(', ')} still run there: ${advice}`, EXIT_FAILED, 'STILL_THERE');
   }
-  return new CliError(`${after} (${state}), with no task there: its agent has not stopped yet; check \`trine status\` and ${host}'s \`trine node run\``, EXIT_FAILED);
+  return new CliError(`${after} (${state}), with no task there: its agent has not stopped yet; check \`trine status\` and ${host}'s \`trine node run\``, EXIT_FAILED, 'STILL_THERE');
 }
 
 /** Drops a removed node's agent from the operator bundle's cluster.json (keeping its public key,

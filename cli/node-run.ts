@@ -17,6 +17,7 @@ import { readHostsFile } from '../src/io/hosts-file.ts';
 import { spawnDaemon } from './daemons.ts';
 import { stopCluster } from './down.ts';
 import { CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './errors.ts';
+import { emitJson, SCHEMAS } from './json-out.ts';
 
 /** How often `node run` checks that its keeper still runs. */
 export const NODE_WATCH_MS = 500;
@@ -25,12 +26,22 @@ export const NODE_WATCH_MS = 500;
  *  is left. */
 export const NODE_SHUTDOWN_WAIT_MS = SHUTDOWN_LINGER_MAX_MS + 2_000;
 
-export function init(opts: { hosts: string; out: string }): number {
+/** A bundle's systemd unit: the watchdog's, a node's, or none (the operator's alone). */
+const unitOf = (roles: readonly string[]) => (roles.includes('watchdog') ? SCC_UNIT : roles.includes('agent') ? NODE_UNIT : null);
+
+export function init(opts: { hosts: string; out: string; json?: boolean | undefined }): number {
   const file = readHostsFile(opts.hosts);
   const plan = writeDeployment(file, opts.out);
   const out = resolve(opts.out);
+  if (opts.json === true) {
+    emitJson(SCHEMAS.init, {
+      cluster: plan.config.cluster, out, installDir: file.install.dir,
+      bundles: plan.bundles.map((b) => ({ host: b.host, address: b.address, roles: b.roles, ids: b.ids, unit: unitOf(b.roles), path: join(out, b.host) })),
+    });
+    return EXIT_OK;
+  }
   const lines = plan.bundles.map((b) => {
-    const unit = b.roles.includes('watchdog') ? SCC_UNIT : b.roles.includes('agent') ? NODE_UNIT : 'no unit';
+    const unit = unitOf(b.roles) ?? 'no unit';
     const shown = relative(process.cwd(), join(out, b.host));
     return `  ${shown.startsWith('..') ? join(out, b.host) : shown}/  ${b.host} ${b.address}  ${b.roles.join(',')}  keys: ${b.ids.join(' ')}  (${unit})`;
   });

@@ -49,6 +49,7 @@ export async function requestOp(client: OperatorClient, payload: OperatorRequest
     `no two replicas agreed on the outcome of ${what} within ${timeoutMs} ms (${describeReplies(asked, replies, (id) => !client.isConnected(id))}): ` +
       'it may still take effect; check `trine ps` and `trine status`',
     EXIT_FAILED,
+    'NO_AGREEMENT',
   );
 }
 
@@ -77,7 +78,7 @@ export async function readClusterView(client: OperatorClient, timeoutMs: number)
   if (pick !== null) return pick;
   if (answered.size === 0) {
     const why = [...statuses].map(([id, a]) => `${id}: ${a.ok ? 'answered' : a.error}`).join(', ');
-    throw new CliError(`no replica answered within ${timeoutMs} ms (${why}): check the cluster with \`trine status\``, EXIT_FAILED);
+    throw new CliError(`no replica answered within ${timeoutMs} ms (${why}): check the cluster with \`trine status\``, EXIT_FAILED, 'NO_ANSWER');
   }
   const notServing = [...answered.values()].filter((s) => s.phase === 'installing' || s.phase === 'retired');
   if (notServing.length === answered.size) {
@@ -123,6 +124,7 @@ export class ViewPoller {
           `lost contact with the cluster for ${CONTACT_LOSS_MS / 1000} s while following ${this.following} (${e.message}): ` +
             `the task goes on; check \`trine status\`, then \`trine ps ${this.following}\``,
           EXIT_FAILED,
+          'CONTACT_LOST',
         );
       }
       return null;

@@ -2,6 +2,7 @@
 // cli/op-client.ts), as a table or, with --json, the ClusterView (docs/OPERATIONS.md §1.1).
 import { loadCluster } from '../src/io/cluster-dir.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
+import { jsonLine, SCHEMAS } from './json-out.ts';
 import { readClusterView, VIEW_TIMEOUT_MS } from './op-client.ts';
 import type { ViewPick } from './replies.ts';
 import { OperatorClient } from './status-client.ts';
@@ -23,9 +24,8 @@ export async function agreedView(dir: string | undefined, timeoutMs: number | un
   }
 }
 
-/** The JSON form: the ClusterView, with where it came from. */
-export const viewJson = (pick: ViewPick, view = pick.view) =>
-  `${JSON.stringify({ rsn: pick.rsn, shownFrom: pick.from, agreedBy: pick.agreedBy, ...view }, null, 2)}\n`;
+/** The JSON form (`trine.ps/1`): the ClusterView, with where it came from. */
+export const viewJson = (pick: ViewPick, view = pick.view) => jsonLine(SCHEMAS.ps, { rsn: pick.rsn, shownFrom: pick.from, agreedBy: pick.agreedBy, ...view });
 
 export async function ps(opts: ViewOptions & { task?: string | undefined }): Promise<number> {
   const task = opts.task === undefined ? null : parseTaskId(opts.task);
@@ -34,7 +34,7 @@ export async function ps(opts: ViewOptions & { task?: string | undefined }): Pro
   if (task !== null) {
     if (!view.tasks.some((t) => t.id === task)) {
       const older = view.omittedTasks > 0 ? ` (or it finished long ago: the view leaves out the ${view.omittedTasks} oldest finished tasks)` : '';
-      throw new CliError(`no task ${task}${older}: see \`trine ps\``, EXIT_FAILED);
+      throw new CliError(`no task ${task}${older}: see \`trine ps\``, EXIT_FAILED, 'NO_TASK');
     }
     view = narrowView(view, task);
   }

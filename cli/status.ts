@@ -4,6 +4,7 @@
 // and exits non-zero if a member of that group did not answer.
 import { loadCluster } from '../src/io/cluster-dir.ts';
 import { EXIT_FAILED, EXIT_OK } from './errors.ts';
+import { jsonLine, SCHEMAS } from './json-out.ts';
 import { StatusClient } from './status-client.ts';
 import { buildStatusDocument, formatStatus } from './status-report.ts';
 
@@ -16,7 +17,7 @@ export async function status(opts: { dir?: string | undefined; json?: boolean | 
   try {
     const answers = await client.query(opts.timeoutMs ?? STATUS_TIMEOUT_MS);
     const doc = buildStatusDocument(cluster.config, cluster.dir, answers, new Date());
-    process.stdout.write(opts.json === true ? `${JSON.stringify(doc, null, 2)}\n` : `${formatStatus(doc)}\n`);
+    process.stdout.write(opts.json === true ? jsonLine(SCHEMAS.status, doc) : `${formatStatus(doc)}\n`);
     // The rows are the members of the current group: a retired replica's silence is expected.
     return doc.replicas.every((r) => r.answered) ? EXIT_OK : EXIT_FAILED;
   } finally {

@@ -102,6 +102,12 @@ function describeProcEnd(task: string, p: ProcView): string {
   return `${task}/${p.vpid} ${p.state}${exit === '-' ? '' : ` (${exit})`}${p.reason === null ? '' : `: ${p.reason}`}`;
 }
 
+/** One change `trine submit --wait` reports: a process that ended, or the task's new state.
+ *  `text` is the line printed without --json; the rest is the `trine.task-change/1` object. */
+export type TaskChange =
+  | { change: 'proc'; task: string; vpid: number; state: string; node: string | null; exitCode: number | null; signal: string | null; reason: string | null; text: string }
+  | { change: 'task'; task: string; state: string; running: number; info: string; text: string };
+
 /** Follows one task across polls for `trine submit --wait`: what to print when it changed, and
  *  which process was the first seen exiting non-zero (its code becomes the exit code). */
 export class TaskWatch {
@@ -111,7 +117,12 @@ export class TaskWatch {
 
   /** Lines to print for the task as `t` shows it now: process endings, then the task's line. */
   observe(t: TaskView): string[] {
-    const out: string[] = [];
+    return this.changes(t).map((c) => c.text);
+  }
+
+  /** What changed since the last call, as `t` shows it now: process endings, then the task. */
+  changes(t: TaskView): TaskChange[] {
+    const out: TaskChange[] = [];
     const failed: { vpid: number; code: number }[] = [];
     for (const p of [...t.procs].sort((a, b) => a.vpid - b.vpid)) {
       if (!PROC_FINAL_STATES.includes(p.state)) {
@@ -121,14 +132,14 @@ export class TaskWatch {
       const line = describeProcEnd(t.id, p);
       if (this.procEnds.get(p.vpid) === line) continue;
       this.procEnds.set(p.vpid, line);
-      out.push(line);
+      out.push({ change: 'proc', task: t.id, vpid: p.vpid, state: p.state, node: p.node, exitCode: p.exitCode, signal: p.signal, reason: p.reason, text: line });
       if (p.exitCode !== null && p.exitCode !== 0) failed.push({ vpid: p.vpid, code: p.exitCode });
     }
     if (this.firstNonZero === null && failed[0] !== undefined) this.firstNonZero = failed[0].code;
     const line = describeTask(t);
     if (line !== this.lastLine) {
       this.lastLine = line;
-      out.push(line);
+      out.push({ change: 'task', task: t.id, state: t.state, running: t.procs.filter((p) => p.state === 'running').length, info: taskInfo(t), text: line });
     }
     return out;
   }

@@ -5,8 +5,8 @@
 // keeper's), each with cli/daemons.ts spawnDaemon, as the watchdog's reset driver restarts a
 // keeper — then waits until the cluster is healthy (one primary, two backups, every agent joined
 // with a fresh heartbeat, equal digests at equal RSN, the watchdog hearing all replicas) and says
-// so in one line. If it is not healthy in time, it prints what is missing and stops what it
-// started.
+// so in one line (with --json, a `trine.up/1` object, cli/json-out.ts). If it is not healthy in
+// time, it prints what is missing and stops what it started.
 import { mkdirSync, readFileSync } from 'node:fs';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
@@ -15,7 +15,8 @@ import {
   type ClusterConfig,
 } from '../src/io/cluster-dir.ts';
 import { logPath } from '../src/io/log.ts';
-import { CliError, EXIT_FAILED, EXIT_OK, quoted } from './errors.ts';
+import { CliError, emitJsonError, EXIT_FAILED, EXIT_OK, quoted } from './errors.ts';
+import { emitJson, SCHEMAS } from './json-out.ts';
 import { spawnDaemon } from './daemons.ts';
 import { stopCluster } from './down.ts';
 import { StatusClient } from './status-client.ts';
@@ -53,6 +54,8 @@ export type UpOptions = {
   /** Record `allowInject: true` in cluster.json: the daemons install their fault-injection
    *  hooks and `trine inject` may act on the cluster (docs/OPERATIONS.md §7). */
   allowInject?: boolean | undefined;
+  /** Print a `trine.up/1` object instead of the line. */
+  json?: boolean | undefined;
 };
 
 export async function up(opts: UpOptions): Promise<number> {
@@ -122,12 +125,20 @@ export async function up(opts: UpOptions): Promise<number> {
         await client.close();
         client = null;
         await stopAll();
-        throw new CliError(`cluster did not start: ${why}; stopped the rest (logs in ${paths.logs(dir)})`, EXIT_FAILED);
+        throw new CliError(`cluster did not start: ${why}; stopped the rest (logs in ${paths.logs(dir)})`, EXIT_FAILED, 'START_FAILED');
       }
       const answers = await client.query(Math.min(UP_QUERY_TIMEOUT_MS, Math.max(1, deadline - Date.now())));
       last = buildStatusDocument(cluster.config, dir, answers, new Date());
       if (last.healthy && last.converged) {
         const seconds = ((performance.now() - started) / 1000).toFixed(1);
+        if (opts.json === true) {
+          emitJson(SCHEMAS.up, {
+            dir, cluster: config.cluster, elapsedMs: Math.round(performance.now() - started), primary: last.primary, view: last.group.view,
+            replicas: config.membership.replicas, agents: config.membership.agents.map((a) => ({ id: a.id, node: a.node })), watchdog: config.membership.scc,
+            allowInject: config.allowInject === true,
+          });
+          return EXIT_OK;
+        }
         process.stdout.write(
           `cluster up and healthy in ${seconds} s: ${config.membership.replicas.length} replicas (primary ${last.primary ?? '?'}), ` +
             `${config.membership.agents.length} agents, watchdog ${config.membership.scc}${config.allowInject === true ? '; fault injection allowed' : ''}; dir ${dir}\n`,
@@ -142,6 +153,8 @@ export async function up(opts: UpOptions): Promise<number> {
     process.stderr.write(`trine: cluster not healthy after ${((opts.timeoutMs ?? UP_TIMEOUT_MS) / 1000).toFixed(0)} s; missing:\n${missing.map((m) => `  - ${m}`).join('\n')}\n`);
     await stopAll();
     process.stderr.write(`trine: stopped what was started (logs in ${paths.logs(dir)})\n`);
+    emitJsonError('NOT_HEALTHY', `cluster not healthy after ${((opts.timeoutMs ?? UP_TIMEOUT_MS) / 1000).toFixed(0)} s; missing: ${missing.join('; ')}; ` +
+      `stopped what was started (logs in ${paths.logs(dir)})`, EXIT_FAILED);
     return EXIT_FAILED;
   } catch (e) {
     await client?.close();

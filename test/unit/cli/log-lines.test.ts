@@ -49,3 +49,17 @@ describe('LineReader', () => {
     expect(r.take(bytes('new\n'))).toEqual(['[t1/0] new']);
   });
 });
+
+describe('LineReader with --json (trine.log/1)', () => {
+  it('one object per line, the line without prefix, partial lines held as in text; control characters, quotes and bad UTF-8 stay one line', () => {
+    const r = new LineReader('t3', 2, 'err', true);
+    const out = r.take(bytes('a "q"\tb\r\nsplit'));
+    expect(out.map((l) => JSON.parse(l) as unknown)).toEqual([{ schema: 'trine.log/1', task: 't3', vpid: 2, stream: 'err', line: 'a "q"\tb\r' }]);
+    expect(r.take(new Uint8Array([0x20, 0xff, 0x0a]))).toEqual([JSON.stringify({ schema: 'trine.log/1', task: 't3', vpid: 2, stream: 'err', line: 'split \uFFFD' })]);
+    r.take(bytes('\u2028end'));
+    const last = r.flush();
+    expect(last).toHaveLength(1);
+    expect(last[0]?.includes('\n')).toBe(false);
+    expect((JSON.parse(last[0] as string) as { line: string }).line).toBe('\u2028end');
+  });
+});

@@ -131,4 +131,18 @@ describe('submit --wait: progress and exit code', () => {
     w.observe(task('t3', { procs: [proc(0)] }));
     expect(w.observe(dead)[0]).toBe('t3/0 terminatedAbnormally (SIGKILL): node failed');
   });
+
+  it('changes(): the same changes as data, for --json (trine.task-change/1)', () => {
+    const w = new TaskWatch();
+    const done = task('t3', {
+      state: 'terminatedAbnormally', outcome: 'abnormal', reason: 'processes terminated abnormally (VPIDs 1)',
+      procs: [proc(0, { state: 'terminatedNormally', exitCode: 0 }), proc(1, { state: 'terminatedAbnormally', exitCode: null, signal: 'SIGKILL', reason: 'killed by SIGKILL' })],
+    });
+    expect(w.changes(done)).toEqual([
+      { change: 'proc', task: 't3', vpid: 0, state: 'terminatedNormally', node: 'n1', exitCode: 0, signal: null, reason: null, text: 't3/0 terminatedNormally (code 0)' },
+      { change: 'proc', task: 't3', vpid: 1, state: 'terminatedAbnormally', node: 'n2', exitCode: null, signal: 'SIGKILL', reason: 'killed by SIGKILL', text: 't3/1 terminatedAbnormally (SIGKILL): killed by SIGKILL' },
+      { change: 'task', task: 't3', state: 'terminatedAbnormally', running: 0, info: 'abnormal: processes terminated abnormally (VPIDs 1)', text: 't3 terminatedAbnormally: processes terminated abnormally (VPIDs 1)' },
+    ]);
+    expect(w.changes(done)).toEqual([]);
+  });
 });
