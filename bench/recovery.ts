@@ -119,7 +119,7 @@ async function trial(dir: string, pool: readonly ProcessId[], fault: Fault, grou
   const at = effect.length === 0 ? Date.now() : Math.min(...effect.map((e) => e.atMs));
   for (let i = 0; i < (fault.traffic ?? 0); i++) {
     const submit: TaskSubmit = {
-      type: 'task.submit', nonce: newNonce(), name: 'bench', size: 4, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
+      type: 'task.submit', nonce: newNonce(), name: 'bench', size: 4, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32),
     };
     void requestOp(op, submit, 20_000).catch(() => null);
   }

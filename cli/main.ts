@@ -12,6 +12,7 @@ import { INJECT_MODES } from '../src/io/inject-modes.ts';
 import {
   DEFAULT_SLOW_PERIOD_MS, MAX_SLOW_PERIOD_MS, MAX_SLOW_SHARE_PERCENT, MIN_SLOW_PERIOD_MS, MIN_SLOW_SHARE_PERCENT,
 } from '../src/io/duty-cycle.ts';
+import { DEFAULT_SPAWNS_PER_PROCESS, MAX_SPAWNS } from '../src/core/cluster-signals.ts';
 import { DEFAULT_AGENT_SLOTS, DEFAULT_CLUSTER_DIR, DEFAULT_NODES, LOOPBACK_HOST, MAX_NODES, MIN_NODES } from '../src/io/cluster-dir.ts';
 import { MAX_SLOTS } from '../src/io/hosts-file.ts';
 import { dashboard, DASHBOARD_DEFAULT_PORT } from './dashboard.ts';
@@ -48,7 +49,7 @@ type SubmitFlags = {
   size?: number; name?: string; env?: string[]; cwd?: string; wait?: boolean; linked?: boolean; dir?: string; timeout?: number;
   recovery?: string; logging?: string; checkpoint?: string; checkpointInterval?: string; maxState?: string;
   dgrp?: boolean; dgrpInterval?: string; dgrpZeta?: string; dgrpFactor?: string; dgrpMargin?: string; dgrpInitial?: string;
-  straggler?: boolean; stragglerFactor?: string; stragglerAfter?: string; json?: boolean;
+  straggler?: boolean; stragglerFactor?: string; stragglerAfter?: string; json?: boolean; maxSpawns?: number;
 };
 
 /** A command's result: an exit code, or null for a daemon that keeps running. */
@@ -110,6 +111,7 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--straggler', 'flag processes whose progress lags the median (needs --linked; the processes report progress)')
     .option('--straggler-factor <k>', `straggler: flagged at k times behind the median (default ${STRAGGLER_DEFAULT_FACTOR_HUNDREDTHS / 100}; implies --straggler)`)
     .option('--straggler-after <q>', `straggler: judged once the median is this share done (default ${STRAGGLER_DEFAULT_AFTER_PERMILLE / 1000}; implies --straggler)`)
+    .option('--max-spawns <n>', `processes the application may SPAWN per start; past it the task is killed with the reason (default ${DEFAULT_SPAWNS_PER_PROCESS} per process)`, integer('--max-spawns', 0, MAX_SPAWNS))
     .option('--dir <dir>', DIR_HELP)
     .option('--timeout <ms>', `how long to wait for two replicas to agree on the outcome (default ${OP_TIMEOUT_MS})`, opTimeout())
     .passThroughOptions()
@@ -120,7 +122,7 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
       const dgrp = { dgrp: o.dgrp, interval: o.dgrpInterval, zeta: o.dgrpZeta, factor: o.dgrpFactor, margin: o.dgrpMargin, initial: o.dgrpInitial };
       const straggler = { straggler: o.straggler, factor: o.stragglerFactor, after: o.stragglerAfter };
       setOutcome(submit({
-        dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, linked: o.linked, recovery, dgrp, straggler, timeoutMs: o.timeout, command, sawDashDash, json: o.json,
+        dir: o.dir, size: o.size, name: o.name, env: o.env, cwd: o.cwd, wait: o.wait, linked: o.linked, recovery, dgrp, straggler, maxSpawns: o.maxSpawns, timeoutMs: o.timeout, command, sawDashDash, json: o.json,
       }));
     });
 

@@ -33,6 +33,8 @@ export type SubmitOptions = {
   dgrp?: DgrpInput | undefined;
   /** The straggler policy as typed (PROTOCOL §13.1). */
   straggler?: StragglerInput | undefined;
+  /** `--max-spawns` (issue 19); undefined for the default. */
+  maxSpawns?: number | undefined;
   timeoutMs?: number | undefined;
   command: string[];
   /** Whether the command line had `--` (commander drops it). */
@@ -59,6 +61,7 @@ export async function submit(opts: SubmitOptions): Promise<number> {
     recovery: opts.recovery,
     dgrp: opts.dgrp,
     straggler: opts.straggler,
+    maxSpawns: opts.maxSpawns,
   });
   const client = await OperatorClient.open(loadCluster(opts.dir));
   try {

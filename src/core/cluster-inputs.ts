@@ -13,7 +13,7 @@ import { createDgrpState } from './dgrp.ts';
 import { createStragglerState, stragglerRefusal } from './straggler.ts';
 import { progressInput, type ProgressInput } from './cluster-straggler.ts';
 import { newRun, note, perAgent, type Run } from './cluster-run.ts';
-import { applyVerdict, broadcastSignal, liveMembers, SIGNALLING, signalName } from './cluster-signals.ts';
+import { applyVerdict, broadcastSignal, liveMembers, MAX_SPAWNS, SIGNALLING, signalName } from './cluster-signals.ts';
 import {
   HOLDING, isLive, NO_REASON, notOnNode, plural, procCtx, procState, taskState,
   type ClusterState, type NodeRecord, type Outcome, type SignedSubmit, type TaskEffect, type TaskRecord, type TaskTimers,
@@ -35,6 +35,7 @@ function validate(req: TaskSubmit, live: number): string | null {
     const name = (req.env[i] as EnvEntry)[0];
     if (!(prev < name)) return `env must be sorted by name without repeats: '${name}' follows '${prev}'`;
   }
+  if (req.maxSpawns > MAX_SPAWNS) return `--max-spawns must be 0 to ${MAX_SPAWNS}, got ${req.maxSpawns}`;
   const recovery = rollbackRefusal(req) ?? dgrpRefusal(req) ?? stragglerRefusal(req);
   if (recovery !== null) return recovery;
   if (live >= MAX_LIVE_TASKS) return `${MAX_LIVE_TASKS} tasks are live, the limit: wait for some to finish or kill some`;
@@ -64,6 +65,7 @@ export function submitTask(
     rollback: req.recovery.kind === 'rollback' ? createRankTable(req.size) : null,
     dgrp: req.dgrp === null ? null : { ...req.dgrp }, dgrpState: req.dgrp === null ? null : createDgrpState(req.dgrp),
     straggler: req.straggler === null ? null : { ...req.straggler }, stragglerState: req.straggler === null ? null : createStragglerState(),
+    maxSpawns: req.maxSpawns,
   };
   cs.nextTask = Math.max(cs.nextTask, number + 1);
   cs.tasks.set(id, rec);

@@ -4,10 +4,15 @@
 import type { FsmTaskEvent } from '../../fsm/fsm-task-types.ts';
 import { note, perAgent, type Run } from './cluster-run.ts';
 import { rankHeld, rollbackTableOf } from './cluster-rollback.ts';
-import { isFinal, procNode, procState, taskCtx, type TaskRecord } from './cluster-state.ts';
+import { isFinal, plural, procNode, procState, taskCtx, type TaskRecord } from './cluster-state.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from './signals.ts';
 import { accept, judgeGroupRequest, nextBroadcastEpoch, quorumInForce, type GroupVerdict } from './task-signals.ts';
 import type { Member } from './wire/messages.ts';
+
+/** The largest --max-spawns; a task's processes live in one map, so this bounds its VPIDs too. */
+export const MAX_SPAWNS = 1_000_000;
+/** `trine submit` without --max-spawns: this many SPAWNs per process of the task. */
+export const DEFAULT_SPAWNS_PER_PROCESS = 8;
 
 /** Members that can send and receive signals: connected (FsmProc Running), in VPID order. */
 export function liveMembers(rec: TaskRecord): number[] {
@@ -85,10 +90,16 @@ function performGroupRequest(run: Run, rec: TaskRecord, signum: number, arg: num
     case GSIG.REQ_KILL:
       if (!members.includes(arg)) return disagree(`VPID ${arg} is not a live member`);
       return push({ type: 'app.kill', vpid: arg });
-    case GSIG.REQ_SPAWN:
+    case GSIG.REQ_SPAWN: {
       // A rollback task's members are its ranks; the group alone replaces them (PROTOCOL §11.2).
       if (rec.rollback !== null) return disagree('a rollback task\'s ranks are replaced by the group, not spawned by the application');
+      // A process that crashes at once and is spawned again by the others would loop for ever.
+      const spawned = taskCtx(rec).nextVpid - rec.size;
+      if (spawned >= rec.maxSpawns) {
+        return push({ type: 'task.kill', reason: `${plural(spawned, 'process', 'processes')} spawned since the start, the task's bound (--max-spawns ${rec.maxSpawns}): its replacements keep dying?` });
+      }
       return push({ type: 'app.spawn' });
+    }
     case GSIG.REQ_RESTART:
       return push({ type: 'app.restart' });
     case GSIG.REQ_TERMINATE:

@@ -35,6 +35,7 @@ export function encodeCluster(cs: ClusterState): unknown {
       dgrpOption.enc(r.dgrp), dgrpState.enc(r.dgrpState),
       // A straggler policy and its progress and flags (PROTOCOL §13).
       stragglerPart.enc(r),
+      r.maxSpawns,
     ]),
     cs.finished,
     cs.allocations.map((a) => [a.task, a.vpids]),

@@ -266,9 +266,7 @@ const envEntry: Reader<EnvEntry> = (t, p) => {
   const [name, value] = tuple(t, 2, p);
   return [str(name, `${p}[0]`), str(value, `${p}[1]`)];
 };
-
 const bin: Reader<Uint8Array> = (t, p) => (t instanceof Uint8Array ? t : fail(p, 'expected bytes'));
-
 const signedSubmit: Reader<SignedSubmit> = (t, p) => {
   const [nonce, bytes, sig] = tuple(t, 3, p);
   return { nonce: str(nonce, `${p}.nonce`), bytes: bin(bytes, `${p}.bytes`), sig: bin(sig, `${p}.sig`) };
@@ -282,7 +280,7 @@ const taskKey: Reader<Uint8Array> = (t, p) => {
 };
 
 function readTask(t: unknown, p: string): TaskRecord {
-  const f = tuple(t, 25, p);
+  const f = tuple(t, 26, p);
   const id = str(f[0], `${p}.id`);
   const number = Number(id.slice(1));
   if (!TASK_ID.test(id) || String(number) !== id.slice(1)) fail(`${p}.id`, `${id} is not a task id`);
@@ -314,6 +312,7 @@ function readTask(t: unknown, p: string): TaskRecord {
     dgrp: bySchema(dgrpOption)(f[22], `${p}.dgrp`),
     dgrpState: bySchema(dgrpState)(f[23], `${p}.dgrpState`),
     ...bySchema(stragglerPart)(f[24], `${p}.straggler`),
+    maxSpawns: uint(f[25], `${p}.maxSpawns`),
   };
   // A rollback task, and only one, has ranks (PROTOCOL §11.2).
   if ((rec.recovery.kind === 'rollback') !== (rec.rollback !== null)) fail(`${p}.rollback`, `a ${rec.recovery.kind} task with${rec.rollback === null ? 'out' : ''} ranks`);

@@ -218,7 +218,7 @@ export class TaskSim implements NodeHooks {
     // The task key (PROTOCOL §9.5) from the nonce, which the seeded generator drew: reproducible.
     const taskKey = (nonce: string): Uint8Array => Uint8Array.from({ length: 32 }, (_, i) => parseInt(nonce.slice((i % 16) * 2, (i % 16) * 2 + 2), 16));
     return this.operate((nonce) => ({
-      type: 'task.submit', nonce, name: spec.name, size: spec.size, file: spec.file, args: spec.args ?? [], cwd: '/', env: [], mode, recovery: spec.recovery ?? { kind: 'app' }, dgrp: null, straggler: null, taskKey: taskKey(nonce),
+      type: 'task.submit', nonce, name: spec.name, size: spec.size, file: spec.file, args: spec.args ?? [], cwd: '/', env: [], mode, recovery: spec.recovery ?? { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: taskKey(nonce),
     }), done);
   }
 

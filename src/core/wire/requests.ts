@@ -46,6 +46,9 @@ export type TaskSubmit = {
   /** The straggler policy (PROTOCOL §13.1), or null; the group refuses one for a task that is
    *  not linked or whose numbers are out of range. */
   straggler: StragglerOptions | null;
+  /** Processes the application may SPAWN (GSIG_REQ_SPAWN) beyond the task's first ones, per
+   *  start or restart: past it the task is killed with the reason (issue 19; PROTOCOL §9.2). */
+  maxSpawns: number;
 };
 export type TaskKill = { type: 'task.kill'; nonce: string; task: string };
 /** Terminate every process of a running task and start it again with the mapping's restarted
@@ -143,10 +146,10 @@ export const agentRequest: Schema<AgentRequest> = union<AgentRequest>({
   'proc.report': { code: 4, order: ['reports'], fields: { reports: list(procReport, MAX_REPORTS_PER_REQUEST) } },
   'task.submit': {
     code: 5,
-    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env', 'mode', 'recovery', 'dgrp', 'straggler', 'taskKey'],
+    order: ['nonce', 'name', 'size', 'file', 'args', 'cwd', 'env', 'mode', 'recovery', 'dgrp', 'straggler', 'maxSpawns', 'taskKey'],
     fields: {
       nonce, name: text(MAX_ID_CHARS * 2), size: uint, file: path, args: list(arg, MAX_ARGS), cwd: path, env,
-      mode: oneOf(['plain', 'linked'] as const), recovery, dgrp: dgrpOption, straggler: stragglerOption, taskKey,
+      mode: oneOf(['plain', 'linked'] as const), recovery, dgrp: dgrpOption, straggler: stragglerOption, maxSpawns: uint, taskKey,
     },
   },
   'task.kill': { code: 6, order: ['nonce', 'task'], fields: { nonce, task: taskId } },

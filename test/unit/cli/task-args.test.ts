@@ -75,7 +75,7 @@ describe('buildSubmit', () => {
   it('builds the task.submit request; a bare command name is passed as given', () => {
     expect(buildSubmit(input({ env: ['Z=1', 'A=2'], size: 3 }))).toEqual({
       type: 'task.submit', nonce: NONCE, name: 'sleep', size: 3, file: 'sleep', args: ['10'], cwd: '/home/op', env: [['A', '2'], ['Z', '1']],
-      mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: KEY,
+      mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 8 * 3, taskKey: KEY,
     });
     expect(buildSubmit(input({ linked: true })).mode).toBe('linked');
   });

@@ -27,7 +27,7 @@ export class Cluster {
   submit(size: number, extra: Partial<TaskSubmit> = {}): { ok: boolean; text: string } {
     const req: TaskSubmit = {
       type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size, file: '/bin/sleep', args: ['1'], cwd: '/tmp',
-      env: [['A', '1'], ['B', '2']], mode: 'plain', taskKey: new Uint8Array(32).fill(7), recovery: { kind: 'app' }, dgrp: null, straggler: null, ...extra,
+      env: [['A', '1'], ['B', '2']], mode: 'plain', taskKey: new Uint8Array(32).fill(7), recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, ...extra,
     };
     const r = submitTask(this.cs, this.nodes, TIMERS, req, ++this.rsn);
     this.effects = r.effects;

@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { nodeFailed, nodeJoined, procReports, submitTask } from '../../../src/core/cluster-inputs.ts';
 import type { NodeRecord } from '../../../src/core/cluster-state.ts';
+import { MAX_SPAWNS } from '../../../src/core/cluster-signals.ts';
 import { encodeCluster } from '../../../src/core/cluster-view.ts';
 import { MAX_VIEW_TASK_CHARS } from '../../../src/core/constants.ts';
 import { GSIG, GSIG_BROADCAST } from '../../../src/core/signals.ts';
@@ -255,6 +256,27 @@ describe('membership changes (spec §4.5; PROTOCOL §9.2)', () => {
     expect(c.spawns().map((s) => [s.vpid, s.size, s.rank])).toEqual([[5, 4, 3]]); // alive: 2 3 4 5
   });
 
+  it('issue 19: SPAWNs per start are bounded (--max-spawns): the one past the bound kills the task with the reason', () => {
+    const c = new Cluster(3);
+    c.submit(2, { mode: 'linked', maxSpawns: 1 });
+    c.startLinked('t1');
+    c.report('t1', 1, 'terminatedAbnormally', { signal: 'SIGSEGV' });
+    c.ask('t1', [0], GSIG.REQ_SPAWN);
+    expect(c.spawns().map((s) => s.vpid)).toEqual([2]);
+    c.report('t1', 2, 'spawnSucceeded', { pid: 9, endpoint: 'h:9' });
+    c.report('t1', 2, 'terminatedAbnormally', { signal: 'SIGSEGV' });
+    c.ask('t1', [0], GSIG.REQ_SPAWN);
+    expect(c.spawns()).toEqual([]);
+    expect(c.task('t1').state).toBe('terminating');
+    c.reportAll('t1', 'terminatedAbnormally', () => ({ signal: 'SIGTERM' }));
+    expect(c.task('t1')).toMatchObject({ outcome: 'abnormal', reason: '1 process spawned since the start, the task\'s bound (--max-spawns 1): its replacements keep dying?' });
+  });
+
+  it('issue 19: a submit with --max-spawns beyond MAX_SPAWNS is refused with the range', () => {
+    expect(new Cluster(1).submit(1, { maxSpawns: MAX_SPAWNS + 1 })).toEqual({ ok: false, text: `--max-spawns must be 0 to ${MAX_SPAWNS}, got ${MAX_SPAWNS + 1}` });
+    expect(new Cluster(1).submit(1, { maxSpawns: MAX_SPAWNS }).ok).toBe(true);
+  });
+
   it('T13: a SPAWN waiting for a free slot is cancelled by a kill: the slot that frees later goes to no one', () => {
     const c = linkedRunning(2);
     c.ask('t1', [0, 1], GSIG.REQ_SPAWN);
@@ -373,7 +395,7 @@ describe('submit and restore (PROTOCOL §8.1, §10.9)', () => {
     const c = new Cluster(1, 0);
     c.submit(1);
     const req: TaskSubmit = {
-      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32),
     };
     expect(submitTask(c.cs, c.nodes, TIMERS, req, 2, null, 't1').outcome).toEqual({ ok: true, text: 't2' });
     const r = submitTask(c.cs, c.nodes, TIMERS, req, 3, null, 't5');
@@ -394,7 +416,7 @@ describe('the canonical encoding (PROTOCOL §5.4)', () => {
   it('tasks by number, endpoints by VPID whatever order they arrived in, counters in fixed order, the signed submit', () => {
     const c = new Cluster(2);
     const req: TaskSubmit = {
-      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 2, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'linked', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 2, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'linked', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32),
     };
     submitTask(c.cs, c.nodes, TIMERS, req, 1, { nonce: 'n', bytes: new Uint8Array([1]), sig: new Uint8Array([2]) }, 't10');
     submitTask(c.cs, c.nodes, TIMERS, { ...req, size: 1 }, 2, null, 't9');

@@ -474,7 +474,7 @@ describe('cluster state: placement and the journal (spec §6; PROTOCOL §8.2)', 
   it('PROTOCOL §10.9, §10.11: live tasks, the submits to restore and `trine ps` list tasks by number, whatever order they were created in', () => {
     const c = new Cluster(1, 0);
     const req: TaskSubmit = {
-      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size: 1, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32),
     };
     const signed = (n: string) => ({ nonce: n, bytes: new Uint8Array([1]), sig: new Uint8Array([2]) });
     expect(submitTask(c.cs, c.nodes, TIMERS, req, 1, signed('a'), 't10').outcome.text).toBe('t10');

@@ -12,7 +12,7 @@ import type { TaskSubmit } from '../../../src/core/wire/messages.ts';
 import { TIMERS } from './cluster-driver.ts';
 
 const submit = (size: number): TaskSubmit => ({
-  type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size, file: '/bin/sleep', args: [], cwd: '/tmp', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
+  type: 'task.submit', nonce: '0'.repeat(32), name: 'job', size, file: '/bin/sleep', args: [], cwd: '/tmp', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32),
 });
 const node = (name: string, slots: number, joined = true): NodeRecord => ({ node: name, joined, slots, failed: false, inc: 1, draining: false, protector: '' });
 

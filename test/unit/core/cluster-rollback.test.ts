@@ -209,7 +209,7 @@ describe('PROTOCOL §11.2: a rollback task\'s ranks are replaced by the group (r
   it('PROTOCOL §10.9: a rollback task restored after a cluster reset keeps its option and starts with fresh ranks', () => {
     const c = new Cluster(2);
     const req: TaskSubmit = {
-      type: 'task.submit', nonce: '0'.repeat(32), name: 'heat', size: 2, file: '/bin/heat', args: [], cwd: '/', env: [], mode: 'linked', recovery: ROLLBACK, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
+      type: 'task.submit', nonce: '0'.repeat(32), name: 'heat', size: 2, file: '/bin/heat', args: [], cwd: '/', env: [], mode: 'linked', recovery: ROLLBACK, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32),
     };
     expect(submitTask(c.cs, c.nodes, TIMERS, req, 1, null, 't4').outcome).toEqual({ ok: true, text: 't4' });
     const rec = c.cs.tasks.get('t4');

@@ -28,7 +28,7 @@ const add = (n: number, agent: string, node: string, address = `10.0.0.${n}`): N
   ({ type: 'node.add', nonce: nonce(n), agent, node, address, port: 7403, publicKey: KEY, spares: [] });
 const remove = (n: number, node: string, kill = false): NodeRemove => ({ type: 'node.remove', nonce: nonce(n), node, kill });
 const submit = (n: number, size = 1): TaskSubmit => ({
-  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(n & 0xff),
+  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32).fill(n & 0xff),
 });
 
 const verifier = hmacVerifier(['r1', 'r2', 'r3', 'a1', 'a2', 'a3', 'a4', 'scc', 'op']);

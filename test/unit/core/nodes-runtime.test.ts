@@ -16,7 +16,7 @@ import { hmacSigner, hmacVerifier, makeCluster } from './harness.ts';
 let n = 0;
 const nonce = () => (++n).toString(16).padStart(32, '0');
 const submit = (size: number): OperatorRequest & { type: 'task.submit' } => ({
-  type: 'task.submit', nonce: nonce(), name: 'job', size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(1),
+  type: 'task.submit', nonce: nonce(), name: 'job', size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32).fill(1),
 });
 const KEY = new Uint8Array(32).fill(9);
 const add = (agent: string, node: string, address = '10.0.0.9'): OperatorRequest => ({ type: 'node.add', nonce: nonce(), agent, node, address, port: 7403, publicKey: KEY, spares: [] });

@@ -289,7 +289,7 @@ describe('a replacement journals the tasks only once its state is in (PROTOCOL �
   it('§10.6, §10.9: a replacement writes and sends no task journal while it installs (it would overwrite its node\'s with an empty one); once installed, its journal lists the members\' tasks', () => {
     const c = makeCluster(4, { spares: ['r4'] });
     c.run(300);
-    c.operate({ type: 'task.submit', nonce: '1'.padStart(32, '0'), name: 'job', size: 1, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(1) });
+    c.operate({ type: 'task.submit', nonce: '1'.padStart(32, '0'), name: 'job', size: 1, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32).fill(1) });
     c.run(200);
     const sentByR4 = c.sent((from, to, i) => (from === 'r4' && to === 'scc' && i.type === 'tasks.journal' ? String(c.now()) : null));
     c.down.add('r2');

@@ -1225,7 +1225,7 @@ describe('the journal `trine ps` shows is bounded (PROTOCOL §10.9)', () => {
       const first = tasks + 1;
       for (let k = 0; k < count; k++) {
         tasks++;
-        c.operate({ type: 'task.submit', nonce: nonce(++n), name: `job${tasks}`, size: 9, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(tasks & 0xff) });
+        c.operate({ type: 'task.submit', nonce: nonce(++n), name: `job${tasks}`, size: 9, file: '/bin/true', args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32).fill(tasks & 0xff) });
       }
       c.run(10);
       for (let k = first; k <= tasks; k++) c.operate({ type: 'task.kill', nonce: nonce(++n), task: `t${k}` });

@@ -11,7 +11,7 @@ type C = ReturnType<typeof makeCluster>;
 const nonce = (n: number) => n.toString(16).padStart(32, '0');
 const ROLLBACK: Recovery = { kind: 'rollback', logging: 'rbml', checkpoint: 'bsco', intervalMs: 1000, maxStateBytes: 1 << 20 };
 const submit = (n: number, size: number, mode: 'plain' | 'linked', recovery: Recovery = ROLLBACK): OperatorRequest => ({
-  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/heat', args: [], cwd: '/', env: [], mode, recovery, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(n),
+  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/heat', args: [], cwd: '/', env: [], mode, recovery, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32).fill(n),
 });
 
 function report(c: C, agent: ProcessId, r: Pick<ProcReport, 'task' | 'vpid' | 'kind'> & Partial<ProcReport>): void {

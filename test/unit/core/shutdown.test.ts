@@ -16,7 +16,7 @@ import { hmacSigner, hmacVerifier, makeCluster } from './harness.ts';
 
 const nonce = (n: number) => n.toString(16).padStart(32, '0');
 const submit = (n: number, size: number): OperatorRequest => ({
-  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(n),
+  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32).fill(n),
 });
 const SHUTDOWN: OperatorRequest = { type: 'cluster.shutdown', nonce: nonce(99) };
 

@@ -51,7 +51,7 @@ const nonce = () => (++nonces).toString(16).padStart(32, '0');
 const join = (client: string, slots = 2, inc = 1): Step => ({ kind: 'request', client, inc, request: { type: 'node.join', slots, resync: false } });
 const submit = (size: number, extra: Partial<TaskSubmit> = {}): Step => ({
   kind: 'operator',
-  request: { type: 'task.submit', nonce: nonce(), name: 'job', size, file: '/bin/job', args: ['-v', 'x'], cwd: '/tmp', env: [['A', '1'], ['B', '2']], mode: 'plain', taskKey: new Uint8Array(32).fill(7), recovery: { kind: 'app' }, dgrp: null, straggler: null, ...extra },
+  request: { type: 'task.submit', nonce: nonce(), name: 'job', size, file: '/bin/job', args: ['-v', 'x'], cwd: '/tmp', env: [['A', '1'], ['B', '2']], mode: 'plain', taskKey: new Uint8Array(32).fill(7), recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, ...extra },
 });
 const kill = (task: string, what: 'task.kill' | 'task.restart' = 'task.kill'): Step => ({ kind: 'operator', request: { type: what, nonce: nonce(), task } });
 /** A membership change (PROTOCOL §10.12) with stand-in signed bytes: the state keeps them for the

@@ -12,7 +12,7 @@ import { hmacSigner, hmacVerifier, journals, makeCluster } from './harness.ts';
 
 const nonce = (n: number) => n.toString(16).padStart(32, '0');
 const submit = (n: number, size: number): Extract<OperatorRequest, { type: 'task.submit' }> => ({
-  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(n & 0xff),
+  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32).fill(n & 0xff),
 });
 const verifier = hmacVerifier(['r1', 'r2', 'r3', 'a1', 'a2', 'scc', 'op']);
 const operators = new Set(['op']);

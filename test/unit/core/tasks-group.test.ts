@@ -9,7 +9,7 @@ import { makeCluster } from './harness.ts';
 
 const nonce = (n: number) => n.toString(16).padStart(32, '0');
 const submit = (n: number, size: number, file = '/bin/true'): OperatorRequest => ({
-  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file, args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(n & 0xff),
+  type: 'task.submit', nonce: nonce(n), name: `job${n}`, size, file, args: [], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32).fill(n & 0xff),
 });
 
 function report(c: ReturnType<typeof makeCluster>, agent: ProcessId, r: Omit<ProcReport, 'exitCode' | 'signal' | 'pid' | 'reason' | 'endpoint'> & Partial<ProcReport>): void {

@@ -17,7 +17,7 @@ describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOC
     replica, rsn: 9, tasks: tasks.map(([task, n]) => {
       const nonce = n.toString(16).padStart(32, '0');
       const s = signCG({ csn: 0, gssnAck: 0, inc: 0, client: 'op', payload: {
-        type: 'task.submit', nonce, name: task, size: 1, file: '/bin/sleep', args: ['9'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
+        type: 'task.submit', nonce, name: task, size: 1, file: '/bin/sleep', args: ['9'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32),
       } }, opSigner);
       return { task, nonce, submit: s.bytes, submitSig: s.sig };
     }),
@@ -192,7 +192,7 @@ describe('watchdog: restoring the journalled tasks after a cluster reset (PROTOC
   const journalWith = (replica: string, tasks: [string, number][], changes: (NodeAdd | NodeRemove)[]): Uint8Array => encodeJournal({
     replica, rsn: 9, tasks: tasks.map(([task, n]) => {
       const s = signCG({ csn: 0, gssnAck: 0, inc: 0, client: 'op', payload: {
-        type: 'task.submit', nonce: nonceOf(n), name: task, size: 1, file: '/bin/sleep', args: ['9'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32),
+        type: 'task.submit', nonce: nonceOf(n), name: task, size: 1, file: '/bin/sleep', args: ['9'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32),
       } }, opSigner);
       return { task, nonce: nonceOf(n), submit: s.bytes, submitSig: s.sig };
     }),

@@ -177,7 +177,7 @@ describe('a backup\'s claim in a dispute (PROTOCOL §5.8, §10.2 order.lie)', ()
 
 describe('the task clock (PROTOCOL §8.3)', () => {
   const submit: OperatorRequest = {
-    type: 'task.submit', nonce: 's1', name: 'job', size: 1, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(1),
+    type: 'task.submit', nonce: 's1', name: 'job', size: 1, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32).fill(1),
   };
   const tick = { type: 'wrapper.input', input: { type: 'tick' } };
   function clockAt(r: Replica, nowMs: number): CoreEffect[] {

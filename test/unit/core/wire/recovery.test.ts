@@ -31,7 +31,7 @@ describe('PROTOCOL §11.1: task.submit carries its recovery option', () => {
     for (const r of [{ kind: 'app' } as const, ROLLBACK]) expect(roundTrip(recovery, r)).toEqual(r);
     const submit: AgentRequest = {
       type: 'task.submit', nonce: 'ab'.repeat(16), name: 'heat', size: 4, file: '/bin/heat', args: [], cwd: '/', env: [], mode: 'linked',
-      recovery: ROLLBACK, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(1),
+      recovery: ROLLBACK, dgrp: null, straggler: null, maxSpawns: 32, taskKey: new Uint8Array(32).fill(1),
     };
     const back = roundTrip(agentRequest, submit) as AgentRequest;
     expect(back).toMatchObject({ type: 'task.submit', recovery: ROLLBACK });

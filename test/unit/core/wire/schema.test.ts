@@ -279,7 +279,7 @@ describe('the task key: task.submit, proc.spawn and the socket\'s welcome (PROTO
   const key = Uint8Array.from({ length: 32 }, (_, i) => i);
   const submit: AgentRequest = {
     type: 'task.submit', nonce: 'ab'.repeat(16), name: 'job', size: 4, file: '/bin/app', args: ['-n'], cwd: '/srv', env: [['A', '1']],
-    mode: 'linked', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: key,
+    mode: 'linked', recovery: { kind: 'app' }, dgrp: null, straggler: null, maxSpawns: 32, taskKey: key,
   };
   const spawn: GroupCommand = {
     type: 'proc.spawn', task: 't3', vpid: 2, mode: 'linked', file: '/bin/app', args: [], cwd: '/srv', env: [], size: 4, rank: 2, restarted: false,
