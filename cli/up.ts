@@ -10,12 +10,13 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
-  allocatePorts, clusterIds, ClusterDirError, DEFAULT_NODES, generateClusterKeys, isAlive, isForeignDir, loadCluster, MAX_NODES, MIN_NODES,
+  allocatePorts, clusterIds, LOOPBACK_HOST, ClusterDirError, DEFAULT_NODES, generateClusterKeys, isAlive, isForeignDir, loadCluster, MAX_NODES, MIN_NODES,
   isUserName, paths, planCluster, readPidFiles, removePidFile, resolveClusterDir, runningProcesses, writeClusterConfig,
   type ClusterConfig,
 } from '../src/io/cluster-dir.ts';
 import { logPath } from '../src/io/log.ts';
-import { CliError, EXIT_FAILED, EXIT_OK, quoted } from './errors.ts';
+import { checkMetricsPorts, MetricsError, planMetricsPorts, removeMetricsPorts, writeMetricsPorts } from '../src/io/metrics-ports.ts';
+import { CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE, quoted } from './errors.ts';
 import { spawnDaemon } from './daemons.ts';
 import { stopCluster } from './down.ts';
 import { StatusClient } from './status-client.ts';
@@ -53,7 +54,25 @@ export type UpOptions = {
   /** Record `allowInject: true` in cluster.json: the daemons install their fault-injection
    *  hooks and `trine inject` may act on the cluster (docs/OPERATIONS.md §7). */
   allowInject?: boolean | undefined;
+  /** Serve Prometheus metrics: daemon i of cluster.json on port metricsPort + i (metrics.json,
+   *  docs/OPERATIONS.md "Metrics"). */
+  metricsPort?: number | undefined;
 };
+
+/** `--metrics-port BASE`: a checked port per daemon, in metrics.json; without it, no metrics.json
+ *  (an earlier cluster's in this dir is removed). */
+async function planMetrics(dir: string, config: ClusterConfig, ports: readonly number[], base: number | undefined): Promise<void> {
+  removeMetricsPorts(dir, config.processes.map((p) => p.id));
+  if (base === undefined) return;
+  try {
+    const planned = planMetricsPorts(config.processes, base);
+    await checkMetricsPorts(planned, LOOPBACK_HOST, ports);
+    writeMetricsPorts(dir, planned);
+  } catch (e) {
+    if (e instanceof MetricsError) throw new CliError(e.message, EXIT_USAGE);
+    throw e;
+  }
+}
 
 export async function up(opts: UpOptions): Promise<number> {
   const started = performance.now();
@@ -87,6 +106,7 @@ export async function up(opts: UpOptions): Promise<number> {
   const config: ClusterConfig = planCluster({
     nodes, ports, allowInject: opts.allowInject === true, ...(taskUser === undefined || taskUser === '' ? {} : { taskUser }),
   }, keys);
+  await planMetrics(dir, config, ports, opts.metricsPort);
   writeClusterConfig(dir, config);
   const cluster = loadCluster(dir);
 
@@ -130,7 +150,8 @@ export async function up(opts: UpOptions): Promise<number> {
         const seconds = ((performance.now() - started) / 1000).toFixed(1);
         process.stdout.write(
           `cluster up and healthy in ${seconds} s: ${config.membership.replicas.length} replicas (primary ${last.primary ?? '?'}), ` +
-            `${config.membership.agents.length} agents, watchdog ${config.membership.scc}${config.allowInject === true ? '; fault injection allowed' : ''}; dir ${dir}\n`,
+            `${config.membership.agents.length} agents, watchdog ${config.membership.scc}${config.allowInject === true ? '; fault injection allowed' : ''}` +
+            `${opts.metricsPort === undefined ? '' : `; metrics on ports ${opts.metricsPort}-${opts.metricsPort + config.processes.filter((p) => p.kind !== 'operator').length - 1} (metrics.json)`}; dir ${dir}\n`,
         );
         return EXIT_OK;
       }
