@@ -40,10 +40,10 @@ export async function startDaemonMetrics(opts: {
   const onError = (e: Error) => log('error', 'metrics.error', { error: e.message });
   let server: MetricsServer;
   try {
-    server = await serveMetrics(metrics.registry, host, opts.port, onError);
+    server = await serveMetrics(metrics, host, opts.port, onError);
   } catch (e) {
     if (!(e instanceof MetricsError && e.code === 'METRICS_PORT_IN_USE')) throw e;
-    server = await serveMetrics(metrics.registry, host, 0, onError);
+    server = await serveMetrics(metrics, host, 0, onError);
     log('error', 'metrics.port-in-use', {
       configured: opts.port, port: server.port, hint: `metrics served on ${host}:${server.port} instead (run/${entry.id}.metrics-port); free port ${opts.port} and restart the daemon to use it`,
     });

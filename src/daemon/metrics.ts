@@ -27,7 +27,8 @@ export const MAX_TIMED_MESSAGES = 4096;
  *  copy for a view we left): it is forgotten at the next scrape. */
 export const TIMED_MESSAGE_FORGET_MS = 60_000;
 /** One scrape reads every gauge within a few milliseconds: the sample (a status, with a state
- *  digest) is computed once and reused this long. */
+ *  digest) is computed once per scrape (`exposition`), and at most this long is reused by a
+ *  caller that reads the registry directly. */
 export const SAMPLE_REUSE_MS = 250;
 /** Latency buckets in seconds: a loopback order takes a few ms, a loaded or faulty one seconds. */
 export const LATENCY_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -104,6 +105,16 @@ export class DaemonMetrics {
       labelNames: ['stage'], buckets: LATENCY_BUCKETS_S, registers,
     });
     this.gauges(registers, labels.daemon);
+  }
+
+  /** The text a scrape gets: every gauge from one fresh sample. */
+  exposition(): Promise<string> {
+    this.sampled = null;
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
   }
 
   /** The Shell's own counters (frames, bytes, drops by code) are read at scrape time. */

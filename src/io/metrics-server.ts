@@ -4,7 +4,6 @@
 // interfaces. Requests are tiny and read nothing: a scraper sends no body, and the headers are
 // capped by node's own limit (and ours below); a slow or idle client is cut off by the timeouts.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Registry } from 'prom-client';
 import { MetricsError } from './metrics-ports.ts';
 
 /** A scrape's request headers are a few hundred bytes; anything this large is not a scraper. */
@@ -16,11 +15,15 @@ export const METRICS_MAX_CONNECTIONS = 16;
 
 export type MetricsServer = { readonly host: string; readonly port: number; close(): Promise<void> };
 
-/** Serves `registry` on host:port (port 0: a free one). A taken port rejects with
+/** What is served: a daemon's DaemonMetrics (one fresh sample per scrape), or any prom-client
+ *  Registry as `{ contentType, exposition: () => registry.metrics() }`. */
+export type MetricsSource = { readonly contentType: string; exposition(): Promise<string> };
+
+/** Serves `source` on host:port (port 0: a free one). A taken port rejects with
  *  MetricsError METRICS_PORT_IN_USE; other listen errors reject as they are. */
-export function serveMetrics(registry: Registry, host: string, port: number, onError?: (e: Error) => void): Promise<MetricsServer> {
+export function serveMetrics(source: MetricsSource, host: string, port: number, onError?: (e: Error) => void): Promise<MetricsServer> {
   const server: Server = createServer({ maxHeaderSize: METRICS_MAX_HEADER_BYTES, requestTimeout: METRICS_REQUEST_TIMEOUT_MS }, (req, res) => {
-    void answer(registry, req, res, onError);
+    void answer(source, req, res, onError);
   });
   server.maxConnections = METRICS_MAX_CONNECTIONS;
   server.headersTimeout = METRICS_REQUEST_TIMEOUT_MS;
@@ -47,7 +50,7 @@ export function serveMetrics(registry: Registry, host: string, port: number, onE
   });
 }
 
-async function answer(registry: Registry, req: IncomingMessage, res: ServerResponse, onError?: (e: Error) => void): Promise<void> {
+async function answer(source: MetricsSource, req: IncomingMessage, res: ServerResponse, onError?: (e: Error) => void): Promise<void> {
   const path = (req.url ?? '').split('?')[0];
   if (path !== '/metrics') return plain(res, 404, 'not found: metrics are at /metrics\n');
   if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -55,8 +58,8 @@ async function answer(registry: Registry, req: IncomingMessage, res: ServerRespo
     return plain(res, 405, 'method not allowed: GET /metrics\n');
   }
   try {
-    const body = await registry.metrics();
-    res.writeHead(200, { 'Content-Type': registry.contentType, 'Content-Length': Buffer.byteLength(body) });
+    const body = await source.exposition();
+    res.writeHead(200, { 'Content-Type': source.contentType, 'Content-Length': Buffer.byteLength(body) });
     res.end(req.method === 'HEAD' ? undefined : body);
   } catch (e) {
     // A collector that throws is our bug: say so to the scraper and the log, keep serving.

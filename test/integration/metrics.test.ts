@@ -26,7 +26,7 @@ function observe(core: Observable, metrics: DaemonMetrics): void {
 }
 
 async function scrape(m: DaemonMetrics): Promise<Exposition> {
-  const parsed = parseExposition(await m.registry.metrics());
+  const parsed = parseExposition(await m.exposition());
   if (!parsed.ok) throw new Error(`exposition does not parse: ${parsed.code} line ${parsed.line}: ${parsed.detail}`);
   return parsed.value;
 }
@@ -113,7 +113,7 @@ describe('the metrics endpoint', () => {
   it('answers GET /metrics with the registry, 404 elsewhere, 405 to other methods', async () => {
     const { c, replica } = cluster();
     c.run(WARMUP_MS);
-    const s = await serveMetrics(replica.registry, LOOPBACK_HOST, 0);
+    const s = await serveMetrics(replica, LOOPBACK_HOST, 0);
     servers.push(s);
     const url = `http://${LOOPBACK_HOST}:${s.port}`;
     const ok = await fetch(`${url}/metrics`);
@@ -128,9 +128,9 @@ describe('the metrics endpoint', () => {
 
   it('refuses a port in use with METRICS_PORT_IN_USE', async () => {
     const { replica } = cluster();
-    const s = await serveMetrics(replica.registry, LOOPBACK_HOST, 0);
+    const s = await serveMetrics(replica, LOOPBACK_HOST, 0);
     servers.push(s);
-    const err = await serveMetrics(replica.registry, LOOPBACK_HOST, s.port).then(() => null, (e: unknown) => e);
+    const err = await serveMetrics(replica, LOOPBACK_HOST, s.port).then(() => null, (e: unknown) => e);
     expect(err).toBeInstanceOf(MetricsError);
     expect((err as MetricsError).code).toBe('METRICS_PORT_IN_USE');
     expect((err as MetricsError).message).toContain(String(s.port));
