@@ -113,13 +113,11 @@ export function decodeMetricsPorts(text: string): MetricsPortsRead {
   const { format, ports } = json as Record<string, unknown>;
   if (format !== METRICS_FILE_FORMAT) return bad(`"format" is not ${METRICS_FILE_FORMAT}`);
   if (typeof ports !== 'object' || ports === null || Array.isArray(ports)) return bad('"ports" must map process ids to ports');
+  // Ports may repeat: on a cluster of several hosts, each host's daemons use the same ones.
   const out = new Map<ProcessId, number>();
-  const seen = new Set<number>();
   for (const [id, port] of Object.entries(ports)) {
     if (!processId.dec(id, 'id').ok) return bad(`${JSON.stringify(id.slice(0, 40))} is not a process id`);
     if (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65535) return bad(`ports.${id} must be a port number`);
-    if (seen.has(port)) return bad(`port ${port} is given twice`);
-    seen.add(port);
     out.set(id, port);
   }
   return { ok: true, ports: out };

@@ -2,12 +2,18 @@
 // agent's registry while their real cores run in the in-memory cluster of the unit tests (real
 // Shells, frames and signatures), parsed as a scraper would; the HTTP endpoint on loopback; and
 // the total decoder of metrics.json.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CoreEffect, CoreInput } from '../../src/core/node.ts';
 import { DaemonMetrics } from '../../src/daemon/metrics.ts';
 import { agentSample, replicaSample, type MetricsSample } from '../../src/daemon/metrics-sample.ts';
 import { LOOPBACK_HOST, type ProcessEntry } from '../../src/io/cluster-dir.ts';
-import { decodeMetricsPorts, encodeMetricsPorts, MetricsError, planMetricsPorts } from '../../src/io/metrics-ports.ts';
+import { loadBundle, writeDeployment } from '../../src/io/deploy.ts';
+import { HostsFileError, parseHostsFile } from '../../src/io/hosts-file.ts';
+import { metricsHost } from '../../src/daemon/metrics-wiring.ts';
+import { decodeMetricsPorts, encodeMetricsPorts, MetricsError, planMetricsPorts, readMetricsPorts } from '../../src/io/metrics-ports.ts';
 import { serveMetrics, type MetricsServer } from '../../src/io/metrics-server.ts';
 import { makeCluster } from '../unit/core/harness.ts';
 import { parseExposition, samples, total, type Exposition } from './prom-text.ts';
@@ -162,12 +168,47 @@ describe('metrics.json', () => {
       'not json', '[]', '{"format":"trine-metrics/2","ports":{}}', '{"format":"trine-metrics/1"}',
       '{"format":"trine-metrics/1","ports":{"R1":9100}}', '{"format":"trine-metrics/1","ports":{"r1":0}}',
       '{"format":"trine-metrics/1","ports":{"r1":9100.5}}', '{"format":"trine-metrics/1","ports":{"r1":"9100"}}',
-      '{"format":"trine-metrics/1","ports":{"r1":9100,"r2":9100}}', ' '.repeat(70_000),
+      '{"format":"trine-metrics/1","ports":{"r1":65536}}', ' '.repeat(70_000),
     ];
     for (const text of cases) {
       const r = decodeMetricsPorts(text);
       expect(r.ok, text.slice(0, 60)).toBe(false);
       if (!r.ok) expect(r.detail.length).toBeGreaterThan(0);
+    }
+  });
+});
+
+describe('hosts file metrics-port', () => {
+  const EXAMPLE = readFileSync(new URL('../../examples/hosts.yaml', import.meta.url), 'utf8');
+
+  it('puts one metrics.json in every bundle: each daemon its listen port shifted, on its host address', () => {
+    const file = parseHostsFile(`metrics-port: 9400\n${EXAMPLE}`, 'hosts.yaml');
+    expect(file.metricsPort).toBe(9400);
+    const root = mkdtempSync(join(tmpdir(), 'trine-metrics-hosts-'));
+    try {
+      const plan = writeDeployment(file, join(root, 'out'));
+      for (const b of plan.bundles) {
+        const { cluster } = loadBundle(join(root, 'out', b.host));
+        const read = readMetricsPorts(cluster.dir);
+        expect(read.ok).toBe(true);
+        const ports = read.ok ? read.ports : null;
+        for (const p of cluster.config.processes.filter((e) => e.kind !== 'operator')) {
+          expect(ports?.get(p.id), p.id).toBe(9400 + (p.listen?.port ?? 0) - file.basePort);
+          if (b.ids.includes(p.id)) expect(metricsHost(cluster, p), p.id).toBe(b.address);
+        }
+      }
+      // Without the setting no bundle has a metrics.json: metrics off.
+      const off = writeDeployment(parseHostsFile(EXAMPLE, 'hosts.yaml'), join(root, 'off'));
+      for (const b of off.bundles) expect(readMetricsPorts(join(root, 'off', b.host))).toEqual({ ok: true, ports: null });
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a metrics-port out of range or overlapping the listen ports', () => {
+    for (const [value, pattern] of [['80', /must be an integer from 1024/], ['"x"', /must be an integer/], ['7402', /overlaps the ports the daemons listen on \(7400 to 7403\)/]] as const) {
+      expect(() => parseHostsFile(`metrics-port: ${value}\n${EXAMPLE}`, 'hosts.yaml')).toThrow(HostsFileError);
+      expect(() => parseHostsFile(`metrics-port: ${value}\n${EXAMPLE}`, 'hosts.yaml')).toThrow(pattern);
     }
   });
 });
