@@ -15,7 +15,9 @@ import {
   type ClusterConfig,
 } from '../src/io/cluster-dir.ts';
 import { logPath } from '../src/io/log.ts';
-import { checkMetricsPorts, MetricsError, planMetricsPorts, removeMetricsPorts, writeMetricsPorts } from '../src/io/metrics-ports.ts';
+import {
+  checkMetricsPorts, metricsDaemons, MetricsError, planMetricsPorts, removeMetricsPorts, writeMetricsPorts,
+} from '../src/io/metrics-ports.ts';
 import { CliError, EXIT_FAILED, EXIT_OK, EXIT_USAGE, quoted } from './errors.ts';
 import { spawnDaemon } from './daemons.ts';
 import { stopCluster } from './down.ts';
@@ -59,15 +61,14 @@ export type UpOptions = {
   metricsPort?: number | undefined;
 };
 
-/** `--metrics-port BASE`: a checked port per daemon, in metrics.json; without it, no metrics.json
- *  (an earlier cluster's in this dir is removed). */
-async function planMetrics(dir: string, config: ClusterConfig, ports: readonly number[], base: number | undefined): Promise<void> {
-  removeMetricsPorts(dir, config.processes.map((p) => p.id));
-  if (base === undefined) return;
+/** `--metrics-port BASE`: a port per daemon (`daemons` in cluster.json's order), each checked
+ *  free, before anything is written; null without the option. */
+async function planMetrics(daemons: readonly ProcessId[], ports: readonly number[], base: number | undefined): Promise<Map<ProcessId, number> | null> {
+  if (base === undefined) return null;
   try {
-    const planned = planMetricsPorts(config.processes, base);
+    const planned = planMetricsPorts(daemons, base);
     await checkMetricsPorts(planned, LOOPBACK_HOST, ports);
-    writeMetricsPorts(dir, planned);
+    return planned;
   } catch (e) {
     if (e instanceof MetricsError) throw new CliError(e.message, EXIT_USAGE);
     throw e;
@@ -90,6 +91,8 @@ export async function up(opts: UpOptions): Promise<number> {
   }
   const ids = clusterIds(nodes);
   const ports = await allocatePorts(ids.listeners.length, opts.basePort);
+  // planCluster lists the listeners, then the agents (then the operator): metrics.json's order.
+  const metrics = await planMetrics([...ids.listeners, ...ids.agents], ports, opts.metricsPort);
 
   mkdirSync(dir, { recursive: true });
   // What an earlier cluster in this dir left running (an agent whose keeper died, task
@@ -106,7 +109,11 @@ export async function up(opts: UpOptions): Promise<number> {
   const config: ClusterConfig = planCluster({
     nodes, ports, allowInject: opts.allowInject === true, ...(taskUser === undefined || taskUser === '' ? {} : { taskUser }),
   }, keys);
-  await planMetrics(dir, config, ports, opts.metricsPort);
+  const daemons = metricsDaemons(config.processes);
+  if (metrics !== null && [...metrics.keys()].join() !== daemons.join()) throw new Error('metrics ports planned in another order than cluster.json');
+  // Without --metrics-port, an earlier cluster's metrics.json in this dir goes too.
+  removeMetricsPorts(dir, config.processes.map((p) => p.id));
+  if (metrics !== null) writeMetricsPorts(dir, metrics);
   writeClusterConfig(dir, config);
   const cluster = loadCluster(dir);
 

@@ -30,6 +30,11 @@ export const TIMED_MESSAGE_FORGET_MS = 60_000;
  *  digest) is computed once per scrape (`exposition`), and at most this long is reused by a
  *  caller that reads the registry directly. */
 export const SAMPLE_REUSE_MS = 250;
+/** prom-client's event-loop lag monitor samples this often. Its default, 10 ms, wakes each
+ *  daemon 100 times a second: measured on an idle 4-node cluster, that cost its 12 daemons 13 to
+ *  27 % more CPU with metrics on (docs/OPERATIONS.md §9 "Cost"). A sample a second still shows a
+ *  stalled loop. */
+export const EVENT_LOOP_RESOLUTION_MS = 1_000;
 /** Latency buckets in seconds: a loopback order takes a few ms, a loaded or faulty one seconds. */
 export const LATENCY_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -71,7 +76,7 @@ export class DaemonMetrics {
     this.registry.setDefaultLabels({
       daemon: labels.daemon, id: labels.id, ...(labels.node === null ? {} : { node: labels.node }), ...(labels.daemon === 'replica' ? { replica: labels.id } : {}),
     });
-    collectDefaultMetrics({ register: this.registry, prefix: 'trine_' });
+    collectDefaultMetrics({ register: this.registry, prefix: 'trine_', eventLoopMonitoringPrecision: EVENT_LOOP_RESOLUTION_MS });
     const c = this.counts;
     const registers = [this.registry];
     // Each daemon registers the series its core can have: an agent has no RSN, a replica no

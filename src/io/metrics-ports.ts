@@ -37,16 +37,16 @@ export class MetricsError extends Error {
 export const metricsFile = (dir: string): string => join(dir, 'metrics.json');
 export const metricsPortFile = (dir: string, id: ProcessId): string => join(paths.run(dir), `${id}.metrics-port`);
 
-/** The daemons of cluster.json that serve metrics: every process but the operator. */
-const daemons = (processes: readonly ProcessEntry[]): ProcessEntry[] => processes.filter((p) => p.kind !== 'operator');
+/** The daemons of cluster.json that serve metrics, in its order: every process but the operator. */
+export const metricsDaemons = (processes: readonly ProcessEntry[]): ProcessId[] => processes.filter((p) => p.kind !== 'operator').map((p) => p.id);
 
-/** BASE + index for every daemon; a BASE whose range leaves 1024–65535 is a BAD_ARGUMENT naming the option. */
-export function planMetricsPorts(processes: readonly ProcessEntry[], base: number, option = '--metrics-port'): Map<ProcessId, number> {
-  const list = daemons(processes);
+/** BASE + index for every daemon of `list` (metricsDaemons order); a BASE whose range leaves
+ *  1024–65535 is a BAD_ARGUMENT naming the option. */
+export function planMetricsPorts(list: readonly ProcessId[], base: number, option = '--metrics-port'): Map<ProcessId, number> {
   if (!Number.isInteger(base) || base < MIN_METRICS_PORT || base + list.length - 1 > 65535) {
     throw new MetricsError('BAD_ARGUMENT', `${option} must be an integer from ${MIN_METRICS_PORT} to ${65536 - list.length} (the cluster's ${list.length} daemons use a port each from it), got ${base}`);
   }
-  return new Map(list.map((p, i) => [p.id, base + i]));
+  return new Map(list.map((id, i) => [id, base + i]));
 }
 
 export function encodeMetricsPorts(ports: MetricsPorts): string {

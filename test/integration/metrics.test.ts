@@ -2,7 +2,8 @@
 // agent's registry while their real cores run in the in-memory cluster of the unit tests (real
 // Shells, frames and signatures), parsed as a scraper would; the HTTP endpoint on loopback; and
 // the total decoder of metrics.json.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -13,9 +14,10 @@ import { LOOPBACK_HOST, type ProcessEntry } from '../../src/io/cluster-dir.ts';
 import { loadBundle, writeDeployment } from '../../src/io/deploy.ts';
 import { HostsFileError, parseHostsFile } from '../../src/io/hosts-file.ts';
 import { metricsHost } from '../../src/daemon/metrics-wiring.ts';
-import { decodeMetricsPorts, encodeMetricsPorts, MetricsError, planMetricsPorts, readMetricsPorts } from '../../src/io/metrics-ports.ts';
+import { decodeMetricsPorts, encodeMetricsPorts, metricsDaemons, MetricsError, planMetricsPorts, readMetricsPorts } from '../../src/io/metrics-ports.ts';
 import { serveMetrics, type MetricsServer } from '../../src/io/metrics-server.ts';
 import { makeCluster } from '../unit/core/harness.ts';
+import { expectOneErrorLine, runTrine } from './helpers.ts';
 import { parseExposition, samples, total, type Exposition } from './prom-text.ts';
 
 /** Simulated time the cluster runs before the first scrape: some heartbeat periods, the agents' joins. */
@@ -152,15 +154,15 @@ describe('metrics.json', () => {
   ];
 
   it('gives each daemon BASE + its index, and round-trips', () => {
-    const ports = planMetricsPorts(daemons, 9100);
+    const ports = planMetricsPorts(metricsDaemons(daemons), 9100);
     expect([...ports]).toEqual([['r1', 9100], ['scc', 9101], ['a1', 9102]]);
     const back = decodeMetricsPorts(encodeMetricsPorts(ports));
     expect(back.ok && [...(back.ports ?? [])]).toEqual([...ports]);
   });
 
   it('refuses a BASE whose range leaves 1024-65535', () => {
-    expect(() => planMetricsPorts(daemons, 65534)).toThrow(/--metrics-port must be an integer from 1024 to 65533/);
-    expect(() => planMetricsPorts(daemons, 80)).toThrow(MetricsError);
+    expect(() => planMetricsPorts(metricsDaemons(daemons), 65534)).toThrow(/--metrics-port must be an integer from 1024 to 65533/);
+    expect(() => planMetricsPorts(metricsDaemons(daemons), 80)).toThrow(MetricsError);
   });
 
   it('refuses malformed, forged and oversized files with a reason', () => {
@@ -209,6 +211,26 @@ describe('hosts file metrics-port', () => {
     for (const [value, pattern] of [['80', /must be an integer from 1024/], ['"x"', /must be an integer/], ['7402', /overlaps the ports the daemons listen on \(7400 to 7403\)/]] as const) {
       expect(() => parseHostsFile(`metrics-port: ${value}\n${EXAMPLE}`, 'hosts.yaml')).toThrow(HostsFileError);
       expect(() => parseHostsFile(`metrics-port: ${value}\n${EXAMPLE}`, 'hosts.yaml')).toThrow(pattern);
+    }
+  });
+});
+
+describe('trine up --metrics-port', () => {
+  it('refuses a taken port, or one the cluster listens on, before it creates anything (exit 2)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'trine-metrics-up-'));
+    const held = createServer();
+    try {
+      const port = await new Promise<number>((resolve) => held.listen({ host: LOOPBACK_HOST, port: 0 }, () => resolve((held.address() as { port: number }).port)));
+      const dir = join(root, 'cluster');
+      // The held port is the 3rd daemon's (r3): the range is refused naming it.
+      expectOneErrorLine(await runTrine(['up', '--dir', dir, '--metrics-port', String(port - 2)]), 2, `metrics port ${port} on ${LOOPBACK_HOST} is in use`, 'pick another --metrics-port');
+      expect(existsSync(dir)).toBe(false);
+      held.close();
+      expectOneErrorLine(await runTrine(['up', '--dir', dir, '--base-port', String(port), '--metrics-port', String(port - 5)]), 2, 'which the cluster itself listens on');
+      expect(existsSync(dir)).toBe(false);
+    } finally {
+      held.close();
+      rmSync(root, { recursive: true, force: true });
     }
   });
 });
