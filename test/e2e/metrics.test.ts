@@ -4,8 +4,9 @@
 // dashboard would see: heartbeats counting up, a submit ordered by every replica, the task's
 // processes running, a `kill -9` of one of them in the replicas' process gauges and counters,
 // and a replica killed in the survivors' condemnation counters.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterView } from '../../src/core/status.ts';
@@ -13,12 +14,12 @@ import { LOOPBACK_HOST } from '../../src/io/cluster-dir.ts';
 import { decodeMetricsPorts, readMetricsPort } from '../../src/io/metrics-ports.ts';
 import { parseExposition, samples, total, type Exposition } from '../integration/prom-text.ts';
 import { downCluster, livePid, trine, waitFor } from './helpers.ts';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 
 /** How long a condition of the running cluster may take: a heartbeat period is 100 ms, an order
  *  a few ms, a condemnation under a second; this bounds a loaded 2-core machine. */
 const SETTLE_MS = 15_000;
+/** `up` refuses a BASE whose range holds a port in use (another test's connection): try another. */
+const UP_ATTEMPTS = 3;
 const REPLICAS = ['r1', 'r2', 'r3'];
 const AGENTS = ['a1', 'a2', 'a3', 'a4'];
 
@@ -71,10 +72,15 @@ const psView = async (): Promise<ClusterView> => {
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'trine-metrics-'));
   dir = join(root, 'cluster');
-  base = await freeBase();
-  const up = await trine(['up', '--nodes', '4', '--dir', dir, '--metrics-port', String(base)], 90_000);
-  if (up.code !== 0) throw new Error(`trine up failed: ${up.stderr}`);
-  expect(up.stdout).toContain(`metrics on ports ${base}-${base + 13}`);
+  for (let attempt = 1; ; attempt++) {
+    base = await freeBase();
+    const up = await trine(['up', '--nodes', '4', '--dir', dir, '--metrics-port', String(base)], 90_000);
+    if (up.code === 0) {
+      expect(up.stdout).toContain(`metrics on ports ${base}-${base + 13}`);
+      break;
+    }
+    if (attempt === UP_ATTEMPTS || !up.stderr.includes('is in use')) throw new Error(`trine up failed: ${up.stderr}`);
+  }
 }, 120_000);
 
 afterAll(async () => {
