@@ -35,7 +35,7 @@ export async function startDaemonMetrics(opts: {
   nowMs: () => number;
 }): Promise<DaemonMetricsHandle> {
   const { cluster, entry, log } = opts;
-  const metrics = new DaemonMetrics({ daemon: entry.kind, id: entry.id, node: entry.node }, opts.sample, opts.nowMs);
+  const metrics = await DaemonMetrics.create({ daemon: entry.kind, id: entry.id, node: entry.node }, opts.sample, opts.nowMs);
   const host = metricsHost(cluster, entry);
   const onError = (e: Error) => log('error', 'metrics.error', { error: e.message });
   let server: MetricsServer;

@@ -12,7 +12,9 @@
 // Prometheus counter reset on restart).
 //
 // The pure cores stay pure: this file observes what goes into and comes out of `Core.step`.
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+// prom-client itself is loaded by `DaemonMetrics.create` with a dynamic import: the CLI bundle
+// keeps packages external, and a static import would have every `trine` process load it.
+import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { ShellCounters } from '../core/shell.ts';
@@ -63,8 +65,10 @@ const bump = <K>(m: Map<K, number>, key: K): void => {
   m.set(key, (m.get(key) ?? 0) + 1);
 };
 
+type PromClient = typeof import('prom-client');
+
 export class DaemonMetrics {
-  readonly registry = new Registry();
+  readonly registry: Registry;
   private readonly counts = new Counts();
   /** Arrival time of each timed message: replica `client/inc/csn`, agent `gssn`. */
   private readonly arrivals = new Map<string | number, number>();
@@ -72,7 +76,14 @@ export class DaemonMetrics {
   private shell: ShellCounters | null = null;
   private sampled: { atMs: number; sample: MetricsSample } | null = null;
 
-  constructor(readonly labels: DaemonLabels, private readonly sampleFn: () => MetricsSample, private readonly nowMs: () => number) {
+  /** Loads prom-client, then builds the daemon's registry. */
+  static async create(labels: DaemonLabels, sampleFn: () => MetricsSample, nowMs: () => number): Promise<DaemonMetrics> {
+    return new DaemonMetrics(await import('prom-client'), labels, sampleFn, nowMs);
+  }
+
+  private constructor(prom: PromClient, readonly labels: DaemonLabels, private readonly sampleFn: () => MetricsSample, private readonly nowMs: () => number) {
+    const { collectDefaultMetrics, Counter, Histogram } = prom;
+    this.registry = new prom.Registry();
     this.registry.setDefaultLabels({
       daemon: labels.daemon, id: labels.id, ...(labels.node === null ? {} : { node: labels.node }), ...(labels.daemon === 'replica' ? { replica: labels.id } : {}),
     });
@@ -102,14 +113,14 @@ export class DaemonMetrics {
       this.reset();
       this.inc(c.condemnations);
     } });
-    this.shellCounters(registers);
+    this.shellCounters(prom, registers);
     this.latency = new Histogram({
       name: 'trine_group_message_latency_seconds',
       help: "stage=request: an agent's or operator's request, from its first arrival at this replica to its execution in RSN order; " +
         'stage=command: a group command, from the first copy reaching this agent to its delivery on two matching copies.',
       labelNames: ['stage'], buckets: LATENCY_BUCKETS_S, registers,
     });
-    this.gauges(registers, labels.daemon);
+    this.gauges(prom, registers, labels.daemon);
   }
 
   /** The text a scrape gets: every gauge from one fresh sample. */
@@ -221,7 +232,7 @@ export class DaemonMetrics {
     return this.sampled.sample;
   }
 
-  private shellCounters(registers: Registry[]): void {
+  private shellCounters({ Counter }: PromClient, registers: Registry[]): void {
     const shell = () => this.shell;
     const total = (name: string, help: string, read: (s: ShellCounters) => number) =>
       new Counter({ name, help, registers, collect(this: Counter) {
@@ -239,7 +250,7 @@ export class DaemonMetrics {
     } });
   }
 
-  private gauges(registers: Registry[], daemon: DaemonLabels['daemon']): void {
+  private gauges({ Counter, Gauge }: PromClient, registers: Registry[], daemon: DaemonLabels['daemon']): void {
     const sample = () => this.sample();
     const scalar = (kinds: readonly DaemonLabels['daemon'][], name: string, help: string, read: (s: MetricsSample) => number | boolean | undefined) =>
       kinds.includes(daemon) && new Gauge({ name, help, registers, collect(this: Gauge) {

@@ -17,6 +17,8 @@ import { metricsHost } from '../../src/daemon/metrics-wiring.ts';
 import { decodeMetricsPorts, encodeMetricsPorts, metricsDaemons, MetricsError, planMetricsPorts, readMetricsPorts } from '../../src/io/metrics-ports.ts';
 import { serveMetrics, type MetricsServer } from '../../src/io/metrics-server.ts';
 import { makeCluster } from '../unit/core/harness.ts';
+// @ts-expect-error: a plain JavaScript module without declarations
+import { cliBundle } from '../../bin/cli-bundle.js';
 import { expectOneErrorLine, runTrine } from './helpers.ts';
 import { parseExposition, samples, total, type Exposition } from './prom-text.ts';
 
@@ -39,13 +41,13 @@ async function scrape(m: DaemonMetrics): Promise<Exposition> {
   return parsed.value;
 }
 
-function cluster() {
+async function cluster() {
   const c = makeCluster(2);
   const r1 = c.replicas[0];
   const a1 = c.agents[0];
   if (r1 === undefined || a1 === undefined) throw new Error('harness has no r1 or a1');
-  const replica = new DaemonMetrics({ daemon: 'replica', id: 'r1', node: 'n1' }, (): MetricsSample => replicaSample(r1.status(c.now())), c.now);
-  const agent = new DaemonMetrics({ daemon: 'agent', id: 'a1', node: 'n1' }, (): MetricsSample => agentSample(a1.status(c.now()), 0), c.now);
+  const replica = await DaemonMetrics.create({ daemon: 'replica', id: 'r1', node: 'n1' }, (): MetricsSample => replicaSample(r1.status(c.now())), c.now);
+  const agent = await DaemonMetrics.create({ daemon: 'agent', id: 'a1', node: 'n1' }, (): MetricsSample => agentSample(a1.status(c.now()), 0), c.now);
   observe(r1 as unknown as Observable, replica);
   observe(a1 as unknown as Observable, agent);
   const shell = c.shells.get('r1');
@@ -55,7 +57,7 @@ function cluster() {
 
 describe('a daemon registry', () => {
   it('exposes every series with HELP and TYPE, the daemon labels, and counts from real cores', async () => {
-    const { c, replica, agent } = cluster();
+    const { c, replica, agent } = await cluster();
     c.run(WARMUP_MS);
     const before = await scrape(replica);
     const expected: [string, string][] = [
@@ -101,7 +103,7 @@ describe('a daemon registry', () => {
   });
 
   it('counts frames that fail verification by their drop code', async () => {
-    const { c, replica } = cluster();
+    const { c, replica } = await cluster();
     c.run(WARMUP_MS);
     c.shells.get('r1')?.receive(new Uint8Array([1, 2, 3, 4]), c.now(), 'a1');
     const e = await scrape(replica);
@@ -119,7 +121,7 @@ describe('the metrics endpoint', () => {
   });
 
   it('answers GET /metrics with the registry, 404 elsewhere, 405 to other methods', async () => {
-    const { c, replica } = cluster();
+    const { c, replica } = await cluster();
     c.run(WARMUP_MS);
     const s = await serveMetrics(replica, LOOPBACK_HOST, 0);
     servers.push(s);
@@ -135,7 +137,7 @@ describe('the metrics endpoint', () => {
   });
 
   it('refuses a port in use with METRICS_PORT_IN_USE', async () => {
-    const { replica } = cluster();
+    const { replica } = await cluster();
     const s = await serveMetrics(replica, LOOPBACK_HOST, 0);
     servers.push(s);
     const err = await serveMetrics(replica, LOOPBACK_HOST, s.port).then(() => null, (e: unknown) => e);
@@ -232,5 +234,15 @@ describe('trine up --metrics-port', () => {
       held.close();
       rmSync(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe('metrics off', () => {
+  it('no trine process loads prom-client unless it serves metrics: the CLI bundle imports it only dynamically', () => {
+    const bundle = (cliBundle as () => string | null)();
+    expect(bundle).not.toBeNull();
+    const text = readFileSync(bundle as string, 'utf8');
+    expect(text).toContain('import("prom-client")');
+    expect(text).not.toMatch(/^import[^\n]*from "prom-client"/m);
   });
 });
