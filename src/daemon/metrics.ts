@@ -95,11 +95,13 @@ export class DaemonMetrics {
     const replica = labels.daemon === 'replica';
     const agent = labels.daemon === 'agent';
     const watchdog = labels.daemon === 'watchdog';
-    const fromMap = (name: string, help: string, label: string, map: () => ReadonlyMap<string, number>, applies = true) =>
-      applies && new Counter({ name, help, labelNames: [label], registers, collect(this: Counter<string>) {
+    const fromMap = (name: string, help: string, label: string, map: () => ReadonlyMap<string, number>, applies = true): void => {
+      if (!applies) return;
+      new Counter({ name, help, labelNames: [label], registers, collect(this: Counter<string>) {
         this.reset();
         for (const [k, v] of map()) this.inc({ [label]: k }, v);
       } });
+    };
     fromMap('trine_heartbeats_sent_total', 'Heartbeats this daemon sent, by peer.', 'peer', () => c.heartbeatsSent);
     fromMap('trine_heartbeats_received_total', 'Heartbeats this daemon received (verified), by peer.', 'peer', () => c.heartbeatsReceived);
     fromMap('trine_ordered_requests_total', 'Agent and operator requests executed in RSN order, by request type.', 'kind', () => c.orderedRequests, replica);
@@ -118,7 +120,8 @@ export class DaemonMetrics {
       name: 'trine_group_message_latency_seconds',
       help: "stage=request: an agent's or operator's request, from its first arrival at this replica to its execution in RSN order; " +
         'stage=command: a group command, from the first copy reaching this agent to its delivery on two matching copies.',
-      labelNames: ['stage'], buckets: LATENCY_BUCKETS_S, registers,
+      // The watchdog times nothing: its histogram stays out of its registry.
+      labelNames: ['stage'], buckets: LATENCY_BUCKETS_S, registers: watchdog ? [] : registers,
     });
     this.gauges(prom, registers, labels.daemon);
   }
@@ -252,17 +255,22 @@ export class DaemonMetrics {
 
   private gauges({ Counter, Gauge }: PromClient, registers: Registry[], daemon: DaemonLabels['daemon']): void {
     const sample = () => this.sample();
-    const scalar = (kinds: readonly DaemonLabels['daemon'][], name: string, help: string, read: (s: MetricsSample) => number | boolean | undefined) =>
-      kinds.includes(daemon) && new Gauge({ name, help, registers, collect(this: Gauge) {
+    const scalar = (kinds: readonly DaemonLabels['daemon'][], name: string, help: string, read: (s: MetricsSample) => number | boolean | undefined): void => {
+      if (!kinds.includes(daemon)) return;
+      new Gauge({ name, help, registers, collect(this: Gauge) {
         this.reset();
         const v = read(sample());
         if (v !== undefined) this.set(Number(v));
       } });
-    const byLabel = (name: string, help: string, label: string, read: (s: MetricsSample) => Record<string, number> | undefined) =>
-      daemon === 'replica' && new Gauge({ name, help, labelNames: [label], registers, collect(this: Gauge<string>) {
+    };
+    // Counts by state: a replica's view of nodes, tasks and processes.
+    const byLabel = (name: string, help: string, label: string, read: (s: MetricsSample) => Record<string, number> | undefined): void => {
+      if (daemon !== 'replica') return;
+      new Gauge({ name, help, labelNames: [label], registers, collect(this: Gauge<string>) {
         this.reset();
         for (const [k, v] of Object.entries(read(sample()) ?? {})) this.set({ [label]: k }, v);
       } });
+    };
     scalar(['replica', 'agent'], 'trine_view', "The group's view as this daemon knows it (PROTOCOL §10).", (s) => s.view);
     scalar(['replica'], 'trine_rsn', 'The last RSN this replica executed.', (s) => s.rsn);
     scalar(['replica', 'agent'], 'trine_gssn', 'Replica: the last GSSN used; agent: the last GSSN delivered.', (s) => s.gssn);
@@ -288,7 +296,7 @@ export class DaemonMetrics {
       for (const p of sample().peers ?? []) if (p.heartbeatAgeMs !== null) this.set({ peer: p.id }, p.heartbeatAgeMs / 1000);
     } });
     // Totals kept by the core and the supervisor: counters, read at scrape time.
-    new Counter({ name: 'trine_messages_refused_total', help: 'Verified messages the core refused (replays, non-members, out of place), by reason.', labelNames: ['code'], registers, collect(this: Counter<'code'>) {
+    new Counter({ name: 'trine_messages_refused_total', help: 'Messages the core refused (replays, non-members, out of place) or was told the Shell dropped: its status drops, by code.', labelNames: ['code'], registers, collect(this: Counter<'code'>) {
       this.reset();
       for (const [code, n] of Object.entries(sample().coreDrops ?? {})) this.inc({ code }, n);
     } });
