@@ -18,7 +18,7 @@ import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { ShellCounters } from '../core/shell.ts';
-import type { Frame } from '../core/wire/messages.ts';
+import type { AgentRequest, Frame } from '../core/wire/messages.ts';
 import type { MetricsSample } from './metrics-sample.ts';
 
 /** Requests (replica) or group messages (agent) waiting for their ordered delivery, for the
@@ -61,6 +61,11 @@ class Counts {
   condemnations = 0;
 }
 
+/** A request as this replica times it: the agent's CSN of its incarnation, and for an operator
+ *  (whose requests carry no CSN of their own) the request's nonce. */
+const requestKey = (cg: { client: ProcessId; inc: number; csn: number; payload: AgentRequest }): string =>
+  `${cg.client}/${cg.inc}/${cg.csn}/${'nonce' in cg.payload ? cg.payload.nonce : ''}`;
+
 const bump = <K>(m: Map<K, number>, key: K): void => {
   m.set(key, (m.get(key) ?? 0) + 1);
 };
@@ -70,7 +75,7 @@ type PromClient = typeof import('prom-client');
 export class DaemonMetrics {
   readonly registry: Registry;
   private readonly counts = new Counts();
-  /** Arrival time of each timed message: replica `client/inc/csn`, agent `gssn`. */
+  /** Arrival time of each timed message: replica requestKey, agent `gssn`. */
   private readonly arrivals = new Map<string | number, number>();
   private readonly latency: Histogram<'stage'>;
   private shell: ShellCounters | null = null;
@@ -162,14 +167,14 @@ export class DaemonMetrics {
           bump(this.counts.heartbeatsReceived, frame.from);
           break;
         case 'grp':
-          if (item.body.type === 'cg') this.arrived(`${item.body.signed.cg.client}/${item.body.signed.cg.inc}/${item.body.signed.cg.csn}`, nowMs);
+          if (item.body.type === 'cg') this.arrived(requestKey(item.body.signed.cg), nowMs);
           else this.arrived(item.body.gc.gssn, nowMs);
           break;
         case 'op.request':
-          this.arrived(`${item.signed.cg.client}/${item.signed.cg.inc}/${item.signed.cg.csn}`, nowMs);
+          this.arrived(requestKey(item.signed.cg), nowMs);
           break;
         case 'ptp':
-          if (item.body?.type === 'wrapper') this.arrived(`${item.body.signed.cg.client}/${item.body.signed.cg.inc}/${item.body.signed.cg.csn}`, nowMs);
+          if (item.body?.type === 'wrapper') this.arrived(requestKey(item.body.signed.cg), nowMs);
           break;
         case 'diag.report':
           bump(this.counts.diagnosisReports, item.reason);
@@ -199,7 +204,7 @@ export class DaemonMetrics {
         return;
       case 'deliver.request':
         bump(c.orderedRequests, e.request.type);
-        return this.delivered(`${e.client}/${e.inc}/${e.csn}`, 'request', nowMs);
+        return this.delivered(requestKey({ client: e.client, inc: e.inc, csn: e.csn, payload: e.request }), 'request', nowMs);
       case 'deliver.input':
         bump(c.orderedInputs, e.input.type);
         if (e.input.type === 'replica.condemn') c.condemnations++;

@@ -44,22 +44,26 @@ async function scrape(m: DaemonMetrics): Promise<Exposition> {
 async function cluster() {
   const c = makeCluster(2);
   const r1 = c.replicas[0];
+  const r2 = c.replicas[1];
   const a1 = c.agents[0];
-  if (r1 === undefined || a1 === undefined) throw new Error('harness has no r1 or a1');
+  if (r1 === undefined || r2 === undefined || a1 === undefined) throw new Error('harness has no r1, r2 or a1');
   const replica = await DaemonMetrics.create({ daemon: 'replica', id: 'r1', node: 'n1' }, (): MetricsSample => replicaSample(r1.status(c.now())), c.now);
   const agent = await DaemonMetrics.create({ daemon: 'agent', id: 'a1', node: 'n1' }, (): MetricsSample => agentSample(a1.status(c.now()), 0), c.now);
+  const backup = await DaemonMetrics.create({ daemon: 'replica', id: 'r2', node: 'n2' }, (): MetricsSample => replicaSample(r2.status(c.now())), c.now);
   observe(r1 as unknown as Observable, replica);
+  observe(r2 as unknown as Observable, backup);
   observe(a1 as unknown as Observable, agent);
   const shell = c.shells.get('r1');
   if (shell !== undefined) replica.attachShell(shell.counters);
-  return { c, replica, agent };
+  return { c, replica, backup, agent };
 }
 
 describe('a daemon registry', () => {
   it('exposes every series with HELP and TYPE, the daemon labels, and counts from real cores', async () => {
-    const { c, replica, agent } = await cluster();
+    const { c, replica, backup, agent } = await cluster();
     c.run(WARMUP_MS);
     const before = await scrape(replica);
+    const backupBefore = await scrape(backup);
     const expected: [string, string][] = [
       ['trine_heartbeats_sent_total', 'counter'], ['trine_heartbeats_received_total', 'counter'], ['trine_frames_dropped_total', 'counter'],
       ['trine_ordered_requests_total', 'counter'], ['trine_condemnations_total', 'counter'], ['trine_diagnosis_events_total', 'counter'],
@@ -82,15 +86,26 @@ describe('a daemon registry', () => {
     expect(total(before, 'trine_primary')).toBe(1);
     expect(total(before, 'trine_frames_received_total')).toBeGreaterThan(0);
 
-    c.operate({ type: 'task.submit', nonce: '1'.padStart(32, '0'), name: 'job', size: 2, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(1) });
+    // Two operator requests in flight at once (an operator's carry no CSN): each is timed.
+    for (const n of [1, 2]) {
+      c.operate({ type: 'task.submit', nonce: String(n).padStart(32, '0'), name: `job${n}`, size: 1, file: '/bin/sleep', args: ['600'], cwd: '/', env: [], mode: 'plain', recovery: { kind: 'app' }, dgrp: null, straggler: null, taskKey: new Uint8Array(32).fill(n) });
+    }
     c.run(AFTER_SUBMIT_MS);
     const after = await scrape(replica);
-    expect(total(after, 'trine_ordered_requests_total', { kind: 'task.submit' })).toBe(1);
+    expect(total(after, 'trine_ordered_requests_total', { kind: 'task.submit' })).toBe(2);
     expect(total(after, 'trine_heartbeats_sent_total')).toBeGreaterThan(total(before, 'trine_heartbeats_sent_total'));
-    expect(total(after, 'trine_tasks')).toBe(1);
+    // The harness's agents spawn nothing: the two tasks' processes stay short of running.
+    expect(total(after, 'trine_tasks')).toBe(2);
     expect(total(after, 'trine_processes')).toBe(2);
     const count = samples(after, 'trine_group_message_latency_seconds_count', { stage: 'request' });
-    expect(count[0]?.value ?? 0).toBeGreaterThan(total(before, 'trine_group_message_latency_seconds_count'));
+    const timed = (e: Exposition) => total(e, 'trine_group_message_latency_seconds_count', { stage: 'request' });
+    const ordered = (e: Exposition) => total(e, 'trine_ordered_requests_total');
+    // Every request ordered since the first scrape was timed, the two submits included — at the
+    // backup too, where both wait for the primary's order at once.
+    expect(timed(after) - timed(before)).toBe(ordered(after) - ordered(before));
+    const backupAfter = await scrape(backup);
+    expect(total(backupAfter, 'trine_ordered_requests_total', { kind: 'task.submit' })).toBe(2);
+    expect(timed(backupAfter) - timed(backupBefore)).toBe(ordered(backupAfter) - ordered(backupBefore));
     const inf = samples(after, 'trine_group_message_latency_seconds_bucket', { stage: 'request', le: '+Inf' });
     expect(inf[0]?.value).toBe(count[0]?.value);
 
