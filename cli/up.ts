@@ -75,6 +75,13 @@ async function planMetrics(daemons: readonly ProcessId[], ports: readonly number
   }
 }
 
+/** The `up` line's word on metrics: the ports they are served on, or nothing. */
+function metricsNote(metrics: ReadonlyMap<ProcessId, number> | null): string {
+  if (metrics === null) return '';
+  const ports = [...metrics.values()];
+  return `; metrics on ports ${Math.min(...ports)}-${Math.max(...ports)} (metrics.json)`;
+}
+
 export async function up(opts: UpOptions): Promise<number> {
   const started = performance.now();
   const dir = resolveClusterDir(opts.dir);
@@ -158,7 +165,7 @@ export async function up(opts: UpOptions): Promise<number> {
         process.stdout.write(
           `cluster up and healthy in ${seconds} s: ${config.membership.replicas.length} replicas (primary ${last.primary ?? '?'}), ` +
             `${config.membership.agents.length} agents, watchdog ${config.membership.scc}${config.allowInject === true ? '; fault injection allowed' : ''}` +
-            `${opts.metricsPort === undefined ? '' : `; metrics on ports ${opts.metricsPort}-${opts.metricsPort + config.processes.filter((p) => p.kind !== 'operator').length - 1} (metrics.json)`}; dir ${dir}\n`,
+            `${metricsNote(metrics)}; dir ${dir}\n`,
         );
         return EXIT_OK;
       }
