@@ -73,9 +73,10 @@ export function buildProgram(setOutcome: (p: Promise<Outcome> | Outcome) => void
     .option('--base-port <port>', 'listen on consecutive ports from this one (default: free ports)', integer('--base-port', 1024, 65535))
     .option('--timeout <ms>', `how long to wait for a healthy cluster (default ${UP_TIMEOUT_MS})`, integer('--timeout', 1, 3_600_000))
     .option('--allow-inject', 'let `trine inject` inject faults into this cluster (tests and demos only)')
+    .option('--metrics-port <port>', 'serve Prometheus metrics: daemon i on this port + i, on loopback (docs/OPERATIONS.md "Metrics")', integer('--metrics-port', 1024, 65535))
     .option('--json', JSON_HELP)
-    .action((o: { nodes?: number; dir?: string; basePort?: number; timeout?: number; allowInject?: boolean; json?: boolean }) =>
-      setOutcome(up({ nodes: o.nodes, dir: o.dir, basePort: o.basePort, timeoutMs: o.timeout, allowInject: o.allowInject, json: o.json })));
+    .action((o: { nodes?: number; dir?: string; basePort?: number; timeout?: number; allowInject?: boolean; metricsPort?: number; json?: boolean }) =>
+      setOutcome(up({ nodes: o.nodes, dir: o.dir, basePort: o.basePort, timeoutMs: o.timeout, allowInject: o.allowInject, metricsPort: o.metricsPort, json: o.json })));
 
   program.command('status')
     .description("print each replica's role, RSN, GSSN, digest and health, and each node's health")

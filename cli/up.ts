@@ -10,12 +10,15 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import type { ProcessId } from '../src/core/ports.ts';
 import {
-  allocatePorts, clusterIds, ClusterDirError, DEFAULT_NODES, generateClusterKeys, isAlive, isForeignDir, loadCluster, MAX_NODES, MIN_NODES,
+  allocatePorts, clusterIds, LOOPBACK_HOST, ClusterDirError, DEFAULT_NODES, generateClusterKeys, isAlive, isForeignDir, loadCluster, MAX_NODES, MIN_NODES,
   isUserName, paths, planCluster, readPidFiles, removePidFile, resolveClusterDir, runningProcesses, writeClusterConfig,
   type ClusterConfig,
 } from '../src/io/cluster-dir.ts';
 import { logPath } from '../src/io/log.ts';
-import { CliError, emitJsonError, EXIT_FAILED, EXIT_OK, quoted } from './errors.ts';
+import {
+  checkMetricsPorts, metricsDaemons, MetricsError, planMetricsPorts, removeMetricsPorts, writeMetricsPorts,
+} from '../src/io/metrics-ports.ts';
+import { CliError, emitJsonError, EXIT_FAILED, EXIT_OK, EXIT_USAGE, quoted } from './errors.ts';
 import { emitJson, SCHEMAS } from './json-out.ts';
 import { spawnDaemon } from './daemons.ts';
 import { stopCluster } from './down.ts';
@@ -56,7 +59,31 @@ export type UpOptions = {
   allowInject?: boolean | undefined;
   /** Print a `trine.up/1` object instead of the line. */
   json?: boolean | undefined;
+  /** Serve Prometheus metrics: daemon i of cluster.json on port metricsPort + i (metrics.json,
+   *  docs/OPERATIONS.md "Metrics"). */
+  metricsPort?: number | undefined;
 };
+
+/** `--metrics-port BASE`: a port per daemon (`daemons` in cluster.json's order), each checked
+ *  free, before anything is written; null without the option. */
+async function planMetrics(daemons: readonly ProcessId[], ports: readonly number[], base: number | undefined): Promise<Map<ProcessId, number> | null> {
+  if (base === undefined) return null;
+  try {
+    const planned = planMetricsPorts(daemons, base);
+    await checkMetricsPorts(planned, LOOPBACK_HOST, ports);
+    return planned;
+  } catch (e) {
+    if (e instanceof MetricsError) throw new CliError(e.message, EXIT_USAGE);
+    throw e;
+  }
+}
+
+/** The `up` line's word on metrics: the ports they are served on, or nothing. */
+function metricsNote(metrics: ReadonlyMap<ProcessId, number> | null): string {
+  if (metrics === null) return '';
+  const ports = [...metrics.values()];
+  return `; metrics on ports ${Math.min(...ports)}-${Math.max(...ports)} (metrics.json)`;
+}
 
 export async function up(opts: UpOptions): Promise<number> {
   const started = performance.now();
@@ -74,6 +101,8 @@ export async function up(opts: UpOptions): Promise<number> {
   }
   const ids = clusterIds(nodes);
   const ports = await allocatePorts(ids.listeners.length, opts.basePort);
+  // planCluster lists the listeners, then the agents (then the operator): metrics.json's order.
+  const metrics = await planMetrics([...ids.listeners, ...ids.agents], ports, opts.metricsPort);
 
   mkdirSync(dir, { recursive: true });
   // What an earlier cluster in this dir left running (an agent whose keeper died, task
@@ -90,6 +119,11 @@ export async function up(opts: UpOptions): Promise<number> {
   const config: ClusterConfig = planCluster({
     nodes, ports, allowInject: opts.allowInject === true, ...(taskUser === undefined || taskUser === '' ? {} : { taskUser }),
   }, keys);
+  const daemons = metricsDaemons(config.processes);
+  if (metrics !== null && [...metrics.keys()].join() !== daemons.join()) throw new Error('metrics ports planned in another order than cluster.json');
+  // Without --metrics-port, an earlier cluster's metrics.json in this dir goes too.
+  removeMetricsPorts(dir, config.processes.map((p) => p.id));
+  if (metrics !== null) writeMetricsPorts(dir, metrics);
   writeClusterConfig(dir, config);
   const cluster = loadCluster(dir);
 
@@ -135,13 +169,14 @@ export async function up(opts: UpOptions): Promise<number> {
           emitJson(SCHEMAS.up, {
             dir, cluster: config.cluster, elapsedMs: Math.round(performance.now() - started), primary: last.primary, view: last.group.view,
             replicas: config.membership.replicas, agents: config.membership.agents.map((a) => ({ id: a.id, node: a.node })), watchdog: config.membership.scc,
-            allowInject: config.allowInject === true,
+            allowInject: config.allowInject === true, metricsPorts: metrics === null ? null : Object.fromEntries(metrics),
           });
           return EXIT_OK;
         }
         process.stdout.write(
           `cluster up and healthy in ${seconds} s: ${config.membership.replicas.length} replicas (primary ${last.primary ?? '?'}), ` +
-            `${config.membership.agents.length} agents, watchdog ${config.membership.scc}${config.allowInject === true ? '; fault injection allowed' : ''}; dir ${dir}\n`,
+            `${config.membership.agents.length} agents, watchdog ${config.membership.scc}${config.allowInject === true ? '; fault injection allowed' : ''}` +
+            `${metricsNote(metrics)}; dir ${dir}\n`,
         );
         return EXIT_OK;
       }

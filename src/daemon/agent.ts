@@ -17,7 +17,7 @@
 // log as the agent or touch the run dir, so a standby that is never used leaves no trace. A
 // standby whose keeper goes away (the channel closes) exits: nobody can promote it.
 import { randomBytes } from 'node:crypto';
-import { createAgent } from '../core/agent.ts';
+import { createAgent, type AgentCore } from '../core/agent.ts';
 import type { CoreInput } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
 import type { AgentRequest, GroupCommand, Item } from '../core/wire/messages.ts';
@@ -30,6 +30,7 @@ import { agentSocketName } from './app-socket.ts';
 import { startGroupLearner, type GroupLearner } from './group-learner.ts';
 import { createLogsServer, type LogsServer } from './logs-server.ts';
 import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, type AgentToKeeper, type KeeperToAgent } from './keeper.ts';
+import { agentSample } from './metrics-sample.ts';
 import { ProcDriver } from './proc-driver.ts';
 import { createProtector, type Protector } from './protector.ts';
 import { EXIT_CONFIG, EXIT_SHUTDOWN, runCore, type RunHooks } from './run-core.ts';
@@ -117,6 +118,7 @@ export async function runAgent(
   if (process.env[AGENT_STANDBY_ENV] === '1') await waitForGo();
   heartbeatKeeper();
   let driver: ProcDriver | null = null;
+  let agent: AgentCore | null = null;
   let feed: ((make: (nowMs: number) => CoreInput) => void) | null = null;
   /** Reports produced before the transport ran (the core takes inputs only after). */
   const backlog: AgentRequest[] = [];
@@ -195,8 +197,10 @@ export async function runAgent(
       // A predecessor left processes on record: ask the group which are still ours (PROTOCOL §8.6).
       const resync = driver.procs.recovered.length > 0;
       pool = replicaPool(cluster.config.membership);
-      return createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });
+      agent = createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });
+      return agent;
     },
+    sample: (nowMs) => (agent === null ? {} : agentSample(agent.status(nowMs), driver?.liveProcesses().length ?? 0)),
     intercept: (frame, nowMs, reply) => {
       const rest = learner === null ? frame : learner.intercept(frame);
       return rest === null || logsServer === null ? rest : logsServer.intercept(rest, nowMs, reply);

@@ -1,7 +1,8 @@
 // `trine manager`: runs one manager replica (DESIGN.md §1) — the replica core on the shared
 // daemon runtime, listening for agents, the other replicas and operators.
-import { createReplica } from '../core/replica.ts';
+import { createReplica, type ReplicaCore } from '../core/replica.ts';
 import type { ProcessId } from '../core/ports.ts';
+import { replicaSample } from './metrics-sample.ts';
 import { waitForReplicaGo } from './replica-standby.ts';
 import { runCore, type RunHooks } from './run-core.ts';
 
@@ -9,6 +10,7 @@ import { runCore, type RunHooks } from './run-core.ts';
 export function runManager(
   dir: string | undefined, id: ProcessId, hooks: RunHooks = {}, joining?: { view: number; primary: ProcessId; replicas: readonly ProcessId[] },
 ): Promise<void> {
+  let replica: ReplicaCore | null = null;
   return runCore({
     ...hooks,
     dir,
@@ -18,8 +20,10 @@ export function runManager(
     makeCore: ({ cluster, entry, inc, hash, signer, verifier, daemon, listen }) => {
       // Listening elsewhere, its own port being taken: the members learn where (PROTOCOL §10.6).
       const port = listen !== null && entry.listen !== null && listen.port !== entry.listen.port ? listen.port : 0;
-      return createReplica({ id, membership: cluster.config.membership, hash, inc, signer, verifier, daemon, ...(joining === undefined ? {} : { joining: { ...joining, port } }) });
+      replica = createReplica({ id, membership: cluster.config.membership, hash, inc, signer, verifier, daemon, ...(joining === undefined ? {} : { joining: { ...joining, port } }) });
+      return replica;
     },
+    sample: (nowMs) => (replica === null ? {} : replicaSample(replica.status(nowMs))),
   });
 }
 

@@ -12,6 +12,9 @@
 // transport; otherwise that code is not even loaded. An agent of a one-host cluster, which
 // listens nowhere, then listens on a free loopback port, recorded in run/<id>.inject-port, so
 // that the operator can ask it to inject (`trine inject slow`, docs/OPERATIONS.md §7).
+// Likewise for metrics: only a cluster dir with a metrics.json entry for this process
+// (src/io/metrics-ports.ts) has it load prom-client, observe its core and serve `GET /metrics`
+// (src/daemon/metrics-wiring.ts, docs/OPERATIONS.md "Metrics").
 import { createHash } from 'node:crypto';
 import { bytesEqual } from '../base/bytes.ts';
 import { EXIT_SHUTDOWN } from '../core/constants.ts';
@@ -32,8 +35,11 @@ import { createNodeSigner, createNodeVerifier } from '../io/signer-node.ts';
 import { TransportError, WsTransport, type Endpoint } from '../io/ws-transport.ts';
 import { startTrace, trace, tracing } from '../io/trace.ts';
 import { listenableEndpoint } from '../io/listen-port.ts';
+import { readMetricsPorts } from '../io/metrics-ports.ts';
 import { daemonReport, RecordWriter, startIncarnation, type RecordLog } from './record-writer.ts';
 import type { TaskProcesses } from './inject.ts';
+import type { MetricsSample } from './metrics-sample.ts';
+import type { DaemonMetricsHandle } from './metrics-wiring.ts';
 
 /** Tick at least this often even when the core asks for a later wake-up: a guard against a
  *  core that under-reports `nextWakeMs`. The cores report exact deadlines, so the timer is
@@ -105,6 +111,9 @@ export type RunCoreOptions = RunHooks & {
   join?: readonly ProcessId[];
   /** An agent's task processes, for the fault injections that act on them (`slow`). */
   tasks?: TaskProcesses;
+  /** What the daemon's gauges show at scrape time, from its core's status (metrics-sample.ts);
+   *  called only when metrics are on. */
+  sample?: (nowMs: number) => MetricsSample;
 };
 
 /** Monotonic milliseconds on the Date scale: the wall clock may step, the core's must not. */
@@ -191,12 +200,14 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   // An agent that listens nowhere is reachable for injections on loopback (see the header).
   const injectListen: Endpoint | null = injection !== null && opts.kind === 'agent' && listen === null ? { host: LOOPBACK_HOST, port: 0 } : null;
   if (injection !== null) logger.warn({ event: 'inject.allowed' }, 'fault injection allowed (cluster.json allowInject)');
-  const core = injection?.core ?? built;
+  const metrics = await startMetrics(cluster, entry, opts, log);
+  const core = metrics === null ? injection?.core ?? built : metrics.metrics.observe(injection?.core ?? built);
 
   const exit = (code: number, why: string, fields: Record<string, unknown> = {}): void => {
     if (exiting) return;
     exiting = true;
     injection?.close();
+    void metrics?.close();
     journal.close();
     incRecord?.close();
     if (timer !== null) clearTimeout(timer);
@@ -252,6 +263,7 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
     ...(tracing() ? { onFrameOut: (to: ProcessId, frame: Uint8Array, items: readonly Item[]) => trace(`tx ${to} ${frame.length} ${items.map(itemLabel).join(',')}`) } : {}),
     ...(intercept === null ? {} : { intercept }),
   });
+  metrics?.metrics.attachShell(shell.counters);
 
   /** A core that throws has broken its own invariants: stop rather than act on bad state. */
   const guarded = <T>(what: string, fn: () => T, fallback: T): T => {
@@ -355,6 +367,30 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   process.on('SIGINT', onSignal);
   process.on('uncaughtException', (e) => exit(EXIT_CRASH, 'uncaught exception', { error: String(e), stack: e.stack ?? null }));
   process.on('unhandledRejection', (e) => exit(EXIT_CRASH, 'unhandled rejection', { error: String(e) }));
+}
+
+/** The daemon's metrics, if the cluster dir's metrics.json gives this process a port (see the
+ *  header); a metrics.json that does not decode is logged and leaves metrics off. */
+async function startMetrics(cluster: Cluster, entry: ProcessEntry, opts: RunCoreOptions, log: ProcessLog): Promise<DaemonMetricsHandle | null> {
+  const logger = log.logger;
+  const read = readMetricsPorts(cluster.dir);
+  if (!read.ok) {
+    logger.error({ event: 'metrics.file.invalid', detail: read.detail }, 'metrics.json not used: fix or remove it, then restart the daemon');
+    return null;
+  }
+  const port = read.ports?.get(entry.id);
+  if (port === undefined || entry.kind === 'operator') return null;
+  const { startDaemonMetrics } = await import('./metrics-wiring.ts');
+  try {
+    return await startDaemonMetrics({
+      cluster, entry: { ...entry, kind: entry.kind }, port, nowMs: clockMs,
+      sample: () => opts.sample?.(clockMs()) ?? {},
+      log: (level, event, fields) => logger[level]({ event, ...fields }),
+    });
+  } catch (e) {
+    logger.error({ event: 'metrics.failed', port, error: (e as Error).message }, 'metrics not served');
+    return null;
+  }
 }
 
 type Intercept = (frame: Frame, nowMs: number) => Frame | null;

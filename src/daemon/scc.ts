@@ -20,6 +20,7 @@ import { paths, resolveClusterDir, type Cluster } from '../io/cluster-dir.ts';
 import {
   LogResetDriver, readResetDriverKind, ResetError, type NodeResetDriver, type ResetDriverKind, type ResetLog, type TaskJournalFiles,
 } from '../io/reset-driver.ts';
+import { watchdogSample } from './metrics-sample.ts';
 import { EXIT_CONFIG, runCore, type RunHooks } from './run-core.ts';
 import {
   heartbeatSupervisor, runSupervisor, takeSupervisedEnv, WATCHDOG_HEARTBEAT_TIMEOUT_MS, WATCHDOG_STOP_GRACE_MS, type SupervisedInfo,
@@ -85,6 +86,7 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}, 
   }
   const stopping = new AbortController();
   let resets: Resets | null = null;
+  let watchdog: ReturnType<typeof createWatchdog> | null = null;
   // The core's input feed, once the runtime is ready; journals found before that wait for it.
   let feed: Feed | null = null;
   const early: TaskJournalFiles[] = [];
@@ -112,8 +114,10 @@ export function runWatchdog(dir: string | undefined, hooks: WatchdogHooks = {}, 
         event: 'reset.driver', driver: hooks.makeResetDriver === undefined ? 'log' : kind.value, clusterReset: clusterReset.runs ? kind.value : 'log',
       });
       resets = serializeResets(driver, clusterReset, log, stopping.signal);
-      return createWatchdog({ id: entry.id, membership: cluster.config.membership, inc, signer, verifier, daemon });
+      watchdog = createWatchdog({ id: entry.id, membership: cluster.config.membership, inc, signer, verifier, daemon });
+      return watchdog;
     },
+    sample: (nowMs) => (watchdog === null ? {} : watchdogSample(watchdog.status(nowMs), supervisor?.restarts ?? null)),
     onEffect: (effect, nowMs) => {
       if (effect.type === 'reset.node') resets?.node(effect.node, effect.rsn, effect.address);
       if (effect.type === 'reset.cluster') {

@@ -22,6 +22,7 @@ import { HOST_ROLES, type HostEntry, type HostRole, type HostsFile } from './hos
 import { processId } from '../core/wire/messages.ts';
 import { generateKeyPair, KeyFileError, readKeyFile, writeKeyFile, type KeyPair } from './keys.ts';
 import { mkdirPrivate, PRIVATE_DIR_MODE } from './private-files.ts';
+import { writeMetricsPorts } from './metrics-ports.ts';
 
 export const BUNDLE_FORMAT = 'trine-bundle/1';
 /** bundle.json names three short lists; a larger file is not one. */
@@ -137,7 +138,22 @@ export function writeDeployment(file: HostsFile, outArg: string): Plan {
   writeFileSync(join(out, 'cluster.json'), `${JSON.stringify(plan.config, null, 2)}\n`);
   for (const b of plan.bundles) writeBundle(join(out, b.host), plan.config, b, pairs);
   pairs.clear();
+  // Metrics (hosts file `metrics-port:`): the same metrics.json beside the operator's cluster
+  // document and in every bundle, each daemon shifted from its listen port.
+  if (file.metricsPort !== undefined) {
+    const ports = hostsMetricsPorts(plan.config, file.basePort, file.metricsPort);
+    writeMetricsPorts(out, ports);
+    for (const b of plan.bundles) writeMetricsPorts(join(out, b.host), ports);
+  }
   return plan;
+}
+
+/** A hosts cluster's metrics ports: `metricsPort` + (listen port − `basePort`) for every daemon,
+ *  so they never clash on a host where the listen ports do not. */
+export function hostsMetricsPorts(config: ClusterConfig, basePort: number, metricsPort: number): Map<ProcessId, number> {
+  const ports = new Map<ProcessId, number>();
+  for (const p of config.processes) if (p.kind !== 'operator' && p.listen !== null) ports.set(p.id, metricsPort + p.listen.port - basePort);
+  return ports;
 }
 
 /** Writes one host's bundle into the new directory `dir` (mode 0700): the cluster document, the

@@ -53,6 +53,10 @@ export type HostsFile = {
   /** `allow-inject: true`: cluster.json `allowInject`, so `trine inject` can act on the cluster
    *  (a test or demo cluster, never a production one; docs/OPERATIONS.md §7). Default false. */
   allowInject: boolean;
+  /** `metrics-port: M`: every daemon serves Prometheus metrics on M + (its listen port − `port`),
+   *  on its host's address (metrics.json in every bundle, docs/OPERATIONS.md "Metrics"). Absent:
+   *  no metrics. */
+  metricsPort?: number;
   hosts: HostEntry[];
 };
 
@@ -89,7 +93,7 @@ export function parseHostsFile(text: string, path: string): HostsFile {
   if (first !== undefined) fail(`not valid YAML (${first.message.split('\n')[0] ?? ''}); see examples/hosts.yaml`);
   const json: unknown = doc.toJS({ maxAliasCount: 16 });
   if (!isObject(json)) return fail('must be a mapping with a "hosts" list; see examples/hosts.yaml');
-  const known = ['cluster', 'port', 'spares-per-host', 'install', 'task-user', 'reset', 'timing', 'allow-inject', 'hosts'];
+  const known = ['cluster', 'port', 'spares-per-host', 'install', 'task-user', 'reset', 'timing', 'allow-inject', 'hosts', 'metrics-port'];
   for (const k of Object.keys(json)) if (!known.includes(k)) fail(`unknown setting "${k}": use ${known.join(', ')}`);
 
   const name = json['cluster'] ?? 'trine';
@@ -103,6 +107,17 @@ export function parseHostsFile(text: string, path: string): HostsFile {
   // one after (its agent, src/io/deploy.ts).
   if (!Number.isInteger(basePort) || (basePort as number) < 1024 || (basePort as number) + (sparesPerHost as number) + 1 > 65535) {
     fail(`"port" must be an integer from 1024 to ${65534 - (sparesPerHost as number)} (a host listens on it and the next ${(sparesPerHost as number) + 1})`);
+  }
+  const metricsPort = json['metrics-port'];
+  if (metricsPort !== undefined) {
+    // The daemons of a host serve metrics on as many ports as they listen on, shifted.
+    const span = (sparesPerHost as number) + 1;
+    if (!Number.isInteger(metricsPort) || (metricsPort as number) < 1024 || (metricsPort as number) + span > 65535) {
+      fail(`"metrics-port" must be an integer from 1024 to ${65535 - span} (a host serves metrics on it and the next ${span})`);
+    }
+    if (Math.abs((metricsPort as number) - (basePort as number)) <= span) {
+      fail(`"metrics-port" ${metricsPort as number} overlaps the ports the daemons listen on (${basePort as number} to ${(basePort as number) + span}): move it at least ${span + 1} away`);
+    }
   }
   const install = parseInstall(json['install'], fail);
   const taskUser = json['task-user'] ?? DEFAULT_TASK_USER;
@@ -118,7 +133,7 @@ export function parseHostsFile(text: string, path: string): HostsFile {
   if (typeof allowInject !== 'boolean') fail('"allow-inject" must be true or false (true lets `trine inject` act on the cluster: tests and demos only)');
   return {
     name: name as string, basePort: basePort as number, sparesPerHost: sparesPerHost as number, install, taskUser: taskUser as string, reset, timing,
-    allowInject: allowInject as boolean, hosts,
+    allowInject: allowInject as boolean, ...(metricsPort === undefined ? {} : { metricsPort: metricsPort as number }), hosts,
   };
 }
 

@@ -1,0 +1,143 @@
+// Where each daemon serves its Prometheus metrics (docs/OPERATIONS.md "Metrics"): the cluster
+// dir's `metrics.json`, written by `trine up --metrics-port BASE` and by `trine init` for a hosts
+// file with `metrics-port:`, read by every daemon when it starts (src/daemon/run-core.ts). No
+// file, no metrics: a daemon then never even loads prom-client. A separate file rather than a
+// field of cluster.json, so that metrics can be turned on or off on a host (delete or copy the
+// file, restart the daemons) without touching the signed-off cluster document.
+//
+// Ports: BASE + the process's index among cluster.json's daemons (its `processes` in order, the
+// operator left out), so replicas, spares, the watchdog and agents each get their own, also when
+// several of them share a host. A daemon records the port it actually serves on in
+// `run/<id>.metrics-port` (another one, if its own was taken: see src/daemon/metrics-wiring.ts).
+import { readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import type { ProcessId } from '../core/ports.ts';
+import { processId } from '../core/wire/messages.ts';
+import { paths, type ProcessEntry } from './cluster-dir.ts';
+import { mkdirPrivate, writeFileAtomic } from './private-files.ts';
+
+export const METRICS_FILE_FORMAT = 'trine-metrics/1';
+/** A metrics.json lists one short entry per daemon (at most a few hundred); a larger file is not one. */
+export const MAX_METRICS_FILE_BYTES = 64 * 1024;
+/** The lowest BASE: ports below need privileges, and the kernel's well-known range is not ours. */
+export const MIN_METRICS_PORT = 1024;
+
+export type MetricsPorts = ReadonlyMap<ProcessId, number>;
+
+export type MetricsErrorCode = 'METRICS_PORT_IN_USE' | 'METRICS_FILE_INVALID' | 'BAD_ARGUMENT';
+
+export class MetricsError extends Error {
+  override readonly name = 'MetricsError';
+  constructor(readonly code: MetricsErrorCode, message: string) {
+    super(message);
+  }
+}
+
+export const metricsFile = (dir: string): string => join(dir, 'metrics.json');
+export const metricsPortFile = (dir: string, id: ProcessId): string => join(paths.run(dir), `${id}.metrics-port`);
+
+/** The daemons of cluster.json that serve metrics, in its order: every process but the operator. */
+export const metricsDaemons = (processes: readonly ProcessEntry[]): ProcessId[] => processes.filter((p) => p.kind !== 'operator').map((p) => p.id);
+
+/** BASE + index for every daemon of `list` (metricsDaemons order); a BASE whose range leaves
+ *  1024–65535 is a BAD_ARGUMENT naming the option. */
+export function planMetricsPorts(list: readonly ProcessId[], base: number, option = '--metrics-port'): Map<ProcessId, number> {
+  if (!Number.isInteger(base) || base < MIN_METRICS_PORT || base + list.length - 1 > 65535) {
+    throw new MetricsError('BAD_ARGUMENT', `${option} must be an integer from ${MIN_METRICS_PORT} to ${65536 - list.length} (the cluster's ${list.length} daemons use a port each from it), got ${base}`);
+  }
+  return new Map(list.map((id, i) => [id, base + i]));
+}
+
+export function encodeMetricsPorts(ports: MetricsPorts): string {
+  return `${JSON.stringify({ format: METRICS_FILE_FORMAT, ports: Object.fromEntries(ports) }, null, 2)}\n`;
+}
+
+export function writeMetricsPorts(dir: string, ports: MetricsPorts): void {
+  writeFileAtomic(metricsFile(dir), encodeMetricsPorts(ports));
+}
+
+/** Metrics off for the cluster in `dir`: its metrics.json and the ports its daemons recorded go
+ *  (`trine up` without --metrics-port over an earlier cluster's dir). */
+export function removeMetricsPorts(dir: string, ids: readonly ProcessId[]): void {
+  rmSync(metricsFile(dir), { force: true });
+  for (const id of ids) rmSync(metricsPortFile(dir, id), { force: true });
+}
+
+/** `trine up`: every planned port is free on `host` and none is one of the cluster's own
+ *  `listening` ports; else METRICS_PORT_IN_USE or BAD_ARGUMENT naming the port and the fix. */
+export async function checkMetricsPorts(ports: MetricsPorts, host: string, listening: readonly number[], option = '--metrics-port'): Promise<void> {
+  const clash = [...ports.values()].find((p) => listening.includes(p));
+  if (clash !== undefined) {
+    throw new MetricsError('BAD_ARGUMENT', `${option} gives port ${clash} to metrics, which the cluster itself listens on: pick a ${option} whose ${ports.size} ports miss the cluster's (${listening.join(', ')})`);
+  }
+  for (const port of ports.values()) {
+    if (!(await portFree(host, port))) {
+      throw new MetricsError('METRICS_PORT_IN_USE', `metrics port ${port} on ${host} is in use: pick another ${option} (the cluster needs ${ports.size} ports from it), or stop what holds the port`);
+    }
+  }
+}
+
+function portFree(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', (e: NodeJS.ErrnoException) => (e.code === 'EADDRINUSE' || e.code === 'EACCES' ? resolve(false) : reject(e)));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
+export type MetricsPortsRead = { ok: true; ports: MetricsPorts | null } | { ok: false; code: 'METRICS_FILE_INVALID'; detail: string };
+
+/** The cluster's metrics ports: null when there is no metrics.json (metrics off). Total: any
+ *  other problem (unreadable, oversized, not JSON, a wrong field) comes back as a reason. */
+export function readMetricsPorts(dir: string): MetricsPortsRead {
+  let text: string;
+  try {
+    text = readFileSync(metricsFile(dir), 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { ok: true, ports: null };
+    return bad(`cannot read it (${(e as Error).message})`);
+  }
+  return decodeMetricsPorts(text);
+}
+
+export function decodeMetricsPorts(text: string): MetricsPortsRead {
+  if (text.length > MAX_METRICS_FILE_BYTES) return bad(`${text.length} bytes, over ${MAX_METRICS_FILE_BYTES}`);
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    return bad(`not JSON (${(e as Error).message})`);
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return bad('not an object');
+  const { format, ports } = json as Record<string, unknown>;
+  if (format !== METRICS_FILE_FORMAT) return bad(`"format" is not ${METRICS_FILE_FORMAT}`);
+  if (typeof ports !== 'object' || ports === null || Array.isArray(ports)) return bad('"ports" must map process ids to ports');
+  // Ports may repeat: on a cluster of several hosts, each host's daemons use the same ones.
+  const out = new Map<ProcessId, number>();
+  for (const [id, port] of Object.entries(ports)) {
+    if (!processId.dec(id, 'id').ok) return bad(`${JSON.stringify(id.slice(0, 40))} is not a process id`);
+    if (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65535) return bad(`ports.${id} must be a port number`);
+    out.set(id, port);
+  }
+  return { ok: true, ports: out };
+}
+
+const bad = (detail: string): MetricsPortsRead => ({ ok: false, code: 'METRICS_FILE_INVALID', detail });
+
+/** Records the port a daemon serves metrics on, for the operator (and tests) to find. */
+export function writeMetricsPort(dir: string, id: ProcessId, port: number): void {
+  mkdirPrivate(paths.run(dir));
+  writeFileAtomic(metricsPortFile(dir, id), `${port}\n`);
+}
+
+/** The port `id` recorded it serves metrics on, or null (none, or not a port). */
+export function readMetricsPort(dir: string, id: ProcessId): number | null {
+  try {
+    const text = readFileSync(metricsPortFile(dir, id), 'utf8').trim();
+    const n = /^[1-9][0-9]{0,4}$/.test(text) ? Number(text) : NaN;
+    return n <= 65535 ? n : null;
+  } catch {
+    return null;
+  }
+}
