@@ -19,6 +19,9 @@ export type WorkerData = {
   readonly port: MessagePort;
 };
 
+/** The worker's first message (worker.mjs waits for it: it may start before init, prestart.ts). */
+export type WorkerStart = { readonly type: 'start'; readonly workerData: WorkerData };
+
 /** The worker (worker.mjs) writes bytes the main thread encoded: it knows no message types. */
 export type MainToWorker =
   | { readonly type: 'send'; readonly bytes: Uint8Array }

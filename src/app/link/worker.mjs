@@ -18,8 +18,12 @@
 // A DGRP task's tester thread (src/app/dgrp/tester-worker.ts) gets a port of its own ('attach'):
 // every `dgrp` view is copied to it (the last one at once, as it may predate the port), and it
 // sends its reports through here, so neither waits for a busy main thread (PROTOCOL §12.2).
+// The worker may be started before anyone knows what it will connect to (prestart.ts): it waits
+// for its start message, { type: 'start', workerData }, and only then dials.
 import { connect } from 'node:net';
-import { workerData } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
+
+const { workerData } = await new Promise((resolve) => parentPort.once('message', resolve));
 
 const { port, socketPath, helloFrame, maxFrameBytes, connectAttempts, connectRetryMs, connectRetryMaxMs } = workerData;
 const words = new Int32Array(workerData.flags.words);
