@@ -14,7 +14,7 @@
 // `--pack` (prepack) also swaps package.json's `exports["./app"]` from the TypeScript source, which
 // the repository's own programs load under tsx, to the compiled files; `--unpack` (postpack) puts
 // the repository's manifest back byte for byte. See PACKED_APP_EXPORT below for why.
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -52,6 +52,14 @@ const msgpackrParts = {
 async function build() {
   rmSync(DIST, { recursive: true, force: true });
   const esbuild = createRequire(import.meta.url)('esbuild');
+  // The declarations (tsc, a few seconds) are emitted while esbuild bundles.
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const declarations = new Promise((resolve, reject) => {
+    execFile(process.execPath, [tsc, '-p', join(REPO, 'tsconfig.build.json')], { cwd: REPO }, (error, stdout, stderr) => {
+      if (error === null) resolve();
+      else reject(new Error(`tsc (declarations) failed:\n${stdout}${stderr}`));
+    });
+  });
   await esbuild.build({
     absWorkingDir: REPO,
     entryPoints: { index: 'src/app/index.ts', 'tester-worker': 'src/app/dgrp/tester-worker.ts' },
@@ -69,8 +77,7 @@ async function build() {
   for (const f of ['src/app/link/worker.mjs', 'src/app/dgrp/tester-boot.mjs']) {
     copyFileSync(join(REPO, f), join(DIST, 'app', f.slice(f.lastIndexOf('/') + 1)));
   }
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  execFileSync(process.execPath, [tsc, '-p', join(REPO, 'tsconfig.build.json')], { cwd: REPO, stdio: 'inherit' });
+  await declarations;
 }
 
 /** Replace package.json atomically: a program starting meanwhile reads one whole manifest. */
