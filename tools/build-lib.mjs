@@ -2,11 +2,11 @@
 // prepack step). Plain JavaScript so that it runs before anything is compiled.
 //   - dist/app/index.js: src/app/index.ts and everything it imports from src/core and src/base,
 //     bundled by esbuild into one ES module (packages stay imports: npm installs them). One file
-//     loads in a few milliseconds where ~70 modules under the tsx loader took ~90 ms
-//     (docs/PERFORMANCE.md §5). What a process may never need (G-MPI's recovery, the rollback
-//     layer) is split into chunks beside it, loaded by dynamic import() when first used.
-//   - dist/app/tester-worker.js: the DGRP tester thread, which tester-boot.mjs loads when it finds
-//     it beside itself; dist/app/worker.mjs and tester-boot.mjs are copied as they are (plain
+//     loads in ~30 ms of CPU where ~70 modules under the tsx loader took ~220 ms
+//     (docs/PERFORMANCE.md §5, SPAWN with the compiled library).
+//   - dist/app/tester-worker.js: the DGRP tester thread, bundled on its own (a chunk shared with
+//     index.js measured no faster to load), which tester-boot.mjs loads when it finds it beside
+//     itself; dist/app/worker.mjs and tester-boot.mjs are copied as they are (plain
 //     JavaScript already). The code that starts them names them relative to its own module
 //     (`new URL('./worker.mjs', import.meta.url)`), so they must sit in the bundle's directory.
 //   - dist/types/: the declarations tsc emits from the sources (tsconfig.build.json); the package's
@@ -15,7 +15,7 @@
 // the repository's own programs load under tsx, to the compiled files; `--unpack` (postpack) puts
 // the repository's manifest back byte for byte. See PACKED_APP_EXPORT below for why.
 import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -65,8 +65,6 @@ async function build() {
     entryPoints: { index: 'src/app/index.ts', 'tester-worker': 'src/app/dgrp/tester-worker.ts' },
     outdir: join(DIST, 'app'),
     bundle: true,
-    splitting: true,
-    chunkNames: 'chunk-[hash]',
     platform: 'node',
     format: 'esm',
     target: 'node20',
