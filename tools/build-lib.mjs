@@ -6,9 +6,9 @@
 //     (docs/PERFORMANCE.md §5, SPAWN with the compiled library).
 //   - dist/app/tester-worker.js: the DGRP tester thread, bundled on its own (a chunk shared with
 //     index.js measured no faster to load), which tester-boot.mjs loads when it finds it beside
-//     itself; dist/app/worker.mjs and tester-boot.mjs are copied as they are (plain
+//     itself; dist/app/worker.cjs and tester-boot.mjs are copied as they are (plain
 //     JavaScript already). The code that starts them names them relative to its own module
-//     (`new URL('./worker.mjs', import.meta.url)`), so they must sit in the bundle's directory.
+//     (`new URL('./worker.cjs', import.meta.url)`), so they must sit in the bundle's directory.
 //   - dist/types/: the declarations tsc emits from the sources (tsconfig.build.json); the package's
 //     `types` condition points at dist/types/src/app/index.d.ts.
 // `--pack` (prepack) also swaps package.json's `exports["./app"]` from the TypeScript source, which
@@ -72,7 +72,7 @@ async function build() {
     plugins: [msgpackrParts],
     logLevel: 'warning',
   });
-  for (const f of ['src/app/link/worker.mjs', 'src/app/dgrp/tester-boot.mjs']) {
+  for (const f of ['src/app/link/worker.cjs', 'src/app/dgrp/tester-boot.mjs']) {
     copyFileSync(join(REPO, f), join(DIST, 'app', f.slice(f.lastIndexOf('/') + 1)));
   }
   await declarations;

@@ -123,7 +123,7 @@ afterAll(async () => {
 describe('npm pack → npm install → plain node', () => {
   it('the tarball holds the compiled library, its declarations and the CLI, not the tests', async () => {
     const files = must(await run('tar', ['-tzf', tarball], root, 10_000), 'tar').stdout.split('\n');
-    for (const f of ['dist/app/index.js', 'dist/app/worker.mjs', 'dist/app/tester-boot.mjs', 'dist/app/tester-worker.js',
+    for (const f of ['dist/app/index.js', 'dist/app/worker.cjs', 'dist/app/tester-boot.mjs', 'dist/app/tester-worker.js',
       'dist/types/src/app/index.d.ts', 'bin/trine.js', 'cli/main.ts', 'package.json', 'README.md']) {
       expect(files).toContain(`package/${f}`);
     }

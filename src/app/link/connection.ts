@@ -1,4 +1,4 @@
-// The main thread's handle on the link worker (worker.mjs), which owns the agent socket: start
+// The main thread's handle on the link worker (worker.cjs), which owns the agent socket: start
 // it, exchange messages with it, pull what it relayed synchronously (for exitCs), decide
 // whether it keeps the process alive, and stop it. No protocol decisions: link.ts makes those.
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
@@ -43,7 +43,7 @@ export class AgentConnection {
     };
     let conn: AgentConnection | null = null;
     port1.on('message', (m: RawWorkerToMain) => conn?.deliver(m, events.onMessage));
-    // Plain JavaScript (worker.mjs), usually started while trine/app loaded (prestart.ts); it
+    // Plain JavaScript (worker.cjs), usually started while trine/app loaded (prestart.ts); it
     // dials once it has this start message. It never keeps the process alive by itself; the
     // port does, when asked (keepAlive).
     const worker = takeLinkWorker() ?? startLinkWorker();
@@ -57,7 +57,7 @@ export class AgentConnection {
     this.post({ type: 'send', bytes: encodeAppFrame(procToAgent, msg) });
   }
 
-  /** Give a DGRP tester thread its own port to the worker (worker.mjs `attach`). */
+  /** Give a DGRP tester thread its own port to the worker (worker.cjs `attach`). */
   attach(port: MessagePort): void {
     this.port?.postMessage({ type: 'attach', port } satisfies MainToWorker, [port]);
   }

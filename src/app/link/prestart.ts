@@ -2,12 +2,12 @@
 // a linked task: a worker is a whole Node environment and takes ~40 ms of CPU to boot
 // (docs/PERFORMANCE.md §5), which then overlaps the rest of the library's loading and the
 // application's own start instead of following Link.init(). index.ts imports this module first.
-// The worker waits for its start message (worker.mjs), so nothing about the connection is decided
+// The worker waits for its start message (worker.cjs), so nothing about the connection is decided
 // here; AgentConnection.open() takes this worker, or starts one if there is none (a second init,
 // a process not started by Trine, an environment passed as LinkOptions.env).
 import { Worker } from 'node:worker_threads';
 
-const WORKER_URL = new URL('./worker.mjs', import.meta.url);
+const WORKER_URL = new URL('./worker.cjs', import.meta.url);
 
 let early: Worker | null = null;
 
