@@ -104,11 +104,16 @@ function unpack() {
   rmSync(SAVED);
 }
 
-const arg = process.argv[2];
-if (arg === '--help' || arg === '-h') {
+const args = process.argv.slice(2);
+const arg = args[0];
+// `npm run prepack -- --help` arrives as `--pack --help`: help wins, whatever precedes it.
+if (args.includes('--help') || args.includes('-h')) {
   console.log('usage: node tools/build-lib.mjs [--pack | --unpack]\n' +
     '  builds trine/app into dist/ (JavaScript + declarations); --pack/--unpack are npm pack\'s\n' +
     '  prepack/postpack steps (point package.json at dist/ while packing, then restore it).');
+} else if (args.length > 1) {
+  console.error(`build-lib: one argument at most, got ${args.join(' ')} (try --help)`);
+  process.exit(2);
 } else if (arg === '--pack') {
   await pack();
 } else if (arg === '--unpack') {
