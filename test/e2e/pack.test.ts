@@ -115,6 +115,9 @@ beforeAll(async () => {
 }, PACK_TIMEOUT_MS + INSTALL_TIMEOUT_MS);
 
 afterAll(async () => {
+  // A pack that failed between prepack and postpack left the packed manifest in the repository:
+  // put the repository's back, as postpack would have, so later tests load the sources.
+  if (existsSync(join(REPO, 'package.json.repo'))) await run(process.execPath, [join(REPO, 'tools', 'build-lib.mjs'), '--unpack'], REPO, 10_000);
   await typeCheck;
   await cluster?.down();
   if (root !== '') rmSync(root, { recursive: true, force: true });
