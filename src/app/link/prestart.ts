@@ -1,5 +1,5 @@
 // The link's worker thread, started the moment trine/app is loaded in a process Trine started as
-// a linked task: a worker is a whole Node environment and takes ~40 ms of CPU to boot
+// a linked task: a worker is a whole Node environment and takes ~30 ms of CPU to boot
 // (docs/PERFORMANCE.md §5), which then overlaps the rest of the library's loading and the
 // application's own start instead of following Link.init(). index.ts imports this module first.
 // The worker waits for its start message (worker.cjs), so nothing about the connection is decided
