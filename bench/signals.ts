@@ -1,6 +1,8 @@
 // Ghidrah signal latencies on a real local cluster (spec §8.5 Tables 5.3 and 5.4; PROTOCOL §9):
 // `trine up --nodes 4` in a temporary dir and one linked task of four
-// test/fixtures/apps/bench-app.ts processes (one per node). Every figure comes from the
+// test/fixtures/apps/bench-app.mjs processes (one per node): plain JavaScript run by plain `node`
+// against the compiled library, as an installed application runs (the bench builds dist/ first,
+// tools/build-lib.mjs). Every figure comes from the
 // processes' own stdout lines (logs/tasks/<task>/<vpid>.out), stamped with CLOCK_MONOTONIC,
 // which every process on the machine shares:
 //   - crash: `kill -9` of one process → NTF_DIED handled at the last survivor;
@@ -14,7 +16,7 @@
 // Breakdowns come from the primary's and the agents' pino logs (Date.now(), 1 ms resolution),
 // converted to the monotonic clock with an offset taken at each sample. Each phase also records
 // the load average and CPU use (the whole machine's and this bench's): the VM is shared.
-// Processes are driven through a control file the bench rewrites (bench-app.ts says how); a
+// Processes are driven through a control file the bench rewrites (bench-app.mjs says how); a
 // killed or crashed process is replaced by a SPAWN of the survivors, itself a SPAWN sample.
 // bench/run.ts imports benchSignals(); run alone with `node --import tsx bench/signals.ts`
 // (sample counts: TRINE_BENCH_BROADCASTS, _SYNCS, _KILLS, _CRASHES, _NODE_FAILURES, _BARE_KILLS;
@@ -24,11 +26,11 @@
 // signals-hosts.json; `--side-by-side` runs both, one after the other, and prints the headline
 // figures beside each other (docs/PERFORMANCE.md §6).
 // Everything started is stopped at the end (trine down's machinery, then a sweep of the dir).
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { newNonce, OP_TIMEOUT_MS, readClusterView, requestOp, VIEW_TIMEOUT_MS } from '../cli/op-client.ts';
 import { OperatorClient } from '../cli/status-client.ts';
 import { buildSubmit, newTaskKey } from '../cli/task-args.ts';
@@ -46,10 +48,12 @@ export type { Figure } from './crypto.ts';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const REPO = fileURLToPath(new URL('..', import.meta.url));
-const APP = join(REPO, 'test/fixtures/apps/bench-app.ts');
-const APP_COMMAND = [process.execPath, '--import', 'tsx', APP];
+const APP = join(REPO, 'test/fixtures/apps/bench-app.mjs');
+const APP_COMMAND = [process.execPath, APP];
+/** The compiled library bench-app.mjs and the bare kill's target import. */
+const LIB = join(REPO, 'dist/app/index.js');
 const SIZE = 4;
-/** The application signal the broadcasts use (bench-app.ts). */
+/** The application signal the broadcasts use (bench-app.mjs). */
 const APP_SIGNAL = 100;
 /** Quiet time before each measured action, so the previous sample's traffic has settled. */
 const SETTLE_MS = 150;
@@ -68,7 +72,7 @@ const MAX_SUBMITS = 3;
 /** Failed samples in a row after which a phase is abandoned. */
 const MAX_FAILURES_IN_A_ROW = 3;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** CLOCK_MONOTONIC in ms, as bench-app.ts stamps its lines. */
+/** CLOCK_MONOTONIC in ms, as bench-app.mjs stamps its lines. */
 const monoNow = (): number => Number(process.hrtime.bigint()) / 1e6;
 
 const maxOf = (xs: readonly number[]) => (xs.length === 0 ? NaN : Math.max(...xs));
@@ -84,7 +88,7 @@ function wallMinusMono(): number {
 
 
 
-/** One line of bench-app.ts: `kind k=v … mono=T`. */
+/** One line of bench-app.mjs: `kind k=v … mono=T`. */
 type AppLine = { kind: string; f: Record<string, string>; mono: number };
 
 /** The task's stdout files, read incrementally. */
@@ -565,8 +569,8 @@ async function measureNode(sc: SignalCluster, i: number, notes: string[]): Promi
 
 const BARE_ENV = { PATH: process.env['PATH'] ?? '/usr/bin:/bin' };
 
-/** The OS's part of a SPAWN: `node --import tsx bench-app.ts` spawned outside Trine, spawn() →
- *  its first line (fork, exec, Node and tsx start; the file cache is warm from the cluster's
+/** The OS's part of a SPAWN: `node bench-app.mjs` spawned outside Trine, spawn() →
+ *  its first line (fork, exec, Node's start; the file cache is warm from the cluster's
  *  own spawns). It then loads trine/app, finds no TRINE_* and exits; the bench waits for that. */
 async function bareSpawn(): Promise<{ toStartMs: number; toLoadedMs: number }> {
   const t0 = monoNow();
@@ -588,7 +592,7 @@ async function bareSpawn(): Promise<{ toStartMs: number; toLoadedMs: number }> {
 async function measureBareKill(samples: SignalSamples, trials: number): Promise<void> {
   for (let i = 0; i < trials; i++) {
     const signal = i % 2 === 0 ? 'SIGTERM' : 'SIGKILL';
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', KILL_TARGET], { cwd: REPO, env: BARE_ENV, stdio: ['ignore', 'pipe', 'ignore'] });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', KILL_TARGET], { cwd: REPO, env: BARE_ENV, stdio: ['ignore', 'pipe', 'ignore'] });
     await new Promise<void>((resolve) => child.stdout?.once('data', () => resolve()));
     await sleep(SETTLE_MS);
     const t0 = monoNow();
@@ -599,7 +603,7 @@ async function measureBareKill(samples: SignalSamples, trials: number): Promise<
 }
 
 /** The bare kill's target: a Node process with trine/app loaded, idle. */
-const KILL_TARGET = "await import('trine/app'); console.log('ready'); setInterval(() => {}, 1000);";
+const KILL_TARGET = `await import(${JSON.stringify(pathToFileURL(LIB).href)}); console.log('ready'); setInterval(() => {}, 1000);`;
 
 // ---- CPU use ---------------------------------------------------------------------------------
 
@@ -711,7 +715,7 @@ export function signalTables(s: SignalSamples): string {
     `| KILL | ${s.kill.length} | **${ms(s.kill.map((x) => x.lastRequestToLastMs))}** | 42 | ≤ 5 + OS |`,
     `|   OS part: SIGTERM → exit reported (agent log, 1 ms) | | ${ms(values(s.kill, (x) => x.osSigtermToExitMs))} | — | — |`,
     `|   KILL minus OS part | | ${ms(killMinusOs(s))} | — | ≤ 5 |`,
-    `| SPAWN (node --import tsx bench-app.ts; paper: 12-MB LAMMPS) | ${s.spawn.length} | **${ms(s.spawn.map((x) => x.lastRequestToLastMs))}** | 112 | OS + ≤ 2 |`,
+    `| SPAWN (node bench-app.mjs; paper: 12-MB LAMMPS) | ${s.spawn.length} | **${ms(s.spawn.map((x) => x.lastRequestToLastMs))}** | 112 | OS + ≤ 2 |`,
     `|   OS part: bare spawn of the same command → first line (paired) | | ${ms(s.spawn.map((x) => x.bareToStartMs))} | — | — |`,
     `|   SPAWN minus OS part (per pair) | | ${ms(spawnMinusBare(s))} | — | ≤ 2 |`,
   ].join('\n');
@@ -762,6 +766,8 @@ export async function benchSignals(opts: BenchSignalsOptions = {}): Promise<Figu
   };
   const s: SignalSamples = { loadavg: {}, cpu: {}, broadcast: [], sync: [], kill: [], spawn: [], crash: [], node: [], bareKill: [], notes: [] };
   const startedAt = Date.now();
+  // The processes run the compiled library: build it from the sources as they are now.
+  execFileSync(process.execPath, [join(REPO, 'tools/build-lib.mjs')], { stdio: 'inherit' });
   const sc = await (opts.hosts === true ? SignalCluster.startHosts(s.notes) : SignalCluster.start(s.notes));
   const onSignal = () => void sc.stop().then(() => process.exit(130));
   process.once('SIGINT', onSignal);

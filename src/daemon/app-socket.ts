@@ -29,7 +29,7 @@
 // token bucket, and one log line per interval for all connections that end unidentified.
 // Unidentified connections are bounded; when full the oldest is dropped, not the newcomer, so
 // connections that never say hello cannot keep a starting process out. A process whose
-// connection ends before the agent said anything dials again (src/app/link/worker.mjs,
+// connection ends before the agent said anything dials again (src/app/link/worker.cjs,
 // APP_CONNECT_ATTEMPTS), which covers being dropped as the oldest during a flood.
 import { lstat, unlink, chmod } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
@@ -268,7 +268,7 @@ export class AppSocketServer {
       return;
     }
     // Full: the oldest goes, not the newcomer. A starting process says hello at once, so
-    // connections that never do cannot keep it out (a dropped one reconnects: worker.mjs).
+    // connections that never do cannot keep it out (a dropped one reconnects: worker.cjs).
     if (this.unidentified.size >= this.maxUnidentified) {
       const oldest = this.unidentified.values().next().value as Conn | undefined;
       if (oldest !== undefined) this.destroy(oldest, 'TOO_MANY_UNIDENTIFIED', `more than ${this.maxUnidentified} connections have not said hello: the oldest goes`);

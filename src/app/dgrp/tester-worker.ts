@@ -23,7 +23,7 @@ export type TesterWorkerData = {
   /** The G-MPI listener's host and port: the UDP socket binds the same. */
   host: string;
   port: number;
-  /** To the link's worker (worker.mjs `attach`). */
+  /** To the link's worker (worker.cjs `attach`). */
   link: MessagePort;
   /** A module whose default export is a DgrpTest (challenge.ts); null: the paper's primes test. */
   testModule: string | null;

@@ -19,14 +19,17 @@ export type WorkerData = {
   readonly port: MessagePort;
 };
 
-/** The worker (worker.mjs) writes bytes the main thread encoded: it knows no message types. */
+/** The worker's first message (worker.cjs waits for it: it may start before init, prestart.ts). */
+export type WorkerStart = { readonly type: 'start'; readonly workerData: WorkerData };
+
+/** The worker (worker.cjs) writes bytes the main thread encoded: it knows no message types. */
 export type MainToWorker =
   | { readonly type: 'send'; readonly bytes: Uint8Array }
   /** Write this frame (finalize), end the socket, report 'closed' once it is gone. */
   | { readonly type: 'finalize'; readonly bytes: Uint8Array }
   /** Drop the socket at once. */
   | { readonly type: 'close' }
-  /** A DGRP tester's port (worker.mjs): it gets every view and may send frames. */
+  /** A DGRP tester's port (worker.cjs): it gets every view and may send frames. */
   | { readonly type: 'attach'; readonly port: MessagePort };
 
 /** What the worker posts: a frame body, undecoded, or the socket's end. */

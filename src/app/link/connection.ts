@@ -1,13 +1,14 @@
-// The main thread's handle on the link worker (worker.mjs), which owns the agent socket: start
+// The main thread's handle on the link worker (worker.cjs), which owns the agent socket: start
 // it, exchange messages with it, pull what it relayed synchronously (for exitCs), decide
 // whether it keeps the process alive, and stop it. No protocol decisions: link.ts makes those.
-import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
+import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
 import { unpack } from '../../core/wire/frame.ts';
 import { agentToProc, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type ProcToAgent } from '../../core/wire/app-wire.ts';
-import type { MainToWorker, RawWorkerToMain, WorkerData, WorkerToMain } from './channel.ts';
+import type { MainToWorker, RawWorkerToMain, WorkerData, WorkerStart, WorkerToMain } from './channel.ts';
 import type { LinkEnv } from './env.ts';
 import type { SharedFlagBuffers } from './flags.ts';
 import { APP_CONNECT_ATTEMPTS, APP_CONNECT_RETRY_MAX_MS, APP_CONNECT_RETRY_MS } from './limits.ts';
+import { startLinkWorker, takeLinkWorker } from './prestart.ts';
 
 export type ConnectionEvents = {
   readonly onMessage: (m: WorkerToMain) => void;
@@ -42,11 +43,12 @@ export class AgentConnection {
     };
     let conn: AgentConnection | null = null;
     port1.on('message', (m: RawWorkerToMain) => conn?.deliver(m, events.onMessage));
-    // Plain JavaScript (worker.mjs): no loader to register, so it starts in tens of ms.
-    const worker = new Worker(new URL('./worker.mjs', import.meta.url), { workerData, transferList: [port2], execArgv: [] });
-    // The worker never keeps the process alive by itself; the port does, when asked (keepAlive).
-    worker.unref();
+    // Plain JavaScript (worker.cjs), usually started while trine/app loaded (prestart.ts); it
+    // dials once it has this start message. It never keeps the process alive by itself; the
+    // port does, when asked (keepAlive).
+    const worker = takeLinkWorker() ?? startLinkWorker();
     worker.on('error', (e) => events.onWorkerError(e));
+    worker.postMessage({ type: 'start', workerData } satisfies WorkerStart, [port2]);
     conn = new AgentConnection(port1, worker);
     return conn;
   }
@@ -55,7 +57,7 @@ export class AgentConnection {
     this.post({ type: 'send', bytes: encodeAppFrame(procToAgent, msg) });
   }
 
-  /** Give a DGRP tester thread its own port to the worker (worker.mjs `attach`). */
+  /** Give a DGRP tester thread its own port to the worker (worker.cjs `attach`). */
   attach(port: MessagePort): void {
     this.port?.postMessage({ type: 'attach', port } satisfies MainToWorker, [port]);
   }

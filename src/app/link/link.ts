@@ -1,6 +1,6 @@
 // The application library's main-thread API (spec §4.2, §5.2, §5.4, §7): Ghidrah signals, the
 // shared alert and invalid flags, critical sections and finalisation. A worker thread owns the
-// agent socket (worker.mjs); this file owns every decision: what may be sent, the epoch and the
+// agent socket (worker.cjs); this file owns every decision: what may be sent, the epoch and the
 // outstanding request (requests.ts), the task view and call rules (task-view.ts), the
 // lifecycle's effects (its states are lifecycle.ts's), and delivery to handlers, one at a time in
 // order (dispatcher.ts). The source delivers by SIGINT into a signal handler; here a delivery is
@@ -154,7 +154,7 @@ export class Link {
   }
 
   /** A DGRP task's views (PROTOCOL §12.4), the last one at once; and a port for its tester
-   *  thread, which the link's worker feeds with every view and lets send (worker.mjs). */
+   *  thread, which the link's worker feeds with every view and lets send (worker.cjs). */
   onDgrpView(hook: ((view: DgrpView) => void) | null): void {
     this.dgrpHook = hook;
     if (hook !== null && this.lastDgrp !== null) hook(this.lastDgrp);

@@ -1,0 +1,176 @@
+// The link's worker thread: it owns the Unix socket to the agent (spec §7: the source's two
+// named pipes and SIGINT). Plain JavaScript, so a worker starts in tens of milliseconds instead
+// of registering a TypeScript loader first (docs/PERFORMANCE.md §5: ~250 ms per init and per
+// spawned process). It does only what must happen off the main thread:
+//   - write the frames the main thread encoded (hello, signals, finalize);
+//   - cut the agent's byte stream into frames (4-byte big-endian length ‖ body, at most
+//     workerData.maxFrameBytes; more is a broken stream) and relay each body, in order;
+//   - raise the shared flags a signal's number calls for, the moment it arrives, before the main
+//     thread (however busy) handles anything (spec §5.2). The rules are the ones of flags.ts:
+//     rules[signum] is a bit mask of flag words; raising a word stores 1 and notifies waiters.
+// The main thread decodes and checks every body (src/app/link/connection.ts): this file trusts
+// nothing it reads, and only peeks at a signal's number.
+// A connection that ends before the agent sent a single byte is dialled again, up to
+// workerData.connectAttempts times with doubling delays (limits.ts APP_CONNECT_ATTEMPTS): the
+// agent drops the oldest connections that have not said hello when strangers fill its socket
+// (src/daemon/app-socket.ts, issue 14 item 8), and a process must not fail for that. Once the
+// agent has spoken (welcome or refused), a close is final.
+// A DGRP task's tester thread (src/app/dgrp/tester-worker.ts) gets a port of its own ('attach'):
+// every `dgrp` view is copied to it (the last one at once, as it may predate the port), and it
+// sends its reports through here, so neither waits for a busy main thread (PROTOCOL §12.2).
+// The worker may be started before anyone knows what it will connect to (prestart.ts): it waits
+// for its start message, { type: 'start', workerData }, and only then dials. CommonJS, because a
+// worker thread boots in ~31 ms of CPU from a CommonJS file against ~39 from an ES module
+// (docs/PERFORMANCE.md §5), and this boot sits on a spawned process's path.
+'use strict';
+const { connect } = require('node:net');
+const { parentPort } = require('node:worker_threads');
+
+parentPort.once('message', (m) => run(m.workerData));
+
+function run(workerData) {
+  const { port, socketPath, helloFrame, maxFrameBytes, connectAttempts, connectRetryMs, connectRetryMaxMs } = workerData;
+  const words = new Int32Array(workerData.flags.words);
+  const rules = new Uint8Array(workerData.flags.rules);
+  /** The current socket; null while waiting to dial again. */
+  let socket = null;
+  let attempts = 0;
+  let retryTimer = null;
+  /** The agent sent something on the current socket: its close is no longer retried. */
+  let heard = false;
+  let buf = Buffer.alloc(0);
+  let finalizing = false;
+  /** The main thread asked to drop the socket. */
+  let closing = false;
+  let lost = null;
+  let done = false;
+  /** The tester's port, and the last `dgrp` view body for a tester not attached yet. */
+  let tester = null;
+  let lastView = null;
+
+  const post = (m, transfer) => port.postMessage(m, transfer);
+
+  /** agentToProc's `signal` is the union's code 4 with 7 fields: canonical msgpack starts
+   *  0x98 (an 8-array), 0x04, then the signal number as a uint. Anything else is not a signal. */
+  function signalNumber(body) {
+    if (body.length < 3 || body[0] !== 0x98 || body[1] !== 0x04) return -1;
+    const b = body[2];
+    if (b <= 0x7f) return b;
+    if (b === 0xcc && body.length >= 4) return body[3];
+    if (b === 0xcd && body.length >= 5) return body.readUInt16BE(3);
+    if (b === 0xce && body.length >= 7) return body.readUInt32BE(3);
+    return -1;
+  }
+
+  function applyRules(signum) {
+    if (signum < 1 || signum >= rules.length) return;
+    const mask = Atomics.load(rules, signum);
+    for (let word = 0; word < words.length; word++) {
+      if ((mask & (1 << word)) === 0) continue;
+      Atomics.store(words, word, 1);
+      Atomics.notify(words, word);
+    }
+  }
+
+  /** agentToProc's `dgrp` view is the union's code 5 with 3 fields: 0x94 (a 4-array), 0x05. */
+  const isView = (body) => body.length >= 2 && body[0] === 0x94 && body[1] === 0x05;
+
+  function attach(p) {
+    tester = p;
+    p.on('message', (m) => {
+      if (m.type === 'send' && !finalizing && !done && socket !== null && !socket.destroyed) socket.write(m.bytes);
+    });
+    if (lastView !== null) p.postMessage({ type: 'frame', body: lastView });
+  }
+
+  /** Between dials: no socket will close, so end here. */
+  function stopRetrying() {
+    if (retryTimer !== null) clearTimeout(retryTimer);
+    retryTimer = null;
+    finish();
+  }
+
+  function finish() {
+    if (done) return;
+    done = true;
+    if (finalizing && lost === null) post({ type: 'closed' });
+    else post({ type: 'lost', ...(lost ?? { code: 'AGENT_CLOSED', detail: 'the agent closed the connection' }) });
+    port.close();
+  }
+
+  /** Dial the agent and say hello; a close before it said anything dials again (see above). */
+  function dial() {
+    retryTimer = null;
+    attempts++;
+    heard = false;
+    lost = null;
+    buf = Buffer.alloc(0);
+    const s = connect(socketPath);
+    socket = s;
+    s.on('connect', () => s.write(helloFrame));
+    s.on('data', (chunk) => onData(s, chunk));
+    s.on('error', (e) => {
+      if (lost === null && !finalizing) lost = { code: 'SOCKET_ERROR', detail: `${e.code ?? ''} ${e.message}`.trim() };
+    });
+    s.on('close', () => {
+      if (s !== socket) return;
+      if (!heard && !finalizing && !closing && attempts < connectAttempts) {
+        socket = null;
+        retryTimer = setTimeout(dial, Math.min(connectRetryMs * 2 ** (attempts - 1), connectRetryMaxMs));
+        return;
+      }
+      finish();
+    });
+  }
+
+  function onData(s, chunk) {
+    if (s !== socket || lost !== null) return;
+    heard = true;
+    buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+    while (buf.length >= 4) {
+      const len = buf.readUInt32BE(0);
+      if (len > maxFrameBytes) {
+        lost = { code: 'WIRE', detail: `WIRE_LIMIT: frame of ${len} bytes > ${maxFrameBytes}` };
+        socket.destroy();
+        return;
+      }
+      if (buf.length < 4 + len) return;
+      const body = new Uint8Array(len);
+      body.set(buf.subarray(4, 4 + len));
+      buf = buf.subarray(4 + len);
+      applyRules(signalNumber(Buffer.from(body.buffer, body.byteOffset, body.length)));
+      if (isView(body)) {
+        lastView = body.slice();
+        tester?.postMessage({ type: 'frame', body: lastView });
+      }
+      post({ type: 'frame', body }, [body.buffer]);
+    }
+  }
+
+  dial();
+
+  port.on('message', (m) => {
+    if (done) return;
+    switch (m.type) {
+      case 'send':
+        if (!finalizing && socket !== null && !socket.destroyed) socket.write(m.bytes);
+        return;
+      case 'finalize':
+        if (finalizing) return;
+        finalizing = true;
+        if (socket !== null && !socket.destroyed) socket.end(m.bytes);
+        else stopRetrying();
+        return;
+      case 'attach':
+        attach(m.port);
+        return;
+      case 'close':
+        tester?.close();
+        closing = true;
+        if (lost === null && !finalizing) lost = { code: 'AGENT_CLOSED', detail: 'closed by the application' };
+        if (socket !== null) socket.destroy();
+        else stopRetrying();
+        return;
+    }
+  });
+}
