@@ -1,26 +1,31 @@
-// `npm run demo -- --slow` (bin/demo.js hands over to this file): HyperQuickSort on the DGRP
+// `npm run demo -- --slow [--count N]` (bin/demo.js hands over to this file): HyperQuickSort on the DGRP
 // (issue 18 item 3; spec mpichv-dgrp 2.2.7, 2.6) with one slow process, then the same sort that
 // waits for the slowest (--no-dgrp), on a local 4-node cluster in a temporary dir.
 //
-// Each run submits examples/hqsort/hqsort.ts on 4 processes and, as soon as they run, makes
+// Each run submits examples/hqsort/hqsort.ts (`--count` numbers, 16 million by default) on 4
+// processes and, as soon as they run, makes
 // VPID 3 slow with `trine inject slow … --share 10` (and `--period 500` where the CLI has it:
 // long stops, which the DGRP's tests see). It prints the group's timeline (who left, who
 // rejoined), the collector's one line (its check against the regenerated input) and both runs'
 // times side by side. It exits non-zero if a step fails or an answer is wrong, and always stops
-// the cluster it started, Ctrl-C included.
+// the cluster it started: on Ctrl-C (SIGINT) or SIGTERM it stops it, says so in one line and
+// exits 130 (143 for SIGTERM).
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { intOption } from '../common/options.ts';
+import { MAX_COUNT } from './hqsort-plan.ts';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 const trineJs = join(repo, 'bin', 'trine.js');
 const root = mkdtempSync(join(tmpdir(), 'trine-demo-slow-'));
 const dir = join(root, 'cluster');
-/** 16 M numbers: about 2 s of sorting on 4 processes of a 2-core machine, 10 s and more when
- *  one of them keeps 10 % of its CPU. */
-const COUNT = 16_000_000;
+/** 16 M numbers by default: about 2 s of sorting on 4 processes of a 2-core machine, 10 s and
+ *  more when one of them keeps 10 % of its CPU. The slow process is slowed from its start, so
+ *  the group removes it before sorting begins at any count (`--count`: a shorter run). */
+const COUNT = intOption('demo --slow', 'count', 'DEMO_SLOW_COUNT', 16_000_000, MAX_COUNT);
 const SIZE = 4;
 const SLOW_VPID = 3;
 const DGRP_FLAGS = ['--dgrp', '--dgrp-interval', '200', '--dgrp-zeta', '3'];
@@ -135,12 +140,20 @@ function stop(): Promise<boolean> {
   return stopped;
 }
 
-let interrupted = false;
-process.on('SIGINT', () => {
-  interrupted = true;
-  process.stderr.write('\ninterrupted: stopping the cluster\n');
-  void stop().then(() => process.exit(130));
-});
+/** The exit code of a run stopped by a signal (the shell's 128 + its number). */
+const EXIT_ON = { SIGINT: 130, SIGTERM: 143 } as const;
+let interrupted: keyof typeof EXIT_ON | null = null;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    if (interrupted !== null) return; // a second one (bin/demo.js hands the terminal's on): stopping already
+    interrupted = sig;
+    process.stderr.write(`\ndemo interrupted (${sig}): stopping the cluster\n`);
+    void stop().then(() => {
+      say('demo interrupted\n');
+      process.exit(EXIT_ON[sig]);
+    });
+  });
+}
 
 let failed = false;
 try {
@@ -150,5 +163,6 @@ try {
   if (!interrupted) process.stderr.write(`\ndemo failed: ${(e as Error).message}\n`);
 }
 if (!(await stop())) failed = true;
-say(interrupted ? 'demo interrupted\n' : failed ? 'demo FAILED\n' : 'demo OK\n');
-process.exit(interrupted ? 130 : failed ? 1 : 0);
+if (interrupted !== null) await new Promise(() => {}); // the handler exits, once the cluster is down
+say(failed ? 'demo FAILED\n' : 'demo OK\n');
+process.exit(failed ? 1 : 0);
