@@ -10,7 +10,7 @@
 // times side by side. It exits non-zero if a step fails or an answer is wrong, and always stops
 // the cluster it started: on Ctrl-C (SIGINT) or SIGTERM it stops it, says so in one line and
 // exits 130 (143 for SIGTERM).
-import { execFile } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +34,11 @@ const RUN_TIMEOUT_MS = 180_000;
 const POLL_MS = 300;
 
 type Run = { code: number; stdout: string; stderr: string };
+
+/** The exit code of a run stopped by a signal (the shell's 128 + its number). */
+const EXIT_ON = { SIGINT: 130, SIGTERM: 143 } as const;
+/** The signal that interrupted the demo, once one did (the handlers are at the end). */
+let interrupted: keyof typeof EXIT_ON | null = null;
 type TaskEvent = { task: string | null; atMs: number; text: string };
 type TaskInfo = { id: string; outcome: string | null; reason: string | null };
 type View = { tasks: TaskInfo[]; events: TaskEvent[] };
@@ -43,12 +48,23 @@ const say = (text: string): void => {
 };
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** `trine` commands running now, and their ends: when the demo is interrupted none may outlive
+ *  it, and `trine down` waits for a `trine up` in progress (it would miss the daemons started
+ *  after it looked). */
+const inFlight = new Map<ChildProcess, { command: string; done: Promise<Run> }>();
+
 function trine(args: readonly string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [trineJs, ...args], { maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+  // Once interrupted, only `trine down` runs: the run in progress stops at its next command.
+  if (interrupted !== null && args[0] !== 'down') return Promise.resolve({ code: 1, stdout: '', stderr: 'interrupted' });
+  let child: ChildProcess | undefined;
+  const done = new Promise<Run>((resolve) => {
+    child = execFile(process.execPath, [trineJs, ...args], { maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      inFlight.delete(child!);
       resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
     });
   });
+  inFlight.set(child!, { command: args[0] ?? '', done });
+  return done;
 }
 
 async function must(args: readonly string[]): Promise<string> {
@@ -140,15 +156,14 @@ function stop(): Promise<boolean> {
   return stopped;
 }
 
-/** The exit code of a run stopped by a signal (the shell's 128 + its number). */
-const EXIT_ON = { SIGINT: 130, SIGTERM: 143 } as const;
-let interrupted: keyof typeof EXIT_ON | null = null;
 for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   process.on(sig, () => {
     if (interrupted !== null) return; // a second one (bin/demo.js hands the terminal's on): stopping already
     interrupted = sig;
     process.stderr.write(`\ndemo interrupted (${sig}): stopping the cluster\n`);
-    void stop().then(() => {
+    const running = [...inFlight];
+    for (const [child, { command }] of running) if (command !== 'up' && command !== 'down') child.kill('SIGTERM');
+    void Promise.all(running.map(([, { done }]) => done)).then(stop).then(() => {
       say('demo interrupted\n');
       process.exit(EXIT_ON[sig]);
     });
@@ -162,7 +177,9 @@ try {
   failed = true;
   if (!interrupted) process.stderr.write(`\ndemo failed: ${(e as Error).message}\n`);
 }
+// Interrupted: the handler stops the cluster (once a `trine up` in progress is done) and exits.
+if (interrupted !== null) await new Promise(() => {});
 if (!(await stop())) failed = true;
-if (interrupted !== null) await new Promise(() => {}); // the handler exits, once the cluster is down
+if (interrupted !== null) await new Promise(() => {});
 say(failed ? 'demo FAILED\n' : 'demo OK\n');
 process.exit(failed ? 1 : 0);
