@@ -1,26 +1,31 @@
-// `npm run demo -- --slow` (bin/demo.js hands over to this file): HyperQuickSort on the DGRP
+// `npm run demo -- --slow [--count N]` (bin/demo.js hands over to this file): HyperQuickSort on the DGRP
 // (issue 18 item 3; spec mpichv-dgrp 2.2.7, 2.6) with one slow process, then the same sort that
 // waits for the slowest (--no-dgrp), on a local 4-node cluster in a temporary dir.
 //
-// Each run submits examples/hqsort/hqsort.ts on 4 processes and, as soon as they run, makes
+// Each run submits examples/hqsort/hqsort.ts (`--count` numbers, 16 million by default) on 4
+// processes and, as soon as they run, makes
 // VPID 3 slow with `trine inject slow … --share 10` (and `--period 500` where the CLI has it:
 // long stops, which the DGRP's tests see). It prints the group's timeline (who left, who
 // rejoined), the collector's one line (its check against the regenerated input) and both runs'
 // times side by side. It exits non-zero if a step fails or an answer is wrong, and always stops
-// the cluster it started, Ctrl-C included.
-import { execFile } from 'node:child_process';
+// the cluster it started: on Ctrl-C (SIGINT) or SIGTERM it stops it, says so in one line and
+// exits 130 (143 for SIGTERM).
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { intOption } from '../common/options.ts';
+import { MAX_COUNT } from './hqsort-plan.ts';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 const trineJs = join(repo, 'bin', 'trine.js');
 const root = mkdtempSync(join(tmpdir(), 'trine-demo-slow-'));
 const dir = join(root, 'cluster');
-/** 16 M numbers: about 2 s of sorting on 4 processes of a 2-core machine, 10 s and more when
- *  one of them keeps 10 % of its CPU. */
-const COUNT = 16_000_000;
+/** 16 M numbers by default: about 2 s of sorting on 4 processes of a 2-core machine, 10 s and
+ *  more when one of them keeps 10 % of its CPU. The slow process is slowed from its start, so
+ *  the group removes it before sorting begins at any count (`--count`: a shorter run). */
+const COUNT = intOption('demo --slow', 'count', 'DEMO_SLOW_COUNT', 16_000_000, MAX_COUNT);
 const SIZE = 4;
 const SLOW_VPID = 3;
 const DGRP_FLAGS = ['--dgrp', '--dgrp-interval', '200', '--dgrp-zeta', '3'];
@@ -29,6 +34,11 @@ const RUN_TIMEOUT_MS = 180_000;
 const POLL_MS = 300;
 
 type Run = { code: number; stdout: string; stderr: string };
+
+/** The exit code of a run stopped by a signal (the shell's 128 + its number). */
+const EXIT_ON = { SIGINT: 130, SIGTERM: 143 } as const;
+/** The signal that interrupted the demo, once one did (the handlers are at the end). */
+let interrupted: keyof typeof EXIT_ON | null = null;
 type TaskEvent = { task: string | null; atMs: number; text: string };
 type TaskInfo = { id: string; outcome: string | null; reason: string | null };
 type View = { tasks: TaskInfo[]; events: TaskEvent[] };
@@ -38,12 +48,23 @@ const say = (text: string): void => {
 };
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** `trine` commands running now, and their ends: when the demo is interrupted none may outlive
+ *  it, and `trine down` waits for a `trine up` in progress (it would miss the daemons started
+ *  after it looked). */
+const inFlight = new Map<ChildProcess, { command: string; done: Promise<Run> }>();
+
 function trine(args: readonly string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [trineJs, ...args], { maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+  // Once interrupted, only `trine down` runs: the run in progress stops at its next command.
+  if (interrupted !== null && args[0] !== 'down') return Promise.resolve({ code: 1, stdout: '', stderr: 'interrupted' });
+  let child: ChildProcess | undefined;
+  const done = new Promise<Run>((resolve) => {
+    child = execFile(process.execPath, [trineJs, ...args], { maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      inFlight.delete(child!);
       resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
     });
   });
+  inFlight.set(child!, { command: args[0] ?? '', done });
+  return done;
 }
 
 async function must(args: readonly string[]): Promise<string> {
@@ -135,12 +156,19 @@ function stop(): Promise<boolean> {
   return stopped;
 }
 
-let interrupted = false;
-process.on('SIGINT', () => {
-  interrupted = true;
-  process.stderr.write('\ninterrupted: stopping the cluster\n');
-  void stop().then(() => process.exit(130));
-});
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    if (interrupted !== null) return; // a second one (bin/demo.js hands the terminal's on): stopping already
+    interrupted = sig;
+    process.stderr.write(`\ndemo interrupted (${sig}): stopping the cluster\n`);
+    const running = [...inFlight];
+    for (const [child, { command }] of running) if (command !== 'up' && command !== 'down') child.kill('SIGTERM');
+    void Promise.all(running.map(([, { done }]) => done)).then(stop).then(() => {
+      say('demo interrupted\n');
+      process.exit(EXIT_ON[sig]);
+    });
+  });
+}
 
 let failed = false;
 try {
@@ -149,6 +177,9 @@ try {
   failed = true;
   if (!interrupted) process.stderr.write(`\ndemo failed: ${(e as Error).message}\n`);
 }
+// Interrupted: the handler stops the cluster (once a `trine up` in progress is done) and exits.
+if (interrupted !== null) await new Promise(() => {});
 if (!(await stop())) failed = true;
-say(interrupted ? 'demo interrupted\n' : failed ? 'demo FAILED\n' : 'demo OK\n');
-process.exit(interrupted ? 130 : failed ? 1 : 0);
+if (interrupted !== null) await new Promise(() => {});
+say(failed ? 'demo FAILED\n' : 'demo OK\n');
+process.exit(failed ? 1 : 0);

@@ -9,6 +9,9 @@
 // live processes — the manager included — after a random delay, and only once the previous
 // fault has been recovered from (a replacement is running). A run passes when the manager prints
 // the correct count (14,200). The table and raw results go to bench/results/campaign-nqueens.json.
+// A progress line goes to stderr after every run (runs done/total, failures, elapsed, ETA).
+// Ctrl-C (SIGINT) or SIGTERM stops the cluster — every daemon and task process, a hung (stopped)
+// one included — says so in one line and exits 130 (143 for SIGTERM); the results so far stay.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { seededRandom } from '../common/seeded-random.ts';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { helpFromHeader } from '../common/help.ts';
+import { Progress } from '../../src/base/progress.ts';
 
 helpFromHeader(import.meta.url);
 
@@ -71,6 +75,9 @@ async function until<T>(what: string, test: () => T | null | undefined | false, 
 }
 
 let faultCounter = 0;
+/** Processes this campaign SIGSTOPped: continued before the cluster stops, so each can take its
+ *  SIGTERM at once rather than sit stopped through `trine down`'s grace period. */
+const stoppedPids = new Set<number>();
 async function oneRun(run: number): Promise<RunResult> {
   const started = Date.now();
   let id: string;
@@ -111,6 +118,7 @@ async function inject(run: number, id: string, started: number): Promise<RunResu
       injections.push(inj);
       try {
         process.kill(victim.pid, kind === 'crash' ? 'SIGKILL' : 'SIGSTOP');
+        if (kind === 'hang') stoppedPids.add(victim.pid);
       } catch {
         injections.pop();
         faultCounter--;
@@ -165,6 +173,30 @@ function summarize(): Record<string, unknown> {
   return summary;
 }
 
+/** Stops the cluster: every daemon, and every task process (`trine down`), once. */
+let down = false;
+function stop(): void {
+  if (down) return;
+  down = true;
+  for (const pid of stoppedPids) {
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      // gone already
+    }
+  }
+  spawnSync(process.execPath, [TRINE, 'down', '--dir', dir], { stdio: 'inherit' });
+  rmSync(root, { recursive: true, force: true });
+}
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    process.stderr.write(`\ncampaign interrupted (${sig}) after ${results.length} of ${RUNS} runs: stopping the cluster\n`);
+    stop();
+    process.exit(sig === 'SIGINT' ? 130 : 143);
+  });
+}
+
+const progress = new Progress('campaign:nqueens', 'runs', RUNS, (line) => process.stderr.write(line));
 try {
   execFileSync(process.execPath, [TRINE, 'up', '--nodes', '4', '--dir', dir], { stdio: 'inherit' });
   for (let run = 1; run <= RUNS; run++) {
@@ -173,10 +205,10 @@ try {
     const faults = r.injections.map((i) => `${i.kind} r${i.rank}${i.recoveredMs === null ? '' : ` ${(i.recoveredMs / 1000).toFixed(1)}s`}`).join(', ');
     summarize();
     process.stdout.write(`run ${String(run).padStart(3)} ${r.task}: ${r.ok ? 'ok ' : 'FAIL'} count=${r.count ?? '-'} ${r.seconds.toFixed(1)} s  [${faults}]${r.note === '' ? '' : `  ${r.note}`}\n`);
+    progress.step(run, results.filter((x) => !x.ok).length);
   }
 } finally {
-  spawnSync(process.execPath, [TRINE, 'down', '--dir', dir], { stdio: 'inherit' });
-  rmSync(root, { recursive: true, force: true });
+  stop();
 }
 
 const summary = summarize();

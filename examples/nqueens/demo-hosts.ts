@@ -6,8 +6,9 @@
 // a killed process: the node is declared failed, the manager process is notified, a replacement
 // worker starts on another host, the watchdog power-cycles the node through the `command` reset
 // driver, and the node rejoins once its link is back. The count must be 14,200. Needs root (it
-// makes namespaces); without it, it says so and exits 1. Always removes what it made.
-import { existsSync, readFileSync } from 'node:fs';
+// makes namespaces); without it, it says so and exits 1. Always removes what it made: on Ctrl-C
+// (SIGINT) or SIGTERM too, saying so in one line, then it exits 130 (143 for SIGTERM).
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { HostsCluster, REPO } from '../../test/hosts/cluster.ts';
 import { testBedSupported } from '../../test/hosts/testbed.ts';
@@ -30,6 +31,23 @@ if (!supported.ok) {
 
 let c: HostsCluster | null = null;
 let failed = false;
+
+// The test bed's own exit hook (test/hosts/testbed.ts) kills the hosts' processes and deletes
+// their namespaces when the process exits, even while they are still being made (the hosts'
+// daemons are in their namespaces, out of reach of the terminal's Ctrl-C). On a signal this says
+// so, removes the bundles' directory and exits with the signal's code, which runs the hook.
+// (`on`, not `once`: the hook re-raises a signal no other listener is left for, which would kill
+// this process before its line.)
+let interrupted = false;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    if (interrupted) return;
+    interrupted = true;
+    process.stderr.write(`\ndemo:hosts interrupted (${sig}): removing the hosts\n`);
+    if (c !== null) rmSync(c.root, { recursive: true, force: true });
+    process.exit(sig === 'SIGINT' ? 130 : 143);
+  });
+}
 
 async function op(title: string, args: string[], show = true): Promise<string> {
   if (show) process.stdout.write(`\n[ops]$ trine ${args.join(' ')}    # ${title}\n`);

@@ -19,6 +19,9 @@
 // A run passes when the task ends normally with the right
 // answer: the heat stencil's checksums equal the sequential reference's bit for bit, N-Queens
 // prints the known count. The table and raw results go to bench/results/campaign-rollback.json.
+// A progress line goes to stderr after every run (runs done/total, failures, elapsed, ETA).
+// Ctrl-C (SIGINT) or SIGTERM stops the cluster (every daemon and task process), says so in one
+// line and exits 130 (143 for SIGTERM); the results so far stay.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +31,7 @@ import { seededRandom } from '../common/seeded-random.ts';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { heatReference, type HeatParams } from '../heat/heat-core.ts';
 import { heatSummary } from '../heat/heat-state.ts';
+import { Progress } from '../../src/base/progress.ts';
 
 const USAGE = 'usage: npm run campaign:rollback -- [--runs N] [--per-run K] [--node-every K] [--modes rbml,hmpl,cm,rbml/bsco,…] [--pace-ms MS] [--seed S] [--out FILE] [--keep DIR]';
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
@@ -205,14 +209,20 @@ function summarize(): Record<string, unknown> {
   return summary;
 }
 
+/** Stops the cluster, once: the end, or Ctrl-C in the middle. */
+let down = false;
 const stop = (): void => {
+  if (down) return;
+  down = true;
   spawnSync(process.execPath, [TRINE, 'down', '--dir', dir], { stdio: 'inherit' });
   rmSync(root, { recursive: true, force: true });
 };
 for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => {
+  process.stderr.write(`\ncampaign interrupted (${sig}) after ${results.length} of ${RUNS} runs: stopping the cluster\n`);
   stop();
   process.exit(sig === 'SIGINT' ? 130 : 143);
 });
+const progress = new Progress('campaign:rollback', 'runs', RUNS, (line) => process.stderr.write(line));
 try {
   const up = () => execFileSync(process.execPath, [TRINE, 'up', '--nodes', '4', '--allow-inject', '--dir', dir], { stdio: 'inherit' });
   up();
@@ -228,6 +238,7 @@ try {
     }
     const crashes = r.crashes.map((c) => `${c.kind === 'node' ? `${c.node}{r${c.ranks.join(',r')}}` : `r${c.ranks[0]}`}${c.replacedMs === null ? '' : ` ${(c.replacedMs / 1000).toFixed(1)}s`}`).join(', ');
     process.stdout.write(`run ${String(run).padStart(3)}/${RUNS} ${r.task} ${r.app}/${r.logging}: ${r.ok ? 'ok ' : 'FAIL'} ${r.seconds.toFixed(1)} s  [${crashes}]${r.note === '' ? '' : `  ${r.note}`}\n`);
+    progress.step(run, results.filter((x) => !x.ok).length);
   }
 } finally {
   stop();

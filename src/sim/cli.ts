@@ -5,6 +5,8 @@
 //   --digests FILE           also write `SEED DIGEST` per seed to FILE: the digest of the seed's
 //                            whole trace (src/sim/trace-digest.ts); two runs of a change that
 //                            alters nothing observable write the same file (issue 16)
+//   --progress-ms MS         a progress line on stderr at most every MS ms (default 5000; 0: after
+//                            every seed): seeds done/total, failing so far, elapsed, ETA
 //   --tasks                  task seeds instead (src/sim/task-seed.ts, issue 3): tasks, process
 //                            crashes, agent deaths, power-offs, partitions, and in one seed of 20
 //                            two replicas at once (A21: a cluster reset); replay with --tasks --seed S
@@ -14,6 +16,7 @@
 // `sim: N seeds, V violations`; exits 1 when V > 0, 2 on a usage error.
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { Progress } from '../base/progress.ts';
 import { realCores } from './cores.ts';
 import { describePlan, faultLabels } from './fault-plan.ts';
 import type { Violation } from './invariants.ts';
@@ -25,9 +28,11 @@ import type { SimCrypto } from './sim-signer.ts';
 export const MAX_SIM_AGENTS = 32;
 export const DEFAULT_SIM_AGENTS = 4;
 export const DEFAULT_SEEDS = 100;
+/** A long run of seeds says where it stands this often on stderr (issue 19 item 5). */
+export const DEFAULT_PROGRESS_MS = 5_000;
 
 function usage(message: string): never {
-  process.stderr.write(`sim: ${message}. Usage: npm run sim -- [--tasks] --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519] [--digests FILE]\n`);
+  process.stderr.write(`sim: ${message}. Usage: npm run sim -- [--tasks] --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519] [--digests FILE] [--progress-ms MS]\n`);
   process.exit(2);
 }
 
@@ -67,7 +72,7 @@ function main(): void {
     parsed = parseArgs({
       options: {
         seeds: { type: 'string' }, from: { type: 'string' }, seed: { type: 'string' },
-        agents: { type: 'string' }, crypto: { type: 'string' }, tasks: { type: 'boolean' }, digests: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+        agents: { type: 'string' }, crypto: { type: 'string' }, tasks: { type: 'boolean' }, digests: { type: 'string' }, 'progress-ms': { type: 'string' }, help: { type: 'boolean', short: 'h' },
       },
       strict: true, allowPositionals: false,
     });
@@ -76,7 +81,7 @@ function main(): void {
   }
   const v = parsed.values;
   if (v.help === true) {
-    process.stdout.write('npm run sim -- [--tasks] --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519] [--digests FILE]\n');
+    process.stdout.write('npm run sim -- [--tasks] --seeds N [--from S] | --seed S [--agents M] [--crypto keyed|ed25519] [--digests FILE] [--progress-ms MS]\n');
     return;
   }
   if (v.seed !== undefined && (v.seeds !== undefined || v.from !== undefined)) usage('--seed replays one seed; do not combine it with --seeds or --from');
@@ -87,6 +92,7 @@ function main(): void {
   const from = single ? intArg('seed', v.seed, 1, 0, 0xffffffff) : intArg('from', v.from, 1, 0, 0xffffffff);
   const count = single ? 1 : intArg('seeds', v.seeds, DEFAULT_SEEDS, 1, 100_000_000);
   const tasks = v.tasks === true;
+  const progressMs = intArg('progress-ms', v['progress-ms'], DEFAULT_PROGRESS_MS, 0, 86_400_000);
   if (tasks && crypto !== 'keyed') usage('--tasks seeds use the keyed signer; drop --crypto');
   const extra = `${tasks ? ' --tasks' : ''}${agents !== DEFAULT_SIM_AGENTS ? ` --agents ${agents}` : ''}${crypto !== 'keyed' ? ` --crypto ${crypto}` : ''}`;
 
@@ -111,7 +117,13 @@ function main(): void {
     failingSeeds++;
     process.stdout.write(`FAIL seed ${seed} (replay: npm run sim -- --seed ${seed}${extra}): [${first.invariant}] ${first.message}\n`);
   };
+  // On stderr, so stdout (the FAIL lines, the coverage, the last line) reads as before.
+  const progress = single ? null : new Progress('sim', 'seeds', count, (line) => process.stderr.write(line), progressMs);
   for (let seed = from; seed < from + count; seed++) {
+    runOne(seed);
+    progress?.step(seed - from + 1, failingSeeds);
+  }
+  function runOne(seed: number): void {
     if (tasks) {
       const r = runTaskSeed(seed, { agents, cores: realCores, digest });
       if (digest) digests.push(`${seed} ${r.traceDigest ?? ''}\n`);
@@ -125,7 +137,7 @@ function main(): void {
         for (const x of r.violations) process.stdout.write(`  [${x.invariant}] at ${x.atMs.toFixed(3)} ms: ${x.message}\n`);
       }
       fail(seed, r.violations);
-      continue;
+      return;
     }
     const r = runSeed(seed, { agents, cores: realCores, crypto, digest });
     if (digest) digests.push(`${seed} ${r.traceDigest ?? ''}\n`);

@@ -180,14 +180,21 @@ describe('g.detection: the rule meant for the fault, within its bound (issue 15 
 describe('npm run sim', () => {
   const sim = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/sim/cli.ts', ...args], { encoding: 'utf8' });
 
-  it('ends with "sim: N seeds, V violations" and exits non-zero exactly when V > 0', () => {
-    const r = sim('--seeds', '3', '--from', '5');
+  it('ends with "sim: N seeds, V violations" and exits non-zero exactly when V > 0; a progress line per seed on stderr with --progress-ms 0 (issue 19)', () => {
+    const r = sim('--seeds', '3', '--from', '5', '--progress-ms', '0');
     const lines = r.stdout.trim().split('\n');
     const last = lines[lines.length - 1] as string;
     const m = /^sim: 3 seeds, (\d+) violations$/.exec(last);
     expect(m).not.toBeNull();
     expect(r.status).toBe(Number(m?.[1]) > 0 ? 1 : 0);
-    for (const l of lines.filter((x) => x.startsWith('FAIL'))) expect(l).toMatch(/replay: npm run sim -- --seed \d+/);
+    const fails = lines.filter((x) => x.startsWith('FAIL'));
+    for (const l of fails) expect(l).toMatch(/replay: npm run sim -- --seed \d+/);
+    // Progress: seeds done/total, failing so far, elapsed, ETA; on stderr only.
+    const progress = r.stderr.trim().split('\n');
+    expect(progress).toHaveLength(3);
+    progress.forEach((l, i) => expect(l).toMatch(new RegExp(`^sim: ${i + 1}/3 seeds, \\d+ failed, \\d+ s elapsed, (ETA \\d+ s|done)$`)));
+    expect(progress[2]).toMatch(new RegExp(`^sim: 3/3 seeds, ${fails.length} failed, .*, done$`));
+    expect(r.stdout).not.toMatch(/elapsed/);
   });
 
   it('rejects a bad flag with a one-line error saying what to do', () => {
