@@ -182,6 +182,17 @@ describe('--json on a 3-node cluster', () => {
     failed(restart, 2, 'USAGE');
   });
 
+  it('issue 19: a task larger than the cluster says at once it can never fit, with the capacity; a plain program submitted --linked says within seconds that it has not linked, with the fix', async () => {
+    const big = (one(await trine(['submit', '-n', '1000', '--dir', dir, '--json', '--', 'sleep', '30']), 'trine.submit/1') as Obj & { task: string }).task;
+    const capacity = (one(await at(['nodes']), 'trine.nodes/1') as Obj & { nodes: { slots: number }[] }).nodes.reduce((a, n) => a + n.slots, 0);
+    expect((await task(big)).waitReason).toBe(`can never fit: needs 1000 slots at once, the cluster has ${capacity} on 3 nodes; kill it and submit it with -n ${capacity} or fewer, or add nodes (\`trine node add\`)`);
+    one(await at(['kill', big]), 'trine.kill/1');
+    const plain = (one(await trine(['submit', '--linked', '--dir', dir, '--json', '--', 'sleep', '30']), 'trine.submit/1') as Obj & { task: string }).task;
+    const hint = await waitFor(`${plain}/0 shown as not linked`, SOON_MS, async () => (await task(plain)).procs[0]?.reason ?? undefined, 200);
+    expect(hint).toMatch(/^not linked after [0-9.]+ s: a --linked task's program must call link\(\) from trine\/app; a plain program is submitted without --linked$/);
+    one(await at(['kill', plain]), 'trine.kill/1');
+  });
+
   it('status and nodes --json: one line each, with their schema and their documented fields', async () => {
     const [statusRun, nodesRun] = await Promise.all([at(['status']), at(['nodes'])]);
     const status = lines(statusRun);
