@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { loadCluster, LOOPBACK_HOST } from '../src/io/cluster-dir.ts';
 import { buildSnapshot, type DashboardSnapshot } from './dashboard-snapshot.ts';
 import { CliError, EXIT_OK, EXIT_USAGE, quoted } from './errors.ts';
-import { pauseOrStop } from './events.ts';
+import { StopSignal } from './stop-signal.ts';
 import { OperatorClient } from './status-client.ts';
 
 /** The default port: fixed, so a bookmark keeps working. */
@@ -166,23 +166,16 @@ export async function dashboard(opts: { listen?: string | undefined; dir?: strin
   if (token !== null) process.stdout.write('trine dashboard: the token in this URL carries the operator\'s authority to read the cluster: share it as you would the operator key\n');
 
   const client = await OperatorClient.open(cluster);
-  const stop = { requested: false, wake: null as (() => void) | null };
-  const onSignal = () => {
-    stop.requested = true;
-    stop.wake?.();
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const stop = new StopSignal();
   try {
     while (!stop.requested) {
       const answers = await client.query(DASHBOARD_QUERY_TIMEOUT_MS);
       publish(s, buildSnapshot(cluster.config, cluster.dir, answers, new Date()));
-      if (!stop.requested) await pauseOrStop(DASHBOARD_POLL_MS, stop);
+      if (!stop.requested) await stop.pause(DASHBOARD_POLL_MS);
     }
     return EXIT_OK;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    stop.release();
     for (const res of s.streams) res.end();
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -7,6 +7,7 @@
 import type { ReplicaStatus } from '../src/core/status.ts';
 import { loadCluster } from '../src/io/cluster-dir.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
+import { StopSignal } from './stop-signal.ts';
 import { parseClusterView } from './replies.ts';
 import { STATUS_TIMEOUT_MS } from './status.ts';
 import { OperatorClient, type StatusAnswers } from './status-client.ts';
@@ -40,19 +41,6 @@ export function itemJson(item: LogItem): Record<string, unknown> {
   }
 }
 
-/** Resolves when `ms` passed, or at once when `stop.wake` is called (a signal). */
-export function pauseOrStop(ms: number, stop: { wake: (() => void) | null }): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(() => {
-      stop.wake = null;
-      resolve();
-    }, ms);
-    stop.wake = () => {
-      clearTimeout(t);
-      resolve();
-    };
-  });
-}
 
 export async function events(opts: { dir?: string | undefined; follow?: boolean | undefined; json?: boolean | undefined; timeoutMs?: number | undefined }): Promise<number> {
   const cluster = loadCluster(opts.dir);
@@ -62,13 +50,7 @@ export async function events(opts: { dir?: string | undefined; follow?: boolean 
     if (items.length === 0) return;
     process.stdout.write(`${items.map((i) => (opts.json === true ? JSON.stringify(itemJson(i)) : formatItem(i))).join('\n')}\n`);
   };
-  const stop = { requested: false, wake: null as (() => void) | null };
-  const onSignal = () => {
-    stop.requested = true;
-    stop.wake?.();
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const stop = new StopSignal();
   let lastContactMs = Date.now();
   let warned = false;
   try {
@@ -89,12 +71,11 @@ export async function events(opts: { dir?: string | undefined; follow?: boolean 
         print(follower.take(journalsOf(statuses, parseClusterView)));
       }
       if (opts.follow !== true || stop.requested) return EXIT_OK;
-      await pauseOrStop(EVENTS_POLL_MS, stop);
+      await stop.pause(EVENTS_POLL_MS);
       if (stop.requested) return EXIT_OK;
     }
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    stop.release();
     await client.close();
   }
 }

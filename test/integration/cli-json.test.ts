@@ -16,6 +16,7 @@ import { clusterIds, paths, planCluster, writeClusterConfig } from '../../src/io
 import { readHostsFile } from '../../src/io/hosts-file.ts';
 import { processLogPaths } from '../../src/io/spawner.ts';
 import { runTrine, type Run } from './helpers.ts';
+import { lines, one, type Obj } from './json-lines.ts';
 
 const EXIT_FAILED = 1;
 const EXIT_USAGE = 2;
@@ -23,20 +24,6 @@ const EXIT_USAGE = 2;
 const PARALLEL_RUNS = 3;
 const EXAMPLE = fileURLToPath(new URL('../../examples/hosts.yaml', import.meta.url));
 
-type Obj = Record<string, unknown> & { schema: string };
-
-/** Every stdout line, each parsed on its own. */
-const lines = (r: Run): Obj[] => r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Obj);
-
-/** The one object of a command that succeeded, of `schema`. */
-function one(r: Run, schema: string): Obj {
-  expect(r.stderr).toBe('');
-  expect(r.code).toBe(0);
-  const out = lines(r);
-  expect(out).toHaveLength(1);
-  expect(out[0]?.schema).toBe(schema);
-  return out[0] as Obj;
-}
 
 /** A failure under --json: one stderr line, and stdout one error object saying the same. */
 function failed(r: Run, exitCode: number, code: string): string {
