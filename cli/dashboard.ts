@@ -80,8 +80,15 @@ type Server = {
   streams: Set<ServerResponse>;
 };
 
-function tokenOk(req: IncomingMessage, token: string | null, url: URL): boolean {
-  if (token === null) return true;
+/** Whether a request may read the cluster. Beyond loopback: the token printed with the URL. On
+ *  loopback, no token, but the Host header must name a loopback address: a web page the operator
+ *  visits could otherwise rebind its own host name to 127.0.0.1 and read the snapshot (DNS
+ *  rebinding). The page itself (STATIC) holds no data and is served to anyone who can reach it. */
+function mayRead(req: IncomingMessage, token: string | null, url: URL): boolean {
+  if (token === null) {
+    const host = /^(\[[^\]]*\]|[^:]*)(:[0-9]+)?$/.exec(req.headers.host ?? '')?.[1] ?? '';
+    return isLoopback(host.replace(/^\[|\]$/g, ''));
+  }
   const given = Buffer.from(url.searchParams.get('token') ?? '');
   const want = Buffer.from(token);
   return given.length === want.length && timingSafeEqual(given, want);
@@ -105,11 +112,13 @@ function handle(s: Server, files: Map<string, Buffer>, token: string | null, req
   const known = url.pathname in STATIC || url.pathname === '/api/snapshot' || url.pathname === '/api/stream';
   if (!known) return send(res, 404, 'not found: the dashboard is at /\n');
   if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'only GET\n', { allow: 'GET, HEAD' });
-  if (!tokenOk(req, token, url)) return send(res, 403, 'access token missing or wrong: open the URL `trine dashboard` printed\n');
   const page = STATIC[url.pathname];
   if (page !== undefined) {
     res.writeHead(200, { 'content-type': page.type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
     return void res.end(req.method === 'HEAD' ? undefined : files.get(page.file));
+  }
+  if (!mayRead(req, token, url)) {
+    return send(res, 403, token === null ? 'a loopback dashboard answers only requests addressed to a loopback host name\n' : 'access token missing or wrong: open the URL `trine dashboard` printed\n');
   }
   if (url.pathname === '/api/snapshot') {
     if (s.latest === null) return send(res, 503, 'no answer from the cluster yet\n', { 'retry-after': '1' });

@@ -7,6 +7,7 @@
 import type { ReplicaStatus } from '../src/core/status.ts';
 import { loadCluster } from '../src/io/cluster-dir.ts';
 import { CliError, EXIT_FAILED, EXIT_OK } from './errors.ts';
+import { SCHEMAS } from './json-out.ts';
 import { StopSignal } from './stop-signal.ts';
 import { parseClusterView } from './replies.ts';
 import { STATUS_TIMEOUT_MS } from './status.ts';
@@ -28,12 +29,12 @@ export function itemJson(item: LogItem): Record<string, unknown> {
   switch (item.type) {
     case 'event': {
       const { from, ...e } = item.event;
-      return { type: 'event', time: new Date(e.atMs).toISOString(), ...e, from };
+      return { schema: SCHEMAS.event, type: 'event', time: new Date(e.atMs).toISOString(), ...e, from };
     }
     case 'diagnosis':
-      return { type: 'diagnosis', time: new Date(item.diagnosis.atMs).toISOString(), ...item.diagnosis };
+      return { schema: SCHEMAS.diagnosis, type: 'diagnosis', time: new Date(item.diagnosis.atMs).toISOString(), ...item.diagnosis };
     case 'episode':
-      return { type: 'episode', ...item.episode };
+      return { schema: SCHEMAS.episode, type: 'episode', ...item.episode };
     default: {
       const never: never = item;
       return never;

@@ -37,6 +37,9 @@ export const SCHEMAS = {
   init: 'trine.init/1',
   nodeAdd: 'trine.node-add/1',
   nodeRemove: 'trine.node-remove/1',
+  event: 'trine.event/1',
+  diagnosis: 'trine.diagnosis/1',
+  episode: 'trine.episode/1',
 } as const;
 
 export type Schema = (typeof SCHEMAS)[keyof typeof SCHEMAS];

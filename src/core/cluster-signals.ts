@@ -3,14 +3,17 @@
 // reach) their quorum. The signal requests themselves enter through cluster-inputs.ts.
 import type { FsmTaskEvent } from '../../fsm/fsm-task-types.ts';
 import { note, perAgent, type Run } from './cluster-run.ts';
+import { MAX_TASK_PROCS } from './constants.ts';
 import { rankHeld, rollbackTableOf } from './cluster-rollback.ts';
 import { isFinal, plural, procNode, procState, taskCtx, type TaskRecord } from './cluster-state.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from './signals.ts';
 import { accept, judgeGroupRequest, nextBroadcastEpoch, quorumInForce, type GroupVerdict } from './task-signals.ts';
 import type { Member } from './wire/messages.ts';
 
-/** The largest --max-spawns; a task's processes live in one map, so this bounds its VPIDs too. */
-export const MAX_SPAWNS = 1_000_000;
+/** The largest --max-spawns. Every process a task spawned stays in the replicated state until
+ *  its next start (~150 B each): 8 × MAX_TASK_PROCS keeps one task's share to about a megabyte,
+ *  well inside a state transfer (MAX_STATE_BYTES). */
+export const MAX_SPAWNS = 8 * MAX_TASK_PROCS;
 /** `trine submit` without --max-spawns: this many SPAWNs per process of the task. */
 export const DEFAULT_SPAWNS_PER_PROCESS = 8;
 

@@ -178,7 +178,7 @@ export const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n 
 export function waitReason(nodes: Map<ProcessId, NodeRecord>, n: number, free: number, healthy: number): string {
   const kept = [...nodes.values()].filter((r) => !r.draining);
   const capacity = kept.reduce((a, r) => a + r.slots, 0);
-  if (n > capacity && kept.every((r) => r.joined || r.slots > 0)) {
+  if (n > capacity && kept.length > 0 && kept.every((r) => r.joined || r.slots > 0)) {
     return `can never fit: needs ${plural(n, 'slot')} at once, the cluster has ${capacity} on ${plural(kept.length, 'node')}; `
       + `kill it and submit it with -n ${capacity} or fewer, or add nodes (\`trine node add\`)`;
   }

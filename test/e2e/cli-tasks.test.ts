@@ -39,7 +39,7 @@ describe('trine submit: bad input', () => {
   it('--env without =', () => usage(['submit', '--env', 'FOO', '--dir', missing, '--', 'true'], /--env "FOO" has no '='/));
   it('--env given twice', () => usage(['submit', '--env', 'A=1', '--env', 'A=2', '--', 'true'], /--env A is given twice/));
   it('an unknown option before --', () => usage(['submit', '--bogus', '--', 'true'], /unknown option '--bogus'.*trine submit --help/));
-  it('--max-spawns out of range', () => usage(['submit', '--max-spawns', '1000001', '--', 'true'], /--max-spawns must be an integer from 0 to 1000000/));
+  it('--max-spawns out of range', () => usage(['submit', '--max-spawns', '8193', '--', 'true'], /--max-spawns must be an integer from 0 to 8192/));
   it('--name too long', () => usage(['submit', '--name', 'x'.repeat(65), '--', 'true'], /--name must have 1 to 64 characters/));
   it('no cluster dir', async () => {
     await usage(['submit', '--dir', missing, '--', 'true'], /no cluster at .*missing: run `trine up/);

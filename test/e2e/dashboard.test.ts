@@ -169,6 +169,22 @@ describe('trine dashboard and trine events on a 4-node cluster, in headless chro
     expect(once.stdout).toMatch(/=> replica r[1-3] \(silent\): detected in [0-9]+ ms, recovered in [0-9]+ ms/);
   }, 30_000);
 
+  it('on loopback, a request whose Host header names another host (DNS rebinding) reads nothing', async () => {
+    const { request } = await import('node:http');
+    const at = new URL(url);
+    const status = (host: string) => new Promise<number>((resolve, reject) => {
+      const r = request({ host: at.hostname, port: at.port, path: '/api/snapshot', headers: { host } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      r.on('error', reject);
+      r.end();
+    });
+    expect(await status(`evil.example:${at.port}`)).toBe(403);
+    expect(await status(`127.0.0.1:${at.port}`)).toBe(200);
+    expect(await status(`localhost:${at.port}`)).toBe(200);
+  });
+
   it('answers 404 and 405 to what it does not serve, still serves the page, and ends on SIGINT with exit 0', async () => {
     expect((await fetch(new URL('/nope', url))).status).toBe(404);
     expect((await fetch(new URL('/../cluster.json', url))).status).toBe(404);
@@ -179,7 +195,7 @@ describe('trine dashboard and trine events on a 4-node cluster, in headless chro
     expect(await interrupt(server as ChildProcess)).toBe(0);
   }, 30_000);
 
-  it('beyond loopback every request needs the access token printed with the URL', async () => {
+  it('beyond loopback every read of the cluster needs the access token printed with the URL; the page with it draws', async () => {
     let open = '';
     const wide = start(['dashboard', '--listen', '0.0.0.0:0', '--dir', dir], (line) => {
       const m = /^trine dashboard: (http:\/\/\S+)$/.exec(line);
@@ -192,8 +208,14 @@ describe('trine dashboard and trine events on a 4-node cluster, in headless chro
       expect((await fetch(withToken)).status).toBe(200);
       const bare = new URL(withToken);
       bare.search = '';
-      expect((await fetch(bare)).status).toBe(403);
+      expect((await fetch(new URL('/api/snapshot', bare))).status).toBe(403);
       expect((await fetch(new URL(`/api/stream?token=${'0'.repeat(32)}`, bare))).status).toBe(403);
+      // The page (static, no data) loads without the token; its script reads with it and draws.
+      const wide2 = await browser?.newPage();
+      if (wide2 === undefined) throw new Error('no browser');
+      await wide2.goto(withToken.href);
+      await wide2.waitForSelector('#nodes-section[data-count="4"]', { timeout: PAGE_MS });
+      await wide2.close();
       expect(await interrupt(wide)).toBe(0);
     } finally {
       if (wide.exitCode === null) wide.kill('SIGKILL');
