@@ -6,6 +6,7 @@
 import type { ClusterConfig } from '../src/io/cluster-dir.ts';
 import type { ClusterView } from '../src/core/status.ts';
 import { parseClusterView, pickClusterView, toViewAnswer, type ViewAnswer } from './replies.ts';
+import { answeredStatuses } from './events.ts';
 import type { StatusAnswers } from './status-client.ts';
 import { buildStatusDocument, type StatusDocument } from './status-report.ts';
 import { collectDiagnosis, episodes, journalsOf, mergeEvents, type Episode, type LogDiagnosis, type LogEvent } from './timeline.ts';
@@ -32,7 +33,7 @@ export type DashboardSnapshot = {
 
 export function buildSnapshot(config: ClusterConfig, dir: string, answers: StatusAnswers, now: Date): DashboardSnapshot {
   const status = buildStatusDocument(config, dir, answers, now);
-  const statuses = [...answers.replicas.values()].flatMap((a) => (a.ok ? [a.status] : []));
+  const statuses = answeredStatuses(answers);
   const pick = pickClusterView(statuses.map(toViewAnswer).filter((a): a is ViewAnswer => a !== null));
   const journals = journalsOf(statuses, parseClusterView);
   const events = mergeEvents(journals);

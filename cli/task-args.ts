@@ -17,7 +17,7 @@ import {
 import {
   agentRequest, ROLLBACK_CHECKPOINTS, ROLLBACK_LOGGINGS, type DgrpOptions, type EnvEntry, type Recovery, type StragglerOptions, type TaskSubmit,
 } from '../src/core/wire/messages.ts';
-import { DEFAULT_SPAWNS_PER_PROCESS, MAX_SPAWNS } from '../src/core/cluster-signals.ts';
+import { defaultMaxSpawns } from '../src/core/cluster-signals.ts';
 import { CliError, EXIT_USAGE, quoted } from './errors.ts';
 
 /** Task ids as the group assigns them (PROTOCOL §8.2; the `taskId` schema). */
@@ -248,7 +248,7 @@ export function buildSubmit(input: SubmitInput): TaskSubmit {
   const request: TaskSubmit = { type: 'task.submit', nonce: input.nonce, name, size: input.size, file, args, cwd, env: parseEnv(input.env),
     mode: linked ? 'linked' : 'plain', recovery: parseRecovery(input.recovery ?? {}, linked),
     dgrp: parseDgrp(input.dgrp ?? {}, linked), straggler: parseStraggler(input.straggler ?? {}, linked),
-    maxSpawns: input.maxSpawns ?? Math.min(MAX_SPAWNS, DEFAULT_SPAWNS_PER_PROCESS * input.size), taskKey: input.taskKey,
+    maxSpawns: input.maxSpawns ?? defaultMaxSpawns(input.size), taskKey: input.taskKey,
   };
   // Safety net: the replicas' own decoder, so nothing they would refuse leaves the CLI.
   const texts = [name, file, cwd, ...args, ...request.env.flat()];

@@ -4,6 +4,7 @@
 import type { FsmTaskEvent } from '../../fsm/fsm-task-types.ts';
 import { note, perAgent, type Run } from './cluster-run.ts';
 import { MAX_TASK_PROCS } from './constants.ts';
+import { assert } from '../base/result.ts';
 import { rankHeld, rollbackTableOf } from './cluster-rollback.ts';
 import { isFinal, plural, procNode, procState, taskCtx, type TaskRecord } from './cluster-state.ts';
 import { GSIG, GSIG_BROADCAST, GSIG_CM } from './signals.ts';
@@ -16,6 +17,8 @@ import type { Member } from './wire/messages.ts';
 export const MAX_SPAWNS = 8 * MAX_TASK_PROCS;
 /** `trine submit` without --max-spawns: this many SPAWNs per process of the task. */
 export const DEFAULT_SPAWNS_PER_PROCESS = 8;
+/** The --max-spawns of a task of `size` processes submitted without one. */
+export const defaultMaxSpawns = (size: number): number => Math.min(MAX_SPAWNS, DEFAULT_SPAWNS_PER_PROCESS * size);
 
 /** Members that can send and receive signals: connected (FsmProc Running), in VPID order. */
 export function liveMembers(rec: TaskRecord): number[] {
@@ -38,7 +41,9 @@ export function spawnPlace(rec: TaskRecord, vpid: number): { size: number; rank:
     const d = rec.procs.get(v);
     return v === vpid || (d !== undefined && !isFinal(d));
   });
-  return { size: alive.length, rank: Math.max(0, alive.indexOf(vpid)) };
+  const rank = alive.indexOf(vpid);
+  assert(rank >= 0, `spawnPlace: VPID ${vpid} is not a member of ${rec.id}`);
+  return { size: alive.length, rank };
 }
 
 /** The mapping message (spec §7 item 2) to `vpids`, listing every live member. */

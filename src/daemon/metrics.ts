@@ -186,6 +186,8 @@ export class DaemonMetrics {
   }
 
   private arrived(key: string | number, nowMs: number): void {
+    // Full: forget what never completed (a scrape does too), so an unscraped daemon keeps timing.
+    if (this.arrivals.size >= MAX_TIMED_MESSAGES) this.forget(nowMs);
     if (this.arrivals.size < MAX_TIMED_MESSAGES && !this.arrivals.has(key)) this.arrivals.set(key, nowMs);
   }
 
@@ -231,11 +233,16 @@ export class DaemonMetrics {
     }
   }
 
+  /** Drops the arrivals older than TIMED_MESSAGE_FORGET_MS: requests that never executed here. */
+  private forget(nowMs: number): void {
+    for (const [k, at] of this.arrivals) if (nowMs - at > TIMED_MESSAGE_FORGET_MS) this.arrivals.delete(k);
+  }
+
   private sample(): MetricsSample {
     const now = this.nowMs();
     if (this.sampled === null || now - this.sampled.atMs > SAMPLE_REUSE_MS) {
       this.sampled = { atMs: now, sample: this.sampleFn() };
-      for (const [k, at] of this.arrivals) if (now - at > TIMED_MESSAGE_FORGET_MS) this.arrivals.delete(k);
+      this.forget(now);
     }
     return this.sampled.sample;
   }
