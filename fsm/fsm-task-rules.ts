@@ -139,7 +139,7 @@ export const completeKill = enqueueEffects(({ context, enqueue }) => {
   const x = context.killVpid;
   assert(x !== null, 'completeKill outside Killing');
   enqueue({ type: 'broadcast', params: { signal: 'GSIG_NTF_DIED', arg: x } });
-  enqueue.assign({ vpids: context.vpids.filter((v) => v !== x), killVpid: null, acked: false });
+  enqueue.assign({ vpids: context.vpids.filter((v) => v !== x), killedVpids: sorted([...context.killedVpids, x]), killVpid: null, acked: false });
 });
 
 /** A process of an App-spawn that was never placed is dropped with its request. */

@@ -27,6 +27,9 @@ export type FsmTaskContext = FsmTaskInput & {
   deadVpids: number[];
   /** Members that terminated normally while the task ran (no broadcast: not a crash). */
   exitedVpids: number[];
+  /** Members killed on the application's request (KILL, T10–T12): no longer members, named in
+   *  the task's reason when it ends abnormally (issue 19). */
+  killedVpids: number[];
   /** Remaining ticks of Start-TO / Terminate-TO; null when not scheduled. */
   startTimerTicks: number | null;
   terminateTimerTicks: number | null;

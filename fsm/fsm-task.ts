@@ -80,6 +80,7 @@ const taskSetup = withEffects.extend({
     resetAfterTerminate: assign({
       deadVpids: [],
       exitedVpids: [],
+      killedVpids: [],
       terminateCount: 0,
       afterTerminate: null,
       acked: false,
@@ -121,6 +122,7 @@ export const fsmTask = taskSetup.createMachine({
       nextVpid: input.size,
       deadVpids: [],
       exitedVpids: [],
+      killedVpids: [],
       startTimerTicks: null,
       terminateTimerTicks: null,
       startCount: 0,
@@ -205,7 +207,7 @@ export const fsmTask = taskSetup.createMachine({
           {
             target: 'terminatedAbnormally',
             actions: assign({
-              reason: ({ context }) => `processes terminated abnormally (VPIDs ${context.deadVpids.join(', ')})`,
+              reason: ({ context }) => `processes terminated abnormally (VPIDs ${context.deadVpids.join(', ')})${context.killedVpids.length === 0 ? '' : `; killed on the application's request: VPIDs ${context.killedVpids.join(', ')}`}`,
             }),
           },
         ],

@@ -256,6 +256,15 @@ describe('membership changes (spec §4.5; PROTOCOL §9.2)', () => {
     expect(c.spawns().map((s) => [s.vpid, s.size, s.rank])).toEqual([[5, 4, 3]]); // alive: 2 3 4 5
   });
 
+  it('issue 19: a task that ends abnormally names the processes the application killed (KILL) beside those that crashed', () => {
+    const c = linkedRunning(3);
+    c.ask('t1', [0, 1, 2], GSIG.REQ_KILL, 2);
+    c.report('t1', 2, 'terminatedAbnormally', { signal: 'SIGTERM' });
+    c.report('t1', 1, 'terminatedAbnormally', { signal: 'SIGSEGV' });
+    c.report('t1', 0, 'terminatedNormally', { exitCode: 0 });
+    expect(c.task('t1')).toMatchObject({ outcome: 'abnormal', reason: 'processes terminated abnormally (VPIDs 1); killed on the application\'s request: VPIDs 2' });
+  });
+
   it('issue 19: SPAWNs per start are bounded (--max-spawns): the one past the bound kills the task with the reason', () => {
     const c = new Cluster(3);
     c.submit(2, { mode: 'linked', maxSpawns: 1 });

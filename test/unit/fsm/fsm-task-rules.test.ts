@@ -8,7 +8,7 @@ import { InvariantError } from '../../../src/base/result.ts';
 
 const context = (over: Partial<FsmTaskContext> = {}): FsmTaskContext => ({
   taskId: 't1', size: 3, startTimeoutTicks: 5, terminateTimeoutTicks: 4, maxStartAttempts: 2, maxTerminateAttempts: 2,
-  vpids: [0, 1, 2], nextVpid: 3, deadVpids: [], exitedVpids: [], startTimerTicks: null, terminateTimerTicks: null,
+  vpids: [0, 1, 2], nextVpid: 3, deadVpids: [], exitedVpids: [], killedVpids: [], startTimerTicks: null, terminateTimerTicks: null,
   startCount: 0, terminateCount: 0, acked: false, killVpid: null, spawnVpid: null, spawnAllocated: false, restarted: false,
   afterTerminate: null, failure: null, reason: null, ...over,
 });
