@@ -11,6 +11,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadCluster, LOOPBACK_HOST } from '../src/io/cluster-dir.ts';
+import { isLoopback } from '../src/io/hosts-file.ts';
 import { buildSnapshot, type DashboardSnapshot } from './dashboard-snapshot.ts';
 import { CliError, EXIT_OK, EXIT_USAGE, quoted } from './errors.ts';
 import { StopSignal } from './stop-signal.ts';
@@ -65,8 +66,9 @@ export function parseListen(addr: string | undefined): Listen {
   return { host: host === '' ? LOOPBACK_HOST : host, port: m[3] === undefined ? DASHBOARD_DEFAULT_PORT : port(m[3]) };
 }
 
-/** Only this machine can connect: no token needed. */
-export const isLoopback = (host: string): boolean => /^127\.[0-9.]+$/.test(host) || host === 'localhost' || host === '::1';
+/** A loopback listener (only this machine can connect: no token) and the Host check use the
+ *  hosts file's loopback test: one rule everywhere. */
+export { isLoopback };
 
 /** Where the page's files are: dashboard/ beside bin/ in the checkout or package. */
 function staticDir(): string {
