@@ -31,6 +31,17 @@
 // connections that never say hello cannot keep a starting process out. A process whose
 // connection ends before the agent said anything dials again (src/app/link/worker.cjs,
 // APP_CONNECT_ATTEMPTS), which covers being dropped as the oldest during a flood.
+//
+// The handover (PROTOCOL §9.4.1, app-wire.ts): a process's library says hello from its main
+// thread, then its worker thread dials again and sends `attach` with the same token. The agent
+// stops writing to the first connection and answers on the second with `attached {replayed}`
+// and the frames it had sent on the first since the welcome (kept for this, at most
+// MAX_REPLAY_BYTES), so the worker sees every one, whatever the main thread had read; from then
+// on send() writes to the second. The first connection's requests still arrive in order until
+// the process ends it; the second is paused until then, so the process's requests keep their
+// order across the switch. The process's connection, for onClosed and its crash semantics, is
+// the second one from the attach on; the first one's close is then only logged. Either one
+// closing abnormally ends the other.
 import { lstat, unlink, chmod } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { unreachable, type DropCode } from '../base/result.ts';
@@ -54,6 +65,11 @@ export const MAX_UNIDENTIFIED_CONNECTIONS = 64;
 /** Bytes queued for one process that it has not read. Four of the largest frame (a full
  *  mapping): a process that stops reading is disconnected rather than growing agent memory. */
 export const MAX_OUTGOING_QUEUE_BYTES = 4 * MAX_APP_FRAME_BYTES;
+/** Frames sent on a process's first connection since its welcome, kept for the handover's
+ *  replay (PROTOCOL §9.4.1). The worker attaches tens of milliseconds after the hello, before
+ *  more than the mapping and a few signals were sent; past this an attach is refused (the
+ *  process then loses its link: a crash, not a silent gap). */
+export const MAX_REPLAY_BYTES = MAX_OUTGOING_QUEUE_BYTES;
 /** A refusal is written, then the socket ends; a peer that does not read it is cut off after. */
 export const REFUSAL_LINGER_MS = 500;
 /** Probing an existing socket file on listen: a live server answers on loopback at once. */
@@ -67,6 +83,7 @@ export type AppCloseCode =
   | 'HELLO_TIMEOUT'
   | 'HELLO_EXPECTED'
   | 'UNEXPECTED_HELLO'
+  | 'ATTACH_REFUSED'
   | 'AUTH_REFUSED'
   | 'DUPLICATE'
   | 'TOO_MANY_UNIDENTIFIED'
@@ -83,6 +100,8 @@ export type AppSocketLogEvent =
    *  (src/daemon/app-refusals.ts). */
   | ({ readonly type: 'app.refusals' } & RefusalsLine<AppCloseCode>)
   | { readonly type: 'app.finalized'; readonly task: string; readonly vpid: number }
+  /** The handover: the process's worker thread took over its connection. */
+  | { readonly type: 'app.attached'; readonly task: string; readonly vpid: number }
   | {
       readonly type: 'app.closed';
       readonly task: string | null;
@@ -155,6 +174,13 @@ type Conn = {
   hello: { task: string; vpid: number } | null;
   /** Refused past the refusal bucket: closed without an answer. */
   unanswered: boolean;
+  /** The handover, on the first connection: the second, which took over. */
+  movedTo: Conn | null;
+  /** …and until then, the frames sent on it since the welcome, to replay; null: not keeping
+   *  (before the welcome, after the attach, or past MAX_REPLAY_BYTES: 'overflow'). */
+  sent: { frames: Uint8Array[]; bytes: number } | 'overflow' | null;
+  /** The handover, on the second connection while the first is open: its requests wait. */
+  predecessor: Conn | null;
 };
 
 
@@ -241,7 +267,7 @@ export class AppSocketServer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const all = [...this.unidentified, ...this.byKey.values()];
+    const all = [...this.unidentified, ...[...this.byKey.values()].flatMap((c) => (c.predecessor === null ? [c] : [c, c.predecessor]))];
     for (const conn of all) {
       conn.silent = true;
       this.destroy(conn, 'SERVER_CLOSED', 'server closed');
@@ -256,7 +282,7 @@ export class AppSocketServer {
   private adopt(socket: Socket): void {
     const conn: Conn = {
       socket, decoder: new AppFrameDecoder(procToAgent, this.maxFrameBytes), id: null, helloTimer: null,
-      finalized: false, closeReason: null, silent: false, hello: null, unanswered: false,
+      finalized: false, closeReason: null, silent: false, hello: null, unanswered: false, movedTo: null, predecessor: null, sent: null,
     };
     socket.on('error', (e: NodeJS.ErrnoException) => {
       if (conn.closeReason === null) conn.closeReason = { code: 'SOCKET_ERROR', detail: e.code ?? e.message };
@@ -284,7 +310,8 @@ export class AppSocketServer {
   private onData(conn: Conn, chunk: Buffer): void {
     if (conn.closeReason !== null) return;
     conn.decoder.feed(chunk);
-    for (;;) {
+    // A second connection's requests wait for the first to end (the handover, see the header).
+    while (conn.predecessor === null) {
       const r = conn.decoder.next();
       if (!r.ok) {
         this.destroy(conn, r.code, r.detail);
@@ -298,17 +325,16 @@ export class AppSocketServer {
 
   private onMessage(conn: Conn, msg: ProcToAgent): void {
     if (conn.id === null) {
-      if (msg.type !== 'hello') {
-        this.destroy(conn, 'HELLO_EXPECTED', `first frame was ${msg.type}`);
-        return;
-      }
-      this.onHello(conn, msg);
+      if (msg.type === 'hello') return this.onHello(conn, msg);
+      if (msg.type === 'attach') return this.onAttach(conn, msg);
+      this.destroy(conn, 'HELLO_EXPECTED', `first frame was ${msg.type}`);
       return;
     }
     const { task, vpid } = conn.id;
     switch (msg.type) {
       case 'hello':
-        this.destroy(conn, 'UNEXPECTED_HELLO', 'second hello on one connection');
+      case 'attach':
+        this.destroy(conn, 'UNEXPECTED_HELLO', `${msg.type} on a connection that said hello`);
         return;
       case 'signal':
         if (conn.finalized) {
@@ -361,12 +387,56 @@ export class AppSocketServer {
     this.byKey.set(key, conn);
     this.opts.log?.({ type: 'app.connected', task, vpid });
     if (!this.write(conn, { type: 'welcome', taskKey })) return;
+    conn.sent = { frames: [], bytes: 0 };
     this.opts.onConnected?.(task, vpid, endpoint);
+  }
+
+  /** The handover's second connection (see the header): the same token as the hello, for a
+   *  process connected on one connection that has neither finalized nor moved yet. */
+  private onAttach(conn: Conn, attach: Extract<ProcToAgent, { type: 'attach' }>): void {
+    const { task, vpid, token } = attach;
+    if (conn.helloTimer !== null) clearTimeout(conn.helloTimer);
+    conn.helloTimer = null;
+    conn.hello = { task, vpid };
+    const refusal = this.opts.authenticate(task, vpid, token);
+    if (refusal !== null) return this.refuse(conn, 'AUTH_REFUSED', refusal);
+    const key = keyOf(task, vpid);
+    const first = this.byKey.get(key);
+    if (first === undefined || first.closeReason !== null) return this.refuse(conn, 'ATTACH_REFUSED', `process ${key} is not connected`);
+    if (first.predecessor !== null || first.movedTo !== null) return this.refuse(conn, 'ATTACH_REFUSED', `process ${key} has already attached`);
+    if (first.finalized) return this.refuse(conn, 'ATTACH_REFUSED', `process ${key} has finalized`);
+    const sent = first.sent;
+    if (sent === null || sent === 'overflow') {
+      return this.refuse(conn, 'ATTACH_REFUSED', `more than ${MAX_REPLAY_BYTES} bytes were sent to process ${key} before its attach`);
+    }
+    this.unidentified.delete(conn);
+    conn.id = { task, vpid };
+    conn.predecessor = first;
+    conn.socket.pause();
+    first.movedTo = conn;
+    first.sent = null;
+    this.byKey.set(key, conn);
+    this.opts.log?.({ type: 'app.attached', task, vpid });
+    if (!this.write(conn, { type: 'attached', replayed: sent.frames.length })) return;
+    for (const frame of sent.frames) conn.socket.write(frame);
+    this.checkQueue(conn);
   }
 
   private write(conn: Conn, msg: AgentToProc): boolean {
     if (tracing()) trace(`app.tx ${msg.type}`);
-    conn.socket.write(encodeAppFrame(agentToProc, msg));
+    const frame = encodeAppFrame(agentToProc, msg);
+    conn.socket.write(frame);
+    const sent = conn.sent;
+    if (sent !== null && sent !== 'overflow') {
+      sent.frames.push(frame);
+      sent.bytes += frame.length;
+      if (sent.bytes > MAX_REPLAY_BYTES) conn.sent = 'overflow';
+    }
+    return this.checkQueue(conn);
+  }
+
+  /** A process that does not read is cut off past the bound on its queue. */
+  private checkQueue(conn: Conn): boolean {
     if (conn.socket.writableLength > this.maxOutgoingQueueBytes) {
       this.destroy(conn, 'SLOW_READER', `${conn.socket.writableLength} bytes unread > ${this.maxOutgoingQueueBytes}`);
       return false;
@@ -411,7 +481,23 @@ export class AppSocketServer {
       if (!conn.silent) this.refusals.count(sample, conn.unanswered);
       return;
     }
+    const next = conn.movedTo;
+    if (next !== null && next.predecessor === conn) {
+      // The handover's first connection ended: the second takes the process's requests now. A
+      // finalize sent on the first still counts; an abnormal end of the first ends the second.
+      next.predecessor = null;
+      next.finalized ||= conn.finalized;
+      this.opts.log?.({ type: 'app.closed', task: id.task, vpid: id.vpid, code: reason.code, detail: `${reason.detail} (moved)`, clean: true });
+      if (conn.closeReason !== null && !conn.silent) return this.destroy(next, conn.closeReason.code, `the first connection: ${conn.closeReason.detail}`);
+      next.socket.resume();
+      this.onData(next, Buffer.alloc(0));
+      return;
+    }
+    if (next !== null) return; // moved, and the second one already ended: it was reported then
     if (this.byKey.get(keyOf(id.task, id.vpid)) === conn) this.byKey.delete(keyOf(id.task, id.vpid));
+    const prev = conn.predecessor;
+    conn.predecessor = null;
+    if (prev !== null && prev.closeReason === null) this.destroy(prev, 'DISCONNECTED', 'its second connection ended');
     this.opts.log?.({ type: 'app.closed', task: id.task, vpid: id.vpid, code: reason.code, detail: reason.detail, clean: conn.finalized });
     if (!conn.silent) this.opts.onClosed?.(id.task, id.vpid, conn.finalized);
   }

@@ -19,7 +19,7 @@ import {
   agentToProc, AppFrameDecoder, encodeAppFrame, procToAgent, type AgentToProc, type ProcToAgent,
 } from '../../src/core/wire/app-wire.ts';
 import {
-  agentSocketName, AppSocketError, AppSocketServer, socketAddress, type AppSocketLogEvent, type AppSocketServerOptions,
+  agentSocketName, AppSocketError, AppSocketServer, MAX_REPLAY_BYTES, socketAddress, type AppSocketLogEvent, type AppSocketServerOptions,
 } from '../../src/daemon/app-socket.ts';
 import { FakeAgent, waitUntil } from '../fixtures/link/harness.ts';
 
@@ -462,10 +462,133 @@ describe('strangers guessing tokens (issue 14 item 8, PROTOCOL §9.4)', () => {
       await agent.connected(TASK, 0);
       agent.sendMapping(TASK, 0, [0]);
       await child.waitEv('ready');
-      expect(seen).toBe(3);
+      // The third dial is the hello; the fourth, the worker thread's attach (PROTOCOL §9.4.1).
+      expect(seen).toBe(4);
     } finally {
       for (const x of sockets.splice(0)) x.destroy();
       await new Promise<void>((resolve) => proxy.close(() => resolve()));
     }
+  });
+});
+
+describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
+  const attach = (vpid: number, token = TOKEN): ProcToAgent => ({ type: 'attach', task: TASK, vpid, token });
+
+  const sig = (arg: number, data = ''): AgentToProc => ({ type: 'signal', signum: 100, src: 1, dest: 0, arg, epoch: 1, node: 'n1', data });
+
+  /** A process connected on `first` (`before` sent to it after the welcome), then `second`
+   *  attached. */
+  async function handedOver(r: Recorded, vpid = 0, before: AgentToProc[] = []): Promise<{ first: Client; second: Client }> {
+    const first = await client(r.path);
+    first.write(hello(vpid));
+    await waitUntil(() => first.frames[0]?.type === 'welcome', 'welcome');
+    for (const m of before) expect(r.server.send(TASK, vpid, m)).toBe(true);
+    const second = await client(r.path);
+    second.write(attach(vpid));
+    await waitUntil(() => second.frames.length >= 1 + before.length, 'attached and the replay');
+    return { first, second };
+  }
+
+  it('attach with the hello\'s token: attached {replayed} and the frames sent since the welcome come first on the second connection; then send() writes there only', async () => {
+    const r = await listen();
+    const { first, second } = await handedOver(r, 0, [sig(1), sig(2)]);
+    expect(r.server.send(TASK, 0, sig(3))).toBe(true);
+    await waitUntil(() => second.frames.length === 4, 'the signal on the second connection');
+    expect(second.frames).toEqual([{ type: 'attached', replayed: 2 }, sig(1), sig(2), sig(3)]);
+    await new Promise((res) => setTimeout(res, 30));
+    expect(first.frames).toEqual([expect.objectContaining({ type: 'welcome' }), sig(1), sig(2)]);
+    expect(r.connected).toHaveLength(1);
+    expect(r.logs.some((e) => e.type === 'app.attached' && e.vpid === 0)).toBe(true);
+  });
+
+  it('an attach after more than MAX_REPLAY_BYTES were sent since the welcome is refused', async () => {
+    const r = await listen({ maxOutgoingQueueBytes: 64 * 1024 * 1024 });
+    const big = sig(0, 'x'.repeat(60));
+    const n = Math.ceil(MAX_REPLAY_BYTES / encodeAppFrame(agentToProc, big).length) + 1;
+    const first = await client(r.path);
+    first.write(hello(2));
+    await waitUntil(() => first.frames[0]?.type === 'welcome', 'welcome');
+    for (let i = 0; i < n; i++) r.server.send(TASK, 2, big);
+    const second = await client(r.path);
+    second.write(attach(2));
+    await waitUntil(() => second.closed, 'refused');
+    expect(second.frames[0]).toMatchObject({ type: 'refused', reason: expect.stringMatching(/bytes were sent to process t1\/2 before its attach/) });
+  });
+
+  it('the second connection\'s requests wait until the first has ended, so the process\'s order is kept', async () => {
+    const r = await listen();
+    const { first, second } = await handedOver(r);
+    second.write({ type: 'signal', signum: 102, dest: 1, arg: 2, epoch: 0 });
+    first.write({ type: 'signal', signum: 101, dest: 1, arg: 1, epoch: 0 });
+    await waitUntil(() => r.signals.length === 1, 'the first connection\'s request');
+    await new Promise((res) => setTimeout(res, 50));
+    expect(r.signals.map((s) => s.arg)).toEqual([1]);
+    first.socket.end();
+    await waitUntil(() => r.signals.length === 2, 'the second connection\'s request, after the first ended');
+    expect(r.signals.map((s) => s.arg)).toEqual([1, 2]);
+    // The first connection's end was the handover, not the process's: nothing reported.
+    expect(r.closed).toEqual([]);
+    second.write({ type: 'finalize' });
+    second.socket.end();
+    await waitUntil(() => r.closed.length === 1, 'the close');
+    expect(r.closed).toEqual([{ vpid: 0, clean: true }]);
+  });
+
+  it('a finalize sent on the first connection before it ended counts: the second\'s close is clean', async () => {
+    const r = await listen();
+    const { first, second } = await handedOver(r, 1);
+    first.socket.end(encodeAppFrame(procToAgent, { type: 'finalize' }));
+    await waitUntil(() => r.finalized.includes(1), 'finalized');
+    second.socket.end();
+    await waitUntil(() => r.closed.length === 1, 'the close');
+    expect(r.closed).toEqual([{ vpid: 1, clean: true }]);
+  });
+
+  it('either connection ending abnormally ends the other and is the process\'s crash', async () => {
+    const r = await listen();
+    // The second one closes while the first is open (the worker died): the first is cut.
+    const a = await handedOver(r, 0);
+    a.second.socket.destroy();
+    await waitUntil(() => a.first.closed, 'the first connection cut');
+    await waitUntil(() => r.closed.length === 1, 'the close');
+    expect(r.closed).toEqual([{ vpid: 0, clean: false }]);
+    // A malformed frame on the first after the handover: the second is cut, and that is a crash.
+    const b = await handedOver(r, 1);
+    b.first.socket.write(Buffer.from([0, 0, 0, 2, 0xc1, 0xc1]));
+    await waitUntil(() => b.second.closed, 'the second connection cut');
+    await waitUntil(() => r.closed.length === 2, 'the second close');
+    expect(r.closed[1]).toEqual({ vpid: 1, clean: false });
+  });
+
+  it('an attach is refused with a reason for a wrong token, a process not connected, one that finalized, and a second attach', async () => {
+    const r = await listen();
+    const refusedWith = async (c: Client) => {
+      await waitUntil(() => c.closed, 'the refused connection closed');
+      const f = c.frames[0];
+      return f?.type === 'refused' ? f.reason : `no refusal: ${JSON.stringify(f)}`;
+    };
+    const wrong = await client(r.path);
+    wrong.write(attach(2, randomBytes(16).toString('hex')));
+    expect(await refusedWith(wrong)).toMatch(/bad token/);
+    const lonely = await client(r.path);
+    lonely.write(attach(2));
+    expect(await refusedWith(lonely)).toMatch(/not connected/);
+    const done = await client(r.path);
+    done.write(hello(3));
+    done.write({ type: 'finalize' });
+    await waitUntil(() => r.finalized.includes(3), 'finalized');
+    const late = await client(r.path);
+    late.write(attach(3));
+    expect(await refusedWith(late)).toMatch(/has finalized/);
+    await handedOver(r, 0);
+    const again = await client(r.path);
+    again.write(attach(0));
+    expect(await refusedWith(again)).toMatch(/already attached/);
+    // An attach on a connection that said hello closes it.
+    const twice = await client(r.path);
+    twice.write(hello(1));
+    twice.write(attach(1));
+    await waitUntil(() => twice.closed, 'closed');
+    await closedLog(r, 'UNEXPECTED_HELLO');
   });
 });

@@ -4,6 +4,10 @@
 // loop that never yields, request rules and every reply class, the DISAGREE rule (A8), clean
 // finalize versus exit without it, and the errors outside Trine; one link also runs in the test
 // process itself (membership, quorum and the invalid flag following broadcasts).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect, createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FLAG, GSIG, GSIG_BROADCAST, GSIG_CM, Link } from '../../src/app/index.ts';
 import { FLAG_WORDS } from '../../src/app/link/limits.ts';
@@ -133,6 +137,56 @@ describe('delivery', () => {
     const max = latenciesMs[rounds - 1] as number;
     console.log(`alert flag latency (agent send → seen in a synchronous loop), ${rounds} rounds: p50 ${p50.toFixed(3)} ms, max ${max.toFixed(3)} ms`);
     expect(max).toBeLessThan(1000);
+  });
+});
+
+describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
+  it('a signal sent on the first connection while the main thread spins from init on raises the alert flag once the worker attaches (the replay)', async () => {
+    // Between the process and the agent: the second connection (the worker's attach) is held
+    // back ATTACH_DELAY_MS, so the mapping and the signal both go on the first connection,
+    // which the spinning main thread never reads.
+    const ATTACH_DELAY_MS = 300;
+    const dir = mkdtempSync(join(tmpdir(), 'trine-handover-'));
+    const proxyPath = join(dir, 'proxy.sock');
+    const sockets: Socket[] = [];
+    let seen = 0;
+    const proxy = createServer((s) => {
+      sockets.push(s);
+      const pipeUp = () => {
+        const up = connect(agent.path);
+        sockets.push(up);
+        s.pipe(up).pipe(s);
+        s.on('error', () => up.destroy());
+        up.on('error', () => s.destroy());
+      };
+      if (++seen === 1) pipeUp();
+      else setTimeout(pipeUp, ATTACH_DELAY_MS);
+    });
+    await new Promise<void>((resolve) => proxy.listen(proxyPath, resolve));
+    try {
+      const id = `t${nextTask++}`;
+      const k = agent.spawnChild({ ...agent.envFor(id, 0), TRINE_AGENT_SOCKET: proxyPath, CHILD_SPIN_AT_READY: '200' });
+      await agent.connected(id, 0);
+      agent.sendMapping(id, 0, [0, 7]);
+      const t0 = process.hrtime.bigint();
+      agent.sendSignal(id, 0, { signum: 200, src: 7, dest: 0, arg: 1, epoch: 0 });
+      const seenAt = await k.waitEv('seen-at-ready');
+      const waitedMs = Number(process.hrtime.bigint() - t0) / 1e6;
+      expect(seenAt).toMatchObject({ ok: true, delivered: 0 });
+      expect(seen).toBe(2);
+      // Raised by the worker from the replay, after the held-back attach: not by a delivery.
+      expect(waitedMs).toBeGreaterThanOrEqual(ATTACH_DELAY_MS / 2);
+      // Then delivered once, not twice (the replay's copy of what the main thread took is skipped).
+      await cmd(k, { op: 'on', signums: [201] }, 'ok');
+      agent.sendSignal(id, 0, { signum: 201, src: 7, dest: 0, arg: 2, epoch: 0 });
+      await k.waitLine((e) => e.ev === 'sig' && e.signum === 201, 'the next signal');
+      expect(k.lines.filter((e) => e.ev === 'sig' && e.signum === 200)).toHaveLength(1);
+      expect(agent.logs.some((e) => e.type === 'app.attached' && e.task === id)).toBe(true);
+    } finally {
+      for (const x of sockets) x.destroy();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -1,14 +1,17 @@
-// The messages between the link's main thread and its worker (both our own code, in one
-// process: structured clones, not a wire format). The worker owns the agent socket; the main
-// thread owns every decision.
+// The messages between the link's main thread and its socket pumps (worker.cjs; both our own
+// code, in one process: structured clones, not a wire format). A pump owns an agent socket: the
+// main thread runs one for the first connection and the worker thread one for the second (the
+// handover, PROTOCOL §9.4.1); the main thread owns every decision.
 import type { AgentToProc } from '../../core/wire/app-wire.ts';
 import type { SharedFlagBuffers } from './flags.ts';
 import type { MessagePort } from 'node:worker_threads';
 
 export type WorkerData = {
   readonly socketPath: string;
-  /** The hello frame, encoded: the worker writes it first. */
+  /** The first frame, encoded: hello (the main thread's pump) or attach (the worker's). */
   readonly helloFrame: Uint8Array;
+  /** The pump runs on the main thread: its socket, port and timers keep nothing alive. */
+  readonly unrefHandles: boolean;
   readonly maxFrameBytes: number;
   /** Dials in all while the agent closes the connection before saying anything, the delay
    *  before the second, and the cap the delay doubles up to (limits.ts). */
@@ -18,6 +21,9 @@ export type WorkerData = {
   readonly flags: SharedFlagBuffers;
   readonly port: MessagePort;
 };
+
+/** run() of worker.cjs, for the main thread's pump. */
+export type RunPump = (workerData: WorkerData, port: MessagePort) => void;
 
 /** The worker's first message (worker.cjs waits for it: it may start before init, prestart.ts). */
 export type WorkerStart = { readonly type: 'start'; readonly workerData: WorkerData };
@@ -30,7 +36,9 @@ export type MainToWorker =
   /** Drop the socket at once. */
   | { readonly type: 'close' }
   /** A DGRP tester's port (worker.cjs): it gets every view and may send frames. */
-  | { readonly type: 'attach'; readonly port: MessagePort };
+  | { readonly type: 'attach'; readonly port: MessagePort }
+  /** The handover: end this (the first) connection; nothing is finalized. */
+  | { readonly type: 'release' };
 
 /** What the worker posts: a frame body, undecoded, or the socket's end. */
 export type RawWorkerToMain =
@@ -43,7 +51,8 @@ export type LostCode = 'AGENT_CLOSED' | 'SOCKET_ERROR' | 'WIRE';
 
 /** What the link sees: frames decoded and checked by the connection (connection.ts). */
 export type WorkerToMain =
-  | { readonly type: 'agent'; readonly msg: AgentToProc }
+  /** The handover's own frame (attached) never reaches the link. */
+  | { readonly type: 'agent'; readonly msg: Exclude<AgentToProc, { type: 'attached' }> }
   | { readonly type: 'lost'; readonly code: LostCode; readonly detail: string }
   /** After finalize: the socket closed. */
   | { readonly type: 'closed' };

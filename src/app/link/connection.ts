@@ -1,10 +1,29 @@
-// The main thread's handle on the link worker (worker.cjs), which owns the agent socket: start
-// it, exchange messages with it, pull what it relayed synchronously (for exitCs), decide
-// whether it keeps the process alive, and stop it. No protocol decisions: link.ts makes those.
+// The main thread's handle on the link's connections to the agent: open them, exchange messages
+// with their socket pumps (worker.cjs), pull what they relayed synchronously (for exitCs), decide
+// whether they keep the process alive, and stop them. No protocol decisions: link.ts makes those.
+//
+// The handover (PROTOCOL §9.4.1). A worker thread is a whole Node environment and boots in ~25
+// ms of CPU (docs/PERFORMANCE.md §5), too long to sit on a spawned process's path. So the first
+// connection's pump runs on the main thread and says hello at once, and Link.init() resolves on
+// the mapping it brings. When the welcome comes the worker (started as trine/app loaded,
+// prestart.ts) gets its start message and dials a second connection with `attach`. The agent
+// then writes nothing more on the first and answers on the second with `attached {replayed}`
+// and, again, the frames it had sent on the first since the welcome. The main thread switches
+// when it reads `attached`, which the worker relays even while the main thread is busy (exitCs
+// pulls it): of the replayed frames it skips as many as it had already taken from the first
+// connection (the same frames, in the same order) and takes the rest, and it ends the first
+// connection. From then on the worker raises the shared flags on arrival however busy the main
+// thread is (spec §5.2). Before, a signal is read only when the main thread yields, or once the
+// worker has attached and has it again in the replay: a wait no longer than the worker's boot.
+// Requests go on the first connection until the switch, then by the worker; the agent reads
+// the second only once the first has ended, so their order is kept. A finalize asked for while
+// the attach is under way waits for the switch. A refused attach or a failed worker loses the
+// link, as a lost first connection does.
+import { createRequire } from 'node:module';
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
 import { unpack } from '../../core/wire/frame.ts';
-import { agentToProc, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type ProcToAgent } from '../../core/wire/app-wire.ts';
-import type { MainToWorker, RawWorkerToMain, WorkerData, WorkerStart, WorkerToMain } from './channel.ts';
+import { agentToProc, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent } from '../../core/wire/app-wire.ts';
+import type { MainToWorker, RawWorkerToMain, RunPump, WorkerData, WorkerStart, WorkerToMain } from './channel.ts';
 import type { LinkEnv } from './env.ts';
 import type { SharedFlagBuffers } from './flags.ts';
 import { APP_CONNECT_ATTEMPTS, APP_CONNECT_RETRY_MAX_MS, APP_CONNECT_RETRY_MS } from './limits.ts';
@@ -16,40 +35,72 @@ export type ConnectionEvents = {
   readonly onWorkerError: (e: Error) => void;
 };
 
+type Handle = (m: WorkerToMain) => void;
+
+/** first: on the main thread's connection; attaching: the worker dials its own; moved: the
+ *  worker's connection carries everything. */
+type Phase = 'first' | 'attaching' | 'moved';
+
+let pumpRun: RunPump | null = null;
+/** worker.cjs's run(), loaded beside this module (dist/app/ or src/app/link/). */
+function runPump(): RunPump {
+  pumpRun ??= (createRequire(import.meta.url)('./worker.cjs') as { run: RunPump }).run;
+  return pumpRun;
+}
+
 export class AgentConnection {
-  private port: MessagePort | null;
+  /** The main thread's end of the first connection's pump; null once moved or closed. */
+  private first: MessagePort | null;
+  /** …once moved, until its pump reports the released socket gone. */
+  private retired: MessagePort | null = null;
+  /** The main thread's end of the worker's pump (messages queue until the worker starts). */
+  private second: MessagePort | null;
   private worker: Worker | null;
+  private phase: Phase = 'first';
+  /** Frames taken from the first connection since the welcome (the replay repeats them). */
+  private taken = 0;
+  /** Replayed frames still to skip after the switch. */
+  private skip = 0;
+  private finalizing = false;
+  /** finalize() during the attach: sent once moved. */
+  private finalizePending = false;
   private refd = true;
   /** A bad frame arrived: nothing after it is delivered. */
   private broken = false;
 
-  private constructor(port: MessagePort, worker: Worker) {
-    this.port = port;
+  private constructor(
+    first: MessagePort, second: MessagePort, worker: Worker,
+    private readonly secondData: Omit<WorkerData, 'port'>, private readonly secondPort: MessagePort,
+  ) {
+    this.first = first;
+    this.second = second;
     this.worker = worker;
   }
 
   static open(env: LinkEnv, endpoint: string, flags: SharedFlagBuffers, events: ConnectionEvents): AgentConnection {
-    const { port1, port2 } = new MessageChannel();
-    const workerData: WorkerData = {
+    const common = {
       // `@name`: the agent's abstract socket (src/daemon/app-socket.ts); node:net wants the NUL.
       socketPath: env.socketPath.startsWith('@') ? `\0${env.socketPath.slice(1)}` : env.socketPath,
-      helloFrame: encodeAppFrame(procToAgent, { type: 'hello', task: env.task, vpid: env.vpid, token: env.token, endpoint }),
       maxFrameBytes: MAX_APP_FRAME_BYTES,
       connectAttempts: APP_CONNECT_ATTEMPTS,
       connectRetryMs: APP_CONNECT_RETRY_MS,
       connectRetryMaxMs: APP_CONNECT_RETRY_MAX_MS,
       flags,
-      port: port2,
     };
-    let conn: AgentConnection | null = null;
-    port1.on('message', (m: RawWorkerToMain) => conn?.deliver(m, events.onMessage));
-    // Plain JavaScript (worker.cjs), usually started while trine/app loaded (prestart.ts); it
-    // dials once it has this start message. It never keeps the process alive by itself; the
-    // port does, when asked (keepAlive).
+    const a = new MessageChannel();
+    const b = new MessageChannel();
+    // Usually started while trine/app loaded (prestart.ts), else now, so that it boots while the
+    // first connection says hello. It never keeps the process alive by itself.
     const worker = takeLinkWorker() ?? startLinkWorker();
     worker.on('error', (e) => events.onWorkerError(e));
-    worker.postMessage({ type: 'start', workerData } satisfies WorkerStart, [port2]);
-    conn = new AgentConnection(port1, worker);
+    const secondData = {
+      ...common, unrefHandles: false, helloFrame: encodeAppFrame(procToAgent, { type: 'attach', task: env.task, vpid: env.vpid, token: env.token }),
+    };
+    const conn = new AgentConnection(a.port1, b.port1, worker, secondData, b.port2);
+    a.port1.on('message', (m: RawWorkerToMain) => conn.fromFirst(m, events.onMessage));
+    b.port1.on('message', (m: RawWorkerToMain) => conn.fromSecond(m, events.onMessage));
+    const hello = encodeAppFrame(procToAgent, { type: 'hello', task: env.task, vpid: env.vpid, token: env.token, endpoint });
+    runPump()({ ...common, unrefHandles: true, helloFrame: hello, port: a.port2 }, a.port2);
     return conn;
   }
 
@@ -59,64 +110,153 @@ export class AgentConnection {
 
   /** Give a DGRP tester thread its own port to the worker (worker.cjs `attach`). */
   attach(port: MessagePort): void {
-    this.port?.postMessage({ type: 'attach', port } satisfies MainToWorker, [port]);
+    this.second?.postMessage({ type: 'attach', port } satisfies MainToWorker, [port]);
   }
 
-  /** Ask the worker to send finalize and end the socket; a 'closed' message follows. */
+  /** Say finalize and end the socket; a 'closed' message follows. */
   finalize(): void {
-    this.post({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
+    this.finalizing = true;
+    if (this.phase === 'attaching') this.finalizePending = true;
+    else this.post({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
   }
 
-  /** Decode and check what the worker relayed (it only cut the stream into frames): a body
-   *  that is not a valid agent message breaks the channel, as a bad frame on a stream would. */
-  private deliver(m: RawWorkerToMain, handle: (m: WorkerToMain) => void): void {
-    if (this.broken) return;
+  /** What the first connection's pump relayed. */
+  private fromFirst(m: RawWorkerToMain, handle: Handle): void {
+    if (this.phase === 'moved') {
+      // Released: what it still relays is in the replay; its end is not the link's.
+      if (m.type !== 'frame') this.closeRetired();
+      return;
+    }
+    const msg = this.decode(m, handle);
+    if (msg === null) return;
+    if (msg.type === 'attached') return this.protocolError('attached on the first connection', handle);
+    if (this.phase === 'attaching') this.taken++;
+    else if (msg.type === 'welcome' && !this.finalizing) this.startAttach();
+    handle({ type: 'agent', msg });
+  }
+
+  /** What the worker's pump relayed: `attached` first, then the replay, then the rest. */
+  private fromSecond(m: RawWorkerToMain, handle: Handle): void {
+    if (this.phase === 'moved' || m.type === 'frame') {
+      const msg = this.decode(m, handle);
+      if (msg === null) return;
+      if (this.phase !== 'moved') {
+        if (msg.type === 'attached') return this.onAttached(msg.replayed, handle);
+        const why = msg.type === 'refused' ? `the agent refused the worker's connection: ${msg.reason}` : `${msg.type} before attached`;
+        return this.protocolError(why, handle);
+      }
+      if (msg.type === 'attached') return this.protocolError('a second attached', handle);
+      if (this.skip > 0) {
+        this.skip--;
+        return;
+      }
+      return handle({ type: 'agent', msg });
+    }
+    // The worker's connection ended before it was attached.
+    handle(m.type === 'lost' ? { ...m, detail: `the worker's connection: ${m.detail}` } : { type: 'lost', code: 'AGENT_CLOSED', detail: "the worker's connection closed" });
+  }
+
+  private startAttach(): void {
+    this.phase = 'attaching';
+    this.worker?.postMessage({ type: 'start', workerData: { ...this.secondData, port: this.secondPort } } satisfies WorkerStart, [this.secondPort]);
+  }
+
+  /** The switch: the first `taken` of the `replayed` frames were taken from the first connection
+   *  already; the first connection ends; a finalize that waited goes now. */
+  private onAttached(replayed: number, handle: Handle): void {
+    if (this.taken > replayed) return this.protocolError(`${replayed} frames replayed, ${this.taken} taken already`, handle);
+    this.phase = 'moved';
+    this.skip = this.taken;
+    this.retired = this.first;
+    this.first = null;
+    this.retired?.postMessage({ type: 'release' } satisfies MainToWorker);
+    this.retired?.unref();
+    this.applyRef();
+    if (this.finalizePending) {
+      this.finalizePending = false;
+      this.post({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
+    }
+  }
+
+  /** Decode and check a relayed frame (the pumps only cut the stream into frames): a body that
+   *  is not a valid agent message breaks the link, as a bad frame on a stream would. Non-frames
+   *  (lost, closed) go to `handle` as they are; null: nothing more to do with `m`. */
+  private decode(m: RawWorkerToMain, handle: Handle): AgentToProc | null {
+    if (this.broken) return null;
     if (m.type !== 'frame') {
       handle(m);
-      return;
+      return null;
     }
+    const msg = this.decodeQuiet(m);
+    if (msg !== null) return msg;
     const tree = unpack(m.body);
-    const msg = tree.ok ? agentToProc.dec(tree.value, 'app') : tree;
-    if (msg.ok) {
-      handle({ type: 'agent', msg: msg.value });
-      return;
-    }
-    this.broken = true;
-    this.post({ type: 'close' });
-    handle({ type: 'lost', code: 'WIRE', detail: `${msg.code}: ${msg.detail}` });
+    const r = tree.ok ? agentToProc.dec(tree.value, 'app') : tree;
+    this.protocolError(r.ok ? 'undecodable frame' : `${r.code}: ${r.detail}`, handle);
+    return null;
   }
 
-  /** Hand every message the worker already relayed to `handle`, synchronously. */
-  pull(handle: (m: WorkerToMain) => void): void {
+  private decodeQuiet(m: RawWorkerToMain): AgentToProc | null {
+    if (m.type !== 'frame') return null;
+    const tree = unpack(m.body);
+    const msg = tree.ok ? agentToProc.dec(tree.value, 'app') : tree;
+    return msg.ok ? msg.value : null;
+  }
+
+  private protocolError(detail: string, handle: Handle): void {
+    this.broken = true;
+    this.close();
+    handle({ type: 'lost', code: 'WIRE', detail });
+  }
+
+  /** Hand every message the pumps already relayed to `handle`, synchronously, in order. */
+  pull(handle: Handle): void {
     for (;;) {
-      const port = this.port;
-      if (port === null) return;
-      const r = receiveMessageOnPort(port);
-      if (r === undefined) return;
-      this.deliver(r.message as RawWorkerToMain, handle);
+      const a = this.first === null ? undefined : receiveMessageOnPort(this.first);
+      if (a !== undefined) {
+        this.fromFirst(a.message as RawWorkerToMain, handle);
+        continue;
+      }
+      const b = this.second === null ? undefined : receiveMessageOnPort(this.second);
+      if (b === undefined) return;
+      this.fromSecond(b.message as RawWorkerToMain, handle);
     }
   }
 
   /** Whether the link keeps the process alive (something awaits the agent). */
   keepAlive(need: boolean): void {
-    const port = this.port;
-    if (port === null || need === this.refd) return;
+    if (need === this.refd) return;
     this.refd = need;
-    if (need) port.ref();
-    else port.unref();
+    this.applyRef();
   }
 
-  /** Drop the socket and stop the worker. Idempotent. */
+  private applyRef(): void {
+    for (const port of [this.first, this.second]) {
+      if (port === null) continue;
+      if (this.refd) port.ref();
+      else port.unref();
+    }
+  }
+
+  private closeRetired(): void {
+    this.retired?.close();
+    this.retired = null;
+  }
+
+  /** Drop the sockets and stop the worker. Idempotent. */
   close(): void {
-    this.post({ type: 'close' });
-    this.port?.close();
-    this.port = null;
+    for (const port of [this.first, this.second, this.retired]) {
+      port?.postMessage({ type: 'close' } satisfies MainToWorker);
+      port?.close();
+    }
+    this.first = null;
+    this.second = null;
+    this.retired = null;
     const worker = this.worker;
     this.worker = null;
     if (worker !== null) void worker.terminate();
   }
 
   private post(m: MainToWorker): void {
-    this.port?.postMessage(m);
+    (this.phase === 'moved' ? this.second : this.first)?.postMessage(m);
   }
 }

@@ -1,5 +1,9 @@
-// The link's worker thread: it owns the Unix socket to the agent (spec §7: the source's two
-// named pipes and SIGINT). Plain JavaScript, so a worker starts in tens of milliseconds instead
+// The link's socket pump, and the worker thread that runs it: it owns a Unix socket to the agent
+// (spec §7: the source's two named pipes and SIGINT). The same code runs twice per process
+// (the handover, PROTOCOL §9.4.1): first on the main thread (run(), called by connection.ts),
+// which says hello at once, and then in the worker thread, which dials again with `attach` and
+// carries everything from the agent's `attached` on. So a spawned process is connected without
+// waiting ~30 ms of CPU for a worker to boot. Plain JavaScript, so a worker starts in tens of milliseconds instead
 // of registering a TypeScript loader first (docs/PERFORMANCE.md §5: ~250 ms per init and per
 // spawned process). It does only what must happen off the main thread:
 //   - write the frames the main thread encoded (hello, signals, finalize);
@@ -19,17 +23,22 @@
 // every `dgrp` view is copied to it (the last one at once, as it may predate the port), and it
 // sends its reports through here, so neither waits for a busy main thread (PROTOCOL §12.2).
 // The worker may be started before anyone knows what it will connect to (prestart.ts): it waits
-// for its start message, { type: 'start', workerData }, and only then dials. CommonJS, because a
+// for its start message, { type: 'start', workerData }, and only then dials. On the main thread
+// (workerData.unrefHandles) the pump's socket, port and timers do not keep the process alive:
+// the main thread's end of the port does that, when the link asks (connection.ts keepAlive).
+// CommonJS, because a
 // worker thread boots in ~31 ms of CPU from a CommonJS file against ~39 from an ES module
 // (docs/PERFORMANCE.md §5), and this boot sits on a spawned process's path.
 'use strict';
 const { connect } = require('node:net');
 const { parentPort } = require('node:worker_threads');
 
-parentPort.once('message', (m) => run(m.workerData));
+// Started as a worker thread: wait for the start message. Imported (the main thread): only run().
+if (require.main === module && parentPort !== null) parentPort.once('message', (m) => run(m.workerData, m.workerData.port));
+module.exports = { run };
 
-function run(workerData) {
-  const { port, socketPath, helloFrame, maxFrameBytes, connectAttempts, connectRetryMs, connectRetryMaxMs } = workerData;
+function run(workerData, port) {
+  const { socketPath, helloFrame, maxFrameBytes, connectAttempts, connectRetryMs, connectRetryMaxMs, unrefHandles } = workerData;
   const words = new Int32Array(workerData.flags.words);
   const rules = new Uint8Array(workerData.flags.rules);
   /** The current socket; null while waiting to dial again. */
@@ -106,6 +115,7 @@ function run(workerData) {
     lost = null;
     buf = Buffer.alloc(0);
     const s = connect(socketPath);
+    if (unrefHandles) s.unref();
     socket = s;
     s.on('connect', () => s.write(helloFrame));
     s.on('data', (chunk) => onData(s, chunk));
@@ -117,6 +127,7 @@ function run(workerData) {
       if (!heard && !finalizing && !closing && attempts < connectAttempts) {
         socket = null;
         retryTimer = setTimeout(dial, Math.min(connectRetryMs * 2 ** (attempts - 1), connectRetryMaxMs));
+        if (unrefHandles) retryTimer.unref();
         return;
       }
       finish();
@@ -164,6 +175,12 @@ function run(workerData) {
       case 'attach':
         attach(m.port);
         return;
+      case 'release':
+        // The handover: this (the main thread's) connection ends; the worker's carries on.
+        closing = true;
+        if (socket !== null && !socket.destroyed) socket.end();
+        else stopRetrying();
+        return;
       case 'close':
         tester?.close();
         closing = true;
@@ -173,4 +190,5 @@ function run(workerData) {
         return;
     }
   });
+  if (unrefHandles) port.unref();
 }

@@ -13,6 +13,14 @@
 // command line, which other users' processes can read in /proc; `mapping` (spec §7 item 2) comes
 // once every member of the task has connected, or at once for a process spawned into a running
 // task (`recovered`); then `signal`s in the order the manager sent them.
+//
+// The handover (PROTOCOL §9.4.1): the library's main thread dials and says hello itself, so a
+// spawned process is connected without waiting for its worker thread to boot (~30 ms of CPU);
+// the worker then dials a second connection and sends `attach` (the same task, VPID and token).
+// The agent stops writing to the first connection and answers on the second with `attached
+// {replayed}`, followed by the `replayed` frames it had sent on the first since the welcome,
+// then everything after. The first connection's requests are still executed until the process
+// ends it; the second's are read only once it has ended, so both directions keep their order.
 import { MAX_ID_CHARS, MAX_TASK_PROCS, MAX_TEXT_CHARS, TASK_KEY_BYTES } from '../constants.ts';
 import { err, ok, type Result } from '../../base/result.ts';
 import { pack, unpack } from './frame.ts';
@@ -70,7 +78,9 @@ export type ProcToAgent =
   /** The process reached the barrier that ends computing round `round` (§12.4). */
   | { type: 'dgrp.arrive'; round: number }
   /** The process has done `permille` ‰ of its work (PROTOCOL §13.2); the library throttles it. */
-  | { type: 'progress'; permille: number };
+  | { type: 'progress'; permille: number }
+  /** The worker thread's second connection (the handover above): after hello, never first. */
+  | { type: 'attach'; task: string; vpid: number; token: string };
 
 export type AgentToProc =
   | { type: 'welcome'; taskKey: Uint8Array }
@@ -80,7 +90,10 @@ export type AgentToProc =
    *  the new process's VPID and node address), else empty. */
   | { type: 'signal'; signum: number; src: number; dest: number; arg: number; epoch: number; node: string; data: string }
   /** A DGRP task's view (PROTOCOL §12.4). */
-  | ({ type: 'dgrp' } & DgrpView);
+  | ({ type: 'dgrp' } & DgrpView)
+  /** The handover: the first frame on the second connection; the next `replayed` frames are
+   *  those sent on the first since its welcome, again. */
+  | { type: 'attached'; replayed: number };
 
 export const procToAgent: Schema<ProcToAgent> = union<ProcToAgent>({
   hello: { code: 1, order: ['task', 'vpid', 'token', 'endpoint'], fields: { task: taskId, vpid: uint, token: secret, endpoint: endpointText } },
@@ -90,6 +103,7 @@ export const procToAgent: Schema<ProcToAgent> = union<ProcToAgent>({
   'dgrp.report': { code: 5, order: DGRP_REPORT_ORDER, fields: dgrpReportFields },
   'dgrp.arrive': { code: 6, order: ['round'], fields: { round: uint } },
   progress: { code: 7, order: ['permille'], fields: { permille: uint } },
+  attach: { code: 8, order: ['task', 'vpid', 'token'], fields: { task: taskId, vpid: uint, token: secret } },
 });
 
 export const agentToProc: Schema<AgentToProc> = union<AgentToProc>({
@@ -102,6 +116,7 @@ export const agentToProc: Schema<AgentToProc> = union<AgentToProc>({
     fields: { signum: u32, src: u32, dest: u32, arg: int32, epoch: uint, node: text(MAX_ID_CHARS), data: endpointText },
   },
   dgrp: { code: 5, order: DGRP_VIEW_ORDER, fields: dgrpViewFields },
+  attached: { code: 6, order: ['replayed'], fields: { replayed: uint } },
 });
 
 /** One frame: length prefix and canonical body. */
