@@ -1,7 +1,8 @@
 // Builds the installable `trine/app` into dist/ (`npm run build:lib`; `npm pack` runs it as its
 // prepack step). Plain JavaScript so that it runs before anything is compiled.
 //   - dist/app/index.js: src/app/index.ts and everything it imports from src/core and src/base,
-//     bundled by esbuild into one ES module (packages stay imports: npm installs them). One file
+//     bundled by esbuild into one ES module, msgpackr's two parts included (no package resolution
+//     at load: ~4 ms of CPU, bench/lib-load.ts). One file
 //     loads in ~30 ms of CPU where ~70 modules under the tsx loader took ~220 ms
 //     (docs/PERFORMANCE.md §5, SPAWN with the compiled library).
 //   - dist/app/tester-worker.js: the DGRP tester thread, bundled on its own (a chunk shared with
@@ -68,7 +69,9 @@ async function build() {
     platform: 'node',
     format: 'esm',
     target: 'node20',
-    packages: 'external',
+    // msgpackr's two parts are bundled as well: resolving and loading them as packages at every
+    // start cost ~4 ms of CPU of the ~27 (bench/lib-load.ts). They are the only packages the
+    // library imports.
     plugins: [msgpackrParts],
     logLevel: 'warning',
   });
