@@ -17,11 +17,22 @@ const BUILD_TIMEOUT_MS = 60_000;
 const CHILD_TIMEOUT_MS = 30_000;
 
 /** What each child reports: the loader's account of the cache, the entry's names, a DGRP test
- *  answered and checked (library code run after the load), and Link.init()'s error with a socket
- *  that does not exist: "cannot reach the agent" comes from the link's worker thread, which is
- *  started from worker.cjs beside the entry, so the body's import.meta.url found it. */
+ *  answered and checked (library code run after the load), and the two threads the library
+ *  starts from files beside the entry, named from the body's import.meta.url: Link.init()'s
+ *  error with a socket that does not exist ("cannot reach the agent" comes from the link's worker
+ *  thread, worker.cjs), and the DGRP tester thread (tester-boot.mjs), opened for a stand-in link.
+ *  A file, not \`node -e\`: the tester thread inherits the process's flags, --input-type too. */
 const CHILD = `
-const m = await import(process.argv[1]);
+const m = await import(process.argv[2]);
+const standIn = { attachTester() {}, taskKey: new Uint8Array(32), onDgrpView() {} };
+let tester = '';
+try {
+  const g = await m.DgrpGroup.open({ link: standIn, self: 0, options: {}, host: '127.0.0.1', port: 0,
+    rankOf: () => 0, commOf: null, discardComm() {}, testModule: null });
+  tester = 'started view ' + g.current.view;
+} catch (e) {
+  tester = 'failed ' + e.message;
+}
 const challenge = m.PRIMES_TEST.challenge(() => 123456);
 const primesOk = m.PRIMES_TEST.check(challenge, m.PRIMES_TEST.answer(challenge));
 let link = '';
@@ -31,10 +42,11 @@ try {
   link = (e instanceof m.LinkError ? 'LinkError ' : 'other ') + e.code + ' ' + e.message;
 }
 const load = globalThis[Symbol.for('trine.app.load')];
-process.stdout.write(JSON.stringify({ cache: load?.cache ?? null, names: Object.keys(m).sort(), primesOk, link }));
+process.stdout.write(JSON.stringify({ cache: load?.cache ?? null, names: Object.keys(m).sort(), primesOk, link, tester }));
+process.exit(0);
 `;
 
-type Report = { cache: string | null; names: string[]; primesOk: boolean; link: string };
+type Report = { cache: string | null; names: string[]; primesOk: boolean; link: string; tester: string };
 
 let root = '';
 let built = '';
@@ -52,7 +64,7 @@ function node(args: string[], env: NodeJS.ProcessEnv = {}): Promise<string> {
 async function load(dir: string, flags: string[] = []): Promise<Report> {
   const sock = join(root, 'no-agent.sock');
   const env = { TRINE_AGENT_SOCKET: sock, TRINE_TASK: 't1', TRINE_VPID: '0', TRINE_TOKEN: '0123456789abcdef0123456789abcdef' };
-  const out = await node([...flags, '--input-type=module', '-e', CHILD, pathToFileURL(join(dir, 'index.js')).href], env);
+  const out = await node([...flags, join(root, 'child.mjs'), pathToFileURL(join(dir, 'index.js')).href], env);
   return JSON.parse(out) as Report;
 }
 
@@ -90,6 +102,7 @@ const listing = (dir: string): string[] => readdirSync(dir).map((f) => `${f} ${s
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'trine-lib-load-'));
   built = join(root, 'app');
+  writeFileSync(join(root, 'child.mjs'), CHILD);
   const names = node(['--import', 'tsx', '--input-type=module', '-e',
     `const m = await import(${JSON.stringify(pathToFileURL(join(REPO, 'src/app/index.ts')).href)}); process.stdout.write(JSON.stringify(Object.keys(m).sort()));`]);
   await node([join(REPO, 'tools', 'build-lib.mjs'), '--app', built]);
@@ -111,6 +124,7 @@ function expectWorking(r: Report): void {
   expect(r.names).toEqual(sourceNames);
   expect(r.primesOk).toBe(true);
   expect(r.link).toMatch(/^LinkError LINK_LOST cannot reach the agent at .*no-agent\.sock/);
+  expect(r.tester).toBe('started view 0');
 }
 
 describe('the compiled library loader', () => {
