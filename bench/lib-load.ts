@@ -95,12 +95,13 @@ const loadAfter = loadavg();
 console.log(`node ${process.version}, ${samples} processes per variant, interleaved; load average ` +
   `${loadBefore.map(fmt).join(' ')} before, ${loadAfter.map(fmt).join(' ')} after`);
 console.log('ms of `await import(entry)` in a fresh node');
-console.log('variant'.padEnd(12) + 'CPU p50   p90   wall p50   p90   exports');
+const width = Math.max(12, ...variants.map((v) => v.name.length + 2));
+console.log('variant'.padEnd(width) + 'CPU p50   p90   wall p50   p90   exports');
 for (const v of variants) {
   const cpu = v.samples.map((s) => s.cpuMs);
   const wall = v.samples.map((s) => s.wallMs);
   const exportCounts = [...new Set(v.samples.map((s) => s.exports))].join('/');
-  console.log(v.name.padEnd(12) +
+  console.log(v.name.padEnd(width) +
     `${fmt(quantile(cpu, 0.5)).padStart(7)} ${fmt(quantile(cpu, 0.9)).padStart(5)}   ${fmt(quantile(wall, 0.5)).padStart(7)} ${fmt(quantile(wall, 0.9)).padStart(5)}` +
     `   ${exportCounts}`);
 }
