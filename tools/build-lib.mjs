@@ -14,8 +14,9 @@
 //     read-only), uses the cache only if its SHA-256 with the body's is the build's (V8 does not
 //     check a cache's payload, and a damaged one can crash the process), runs the body with its
 //     own import.meta.url, and re-exports the body's names, listed here at build time.
-//     Measured with bench/lib-load.ts (a fresh node importing it, p50 CPU, quiet machine): 27 ms
-//     as one ES module with msgpackr external, 22 with msgpackr bundled, 16 with the cache.
+//     Measured with bench/lib-load.ts (a fresh node importing it, p50 CPU, load ~2): ~27 ms as
+//     one ES module with msgpackr external, ~22 with msgpackr bundled, ~15 now (~21 when the
+//     cache goes unused).
 //   - dist/app/tester-worker.js: the DGRP tester thread, bundled on its own as an ES module (a
 //     chunk shared with the library measured no faster to load), which tester-boot.mjs loads when
 //     it finds it beside itself; dist/app/worker.cjs and tester-boot.mjs are copied as they are
