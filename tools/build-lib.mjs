@@ -250,7 +250,7 @@ if (args.includes('--help') || args.includes('-h')) {
   console.log('usage: node tools/build-lib.mjs [--pack | --unpack | --app DIR]\n' +
     '  builds trine/app into dist/ (JavaScript + declarations); --pack/--unpack are npm pack\'s\n' +
     '  prepack/postpack steps (point package.json at dist/ while packing, then restore it);\n' +
-    '  --app DIR builds only dist/app\'s JavaScript, into DIR (the tests, bench/lib-load.ts).');
+    '  --app DIR builds only dist/app\'s JavaScript, into DIR (the tests; a build to compare).');
 } else if (arg === '--app' && args.length === 2) {
   mkdirSync(resolvePath(args[1]), { recursive: true });
   await buildApp(resolvePath(args[1]));
