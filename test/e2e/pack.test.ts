@@ -129,7 +129,7 @@ afterAll(async () => {
 describe('npm pack → npm install → plain node', () => {
   it('the tarball holds the compiled library, its declarations and the CLI, not the tests', async () => {
     const files = must(await run('tar', ['-tzf', tarball], root, 10_000), 'tar').stdout.split('\n');
-    for (const f of ['dist/app/index.js', 'dist/app/worker.cjs', 'dist/app/tester-boot.mjs', 'dist/app/tester-worker.js',
+    for (const f of ['dist/app/index.js', 'dist/app/library.js', 'dist/app/library.v8cache', 'dist/app/worker.cjs', 'dist/app/tester-boot.mjs', 'dist/app/tester-worker.js',
       'dist/types/src/app/index.d.ts', 'bin/trine.js', 'cli/main.ts', 'package.json', 'README.md']) {
       expect(files).toContain(`package/${f}`);
     }
@@ -157,6 +157,13 @@ describe('npm pack → npm install → plain node', () => {
       expect(err(v).join('\n')).not.toMatch(/\.ts\b|tsx/);
     }
   }, TASK_TIMEOUT_MS);
+
+  it('the installed library loads through the code cache the pack built (same node)', async () => {
+    // The application's own import of 'trine/app', resolved through its node_modules.
+    const probe = "await import('trine/app'); console.log(globalThis[Symbol.for('trine.app.load')].cache);";
+    const r = must(await run(process.execPath, ['--input-type=module', '-e', probe], appDir, 10_000), 'node -e import');
+    expect(r.stdout.trim()).toBe('used');
+  });
 
   it('tsc type-checks a TypeScript file against the installed declarations', async () => {
     const r = await (typeCheck as Promise<Run>);
