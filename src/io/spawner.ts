@@ -56,6 +56,7 @@ import { assert } from '../base/result.ts';
 import type { KillSignal, SpawnSpec, Spawner, SpawnerEvent } from '../core/ports.ts';
 import { isUserName } from './cluster-dir.ts';
 import { mkdirPrivate, openPrivate } from './private-files.ts';
+import { trace, tracing } from './trace.ts';
 
 /** Where a process's stdout and stderr go. */
 export function processLogPaths(logDir: string, taskId: string, vpid: number): { out: string; err: string } {
@@ -222,6 +223,7 @@ export class ChildProcessSpawner implements Spawner {
       const user = this.identity();
       if (user !== null) checkCwdFor(user, spec.cwd);
       fds = openLogs(spec);
+      if (tracing()) trace(`spawn.call ${spec.taskId}/${spec.vpid}`);
       child = spawn(spec.file, spec.args, {
         cwd: spec.cwd,
         env: childEnv(spec.env),
@@ -242,6 +244,7 @@ export class ChildProcessSpawner implements Spawner {
         closeSync(fds.errFd);
       }
     }
+    if (tracing()) trace(`spawn.done ${String(child.pid)}`);
     this.track(spec, child, on);
     return child.pid ?? null;
   }

@@ -22,8 +22,6 @@ export type WorkerData = {
   readonly port: MessagePort;
 };
 
-/** run() of worker.cjs, for the main thread's pump. */
-export type RunPump = (workerData: WorkerData, port: MessagePort) => void;
 
 /** The worker's first message (worker.cjs waits for it: it may start before init, prestart.ts). */
 export type WorkerStart = { readonly type: 'start'; readonly workerData: WorkerData };

@@ -19,15 +19,16 @@
 // the second only once the first has ended, so their order is kept. A finalize asked for while
 // the attach is under way waits for the switch. A refused attach or a failed worker loses the
 // link, as a lost first connection does.
-import { createRequire } from 'node:module';
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
 import { unpack } from '../../core/wire/frame.ts';
 import { agentToProc, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent } from '../../core/wire/app-wire.ts';
-import type { MainToWorker, RawWorkerToMain, RunPump, WorkerData, WorkerStart, WorkerToMain } from './channel.ts';
+import type { MainToWorker, RawWorkerToMain, WorkerData, WorkerStart, WorkerToMain } from './channel.ts';
 import type { LinkEnv } from './env.ts';
 import type { SharedFlagBuffers } from './flags.ts';
 import { APP_CONNECT_ATTEMPTS, APP_CONNECT_RETRY_MAX_MS, APP_CONNECT_RETRY_MS } from './limits.ts';
 import { startLinkWorker, takeLinkWorker } from './prestart.ts';
+// The same pump the worker thread runs; bundled into the library, so nothing is loaded at init.
+import { run as runPump } from './worker.cjs';
 
 export type ConnectionEvents = {
   readonly onMessage: (m: WorkerToMain) => void;
@@ -41,12 +42,6 @@ type Handle = (m: WorkerToMain) => void;
  *  worker's connection carries everything. */
 type Phase = 'first' | 'attaching' | 'moved';
 
-let pumpRun: RunPump | null = null;
-/** worker.cjs's run(), loaded beside this module (dist/app/ or src/app/link/). */
-function runPump(): RunPump {
-  pumpRun ??= (createRequire(import.meta.url)('./worker.cjs') as { run: RunPump }).run;
-  return pumpRun;
-}
 
 export class AgentConnection {
   /** The main thread's end of the first connection's pump; null once moved or closed. */
@@ -100,7 +95,7 @@ export class AgentConnection {
     a.port1.on('message', (m: RawWorkerToMain) => conn.fromFirst(m, events.onMessage));
     b.port1.on('message', (m: RawWorkerToMain) => conn.fromSecond(m, events.onMessage));
     const hello = encodeAppFrame(procToAgent, { type: 'hello', task: env.task, vpid: env.vpid, token: env.token, endpoint });
-    runPump()({ ...common, unrefHandles: true, helloFrame: hello, port: a.port2 }, a.port2);
+    runPump({ ...common, unrefHandles: true, helloFrame: hello, port: a.port2 }, a.port2);
     return conn;
   }
 
