@@ -6,9 +6,12 @@
 //     loader took ~220 ms (docs/PERFORMANCE.md §5, SPAWN with the compiled library).
 //   - dist/app/library.v8cache: V8's code cache for library.js. Node 20 has no compile cache for
 //     ES modules, so the library is compiled through vm.Script, whose `cachedData` skips the
-//     compile: made here by a child `node` that runs library.js's top level once (so the functions
-//     it calls are compiled too) and calls script.createCachedData(). It is only good for this
-//     node's V8 and flags; V8 rejects it elsewhere and the body is then compiled from source.
+//     compile: made here by a child `node` that runs library.js's top level once and then links
+//     as a spawned process does, against the real agent socket (tools/warmup-agent.ts: welcome,
+//     mapping, the worker's attach, a signal, finalize), so the functions a spawned process runs
+//     until its first signal are compiled too (~2 ms less from `Link.init()` to ready), and calls
+//     script.createCachedData(). It is only good for this node's V8 and flags; V8 rejects it
+//     elsewhere and the body is then compiled from source.
 //   - dist/app/index.js: the package's entry, a small generated ES module (loaderSource below):
 //     reads library.js and the cache (nothing is written at run time: the package may be
 //     read-only), uses the cache only if its SHA-256 with the body's is the build's (V8 does not
@@ -31,7 +34,8 @@
 // `--app DIR` builds only dist/app's JavaScript, into DIR (test/integration/lib-load.test.ts).
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join, resolve as resolvePath } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -74,18 +78,30 @@ const msgpackrParts = {
 const BODY_PARAMS = 'exports, require, module, __filename, __dirname, __trineImportMetaUrl';
 
 /** What the build's child `node` runs to make the code cache: compile the body exactly as the
- *  loader does, run its top level (so the functions it calls are compiled, and in the cache), then
- *  write V8's cache and print the body's export names. */
+ *  loader does, run its top level, then link as a spawned process does against the real agent
+ *  socket (tools/warmup-agent.ts: the mapping, the worker's attach, a signal, finalize), so the
+ *  functions both run are compiled and in the cache; then write V8's cache and print the body's
+ *  export names. A link that does not come up fails the build: the library is broken. */
 const MAKE_CACHE = `
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Script } from 'node:vm';
-const [entry, bodyPath, cachePath] = process.argv.slice(1);
+const [entry, bodyPath, cachePath, agentUrl] = process.argv.slice(1);
+const { startWarmupAgent, WARMUP_SIGNAL } = await import(agentUrl);
+const agent = await startWarmupAgent();
 const script = new Script(readFileSync(bodyPath, 'utf8'), { filename: bodyPath });
 const module = { exports: {} };
 script.runInThisContext().call(module.exports, module.exports, createRequire(bodyPath), module, bodyPath,
   fileURLToPath(new URL('.', entry)), entry);
+const { Link } = module.exports;
+const link = await Link.init({ env: agent.env, initTimeoutMs: 20000 });
+const got = new Promise((resolve) => link.on(WARMUP_SIGNAL, resolve));
+await agent.attached;
+agent.signal();
+await got;
+await link.finalize();
+await agent.close();
 writeFileSync(cachePath, script.createCachedData());
 process.stdout.write(JSON.stringify(Object.keys(module.exports)));
 `;
@@ -146,15 +162,30 @@ ${names.map((n) => `  ${n},`).join('\n')}
 /** Run MAKE_CACHE in a child node: this node (the cache is V8's, for its version) with no flags and
  *  no NODE_OPTIONS (V8 rejects a cache made under other flags), and no TRINE_* (the body's top
  *  level would start a link worker). Returns the body's export names. */
-function makeCache(entryUrl, bodyPath, cachePath) {
+async function makeCache(entryUrl, bodyPath, cachePath) {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('TRINE_') && k !== 'NODE_OPTIONS'));
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, ['--input-type=module', '-e', MAKE_CACHE, entryUrl, bodyPath, cachePath], { env }, (error, stdout, stderr) => {
-      if (error !== null) reject(new Error(`build-lib: making the code cache failed:\n${stderr}`));
-      else resolve(JSON.parse(stdout));
+  // The warm-up agent, bundled on its own into a temporary directory (never shipped).
+  const tmp = mkdtempSync(join(tmpdir(), 'trine-build-warmup-'));
+  try {
+    const agent = join(tmp, 'warmup-agent.mjs');
+    await createRequire(import.meta.url)('esbuild').build({
+      absWorkingDir: REPO, entryPoints: ['tools/warmup-agent.ts'], outfile: agent, bundle: true, platform: 'node', target: 'node20',
+      format: 'esm', logLevel: 'warning',
     });
-  });
+    return await new Promise((resolve, reject) => {
+      const args = ['--input-type=module', '-e', MAKE_CACHE, entryUrl, bodyPath, cachePath, pathToFileURL(agent).href];
+      execFile(process.execPath, args, { env, timeout: WARMUP_TIMEOUT_MS }, (error, stdout, stderr) => {
+        if (error !== null) reject(new Error(`build-lib: making the code cache failed (the warm-up link, exit ${String(error.code)}):\n${stderr}`));
+        else resolve(JSON.parse(stdout));
+      });
+    });
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
 }
+
+/** The warm-up link takes ~0.2 s; a loaded CI machine gets far more before the build fails. */
+const WARMUP_TIMEOUT_MS = 60_000;
 
 /** An export name the loader can re-export as `export const { name }`. */
 const EXPORT_NAME = /^[A-Za-z_$][\w$]*$/;
