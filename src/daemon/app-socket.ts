@@ -37,11 +37,12 @@
 // stops writing to the first connection and answers on the second with `attached {replayed}`
 // and the frames it had sent on the first since the welcome (kept for this, at most
 // MAX_REPLAY_BYTES), so the worker sees every one, whatever the main thread had read; from then
-// on send() writes to the second. The first connection's requests still arrive in order until
-// the process ends it; the second is paused until then, so the process's requests keep their
-// order across the switch. The process's connection, for onClosed and its crash semantics, is
-// the second one from the attach on; the first one's close is then only logged. Either one
-// closing abnormally ends the other.
+// on send() writes to the second. The library sends every request after the welcome through
+// its worker, so the second connection carries them all, in order. The process's connection,
+// for onClosed and its crash semantics, is the second one from the attach on: a finalize that
+// came on the first counts, the first one's end is only logged (an end this agent forced on it,
+// a malformed frame say, ends the second too: not an OS error, which the process's exit may
+// cause on a connection it never read to the end), and the second one's end closes the first.
 import { lstat, unlink, chmod } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { unreachable, type DropCode } from '../base/result.ts';
@@ -68,8 +69,9 @@ export const MAX_OUTGOING_QUEUE_BYTES = 4 * MAX_APP_FRAME_BYTES;
 /** Frames sent on a process's first connection since its welcome, kept for the handover's
  *  replay (PROTOCOL §9.4.1). The worker attaches tens of milliseconds after the hello, before
  *  more than the mapping and a few signals were sent; past this an attach is refused (the
- *  process then loses its link: a crash, not a silent gap). */
-export const MAX_REPLAY_BYTES = MAX_OUTGOING_QUEUE_BYTES;
+ *  process then loses its link: a crash, not a silent gap). Two of the largest frames, half the
+ *  outgoing queue: the replay and what follows it fit in the queue. */
+export const MAX_REPLAY_BYTES = 2 * MAX_APP_FRAME_BYTES;
 /** A refusal is written, then the socket ends; a peer that does not read it is cut off after. */
 export const REFUSAL_LINGER_MS = 500;
 /** Probing an existing socket file on listen: a live server answers on loopback at once. */
@@ -179,7 +181,7 @@ type Conn = {
   /** …and until then, the frames sent on it since the welcome, to replay; null: not keeping
    *  (before the welcome, after the attach, or past MAX_REPLAY_BYTES: 'overflow'). */
   sent: { frames: Uint8Array[]; bytes: number } | 'overflow' | null;
-  /** The handover, on the second connection while the first is open: its requests wait. */
+  /** The handover, on the second connection while the first is open. */
   predecessor: Conn | null;
 };
 
@@ -310,8 +312,7 @@ export class AppSocketServer {
   private onData(conn: Conn, chunk: Buffer): void {
     if (conn.closeReason !== null) return;
     conn.decoder.feed(chunk);
-    // A second connection's requests wait for the first to end (the handover, see the header).
-    while (conn.predecessor === null) {
+    for (;;) {
       const r = conn.decoder.next();
       if (!r.ok) {
         this.destroy(conn, r.code, r.detail);
@@ -361,7 +362,11 @@ export class AppSocketServer {
         if (!conn.finalized) this.opts.onProgress?.(task, vpid, msg.permille);
         return;
       case 'finalize':
-        if (conn.finalized) return;
+        // Once per process: the handover's two connections may both say it (PROTOCOL §9.4.1).
+        if (conn.finalized || conn.movedTo?.finalized === true || conn.predecessor?.finalized === true) {
+          conn.finalized = true;
+          return;
+        }
         conn.finalized = true;
         this.opts.log?.({ type: 'app.finalized', task, vpid });
         this.opts.onFinalized?.(task, vpid);
@@ -406,13 +411,11 @@ export class AppSocketServer {
     if (first.predecessor !== null || first.movedTo !== null) return this.refuse(conn, 'ATTACH_REFUSED', `process ${key} has already attached`);
     if (first.finalized) return this.refuse(conn, 'ATTACH_REFUSED', `process ${key} has finalized`);
     const sent = first.sent;
-    if (sent === null || sent === 'overflow') {
-      return this.refuse(conn, 'ATTACH_REFUSED', `more than ${MAX_REPLAY_BYTES} bytes were sent to process ${key} before its attach`);
-    }
+    if (sent === 'overflow') return this.refuse(conn, 'ATTACH_REFUSED', `more than ${MAX_REPLAY_BYTES} bytes were sent to process ${key} before its attach`);
+    if (sent === null) return this.refuse(conn, 'ATTACH_REFUSED', `process ${key} was not welcomed`);
     this.unidentified.delete(conn);
     conn.id = { task, vpid };
     conn.predecessor = first;
-    conn.socket.pause();
     first.movedTo = conn;
     first.sent = null;
     this.byKey.set(key, conn);
@@ -483,14 +486,13 @@ export class AppSocketServer {
     }
     const next = conn.movedTo;
     if (next !== null && next.predecessor === conn) {
-      // The handover's first connection ended: the second takes the process's requests now. A
-      // finalize sent on the first still counts; an abnormal end of the first ends the second.
+      // The handover's first connection ended: a finalize it carried still counts; an end this
+      // agent forced on it (not an OS error) ends the second too (see the header).
       next.predecessor = null;
       next.finalized ||= conn.finalized;
-      this.opts.log?.({ type: 'app.closed', task: id.task, vpid: id.vpid, code: reason.code, detail: `${reason.detail} (moved)`, clean: true });
-      if (conn.closeReason !== null && !conn.silent) return this.destroy(next, conn.closeReason.code, `the first connection: ${conn.closeReason.detail}`);
-      next.socket.resume();
-      this.onData(next, Buffer.alloc(0));
+      const forced = conn.closeReason !== null && conn.closeReason.code !== 'SOCKET_ERROR' && !conn.silent;
+      this.opts.log?.({ type: 'app.closed', task: id.task, vpid: id.vpid, code: reason.code, detail: `${reason.detail} (the first connection, moved)`, clean: !forced });
+      if (forced && conn.closeReason !== null) this.destroy(next, conn.closeReason.code, `the first connection: ${conn.closeReason.detail}`);
       return;
     }
     if (next !== null) return; // moved, and the second one already ended: it was reported then
@@ -498,8 +500,9 @@ export class AppSocketServer {
     const prev = conn.predecessor;
     conn.predecessor = null;
     if (prev !== null && prev.closeReason === null) this.destroy(prev, 'DISCONNECTED', 'its second connection ended');
-    this.opts.log?.({ type: 'app.closed', task: id.task, vpid: id.vpid, code: reason.code, detail: reason.detail, clean: conn.finalized });
-    if (!conn.silent) this.opts.onClosed?.(id.task, id.vpid, conn.finalized);
+    const clean = conn.finalized || (prev?.finalized ?? false);
+    this.opts.log?.({ type: 'app.closed', task: id.task, vpid: id.vpid, code: reason.code, detail: reason.detail, clean });
+    if (!conn.silent) this.opts.onClosed?.(id.task, id.vpid, clean);
   }
 }
 

@@ -141,11 +141,11 @@ describe('delivery', () => {
 });
 
 describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
-  it('a signal sent on the first connection while the main thread spins from init on raises the alert flag once the worker attaches (the replay)', async () => {
-    // Between the process and the agent: the second connection (the worker's attach) is held
-    // back ATTACH_DELAY_MS, so the mapping and the signal both go on the first connection,
-    // which the spinning main thread never reads.
-    const ATTACH_DELAY_MS = 300;
+  /** Between the process and the agent: the second connection (the worker's attach) is held back
+   *  ATTACH_DELAY_MS, so what the agent sends meanwhile goes on the first connection only, which a
+   *  spinning main thread does not read. */
+  const ATTACH_DELAY_MS = 300;
+  async function withSlowAttach(run: (proxyPath: string, connections: () => number) => Promise<void>): Promise<void> {
     const dir = mkdtempSync(join(tmpdir(), 'trine-handover-'));
     const proxyPath = join(dir, 'proxy.sock');
     const sockets: Socket[] = [];
@@ -164,28 +164,100 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
     });
     await new Promise<void>((resolve) => proxy.listen(proxyPath, resolve));
     try {
+      await run(proxyPath, () => seen);
+    } finally {
+      for (const x of sockets) x.destroy();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('a signal that came on the first connection while the main thread spins raises the alert flag once the worker attaches (the replay), and is delivered once', async () => {
+    await withSlowAttach(async (proxyPath, connections) => {
       const id = `t${nextTask++}`;
       const k = agent.spawnChild({ ...agent.envFor(id, 0), TRINE_AGENT_SOCKET: proxyPath, CHILD_SPIN_AT_READY: '200' });
       await agent.connected(id, 0);
       agent.sendMapping(id, 0, [0, 7]);
+      await k.waitEv('spinning');
       const t0 = process.hrtime.bigint();
       agent.sendSignal(id, 0, { signum: 200, src: 7, dest: 0, arg: 1, epoch: 0 });
       const seenAt = await k.waitEv('seen-at-ready');
       const waitedMs = Number(process.hrtime.bigint() - t0) / 1e6;
       expect(seenAt).toMatchObject({ ok: true, delivered: 0 });
-      expect(seen).toBe(2);
+      expect(connections()).toBe(2);
       // Raised by the worker from the replay, after the held-back attach: not by a delivery.
       expect(waitedMs).toBeGreaterThanOrEqual(ATTACH_DELAY_MS / 2);
-      // Then delivered once, not twice (the replay's copy of what the main thread took is skipped).
+      // Delivered once, not twice (the replay's copy of what the main thread took is skipped).
       await cmd(k, { op: 'on', signums: [201] }, 'ok');
       agent.sendSignal(id, 0, { signum: 201, src: 7, dest: 0, arg: 2, epoch: 0 });
       await k.waitLine((e) => e.ev === 'sig' && e.signum === 201, 'the next signal');
       expect(k.lines.filter((e) => e.ev === 'sig' && e.signum === 200)).toHaveLength(1);
       expect(agent.logs.some((e) => e.type === 'app.attached' && e.task === id)).toBe(true);
+    });
+  });
+
+  it('a signal the main thread took before the switch does not raise its flag again when the replay brings it to the worker', async () => {
+    await withSlowAttach(async (proxyPath) => {
+      const id = `t${nextTask++}`;
+      const k = agent.spawnChild({ ...agent.envFor(id, 0), TRINE_AGENT_SOCKET: proxyPath, CHILD_REPLAY_CHECK: '200' });
+      await agent.connected(id, 0);
+      agent.sendMapping(id, 0, [0, 7]);
+      await k.waitEv('armed');
+      // Taken by the main thread's pump (its rule raised the flag), handled, the flag cleared;
+      // the handler spins past the held-back attach, so the replay reaches the worker meanwhile.
+      agent.sendSignal(id, 0, { signum: 200, src: 7, dest: 0, arg: 1, epoch: 0 });
+      expect(await k.waitLine((e) => e.ev === 'after-spin' && e.arg === 1, 'the first spin')).toMatchObject({ raised: false });
+      expect(k.lines.find((e) => e.ev === 'sig' && e.arg === 1)).toMatchObject({ raised: true });
+      await waitUntil(() => agent.logs.some((e) => e.type === 'app.attached' && e.task === id), 'the attach');
+      // A new signal, by the worker: raised at arrival, delivered once.
+      agent.sendSignal(id, 0, { signum: 200, src: 7, dest: 0, arg: 2, epoch: 0 });
+      expect(await k.waitLine((e) => e.ev === 'sig' && e.arg === 2, 'the second signal')).toMatchObject({ raised: true });
+      await k.waitLine((e) => e.ev === 'after-spin' && e.arg === 2, 'the second spin');
+      expect(k.lines.filter((e) => e.ev === 'sig')).toHaveLength(2);
+    });
+  });
+
+  it('a request sent during the attach from a loop that never yields reaches the agent (the worker writes it, not the main thread)', async () => {
+    await withSlowAttach(async (proxyPath) => {
+      const id = `t${nextTask++}`;
+      const k = agent.spawnChild({ ...agent.envFor(id, 0), TRINE_AGENT_SOCKET: proxyPath });
+      await agent.connected(id, 0);
+      agent.sendMapping(id, 0, [0, 7]);
+      await k.waitEv('ready');
+      k.send({ op: 'signal-then-spin', signum: 102, dest: 7, arg: 5, spinMs: 3000 });
+      await k.waitEv('spin-begin');
+      await waitUntil(() => agent.signalsFrom(id, 0).some((e) => e.req.arg === 5), 'the request at the agent while the child spins', 2500);
+      expect(k.lines.some((e) => e.ev === 'spin-end')).toBe(false);
+    });
+  });
+
+  it('an attach the agent refuses loses the link with the reason; a finalize asked for meanwhile still ends the process cleanly', async () => {
+    // An agent that takes each token once (the hello) and sends the mapping with its welcome:
+    // the worker's attach that follows is refused.
+    const used = new Set<string>();
+    const once: FakeAgent = await FakeAgent.start({
+      authenticate: (task, vpid, token) => {
+        const key = `${task}/${vpid}`;
+        if (used.has(key)) return 'this token was used already';
+        used.add(key);
+        return once.tokens.get(key) === token ? null : 'bad token';
+      },
+      onConnected: (task, vpid, endpoint) => {
+        once.events.push({ type: 'connected', task, vpid, endpoint });
+        once.sendMapping(task, vpid, [vpid]);
+      },
+    });
+    try {
+      const k = once.spawnChild(once.envFor('t1', 0));
+      const lost = await k.waitLine((e) => e.ev === 'lost' || e.ev === 'init-error', 'the link lost');
+      expect(String(lost.message)).toMatch(/refused the worker's connection: this token was used already/);
+      const k2 = once.spawnChild({ ...once.envFor('t2', 0), CHILD_FINALIZE_AT_INIT: '1' });
+      expect(await k2.waitEv('finalized')).toMatchObject({ state: 'finalized' });
+      await waitUntil(() => once.events.find((e) => e.type === 'closed' && e.task === 't2'), 'the close');
+      expect(once.events.find((e) => e.type === 'closed' && e.task === 't2')).toMatchObject({ clean: true });
+      expect(once.events.filter((e) => e.type === 'finalized' && e.task === 't2')).toHaveLength(1);
     } finally {
-      for (const x of sockets) x.destroy();
-      await new Promise<void>((resolve) => proxy.close(() => resolve()));
-      rmSync(dir, { recursive: true, force: true });
+      await once.stop();
     }
   });
 });

@@ -15,10 +15,15 @@
 // connection. From then on the worker raises the shared flags on arrival however busy the main
 // thread is (spec §5.2). Before, a signal is read only when the main thread yields, or once the
 // worker has attached and has it again in the replay: a wait no longer than the worker's boot.
-// Requests go on the first connection until the switch, then by the worker; the agent reads
-// the second only once the first has ended, so their order is kept. A finalize asked for while
-// the attach is under way waits for the switch. A refused attach or a failed worker loses the
-// link, as a lost first connection does.
+// Every request after the welcome goes by the worker (it queues them until its connection is
+// up: the attach comes first on it), so a busy main thread holds none back and their order is
+// one connection's. Signals are only for a process with its mapping, which comes after the
+// welcome, so only a finalize before the welcome ever goes on the first connection. A refused
+// attach or a failed worker loses the link, as a lost first connection does; a finalize then
+// goes on the first connection, so the process still ends cleanly.
+// Before the switch, exitCs() delivers only what the main thread's pump had read (or, once the
+// worker has attached, its replay): spec A27's "delivered before Exit_cs returns" holds from the
+// switch on, tens of milliseconds after the welcome.
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
 import { unpack } from '../../core/wire/frame.ts';
 import { agentToProc, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent } from '../../core/wire/app-wire.ts';
@@ -57,8 +62,8 @@ export class AgentConnection {
   /** Replayed frames still to skip after the switch. */
   private skip = 0;
   private finalizing = false;
-  /** finalize() during the attach: sent once moved. */
-  private finalizePending = false;
+  /** The agent refused the worker's connection, and why. */
+  private refusal: string | null = null;
   private refd = true;
   /** A bad frame arrived: nothing after it is delivered. */
   private broken = false;
@@ -111,8 +116,7 @@ export class AgentConnection {
   /** Say finalize and end the socket; a 'closed' message follows. */
   finalize(): void {
     this.finalizing = true;
-    if (this.phase === 'attaching') this.finalizePending = true;
-    else this.post({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
+    this.post({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
   }
 
   /** What the first connection's pump relayed. */
@@ -137,8 +141,9 @@ export class AgentConnection {
       if (msg === null) return;
       if (this.phase !== 'moved') {
         if (msg.type === 'attached') return this.onAttached(msg.replayed, handle);
-        const why = msg.type === 'refused' ? `the agent refused the worker's connection: ${msg.reason}` : `${msg.type} before attached`;
-        return this.protocolError(why, handle);
+        if (msg.type !== 'refused') return this.protocolError(`${msg.type} before attached`, handle);
+        this.refusal = msg.reason; // its close follows
+        return;
       }
       if (msg.type === 'attached') return this.protocolError('a second attached', handle);
       if (this.skip > 0) {
@@ -147,8 +152,14 @@ export class AgentConnection {
       }
       return handle({ type: 'agent', msg });
     }
-    // The worker's connection ended before it was attached.
-    handle(m.type === 'lost' ? { ...m, detail: `the worker's connection: ${m.detail}` } : { type: 'lost', code: 'AGENT_CLOSED', detail: "the worker's connection closed" });
+    // The worker's connection ended before it was attached. A finalize it carried is said again
+    // on the first connection, whose 'closed' then ends it; otherwise the link is lost.
+    if (this.finalizing && this.first !== null) {
+      this.first.postMessage({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) } satisfies MainToWorker);
+      return;
+    }
+    const detail = this.refusal !== null ? `the agent refused the worker's connection: ${this.refusal}` : m.type === 'lost' ? `the worker's connection: ${m.detail}` : "the worker's connection closed";
+    handle({ type: 'lost', code: 'AGENT_CLOSED', detail });
   }
 
   private startAttach(): void {
@@ -157,7 +168,7 @@ export class AgentConnection {
   }
 
   /** The switch: the first `taken` of the `replayed` frames were taken from the first connection
-   *  already; the first connection ends; a finalize that waited goes now. */
+   *  already; the first connection ends. */
   private onAttached(replayed: number, handle: Handle): void {
     if (this.taken > replayed) return this.protocolError(`${replayed} frames replayed, ${this.taken} taken already`, handle);
     this.phase = 'moved';
@@ -167,10 +178,6 @@ export class AgentConnection {
     this.retired?.postMessage({ type: 'release' } satisfies MainToWorker);
     this.retired?.unref();
     this.applyRef();
-    if (this.finalizePending) {
-      this.finalizePending = false;
-      this.post({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
-    }
   }
 
   /** Decode and check a relayed frame (the pumps only cut the stream into frames): a body that
@@ -251,7 +258,8 @@ export class AgentConnection {
     if (worker !== null) void worker.terminate();
   }
 
+  /** Requests go by the worker from the attach on (see the header). */
   private post(m: MainToWorker): void {
-    (this.phase === 'moved' ? this.second : this.first)?.postMessage(m);
+    (this.phase === 'first' ? this.first : this.second)?.postMessage(m);
   }
 }

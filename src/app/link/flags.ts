@@ -15,7 +15,12 @@ export const FLAG = {
   INVALID: 1,
 } as const;
 
-export type SharedFlagBuffers = { readonly words: SharedArrayBuffer; readonly rules: SharedArrayBuffer };
+export type SharedFlagBuffers = {
+  readonly words: SharedArrayBuffer;
+  readonly rules: SharedArrayBuffer;
+  /** One Int32: the agent's frames since the welcome whose rules were applied (worker.cjs). */
+  readonly seq: SharedArrayBuffer;
+};
 
 export const isFlagWord = (word: number): boolean => Number.isInteger(word) && word >= 0 && word < FLAG_WORDS;
 export const isRuleSignal = (signum: number): boolean => Number.isInteger(signum) && signum >= 1 && signum <= MAX_SIGNAL;
@@ -34,6 +39,7 @@ export class SharedFlags {
     return new SharedFlags({
       words: new SharedArrayBuffer(FLAG_WORDS * Int32Array.BYTES_PER_ELEMENT),
       rules: new SharedArrayBuffer(MAX_SIGNAL + 1),
+      seq: new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT),
     });
   }
 

@@ -1,7 +1,8 @@
 // The link's worker thread, started the moment trine/app is loaded in a process Trine started as
-// a linked task: a worker is a whole Node environment and takes ~30 ms of CPU to boot
-// (docs/PERFORMANCE.md §5), which then overlaps the rest of the library's loading and the
-// application's own start instead of following Link.init(). index.ts imports this module first.
+// a linked task: a worker is a whole Node environment and takes ~25 ms of CPU to boot
+// (docs/PERFORMANCE.md §5), which then overlaps the rest of the library's loading, the
+// application's own start and the first connection's hello and mapping (the handover, PROTOCOL
+// §9.4.1): it is needed only once the welcome has come. index.ts imports this module first.
 // The worker waits for its start message (worker.cjs), so nothing about the connection is decided
 // here; AgentConnection.open() takes this worker, or starts one if there is none (a second init,
 // a process not started by Trine, an environment passed as LinkOptions.env).

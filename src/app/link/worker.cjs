@@ -3,7 +3,7 @@
 // (the handover, PROTOCOL §9.4.1): first on the main thread (run(), called by connection.ts),
 // which says hello at once, and then in the worker thread, which dials again with `attach` and
 // carries everything from the agent's `attached` on. So a spawned process is connected without
-// waiting ~30 ms of CPU for a worker to boot. Plain JavaScript, so a worker starts in tens of milliseconds instead
+// waiting ~25 ms of CPU for a worker to boot. Plain JavaScript, so a worker starts in tens of milliseconds instead
 // of registering a TypeScript loader first (docs/PERFORMANCE.md §5: ~250 ms per init and per
 // spawned process). It does only what must happen off the main thread:
 //   - write the frames the main thread encoded (hello, signals, finalize);
@@ -41,6 +41,16 @@ function run(workerData, port) {
   const { socketPath, helloFrame, maxFrameBytes, connectAttempts, connectRetryMs, connectRetryMaxMs, unrefHandles } = workerData;
   const words = new Int32Array(workerData.flags.words);
   const rules = new Uint8Array(workerData.flags.rules);
+  /** The handover (PROTOCOL §9.4.1): frames since the welcome whose flag rules were applied,
+   *  shared by both pumps, so a frame read by the main thread and again in the worker's replay
+   *  raises its flags once (a flag the application cleared meanwhile stays clear). */
+  const applied = new Int32Array(workerData.flags.seq);
+  /** This connection's frames after its first (the welcome, or attached: the same numbering, as
+   *  the replay starts from the welcome). */
+  let index = -1;
+  /** Sends written on a connection the agent has not answered yet: written again if it closes
+   *  unanswered and is dialled again; queued while no socket is open. */
+  let unanswered = [];
   /** The current socket; null while waiting to dial again. */
   let socket = null;
   let attempts = 0;
@@ -87,7 +97,9 @@ function run(workerData, port) {
   function attach(p) {
     tester = p;
     p.on('message', (m) => {
-      if (m.type === 'send' && !finalizing && !done && socket !== null && !socket.destroyed) socket.write(m.bytes);
+      if (m.type !== 'send' || finalizing || done) return;
+      if (socket !== null && !socket.destroyed) socket.write(m.bytes);
+      if (!heard) unanswered.push(m.bytes);
     });
     if (lastView !== null) p.postMessage({ type: 'frame', body: lastView });
   }
@@ -113,11 +125,15 @@ function run(workerData, port) {
     attempts++;
     heard = false;
     lost = null;
+    index = -1;
     buf = Buffer.alloc(0);
     const s = connect(socketPath);
     if (unrefHandles) s.unref();
     socket = s;
-    s.on('connect', () => s.write(helloFrame));
+    // Written at once (a connecting socket queues writes in order): hello or attach first, then
+    // what was sent before the agent answered.
+    s.write(helloFrame);
+    for (const bytes of unanswered) s.write(bytes);
     s.on('data', (chunk) => onData(s, chunk));
     s.on('error', (e) => {
       if (lost === null && !finalizing) lost = { code: 'SOCKET_ERROR', detail: `${e.code ?? ''} ${e.message}`.trim() };
@@ -137,6 +153,7 @@ function run(workerData, port) {
   function onData(s, chunk) {
     if (s !== socket || lost !== null) return;
     heard = true;
+    unanswered = [];
     buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
     while (buf.length >= 4) {
       const len = buf.readUInt32BE(0);
@@ -149,7 +166,10 @@ function run(workerData, port) {
       const body = new Uint8Array(len);
       body.set(buf.subarray(4, 4 + len));
       buf = buf.subarray(4 + len);
-      applyRules(signalNumber(Buffer.from(body.buffer, body.byteOffset, body.length)));
+      if (index >= 0 && Atomics.compareExchange(applied, 0, index, index + 1) === index) {
+        applyRules(signalNumber(Buffer.from(body.buffer, body.byteOffset, body.length)));
+      }
+      index++;
       if (isView(body)) {
         lastView = body.slice();
         tester?.postMessage({ type: 'frame', body: lastView });
@@ -164,7 +184,9 @@ function run(workerData, port) {
     if (done) return;
     switch (m.type) {
       case 'send':
-        if (!finalizing && socket !== null && !socket.destroyed) socket.write(m.bytes);
+        if (finalizing) return;
+        if (socket !== null && !socket.destroyed) socket.write(m.bytes);
+        if (!heard) unanswered.push(m.bytes);
         return;
       case 'finalize':
         if (finalizing) return;
