@@ -7,12 +7,12 @@
 // it with exit 0.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadCluster, LOOPBACK_HOST } from '../src/io/cluster-dir.ts';
 import { isLoopback } from '../src/io/hosts-file.ts';
-import { buildSnapshot, type DashboardSnapshot } from './dashboard-snapshot.ts';
+import { buildSnapshot } from './dashboard-snapshot.ts';
 import { CliError, EXIT_OK, EXIT_USAGE, quoted } from './errors.ts';
 import { StopSignal } from './stop-signal.ts';
 import { OperatorClient } from './status-client.ts';
@@ -131,21 +131,56 @@ function handle(s: Server, files: Map<string, Buffer>, token: string | null, req
   if (s.streams.size >= MAX_DASHBOARD_CLIENTS) return send(res, 503, `more than ${MAX_DASHBOARD_CLIENTS} pages open\n`);
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
   if (req.method === 'HEAD') return void res.end();
+  // Headers now, not with the first snapshot: the page's EventSource opens at once.
+  res.flushHeaders();
   s.streams.add(res);
   res.on('close', () => s.streams.delete(res));
   res.on('error', () => s.streams.delete(res));
   if (s.latest !== null) res.write(`event: snapshot\ndata: ${s.latest}\n\n`);
 }
 
-function publish(s: Server, snap: DashboardSnapshot): void {
-  s.latest = JSON.stringify(snap);
-  for (const res of s.streams) {
-    if (res.writableLength > MAX_STREAM_BACKLOG_BYTES) {
-      s.streams.delete(res);
-      res.destroy();
-      continue;
+/** The page's HTTP server: the static files, the latest snapshot and its Server-Sent Events. */
+export class DashboardServer {
+  private constructor(private readonly server: HttpServer, readonly port: number, private readonly s: Server) {}
+
+  /** Listen on `listen` (port 0: any free one); `token` null on loopback (see mayRead). */
+  static async listen(listen: Listen, files: Map<string, Buffer>, token: string | null): Promise<DashboardServer> {
+    const s: Server = { latest: null, streams: new Set() };
+    const server = createServer((req, res) => handle(s, files, token, req, res));
+    server.on('clientError', (_e, socket) => socket.destroy());
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (e: NodeJS.ErrnoException) =>
+        reject(new CliError(`cannot listen on ${listen.host}:${listen.port} (${e.code ?? e.message}): pass another --listen HOST:PORT`, EXIT_USAGE)));
+      server.listen(listen.port, listen.host, () => resolve());
+    });
+    const address = server.address();
+    return new DashboardServer(server, typeof address === 'object' && address !== null ? address.port : listen.port, s);
+  }
+
+  /** Pages connected to the stream now. */
+  get pages(): number {
+    return this.s.streams.size;
+  }
+
+  /** A new snapshot (JSON) to every page; a page with more than MAX_STREAM_BACKLOG_BYTES unread
+   *  is dropped instead (its EventSource reconnects). */
+  publish(json: string): void {
+    const s = this.s;
+    s.latest = json;
+    for (const res of s.streams) {
+      if (res.writableLength > MAX_STREAM_BACKLOG_BYTES) {
+        s.streams.delete(res);
+        res.destroy();
+        continue;
+      }
+      res.write(`event: snapshot\ndata: ${json}\n\n`);
     }
-    res.write(`event: snapshot\ndata: ${s.latest}\n\n`);
+  }
+
+  async close(): Promise<void> {
+    for (const res of this.s.streams) res.end();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }
 
@@ -162,16 +197,8 @@ export async function dashboard(opts: { listen?: string | undefined; dir?: strin
     }
   }
   const token = isLoopback(listen.host) ? null : randomBytes(TOKEN_BYTES).toString('hex');
-  const s: Server = { latest: null, streams: new Set() };
-  const server = createServer((req, res) => handle(s, files, token, req, res));
-  server.on('clientError', (_e, socket) => socket.destroy());
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (e: NodeJS.ErrnoException) =>
-      reject(new CliError(`cannot listen on ${listen.host}:${listen.port} (${e.code ?? e.message}): pass another --listen HOST:PORT`, EXIT_USAGE)));
-    server.listen(listen.port, listen.host, () => resolve());
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : listen.port;
+  const server = await DashboardServer.listen(listen, files, token);
+  const port = server.port;
   const host = listen.host.includes(':') ? `[${listen.host}]` : listen.host;
   process.stdout.write(`trine dashboard: http://${host}:${port}/${token === null ? '' : `?token=${token}`}\n`);
   if (token !== null) process.stdout.write('trine dashboard: the token in this URL carries the operator\'s authority to read the cluster: share it as you would the operator key\n');
@@ -181,15 +208,13 @@ export async function dashboard(opts: { listen?: string | undefined; dir?: strin
   try {
     while (!stop.requested) {
       const answers = await client.query(DASHBOARD_QUERY_TIMEOUT_MS);
-      publish(s, buildSnapshot(cluster.config, cluster.dir, answers, new Date()));
+      server.publish(JSON.stringify(buildSnapshot(cluster.config, cluster.dir, answers, new Date())));
       if (!stop.requested) await stop.pause(DASHBOARD_POLL_MS);
     }
     return EXIT_OK;
   } finally {
     stop.release();
-    for (const res of s.streams) res.end();
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await server.close();
     await client.close();
   }
 }

@@ -380,6 +380,17 @@ describe('cluster state: placement and the journal (spec §6; PROTOCOL §8.2)', 
     expect(reasons('t1', plain)).toEqual([['spawning', null]]);
   });
 
+  it('issue 19: a process of an application SPAWN waiting for a slot shows no link hint: nothing was started', () => {
+    const TICK_MS = LINK_HINT_MS / 2;
+    const c = linkedRunning(2); // two nodes of one slot, both taken
+    c.ask('t1', [0, 1], GSIG.REQ_SPAWN);
+    const spawned = c.task('t1').procs.find((p) => p.vpid === 2);
+    expect(spawned).toMatchObject({ state: 'waitForResource', node: null });
+    c.tick(2);
+    const view = clusterView(c.cs, c.nodes, TICK_MS).tasks[0]?.procs.find((p) => p.vpid === 2);
+    expect(view).toMatchObject({ state: 'waitForResource', node: null, reason: null });
+  });
+
   it('submit bounds: exactly MAX_TASK_PROCS processes and MAX_ARGS arguments are accepted; one more, or a fractional size, is refused', () => {
     const c = new Cluster(1, 0);
     expect(c.submit(MAX_TASK_PROCS)).toEqual({ ok: true, text: 't1' });
