@@ -6,7 +6,7 @@
 import type { FsmProcEvent } from '../../fsm/fsm-proc.ts';
 import type { FsmTaskEvent } from '../../fsm/fsm-task-types.ts';
 import type { ClusterState, NodeRecord, TaskEffect, TaskRecord } from './cluster-state.ts';
-import { procNode } from './cluster-state.ts';
+import { eventEffect, procNode } from './cluster-state.ts';
 import type { ProcessId } from './ports.ts';
 import type { EventTag } from './status.ts';
 import type { GroupCommand } from './wire/messages.ts';
@@ -31,7 +31,7 @@ export const newRun = (cs: ClusterState, nodes: Map<ProcessId, NodeRecord>): Run
 
 /** Journal `text` about `task`/`vpid`; `tag` says what kind of fact it is (status.ts EventKind). */
 export function note(run: Run, task: string | null, vpid: number | null, text: string, tag?: EventTag): void {
-  run.effects.push(tag === undefined ? { type: 'event', task, vpid, text } : { type: 'event', task, vpid, text, ...tag });
+  run.effects.push(eventEffect(task, vpid, text, tag));
 }
 
 export function agentOf(run: Run, node: string): ProcessId | null {

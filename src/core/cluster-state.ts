@@ -17,7 +17,7 @@ import type { FsmTaskContext, Service } from '../../fsm/fsm-task-types.ts';
 import type { MachineData } from '../../fsm/plain-data.ts';
 import type { Timing } from './constants.ts';
 import type { ProcessId } from './ports.ts';
-import type { EventKind } from './status.ts';
+import type { EventKind, EventTag } from './status.ts';
 import type { DgrpState } from './dgrp.ts';
 import type { StragglerState } from './straggler.ts';
 import type { TaskSignals } from './task-signals.ts';
@@ -134,7 +134,14 @@ export function createClusterState(): ClusterState {
 
 export type TaskEffect =
   | { type: 'command'; agent: ProcessId; command: GroupCommand }
-  | { type: 'event'; task: string | null; vpid: number | null; text: string; kind?: EventKind; subject?: string };
+  | EventEffect;
+
+/** A journal line about `task`/`vpid`; `kind` and `subject` when a timeline pairs it (status.ts). */
+export type EventEffect = { type: 'event'; task: string | null; vpid: number | null; text: string; kind?: EventKind; subject?: string };
+
+/** The one way to make an EventEffect: tagged only when `tag` says what kind of fact it is. */
+export const eventEffect = (task: string | null, vpid: number | null, text: string, tag?: EventTag): EventEffect =>
+  (tag === undefined ? { type: 'event', task, vpid, text } : { type: 'event', task, vpid, text, ...tag });
 export type Outcome = { ok: boolean; text: string };
 
 // ---- reading the stored machines -------------------------------------------------------------

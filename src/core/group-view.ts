@@ -101,15 +101,13 @@ export type ViewChange = {
   replicas: ProcessId[];
   primary: ProcessId;
   commands: { agent: ProcessId; command: GroupCommand }[];
-  events: string[];
-  /** The kind of `events[i]`, for those a timeline pairs (status.ts EventKind). */
-  tags?: Record<number, EventTag>;
+  /** Journal lines; `tag` on those a timeline pairs (status.ts EventKind). */
+  events: { text: string; tag?: EventTag }[];
 };
 
 /** Journal `text`, tagged with what it is about. */
 function journal(out: ViewChange, text: string, kind: EventKind, subject: ProcessId): void {
-  (out.tags ??= {})[out.events.length] = { kind, subject };
-  out.events.push(text);
+  out.events.push({ text, tag: { kind, subject } });
 }
 
 /** Checks evidence for a condemnation (PROTOCOL §10.3): two accusations, signatures already
@@ -171,7 +169,7 @@ function startRecovery(ctx: GroupContext, g: GroupView, replicas: ProcessId[], p
   const id = spareFor(ctx, g, replicas, null);
   if (id === undefined) {
     g.recovery = null;
-    out.events.push('no spare replica id is left: the group runs with two replicas');
+    out.events.push({ text: 'no spare replica id is left: the group runs with two replicas' });
     return;
   }
   g.recovery = { id, node: null, sinceTick: ctx.tick, tried };

@@ -5,6 +5,7 @@
 import { dgrpRequest, nodeFailed, progressRequest, nodeJoined, operateTask, procReports, signalRequest, submitTask, tick } from './cluster-inputs.ts';
 import { applyAdd, applyCondemn, checkEvidence, recordReport, recoveryStep, replicasCommand } from './group-view.ts';
 import { MAX_BURST_COUNT, MAX_OPERATOR_OUTCOMES } from './constants.ts';
+import { eventEffect } from './cluster-state.ts';
 import type { ProcessId } from './ports.ts';
 import { addNode, finishDrains, removeNode, shutdown, wasRemoved, type Done } from './replicated-members.ts';
 import { absorb, absorbView, addedSpares, emit, groupContext, noResult, type ApplyResult, type OperatorOutcome, type ReplicatedState } from './replicated-state.ts';
@@ -101,7 +102,7 @@ export function applyGroupInput(s: ReplicatedState, input: GroupInput): ApplyRes
       // refused one, so nothing changes (the backups' order confirmation keeps them equal).
       const checked = checkEvidence(s.group, s.replicas, input.evidence);
       if ('refused' in checked) {
-        r.events.push({ type: 'event', task: null, vpid: null, text: `condemnation refused: ${checked.refused}` });
+        r.events.push(eventEffect(null, null, `condemnation refused: ${checked.refused}`));
         return r;
       }
       const reason = input.evidence[0]?.accusation.reason ?? 'silent';

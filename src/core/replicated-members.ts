@@ -3,7 +3,7 @@
 // membership log a cluster reset keeps, and the operator's shutdown of the whole cluster.
 // Called by replicated-apply.ts at the request's RSN.
 import { operateTask } from './cluster-inputs.ts';
-import { liveTasks, slotsHeldOn, tasksOn, type TaskEffect } from './cluster-state.ts';
+import { eventEffect, liveTasks, slotsHeldOn, tasksOn, type TaskEffect } from './cluster-state.ts';
 import { MAX_MEMBER_CHANGES } from './constants.ts';
 import type { ProcessId } from './ports.ts';
 import { absorb, emit, poolWithAdded, type ApplyResult, type MemberChange, type ReplicatedState } from './replicated-state.ts';
@@ -28,7 +28,7 @@ export function shutdown(s: ReplicatedState, r: ApplyResult): Done {
   absorb(s, effects, r);
   const nodes = [...s.nodes.entries()].filter(([, n]) => n.joined && !n.failed).sort((a, b) => (a[0] < b[0] ? -1 : 1));
   for (const [agent] of nodes) emit(s, agent, { type: 'node.shutdown', rsn: s.rsn, removed: false }, r.messages);
-  r.events.push({ type: 'event', task: null, vpid: null, text: `cluster shutdown ordered by the operator: ${nodes.length} node${nodes.length === 1 ? '' : 's'} told to stop, ${killed.length} task${killed.length === 1 ? '' : 's'} killed` });
+  r.events.push(eventEffect(null, null, `cluster shutdown ordered by the operator: ${nodes.length} node${nodes.length === 1 ? '' : 's'} told to stop, ${killed.length} task${killed.length === 1 ? '' : 's'} killed`));
   r.shutdown = { rsn: s.rsn };
   const text = `cluster shutting down: ${nodes.map(([, n]) => n.node).join(', ') || 'no nodes'} told to stop; ${killed.length === 0 ? 'no task was running' : `killed ${killed.join(', ')}`}`;
   return { outcome: { ok: true, text }, effects: [] };
@@ -83,7 +83,7 @@ export function removeNode(s: ReplicatedState, q: NodeRemove, op: SignedBytes | 
   const effects: TaskEffect[] = [];
   const there = tasksOn(s.cluster, q.node);
   if (q.kill) for (const task of there) effects.push(...operateTask(s.cluster, s.nodes, s.timers, task, 'kill').effects);
-  r.events.push({ type: 'event', task: null, vpid: null, text: `node ${q.node} draining: removed by the operator${there.length === 0 ? '' : `; ${q.kill ? 'killing' : 'waiting for'} ${there.join(', ')}`}` });
+  r.events.push(eventEffect(null, null, `node ${q.node} draining: removed by the operator${there.length === 0 ? '' : `; ${q.kill ? 'killing' : 'waiting for'} ${there.join(', ')}`}`));
   const text = there.length === 0 ? `${q.node} removed` : q.kill ? `${q.node} draining: killing ${there.join(', ')}` : `${q.node} draining: waiting for ${there.join(', ')} to finish`;
   return { outcome: { ok: true, text }, effects };
 }
@@ -108,6 +108,6 @@ export function finishDrains(s: ReplicatedState, r: ApplyResult): void {
     if (!rec.draining || slotsHeldOn(s.cluster, rec.node) > 0) continue;
     if (rec.joined && !rec.failed) emit(s, agent, { type: 'node.shutdown', rsn: s.rsn, removed: true }, r.messages);
     s.nodes.delete(agent);
-    r.events.push({ type: 'event', task: null, vpid: null, text: `node ${rec.node} removed (agent ${agent})` });
+    r.events.push(eventEffect(null, null, `node ${rec.node} removed (agent ${agent})`));
   }
 }

@@ -8,7 +8,7 @@
 //
 // Kept small on purpose (spec §1.3): unacknowledged group messages are not here — they live in
 // each replica's own link state.
-import { createClusterState, taskTimers, type ClusterState, type NodeRecord, type TaskEffect, type TaskTimers } from './cluster-state.ts';
+import { createClusterState, eventEffect, taskTimers, type ClusterState, type EventEffect, type NodeRecord, type TaskEffect, type TaskTimers } from './cluster-state.ts';
 import { encodeCluster } from './cluster-view.ts';
 import { encodeGroupView, initialGroupView, type GroupContext, type GroupView, type ViewChange } from './group-view.ts';
 import { DEFAULT_TIMING, type Timing } from './constants.ts';
@@ -145,7 +145,7 @@ export type ApplyResult = {
   /** The answer to an operator request (also when it was a retry of one already applied). */
   reply: OperatorOutcome | null;
   /** What happened to tasks and processes, for the replica's journal. */
-  events: Extract<TaskEffect, { type: 'event' }>[];
+  events: EventEffect[];
   /** A node declared failed at this RSN: the watchdog is asked to reset it (spec §1.6 rule 1).
    *  `address`: a node added at run time's (PROTOCOL §10.12), which the watchdog's cluster.json
    *  does not list; empty for the others. */
@@ -180,10 +180,7 @@ export function absorbView(s: ReplicatedState, change: ViewChange | null, r: App
     r.viewChanged = true;
   }
   for (const c of change.commands) emit(s, c.agent, c.command, r.messages);
-  change.events.forEach((text, i) => {
-    const tag = change.tags?.[i];
-    r.events.push(tag === undefined ? { type: 'event', task: null, vpid: null, text } : { type: 'event', task: null, vpid: null, text, ...tag });
-  });
+  for (const e of change.events) r.events.push(eventEffect(null, null, e.text, e.tag));
 }
 
 /** Turn task effects into group messages and journal events. */

@@ -104,8 +104,8 @@ function applied(r: Replica, result: ApplyResult, client: ProcessId | null, nowM
   if (result.reply !== null && client !== null) reply(client, result.reply, out);
   const journal = r.report.journal;
   for (const e of result.events) {
-    const tag = e.kind === undefined ? {} : { kind: e.kind, ...(e.subject === undefined ? {} : { subject: e.subject }) };
-    journal.push({ atMs: nowMs, rsn: state.rsn, task: e.task, vpid: e.vpid, text: e.text, ...tag });
+    const { type: _type, ...fields } = e; // task, vpid, text, and kind and subject when tagged (eventEffect)
+    journal.push({ atMs: nowMs, rsn: state.rsn, ...fields });
     out.push({ type: 'log', level: 'info', event: 'task.event', fields: { rsn: state.rsn, task: e.task, vpid: e.vpid, text: e.text } });
   }
   if (journal.length > MAX_JOURNAL_EVENTS) journal.splice(0, journal.length - MAX_JOURNAL_EVENTS);

@@ -64,7 +64,7 @@ describe('spares bound to nodes (PROTOCOL §10.6)', () => {
     expect(spawns(change)).toEqual([{ agent: 'a4', id: 'r7' }]);
     expect(g.recovery).toMatchObject({ id: 'r7', node: 'n4', tried: ['n1', 'n4'] });
     expect(g.replicaNodes.get('r7')).toBe('n4');
-    expect(change?.events).toContain('replica r7 to start on n4');
+    expect(change?.events.map((e) => e.text)).toContain('replica r7 to start on n4');
     // It joins under that id.
     expect(join(ctx, g, 'r4')).toBeNull();
     expect(join(ctx, g, 'r7')?.replicas).toEqual(['r2', 'r3', 'r7']);
@@ -111,7 +111,7 @@ describe('spares bound to nodes (PROTOCOL §10.6)', () => {
       expect(`n${spawn.agent.slice(1)}`).toBe(ctx.spareNodes.get(spawn.id));
       expect(['n2', 'n3']).not.toContain(ctx.spareNodes.get(spawn.id));
       expect(g.retired).not.toContain(spawn.id);
-      if (round >= 2) expect(change?.events.some((e) => e.endsWith('(a new incarnation of a retired spare id)'))).toBe(true);
+      if (round >= 2) expect(change?.events.some((e) => e.text.endsWith('(a new incarnation of a retired spare id)'))).toBe(true);
       join(ctx, g, spawn.id);
     }
     // r5 and r6 are bound to n2 and n3, which host members: only n1's r4 and n4's r7 take turns.
@@ -133,7 +133,7 @@ describe('spares bound to nodes (PROTOCOL §10.6)', () => {
     ctx.tick = 1;
     fail(ctx, 'n4');
     const change = step(ctx, g);
-    expect(change?.events).toContain('replica r7: n4 failed before it joined: abandoned');
+    expect(change?.events.map((e) => e.text)).toContain('replica r7: n4 failed before it joined: abandoned');
     expect(g.retired).toContain('r7');
     expect(kills(change)).toEqual([]); // no agent left on n4 to tell
     expect(spawns(change)).toEqual([{ agent: 'a5', id: 'r8' }]);
@@ -154,7 +154,7 @@ describe('spares bound to nodes (PROTOCOL §10.6)', () => {
     expect(spawns(step(ctx, g))).toEqual([]); // not yet
     ctx.tick = TIMEOUT_TICKS;
     const change = step(ctx, g);
-    expect(change?.events).toContain('replica r7 did not start on n4: abandoned');
+    expect(change?.events.map((e) => e.text)).toContain('replica r7 did not start on n4: abandoned');
     expect(kills(change)).toEqual([{ agent: 'a4', id: 'r7' }]);
     expect(spawns(change)).toEqual([{ agent: 'a5', id: 'r8' }]);
   });
@@ -192,7 +192,7 @@ describe('no bindings: the choice of PROTOCOL §10.6 as before', () => {
     const change = condemn(ctx, g, 'r2');
     expect(spawns(change)).toEqual([]);
     expect(g.recovery).toBeNull();
-    expect(change?.events).toContain('no spare replica id is left: the group runs with two replicas');
+    expect(change?.events.map((e) => e.text)).toContain('no spare replica id is left: the group runs with two replicas');
   });
 
   /** §10.6 as written, and as group-view.ts chose before spares could be bound: the id is the
@@ -281,7 +281,7 @@ describe('a replacement whose port was taken (PROTOCOL §10.6, issue 14 item 3)'
     expect(g.recovery?.id).toBe('r4');
     const joined = adopt(ctx, applyAdd(ctx, g, 'r4', 41_234));
     expect(joined?.replicas).toEqual(['r2', 'r3', 'r4']);
-    expect(joined?.events).toContain('replica r4 joined on port 41234, its own being taken; group r2,r3,r4, view 2');
+    expect(joined?.events.map((e) => e.text)).toContain('replica r4 joined on port 41234, its own being taken; group r2,r3,r4, view 2');
     expect(announced(joined)).toEqual(agents(4).map((a) => ({ agent: a.id, ports: [{ id: 'r4', port: 41_234 }] })));
     expect([...g.ports]).toEqual([['r4', 41_234]]);
     // Condemned: retired, its port forgotten; the next view's announcement names none.
@@ -291,6 +291,6 @@ describe('a replacement whose port was taken (PROTOCOL §10.6, issue 14 item 3)'
     const r5 = adopt(ctx, applyAdd(ctx, g, 'r5', 0));
     expect(announced(next).every((a) => a.ports.length === 0)).toBe(true);
     expect(announced(r5).every((a) => a.ports.length === 0)).toBe(true);
-    expect(r5?.events).toContain('replica r5 joined; group r2,r3,r5, view 4');
+    expect(r5?.events.map((e) => e.text)).toContain('replica r5 joined; group r2,r3,r5, view 4');
   });
 });
