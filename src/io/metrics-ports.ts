@@ -125,6 +125,31 @@ export function decodeMetricsPorts(text: string): MetricsPortsRead {
 
 const bad = (detail: string): MetricsPortsRead => ({ ok: false, code: 'METRICS_FILE_INVALID', detail });
 
+/** A host added at run time (`trine node add`): its daemons' ports by the rule `trine init`
+ *  used, `metrics-port` + (listen port − `port`), whose one offset the existing file shows (every
+ *  listed daemon with a listen port in `config` has the same port − listen port). The existing
+ *  entries and the new ones; or why not (no daemon to learn the offset from, or two offsets: a
+ *  file edited by hand), for the operator to do it by hand. */
+export function extendMetricsPorts(
+  ports: MetricsPorts, config: { processes: readonly ProcessEntry[] }, added: readonly { id: ProcessId; port: number }[],
+): { ok: true; ports: Map<ProcessId, number> } | { ok: false; reason: string } {
+  const offsets = new Set<number>();
+  for (const p of config.processes) {
+    const m = ports.get(p.id);
+    if (m !== undefined && p.listen !== null) offsets.add(m - p.listen.port);
+  }
+  const [offset] = offsets;
+  if (offset === undefined) return { ok: false, reason: 'metrics.json names no daemon that listens, so the offset from listen ports is unknown' };
+  if (offsets.size > 1) return { ok: false, reason: `metrics.json's ports follow ${offsets.size} different offsets from the listen ports (edited by hand?)` };
+  const out = new Map(ports);
+  for (const a of added) {
+    const port = a.port + offset;
+    if (port < MIN_METRICS_PORT || port > 65535) return { ok: false, reason: `${a.id} would serve metrics on port ${port}, outside ${MIN_METRICS_PORT}-65535` };
+    out.set(a.id, port);
+  }
+  return { ok: true, ports: out };
+}
+
 /** Records the port a daemon serves metrics on, for the operator (and tests) to find. */
 export function writeMetricsPort(dir: string, id: ProcessId, port: number): void {
   mkdirPrivate(paths.run(dir));

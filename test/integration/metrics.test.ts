@@ -14,7 +14,7 @@ import { LOOPBACK_HOST, type ProcessEntry } from '../../src/io/cluster-dir.ts';
 import { loadBundle, writeDeployment } from '../../src/io/deploy.ts';
 import { HostsFileError, parseHostsFile } from '../../src/io/hosts-file.ts';
 import { metricsHost } from '../../src/daemon/metrics-wiring.ts';
-import { decodeMetricsPorts, encodeMetricsPorts, metricsDaemons, MetricsError, planMetricsPorts, readMetricsPorts } from '../../src/io/metrics-ports.ts';
+import { decodeMetricsPorts, encodeMetricsPorts, extendMetricsPorts, metricsDaemons, MetricsError, planMetricsPorts, readMetricsPorts } from '../../src/io/metrics-ports.ts';
 import { serveMetrics, type MetricsServer } from '../../src/io/metrics-server.ts';
 import { makeCluster } from '../unit/core/harness.ts';
 // @ts-expect-error: a plain JavaScript module without declarations
@@ -219,6 +219,30 @@ describe('hosts file metrics-port', () => {
       // Without the setting no bundle has a metrics.json: metrics off.
       const off = writeDeployment(parseHostsFile(EXAMPLE, 'hosts.yaml'), join(root, 'off'));
       for (const b of off.bundles) expect(readMetricsPorts(join(root, 'off', b.host))).toEqual({ ok: true, ports: null });
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('a host added at run time (trine node add) gets its daemons\' ports by the same rule; a file that follows no one rule is told, not guessed', () => {
+    const file = parseHostsFile(`metrics-port: 9400\n${EXAMPLE}`, 'hosts.yaml');
+    const root = mkdtempSync(join(tmpdir(), 'trine-metrics-added-'));
+    try {
+      writeDeployment(file, join(root, 'out'));
+      const { cluster } = loadBundle(join(root, 'out', 'ops'));
+      const read = readMetricsPorts(cluster.dir);
+      if (!read.ok || read.ports === null) throw new Error('the operator bundle has metrics.json');
+      const agentPort = file.basePort + 20;
+      const added = [{ id: 'a9', port: agentPort }, { id: 'r9', port: agentPort - 1 }];
+      const extended = extendMetricsPorts(read.ports, cluster.config, added);
+      expect(extended).toEqual({ ok: true, ports: new Map([...read.ports, ['a9', 9400 + 20], ['r9', 9400 + 19]]) });
+      // Hand-edited: two offsets. Or nothing to learn the offset from. Or a port out of range.
+      const edited = new Map(read.ports);
+      const [first] = read.ports.keys();
+      edited.set(first as string, 1234);
+      expect(extendMetricsPorts(edited, cluster.config, added)).toMatchObject({ ok: false, reason: expect.stringMatching(/2 different offsets/) });
+      expect(extendMetricsPorts(new Map(), cluster.config, added)).toMatchObject({ ok: false, reason: expect.stringMatching(/names no daemon that listens/) });
+      expect(extendMetricsPorts(read.ports, cluster.config, [{ id: 'a9', port: 65535 }])).toMatchObject({ ok: false, reason: expect.stringMatching(/a9 would serve metrics on port \d+, outside 1024-65535/) });
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
