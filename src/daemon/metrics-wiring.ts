@@ -9,8 +9,8 @@
 // instead, and records the port it serves on in run/<id>.metrics-port, where the operator finds
 // it. (`trine up --metrics-port` checks every port first and refuses a taken one outright.)
 import type { ProcessId } from '../core/ports.ts';
-import { LOOPBACK_HOST, type Cluster, type ProcessEntry } from '../io/cluster-dir.ts';
-import { MetricsError, writeMetricsPort } from '../io/metrics-ports.ts';
+import type { Cluster, ProcessEntry } from '../io/cluster-dir.ts';
+import { metricsHost, MetricsError, writeMetricsPort } from '../io/metrics-ports.ts';
 import { serveMetrics, type MetricsServer } from '../io/metrics-server.ts';
 import { DaemonMetrics } from './metrics.ts';
 import type { MetricsSample } from './metrics-sample.ts';
@@ -18,13 +18,6 @@ import type { MetricsSample } from './metrics-sample.ts';
 type Log = (level: 'info' | 'warn' | 'error', event: string, fields: Record<string, unknown>) => void;
 
 export type DaemonMetricsHandle = { metrics: DaemonMetrics; server: MetricsServer; close(): Promise<void> };
-
-/** The address a daemon's metrics endpoint binds. */
-export function metricsHost(cluster: Cluster, entry: ProcessEntry): string {
-  if (entry.listen !== null) return entry.listen.host;
-  const node = entry.node === null ? undefined : cluster.config.nodeAddresses?.[entry.node];
-  return node ?? LOOPBACK_HOST;
-}
 
 export async function startDaemonMetrics(opts: {
   cluster: Cluster;
@@ -36,7 +29,7 @@ export async function startDaemonMetrics(opts: {
 }): Promise<DaemonMetricsHandle> {
   const { cluster, entry, log } = opts;
   const metrics = await DaemonMetrics.create({ daemon: entry.kind, id: entry.id, node: entry.node }, opts.sample, opts.nowMs);
-  const host = metricsHost(cluster, entry);
+  const host = metricsHost(cluster.config, entry);
   const onError = (e: Error) => log('error', 'metrics.error', { error: e.message });
   let server: MetricsServer;
   try {

@@ -14,7 +14,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import type { ProcessId } from '../core/ports.ts';
 import { processId } from '../core/wire/messages.ts';
-import { paths, type ProcessEntry } from './cluster-dir.ts';
+import { LOOPBACK_HOST, paths, type ClusterConfig, type ProcessEntry } from './cluster-dir.ts';
 import { mkdirPrivate, writeFileAtomic } from './private-files.ts';
 
 export const METRICS_FILE_FORMAT = 'trine-metrics/1';
@@ -36,6 +36,14 @@ export class MetricsError extends Error {
 
 export const metricsFile = (dir: string): string => join(dir, 'metrics.json');
 export const metricsPortFile = (dir: string, id: ProcessId): string => join(paths.run(dir), `${id}.metrics-port`);
+
+/** The address a daemon's metrics endpoint binds: its listen host, else its node's address (a
+ *  hosts cluster's agents), else loopback (`trine up`). */
+export function metricsHost(config: Pick<ClusterConfig, 'nodeAddresses'>, entry: ProcessEntry): string {
+  if (entry.listen !== null) return entry.listen.host;
+  const node = entry.node === null ? undefined : config.nodeAddresses?.[entry.node];
+  return node ?? LOOPBACK_HOST;
+}
 
 /** The daemons of cluster.json that serve metrics, in its order: every process but the operator. */
 export const metricsDaemons = (processes: readonly ProcessEntry[]): ProcessId[] => processes.filter((p) => p.kind !== 'operator').map((p) => p.id);

@@ -105,6 +105,23 @@ describe('metrics on a 4-node cluster', () => {
     expect((await fetch(`http://${LOOPBACK_HOST}:${port}/`)).status).toBe(404);
   });
 
+  it('trine status lists every daemon\'s metrics endpoint (--json) and says where they are; the running ones answer', async () => {
+    const file = decodeMetricsPorts(readFileSync(join(dir, 'metrics.json'), 'utf8'));
+    const configured = file.ok && file.ports !== null ? [...file.ports.keys()] : [];
+    expect(configured.length).toBe(14); // spares r4-r9 too: a scrape config lists them before they start
+    const json = await trine(['status', '--json', '--dir', dir]);
+    expect(json.code).toBe(0);
+    const doc = JSON.parse(json.stdout) as { metrics: { id: string; url: string }[] | null };
+    expect(doc.metrics?.map((m) => m.id).sort()).toEqual([...configured].sort());
+    for (const m of doc.metrics ?? []) {
+      const port = readMetricsPort(dir, m.id) ?? (file.ok ? file.ports?.get(m.id) : undefined);
+      expect(m.url, m.id).toBe(`http://${LOOPBACK_HOST}:${String(port)}/metrics`);
+      if ([...REPLICAS, 'scc', ...AGENTS].includes(m.id)) expect((await fetch(m.url)).status, m.id).toBe(200);
+    }
+    const text = await trine(['status', '--dir', dir]);
+    expect(text.stdout).toContain(`metrics: 14 daemons serve /metrics on ports ${base}-${base + 13} (r1: http://${LOOPBACK_HOST}:${base}/metrics; --json lists each)`);
+  });
+
   it("each replica's heartbeat counters rise between two scrapes; the watchdog hears all three", async () => {
     const first = await scrapeAll(REPLICAS);
     await until('heartbeats counted up at every replica', REPLICAS, (e, id) => {

@@ -13,8 +13,7 @@ import { agentSample, replicaSample, type MetricsSample } from '../../src/daemon
 import { LOOPBACK_HOST, type ProcessEntry } from '../../src/io/cluster-dir.ts';
 import { loadBundle, writeDeployment } from '../../src/io/deploy.ts';
 import { HostsFileError, parseHostsFile } from '../../src/io/hosts-file.ts';
-import { metricsHost } from '../../src/daemon/metrics-wiring.ts';
-import { decodeMetricsPorts, encodeMetricsPorts, extendMetricsPorts, metricsDaemons, MetricsError, planMetricsPorts, readMetricsPorts } from '../../src/io/metrics-ports.ts';
+import { decodeMetricsPorts, encodeMetricsPorts, extendMetricsPorts, metricsDaemons, metricsHost, MetricsError, planMetricsPorts, readMetricsPorts } from '../../src/io/metrics-ports.ts';
 import { serveMetrics, type MetricsServer } from '../../src/io/metrics-server.ts';
 import { makeCluster } from '../unit/core/harness.ts';
 // @ts-expect-error: a plain JavaScript module without declarations
@@ -213,7 +212,7 @@ describe('hosts file metrics-port', () => {
         const ports = read.ok ? read.ports : null;
         for (const p of cluster.config.processes.filter((e) => e.kind !== 'operator')) {
           expect(ports?.get(p.id), p.id).toBe(9400 + (p.listen?.port ?? 0) - file.basePort);
-          if (b.ids.includes(p.id)) expect(metricsHost(cluster, p), p.id).toBe(b.address);
+          if (b.ids.includes(p.id)) expect(metricsHost(cluster.config, p), p.id).toBe(b.address);
         }
       }
       // Without the setting no bundle has a metrics.json: metrics off.
