@@ -30,7 +30,8 @@ import {
 } from '../src/io/deploy.ts';
 import { isLoopback, MAX_HOST_ID_CHARS } from '../src/io/hosts-file.ts';
 import { generateKeyPair, readPublicKeys, writePublicKeys } from '../src/io/keys.ts';
-import { extendMetricsPorts, readMetricsPorts, writeMetricsPorts } from '../src/io/metrics-ports.ts';
+import { metricsForAddedHost, writeMetricsPorts } from '../src/io/metrics-ports.ts';
+import { assert } from '../src/base/result.ts';
 import { CliError, EXIT_FAILED, EXIT_OK, quoted } from './errors.ts';
 import { emitJson, SCHEMAS } from './json-out.ts';
 import { newNonce, OP_TIMEOUT_MS, readClusterView, requestOp, VIEW_TIMEOUT_MS } from './op-client.ts';
@@ -151,7 +152,7 @@ export async function nodeAdd(opts: NodeAddOptions): Promise<number> {
   const node: AddedNode = { host, address, agent, port, slots: opts.slots, publicKey: pair.publicKey, spares };
   const added = addNodeToConfig(config, node);
   const bundle = addedNodeBundle(ops.bundle, node);
-  const metrics = addedMetrics(ops.cluster.dir, config, [{ id: agent, port }, ...spares.map((x) => ({ id: x.id, port: x.port }))]);
+  const metrics = metricsForAddedHost(ops.cluster.dir, config, [{ id: agent, port }, ...spares.map((x) => ({ id: x.id, port: x.port }))]);
   // Staged beside its place, so a disk problem shows before the group holds a key nobody has,
   // and the rename into place cannot fail for want of space.
   const staging = join(out, `.${host}.${process.pid}.staging`);
@@ -192,17 +193,26 @@ export async function nodeAdd(opts: NodeAddOptions): Promise<number> {
   }
   renameSync(staging, dest);
   updateOperatorKeys(ops.cluster.dir, added, pairs);
-  if (metrics.ports !== null) writeMetricsPorts(ops.cluster.dir, metrics.ports);
-  const newIds = [agent, ...spares.map((x) => x.id)];
-  const metricsPorts = metrics.ports === null ? null : Object.fromEntries(newIds.flatMap((id) => {
-    const p = metrics.ports?.get(id);
-    return p === undefined ? [] : [[id, p] as const];
+  // The group has added the node: a failure to update the operator's file is only a warning.
+  let metricsWarning = metrics.warning;
+  if (metrics.ports !== null) {
+    try {
+      writeMetricsPorts(ops.cluster.dir, metrics.ports);
+    } catch (e) {
+      metricsWarning = `the node is added and its bundle has its metrics.json, but ${ops.cluster.dir}/metrics.json could not be updated (${(e as Error).message}): \`trine status\` will not list the new endpoints until it is`;
+    }
+  }
+  const ports = metrics.ports;
+  const metricsPorts = ports === null ? null : Object.fromEntries([agent, ...spares.map((x) => x.id)].map((id) => {
+    const p = ports.get(id);
+    assert(p !== undefined, `node add: no metrics port for ${id}`);
+    return [id, p] as const;
   }));
   if (opts.json === true) {
     emitJson(SCHEMAS.nodeAdd, {
       host, address, agent, port, slots: opts.slots, spares: spares.map((x) => ({ id: x.id, port: x.port })), bundle: dest,
       installDir: bundle.install.dir, unit: NODE_UNIT, clusterJson: paths.config(ops.cluster.dir), rsn: outcome.rsn, agreedBy: outcome.agreedBy, answer: outcome.text,
-      metricsPorts, ...(metrics.warning === null ? {} : { metricsWarning: metrics.warning }),
+      metricsPorts, ...(metricsWarning === null ? {} : { metricsWarning }),
     });
     return EXIT_OK;
   }
@@ -212,20 +222,8 @@ export async function nodeAdd(opts: NodeAddOptions): Promise<number> {
       `${paths.config(ops.cluster.dir)} lists it; copy the bundle to ${bundle.install.dir} on ${host} and start ${NODE_UNIT} there (docs/OPERATIONS.md §8.7)\n`,
   );
   if (metricsPorts !== null) process.stdout.write(`metrics: ${Object.entries(metricsPorts).map(([id, p]) => `${id} on port ${p}`).join(', ')} (metrics.json in the bundle)\n`);
-  if (metrics.warning !== null) process.stderr.write(`trine: warning: ${metrics.warning}\n`);
+  if (metricsWarning !== null) process.stderr.write(`trine: warning: ${metricsWarning}\n`);
   return EXIT_OK;
-}
-
-/** The metrics ports of a cluster with metrics on, the new host's daemons added by the rule of
- *  its hosts file (src/io/metrics-ports.ts extendMetricsPorts); null ports with metrics off, and
- *  with a warning saying what to do when the rule cannot be told. */
-function addedMetrics(dir: string, config: ClusterConfig, newDaemons: { id: ProcessId; port: number }[]): { ports: Map<ProcessId, number> | null; warning: string | null } {
-  const read = readMetricsPorts(dir);
-  if (!read.ok) return { ports: null, warning: `${dir}/metrics.json is not usable (${read.detail}): the new host serves no metrics; fix the file and add its ids by hand (docs/OPERATIONS.md §9)` };
-  if (read.ports === null) return { ports: null, warning: null };
-  const extended = extendMetricsPorts(read.ports, config, newDaemons);
-  if (!extended.ok) return { ports: null, warning: `the new host serves no metrics: ${extended.reason}; add its ids to metrics.json on the host by hand (docs/OPERATIONS.md §9)` };
-  return { ports: extended.ports, warning: null };
 }
 
 /** The operator bundle's cluster.json (and keys/public.json, where a bundle has one) with the

@@ -10,7 +10,7 @@ import type { ProcessId } from '../src/core/ports.ts';
 import type { DaemonReport, PeerHealth, ReplicaStatus } from '../src/core/status.ts';
 import type { Role } from '../src/core/wire/messages.ts';
 import { REPLICA_COUNT, type ClusterConfig } from '../src/io/cluster-dir.ts';
-import { metricsHost, readMetricsPort, readMetricsPorts } from '../src/io/metrics-ports.ts';
+import { metricsEndpoints, metricsLine, type MetricsEndpoint } from './metrics-endpoints.ts';
 import { groupHistory, inService, pickGroup, type Condemnation, type GroupPick, type ReplicaPhase, type Replacement, type RetiredReplica } from './replica-group.ts';
 import { daemonWarnings, readDaemonReport } from './daemon-report.ts';
 import type { StatusAnswers } from './status-client.ts';
@@ -133,26 +133,6 @@ export type StatusDocument = {
   metrics: MetricsEndpoint[] | null;
 };
 
-export type MetricsEndpoint = { id: ProcessId; url: string };
-
-/** The cluster's metrics endpoints, from the dir's metrics.json: the port a daemon recorded it
- *  serves on (run/<id>.metrics-port, when it runs on this host: another one if its own was
- *  taken) wins over the file's. A file the daemons cannot use either is a warning. */
-function metricsEndpoints(config: ClusterConfig, dir: string, warnings: string[]): MetricsEndpoint[] | null {
-  const read = readMetricsPorts(dir);
-  if (!read.ok) {
-    warnings.push(`metrics.json is not usable (${read.detail}): no daemon serves metrics; fix or remove it (OPERATIONS §9)`);
-    return null;
-  }
-  const ports = read.ports;
-  if (ports === null) return null;
-  return config.processes.flatMap((p) => {
-    const port = readMetricsPort(dir, p.id) ?? ports.get(p.id);
-    if (port === undefined) return [];
-    const host = metricsHost(config, p);
-    return [{ id: p.id, url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/metrics` }];
-  });
-}
 
 /** Why a member that answered is not in service, as a problem. */
 const PHASE_PROBLEM: Record<ReplicaPhase, string> = {
@@ -332,14 +312,6 @@ export function buildStatusDocument(config: ClusterConfig, dir: string, answers:
 }
 
 // ---- the table ---------------------------------------------------------------------------------
-
-/** One line however many daemons: the port range and the first endpoint; --json lists each. */
-function metricsLine(endpoints: readonly MetricsEndpoint[]): string {
-  const ports = endpoints.map((e) => Number(/:(\d+)\/metrics$/.exec(e.url)?.[1]));
-  const range = Math.min(...ports) === Math.max(...ports) ? `port ${Math.min(...ports)}` : `ports ${Math.min(...ports)}-${Math.max(...ports)}`;
-  const first = endpoints[0] as MetricsEndpoint;
-  return `metrics: ${endpoints.length} daemon${endpoints.length === 1 ? '' : 's'} serve /metrics on ${range} (${first.id}: ${first.url}${endpoints.length > 1 ? '; --json lists each' : ''})`;
-}
 
 function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));

@@ -153,9 +153,26 @@ export function extendMetricsPorts(
   for (const a of added) {
     const port = a.port + offset;
     if (port < MIN_METRICS_PORT || port > 65535) return { ok: false, reason: `${a.id} would serve metrics on port ${port}, outside ${MIN_METRICS_PORT}-65535` };
+    // `trine init` kept the two ranges apart; more spares on the new host can reach across.
+    const clash = added.find((b) => b.port === port);
+    if (clash !== undefined) return { ok: false, reason: `${a.id} would serve metrics on port ${port}, which ${clash.id} listens on` };
     out.set(a.id, port);
   }
   return { ok: true, ports: out };
+}
+
+/** `trine node add`: the cluster's metrics ports with the new host's daemons added (null with
+ *  metrics off: no metrics.json in the operator's `dir`), or a warning saying why the new host
+ *  gets none and what to do. */
+export function metricsForAddedHost(
+  dir: string, config: { processes: readonly ProcessEntry[] }, added: readonly { id: ProcessId; port: number }[],
+): { ports: Map<ProcessId, number> | null; warning: string | null } {
+  const read = readMetricsPorts(dir);
+  if (!read.ok) return { ports: null, warning: `${metricsFile(dir)} is not usable (${read.detail}): the new host serves no metrics; fix the file and add its ids by hand (docs/OPERATIONS.md §9)` };
+  if (read.ports === null) return { ports: null, warning: null };
+  const extended = extendMetricsPorts(read.ports, config, added);
+  if (!extended.ok) return { ports: null, warning: `the new host serves no metrics: ${extended.reason}; add its ids to metrics.json on the host by hand (docs/OPERATIONS.md §9)` };
+  return { ports: extended.ports, warning: null };
 }
 
 /** Records the port a daemon serves metrics on, for the operator (and tests) to find. */

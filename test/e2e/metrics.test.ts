@@ -111,15 +111,18 @@ describe('metrics on a 4-node cluster', () => {
     expect(configured.length).toBe(14); // spares r4-r9 too: a scrape config lists them before they start
     const json = await trine(['status', '--json', '--dir', dir]);
     expect(json.code).toBe(0);
-    const doc = JSON.parse(json.stdout) as { metrics: { id: string; url: string }[] | null };
+    const doc = JSON.parse(json.stdout) as { metrics: { id: string; port: number; url: string }[] | null };
+    // In cluster.json's order: the listeners (r1-r3, the watchdog, the spares), then the agents.
+    expect(doc.metrics?.map((m) => m.id)).toEqual(['r1', 'r2', 'r3', 'scc', 'r4', 'r5', 'r6', 'r7', 'r8', 'r9', ...AGENTS]);
     expect(doc.metrics?.map((m) => m.id).sort()).toEqual([...configured].sort());
     for (const m of doc.metrics ?? []) {
       const port = readMetricsPort(dir, m.id) ?? (file.ok ? file.ports?.get(m.id) : undefined);
+      expect(m.port, m.id).toBe(port);
       expect(m.url, m.id).toBe(`http://${LOOPBACK_HOST}:${String(port)}/metrics`);
       if ([...REPLICAS, 'scc', ...AGENTS].includes(m.id)) expect((await fetch(m.url)).status, m.id).toBe(200);
     }
     const text = await trine(['status', '--dir', dir]);
-    expect(text.stdout).toContain(`metrics: 14 daemons serve /metrics on ports ${base}-${base + 13} (r1: http://${LOOPBACK_HOST}:${base}/metrics; --json lists each)`);
+    expect(text.stdout).toContain(`metrics: 14 endpoints on ports ${base}-${base + 13} (r1: http://${LOOPBACK_HOST}:${base}/metrics; --json lists each; spares serve once started)`);
   });
 
   it("each replica's heartbeat counters rise between two scrapes; the watchdog hears all three", async () => {

@@ -2,7 +2,7 @@
 // agent's registry while their real cores run in the in-memory cluster of the unit tests (real
 // Shells, frames and signatures), parsed as a scraper would; the HTTP endpoint on loopback; and
 // the total decoder of metrics.json.
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +13,7 @@ import { agentSample, replicaSample, type MetricsSample } from '../../src/daemon
 import { LOOPBACK_HOST, type ProcessEntry } from '../../src/io/cluster-dir.ts';
 import { loadBundle, writeDeployment } from '../../src/io/deploy.ts';
 import { HostsFileError, parseHostsFile } from '../../src/io/hosts-file.ts';
-import { decodeMetricsPorts, encodeMetricsPorts, extendMetricsPorts, metricsDaemons, metricsHost, MetricsError, planMetricsPorts, readMetricsPorts } from '../../src/io/metrics-ports.ts';
+import { decodeMetricsPorts, encodeMetricsPorts, extendMetricsPorts, metricsDaemons, metricsForAddedHost, metricsHost, MetricsError, planMetricsPorts, readMetricsPorts } from '../../src/io/metrics-ports.ts';
 import { serveMetrics, type MetricsServer } from '../../src/io/metrics-server.ts';
 import { makeCluster } from '../unit/core/harness.ts';
 // @ts-expect-error: a plain JavaScript module without declarations
@@ -223,7 +223,7 @@ describe('hosts file metrics-port', () => {
     }
   });
 
-  it('a host added at run time (trine node add) gets its daemons\' ports by the same rule; a file that follows no one rule is told, not guessed', () => {
+  it('a host added at run time (trine node add) gets its daemons\' ports by the same rule; a file that follows no one rule, or ports that would clash, are told, not guessed', () => {
     const file = parseHostsFile(`metrics-port: 9400\n${EXAMPLE}`, 'hosts.yaml');
     const root = mkdtempSync(join(tmpdir(), 'trine-metrics-added-'));
     try {
@@ -242,6 +242,18 @@ describe('hosts file metrics-port', () => {
       expect(extendMetricsPorts(edited, cluster.config, added)).toMatchObject({ ok: false, reason: expect.stringMatching(/2 different offsets/) });
       expect(extendMetricsPorts(new Map(), cluster.config, added)).toMatchObject({ ok: false, reason: expect.stringMatching(/names no daemon that listens/) });
       expect(extendMetricsPorts(read.ports, cluster.config, [{ id: 'a9', port: 65535 }])).toMatchObject({ ok: false, reason: expect.stringMatching(/a9 would serve metrics on port \d+, outside 1024-65535/) });
+      // More spares than `trine init` gave a host can reach the metrics range: a clash is told.
+      const offset = 9400 - file.basePort;
+      const reach = [{ id: 'a9', port: agentPort }, { id: 'r10', port: agentPort + offset }];
+      expect(extendMetricsPorts(read.ports, cluster.config, reach)).toMatchObject({ ok: false, reason: expect.stringMatching(/^a9 would serve metrics on port \d+, which r10 listens on$/) });
+      // What `node add` does with the operator bundle's file: the ports, or a warning and none.
+      expect(metricsForAddedHost(cluster.dir, cluster.config, added)).toEqual({ ports: extended.ok ? extended.ports : null, warning: null });
+      const offDir = join(root, 'off');
+      mkdirSync(offDir);
+      expect(metricsForAddedHost(offDir, cluster.config, added)).toEqual({ ports: null, warning: null });
+      writeFileSync(join(offDir, 'metrics.json'), 'not json');
+      expect(metricsForAddedHost(offDir, cluster.config, added)).toMatchObject({ ports: null, warning: expect.stringMatching(/metrics\.json is not usable \(not JSON .*\): the new host serves no metrics; fix the file and add its ids by hand/) });
+      expect(metricsForAddedHost(cluster.dir, cluster.config, reach)).toMatchObject({ ports: null, warning: expect.stringMatching(/^the new host serves no metrics: a9 would serve metrics on port \d+, which r10 listens on; add its ids to metrics.json on the host by hand/) });
     } finally {
       rmSync(root, { recursive: true, force: true });
     }

@@ -1,7 +1,11 @@
 // The `trine status` document and table (cli/status-report.ts, docs/OPERATIONS.md §3): the rows
 // are the members of the current group, health is judged against that group, and retired ids,
 // the replacement and condemnations are shown beside it.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { writeMetricsPort, writeMetricsPorts } from '../../../src/io/metrics-ports.ts';
 import { buildStatusDocument, formatStatus } from '../../../cli/status-report.ts';
 import { parseReplicaStatus } from '../../../cli/status-client.ts';
 import { answers, condemned, config, journal, missing, ok, replica, watchdog, watchdogReplica } from './status-fixtures.ts';
@@ -238,5 +242,31 @@ describe('parseReplicaStatus', () => {
     expect(parseReplicaStatus(JSON.stringify({ ...good, members: [1, 2] }), 'r4')).toBeNull();
     expect(parseReplicaStatus(JSON.stringify({ ...good, diagnosis: [{ kind: 'condemned' }] }), 'r4')).toBeNull();
     expect(parseReplicaStatus(JSON.stringify(good), 'r2')).toBeNull();
+  });
+});
+
+describe('the metrics endpoints (OPERATIONS §3, §9)', () => {
+  it('with metrics on: every daemon of metrics.json in cluster.json order, a recorded port over the file\'s, one table line; an unusable file is a warning; none without the file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'trine-status-metrics-'));
+    try {
+      const a = twiceReplaced();
+      expect(buildStatusDocument(cfg, dir, a, at).metrics).toBeNull();
+      const ids = cfg.processes.filter((p) => p.kind !== 'operator').map((p) => p.id);
+      writeMetricsPorts(dir, new Map(ids.map((id, i) => [id, 9400 + i])));
+      writeMetricsPort(dir, 'r2', 9999); // r2 runs here and could not have its own port
+      const doc = buildStatusDocument(cfg, dir, a, at);
+      expect(doc.metrics?.map((m) => m.id)).toEqual(ids);
+      const r2 = doc.metrics?.find((m) => m.id === 'r2');
+      expect(r2).toMatchObject({ port: 9999 });
+      expect(r2?.url).toMatch(/^http:\/\/[^/]+:9999\/metrics$/);
+      expect(formatStatus(doc)).toContain(`metrics: ${ids.length} endpoints on ports 9400-9999 (r1: `);
+      writeFileSync(join(dir, 'metrics.json'), '{"format": "something else"}');
+      const bad = buildStatusDocument(cfg, dir, a, at);
+      expect(bad.metrics).toBeNull();
+      expect(bad.warnings.some((w) => w.startsWith(`${dir}/metrics.json is not usable (`) && w.includes('fix or remove it'))).toBe(true);
+      expect(formatStatus(bad)).not.toContain('metrics:');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
