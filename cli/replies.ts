@@ -76,10 +76,18 @@ const nodeView = shape({
 const optional = (c: Check): Check => (v) => v === undefined || c(v);
 /** A subject is a replica id or a node name: short. */
 const MAX_SUBJECT_CHARS = 64;
+/** An event kind is `area.what`: one this release does not know (a newer replica's) is read as
+ *  an untagged event, told but not paired, rather than making the whole view unreadable. */
+const KIND_PATTERN = /^[a-z]{1,16}\.[a-z]{1,16}$/;
 const clusterEvent = shape({
   atMs: num, rsn: num, task: orNull(str), vpid: orNull(num), text: str,
-  kind: optional(oneOf(EVENT_KINDS)), subject: optional((v) => typeof v === 'string' && v.length <= MAX_SUBJECT_CHARS),
+  kind: optional((v) => typeof v === 'string' && KIND_PATTERN.test(v)), subject: optional((v) => typeof v === 'string' && v.length <= MAX_SUBJECT_CHARS),
 } satisfies Record<keyof ClusterEvent, Check>);
+const knownKind = (e: ClusterEvent): ClusterEvent => {
+  if (e.kind === undefined || (EVENT_KINDS as readonly string[]).includes(e.kind)) return e;
+  const { kind: _unknown, ...told } = e;
+  return told;
+};
 const clusterView = shape({
   tick: num, nodes: listOf(nodeView), tasks: listOf(taskView), omittedTasks: num, events: listOf(clusterEvent),
 } satisfies Record<keyof ClusterView, Check>);
@@ -87,7 +95,9 @@ const clusterView = shape({
 /** A replica's `cluster` field, if it is a well-formed ClusterView (a faulty replica may send
  *  anything; a replica that predates tasks sends none). */
 export function parseClusterView(v: unknown): ClusterView | null {
-  return clusterView(v) ? (v as ClusterView) : null;
+  if (!clusterView(v)) return null;
+  const view = v as ClusterView;
+  return { ...view, events: view.events.map(knownKind) };
 }
 
 /** What one replica said, reduced to what view selection needs. */

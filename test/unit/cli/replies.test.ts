@@ -154,6 +154,16 @@ describe('parseClusterView: what a replica may send', () => {
     expect(parseClusterView({ ...view(), events: 'none' })).toBeNull();
   });
 
+  it('an event kind this release does not know (a newer replica\'s) reads as an untagged event; a kind that is not `area.what` is refused', () => {
+    const ev = { atMs: 1, rsn: 2, task: null, vpid: null, text: 'replica r4 joined', subject: 'r4' };
+    const known = { ...ev, kind: 'replica.joined' };
+    const v = { ...view(), events: [known, { ...ev, kind: 'replica.warped' }, ev] };
+    expect(parseClusterView(JSON.parse(JSON.stringify(v)))?.events).toEqual([known, ev, ev]);
+    for (const kind of ['Replica.joined', 'replica', 'x'.repeat(40), 7]) {
+      expect(parseClusterView({ ...view(), events: [{ ...ev, kind }] }), String(kind)).toBeNull();
+    }
+  });
+
   it('toViewAnswer: a status without a view (a replica that predates tasks) has none', () => {
     const status = { id: 'r1', role: 'primary', primary: 'r1', rsn: 4, digest: 'ab' } as unknown as ReplicaStatus;
     expect(toViewAnswer(status)).toBeNull();
