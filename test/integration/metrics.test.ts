@@ -272,7 +272,10 @@ describe('trine up --metrics-port', () => {
     const root = mkdtempSync(join(tmpdir(), 'trine-metrics-up-'));
     const held = createServer();
     try {
-      const port = await new Promise<number>((resolve) => held.listen({ host: LOOPBACK_HOST, port: 0 }, () => resolve((held.address() as { port: number }).port)));
+      // Below the kernel's ephemeral range (32768 up): once `held` is closed, no other test's
+      // outgoing connection can take the ports `up --base-port` wants next (a port 0 listener's
+      // neighbours are ephemeral ports, which the parallel tests' connections reuse).
+      const port = await listenBelowEphemeral(held);
       const dir = join(root, 'cluster');
       // The held port is the 3rd daemon's (r3): the range is refused naming it.
       expectOneErrorLine(await runTrine(['up', '--dir', dir, '--metrics-port', String(port - 2)]), 2, `metrics port ${port} on ${LOOPBACK_HOST} is in use`, 'pick another --metrics-port');
@@ -286,6 +289,22 @@ describe('trine up --metrics-port', () => {
     }
   });
 });
+
+/** Listen on a free loopback port from 20000 to 32000 (not the ephemeral range); its port. */
+async function listenBelowEphemeral(server: ReturnType<typeof createServer>): Promise<number> {
+  for (let attempt = 0; ; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const ok = await new Promise<boolean>((resolve, reject) => {
+      const onError = (e: NodeJS.ErrnoException) => (e.code === 'EADDRINUSE' && attempt < 50 ? resolve(false) : reject(e));
+      server.once('error', onError);
+      server.listen({ host: LOOPBACK_HOST, port }, () => {
+        server.off('error', onError);
+        resolve(true);
+      });
+    });
+    if (ok) return port;
+  }
+}
 
 describe('metrics off', () => {
   it('no trine process loads prom-client unless it serves metrics: the CLI bundle imports it only dynamically', () => {
