@@ -15,7 +15,8 @@ import { join } from 'node:path';
 import type { ProcessId } from '../core/ports.ts';
 import { processId } from '../core/wire/messages.ts';
 import { LOOPBACK_HOST, paths, type ClusterConfig, type ProcessEntry } from './cluster-dir.ts';
-import { mkdirPrivate, writeFileAtomic } from './private-files.ts';
+import { writeFileAtomic } from './private-files.ts';
+import { readPortRecord, writePortRecord } from './run-records.ts';
 
 export const METRICS_FILE_FORMAT = 'trine-metrics/1';
 /** A metrics.json lists one short entry per daemon (at most a few hundred); a larger file is not one. */
@@ -177,17 +178,10 @@ export function metricsForAddedHost(
 
 /** Records the port a daemon serves metrics on, for the operator (and tests) to find. */
 export function writeMetricsPort(dir: string, id: ProcessId, port: number): void {
-  mkdirPrivate(paths.run(dir));
-  writeFileAtomic(metricsPortFile(dir, id), `${port}\n`);
+  writePortRecord(dir, metricsPortFile(dir, id), port);
 }
 
 /** The port `id` recorded it serves metrics on, or null (none, or not a port). */
 export function readMetricsPort(dir: string, id: ProcessId): number | null {
-  try {
-    const text = readFileSync(metricsPortFile(dir, id), 'utf8').trim();
-    const n = /^[1-9][0-9]{0,4}$/.test(text) ? Number(text) : NaN;
-    return n <= 65535 ? n : null;
-  } catch {
-    return null;
-  }
+  return readPortRecord(metricsPortFile(dir, id));
 }

@@ -214,14 +214,24 @@ export function listKeeperChildPids(dir: string): { id: ProcessId; role: KeeperC
 export const injectPortFile = (dir: string, id: ProcessId): string => join(paths.run(dir), `${id}.inject-port`);
 
 export function writeInjectPort(dir: string, id: ProcessId, port: number): void {
-  mkdirPrivate(paths.run(dir));
-  writeFileAtomic(injectPortFile(dir, id), `${port}\n`);
+  writePortRecord(dir, injectPortFile(dir, id), port);
 }
 
 /** The port `id` recorded, or null (none, or not a port). */
 export function readInjectPort(dir: string, id: ProcessId): number | null {
+  return readPortRecord(injectPortFile(dir, id));
+}
+
+/** A port a daemon records under run/ (`file`, in the cluster dir `dir`) for others to find. */
+export function writePortRecord(dir: string, file: string, port: number): void {
+  mkdirPrivate(paths.run(dir));
+  writeFileAtomic(file, `${port}\n`);
+}
+
+/** The port recorded in `file`, or null (none, or not a port). */
+export function readPortRecord(file: string): number | null {
   try {
-    const text = readFileSync(injectPortFile(dir, id), 'utf8').trim();
+    const text = readFileSync(file, 'utf8').trim();
     const n = /^[1-9][0-9]{0,4}$/.test(text) ? Number(text) : NaN;
     return n <= 65535 ? n : null;
   } catch {

@@ -47,6 +47,7 @@ type Handle = (m: WorkerToMain) => void;
  *  worker's connection carries everything. */
 type Phase = 'first' | 'attaching' | 'moved';
 
+const finalizeMessage = (): MainToWorker => ({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
 
 export class AgentConnection {
   /** The main thread's end of the first connection's pump; null once moved or closed. */
@@ -116,7 +117,7 @@ export class AgentConnection {
   /** Say finalize and end the socket; a 'closed' message follows. */
   finalize(): void {
     this.finalizing = true;
-    this.post({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
+    this.post(finalizeMessage());
   }
 
   /** What the first connection's pump relayed. */
@@ -155,7 +156,7 @@ export class AgentConnection {
     // The worker's connection ended before it was attached. A finalize it carried is said again
     // on the first connection, whose 'closed' then ends it; otherwise the link is lost.
     if (this.finalizing && this.first !== null) {
-      this.first.postMessage({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) } satisfies MainToWorker);
+      this.first.postMessage(finalizeMessage());
       return;
     }
     const detail = this.refusal !== null ? `the agent refused the worker's connection: ${this.refusal}` : m.type === 'lost' ? `the worker's connection: ${m.detail}` : "the worker's connection closed";
@@ -189,19 +190,11 @@ export class AgentConnection {
       handle(m);
       return null;
     }
-    const msg = this.decodeQuiet(m);
-    if (msg !== null) return msg;
-    const tree = unpack(m.body);
-    const r = tree.ok ? agentToProc.dec(tree.value, 'app') : tree;
-    this.protocolError(r.ok ? 'undecodable frame' : `${r.code}: ${r.detail}`, handle);
-    return null;
-  }
-
-  private decodeQuiet(m: RawWorkerToMain): AgentToProc | null {
-    if (m.type !== 'frame') return null;
     const tree = unpack(m.body);
     const msg = tree.ok ? agentToProc.dec(tree.value, 'app') : tree;
-    return msg.ok ? msg.value : null;
+    if (msg.ok) return msg.value;
+    this.protocolError(`${msg.code}: ${msg.detail}`, handle);
+    return null;
   }
 
   private protocolError(detail: string, handle: Handle): void {
