@@ -26,6 +26,7 @@ import { DEFAULT_AGENT_SLOTS, LOOPBACK_HOST, paths, replicaPool, type ClusterCon
 import { createProcessLog } from '../io/log.ts';
 import { writeFilePrivate } from '../io/private-files.ts';
 import { ownerMark } from '../io/proc-scan.ts';
+import { trace, tracing } from '../io/trace.ts';
 import { agentSocketName } from './app-socket.ts';
 import { startGroupLearner, type GroupLearner } from './group-learner.ts';
 import { createLogsServer, type LogsServer } from './logs-server.ts';
@@ -123,6 +124,7 @@ export async function runAgent(
   /** Reports produced before the transport ran (the core takes inputs only after). */
   const backlog: AgentRequest[] = [];
   const send = (request: AgentRequest): void => {
+    if (tracing()) trace(`agent.send ${request.type}`);
     if (feed === null) backlog.push(request);
     else feed((nowMs) => ({ type: 'request', nowMs, request }));
   };

@@ -22,6 +22,7 @@ import { mkdirPrivate } from '../io/private-files.ts';
 import { OWNER_ENV, scanMarked } from '../io/proc-scan.ts';
 import { isSameProcess, procStartTime, readProcsFile, signalGroup, writeProcsFile, type ProcsFileEntry } from '../io/run-records.ts';
 import { ChildProcessSpawner } from '../io/spawner.ts';
+import { trace, tracing } from '../io/trace.ts';
 import { AppSocketServer } from './app-socket.ts';
 
 /** How long a node stopping for a shutdown gives its task processes after SIGTERM before it
@@ -145,6 +146,7 @@ export class ProcDriver {
       // Set with the token at spawn, so present whenever authenticate accepted.
       taskKey: (task, vpid) => this.taskKeys.get(`${task}/${vpid}`) ?? null,
       onConnected: (task, vpid, endpoint) => {
+        if (tracing()) trace(`agent.connected ${task}/${vpid}`);
         const r = connectApp(this.procs, task, vpid, endpoint);
         if (!r.ok) this.app?.disconnect(task, vpid, `${task}/${vpid} is not starting on this node`);
         this.run(r.effects);
@@ -336,6 +338,7 @@ export class ProcDriver {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
     setImmediate(() => {
+      if (tracing()) trace('agent.flush');
       this.flushScheduled = false;
       if (this.stopped) return;
       if (this.pendingRecords !== null) {
