@@ -1,6 +1,4 @@
 // `trine/app`: the library a task's processes link (spec §4, §7). Start with Link.init().
-// First, so that a linked process's worker thread boots while the rest loads (prestart.ts).
-import './link/prestart.ts';
 export { Link } from './link/link.ts';
 export type { DeliveredSignal, LinkOptions, LinkStats, SignalHandler } from './link/link-types.ts';
 export type { LinkState } from './link/lifecycle.ts';

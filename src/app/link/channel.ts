@@ -23,7 +23,7 @@ export type WorkerData = {
 };
 
 
-/** The worker's first message (worker.cjs waits for it: it may start before init, prestart.ts). */
+/** The worker's first message (worker.cjs waits for it before it dials). */
 export type WorkerStart = { readonly type: 'start'; readonly workerData: WorkerData };
 
 /** The worker (worker.cjs) writes bytes the main thread encoded: it knows no message types. */

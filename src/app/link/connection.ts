@@ -5,8 +5,10 @@
 // The handover (PROTOCOL §9.4.1). A worker thread is a whole Node environment and boots in ~25
 // ms of CPU (docs/PERFORMANCE.md §5), too long to sit on a spawned process's path. So the first
 // connection's pump runs on the main thread and says hello at once, and Link.init() resolves on
-// the mapping it brings. When the welcome comes the worker (started as trine/app loaded,
-// prestart.ts) gets its start message and dials a second connection with `attach`. The agent
+// the mapping it brings. When the welcome comes the worker is started, and dials a second
+// connection with `attach`: it boots while the group orders the process's connect report, when
+// the main thread only waits (started as trine/app loaded instead, its boot took the CPU the
+// library's load, the hello and the agent needed: 6 ms more, docs/PERFORMANCE.md §5). The agent
 // then writes nothing more on the first and answers on the second with `attached {replayed}`
 // and, again, the frames it had sent on the first since the welcome. The main thread switches
 // when it reads `attached`, which the worker relays even while the main thread is busy (exitCs
@@ -24,14 +26,13 @@
 // Before the switch, exitCs() delivers only what the main thread's pump had read (or, once the
 // worker has attached, its replay): spec A27's "delivered before Exit_cs returns" holds from the
 // switch on, tens of milliseconds after the welcome.
-import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from 'node:worker_threads';
+import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { unpack } from '../../core/wire/frame.ts';
 import { agentToProc, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent } from '../../core/wire/app-wire.ts';
 import type { MainToWorker, RawWorkerToMain, WorkerData, WorkerStart, WorkerToMain } from './channel.ts';
 import type { LinkEnv } from './env.ts';
 import type { SharedFlagBuffers } from './flags.ts';
 import { APP_CONNECT_ATTEMPTS, APP_CONNECT_RETRY_MAX_MS, APP_CONNECT_RETRY_MS } from './limits.ts';
-import { startLinkWorker, takeLinkWorker } from './prestart.ts';
 // The same pump the worker thread runs; bundled into the library, so nothing is loaded at init.
 import { run as runPump } from './worker.cjs';
 
@@ -47,6 +48,8 @@ type Handle = (m: WorkerToMain) => void;
  *  worker's connection carries everything. */
 type Phase = 'first' | 'attaching' | 'moved';
 
+const WORKER_URL = new URL('./worker.cjs', import.meta.url);
+
 const finalizeMessage = (): MainToWorker => ({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
 
 export class AgentConnection {
@@ -56,7 +59,8 @@ export class AgentConnection {
   private retired: MessagePort | null = null;
   /** The main thread's end of the worker's pump (messages queue until the worker starts). */
   private second: MessagePort | null;
-  private worker: Worker | null;
+  /** Started at the welcome; null before, and once closed. */
+  private worker: Worker | null = null;
   private phase: Phase = 'first';
   /** Frames taken from the first connection since the welcome (the replay repeats them). */
   private taken = 0;
@@ -70,12 +74,12 @@ export class AgentConnection {
   private broken = false;
 
   private constructor(
-    first: MessagePort, second: MessagePort, worker: Worker,
+    first: MessagePort, second: MessagePort,
     private readonly secondData: Omit<WorkerData, 'port'>, private readonly secondPort: MessagePort,
+    private readonly onWorkerError: (e: Error) => void,
   ) {
     this.first = first;
     this.second = second;
-    this.worker = worker;
   }
 
   static open(env: LinkEnv, endpoint: string, flags: SharedFlagBuffers, events: ConnectionEvents): AgentConnection {
@@ -90,14 +94,10 @@ export class AgentConnection {
     };
     const a = new MessageChannel();
     const b = new MessageChannel();
-    // Usually started while trine/app loaded (prestart.ts), else now, so that it boots while the
-    // first connection says hello. It never keeps the process alive by itself.
-    const worker = takeLinkWorker() ?? startLinkWorker();
-    worker.on('error', (e) => events.onWorkerError(e));
     const secondData = {
       ...common, unrefHandles: false, helloFrame: encodeAppFrame(procToAgent, { type: 'attach', task: env.task, vpid: env.vpid, token: env.token }),
     };
-    const conn = new AgentConnection(a.port1, b.port1, worker, secondData, b.port2);
+    const conn = new AgentConnection(a.port1, b.port1, secondData, b.port2, events.onWorkerError);
     a.port1.on('message', (m: RawWorkerToMain) => conn.fromFirst(m, events.onMessage));
     b.port1.on('message', (m: RawWorkerToMain) => conn.fromSecond(m, events.onMessage));
     const hello = encodeAppFrame(procToAgent, { type: 'hello', task: env.task, vpid: env.vpid, token: env.token, endpoint });
@@ -131,7 +131,10 @@ export class AgentConnection {
     if (msg === null) return;
     if (msg.type === 'attached') return this.protocolError('attached on the first connection', handle);
     if (this.phase === 'attaching') this.taken++;
-    else if (msg.type === 'welcome' && !this.finalizing) this.startAttach();
+    else if (msg.type === 'welcome' && !this.finalizing) {
+      this.startAttach();
+      if (this.first === null) return; // the worker could not start: the link is lost
+    }
     handle({ type: 'agent', msg });
   }
 
@@ -165,7 +168,17 @@ export class AgentConnection {
 
   private startAttach(): void {
     this.phase = 'attaching';
-    this.worker?.postMessage({ type: 'start', workerData: { ...this.secondData, port: this.secondPort } } satisfies WorkerStart, [this.secondPort]);
+    let worker: Worker;
+    try {
+      worker = new Worker(WORKER_URL, { execArgv: [] });
+    } catch (e) {
+      this.onWorkerError(e instanceof Error ? e : new Error(String(e)));
+      return;
+    }
+    this.worker = worker;
+    worker.unref(); // it never keeps the process alive by itself
+    worker.on('error', (e) => this.onWorkerError(e));
+    worker.postMessage({ type: 'start', workerData: { ...this.secondData, port: this.secondPort } } satisfies WorkerStart, [this.secondPort]);
   }
 
   /** The switch: the first `taken` of the `replayed` frames were taken from the first connection

@@ -22,8 +22,7 @@
 // A DGRP task's tester thread (src/app/dgrp/tester-worker.ts) gets a port of its own ('attach'):
 // every `dgrp` view is copied to it (the last one at once, as it may predate the port), and it
 // sends its reports through here, so neither waits for a busy main thread (PROTOCOL §12.2).
-// The worker may be started before anyone knows what it will connect to (prestart.ts): it waits
-// for its start message, { type: 'start', workerData }, and only then dials. On the main thread
+// The worker waits for its start message, { type: 'start', workerData }, and only then dials. On the main thread
 // (workerData.unrefHandles) the pump's socket, port and timers do not keep the process alive:
 // the main thread's end of the port does that, when the link asks (connection.ts keepAlive).
 // CommonJS, because a
