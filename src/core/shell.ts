@@ -34,6 +34,8 @@ export type ShellOptions = {
   onEffect?: (effect: Exclude<CoreEffect, { type: 'send' }>) => void;
   /** Every frame after it is signed, before the transport (simulator bookkeeping, traces). */
   onFrameOut?: (to: ProcessId, frame: Uint8Array, items: readonly Item[]) => void;
+  /** Every frame once it has verified, before `intercept` and the core (traces). */
+  onFrameIn?: (from: ProcessId, items: readonly Item[]) => void;
   /** A driver's look at every verified frame before the core sees it: returns what the core
    *  gets (the frame, or a copy with items taken out), or null for nothing. Only a daemon of a
    *  cluster started with --allow-inject passes one (src/daemon/inject.ts takes the operator's
@@ -62,6 +64,7 @@ export class Shell {
     this.counters.bytesIn += data.length;
     const r = decodeFrame(data, this.decodeCtx);
     if (r.ok) {
+      this.opts.onFrameIn?.(r.value.from, r.value.items);
       const frame = this.opts.intercept === undefined ? r.value : this.opts.intercept(r.value, nowMs);
       if (frame !== null) this.input({ type: 'frame', nowMs, frame, raw: data });
     } else {

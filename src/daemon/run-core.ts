@@ -260,7 +260,10 @@ export async function runCore(opts: RunCoreOptions): Promise<void> {
   const intercept = composeIntercepts(own === undefined ? null : (frame, nowMs) => own(frame, nowMs, reply), injection?.intercept ?? null);
   const shell = new Shell({
     core, cluster: cluster.config.cluster, signer, verifier, linkAuth, transport: link, onEffect,
-    ...(tracing() ? { onFrameOut: (to: ProcessId, frame: Uint8Array, items: readonly Item[]) => trace(`tx ${to} ${frame.length} ${items.map(itemLabel).join(',')}`) } : {}),
+    ...(tracing() ? {
+      onFrameOut: (to: ProcessId, frame: Uint8Array, items: readonly Item[]) => trace(`tx ${to} ${frame.length} ${items.map(itemLabel).join(',')}`),
+      onFrameIn: (from: ProcessId, items: readonly Item[]) => trace(`rx.items ${from} ${items.map(itemLabel).join(',')}`),
+    } : {}),
     ...(intercept === null ? {} : { intercept }),
   });
   metrics?.metrics.attachShell(shell.counters);
@@ -453,8 +456,10 @@ function logEffect(log: ProcessLog, e: Exclude<CoreEffect, { type: 'send' }>, ex
   }
 }
 
-/** An item as the trace names it: its type, with a ptp or grp body's own type. */
+/** An item as the trace names it: its type, with a ptp or grp body's own type, and a group
+ *  message's payload type (`grp:gc:proc.spawn`, `grp:cg:proc.report`). */
 function itemLabel(item: Item): string {
-  if ((item.type === 'ptp' || item.type === 'grp') && item.body !== null) return `${item.type}:${item.body.type}`;
+  if (item.type === 'grp') return item.body.type === 'gc' ? `grp:gc:${item.body.gc.payload.type}` : `grp:cg:${item.body.signed.cg.payload.type}`;
+  if (item.type === 'ptp' && item.body !== null) return `ptp:${item.body.type}`;
   return item.type;
 }
