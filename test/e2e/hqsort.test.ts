@@ -105,8 +105,20 @@ describe('HyperQuickSort on the DGRP (spec 2.2.7, 2.6)', () => {
   }, 120_000);
 
   it('spec 2.6 "rejoin": a process out from the start, healed once sorting started, rejoins and takes its virtual rank back from its replacement', async () => {
-    const id = await submitSlow({ HQSORT_DEBUG: '1' }, ['--count', '48000000', '--trace'], [3]);
-    const start = await c.line(id, 0, /"hqsort":"start".*"round":1,/, 60_000);
+    // The scenario needs VPID 3 out before round 1 is released. Slowed as it starts, it usually
+    // is; on a loaded machine the others can reach the first barrier before the group has judged
+    // it, and the run tests nothing: that task is killed and the scenario run again, at most
+    // three times (the precondition is still asserted below).
+    let id = '';
+    let start = '';
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      id = await submitSlow({ HQSORT_DEBUG: '1' }, ['--count', '48000000', '--trace'], [3]);
+      start = await c.line(id, 0, /"hqsort":"start".*"round":1,/, 60_000);
+      if (!(JSON.parse(start) as { members: number[] }).members.includes(3)) break;
+      console.log(`hqsort e2e, rejoin: attempt ${attempt}, VPID 3 was still a member of round 1 (${start}); again`);
+      const killed = await trine(['kill', id, '--dir', c.dir]);
+      expect(killed.code, killed.stderr).toBe(0);
+    }
     const heal = await trine(['inject', 'heal', `${id}/3`, '--dir', c.dir]);
     expect(heal.code, heal.stderr).toBe(0);
     const line = await answer(id);
