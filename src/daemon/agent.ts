@@ -30,7 +30,7 @@ import { trace, tracing } from '../io/trace.ts';
 import { agentSocketName } from './app-socket.ts';
 import { startGroupLearner, type GroupLearner } from './group-learner.ts';
 import { createLogsServer, type LogsServer } from './logs-server.ts';
-import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, type AgentToKeeper, type KeeperToAgent } from './keeper.ts';
+import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, readGo, type AgentToKeeper, type KeeperRestarts } from './keeper.ts';
 import { agentSample } from './metrics-sample.ts';
 import { ProcDriver } from './proc-driver.ts';
 import { createProtector, type Protector } from './protector.ts';
@@ -52,12 +52,10 @@ function tellKeeper(message: AgentToKeeper): void {
   if (process.connected) process.send?.(message, undefined, {}, () => {});
 }
 
-const isGo = (m: unknown): m is KeeperToAgent =>
-  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === ('go' satisfies KeeperToAgent['type']);
-
-/** Standby mode (see the header): say that the code is loaded, then wait for the keeper's `go`.
- *  Exits if the keeper goes away first. */
-function waitForGo(): Promise<void> {
+/** Standby mode (see the header): say that the code is loaded, then wait for the keeper's `go`;
+ *  returns the keeper's restarts it carries (for the metrics). Exits if the keeper goes away
+ *  first. */
+function waitForGo(): Promise<KeeperRestarts> {
   if (typeof process.send !== 'function' || !process.connected) {
     process.stderr.write(`trine: ${AGENT_STANDBY_ENV}=1 is the keeper's standby mode and needs its IPC channel: run \`trine keeper\`, or unset it\n`);
     process.exit(EXIT_CONFIG);
@@ -65,13 +63,14 @@ function waitForGo(): Promise<void> {
   return new Promise((resolve) => {
     const onDisconnect = (): void => process.exit(0);
     const onMessage = (m: unknown): void => {
-      if (!isGo(m)) return;
+      const go = readGo(m);
+      if (go === null) return;
       process.off('message', onMessage);
       process.off('disconnect', onDisconnect);
       // Not inherited by anything this agent starts (task processes get an explicit environment
       // anyway, src/io/spawner.ts).
       delete process.env[AGENT_STANDBY_ENV];
-      resolve();
+      resolve(go.restarts);
     };
     // The listener keeps the channel referenced, and so this process alive, while it waits.
     process.on('message', onMessage);
