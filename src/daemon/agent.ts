@@ -8,7 +8,9 @@
 // hosts it listens, and answers the operator's reads of its node's task output
 // (src/daemon/logs-server.ts, PROTOCOL §7.1). It also runs the node's protector (PROTOCOL §11.4,
 // src/daemon/protector.ts): a TCP service on the node's address where the task processes of the
-// previous node of the ring store their ranks' logs and checkpoints.
+// previous node of the ring store their ranks' logs and checkpoints. Neither the protector nor
+// the keeper serves metrics of its own: with metrics on, the agent's endpoint shows the
+// protector's counts and the keeper's restarts (told with `go`), docs/OPERATIONS.md §9.
 //
 // Standby mode (AGENT_STANDBY_ENV=1, only under a keeper): the process loads all its code — the
 // costly part of a start, TypeScript through tsx — then waits on its IPC channel for `go`. Only
@@ -115,7 +117,8 @@ const nodeHostOf = (config: ClusterConfig, node: string | null): { nodeHost?: st
 export async function runAgent(
   dir: string | undefined, id: ProcessId, hooks: RunHooks = {}, replicas?: ReplicaControl,
 ): Promise<void> {
-  if (process.env[AGENT_STANDBY_ENV] === '1') await waitForGo();
+  /** Its keeper's replacements of agents, as `go` said (null: not under a keeper). */
+  const keeperRestarts = process.env[AGENT_STANDBY_ENV] === '1' ? await waitForGo() : null;
   heartbeatKeeper();
   let driver: ProcDriver | null = null;
   let agent: AgentCore | null = null;
@@ -201,7 +204,11 @@ export async function runAgent(
       agent = createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });
       return agent;
     },
-    sample: (nowMs) => (agent === null ? {} : agentSample(agent.status(nowMs), driver?.liveProcesses().length ?? 0)),
+    // The protector's counts ride the agent's metrics (it has no endpoint of its own); before it
+    // listens, or if it could not, its series read 0 or are absent.
+    sample: (nowMs) => (agent === null ? {} : agentSample(agent.status(nowMs), driver?.liveProcesses().length ?? 0, {
+      protector: protector?.stats() ?? null, keeperRestarts,
+    })),
     intercept: (frame, nowMs, reply) => {
       const rest = learner === null ? frame : learner.intercept(frame);
       return rest === null || logsServer === null ? rest : logsServer.intercept(rest, nowMs, reply);

@@ -4,6 +4,8 @@
 // it cannot read is 0 and never stops a promotion, and anything but `go` is not one.
 import { describe, expect, it } from 'vitest';
 import { readGo, type KeeperToAgent } from '../../../src/daemon/keeper.ts';
+import { agentSample } from '../../../src/daemon/metrics-sample.ts';
+import { makeCluster } from '../core/harness.ts';
 
 describe("the keeper's go carries its restarts of the agent", () => {
   it('a go as the keeper sends it reads back whole', () => {
@@ -22,5 +24,16 @@ describe("the keeper's go carries its restarts of the agent", () => {
     expect(readGo({ type: 'go', restarts: { exit: -1, hang: 1.5 } })).toEqual(zero);
     expect(readGo({ type: 'go', restarts: { exit: '2', hang: 2 ** 60 } })).toEqual(zero);
     expect(readGo({ type: 'go', restarts: { exit: 2 } })).toEqual({ type: 'go', restarts: { exit: 2, hang: 0 } });
+  });
+
+  it("the count reaches the agent's metrics sample; without a keeper, or before the protector listens, the sample has none", () => {
+    const c = makeCluster(1);
+    const a1 = c.agents[0];
+    if (a1 === undefined) throw new Error('harness has no a1');
+    const status = a1.status(c.now());
+    expect(agentSample(status, 0, { keeperRestarts: { exit: 1, hang: 0 } }).keeperRestarts).toEqual({ exit: 1, hang: 0 });
+    const bare = agentSample(status, 0, { keeperRestarts: null, protector: null });
+    expect('keeperRestarts' in bare || 'protector' in bare).toBe(false);
+    expect('keeperRestarts' in agentSample(status, 0)).toBe(false);
   });
 });
