@@ -8,7 +8,9 @@
 // hosts it listens, and answers the operator's reads of its node's task output
 // (src/daemon/logs-server.ts, PROTOCOL §7.1). It also runs the node's protector (PROTOCOL §11.4,
 // src/daemon/protector.ts): a TCP service on the node's address where the task processes of the
-// previous node of the ring store their ranks' logs and checkpoints.
+// previous node of the ring store their ranks' logs and checkpoints. Neither the protector nor
+// the keeper serves metrics of its own: with metrics on, the agent's endpoint shows the
+// protector's counts and the keeper's restarts (told with `go`), docs/OPERATIONS.md §9.
 //
 // Standby mode (AGENT_STANDBY_ENV=1, only under a keeper): the process loads all its code — the
 // costly part of a start, TypeScript through tsx — then waits on its IPC channel for `go`. Only
@@ -30,7 +32,7 @@ import { trace, tracing } from '../io/trace.ts';
 import { agentSocketName } from './app-socket.ts';
 import { startGroupLearner, type GroupLearner } from './group-learner.ts';
 import { createLogsServer, type LogsServer } from './logs-server.ts';
-import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, type AgentToKeeper, type KeeperToAgent } from './keeper.ts';
+import { AGENT_STANDBY_ENV, KEEPER_HEARTBEAT_MS, readGo, type AgentToKeeper, type KeeperRestarts } from './keeper.ts';
 import { agentSample } from './metrics-sample.ts';
 import { ProcDriver } from './proc-driver.ts';
 import { createProtector, type Protector } from './protector.ts';
@@ -52,12 +54,10 @@ function tellKeeper(message: AgentToKeeper): void {
   if (process.connected) process.send?.(message, undefined, {}, () => {});
 }
 
-const isGo = (m: unknown): m is KeeperToAgent =>
-  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === ('go' satisfies KeeperToAgent['type']);
-
-/** Standby mode (see the header): say that the code is loaded, then wait for the keeper's `go`.
- *  Exits if the keeper goes away first. */
-function waitForGo(): Promise<void> {
+/** Standby mode (see the header): say that the code is loaded, then wait for the keeper's `go`;
+ *  returns the keeper's restarts it carries (for the metrics). Exits if the keeper goes away
+ *  first. */
+function waitForGo(): Promise<KeeperRestarts> {
   if (typeof process.send !== 'function' || !process.connected) {
     process.stderr.write(`trine: ${AGENT_STANDBY_ENV}=1 is the keeper's standby mode and needs its IPC channel: run \`trine keeper\`, or unset it\n`);
     process.exit(EXIT_CONFIG);
@@ -65,13 +65,14 @@ function waitForGo(): Promise<void> {
   return new Promise((resolve) => {
     const onDisconnect = (): void => process.exit(0);
     const onMessage = (m: unknown): void => {
-      if (!isGo(m)) return;
+      const go = readGo(m);
+      if (go === null) return;
       process.off('message', onMessage);
       process.off('disconnect', onDisconnect);
       // Not inherited by anything this agent starts (task processes get an explicit environment
       // anyway, src/io/spawner.ts).
       delete process.env[AGENT_STANDBY_ENV];
-      resolve();
+      resolve(go.restarts);
     };
     // The listener keeps the channel referenced, and so this process alive, while it waits.
     process.on('message', onMessage);
@@ -116,7 +117,8 @@ const nodeHostOf = (config: ClusterConfig, node: string | null): { nodeHost?: st
 export async function runAgent(
   dir: string | undefined, id: ProcessId, hooks: RunHooks = {}, replicas?: ReplicaControl,
 ): Promise<void> {
-  if (process.env[AGENT_STANDBY_ENV] === '1') await waitForGo();
+  /** Its keeper's replacements of agents, as `go` said (null: not under a keeper). */
+  const keeperRestarts = process.env[AGENT_STANDBY_ENV] === '1' ? await waitForGo() : null;
   heartbeatKeeper();
   let driver: ProcDriver | null = null;
   let agent: AgentCore | null = null;
@@ -202,7 +204,11 @@ export async function runAgent(
       agent = createAgent({ id, membership: cluster.config.membership, inc, slots: entry.slots ?? DEFAULT_AGENT_SLOTS, signer, resync });
       return agent;
     },
-    sample: (nowMs) => (agent === null ? {} : agentSample(agent.status(nowMs), driver?.liveProcesses().length ?? 0)),
+    // The protector's counts ride the agent's metrics (it has no endpoint of its own); before it
+    // listens, or if it could not, its series read 0 or are absent.
+    sample: (nowMs) => (agent === null ? {} : agentSample(agent.status(nowMs), driver?.liveProcesses().length ?? 0, {
+      protector: protector?.stats() ?? null, keeperRestarts,
+    })),
     intercept: (frame, nowMs, reply) => {
       const rest = learner === null ? frame : learner.intercept(frame);
       return rest === null || logsServer === null ? rest : logsServer.intercept(rest, nowMs, reply);

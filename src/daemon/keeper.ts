@@ -9,7 +9,9 @@
 // (standby mode, AGENT_STANDBY_ENV; it has no identity in the cluster until told `go`). When the
 // active agent dies, the keeper sends the standby `go` at once: it takes its incarnation, reads
 // the procs file and joins within tens of milliseconds. Then a new standby is loaded. Every
-// agent, the first one too, starts this way: one path.
+// agent, the first one too, starts this way: one path. `go` carries how many agents this keeper
+// replaced (exit or hang): the keeper serves no metrics of its own, its agent shows them as
+// `trine_keeper_restarts_total` (docs/OPERATIONS.md §9).
 //
 // Timing (spec §1.7 leaves the keeper's period and timeout open, [NOT IN TEXT]):
 //   - the agent heartbeats every KEEPER_HEARTBEAT_MS (100 ms) from a timer, so a wedged event
@@ -77,8 +79,28 @@ export const AGENT_STANDBY_ENV = 'TRINE_AGENT_STANDBY';
 
 /** What an agent sends its keeper over the IPC channel. */
 export type AgentToKeeper = ChildHeartbeat | { type: 'standby.ready' };
-/** What the keeper sends a standby: become the agent now. */
-export type KeeperToAgent = { type: 'go' };
+/** The agents this keeper replaced since it started, by why: the agent exited (or was killed by
+ *  someone else), or its heartbeats stopped and the keeper killed it. */
+export type KeeperRestarts = { exit: number; hang: number };
+/** What the keeper sends a standby: become the agent now. `restarts` counts this promotion when
+ *  it replaces an agent, so the agent's metrics show its keeper's restarts as the watchdog's
+ *  show its supervisor's (docs/OPERATIONS.md §9, `trine_keeper_restarts_total`). */
+export type KeeperToAgent = { type: 'go'; restarts: KeeperRestarts };
+
+/** Bound on a restart count read from `go`: far more than a keeper's backoff (2 s at most
+ *  between replacements) allows in years; a larger value is not a count. */
+const MAX_KEEPER_RESTARTS = 2 ** 40;
+
+const restartCount = (v: unknown): number => (Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= MAX_KEEPER_RESTARTS ? (v as number) : 0);
+
+/** The keeper's `go` as its standby reads it: null for any other message. Total: a count it
+ *  cannot read (a keeper of another release) reads as 0, never stops the promotion. */
+export function readGo(m: unknown): KeeperToAgent | null {
+  if (typeof m !== 'object' || m === null || (m as { type?: unknown }).type !== 'go') return null;
+  const r: unknown = (m as { restarts?: unknown }).restarts;
+  const o = typeof r === 'object' && r !== null ? r as Partial<Record<keyof KeeperRestarts, unknown>> : {};
+  return { type: 'go', restarts: { exit: restartCount(o.exit), hang: restartCount(o.hang) } };
+}
 
 // The child pid records moved to src/io/run-records.ts; these names stay for existing importers.
 export const agentPidFile = (dir: string, id: ProcessId): string => keeperChildPidFile(dir, id, 'agent');
@@ -141,6 +163,8 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
   const restartBackoff = createBackoff(KEEPER_BACKOFF_MIN_MS, KEEPER_BACKOFF_MAX_MS);
   const standbyBackoff = createBackoff(KEEPER_BACKOFF_MIN_MS, KEEPER_BACKOFF_MAX_MS);
   let restarts = 0;
+  /** `restarts` by why, for the agent's metrics (carried on `go`). */
+  const restartsBy: KeeperRestarts = { exit: 0, hang: 0 };
   let restartTimer: NodeJS.Timeout | null = null;
   let standbyTimer: NodeJS.Timeout | null = null;
   let stopping = false;
@@ -173,7 +197,7 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
     wantAgent = false;
     c.role = 'agent';
     c.promotedAtMs = now();
-    const go: KeeperToAgent = { type: 'go' };
+    const go: KeeperToAgent = { type: 'go', restarts: { ...restartsBy } };
     // A standby that died meanwhile fails the send; its exit event then replaces it.
     c.proc.send(go, undefined, {}, () => {});
     record('agent', c.pid);
@@ -202,6 +226,7 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
     diedAtMs = now();
     wantAgent = true;
     restarts += 1;
+    restartsBy[c.killedHung ? 'hang' : 'exit'] += 1;
     const delayMs = nextDelay(restartBackoff);
     const reason = c.killedHung ? 'heartbeats stopped' : error !== null ? `could not start: ${error}` : 'exited';
     logger.warn({

@@ -1,11 +1,15 @@
 // What a daemon's gauges read at scrape time (docs/OPERATIONS.md "Metrics"): a MetricsSample
 // built from its core's own status (src/core/status.ts, agent.ts, watchdog-state.ts), the same
-// document `trine status` shows. Kept apart from src/daemon/metrics.ts so that manager.ts,
-// agent.ts and scc.ts can name their sample without loading prom-client: a daemon without
-// metrics never loads it. Pure functions of a status; nothing here is called per event.
+// document `trine status` shows; an agent's also from its protector's counts (protector.ts
+// `stats()`) and its keeper's restarts (keeper.ts, told with `go`). Kept apart from
+// src/daemon/metrics.ts so that manager.ts, agent.ts and scc.ts can name their sample without
+// loading prom-client: a daemon without metrics never loads it. Pure functions of a status;
+// nothing here is called per event.
 import type { AgentStatus } from '../core/agent.ts';
 import type { ReplicaStatus } from '../core/status.ts';
 import type { WatchdogStatus } from '../core/watchdog-state.ts';
+import type { KeeperRestarts } from './keeper.ts';
+import type { ProtectorStats } from './protector.ts';
 
 export type PeerSample = { id: string; connected: boolean | null; heartbeatAgeMs: number | null };
 
@@ -29,6 +33,11 @@ export type MetricsSample = {
   nodeProcesses?: number;
   /** Agent: requests sent to the group and not yet acknowledged. */
   pendingRequests?: number;
+  /** Agent: its protector's counts and state (PROTOCOL §11.4), once it listens. */
+  protector?: ProtectorStats;
+  /** Agent: the agents its keeper replaced, by why, as the keeper said with `go`; absent when
+   *  the agent runs without a keeper. */
+  keeperRestarts?: KeeperRestarts;
   /** Watchdog: restarts by its supervisor; rule 2 armed. */
   supervisorRestarts?: number;
   armed?: boolean;
@@ -57,10 +66,16 @@ export function replicaSample(s: ReplicaStatus): MetricsSample {
   };
 }
 
-export function agentSample(s: AgentStatus, nodeProcesses: number): MetricsSample {
+/** What the agent's process knows besides its core: its protector (null until it listens, or
+ *  if it could not) and its keeper's restarts (null without a keeper). */
+export type AgentExtras = { protector?: ProtectorStats | null; keeperRestarts?: KeeperRestarts | null };
+
+export function agentSample(s: AgentStatus, nodeProcesses: number, extras: AgentExtras = {}): MetricsSample {
   return {
     view: s.view, gssn: s.gssnDelivered, coreDrops: s.drops, nodeProcesses, pendingRequests: s.pendingRequests,
     peers: s.replicas.map((r) => ({ id: r.id, connected: r.connected, heartbeatAgeMs: null })),
+    ...(extras.protector === undefined || extras.protector === null ? {} : { protector: extras.protector }),
+    ...(extras.keeperRestarts === undefined || extras.keeperRestarts === null ? {} : { keeperRestarts: extras.keeperRestarts }),
   };
 }
 

@@ -20,6 +20,7 @@ import type { ProcessId } from '../core/ports.ts';
 import type { ShellCounters } from '../core/shell.ts';
 import type { AgentRequest, Frame } from '../core/wire/messages.ts';
 import type { MetricsSample } from './metrics-sample.ts';
+import type { ProtectorStats } from './protector.ts';
 
 /** Requests (replica) or group messages (agent) waiting for their ordered delivery, for the
  *  latency histogram: far more than are ever in flight (an agent keeps a few unacknowledged,
@@ -129,6 +130,7 @@ export class DaemonMetrics {
       labelNames: ['stage'], buckets: LATENCY_BUCKETS_S, registers: watchdog ? [] : registers,
     });
     this.gauges(prom, registers, labels.daemon);
+    if (agent) this.agentProcess(prom, registers);
   }
 
   /** The text a scrape gets: every gauge from one fresh sample. */
@@ -315,6 +317,58 @@ export class DaemonMetrics {
     if (daemon === 'watchdog') new Counter({ name: 'trine_supervisor_restarts_total', help: 'Watchdog restarts by its supervisor.', registers, collect(this: Counter) {
       this.reset();
       this.inc(sample().supervisorRestarts ?? 0);
+    } });
+  }
+
+  /** What an agent's process runs besides its core, neither with an endpoint of its own: the
+   *  protector (PROTOCOL §11.4), whose series read 0 or are absent until it listens (or if it
+   *  could not), and the keeper, whose restarts `go` told. All read from the sample. */
+  private agentProcess({ Counter, Gauge }: PromClient, registers: Registry[]): void {
+    const sample = () => this.sample();
+    const protector = () => sample().protector;
+    const total = (name: string, help: string, read: (p: ProtectorStats) => number): void => {
+      new Counter({ name, help, registers, collect(this: Counter) {
+        this.reset();
+        const p = protector();
+        if (p !== undefined) this.inc(read(p));
+      } });
+    };
+    const totalBy = (name: string, help: string, label: string, read: (p: ProtectorStats) => Partial<Record<string, number>>): void => {
+      new Counter({ name, help, labelNames: [label], registers, collect(this: Counter<string>) {
+        this.reset();
+        const p = protector();
+        if (p !== undefined) for (const [k, v] of Object.entries(read(p))) this.inc({ [label]: k }, v ?? 0);
+      } });
+    };
+    const gaugeBy = (name: string, help: string, label: string, read: (p: ProtectorStats) => Record<string, number>): void => {
+      new Gauge({ name, help, labelNames: [label], registers, collect(this: Gauge<string>) {
+        this.reset();
+        const p = protector();
+        if (p !== undefined) for (const [k, v] of Object.entries(read(p))) this.set({ [label]: k }, v);
+      } });
+    };
+    total('trine_protector_connections_accepted_total', 'Connections the protector admitted (sent a challenge).', (p) => p.counts.accepted);
+    totalBy('trine_protector_connections_closed_total', 'Connections the protector closed, by code (TOO_MANY_CONNECTIONS: refused at accept; BAD_MAC, AUTH_TIMEOUT, REPLACED, …).', 'code', (p) => p.closed);
+    gaugeBy('trine_protector_connections', "The protector's connections now: authenticated (one per rank) or stranger (its hello not verified yet).", 'state',
+      (p) => ({ authenticated: p.authenticated, stranger: p.strangers }));
+    total('trine_protector_checkpoints_stored_total', 'New checkpoints the protector stored.', (p) => p.counts.checkpointsStored);
+    total('trine_protector_log_entries_appended_total', 'New log entries the protector appended for their ranks.', (p) => p.counts.entriesAppended);
+    total('trine_protector_deposits_total', "Messages deposited into a rank's log (channel memory, PROTOCOL §11.6), duplicates not counted.", (p) => p.store.deposits.stored);
+    total('trine_protector_fetches_served_total', 'Fetches the protector answered whole (a replacement restoring its rank).', (p) => p.counts.fetchesServed);
+    totalBy('trine_protector_store_refusals_total', "What the protector's store refused, by code: requests (LOG_FULL, STORE_FULL, GAP, …), hellos (UNKNOWN_TASK, FENCED), guards (TOO_MANY_TASKS).", 'code', (p) => p.store.refused);
+    gaugeBy('trine_protector_stored_bytes', 'Bytes the protector holds now: kind=checkpoint, or kind=log (entries with their overhead).', 'kind',
+      (p) => ({ checkpoint: p.store.checkpointBytes, log: p.store.logBytes }));
+    new Gauge({ name: 'trine_protector_guarded_tasks', help: 'Rollback tasks the group has this protector guard now.', registers, collect(this: Gauge) {
+      this.reset();
+      const p = protector();
+      if (p !== undefined) this.set(p.store.tasks);
+    } });
+    new Counter({ name: 'trine_keeper_restarts_total', help: "Agents this agent's keeper replaced, by reason: exit (it exited or was killed) or hang (its heartbeats stopped).", labelNames: ['reason'], registers, collect(this: Counter<'reason'>) {
+      this.reset();
+      const r = sample().keeperRestarts;
+      if (r === undefined) return;
+      this.inc({ reason: 'exit' }, r.exit);
+      this.inc({ reason: 'hang' }, r.hang);
     } });
   }
 }

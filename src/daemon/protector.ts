@@ -20,6 +20,10 @@
 // per (task, rank): a newer one (a reconnect, or a replacement, which also fences the older
 // incarnation) takes the older's place. A malformed or oversized frame, or a message out of
 // place, closes the connection with a typed reason, counted; nothing a peer sends throws.
+//
+// Metrics: the protector serves none of its own. Its counts (ProtectorCounts, the closes by
+// reason, the store's refusals and bytes) are plain integers, one increment per event, that the
+// agent's metrics read through `stats()` at scrape time (docs/OPERATIONS.md §9).
 import { createServer, type Server, type Socket } from 'node:net';
 import { admitStranger, createStrangers, leaveStrangers, type Strangers } from '../app/gmpi/handshake.ts';
 import { UNAUTHENTICATED_TIMEOUT_MS } from '../app/gmpi/p2p-types.ts';
@@ -30,7 +34,7 @@ import { PROTECTOR_MAX_BATCH_ENTRIES, PROTECTOR_MAX_CHECKPOINT_BYTES } from '../
 import { deposit, entriesAfter } from '../core/channel-memory.ts';
 import type { LogLevel } from '../core/node.ts';
 import {
-  append, checkPut, createProtectorStore, fence, fetch, guard as guardTask, putCheckpoint, release as releaseTask, storeStats,
+  append, checkPut, count, createProtectorStore, fence, fetch, guard as guardTask, putCheckpoint, refuse, release as releaseTask, storeStats,
   type ProtectorStore, type Refused, type StoreStats,
 } from '../core/protector-store.ts';
 import type { AppFrameDecoder } from '../core/wire/app-wire.ts';
@@ -77,12 +81,27 @@ export type ProtectorOptions = {
   authTimeoutMs?: number;
 };
 
+/** What the protector did since it started: plain integers, one increment per event (the
+ *  agent's metrics read them at scrape time, docs/OPERATIONS.md §9). */
+export type ProtectorCounts = {
+  /** Connections admitted (sent a challenge); those refused at accept are closed
+   *  TOO_MANY_CONNECTIONS instead. */
+  accepted: number;
+  /** New checkpoints stored (a repeat of the newest, acknowledged again, is not one). */
+  checkpointsStored: number;
+  /** New log entries appended by their rank (repeats are not). */
+  entriesAppended: number;
+  /** Fetches answered whole (their `fetched` sent). */
+  fetchesServed: number;
+};
+
 export type ProtectorStats = {
   endpoint: string;
   strangers: number;
   authenticated: number;
-  /** Connections closed, by reason. */
+  /** Connections closed by the protector, by reason (a client's own close is not counted). */
   closed: Partial<Record<ProtectorCode, number>>;
+  counts: ProtectorCounts;
   /** Checkpoint bytes being assembled from chunks now (bounded by the store's total bound). */
   assemblingBytes: number;
   store: StoreStats;
@@ -140,6 +159,7 @@ type Service = {
   readonly holders: Map<string, Conn>;
   readonly conns: Set<Conn>;
   readonly closed: Partial<Record<ProtectorCode, number>>;
+  readonly counts: ProtectorCounts;
   readonly lastLogged: Map<ProtectorCode, { atMs: number; suppressed: number }>;
   /** Checkpoint bytes being assembled on all connections (bounded by the store's total). */
   assemblingBytes: number;
@@ -238,6 +258,7 @@ function onAppend(s: Service, conn: Conn, a: Authed, first: number, blobs: reado
     const r = append(s.store, a.task, a.rank, a.incarnation, first + i, blobs[i]!);
     if (!r.ok) return refuseOp(s, conn, 'append', first + i, r);
     conn.ackUpTo = Math.max(conn.ackUpTo ?? 0, r.upTo);
+    if (!r.repeat) s.counts.entriesAppended++;
   }
 }
 
@@ -252,7 +273,7 @@ function beginPut(s: Service, conn: Conn, a: Authed, m: Extract<ToProtector, { t
   const check = checkPut(s.store, a.task, a.rank, a.incarnation, m.id, m.logPos, m.size);
   const room = s.store.maxTotalBytes - s.assemblingBytes;
   const r: Refused | null = !check.ok ? check
-    : m.size > room ? { ok: false, code: 'STORE_FULL', detail: `${s.assemblingBytes} checkpoint bytes are being received already` } : null;
+    : m.size > room ? count(s.store, refuse('STORE_FULL', `${s.assemblingBytes} checkpoint bytes are being received already`)) : null;
   if (r !== null) {
     if (m.chunk.length < m.size) conn.discardPut = m.id;
     refuseOp(s, conn, 'put', m.id, r);
@@ -282,6 +303,7 @@ function onPut(s: Service, conn: Conn, a: Authed, m: Extract<ToProtector, { type
   s.assemblingBytes -= p.size;
   const stored = putCheckpoint(s.store, a.task, a.rank, a.incarnation, p.id, p.logPos, p.buf);
   if (!stored.ok) return refuseOp(s, conn, 'put', p.id, stored);
+  if (!stored.repeat) s.counts.checkpointsStored++;
   write(s, conn, { type: 'stored', id: p.id });
 }
 
@@ -301,6 +323,8 @@ async function onFetch(s: Service, conn: Conn, a: Authed): Promise<void> {
   try {
     for (const frame of frames) {
       if (conn.closed) return;
+      // Counted before its end is written: the client may read it before this resumes.
+      if (frame.type === 'fetched') s.counts.fetchesServed++;
       if (!write(s, conn, frame)) await drained(conn.socket);
     }
   } finally {
@@ -402,6 +426,7 @@ function onConnection(s: Service, socket: Socket): void {
     return;
   }
   s.conns.add(conn);
+  s.counts.accepted++;
   socket.setNoDelay(true);
   conn.timer = setTimeout(() => shut(s, conn, 'AUTH_TIMEOUT', `no valid hello within ${s.authTimeoutMs} ms`), s.authTimeoutMs);
   conn.timer.unref();
@@ -417,6 +442,7 @@ export async function createProtector(opts: ProtectorOptions): Promise<Protector
   const s: Service = {
     opts, authTimeoutMs: opts.authTimeoutMs ?? UNAUTHENTICATED_TIMEOUT_MS, store: createProtectorStore(opts.maxTotalBytes), keys: new Map(),
     strangers: createStrangers<Conn>(), holders: new Map(), conns: new Set(), closed: {}, lastLogged: new Map(), assemblingBytes: 0,
+    counts: { accepted: 0, checkpointsStored: 0, entriesAppended: 0, fetchesServed: 0 },
   };
   const server: Server = createServer({ noDelay: true }, (socket) => onConnection(s, socket));
   server.maxConnections = PROTECTOR_MAX_SOCKETS;
@@ -456,8 +482,8 @@ export async function createProtector(opts: ProtectorOptions): Promise<Protector
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
     stats: () => ({
-      endpoint, strangers: s.strangers.conns.size, authenticated: s.holders.size, closed: { ...s.closed }, assemblingBytes: s.assemblingBytes,
-      store: storeStats(s.store),
+      endpoint, strangers: s.strangers.conns.size, authenticated: s.holders.size, closed: { ...s.closed }, counts: { ...s.counts },
+      assemblingBytes: s.assemblingBytes, store: storeStats(s.store),
     }),
   };
 }

@@ -1,7 +1,9 @@
 // The keeper's warm standby and the local node reset driver with real processes (issue 3
 // item 4; spec §1.4 Agent-Keeper, §1.6 rule 1; PROTOCOL §8.4, §8.6):
 //   - a standby `trine agent` has no identity before `go` (no log line, incarnation or TCP
-//     socket of its own) and becomes the agent the moment the active one dies;
+//     socket of its own) and becomes the agent the moment the active one dies; with metrics on,
+//     the agent's endpoint counts its keeper's restarts (trine_keeper_restarts_total, which
+//     `go` carries, docs/OPERATIONS.md §9) and shows its protector's series;
 //   - a standby whose keeper is SIGKILLed exits by itself; a new keeper kills the agent left
 //     behind; SIGTERM to a keeper leaves neither agent nor standby;
 //   - LocalResetDriver kills a node's replica, keeper, agent, standby and recorded task processes
@@ -20,10 +22,12 @@ import {
   allocatePorts, clusterIds, generateClusterKeys, isAlive, loadCluster, paths, planCluster, writeClusterConfig, writePidFile,
 } from '../../src/io/cluster-dir.ts';
 import { logPath } from '../../src/io/log.ts';
+import { readMetricsPort, writeMetricsPorts } from '../../src/io/metrics-ports.ts';
 import { CommandResetDriver, LocalResetDriver, LogResetDriver, readResetDriverKind, ResetError, type ResetLog } from '../../src/io/reset-driver.ts';
 import {
   keeperChildPidFile, procStartTime, readKeeperChildPid, writeKeeperChildPid, writeProcsFile,
 } from '../../src/io/run-records.ts';
+import { parseExposition, samples, type Exposition } from './prom-text.ts';
 
 /** Loading a TypeScript process through tsx on a busy host. */
 const LOAD_WAIT = { timeout: 60_000, interval: 50 };
@@ -79,6 +83,24 @@ async function runningAgent(not: number | null, id = 'a1'): Promise<number> {
   }, LOAD_WAIT);
 }
 
+/** GET /metrics of agent `id` at the port it recorded, parsed; throws until it answers. */
+async function scrapeAgent(id = 'a1'): Promise<Exposition> {
+  const port = readMetricsPort(dir, id);
+  if (port === null) throw new Error(`${id} recorded no metrics port yet`);
+  const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+  const parsed = parseExposition(await res.text());
+  if (!parsed.ok) throw new Error(`exposition does not parse: ${parsed.code} line ${parsed.line}: ${parsed.detail}`);
+  return parsed.value;
+}
+
+/** The agent's trine_keeper_restarts_total by reason, once it serves them. */
+async function keeperRestarts(): Promise<Record<string, number>> {
+  const e = await scrapeAgent();
+  // Its protector listens (asynchronously): its labelled series are there once it does.
+  expect(samples(e, 'trine_protector_stored_bytes').map((x) => x.labels['kind']).sort()).toEqual(['checkpoint', 'log']);
+  return Object.fromEntries(samples(e, 'trine_keeper_restarts_total').map((x) => [x.labels['reason'], x.value]));
+}
+
 /** Inodes of the TCP sockets `pid` holds (from its fds and the kernel's socket tables). */
 function tcpSocketsOf(pid: number): string[] {
   const tcp = new Set<string>();
@@ -100,9 +122,14 @@ function tcpSocketsOf(pid: number): string[] {
 }
 
 describe('keeper warm standby (spec §1.4)', () => {
-  it('a standby has no identity before go, and becomes the agent the moment the active one dies', { timeout: 120_000 }, async () => {
+  it('a standby has no identity before go, and becomes the agent the moment the active one dies; the agent\'s metrics count the restarts, by reason', { timeout: 120_000 }, async () => {
+    // Metrics on for a1 (a kernel-picked port; if it is taken by then, the agent serves on
+    // another and records it in run/a1.metrics-port, which the scrape reads).
+    const [metricsPort] = await allocatePorts(1);
+    writeMetricsPorts(dir, new Map([['a1', metricsPort as number]]));
     startKeeper();
     const first = await runningAgent(null);
+    expect(await vi.waitFor(keeperRestarts, LOAD_WAIT)).toEqual({ exit: 0, hang: 0 });
     const standby = await readyStandby();
     expect(standby).not.toBe(first);
     const inc = readFileSync(paths.incFile(dir, 'a1'), 'utf8');
@@ -118,8 +145,17 @@ describe('keeper warm standby (spec §1.4)', () => {
     const started = lines('a1-keeper').find((e) => e['event'] === 'agent.start' && e['agentPid'] === standby);
     expect(started?.['replaceMs']).toEqual(expect.any(Number));
     expect(lines('a1-keeper').filter((e) => e['event'] === 'agent.restart').map((e) => e['reason'])).toEqual(['exited']);
+    // The promoted agent serves its keeper's count, its own promotion included.
+    await vi.waitFor(async () => expect(await keeperRestarts()).toEqual({ exit: 1, hang: 0 }), LOAD_WAIT);
     // And a new standby is loaded behind it.
-    expect(await readyStandby()).not.toBe(standby);
+    const third = await readyStandby();
+    expect(third).not.toBe(standby);
+
+    // A hung agent (stopped: no heartbeats) is killed and replaced: counted as a hang.
+    process.kill(second, 'SIGSTOP');
+    expect(await runningAgent(second)).toBe(third);
+    await vi.waitFor(async () => expect(await keeperRestarts()).toEqual({ exit: 1, hang: 1 }), LOAD_WAIT);
+    expect(lines('a1-keeper').filter((e) => e['event'] === 'agent.restart').map((e) => e['reason'])).toEqual(['exited', 'heartbeats stopped']);
   });
 
   it('a standby whose keeper is SIGKILLed exits by itself; the next keeper kills the agent left behind; SIGTERM leaves nothing', { timeout: 180_000 }, async () => {
