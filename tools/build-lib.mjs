@@ -160,8 +160,8 @@ ${names.map((n) => `  ${n},`).join('\n')}
 }
 
 /** Run MAKE_CACHE in a child node: this node (the cache is V8's, for its version) with no flags and
- *  no NODE_OPTIONS (V8 rejects a cache made under other flags), and no TRINE_* (the body's top
- *  level would start a link worker). Returns the body's export names. */
+ *  no NODE_OPTIONS (V8 rejects a cache made under other flags), and no TRINE_* (the warm-up
+ *  agent's environment is the only one it links with). Returns the body's export names. */
 async function makeCache(entryUrl, bodyPath, cachePath) {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('TRINE_') && k !== 'NODE_OPTIONS'));
   // The warm-up agent, bundled on its own into a temporary directory (never shipped).

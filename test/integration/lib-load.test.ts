@@ -3,7 +3,8 @@
 // (`build-lib.mjs --app DIR`), then loaded by real `node` children (no loader) with the cache as
 // built, missing, cut short, replaced by noise, damaged inside, and under a V8 flag that makes V8
 // reject it. Whatever becomes of the cache, the entry must export what src/app/index.ts exports
-// and the library must work, worker thread included.
+// and the library must work, its DGRP tester thread included (the link's worker thread starts
+// only at an agent's welcome: the build's warm-up link and test/e2e/pack.test.ts start it).
 import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,8 +20,9 @@ const CHILD_TIMEOUT_MS = 30_000;
 /** What each child reports: the loader's account of the cache, the entry's names, a DGRP test
  *  answered and checked (library code run after the load), and the two threads the library
  *  starts from files beside the entry, named from the body's import.meta.url: Link.init()'s
- *  error with a socket that does not exist ("cannot reach the agent" comes from the link's worker
- *  thread, worker.cjs), and the DGRP tester thread (tester-boot.mjs), opened for a stand-in link.
+ *  error with a socket that does not exist ("cannot reach the agent" comes from the main thread's
+ *  socket pump, worker.cjs bundled into the body), and the DGRP tester thread (tester-boot.mjs),
+ *  opened for a stand-in link.
  *  A file, not \`node -e\`: the tester thread inherits the process's flags, --input-type too. */
 const CHILD = `
 const m = await import(process.argv[2]);

@@ -217,7 +217,7 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
     });
   });
 
-  it('a request sent during the attach from a loop that never yields reaches the agent (the worker writes it, not the main thread)', async () => {
+  it('a request sent before the worker has attached, from a loop that never yields, reaches the agent at once (the main thread writes it on its own connection)', async () => {
     await withSlowAttach(async (proxyPath) => {
       const id = `t${nextTask++}`;
       const k = agent.spawnChild({ ...agent.envFor(id, 0), TRINE_AGENT_SOCKET: proxyPath });

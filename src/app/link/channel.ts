@@ -34,9 +34,7 @@ export type MainToWorker =
   /** Drop the socket at once. */
   | { readonly type: 'close' }
   /** A DGRP tester's port (worker.cjs): it gets every view and may send frames. */
-  | { readonly type: 'attach'; readonly port: MessagePort }
-  /** The handover: end this (the first) connection; nothing is finalized. */
-  | { readonly type: 'release' };
+  | { readonly type: 'attach'; readonly port: MessagePort };
 
 /** What the worker posts: a frame body, undecoded, or the socket's end. */
 export type RawWorkerToMain =

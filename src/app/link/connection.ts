@@ -8,24 +8,26 @@
 // the mapping it brings. When the welcome comes the worker is started, and dials a second
 // connection with `attach`: it boots while the group orders the process's connect report, when
 // the main thread only waits (started as trine/app loaded instead, its boot took the CPU the
-// library's load, the hello and the agent needed: 6 ms more, docs/PERFORMANCE.md §5). The agent
+// library's load, the hello and the agent needed: 7 ms more, docs/PERFORMANCE.md §5). The agent
 // then writes nothing more on the first and answers on the second with `attached {replayed}`
 // and, again, the frames it had sent on the first since the welcome. The main thread switches
 // when it reads `attached`, which the worker relays even while the main thread is busy (exitCs
 // pulls it): of the replayed frames it skips as many as it had already taken from the first
-// connection (the same frames, in the same order) and takes the rest, and it ends the first
-// connection. From then on the worker raises the shared flags on arrival however busy the main
-// thread is (spec §5.2). Before, a signal is read only when the main thread yields, or once the
-// worker has attached and has it again in the replay: a wait no longer than the worker's boot.
-// Every request after the welcome goes by the worker (it queues them until its connection is
-// up: the attach comes first on it), so a busy main thread holds none back and their order is
-// one connection's. Signals are only for a process with its mapping, which comes after the
-// welcome, so only a finalize before the welcome ever goes on the first connection. A refused
-// attach or a failed worker loses the link, as a lost first connection does; a finalize then
-// goes on the first connection, so the process still ends cleanly.
+// connection (the same frames, in the same order) and takes the rest. From then on the worker
+// raises the shared flags on arrival however busy the main thread is (spec §5.2). Before, a
+// signal is read only when the main thread yields, or once the worker has attached and has it
+// again in the replay: a wait no longer than the worker's boot.
+// Every request goes on the first connection, for the process's life: the main thread calls its
+// pump directly (no port message, which would wait for the event loop), so a request leaves at
+// once, from a loop that never yields and before the worker has booted, and the process's
+// requests travel on one connection, in order. The first connection is no longer read after the
+// switch (the agent writes nothing more on it). Only if it ends (an OS error) do later requests
+// go by the worker. A finalize goes the same way, and its close ends the link. A refused attach
+// or a failed worker loses the link, as a lost first connection does, unless a finalize is
+// under way on the first, which then ends the process cleanly.
 // Before the switch, exitCs() delivers only what the main thread's pump had read (or, once the
 // worker has attached, its replay): spec A27's "delivered before Exit_cs returns" holds from the
-// switch on, tens of milliseconds after the welcome.
+// switch on, a worker's boot after the welcome.
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { unpack } from '../../core/wire/frame.ts';
 import { agentToProc, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent } from '../../core/wire/app-wire.ts';
@@ -34,7 +36,7 @@ import type { LinkEnv } from './env.ts';
 import type { SharedFlagBuffers } from './flags.ts';
 import { APP_CONNECT_ATTEMPTS, APP_CONNECT_RETRY_MAX_MS, APP_CONNECT_RETRY_MS } from './limits.ts';
 // The same pump the worker thread runs; bundled into the library, so nothing is loaded at init.
-import { run as runPump } from './worker.cjs';
+import { run as runPump, type PumpWrites } from './worker.cjs';
 
 export type ConnectionEvents = {
   readonly onMessage: (m: WorkerToMain) => void;
@@ -44,19 +46,22 @@ export type ConnectionEvents = {
 
 type Handle = (m: WorkerToMain) => void;
 
-/** first: on the main thread's connection; attaching: the worker dials its own; moved: the
- *  worker's connection carries everything. */
+/** first: everything on the main thread's connection; attaching: the worker dials its own;
+ *  moved: the worker's connection carries what the agent sends (requests stay on the first). */
 type Phase = 'first' | 'attaching' | 'moved';
 
 const WORKER_URL = new URL('./worker.cjs', import.meta.url);
 
-const finalizeMessage = (): MainToWorker => ({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
+const finalizeMessage = (): RequestMessage => ({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
+
+type RequestMessage = Extract<MainToWorker, { type: 'send' | 'finalize' }>;
 
 export class AgentConnection {
-  /** The main thread's end of the first connection's pump; null once moved or closed. */
+  /** The main thread's end of the first connection's pump; null once closed. */
   private first: MessagePort | null;
-  /** …once moved, until its pump reports the released socket gone. */
-  private retired: MessagePort | null = null;
+  /** The first pump's writes, called directly: every request goes by them while that
+   *  connection lasts (null once it has ended, when requests go by the worker). */
+  private writes: PumpWrites | null = null;
   /** The main thread's end of the worker's pump (messages queue until the worker starts). */
   private second: MessagePort | null;
   /** Started at the welcome; null before, and once closed. */
@@ -101,7 +106,7 @@ export class AgentConnection {
     a.port1.on('message', (m: RawWorkerToMain) => conn.fromFirst(m, events.onMessage));
     b.port1.on('message', (m: RawWorkerToMain) => conn.fromSecond(m, events.onMessage));
     const hello = encodeAppFrame(procToAgent, { type: 'hello', task: env.task, vpid: env.vpid, token: env.token, endpoint });
-    runPump({ ...common, unrefHandles: true, helloFrame: hello, port: a.port2 }, a.port2);
+    conn.writes = runPump({ ...common, unrefHandles: true, helloFrame: hello, port: a.port2 }, a.port2);
     return conn;
   }
 
@@ -123,8 +128,11 @@ export class AgentConnection {
   /** What the first connection's pump relayed. */
   private fromFirst(m: RawWorkerToMain, handle: Handle): void {
     if (this.phase === 'moved') {
-      // Released: what it still relays is in the replay; its end is not the link's.
-      if (m.type !== 'frame') this.closeRetired();
+      // Its frames are in the replay. Its end is the link's only after a finalize said on it;
+      // otherwise requests go by the worker from then on.
+      if (m.type === 'frame') return;
+      if (this.finalizing) return handle(m);
+      this.writes = null;
       return;
     }
     const msg = this.decode(m, handle);
@@ -156,12 +164,9 @@ export class AgentConnection {
       }
       return handle({ type: 'agent', msg });
     }
-    // The worker's connection ended before it was attached. A finalize it carried is said again
-    // on the first connection, whose 'closed' then ends it; otherwise the link is lost.
-    if (this.finalizing && this.first !== null) {
-      this.first.postMessage(finalizeMessage());
-      return;
-    }
+    // The worker's connection ended before it was attached. A finalize went on the first
+    // connection, whose 'closed' then ends the link; otherwise the link is lost.
+    if (this.finalizing && this.writes !== null) return;
     const detail = this.refusal !== null ? `the agent refused the worker's connection: ${this.refusal}` : m.type === 'lost' ? `the worker's connection: ${m.detail}` : "the worker's connection closed";
     handle({ type: 'lost', code: 'AGENT_CLOSED', detail });
   }
@@ -187,11 +192,6 @@ export class AgentConnection {
     if (this.taken > replayed) return this.protocolError(`${replayed} frames replayed, ${this.taken} taken already`, handle);
     this.phase = 'moved';
     this.skip = this.taken;
-    this.retired = this.first;
-    this.first = null;
-    this.retired?.postMessage({ type: 'release' } satisfies MainToWorker);
-    this.retired?.unref();
-    this.applyRef();
   }
 
   /** Decode and check a relayed frame (the pumps only cut the stream into frames): a body that
@@ -245,27 +245,25 @@ export class AgentConnection {
     }
   }
 
-  private closeRetired(): void {
-    this.retired?.close();
-    this.retired = null;
-  }
-
   /** Drop the sockets and stop the worker. Idempotent. */
   close(): void {
-    for (const port of [this.first, this.second, this.retired]) {
-      port?.postMessage({ type: 'close' } satisfies MainToWorker);
-      port?.close();
-    }
+    this.writes?.close();
+    this.second?.postMessage({ type: 'close' } satisfies MainToWorker);
+    for (const port of [this.first, this.second]) port?.close();
     this.first = null;
     this.second = null;
-    this.retired = null;
+    this.writes = null;
     const worker = this.worker;
     this.worker = null;
     if (worker !== null) void worker.terminate();
   }
 
-  /** Requests go by the worker from the attach on (see the header). */
-  private post(m: MainToWorker): void {
-    (this.phase === 'first' ? this.first : this.second)?.postMessage(m);
+  /** Requests go on the first connection, written at once, while it lasts (see the header). */
+  private post(m: RequestMessage): void {
+    if (this.writes !== null) {
+      if (m.type === 'send' ? this.writes.send(m.bytes) : this.writes.finalize(m.bytes)) return;
+      this.writes = null; // it has ended
+    }
+    this.second?.postMessage(m);
   }
 }

@@ -25,9 +25,8 @@
 // The worker waits for its start message, { type: 'start', workerData }, and only then dials. On the main thread
 // (workerData.unrefHandles) the pump's socket, port and timers do not keep the process alive:
 // the main thread's end of the port does that, when the link asks (connection.ts keepAlive).
-// CommonJS, because a
-// worker thread boots in ~31 ms of CPU from a CommonJS file against ~39 from an ES module
-// (docs/PERFORMANCE.md §5), and this boot sits on a spawned process's path.
+// CommonJS, because a worker thread boots in ~31 ms of CPU from a CommonJS file against ~39 from
+// an ES module (docs/PERFORMANCE.md §5): CPU a spawned process's other work shares two cores with.
 'use strict';
 const { connect } = require('node:net');
 const { parentPort } = require('node:worker_threads');
@@ -177,39 +176,56 @@ function run(workerData, port) {
     }
   }
 
+  /** Write a frame the link encoded (a request); false once this pump has ended for good. */
+  function send(bytes) {
+    if (done) return false;
+    if (finalizing) return true;
+    if (socket !== null && !socket.destroyed) socket.write(bytes);
+    if (!heard) unanswered.push(bytes);
+    return true;
+  }
+
+  /** Write the finalize frame and end the socket; 'closed' follows once it is gone. */
+  function finalize(bytes) {
+    if (done) return false;
+    if (finalizing) return true;
+    finalizing = true;
+    if (socket !== null && !socket.destroyed) socket.end(bytes);
+    else stopRetrying();
+    return true;
+  }
+
+  /** Drop the socket at once (the link is closing). */
+  function close() {
+    if (done) return;
+    tester?.close();
+    closing = true;
+    if (lost === null && !finalizing) lost = { code: 'AGENT_CLOSED', detail: 'closed by the application' };
+    if (socket !== null) socket.destroy();
+    else stopRetrying();
+  }
+
   dial();
 
   port.on('message', (m) => {
     if (done) return;
     switch (m.type) {
       case 'send':
-        if (finalizing) return;
-        if (socket !== null && !socket.destroyed) socket.write(m.bytes);
-        if (!heard) unanswered.push(m.bytes);
+        send(m.bytes);
         return;
       case 'finalize':
-        if (finalizing) return;
-        finalizing = true;
-        if (socket !== null && !socket.destroyed) socket.end(m.bytes);
-        else stopRetrying();
+        finalize(m.bytes);
         return;
       case 'attach':
         attach(m.port);
         return;
-      case 'release':
-        // The handover: this (the main thread's) connection ends; the worker's carries on.
-        closing = true;
-        if (socket !== null && !socket.destroyed) socket.end();
-        else stopRetrying();
-        return;
       case 'close':
-        tester?.close();
-        closing = true;
-        if (lost === null && !finalizing) lost = { code: 'AGENT_CLOSED', detail: 'closed by the application' };
-        if (socket !== null) socket.destroy();
-        else stopRetrying();
+        close();
         return;
     }
   });
   if (unrefHandles) port.unref();
+  // The main thread's pump is also called directly (connection.ts): a request leaves at once,
+  // even from a loop that never yields, where a port message would wait for the event loop.
+  return { send, finalize, close };
 }
