@@ -166,7 +166,7 @@ export type SignalSamples = {
     /** A bare spawn of the same command just before this sample, spawn() → first line. */
     bareToStartMs: number;
     startToLoadedMs: number | null;
-    /** trine/app loaded → the agent reports the process connected (worker thread, tsx in it, hello). */
+    /** trine/app loaded → the agent reports the process connected (Link.init(), the hello). */
     loadedToConnectedMs: number | null;
     /** Connected → Link.init() resolved (report to the group, the mapping back). */
     connectedToReadyMs: number | null;
@@ -683,7 +683,7 @@ function figuresOf(s: SignalSamples): Figure[] {
   add('  SPAWN: last request sent → primary accepts the quorum', values(s.spawn, (x) => x.lastRequestToAcceptedMs));
   add('  SPAWN: last request → the new process prints its first line', values(s.spawn, (x) => x.lastRequestToStartMs));
   add('  SPAWN: first line → trine/app loaded', values(s.spawn, (x) => x.startToLoadedMs));
-  add('  SPAWN: trine/app loaded → agent reports it connected (link worker start, hello)', values(s.spawn, (x) => x.loadedToConnectedMs));
+  add('  SPAWN: trine/app loaded → agent reports it connected (Link.init(), hello)', values(s.spawn, (x) => x.loadedToConnectedMs));
   add('  SPAWN: connected → Link.init() resolved (mapping)', values(s.spawn, (x) => x.connectedToReadyMs));
   add('  SPAWN: Link.init() resolved → REP_SPAWNED handled at every process', values(s.spawn, (x) => x.readyToLastMs));
   f.push({ name: 'SPAWN samples', value: s.spawn.length, unit: 'requests' });

@@ -37,8 +37,9 @@
 // stops writing to the first connection and answers on the second with `attached {replayed}`
 // and the frames it had sent on the first since the welcome (kept for this, at most
 // MAX_REPLAY_BYTES), so the worker sees every one, whatever the main thread had read; from then
-// on send() writes to the second. The library sends every request after the welcome through
-// its worker, so the second connection carries them all, in order. The process's connection,
+// on send() writes to the second. The library's main thread writes every request on the first
+// connection for the process's life, so one connection carries them all, in order: both are
+// read alike (the second carries a DGRP tester's reports). The process's connection,
 // for onClosed and its crash semantics, is the second one from the attach on: a finalize that
 // came on the first counts, the first one's end is only logged (an end this agent forced on it,
 // a malformed frame say, ends the second too: not an OS error, which the process's exit may
@@ -426,7 +427,7 @@ export class AppSocketServer {
   }
 
   private write(conn: Conn, msg: AgentToProc): boolean {
-    if (tracing()) trace(`app.tx ${msg.type}`);
+    if (tracing()) trace(`app.tx ${msg.type}${conn.id === null ? '' : ` ${conn.id.task}/${conn.id.vpid}`}`);
     const frame = encodeAppFrame(agentToProc, msg);
     conn.socket.write(frame);
     const sent = conn.sent;
