@@ -463,8 +463,8 @@ describe('strangers guessing tokens (issue 14 item 8, PROTOCOL §9.4)', () => {
       agent.sendMapping(TASK, 0, [0]);
       await child.waitEv('ready');
       // The third dial is the hello; the fourth, the worker thread's attach (PROTOCOL §9.4.1),
-      // which boots from the welcome on and may dial after the mapping.
-      await waitUntil(() => seen >= 4, "the worker's attach");
+      // which boots from the welcome on and may dial after the mapping: none after it.
+      await waitUntil(() => agent.logs.some((e) => e.type === 'app.attached' && e.task === TASK), "the worker's attach");
       expect(seen).toBe(4);
     } finally {
       for (const x of sockets.splice(0)) x.destroy();
