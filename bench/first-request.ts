@@ -1,0 +1,97 @@
+// How soon a linked process's first request leaves once `Link.init()` has resolved (the handover,
+// PROTOCOL §9.4.1; docs/PERFORMANCE.md §5): what an application that recovers at once (a
+// replacement's recoverComm, a SYNC) waits for before the group sees anything. Each sample is a
+// fresh `node` linking the compiled library against the real agent socket
+// (src/daemon/app-socket.ts), which answers the hello with the mapping MAPPING_DELAY_MS later, as
+// a group's ordered step would; the process sends one signal the moment init() resolves, and
+// the time is from there to the agent reading it (both stamp CLOCK_MONOTONIC). Variants run
+// interleaved. Not part of `npm run bench`.
+//
+//   node --import tsx bench/first-request.ts [-n N] [name=path/to/index.js …]
+//
+// Without a variant it uses this checkout's dist/app/index.js (`node tools/build-lib.mjs` first).
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { AppSocketServer } from '../src/daemon/app-socket.ts';
+import { quantile } from './stats.ts';
+
+const DEFAULT_SAMPLES = 15;
+/** The group's ordered step between the hello and the mapping, about a SYNC here (§5). */
+const MAPPING_DELAY_MS = 12;
+const CHILD_TIMEOUT_MS = 30_000;
+const TASK = 't1';
+
+const CHILD = `
+const mono = () => Number(process.hrtime.bigint()) / 1e6;
+const m = await import(process.argv[1]);
+const link = await m.Link.init();
+const at = mono();
+link.signal(100, m.GSIG_BROADCAST, 1);
+process.stdout.write(JSON.stringify({ at }) + '\\n');
+await new Promise((r) => setTimeout(r, 100));
+await link.finalize();
+process.exit(0);
+`;
+
+const mono = (): number => Number(process.hrtime.bigint()) / 1e6;
+
+async function sample(entryUrl: string, n: number): Promise<number> {
+  const token = randomBytes(16).toString('hex');
+  const path = `@trine-bench-first-request/${process.pid}/${n}`;
+  let readAt: number | null = null;
+  const server: AppSocketServer = await AppSocketServer.listen(path, {
+    authenticate: (_task, _vpid, t) => (t === token ? null : 'not the bench process'),
+    taskKey: () => new Uint8Array(32),
+    onConnected: () => {
+      setTimeout(() => server.send(TASK, 0, {
+        type: 'mapping', task: TASK, vpid: 0, size: 1, restarted: false, recovered: false, epoch: 0, quorum: 1,
+        members: [{ vpid: 0, node: 'n1', endpoint: '' }], rollback: null, dgrp: null, straggler: null,
+      }), MAPPING_DELAY_MS);
+    },
+    onSignal: () => {
+      readAt ??= mono();
+    },
+  });
+  try {
+    const env = { ...process.env, TRINE_AGENT_SOCKET: path, TRINE_TASK: TASK, TRINE_VPID: '0', TRINE_TOKEN: token };
+    const child = spawn(process.execPath, ['--input-type=module', '-e', CHILD, entryUrl], { env, stdio: ['ignore', 'pipe', 'inherit'], timeout: CHILD_TIMEOUT_MS });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    const code = await new Promise<number | null>((r) => child.on('exit', r));
+    if (code !== 0 || readAt === null) throw new Error(`sample ${n}: the child exited ${String(code)}${readAt === null ? ', no request read' : ''}`);
+    return readAt - (JSON.parse(out) as { at: number }).at;
+  } finally {
+    await server.close();
+  }
+}
+
+const args = process.argv.slice(2);
+let samples = DEFAULT_SAMPLES;
+const variants: { name: string; url: string }[] = [];
+for (let i = 0; i < args.length; i++) {
+  const a = args[i] ?? '';
+  if (a === '-n') samples = Number(args[++i]);
+  else if (a === '--help' || a === '-h') {
+    console.log('usage: node --import tsx bench/first-request.ts [-n N] [name=path/to/index.js …]');
+    process.exit(0);
+  } else {
+    const eq = a.indexOf('=');
+    if (eq <= 0) throw new Error(`bad argument ${a}: name=path/to/index.js`);
+    variants.push({ name: a.slice(0, eq), url: pathToFileURL(resolve(a.slice(eq + 1))).href });
+  }
+}
+if (!Number.isInteger(samples) || samples < 1) throw new Error('-n needs a positive integer');
+if (variants.length === 0) variants.push({ name: 'dist', url: pathToFileURL(resolve('dist/app/index.js')).href });
+for (const v of variants) {
+  if (!existsSync(new URL(v.url))) throw new Error(`${v.name}: no ${new URL(v.url).pathname}: run node tools/build-lib.mjs first`);
+}
+const times = new Map(variants.map((v) => [v.name, [] as number[]]));
+for (let i = 0; i < samples; i++) for (const v of variants) times.get(v.name)?.push(await sample(v.url, i));
+console.log(`node ${process.version}, ${samples} processes per variant, interleaved; the mapping ${MAPPING_DELAY_MS} ms after the hello`);
+console.log('ms from Link.init() resolved to the first request read by the agent');
+for (const [name, xs] of times) console.log(`${name.padEnd(10)} p50 ${quantile(xs, 0.5).toFixed(2)}  p90 ${quantile(xs, 0.9).toFixed(2)}  max ${Math.max(...xs).toFixed(2)}`);
