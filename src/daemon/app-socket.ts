@@ -333,6 +333,9 @@ export class AppSocketServer {
       return;
     }
     const { task, vpid } = conn.id;
+    // Finalized on the other connection of the handover: what still comes on this one is late,
+    // not wrong (a DGRP tester's report from its own thread), and is dropped without a word.
+    const finalizedThere = !conn.finalized && (conn.predecessor?.finalized === true || conn.movedTo?.finalized === true);
     switch (msg.type) {
       case 'hello':
       case 'attach':
@@ -343,6 +346,7 @@ export class AppSocketServer {
           this.destroy(conn, 'AFTER_FINALIZE', 'signal after finalize');
           return;
         }
+        if (finalizedThere) return;
         this.opts.onSignal?.(task, vpid, { signum: msg.signum, dest: msg.dest, arg: msg.arg, epoch: msg.epoch });
         return;
       case 'mark': {
@@ -356,11 +360,12 @@ export class AppSocketServer {
           this.destroy(conn, 'AFTER_FINALIZE', `${msg.type} after finalize`);
           return;
         }
+        if (finalizedThere) return;
         this.opts.onDgrp?.(task, vpid, msg);
         return;
       case 'progress':
         // One sent as the process finalizes is late, not wrong: nothing is left to judge.
-        if (!conn.finalized) this.opts.onProgress?.(task, vpid, msg.permille);
+        if (!conn.finalized && !finalizedThere) this.opts.onProgress?.(task, vpid, msg.permille);
         return;
       case 'finalize':
         // Once per process: the handover's two connections may both say it (PROTOCOL §9.4.1).

@@ -465,6 +465,7 @@ describe('strangers guessing tokens (issue 14 item 8, PROTOCOL §9.4)', () => {
       // The third dial is the hello; the fourth, the worker thread's attach (PROTOCOL §9.4.1),
       // which boots from the welcome on and may dial after the mapping: none after it.
       await waitUntil(() => agent.logs.some((e) => e.type === 'app.attached' && e.task === TASK), "the worker's attach");
+      await new Promise((res) => setTimeout(res, 100));
       expect(seen).toBe(4);
     } finally {
       for (const x of sockets.splice(0)) x.destroy();
@@ -545,6 +546,28 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
     await waitUntil(() => r.closed.length === 1, 'the close');
     expect(r.closed).toEqual([{ vpid: 2, clean: true }]);
     await waitUntil(() => first.closed, 'the first connection closed with the second');
+  });
+
+  it('after a finalize on the first connection, what still comes on the second (a DGRP tester\'s late report) is dropped without a word: no AFTER_FINALIZE, a clean close', async () => {
+    const dgrp: number[] = [];
+    const r = await listen({ onDgrp: (_task, vpid) => dgrp.push(vpid) });
+    const { first, second } = await handedOver(r, 3);
+    second.write({ type: 'dgrp.arrive', round: 1 });
+    await waitUntil(() => dgrp.length === 1, 'an arrival before the finalize');
+    first.write({ type: 'finalize' });
+    await waitUntil(() => r.finalized.includes(3), 'finalized');
+    second.write({ type: 'dgrp.arrive', round: 2 });
+    second.write({ type: 'signal', signum: 102, dest: 1, arg: 9, epoch: 0 });
+    await new Promise((res) => setTimeout(res, 50));
+    expect(dgrp).toEqual([3]);
+    expect(r.signals).toEqual([]);
+    expect(second.closed).toBe(false);
+    first.socket.end();
+    await waitUntil(() => first.closed, 'the first connection ended');
+    second.socket.end();
+    await waitUntil(() => r.closed.length === 1, 'the close');
+    expect(r.closed).toEqual([{ vpid: 3, clean: true }]);
+    expect(r.logs.some((e) => e.type === 'app.closed' && /AFTER_FINALIZE/.test(JSON.stringify(e)))).toBe(false);
   });
 
   it('a finalize sent on the first connection before it ended counts: the second\'s close is clean', async () => {

@@ -231,6 +231,80 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
     });
   });
 
+  /** A proxy that counts what the process writes on each of its connections (1: the main
+   *  thread's, 2: the worker's) and can cut one. */
+  async function withCountingProxy(run: (proxyPath: string, up: number[], cut: (n: number) => void) => Promise<void>): Promise<void> {
+    const dir = mkdtempSync(join(tmpdir(), 'trine-handover-'));
+    const proxyPath = join(dir, 'proxy.sock');
+    const pairs: Socket[][] = [];
+    const up: number[] = [0, 0, 0];
+    const proxy = createServer((s) => {
+      const n = pairs.length + 1;
+      const a = connect(agent.path);
+      pairs.push([s, a]);
+      s.on('data', (d: Buffer) => {
+        up[n] = (up[n] ?? 0) + d.length;
+      });
+      s.pipe(a).pipe(s);
+      s.on('error', () => a.destroy());
+      a.on('error', () => s.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(proxyPath, resolve));
+    try {
+      await run(proxyPath, up, (n) => {
+        for (const x of pairs[n - 1] ?? []) x.destroy();
+      });
+    } finally {
+      for (const x of pairs.flat()) x.destroy();
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('after the worker has attached, a request and the finalize still go on the main thread\'s connection, in order, and the process ends cleanly', async () => {
+    await withCountingProxy(async (proxyPath, up) => {
+      const id = `t${nextTask++}`;
+      const k = agent.spawnChild({ ...agent.envFor(id, 0), TRINE_AGENT_SOCKET: proxyPath });
+      await agent.connected(id, 0);
+      agent.sendMapping(id, 0, [0, 7]);
+      await k.waitEv('ready');
+      await waitUntil(() => agent.logs.some((e) => e.type === 'app.attached' && e.task === id), "the worker's attach");
+      const before = [...up];
+      k.send({ op: 'signal', signum: 102, dest: 7, arg: 31 });
+      await waitUntil(() => agent.signalsFrom(id, 0).some((e) => e.req.arg === 31), 'the request at the agent');
+      expect(up[1]).toBeGreaterThan(before[1] ?? 0);
+      expect(up[2]).toBe(before[2]);
+      k.send({ op: 'finalize' });
+      expect(await k.waitEv('finalized')).toMatchObject({ state: 'finalized' });
+      await waitUntil(() => agent.events.some((e) => e.type === 'closed' && e.task === id), 'the close');
+      expect(agent.events.filter((e) => e.type === 'finalized' && e.task === id)).toHaveLength(1);
+      expect(agent.events.find((e) => e.type === 'closed' && e.task === id)).toMatchObject({ clean: true });
+      expect(up[2]).toBe(before[2]);
+    });
+  });
+
+  it('if the main thread\'s connection ends after the switch, the link stays up: later requests and the finalize go by the worker', async () => {
+    await withCountingProxy(async (proxyPath, up, cut) => {
+      const id = `t${nextTask++}`;
+      const k = agent.spawnChild({ ...agent.envFor(id, 0), TRINE_AGENT_SOCKET: proxyPath });
+      await agent.connected(id, 0);
+      agent.sendMapping(id, 0, [0, 7]);
+      await k.waitEv('ready');
+      await waitUntil(() => agent.logs.some((e) => e.type === 'app.attached' && e.task === id), "the worker's attach");
+      cut(1);
+      await waitUntil(() => agent.logs.some((e) => e.type === 'app.closed' && e.task === id && /moved/.test(String((e as { detail?: string }).detail))), 'the first connection closed at the agent');
+      const before = up[2] ?? 0;
+      k.send({ op: 'signal', signum: 102, dest: 7, arg: 32 });
+      await waitUntil(() => agent.signalsFrom(id, 0).some((e) => e.req.arg === 32), 'the request at the agent, by the worker');
+      expect(up[2]).toBeGreaterThan(before);
+      expect(k.lines.some((e) => e.ev === 'lost')).toBe(false);
+      k.send({ op: 'finalize' });
+      expect(await k.waitEv('finalized')).toMatchObject({ state: 'finalized' });
+      await waitUntil(() => agent.events.some((e) => e.type === 'closed' && e.task === id), 'the close');
+      expect(agent.events.find((e) => e.type === 'closed' && e.task === id)).toMatchObject({ clean: true });
+    });
+  });
+
   it('an attach the agent refuses loses the link with the reason; a finalize asked for meanwhile still ends the process cleanly', async () => {
     // An agent that takes each token once (the hello) and sends the mapping with its welcome:
     // the worker's attach that follows is refused.

@@ -72,6 +72,8 @@ export class AgentConnection {
   /** Replayed frames still to skip after the switch. */
   private skip = 0;
   private finalizing = false;
+  /** The connection the finalize was written on: its close ends the link. */
+  private finalizeOn: 'first' | 'second' | null = null;
   /** The agent refused the worker's connection, and why. */
   private refusal: string | null = null;
   private refd = true;
@@ -131,7 +133,7 @@ export class AgentConnection {
       // Its frames are in the replay. Its end is the link's only after a finalize said on it;
       // otherwise requests go by the worker from then on.
       if (m.type === 'frame') return;
-      if (this.finalizing) return handle(m);
+      if (this.finalizeOn === 'first') return handle(m);
       this.writes = null;
       return;
     }
@@ -166,7 +168,7 @@ export class AgentConnection {
     }
     // The worker's connection ended before it was attached. A finalize went on the first
     // connection, whose 'closed' then ends the link; otherwise the link is lost.
-    if (this.finalizing && this.writes !== null) return;
+    if (this.finalizeOn === 'first') return;
     const detail = this.refusal !== null ? `the agent refused the worker's connection: ${this.refusal}` : m.type === 'lost' ? `the worker's connection: ${m.detail}` : "the worker's connection closed";
     handle({ type: 'lost', code: 'AGENT_CLOSED', detail });
   }
@@ -187,7 +189,7 @@ export class AgentConnection {
   }
 
   /** The switch: the first `taken` of the `replayed` frames were taken from the first connection
-   *  already; the first connection ends. */
+   *  already; the first connection is read no more (requests still go on it). */
   private onAttached(replayed: number, handle: Handle): void {
     if (this.taken > replayed) return this.protocolError(`${replayed} frames replayed, ${this.taken} taken already`, handle);
     this.phase = 'moved';
@@ -261,9 +263,13 @@ export class AgentConnection {
   /** Requests go on the first connection, written at once, while it lasts (see the header). */
   private post(m: RequestMessage): void {
     if (this.writes !== null) {
-      if (m.type === 'send' ? this.writes.send(m.bytes) : this.writes.finalize(m.bytes)) return;
+      if (m.type === 'send' ? this.writes.send(m.bytes) : this.writes.finalize(m.bytes)) {
+        if (m.type === 'finalize') this.finalizeOn = 'first';
+        return;
+      }
       this.writes = null; // it has ended
     }
+    if (m.type === 'finalize') this.finalizeOn = 'second';
     this.second?.postMessage(m);
   }
 }

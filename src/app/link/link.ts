@@ -128,9 +128,9 @@ export class Link {
 
   /** G_Signal: dest = a member VPID (point to point), GSIG_BROADCAST (a broadcast request) or
    *  GSIG_CM (a group request). Misuse throws a LinkError and sends nothing. Returns what was
-   *  sent, with the epoch attached. The worker writes it at once, even while this thread
-   *  computes; a process that exits right after may lose it, so end with finalize(), which
-   *  follows every earlier signal to the agent. */
+   *  sent, with the epoch attached. It is written at once, on this thread's connection to the
+   *  agent; a process that exits right after may lose it, so end with finalize(), awaited,
+   *  which follows every earlier signal to the agent on the same connection. */
   signal(signum: number, dest: number, arg: number): SignalRequest {
     requireReady(this.life);
     checkSignalToSend(this.view, this.task, this.tracker, signum, dest, arg);

@@ -1,12 +1,14 @@
 // The link's socket pump, and the worker thread that runs it: it owns a Unix socket to the agent
 // (spec §7: the source's two named pipes and SIGINT). The same code runs twice per process
 // (the handover, PROTOCOL §9.4.1): first on the main thread (run(), called by connection.ts),
-// which says hello at once, and then in the worker thread, which dials again with `attach` and
-// carries everything from the agent's `attached` on. So a spawned process is connected without
+// which says hello at once and writes every request, and then in the worker thread, which dials
+// again with `attach` and reads what the agent sends from `attached` on (and writes a DGRP
+// tester's reports). So a spawned process is connected without
 // waiting ~25 ms of CPU for a worker to boot. Plain JavaScript, so a worker starts in tens of milliseconds instead
 // of registering a TypeScript loader first (docs/PERFORMANCE.md §5: ~250 ms per init and per
 // spawned process). It does only what must happen off the main thread:
-//   - write the frames the main thread encoded (hello, signals, finalize);
+//   - write the frames the link encoded (hello or attach; on the main thread, signals and
+//     finalize; in the worker, a tester's reports);
 //   - cut the agent's byte stream into frames (4-byte big-endian length ‖ body, at most
 //     workerData.maxFrameBytes; more is a broken stream) and relay each body, in order;
 //   - raise the shared flags a signal's number calls for, the moment it arrives, before the main
@@ -176,9 +178,13 @@ function run(workerData, port) {
     }
   }
 
-  /** Write a frame the link encoded (a request); false once this pump has ended for good. */
+  /** This pump can write no more: it has ended, or its socket broke after the agent spoke (a
+   *  socket that never answered is dialled again, and writes wait in `unanswered`). */
+  const gone = () => done || (heard && (socket === null || socket.destroyed || lost !== null));
+
+  /** Write a frame the link encoded (a request); false once this pump can write no more. */
   function send(bytes) {
-    if (done) return false;
+    if (gone()) return false;
     if (finalizing) return true;
     if (socket !== null && !socket.destroyed) socket.write(bytes);
     if (!heard) unanswered.push(bytes);
@@ -187,7 +193,7 @@ function run(workerData, port) {
 
   /** Write the finalize frame and end the socket; 'closed' follows once it is gone. */
   function finalize(bytes) {
-    if (done) return false;
+    if (gone()) return false;
     if (finalizing) return true;
     finalizing = true;
     if (socket !== null && !socket.destroyed) socket.end(bytes);
