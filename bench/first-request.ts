@@ -94,4 +94,6 @@ const times = new Map(variants.map((v) => [v.name, [] as number[]]));
 for (let i = 0; i < samples; i++) for (const v of variants) times.get(v.name)?.push(await sample(v.url, i));
 console.log(`node ${process.version}, ${samples} processes per variant, interleaved; the mapping ${MAPPING_DELAY_MS} ms after the hello`);
 console.log('ms from Link.init() resolved to the first request read by the agent');
-for (const [name, xs] of times) console.log(`${name.padEnd(10)} p50 ${quantile(xs, 0.5).toFixed(2)}  p90 ${quantile(xs, 0.9).toFixed(2)}  max ${Math.max(...xs).toFixed(2)}`);
+for (const [name, xs] of times) {
+  console.log(`${name.padEnd(10)} min ${Math.min(...xs).toFixed(2)}  p50 ${quantile(xs, 0.5).toFixed(2)}  p90 ${quantile(xs, 0.9).toFixed(2)}  max ${Math.max(...xs).toFixed(2)}`);
+}
