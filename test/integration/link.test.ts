@@ -261,14 +261,20 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
     }
   }
 
+  /** A child linked through `proxyPath`, ready, its worker attached. */
+  async function attachedChild(proxyPath: string): Promise<{ id: string; k: Child }> {
+    const id = `t${nextTask++}`;
+    const k = agent.spawnChild({ ...agent.envFor(id, 0), TRINE_AGENT_SOCKET: proxyPath });
+    await agent.connected(id, 0);
+    agent.sendMapping(id, 0, [0, 7]);
+    await k.waitEv('ready');
+    await waitUntil(() => agent.logs.some((e) => e.type === 'app.attached' && e.task === id), "the worker's attach");
+    return { id, k };
+  }
+
   it('after the worker has attached, a request and the finalize still go on the main thread\'s connection, in order, and the process ends cleanly', async () => {
     await withCountingProxy(async (proxyPath, up) => {
-      const id = `t${nextTask++}`;
-      const k = agent.spawnChild({ ...agent.envFor(id, 0), TRINE_AGENT_SOCKET: proxyPath });
-      await agent.connected(id, 0);
-      agent.sendMapping(id, 0, [0, 7]);
-      await k.waitEv('ready');
-      await waitUntil(() => agent.logs.some((e) => e.type === 'app.attached' && e.task === id), "the worker's attach");
+      const { id, k } = await attachedChild(proxyPath);
       const before = [...up];
       k.send({ op: 'signal', signum: 102, dest: 7, arg: 31 });
       await waitUntil(() => agent.signalsFrom(id, 0).some((e) => e.req.arg === 31), 'the request at the agent');
@@ -285,14 +291,14 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
 
   it('if the main thread\'s connection ends after the switch, the link stays up: later requests and the finalize go by the worker', async () => {
     await withCountingProxy(async (proxyPath, up, cut) => {
-      const id = `t${nextTask++}`;
-      const k = agent.spawnChild({ ...agent.envFor(id, 0), TRINE_AGENT_SOCKET: proxyPath });
-      await agent.connected(id, 0);
-      agent.sendMapping(id, 0, [0, 7]);
-      await k.waitEv('ready');
-      await waitUntil(() => agent.logs.some((e) => e.type === 'app.attached' && e.task === id), "the worker's attach");
+      const { id, k } = await attachedChild(proxyPath);
       cut(1);
       await waitUntil(() => agent.logs.some((e) => e.type === 'app.closed' && e.task === id && /moved/.test(String((e as { detail?: string }).detail))), 'the first connection closed at the agent');
+      // A turn of the child's event loop, so that its pump has read the end too: a request
+      // written before that is lost with the connection (PROTOCOL §9.4.1 step 5).
+      const turn = k.lines.length;
+      k.send({ op: 'on', signums: [] });
+      await k.waitEv('ok', turn);
       const before = up[2] ?? 0;
       k.send({ op: 'signal', signum: 102, dest: 7, arg: 32 });
       await waitUntil(() => agent.signalsFrom(id, 0).some((e) => e.req.arg === 32), 'the request at the agent, by the worker');

@@ -57,6 +57,8 @@ function run(workerData, port) {
   let retryTimer = null;
   /** The agent sent something on the current socket: its close is no longer retried. */
   let heard = false;
+  /** The current socket's read side ended (the agent closed it). */
+  let ended = false;
   let buf = Buffer.alloc(0);
   let finalizing = false;
   /** The main thread asked to drop the socket. */
@@ -124,6 +126,7 @@ function run(workerData, port) {
     retryTimer = null;
     attempts++;
     heard = false;
+    ended = false;
     lost = null;
     index = -1;
     buf = Buffer.alloc(0);
@@ -135,6 +138,10 @@ function run(workerData, port) {
     s.write(helloFrame);
     for (const bytes of unanswered) s.write(bytes);
     s.on('data', (chunk) => onData(s, chunk));
+    // The agent's end of it is gone: nothing written from here on would be read.
+    s.on('end', () => {
+      if (s === socket) ended = true;
+    });
     s.on('error', (e) => {
       if (lost === null && !finalizing) lost = { code: 'SOCKET_ERROR', detail: `${e.code ?? ''} ${e.message}`.trim() };
     });
@@ -180,7 +187,7 @@ function run(workerData, port) {
 
   /** This pump can write no more: it has ended, or its socket broke after the agent spoke (a
    *  socket that never answered is dialled again, and writes wait in `unanswered`). */
-  const gone = () => done || (heard && (socket === null || socket.destroyed || lost !== null));
+  const gone = () => done || (heard && (socket === null || socket.destroyed || ended || lost !== null));
 
   /** Write a frame the link encoded (a request); false once this pump can write no more. */
   function send(bytes) {
