@@ -2,7 +2,7 @@
 // per process, `{ "id", "publicKey", "seed" }` in base64, mode 0600, and one cluster-wide table
 // of public keys `{ "<id>": "<base64>" }`. Readers check everything and fail with a KeyFileError
 // whose message says what was wrong and what to do (STYLE.md 7).
-import { createPublicKey, generateKeyPairSync } from 'node:crypto';
+import { createPublicKey, randomBytes } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { bytesEqual } from '../base/bytes.ts';
 import { PUBLIC_KEY_BYTES } from '../core/constants.ts';
@@ -36,12 +36,13 @@ function fromBase64Url(s: string): Uint8Array {
   return new Uint8Array(Buffer.from(s, 'base64url'));
 }
 
+/** An Ed25519 private key is 32 random bytes, its seed (RFC 8032 §5.1.5). Not through
+ *  generateKeyPairSync: Node 20 can deadlock when a garbage collection during a key's JWK
+ *  export destroys the key-generation job that made it (both take the key's lock: a CI run
+ *  hung there), and a key built from a seed involves no such job. */
 export function generateKeyPair(): KeyPair {
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-  const d = privateKey.export({ format: 'jwk' }).d;
-  const x = publicKey.export({ format: 'jwk' }).x;
-  if (d === undefined || x === undefined) throw new Error('node:crypto exported an Ed25519 JWK without d or x');
-  return { seed: fromBase64Url(d), publicKey: fromBase64Url(x) };
+  const seed = new Uint8Array(randomBytes(SEED_BYTES));
+  return { seed, publicKey: publicKeyFromSeed(seed) };
 }
 
 export function publicKeyFromSeed(seed: Uint8Array): Uint8Array {
