@@ -12,11 +12,9 @@
 // Without a variant it uses this checkout's dist/app/index.js (`node tools/build-lib.mjs` first).
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { AppSocketServer } from '../src/daemon/app-socket.ts';
 import { quantile } from './stats.ts';
+import { parseVariantArgs } from './variants.ts';
 
 const DEFAULT_SAMPLES = 15;
 /** The group's ordered step between the hello and the mapping, about a SYNC here (§5). */
@@ -70,26 +68,8 @@ async function sample(entryUrl: string, n: number): Promise<number> {
   }
 }
 
-const args = process.argv.slice(2);
-let samples = DEFAULT_SAMPLES;
-const variants: { name: string; url: string }[] = [];
-for (let i = 0; i < args.length; i++) {
-  const a = args[i] ?? '';
-  if (a === '-n') samples = Number(args[++i]);
-  else if (a === '--help' || a === '-h') {
-    console.log('usage: node --import tsx bench/first-request.ts [-n N] [name=path/to/index.js …]');
-    process.exit(0);
-  } else {
-    const eq = a.indexOf('=');
-    if (eq <= 0) throw new Error(`bad argument ${a}: name=path/to/index.js`);
-    variants.push({ name: a.slice(0, eq), url: pathToFileURL(resolve(a.slice(eq + 1))).href });
-  }
-}
-if (!Number.isInteger(samples) || samples < 1) throw new Error('-n needs a positive integer');
-if (variants.length === 0) variants.push({ name: 'dist', url: pathToFileURL(resolve('dist/app/index.js')).href });
-for (const v of variants) {
-  if (!existsSync(new URL(v.url))) throw new Error(`${v.name}: no ${new URL(v.url).pathname}: run node tools/build-lib.mjs first`);
-}
+const { samples, variants } = parseVariantArgs(process.argv.slice(2), 'first-request', DEFAULT_SAMPLES,
+  'usage: node --import tsx bench/first-request.ts [-n N] [name=path/to/index.js …]');
 const times = new Map(variants.map((v) => [v.name, [] as number[]]));
 for (let i = 0; i < samples; i++) for (const v of variants) times.get(v.name)?.push(await sample(v.url, i));
 console.log(`node ${process.version}, ${samples} processes per variant, interleaved; the mapping ${MAPPING_DELAY_MS} ms after the hello`);

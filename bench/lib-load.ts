@@ -12,11 +12,9 @@
 // a node_modules symlink, `node tools/build-lib.mjs` there) and name both:
 // `base=DIR/dist/app/index.js now=dist/app/index.js`.
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { quantile } from './stats.ts';
+import { parseVariantArgs } from './variants.ts';
 
 /** Samples per variant unless -n says otherwise. */
 const DEFAULT_SAMPLES = 20;
@@ -37,36 +35,13 @@ process.stdout.write(JSON.stringify({ cpuMs: (c.user + c.system) / 1000, wallMs:
 type Sample = { cpuMs: number; wallMs: number; exports: number };
 type Variant = { name: string; url: string; samples: Sample[] };
 
-function usage(): never {
-  console.log('usage: node --import tsx bench/lib-load.ts [-n N] [name=path/to/index.js …]\n' +
-    `  N fresh node processes per variant (default ${DEFAULT_SAMPLES}), interleaved; prints p50/p90 CPU and wall ms of\n` +
-    '  `await import(entry)` in each, and the load average. Default variant: dist=dist/app/index.js.');
-  process.exit(0);
-}
+const USAGE = 'usage: node --import tsx bench/lib-load.ts [-n N] [name=path/to/index.js …]\n' +
+  `  N fresh node processes per variant (default ${DEFAULT_SAMPLES}), interleaved; prints p50/p90 CPU and wall ms of\n` +
+  '  `await import(entry)` in each, and the load average. Default variant: dist=dist/app/index.js.';
 
 function parseArgs(argv: string[]): { samples: number; variants: Variant[] } {
-  let samples = DEFAULT_SAMPLES;
-  const variants: Variant[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a === '--help' || a === '-h') usage();
-    if (a === '-n') {
-      samples = Number(argv[++i]);
-      if (!Number.isInteger(samples) || samples < 1) throw new Error(`lib-load: -n wants a positive integer, got ${argv[i]}`);
-      continue;
-    }
-    const eq = a.indexOf('=');
-    const name = eq > 0 ? a.slice(0, eq) : a;
-    const path = resolve(eq > 0 ? a.slice(eq + 1) : a);
-    if (!existsSync(path)) throw new Error(`lib-load: ${path} does not exist (build it: node tools/build-lib.mjs)`);
-    variants.push({ name, url: pathToFileURL(path).href, samples: [] });
-  }
-  if (variants.length === 0) {
-    const path = resolve('dist/app/index.js');
-    if (!existsSync(path)) throw new Error(`lib-load: ${path} does not exist (build it: node tools/build-lib.mjs)`);
-    variants.push({ name: 'dist', url: pathToFileURL(path).href, samples: [] });
-  }
-  return { samples, variants };
+  const { samples, variants } = parseVariantArgs(argv, 'lib-load', DEFAULT_SAMPLES, USAGE);
+  return { samples, variants: variants.map((v) => ({ ...v, samples: [] })) };
 }
 
 function sampleOnce(url: string): Promise<Sample> {

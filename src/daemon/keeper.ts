@@ -162,9 +162,9 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
   let diedAtMs: number | null = null;
   const restartBackoff = createBackoff(KEEPER_BACKOFF_MIN_MS, KEEPER_BACKOFF_MAX_MS);
   const standbyBackoff = createBackoff(KEEPER_BACKOFF_MIN_MS, KEEPER_BACKOFF_MAX_MS);
-  let restarts = 0;
-  /** `restarts` by why, for the agent's metrics (carried on `go`). */
+  /** Agents replaced, by why: logged, and carried on `go` for the agent's metrics. */
   const restartsBy: KeeperRestarts = { exit: 0, hang: 0 };
+  const restartsTotal = (): number => restartsBy.exit + restartsBy.hang;
   let restartTimer: NodeJS.Timeout | null = null;
   let standbyTimer: NodeJS.Timeout | null = null;
   let stopping = false;
@@ -181,7 +181,7 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
     clearTimers();
     record('agent', null);
     record('standby', null);
-    (code === 0 ? logger.info.bind(logger) : logger.error.bind(logger))({ event: 'exit', code, why, restarts }, why);
+    (code === 0 ? logger.info.bind(logger) : logger.error.bind(logger))({ event: 'exit', code, why, restarts: restartsTotal() }, why);
     log.flush();
     process.exit(code);
   };
@@ -203,7 +203,7 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
     record('agent', c.pid);
     record('standby', null);
     logger.info({
-      event: 'agent.start', agentPid: c.pid, restarts, replaceMs: diedAtMs === null ? null : ms(c.promotedAtMs - diedAtMs),
+      event: 'agent.start', agentPid: c.pid, restarts: restartsTotal(), replaceMs: diedAtMs === null ? null : ms(c.promotedAtMs - diedAtMs),
     }, 'agent started (standby promoted)');
     standbyTimer = setTimeout(() => {
       standbyTimer = null;
@@ -225,12 +225,11 @@ export async function runKeeper(opts: KeeperOptions): Promise<void> {
     }
     diedAtMs = now();
     wantAgent = true;
-    restarts += 1;
     restartsBy[c.killedHung ? 'hang' : 'exit'] += 1;
     const delayMs = nextDelay(restartBackoff);
     const reason = c.killedHung ? 'heartbeats stopped' : error !== null ? `could not start: ${error}` : 'exited';
     logger.warn({
-      event: 'agent.restart', reason, code, signal: sig, delayMs, restarts, standbyReady: standby !== null && standby.readyAtMs !== null,
+      event: 'agent.restart', reason, code, signal: sig, delayMs, restarts: restartsTotal(), standbyReady: standby !== null && standby.readyAtMs !== null,
     }, `replacing the agent (${reason})`);
     // The replacement needs a standby now, not after the post-promotion pause.
     if (standby === null) {

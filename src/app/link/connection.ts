@@ -52,8 +52,6 @@ type Phase = 'first' | 'attaching' | 'moved';
 
 const WORKER_URL = new URL('./worker.cjs', import.meta.url);
 
-const finalizeMessage = (): RequestMessage => ({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
-
 type RequestMessage = Extract<MainToWorker, { type: 'send' | 'finalize' }>;
 
 export class AgentConnection {
@@ -71,8 +69,7 @@ export class AgentConnection {
   private taken = 0;
   /** Replayed frames still to skip after the switch. */
   private skip = 0;
-  private finalizing = false;
-  /** The connection the finalize was written on: its close ends the link. */
+  /** The connection the finalize was written on (null: none asked for): its close ends the link. */
   private finalizeOn: 'first' | 'second' | null = null;
   /** The agent refused the worker's connection, and why. */
   private refusal: string | null = null;
@@ -123,8 +120,7 @@ export class AgentConnection {
 
   /** Say finalize and end the socket; a 'closed' message follows. */
   finalize(): void {
-    this.finalizing = true;
-    this.post(finalizeMessage());
+    this.post({ type: 'finalize', bytes: encodeAppFrame(procToAgent, { type: 'finalize' }) });
   }
 
   /** What the first connection's pump relayed. */
@@ -141,7 +137,7 @@ export class AgentConnection {
     if (msg === null) return;
     if (msg.type === 'attached') return this.protocolError('attached on the first connection', handle);
     if (this.phase === 'attaching') this.taken++;
-    else if (msg.type === 'welcome' && !this.finalizing) {
+    else if (msg.type === 'welcome' && this.finalizeOn === null) {
       this.startAttach();
       if (this.first === null) return; // the worker could not start: the link is lost
     }
