@@ -158,7 +158,7 @@ describe('trine dashboard and trine events on a 4-node cluster, in headless chro
     const rsns = events.map((e) => e['rsn'] as number);
     expect(rsns).toEqual([...rsns].sort((a, b) => a - b));
     for (const kind of ['proc.died', 'replica.condemned', 'replica.starting', 'replica.joined']) expect(events.some((e) => e['kind'] === kind)).toBe(true);
-    const replicaEpisode = lines.find(victimEpisode) as { detectionMs: number; recoveryMs: number; state: string };
+    const replicaEpisode = lines.find(victimEpisode) as { subject: string; detectionMs: number; recoveryMs: number; state: string };
     expect(replicaEpisode.state).toBe('recovered');
     expect(replicaEpisode.detectionMs).toBeGreaterThan(0);
     expect(replicaEpisode.recoveryMs).toBeGreaterThan(0);
@@ -166,7 +166,9 @@ describe('trine dashboard and trine events on a 4-node cluster, in headless chro
     const once = await trine(['events', '--dir', dir]);
     expect(once.code).toBe(0);
     expect(once.stdout).toMatch(new RegExp(`=> process ${task}/2 \\(SIGKILL\\): known when ordered, recovered in [0-9]+ ms`));
-    expect(once.stdout).toMatch(/=> replica r[1-3] \(silent\): detected in [0-9]+ ms, recovered in [0-9]+ ms/);
+    // A dead primary is condemned for whichever accusation completes first: its silence, or a
+    // backup's report it never ordered (PROTOCOL §10.5); either names the victim.
+    expect(once.stdout).toMatch(new RegExp(`=> replica ${replicaEpisode.subject} \\((silent|primary\\.progress)\\): detected in [0-9]+ ms, recovered in [0-9]+ ms`));
   }, 30_000);
 
   it('on loopback, a request whose Host header names another host (DNS rebinding) reads nothing', async () => {
