@@ -39,10 +39,12 @@ export const PRIMES_REPLY_BYTES = 8;
 
 /** Bound of the divisor table: ≥ √ of the largest number a valid challenge's window holds. */
 const DIVISOR_LIMIT = Math.floor(Math.sqrt(PRIMES_MAX_START + PRIMES_WINDOW)) + 1;
-/** The primes up to DIVISOR_LIMIT: every divisor trial division needs. */
-const DIVISORS: readonly number[] = smallPrimes(DIVISOR_LIMIT);
+/** The primes up to DIVISOR_LIMIT: every divisor trial division needs. Sieved at the first
+ *  challenge, not as the library loads: most processes never answer one, and a spawned process's
+ *  load is on SPAWN's path (~0.7 ms, docs/PERFORMANCE.md §5). */
+let divisors: readonly number[] | null = null;
 
-/** The primes ≤ limit, by a sieve of Eratosthenes (once, at load). */
+/** The primes ≤ limit, by a sieve of Eratosthenes. */
 function smallPrimes(limit: number): number[] {
   const composite = new Uint8Array(limit + 1);
   const out: number[] = [];
@@ -56,7 +58,8 @@ function smallPrimes(limit: number): number[] {
 
 function isPrime(x: number): boolean {
   if (x < 2) return false;
-  for (const p of DIVISORS) {
+  divisors ??= smallPrimes(DIVISOR_LIMIT);
+  for (const p of divisors) {
     if (p * p > x) return true;
     if (x % p === 0) return x === p;
   }
