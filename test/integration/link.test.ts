@@ -232,12 +232,16 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
   });
 
   /** A proxy that counts what the process writes on each of its connections (1: the main
-   *  thread's, 2: the worker's) and can cut one. */
-  async function withCountingProxy(run: (proxyPath: string, up: number[], cut: (n: number) => void) => Promise<void>): Promise<void> {
+   *  thread's, 2: the worker's), can cut one, and can hold back what the agent sends on one
+   *  (hold(n) returns the release). */
+  async function withCountingProxy(run: (proxyPath: string, up: number[], cut: (n: number) => void, hold: (n: number) => () => void) => Promise<void>): Promise<void> {
     const dir = mkdtempSync(join(tmpdir(), 'trine-handover-'));
     const proxyPath = join(dir, 'proxy.sock');
     const pairs: Socket[][] = [];
     const up: number[] = [0, 0, 0];
+    /** Per held connection, what the agent sent meanwhile (null: its end). */
+    const held = new Map<number, (Buffer | null)[]>();
+    const toProcess = (s: Socket, d: Buffer | null) => (d === null ? s.end() : s.write(d));
     const proxy = createServer((s) => {
       const n = pairs.length + 1;
       const a = connect(agent.path);
@@ -245,7 +249,14 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
       s.on('data', (d: Buffer) => {
         up[n] = (up[n] ?? 0) + d.length;
       });
-      s.pipe(a).pipe(s);
+      s.pipe(a);
+      for (const [event, d] of [['data', undefined], ['end', null]] as const) {
+        a.on(event, (chunk?: Buffer) => {
+          const queue = held.get(n);
+          if (queue !== undefined) queue.push(d === null ? null : (chunk as Buffer));
+          else toProcess(s, d === null ? null : (chunk as Buffer));
+        });
+      }
       s.on('error', () => a.destroy());
       a.on('error', () => s.destroy());
     });
@@ -253,6 +264,14 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
     try {
       await run(proxyPath, up, (n) => {
         for (const x of pairs[n - 1] ?? []) x.destroy();
+      }, (n) => {
+        held.set(n, []);
+        return () => {
+          const queue = held.get(n) ?? [];
+          held.delete(n);
+          const s = pairs[n - 1]?.[0];
+          if (s !== undefined) for (const d of queue) toProcess(s, d);
+        };
       });
     } finally {
       for (const x of pairs.flat()) x.destroy();
@@ -306,6 +325,29 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
       expect(k.lines.some((e) => e.ev === 'lost')).toBe(false);
       k.send({ op: 'finalize' });
       expect(await k.waitEv('finalized')).toMatchObject({ state: 'finalized' });
+      await waitUntil(() => agent.events.some((e) => e.type === 'closed' && e.task === id), 'the close');
+      expect(agent.events.find((e) => e.type === 'closed' && e.task === id)).toMatchObject({ clean: true });
+    });
+  });
+
+  it('if the main thread\'s connection ends while the worker attaches (the agent has switched, the process not yet), the link stays up and the attach carries it on', async () => {
+    await withCountingProxy(async (proxyPath, up, cut, hold) => {
+      // The agent's `attached` and its replay are held back: the process is still attaching.
+      const release = hold(2);
+      const { id, k } = await attachedChild(proxyPath);
+      cut(1);
+      await waitUntil(() => agent.logs.some((e) => e.type === 'app.closed' && e.task === id && /moved/.test(String((e as { detail?: string }).detail))), 'the first connection closed at the agent');
+      const turn = k.lines.length;
+      k.send({ op: 'on', signums: [] });
+      await k.waitEv('ok', turn);
+      const before = up[2] ?? 0;
+      k.send({ op: 'signal', signum: 102, dest: 7, arg: 33 });
+      await waitUntil(() => agent.signalsFrom(id, 0).some((e) => e.req.arg === 33), 'the request at the agent, by the worker');
+      expect(up[2]).toBeGreaterThan(before);
+      release();
+      k.send({ op: 'finalize' });
+      expect(await k.waitEv('finalized')).toMatchObject({ state: 'finalized' });
+      expect(k.lines.some((e) => e.ev === 'lost')).toBe(false);
       await waitUntil(() => agent.events.some((e) => e.type === 'closed' && e.task === id), 'the close');
       expect(agent.events.find((e) => e.type === 'closed' && e.task === id)).toMatchObject({ clean: true });
     });

@@ -9,9 +9,10 @@
 // same view everywhere, so the members of round r + 1 agree without talking to each other, and
 // a slow process that left is not waited for (spec 2.2.6: "as processes arrive at a barrier,
 // they check the DGRP composition in order to reassess tasks").
-import { MessageChannel, Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { recommendedOf, type DgrpOptions, type DgrpView } from '../../core/wire/dgrp.ts';
 import type { Link } from '../link/link.ts';
+import { threads } from '../link/threads.ts';
 import type { TesterStats } from './tester.ts';
 import type { TesterWorkerData } from './tester-worker.ts';
 
@@ -65,6 +66,7 @@ export class DgrpGroup<C> {
    *  UDP port (the G-MPI listener's number) or load its test: run untested, this process could
    *  never be told slow, nor tell. */
   static async open<C>(parts: DgrpGroupParts<C>): Promise<DgrpGroup<C>> {
+    const { MessageChannel, Worker } = threads();
     const { port1, port2 } = new MessageChannel();
     parts.link.attachTester(port1);
     const data: TesterWorkerData = {

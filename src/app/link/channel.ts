@@ -6,12 +6,14 @@ import type { AgentToProc } from '../../core/wire/app-wire.ts';
 import type { SharedFlagBuffers } from './flags.ts';
 import type { MessagePort } from 'node:worker_threads';
 
-export type WorkerData = {
+/** What a pump (worker.cjs run()) needs. */
+export type PumpData = {
   readonly socketPath: string;
   /** The first frame, encoded: hello (the main thread's pump) or attach (the worker's). */
   readonly helloFrame: Uint8Array;
-  /** The pump runs on the main thread: its socket, port and timers keep nothing alive. */
-  readonly unrefHandles: boolean;
+  /** The pump runs on the main thread: it is written to by direct calls only, and its socket
+   *  and timers keep the process alive only while the link asks. */
+  readonly mainThread: boolean;
   readonly maxFrameBytes: number;
   /** Dials in all while the agent closes the connection before saying anything, the delay
    *  before the second, and the cap the delay doubles up to (limits.ts). */
@@ -19,8 +21,10 @@ export type WorkerData = {
   readonly connectRetryMs: number;
   readonly connectRetryMaxMs: number;
   readonly flags: SharedFlagBuffers;
-  readonly port: MessagePort;
 };
+
+/** The worker's pump's data, with its port to the main thread. */
+export type WorkerData = PumpData & { readonly port: MessagePort };
 
 
 /** The worker's first message (worker.cjs waits for it before it dials). */

@@ -22,21 +22,23 @@
 // once, from a loop that never yields and before the worker has booted, and the process's
 // requests travel on one connection, in order. The first connection is no longer read after the
 // switch (the agent writes nothing more on it). Only if it ends (an OS error) do later requests
-// go by the worker. A finalize goes the same way, and its close ends the link. A refused attach
+// go by the worker; once the worker is attaching, that end no longer loses the link (the replay
+// brings again what it had still to bring), and the attach decides. A finalize goes the same way, and its close ends the link. A refused attach
 // or a failed worker loses the link, as a lost first connection does, unless a finalize is
 // under way on the first, which then ends the process cleanly.
 // Before the switch, exitCs() delivers only what the main thread's pump had read (or, once the
 // worker has attached, its replay): spec A27's "delivered before Exit_cs returns" holds from the
 // switch on, a worker's boot after the welcome.
-import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
+import type { MessagePort, Transferable, Worker } from 'node:worker_threads';
 import { unpack } from '../../core/wire/frame.ts';
 import { agentToProc, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent } from '../../core/wire/app-wire.ts';
 import type { MainToWorker, RawWorkerToMain, WorkerData, WorkerStart, WorkerToMain } from './channel.ts';
 import type { LinkEnv } from './env.ts';
 import type { SharedFlagBuffers } from './flags.ts';
 import { APP_CONNECT_ATTEMPTS, APP_CONNECT_RETRY_MAX_MS, APP_CONNECT_RETRY_MS } from './limits.ts';
+import { threads } from './threads.ts';
 // The same pump the worker thread runs; bundled into the library, so nothing is loaded at init.
-import { run as runPump, type PumpWrites } from './worker.cjs';
+import { run as runPump, type PumpPort, type PumpWrites } from './worker.cjs';
 
 export type ConnectionEvents = {
   readonly onMessage: (m: WorkerToMain) => void;
@@ -54,14 +56,49 @@ const WORKER_URL = new URL('./worker.cjs', import.meta.url);
 
 type RequestMessage = Extract<MainToWorker, { type: 'send' | 'finalize' }>;
 
+/** The first pump's way to the link, on the main thread itself, in place of a MessagePort (one
+ *  cost ~1.5 ms of CPU at init and an event-loop turn per frame, on a spawned process's path:
+ *  docs/PERFORMANCE.md §5). What the pump relays is queued and handed over in a microtask, once
+ *  its current read is done, or earlier by pull() (exitCs), as receiveMessageOnPort would. */
+class InThreadPort implements PumpPort {
+  private readonly queue: RawWorkerToMain[] = [];
+  private scheduled = false;
+  private ended = false;
+
+  constructor(private readonly drain: () => void) {}
+
+  postMessage(m: RawWorkerToMain): void {
+    if (this.ended) return;
+    this.queue.push(m);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      this.drain();
+    });
+  }
+
+  /** The pump has ended: it relays nothing more (what it relayed is still taken). */
+  close(): void {
+    this.ended = true;
+  }
+
+  /** The oldest message not taken yet. */
+  take(): RawWorkerToMain | undefined {
+    return this.queue.shift();
+  }
+}
+
 export class AgentConnection {
-  /** The main thread's end of the first connection's pump; null once closed. */
-  private first: MessagePort | null;
+  /** The link's end of the first connection's pump; null once closed. */
+  private first: InThreadPort | null = null;
   /** The first pump's writes, called directly: every request goes by them while that
    *  connection lasts (null once it has ended, when requests go by the worker). */
   private writes: PumpWrites | null = null;
-  /** The main thread's end of the worker's pump (messages queue until the worker starts). */
-  private second: MessagePort | null;
+  /** The main thread's end of the worker's pump, from the welcome on; null before, and once closed. */
+  private second: MessagePort | null = null;
+  /** What was posted to the worker's pump before it existed, in order. */
+  private readonly beforeWorker: { readonly m: MainToWorker; readonly transfer: readonly Transferable[] }[] = [];
   /** Started at the welcome; null before, and once closed. */
   private worker: Worker | null = null;
   private phase: Phase = 'first';
@@ -77,14 +114,7 @@ export class AgentConnection {
   /** A bad frame arrived: nothing after it is delivered. */
   private broken = false;
 
-  private constructor(
-    first: MessagePort, second: MessagePort,
-    private readonly secondData: Omit<WorkerData, 'port'>, private readonly secondPort: MessagePort,
-    private readonly onWorkerError: (e: Error) => void,
-  ) {
-    this.first = first;
-    this.second = second;
-  }
+  private constructor(private readonly secondData: Omit<WorkerData, 'port'>, private readonly events: ConnectionEvents) {}
 
   static open(env: LinkEnv, endpoint: string, flags: SharedFlagBuffers, events: ConnectionEvents): AgentConnection {
     const common = {
@@ -96,16 +126,15 @@ export class AgentConnection {
       connectRetryMaxMs: APP_CONNECT_RETRY_MAX_MS,
       flags,
     };
-    const a = new MessageChannel();
-    const b = new MessageChannel();
     const secondData = {
-      ...common, unrefHandles: false, helloFrame: encodeAppFrame(procToAgent, { type: 'attach', task: env.task, vpid: env.vpid, token: env.token }),
+      ...common, mainThread: false, helloFrame: encodeAppFrame(procToAgent, { type: 'attach', task: env.task, vpid: env.vpid, token: env.token }),
     };
-    const conn = new AgentConnection(a.port1, b.port1, secondData, b.port2, events.onWorkerError);
-    a.port1.on('message', (m: RawWorkerToMain) => conn.fromFirst(m, events.onMessage));
-    b.port1.on('message', (m: RawWorkerToMain) => conn.fromSecond(m, events.onMessage));
+    const conn = new AgentConnection(secondData, events);
+    const first = new InThreadPort(() => conn.drainFirst(events.onMessage));
+    conn.first = first;
     const hello = encodeAppFrame(procToAgent, { type: 'hello', task: env.task, vpid: env.vpid, token: env.token, endpoint });
-    conn.writes = runPump({ ...common, unrefHandles: true, helloFrame: hello, port: a.port2 }, a.port2);
+    conn.writes = runPump({ ...common, mainThread: true, helloFrame: hello }, first);
+    conn.writes.ref(conn.refd);
     return conn;
   }
 
@@ -115,7 +144,17 @@ export class AgentConnection {
 
   /** Give a DGRP tester thread its own port to the worker (worker.cjs `attach`). */
   attach(port: MessagePort): void {
-    this.second?.postMessage({ type: 'attach', port } satisfies MainToWorker, [port]);
+    this.toSecond({ type: 'attach', port }, [port]);
+  }
+
+  private toSecond(m: MainToWorker, transfer: readonly Transferable[] = []): void {
+    if (this.second !== null) this.second.postMessage(m, [...transfer]);
+    else this.beforeWorker.push({ m, transfer });
+  }
+
+  /** Hand what the first pump relayed to `handle`, in order, until the link closes. */
+  private drainFirst(handle: Handle): void {
+    for (let m = this.first?.take(); m !== undefined; m = this.first?.take()) this.fromFirst(m, handle);
   }
 
   /** Say finalize and end the socket; a 'closed' message follows. */
@@ -125,14 +164,15 @@ export class AgentConnection {
 
   /** What the first connection's pump relayed. */
   private fromFirst(m: RawWorkerToMain, handle: Handle): void {
-    if (this.phase === 'moved') {
-      // Its frames are in the replay. Its end is the link's only after a finalize said on it;
-      // otherwise requests go by the worker from then on.
-      if (m.type === 'frame') return;
+    if (this.phase !== 'first' && m.type !== 'frame') {
+      // Its end once the worker is attaching: the worker's connection carries the link on (what
+      // this one had still to bring comes in the replay; a failed attach loses the link). It is
+      // the link's end only after a finalize said on it; otherwise requests go by the worker.
       if (this.finalizeOn === 'first') return handle(m);
       this.writes = null;
       return;
     }
+    if (this.phase === 'moved') return; // its frames are in the replay
     const msg = this.decode(m, handle);
     if (msg === null) return;
     if (msg.type === 'attached') return this.protocolError('attached on the first connection', handle);
@@ -171,17 +211,23 @@ export class AgentConnection {
 
   private startAttach(): void {
     this.phase = 'attaching';
+    const { MessageChannel, Worker } = threads();
     let worker: Worker;
     try {
       worker = new Worker(WORKER_URL, { execArgv: [] });
     } catch (e) {
-      this.onWorkerError(e instanceof Error ? e : new Error(String(e)));
+      this.events.onWorkerError(e instanceof Error ? e : new Error(String(e)));
       return;
     }
     this.worker = worker;
     worker.unref(); // it never keeps the process alive by itself
-    worker.on('error', (e) => this.onWorkerError(e));
-    worker.postMessage({ type: 'start', workerData: { ...this.secondData, port: this.secondPort } } satisfies WorkerStart, [this.secondPort]);
+    worker.on('error', (e) => this.events.onWorkerError(e));
+    const { port1, port2 } = new MessageChannel();
+    this.second = port1;
+    port1.on('message', (m: RawWorkerToMain) => this.fromSecond(m, this.events.onMessage));
+    this.applyRef();
+    for (const { m, transfer } of this.beforeWorker.splice(0)) port1.postMessage(m, [...transfer]);
+    worker.postMessage({ type: 'start', workerData: { ...this.secondData, port: port2 } } satisfies WorkerStart, [port2]);
   }
 
   /** The switch: the first `taken` of the `replayed` frames were taken from the first connection
@@ -217,12 +263,12 @@ export class AgentConnection {
   /** Hand every message the pumps already relayed to `handle`, synchronously, in order. */
   pull(handle: Handle): void {
     for (;;) {
-      const a = this.first === null ? undefined : receiveMessageOnPort(this.first);
+      const a = this.first?.take();
       if (a !== undefined) {
-        this.fromFirst(a.message as RawWorkerToMain, handle);
+        this.fromFirst(a, handle);
         continue;
       }
-      const b = this.second === null ? undefined : receiveMessageOnPort(this.second);
+      const b = this.second === null ? undefined : threads().receiveMessageOnPort(this.second);
       if (b === undefined) return;
       this.fromSecond(b.message as RawWorkerToMain, handle);
     }
@@ -236,18 +282,17 @@ export class AgentConnection {
   }
 
   private applyRef(): void {
-    for (const port of [this.first, this.second]) {
-      if (port === null) continue;
-      if (this.refd) port.ref();
-      else port.unref();
-    }
+    this.writes?.ref(this.refd);
+    if (this.refd) this.second?.ref();
+    else this.second?.unref();
   }
 
   /** Drop the sockets and stop the worker. Idempotent. */
   close(): void {
     this.writes?.close();
     this.second?.postMessage({ type: 'close' } satisfies MainToWorker);
-    for (const port of [this.first, this.second]) port?.close();
+    this.second?.close();
+    this.beforeWorker.length = 0;
     this.first = null;
     this.second = null;
     this.writes = null;
@@ -266,6 +311,6 @@ export class AgentConnection {
       this.writes = null; // it has ended
     }
     if (m.type === 'finalize') this.finalizeOn = 'second';
-    this.second?.postMessage(m);
+    this.toSecond(m);
   }
 }

@@ -25,20 +25,27 @@
 // every `dgrp` view is copied to it (the last one at once, as it may predate the port), and it
 // sends its reports through here, so neither waits for a busy main thread (PROTOCOL §12.2).
 // The worker waits for its start message, { type: 'start', workerData }, and only then dials. On the main thread
-// (workerData.unrefHandles) the pump's socket, port and timers do not keep the process alive:
-// the main thread's end of the port does that, when the link asks (connection.ts keepAlive).
+// (workerData.mainThread) the pump relays to an in-thread queue instead of a MessagePort
+// (connection.ts InThreadPort), is written to by direct calls only, and its socket and retry
+// timer keep the process alive only while the link asks (ref(), connection.ts keepAlive).
 // CommonJS, because a worker thread boots in ~31 ms of CPU from a CommonJS file against ~39 from
 // an ES module (docs/PERFORMANCE.md §5): CPU a spawned process's other work shares two cores with.
 'use strict';
 const { connect } = require('node:net');
-const { parentPort } = require('node:worker_threads');
 
-// Started as a worker thread: wait for the start message. Imported (the main thread): only run().
-if (require.main === module && parentPort !== null) parentPort.once('message', (m) => run(m.workerData, m.workerData.port));
+// Started as a worker thread: wait for the start message. Imported (the main thread, where
+// node:worker_threads is loaded only when the worker starts): only run().
+if (require.main === module) {
+  const { parentPort } = require('node:worker_threads');
+  if (parentPort !== null) parentPort.once('message', (m) => run(m.workerData, m.workerData.port));
+}
 module.exports = { run };
 
 function run(workerData, port) {
-  const { socketPath, helloFrame, maxFrameBytes, connectAttempts, connectRetryMs, connectRetryMaxMs, unrefHandles } = workerData;
+  const { socketPath, helloFrame, maxFrameBytes, connectAttempts, connectRetryMs, connectRetryMaxMs, mainThread } = workerData;
+  /** Whether the socket and the retry timer keep the process alive: in the worker, always (the
+   *  worker itself is unref'd); on the main thread, while the link asks (ref() below). */
+  let refd = !mainThread;
   const words = new Int32Array(workerData.flags.words);
   const rules = new Uint8Array(workerData.flags.rules);
   /** The handover (PROTOCOL §9.4.1): frames since the welcome whose flag rules were applied,
@@ -131,7 +138,7 @@ function run(workerData, port) {
     index = -1;
     buf = Buffer.alloc(0);
     const s = connect(socketPath);
-    if (unrefHandles) s.unref();
+    if (!refd) s.unref();
     socket = s;
     // Written at once (a connecting socket queues writes in order): hello or attach first, then
     // what was sent before the agent answered.
@@ -150,7 +157,7 @@ function run(workerData, port) {
       if (!heard && !finalizing && !closing && attempts < connectAttempts) {
         socket = null;
         retryTimer = setTimeout(dial, Math.min(connectRetryMs * 2 ** (attempts - 1), connectRetryMaxMs));
-        if (unrefHandles) retryTimer.unref();
+        if (!refd) retryTimer.unref();
         return;
       }
       finish();
@@ -218,8 +225,22 @@ function run(workerData, port) {
     else stopRetrying();
   }
 
+  /** Keep the process alive while `on` (the main thread's link awaits the agent). */
+  function ref(on) {
+    refd = on;
+    for (const h of [socket, retryTimer]) {
+      if (h === null) continue;
+      if (on) h.ref();
+      else h.unref();
+    }
+  }
+
   dial();
 
+  // On the main thread the link calls these directly (connection.ts): a request leaves at once,
+  // even from a loop that never yields, where a message would wait for the event loop. The
+  // worker's pump gets them as messages from the main thread.
+  if (mainThread) return { send, finalize, close, ref };
   port.on('message', (m) => {
     if (done) return;
     switch (m.type) {
@@ -237,8 +258,5 @@ function run(workerData, port) {
         return;
     }
   });
-  if (unrefHandles) port.unref();
-  // The main thread's pump is also called directly (connection.ts): a request leaves at once,
-  // even from a loop that never yields, where a port message would wait for the event loop.
-  return { send, finalize, close };
+  return { send, finalize, close, ref };
 }
