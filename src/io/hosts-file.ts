@@ -5,7 +5,8 @@
 // do, so `trine init` prints one line and exits non-zero. Unknown keys are errors, not ignored:
 // a misspelt `slot:` must not silently give a node the default.
 import { readFileSync, statSync } from 'node:fs';
-import { parseDocument } from 'yaml';
+import { createRequire } from 'node:module';
+import type { parseDocument as ParseDocument } from 'yaml';
 import { DEFAULT_TIMING, type Timing } from '../core/constants.ts';
 import { processId } from '../core/wire/messages.ts';
 import { DEFAULT_AGENT_SLOTS, isHostAddress, isUserName, MAX_NODES, MIN_NODES, REPLICA_COUNT } from './cluster-dir.ts';
@@ -88,6 +89,9 @@ export function parseHostsFile(text: string, path: string): HostsFile {
   const fail = (what: string): never => {
     throw new HostsFileError(`${path}: ${what}`);
   };
+  // Loaded here, not with this module: only --hosts reads YAML, and it costs ~30 ms of CPU at
+  // every `trine` start (each command and daemon) otherwise.
+  const { parseDocument } = createRequire(import.meta.url)('yaml') as { parseDocument: typeof ParseDocument };
   const doc = parseDocument(text, { uniqueKeys: true });
   const first = doc.errors[0];
   if (first !== undefined) fail(`not valid YAML (${first.message.split('\n')[0] ?? ''}); see examples/hosts.yaml`);
