@@ -18,7 +18,9 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], fileParallelism: false, sequence: { groupOrder: 1 } },
+        // maxConcurrency: the tests a file marks concurrent (paced runs that share its cluster and
+        // mostly sleep) run two at a time.
+        test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], fileParallelism: false, maxConcurrency: 2, sequence: { groupOrder: 1 } },
       },
     ],
   },

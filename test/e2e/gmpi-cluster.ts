@@ -1,12 +1,17 @@
 // A real local cluster for the e2e tests of linked tasks (signals, gmpi-recover, gmpi-api): `trine
 // up`, linked task submission, the processes' stdout as the agents write it, and clean-up of
 // every daemon and task process. Log files are read directly (a CLI per poll is slow) and
-// polled: a child's stdout offers no event to await.
+// polled: a child's stdout offers no event to await. The group's view of a task (task()) is
+// read by the operator client `trine ps` uses (cli/status-client.ts, cli/op-client.ts), kept
+// open in this process: a `trine` run costs ~0.2 s of CPU, and the tests poll every 250 ms.
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ClusterView, TaskView } from '../../src/core/status.ts';
+import { loadCluster } from '../../src/io/cluster-dir.ts';
+import { readClusterView, VIEW_TIMEOUT_MS } from '../../cli/op-client.ts';
+import { OperatorClient } from '../../cli/status-client.ts';
 import { pidsIn, trine } from './helpers.ts';
 import { killAll } from '../integration/helpers.ts';
 
@@ -17,11 +22,18 @@ const POLL_MS = 25;
 const START_POLL_MS = 500;
 /** Submissions start() makes before it gives up. */
 const START_TRIES = 3;
-/** How long task() runs `trine ps` again while no two replicas answer. */
+/** How long task() asks again while no two replicas answer. */
 const VIEW_RETRY_MS = 20_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class GmpiCluster {
+  /** The operator client task() reads the view with; opened at the first read, again after a
+   *  failed one. */
+  private client: OperatorClient | null = null;
+  /** The last read under way: a client makes one exchange at a time, and tests that run
+   *  concurrently share this cluster, so reads queue. */
+  private reading: Promise<unknown> = Promise.resolve();
+
   private constructor(readonly root: string, readonly dir: string) {}
 
   /** `flags`: more `trine up` options (e.g. --allow-inject). */
@@ -39,6 +51,8 @@ export class GmpiCluster {
   /** `trine down`, then SIGKILL whatever is left (daemons and their process groups, task
    *  processes, which the agents started in their own groups), then the directory. */
   async down(taskPids: readonly number[] = []): Promise<void> {
+    await this.client?.close();
+    this.client = null;
     const ps = await trine(['ps', '--dir', this.dir, '--json']);
     const running = ps.code === 0 ? (JSON.parse(ps.stdout) as ClusterView).tasks.flatMap((t) => t.procs.flatMap((p) => (p.pid === null ? [] : [p.pid]))) : [];
     await trine(['down', '--dir', this.dir]);
@@ -75,20 +89,34 @@ export class GmpiCluster {
     throw new Error(`the task never started:\n${failures.join('\n')}`);
   }
 
-  /** The task as two replicas agree on it. A `trine ps` that finds no two replicas answering
-   *  (the group is replacing one, or the host is loaded past the heartbeat bounds) is run again
-   *  for up to VIEW_RETRY_MS, as an operator would. */
-  async task(id: string): Promise<TaskView> {
+  /** The task as two replicas agree on it, as `trine ps --json` shows it. A read that finds no
+   *  two replicas answering (the group is replacing one, or the host is loaded past the
+   *  heartbeat bounds) is made again, on a new client, for up to VIEW_RETRY_MS, as an operator
+   *  would run `trine ps` again. */
+  task(id: string): Promise<TaskView> {
+    const read = this.reading.then(() => this.readTask(id));
+    this.reading = read.catch(() => undefined);
+    return read;
+  }
+
+  private async readTask(id: string): Promise<TaskView> {
     const end = Date.now() + VIEW_RETRY_MS;
-    let r = await trine(['ps', '--dir', this.dir, '--json']);
-    while (r.code !== 0 && Date.now() < end) {
-      await sleep(START_POLL_MS);
-      r = await trine(['ps', '--dir', this.dir, '--json']);
+    for (;;) {
+      let view: ClusterView;
+      try {
+        this.client ??= await OperatorClient.open(loadCluster(this.dir));
+        view = (await readClusterView(this.client, VIEW_TIMEOUT_MS)).view;
+      } catch (e) {
+        await this.client?.close();
+        this.client = null;
+        if (Date.now() >= end) throw new Error(`no view of the cluster for ${VIEW_RETRY_MS} ms: ${(e as Error).message}`);
+        await sleep(START_POLL_MS);
+        continue;
+      }
+      const t = view.tasks.find((x) => x.id === id);
+      if (t === undefined) throw new Error(`no task ${id}`);
+      return t;
     }
-    if (r.code !== 0) throw new Error(`trine ps failed for ${VIEW_RETRY_MS} ms: ${r.stderr}`);
-    const t = (JSON.parse(r.stdout) as ClusterView).tasks.find((x) => x.id === id);
-    if (t === undefined) throw new Error(`no task ${id}`);
-    return t;
   }
 
   /** A process's stdout (or stderr) lines so far. */

@@ -15,7 +15,9 @@ const rollback = clusterForFile('trine-rollback-cm-', ['--allow-inject']);
 
 const CM = ['--logging', 'cm'];
 
-describe('PROTOCOL §11.6, mpichv-dgrp 1.2.4 and 1.6: the heat stencil under channel memories, a rank killed with SIGKILL mid-run', () => {
+// Both at once (vitest.config.ts maxConcurrency): paced runs that mostly sleep; their starts
+// take turns (RollbackCluster.start).
+describe.concurrent('PROTOCOL §11.6, mpichv-dgrp 1.2.4 and 1.6: the heat stencil under channel memories, a rank killed with SIGKILL mid-run', () => {
   it('after its first checkpoint (1.6 crash after checkpoint k): the replacement holds the same rank, heat: verify OK, the answer is heatReference\'s bit for bit', async () => {
     const { id, at } = await rollback.start('examples/heat/heat.ts', 4, [...CM, '--checkpoint-interval', String(INTERVAL_MS)], heatArgs(HEAT, 100));
     await until(at, AFTER_CHECKPOINT_MS);

@@ -65,6 +65,10 @@ export class RollbackCluster {
   private gmpi: GmpiCluster | undefined;
   /** Every task submitted, for GMPI_DUMP. */
   private readonly tasks: string[] = [];
+  /** The last start() under way. Tests that run concurrently (describe.concurrent) start their
+   *  tasks one at a time: a start loads every rank under tsx, ~0.5 s of CPU each, and two at
+   *  once would hold both cores long enough to starve the replicas' heartbeats. */
+  private starting: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly limits: RollbackLimits) {}
 
@@ -114,8 +118,15 @@ export class RollbackCluster {
     return id;
   }
 
-  /** submit(), then wait until every rank runs; a start the cluster failed is submitted again. */
-  async start(app: string, n: number, flags: readonly string[], args: readonly string[]): Promise<{ id: string; at: number }> {
+  /** submit(), then wait until every rank runs; a start the cluster failed is submitted again.
+   *  One start at a time (see `starting`). */
+  start(app: string, n: number, flags: readonly string[], args: readonly string[]): Promise<{ id: string; at: number }> {
+    const started = this.starting.then(() => this.startNow(app, n, flags, args));
+    this.starting = started.catch(() => undefined);
+    return started;
+  }
+
+  private async startNow(app: string, n: number, flags: readonly string[], args: readonly string[]): Promise<{ id: string; at: number }> {
     const failures: string[] = [];
     for (let attempt = 1; attempt <= START_TRIES; attempt++) {
       const id = await this.submit(app, n, flags, args);

@@ -20,7 +20,9 @@ const rollback = clusterForFile('trine-rollback-recovery-', ['--allow-inject']);
 
 // ---- the heat stencil ------------------------------------------------------------------------
 
-describe('PROTOCOL §11.2–§11.3, radic-hmpl A.2.7 and A.6: the heat stencil, a rank killed with SIGKILL mid-run', () => {
+// Two at a time (vitest.config.ts maxConcurrency): each run is paced and mostly sleeps; their
+// starts take turns (RollbackCluster.start), and each task has its own ranks and VPIDs.
+describe.concurrent('PROTOCOL §11.2–§11.3, radic-hmpl A.2.7 and A.6: the heat stencil, a rank killed with SIGKILL mid-run', () => {
   it('after its first checkpoint: the replacement holds the same rank, the task ends normally, the answer equals heatReference bit for bit', async () => {
     const { id, at } = await rollback.start('examples/heat/heat.ts', 4, ['--checkpoint-interval', String(INTERVAL_MS)], heatArgs(HEAT, 100));
     await until(at, AFTER_CHECKPOINT_MS);
@@ -63,7 +65,7 @@ describe('PROTOCOL §11.2–§11.3, radic-hmpl A.2.7 and A.6: the heat stencil, 
 
 // ---- N-Queens without recovery code ----------------------------------------------------------
 
-describe('PROTOCOL §11.3, mpichv-dgrp 1.2.4: N-Queens master/worker (any-source receives logged as determinants), a process killed mid-run', () => {
+describe.concurrent('PROTOCOL §11.3, mpichv-dgrp 1.2.4: N-Queens master/worker (any-source receives logged as determinants), a process killed mid-run', () => {
   for (const [who, rank] of [['rank 0, the master, who does the wildcard receives', 0], ['a worker (rank 2)', 2]] as const) {
     it(`${who}: the replacement holds rank ${rank}, the count is 724 (n = 10), the task ends normally`, async () => {
       const { id, at } = await rollback.start('examples/nqueens/nqueens-rollback.ts', 4, ['--checkpoint-interval', String(INTERVAL_MS)], ['--n', '10', '--pace-ms', '400']); // ≈ 10 s: the kill lands mid-run even on a loaded machine
