@@ -233,8 +233,11 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
 
   /** A proxy that counts what the process writes on each of its connections (1: the main
    *  thread's, 2: the worker's), can cut one, and can hold back what the agent sends on one
-   *  (hold(n) returns the release). */
-  async function withCountingProxy(run: (proxyPath: string, up: number[], cut: (n: number) => void, hold: (n: number) => () => void) => Promise<void>): Promise<void> {
+   *  (hold(n): what has been held back so far, and the release). */
+  type Held = { chunks: () => number; release: () => void };
+  async function withCountingProxy(
+    run: (proxyPath: string, up: number[], cut: (n: number) => void, hold: (n: number) => Held) => Promise<void>, target = agent.path,
+  ): Promise<void> {
     const dir = mkdtempSync(join(tmpdir(), 'trine-handover-'));
     const proxyPath = join(dir, 'proxy.sock');
     const pairs: Socket[][] = [];
@@ -244,7 +247,7 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
     const toProcess = (s: Socket, d: Buffer | null) => (d === null ? s.end() : s.write(d));
     const proxy = createServer((s) => {
       const n = pairs.length + 1;
-      const a = connect(agent.path);
+      const a = connect(target);
       pairs.push([s, a]);
       s.on('data', (d: Buffer) => {
         up[n] = (up[n] ?? 0) + d.length;
@@ -266,11 +269,14 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
         for (const x of pairs[n - 1] ?? []) x.destroy();
       }, (n) => {
         held.set(n, []);
-        return () => {
-          const queue = held.get(n) ?? [];
-          held.delete(n);
-          const s = pairs[n - 1]?.[0];
-          if (s !== undefined) for (const d of queue) toProcess(s, d);
+        return {
+          chunks: () => held.get(n)?.length ?? 0,
+          release: () => {
+            const queue = held.get(n) ?? [];
+            held.delete(n);
+            const s = pairs[n - 1]?.[0];
+            if (s !== undefined) for (const d of queue) toProcess(s, d);
+          },
         };
       });
     } finally {
@@ -333,7 +339,7 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
   it('if the main thread\'s connection ends while the worker attaches (the agent has switched, the process not yet), the link stays up and the attach carries it on', async () => {
     await withCountingProxy(async (proxyPath, up, cut, hold) => {
       // The agent's `attached` and its replay are held back: the process is still attaching.
-      const release = hold(2);
+      const held = hold(2);
       const { id, k } = await attachedChild(proxyPath);
       cut(1);
       await waitUntil(() => agent.logs.some((e) => e.type === 'app.closed' && e.task === id && /moved/.test(String((e as { detail?: string }).detail))), 'the first connection closed at the agent');
@@ -344,12 +350,32 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
       k.send({ op: 'signal', signum: 102, dest: 7, arg: 33 });
       await waitUntil(() => agent.signalsFrom(id, 0).some((e) => e.req.arg === 33), 'the request at the agent, by the worker');
       expect(up[2]).toBeGreaterThan(before);
-      release();
+      held.release();
       k.send({ op: 'finalize' });
       expect(await k.waitEv('finalized')).toMatchObject({ state: 'finalized' });
       expect(k.lines.some((e) => e.ev === 'lost')).toBe(false);
       await waitUntil(() => agent.events.some((e) => e.type === 'closed' && e.task === id), 'the close');
       expect(agent.events.find((e) => e.type === 'closed' && e.task === id)).toMatchObject({ clean: true });
+    });
+  });
+
+  it('before the switch, two signals that arrive in one read each reach an `await link.waitSignal()` loop (promise jobs run between two, as between two port messages)', async () => {
+    await withCountingProxy(async (proxyPath, _up, _cut, hold) => {
+      const held = hold(2); // the worker never attaches: everything comes on the first connection
+      const id = `t${nextTask++}`;
+      const k = agent.spawnChild({ ...agent.envFor(id, 0), TRINE_AGENT_SOCKET: proxyPath });
+      await agent.connected(id, 0);
+      agent.sendMapping(id, 0, [0, 7]);
+      await k.waitEv('ready');
+      k.send({ op: 'wait-n', n: 2 });
+      await k.waitEv('waiting');
+      // Both written in one turn of the agent's loop: the process reads them together.
+      for (const arg of [1, 2]) agent.sendSignal(id, 0, { signum: 100, src: 7, dest: 0, arg, epoch: 0 });
+      await waitUntil(() => k.lines.filter((e) => e.ev === 'waited').length === 2, 'both signals waited for');
+      expect(k.lines.filter((e) => e.ev === 'waited').map((e) => e.arg)).toEqual([1, 2]);
+      held.release();
+      k.send({ op: 'finalize' });
+      expect(await k.waitEv('finalized')).toMatchObject({ state: 'finalized' });
     });
   });
 
@@ -373,6 +399,21 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
       const k = once.spawnChild(once.envFor('t1', 0));
       const lost = await k.waitLine((e) => e.ev === 'lost' || e.ev === 'init-error', 'the link lost');
       expect(String(lost.message)).toMatch(/refused the worker's connection: this token was used already/);
+      // The main thread's connection ends while the worker attaches: the refusal that follows
+      // loses the link, and says so.
+      await withCountingProxy(async (proxyPath, _up, cut, hold) => {
+        const held = hold(2);
+        const k3 = once.spawnChild({ ...once.envFor('t3', 0), TRINE_AGENT_SOCKET: proxyPath });
+        await k3.waitEv('ready');
+        await waitUntil(() => held.chunks() > 0, "the agent's refusal of the attach, held back");
+        cut(1);
+        const turn = k3.lines.length;
+        k3.send({ op: 'on', signums: [] });
+        await k3.waitEv('ok', turn);
+        held.release();
+        const lost3 = await k3.waitLine((e) => e.ev === 'lost', 'the link lost');
+        expect(String(lost3.message)).toMatch(/refused the worker's connection: this token was used already \(the main thread's connection had ended first: /);
+      }, once.path);
       const k2 = once.spawnChild({ ...once.envFor('t2', 0), CHILD_FINALIZE_AT_INIT: '1' });
       expect(await k2.waitEv('finalized')).toMatchObject({ state: 'finalized' });
       await waitUntil(() => once.events.find((e) => e.type === 'closed' && e.task === 't2'), 'the close');

@@ -22,10 +22,12 @@
 // once, from a loop that never yields and before the worker has booted, and the process's
 // requests travel on one connection, in order. The first connection is no longer read after the
 // switch (the agent writes nothing more on it). Only if it ends (an OS error) do later requests
-// go by the worker; once the worker is attaching, that end no longer loses the link (the replay
-// brings again what it had still to bring), and the attach decides. A finalize goes the same way, and its close ends the link. A refused attach
-// or a failed worker loses the link, as a lost first connection does, unless a finalize is
-// under way on the first, which then ends the process cleanly.
+// go by the worker. A finalize goes the same way, and its close ends the link. The first
+// connection's end before the welcome loses the link; once the worker is attaching, the replay
+// brings again what it had still to bring, so the attach decides (a broken stream, WIRE, still
+// loses it). A refused attach or a failed worker loses the link, with the first connection's end
+// in the reason if it came first, unless a finalize is under way on the first, which then ends
+// the process cleanly.
 // Before the switch, exitCs() delivers only what the main thread's pump had read (or, once the
 // worker has attached, its replay): spec A27's "delivered before Exit_cs returns" holds from the
 // switch on, a worker's boot after the welcome.
@@ -58,34 +60,58 @@ type RequestMessage = Extract<MainToWorker, { type: 'send' | 'finalize' }>;
 
 /** The first pump's way to the link, on the main thread itself, in place of a MessagePort (one
  *  cost ~1.5 ms of CPU at init and an event-loop turn per frame, on a spawned process's path:
- *  docs/PERFORMANCE.md §5). What the pump relays is queued and handed over in a microtask, once
- *  its current read is done, or earlier by pull() (exitCs), as receiveMessageOnPort would. */
+ *  docs/PERFORMANCE.md §5). What the pump relays is queued and handed over one message at a
+ *  time, after the pump's current read, with the application's promise jobs all run between
+ *  two messages, as between two port messages (an `await link.waitSignal()` loop sees each
+ *  signal), and no event-loop turn. pull() (exitCs) takes them at once, as
+ *  receiveMessageOnPort would. The queue holds at most what one read of the socket brought
+ *  (MAX_APP_FRAME_BYTES per frame) plus the end: it is emptied before the next read. */
 class InThreadPort implements PumpPort {
   private readonly queue: RawWorkerToMain[] = [];
   private scheduled = false;
+  /** The pump ended (it relays nothing more), or the link let go of it. */
   private ended = false;
+  private detached = false;
 
-  constructor(private readonly drain: () => void) {}
+  constructor(private readonly deliver: (m: RawWorkerToMain) => void) {}
 
   postMessage(m: RawWorkerToMain): void {
     if (this.ended) return;
     this.queue.push(m);
-    if (this.scheduled) return;
-    this.scheduled = true;
-    queueMicrotask(() => {
-      this.scheduled = false;
-      this.drain();
-    });
+    this.schedule();
   }
 
-  /** The pump has ended: it relays nothing more (what it relayed is still taken). */
+  private schedule(): void {
+    if (this.scheduled || this.queue.length === 0) return;
+    this.scheduled = true;
+    // A tick queued by a microtask runs once the microtask queue is empty: every promise job the
+    // last message started has run (a tick queued by a tick would run before them).
+    queueMicrotask(() => process.nextTick(() => {
+      this.scheduled = false;
+      const m = this.queue.shift();
+      try {
+        if (m !== undefined) this.deliver(m);
+      } finally {
+        this.schedule(); // the rest, even past a handler that threw
+      }
+    }));
+  }
+
+  /** The pump has ended: it relays nothing more (what it relayed is still handed over). */
   close(): void {
     this.ended = true;
   }
 
-  /** The oldest message not taken yet. */
+  /** The link closed: nothing more is handed over. */
+  detach(): void {
+    this.ended = true;
+    this.detached = true;
+    this.queue.length = 0;
+  }
+
+  /** The oldest message not handed over yet. */
   take(): RawWorkerToMain | undefined {
-    return this.queue.shift();
+    return this.detached ? undefined : this.queue.shift();
   }
 }
 
@@ -97,7 +123,10 @@ export class AgentConnection {
   private writes: PumpWrites | null = null;
   /** The main thread's end of the worker's pump, from the welcome on; null before, and once closed. */
   private second: MessagePort | null = null;
-  /** What was posted to the worker's pump before it existed, in order. */
+  /** What was posted to the worker's pump before it existed, in order. In practice nothing:
+   *  requests go to the worker only once the first connection has ended, which before the
+   *  welcome loses the link, and a DGRP tester attaches after init(); kept so that nothing
+   *  posted early is lost. */
   private readonly beforeWorker: { readonly m: MainToWorker; readonly transfer: readonly Transferable[] }[] = [];
   /** Started at the welcome; null before, and once closed. */
   private worker: Worker | null = null;
@@ -108,6 +137,9 @@ export class AgentConnection {
   private skip = 0;
   /** The connection the finalize was written on (null: none asked for): its close ends the link. */
   private finalizeOn: 'first' | 'second' | null = null;
+  /** How the first connection ended while the worker was attaching, for the reason if the
+   *  attach then fails. */
+  private firstEnd: string | null = null;
   /** The agent refused the worker's connection, and why. */
   private refusal: string | null = null;
   private refd = true;
@@ -130,7 +162,7 @@ export class AgentConnection {
       ...common, mainThread: false, helloFrame: encodeAppFrame(procToAgent, { type: 'attach', task: env.task, vpid: env.vpid, token: env.token }),
     };
     const conn = new AgentConnection(secondData, events);
-    const first = new InThreadPort(() => conn.drainFirst(events.onMessage));
+    const first = new InThreadPort((m) => conn.fromFirst(m, events.onMessage));
     conn.first = first;
     const hello = encodeAppFrame(procToAgent, { type: 'hello', task: env.task, vpid: env.vpid, token: env.token, endpoint });
     conn.writes = runPump({ ...common, mainThread: true, helloFrame: hello }, first);
@@ -152,10 +184,6 @@ export class AgentConnection {
     else this.beforeWorker.push({ m, transfer });
   }
 
-  /** Hand what the first pump relayed to `handle`, in order, until the link closes. */
-  private drainFirst(handle: Handle): void {
-    for (let m = this.first?.take(); m !== undefined; m = this.first?.take()) this.fromFirst(m, handle);
-  }
 
   /** Say finalize and end the socket; a 'closed' message follows. */
   finalize(): void {
@@ -164,11 +192,12 @@ export class AgentConnection {
 
   /** What the first connection's pump relayed. */
   private fromFirst(m: RawWorkerToMain, handle: Handle): void {
-    if (this.phase !== 'first' && m.type !== 'frame') {
+    if (this.phase !== 'first' && m.type !== 'frame' && !(m.type === 'lost' && m.code === 'WIRE')) {
       // Its end once the worker is attaching: the worker's connection carries the link on (what
       // this one had still to bring comes in the replay; a failed attach loses the link). It is
       // the link's end only after a finalize said on it; otherwise requests go by the worker.
       if (this.finalizeOn === 'first') return handle(m);
+      if (this.phase === 'attaching') this.firstEnd = m.type === 'lost' ? m.detail : 'closed';
       this.writes = null;
       return;
     }
@@ -206,7 +235,8 @@ export class AgentConnection {
     // connection, whose 'closed' then ends the link; otherwise the link is lost.
     if (this.finalizeOn === 'first') return;
     const detail = this.refusal !== null ? `the agent refused the worker's connection: ${this.refusal}` : m.type === 'lost' ? `the worker's connection: ${m.detail}` : "the worker's connection closed";
-    handle({ type: 'lost', code: 'AGENT_CLOSED', detail });
+    const before = this.firstEnd === null ? '' : ` (the main thread's connection had ended first: ${this.firstEnd})`;
+    handle({ type: 'lost', code: 'AGENT_CLOSED', detail: `${detail}${before}` });
   }
 
   private startAttach(): void {
@@ -293,6 +323,7 @@ export class AgentConnection {
     this.second?.postMessage({ type: 'close' } satisfies MainToWorker);
     this.second?.close();
     this.beforeWorker.length = 0;
+    this.first?.detach();
     this.first = null;
     this.second = null;
     this.writes = null;
