@@ -60,7 +60,7 @@ export function submitTask(
     id, submit, number, name: req.name, size: req.size, file: req.file, args: [...req.args], cwd: req.cwd,
     env: req.env.map(([k, v]): EnvEntry => [k, v]), submittedRsn: rsn, fsm: init.data, procs: new Map(),
     reserved: new Map(), waitReason: null, outcome: null, reason: null, mode: req.mode,
-    signals: createTaskSignals(req.size), endpoints: new Map(), sigStats: { broadcasts: 0, pointToPoint: 0, groupRequests: 0, dropped: 0 },
+    signals: createTaskSignals(req.size), endpoints: new Map(), spawnTicks: new Map(), sigStats: { broadcasts: 0, pointToPoint: 0, groupRequests: 0, dropped: 0 },
     taskKey: new Uint8Array(req.taskKey), recovery: { ...req.recovery },
     rollback: req.recovery.kind === 'rollback' ? createRankTable(req.size) : null,
     dgrp: req.dgrp === null ? null : { ...req.dgrp }, dgrpState: req.dgrp === null ? null : createDgrpState(req.dgrp),

@@ -223,6 +223,7 @@ function procAction(run: Run, rec: TaskRecord, vpid: number, action: MachineActi
       const command: GroupCommand = p.command === 'spawn'
         ? spawnCommand(rec, vpid)
         : { type: 'proc.terminate', task: rec.id, vpid };
+      if (p.command === 'spawn') rec.spawnTicks.set(vpid, run.cs.tick);
       run.effects.push({ type: 'command', agent, command });
       return;
     }

@@ -94,6 +94,10 @@ export type TaskRecord = Omit<TaskSubmit, 'type' | 'nonce'> & {
   signals: TaskSignals;
   /** G-MPI endpoints of linked members, from their spawnSucceeded reports. */
   endpoints: Map<number, string>;
+  /** The task tick at which each VPID's spawn was last commanded: the not-linked hint
+   *  (cluster-view.ts) counts from it, not from the Start-TO, which an application SPAWN's wait
+   *  for a slot runs too. */
+  spawnTicks: Map<number, number>;
   sigStats: { broadcasts: number; pointToPoint: number; groupRequests: number; dropped: number };
   /** A rollback task's ranks and replacements (PROTOCOL §11.2, cluster-rollback.ts); null for
    *  an app task. */

@@ -36,6 +36,7 @@ export function encodeCluster(cs: ClusterState): unknown {
       // A straggler policy and its progress and flags (PROTOCOL §13).
       stragglerPart.enc(r),
       r.maxSpawns,
+      [...r.spawnTicks].sort((a, b) => a[0] - b[0]),
     ]),
     cs.finished,
     cs.allocations.map((a) => [a.task, a.vpids]),
@@ -64,15 +65,18 @@ export function clusterView(cs: ClusterState, nodes: Map<ProcessId, NodeRecord>,
   const all = [...cs.tasks.values()].sort(byNumber);
   const toView = (r: TaskRecord): TaskView => {
     const c = taskCtx(r);
-    // Start-TO counts ordered ticks from the start (or the application's SPAWN) on.
-    const startedMs = c.startTimerTicks === null ? 0 : (c.startTimeoutTicks - c.startTimerTicks) * tickMs;
-    const linkHint = r.mode === 'linked' && tickMs > 0 && startedMs >= LINK_HINT_MS ? notLinkedYet(startedMs) : null;
+    /** How long since `vpid`'s spawn was commanded, when it says it is not linked yet. */
+    const linkHint = (vpid: number): string | null => {
+      const since = r.spawnTicks.get(vpid);
+      const ms = since === undefined ? 0 : (cs.tick - since) * tickMs;
+      return r.mode === 'linked' && tickMs > 0 && ms >= LINK_HINT_MS ? notLinkedYet(ms) : null;
+    };
     const procs: ProcView[] = sortedProcs(r).map(([vpid, d]) => {
       const p = procCtx(d);
       const state = procState(d);
       return {
         vpid, node: p.node, pid: p.pid, state, exitCode: p.exitCode, signal: p.signal,
-        reason: p.reason ?? (state === 'spawning' ? linkHint : null),
+        reason: p.reason ?? (state === 'spawning' ? linkHint(vpid) : null),
         endpoint: r.endpoints.get(vpid) ?? null, rank: rankHeld(r, vpid),
         progress: progressOf(r.stragglerState, vpid), straggler: isStraggler(r.stragglerState, vpid),
         recommended: r.dgrpState === null || procState(d) !== 'running' ? null : isRecommended(r.dgrpState, vpid),

@@ -280,7 +280,7 @@ const taskKey: Reader<Uint8Array> = (t, p) => {
 };
 
 function readTask(t: unknown, p: string): TaskRecord {
-  const f = tuple(t, 26, p);
+  const f = tuple(t, 27, p);
   const id = str(f[0], `${p}.id`);
   const number = Number(id.slice(1));
   if (!TASK_ID.test(id) || String(number) !== id.slice(1)) fail(`${p}.id`, `${id} is not a task id`);
@@ -305,6 +305,7 @@ function readTask(t: unknown, p: string): TaskRecord {
     mode: oneOf(MODES)(f[14], `${p}.mode`),
     signals: readSignals(f[15], `${p}.signals`),
     endpoints: entries(uint, str)(f[16], `${p}.endpoints`),
+    spawnTicks: entries(uint, uint)(f[26], `${p}.spawnTicks`),
     sigStats: readSigStats(f[17], `${p}.sigStats`),
     taskKey: taskKey(f[19], `${p}.taskKey`),
     recovery: bySchema(recoveryOption)(f[20], `${p}.recovery`),

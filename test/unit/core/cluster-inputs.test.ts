@@ -380,15 +380,21 @@ describe('cluster state: placement and the journal (spec §6; PROTOCOL §8.2)', 
     expect(reasons('t1', plain)).toEqual([['spawning', null]]);
   });
 
-  it('issue 19: a process of an application SPAWN waiting for a slot shows no link hint: nothing was started', () => {
-    const TICK_MS = LINK_HINT_MS / 2;
+  it('issue 19: a process of an application SPAWN waiting for a slot shows no link hint: nothing was started; once placed, the hint counts from its spawn, not from the SPAWN', () => {
+    const TICK_MS = LINK_HINT_MS; // one ordered tick makes the hint's second
     const c = linkedRunning(2); // two nodes of one slot, both taken
     c.ask('t1', [0, 1], GSIG.REQ_SPAWN);
     const spawned = c.task('t1').procs.find((p) => p.vpid === 2);
     expect(spawned).toMatchObject({ state: 'waitForResource', node: null });
-    c.tick(2);
-    const view = clusterView(c.cs, c.nodes, TICK_MS).tasks[0]?.procs.find((p) => p.vpid === 2);
-    expect(view).toMatchObject({ state: 'waitForResource', node: null, reason: null });
+    c.tick();
+    const view = (vpid: number) => clusterView(c.cs, c.nodes, TICK_MS).tasks[0]?.procs.find((p) => p.vpid === vpid);
+    expect(view(2)).toMatchObject({ state: 'waitForResource', node: null, reason: null });
+    // VPID 1 dies and its slot goes to VPID 2, a second after the SPAWN started the Start-TO:
+    // just spawned, it is not yet late.
+    c.report('t1', 1, 'terminatedAbnormally', { pid: 11, signal: 'SIGKILL' });
+    expect(view(2)).toMatchObject({ state: 'spawning', node: 'n2', reason: null });
+    c.tick();
+    expect(view(2)).toMatchObject({ state: 'spawning', reason: notLinkedYet(LINK_HINT_MS) });
   });
 
   it('submit bounds: exactly MAX_TASK_PROCS processes and MAX_ARGS arguments are accepted; one more, or a fractional size, is refused', () => {
