@@ -33,6 +33,8 @@ export class GmpiCluster {
   /** The last read under way: a client makes one exchange at a time, and tests that run
    *  concurrently share this cluster, so reads queue. */
   private reading: Promise<unknown> = Promise.resolve();
+  /** down() ran: a read still under way (a test that timed out) opens no client again. */
+  private closed = false;
 
   private constructor(readonly root: string, readonly dir: string) {}
 
@@ -51,6 +53,7 @@ export class GmpiCluster {
   /** `trine down`, then SIGKILL whatever is left (daemons and their process groups, task
    *  processes, which the agents started in their own groups), then the directory. */
   async down(taskPids: readonly number[] = []): Promise<void> {
+    this.closed = true;
     await this.client?.close();
     this.client = null;
     const ps = await trine(['ps', '--dir', this.dir, '--json']);
@@ -103,10 +106,13 @@ export class GmpiCluster {
     const end = Date.now() + VIEW_RETRY_MS;
     for (;;) {
       let view: ClusterView;
+      if (this.closed) throw new Error('the cluster is down');
       try {
         this.client ??= await OperatorClient.open(loadCluster(this.dir));
         view = (await readClusterView(this.client, VIEW_TIMEOUT_MS)).view;
       } catch (e) {
+        // A new client binds the operator's id anew; a `trine` command of a concurrent test that
+        // waits for an ordered reply then gets it when it sends again (cli/status-client.ts).
         await this.client?.close();
         this.client = null;
         if (Date.now() >= end) throw new Error(`no view of the cluster for ${VIEW_RETRY_MS} ms: ${(e as Error).message}`);

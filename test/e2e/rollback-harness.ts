@@ -12,7 +12,8 @@ import { heatSummary } from '../../examples/heat/heat-state.ts';
 import { GmpiCluster, REPO } from './gmpi-cluster.ts';
 import { trine } from './helpers.ts';
 
-/** How often the tests ask the group (`trine ps`, a CLI run each) where a task stands. */
+/** How often the tests ask the group where a task stands (GmpiCluster.task: the view `trine ps`
+ *  shows, read by an operator client the test keeps open). */
 export const POLL_MS = 250;
 /** Submissions a run makes when the cluster, not the code under test, failed its start (as
  *  GmpiCluster.start does): a node declared lost or a spawn failed on this loaded machine. */
@@ -156,7 +157,7 @@ export class RollbackCluster {
   }
 
   /** Wait until `trine ps` shows a VPID other than `dead` running as `rank`'s holder: the
-   *  replacement (PROTOCOL §11.2). A short run may end between two looks (a `trine ps` takes
+   *  replacement (PROTOCOL §11.2). A short run may end between two looks (a read can take
    *  seconds on this loaded machine): then the holder the ended task shows. */
   async replacementOf(id: string, rank: number, dead: number): Promise<ProcView> {
     const end = Date.now() + this.limits.replaceMs;
