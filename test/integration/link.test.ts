@@ -314,25 +314,35 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
     });
   });
 
+  /** Cut the main thread's connection (1) of `k`, wait until the agent and then the process
+   *  have seen it end (a request written before the process read the end is lost with the
+   *  connection, PROTOCOL §9.4.1 step 5), and check that a request then goes by the worker's (2). */
+  async function cutFirstThenRequest(k: Child, id: string, up: number[], cut: (n: number) => void, arg: number): Promise<void> {
+    cut(1);
+    await waitUntil(() => agent.logs.some((e) => e.type === 'app.closed' && e.task === id && /moved/.test(String((e as { detail?: string }).detail))), 'the first connection closed at the agent');
+    const turn = k.lines.length;
+    k.send({ op: 'on', signums: [] });
+    await k.waitEv('ok', turn);
+    const before = up[2] ?? 0;
+    k.send({ op: 'signal', signum: 102, dest: 7, arg });
+    await waitUntil(() => agent.signalsFrom(id, 0).some((e) => e.req.arg === arg), 'the request at the agent, by the worker');
+    expect(up[2]).toBeGreaterThan(before);
+  }
+
+  /** Finalize `k`: finalized, the link never lost, a clean close at the agent. */
+  async function finalizeClean(k: Child, id: string): Promise<void> {
+    k.send({ op: 'finalize' });
+    expect(await k.waitEv('finalized')).toMatchObject({ state: 'finalized' });
+    expect(k.lines.some((e) => e.ev === 'lost')).toBe(false);
+    await waitUntil(() => agent.events.some((e) => e.type === 'closed' && e.task === id), 'the close');
+    expect(agent.events.find((e) => e.type === 'closed' && e.task === id)).toMatchObject({ clean: true });
+  }
+
   it('if the main thread\'s connection ends after the switch, the link stays up: later requests and the finalize go by the worker', async () => {
     await withCountingProxy(async (proxyPath, up, cut) => {
       const { id, k } = await attachedChild(proxyPath);
-      cut(1);
-      await waitUntil(() => agent.logs.some((e) => e.type === 'app.closed' && e.task === id && /moved/.test(String((e as { detail?: string }).detail))), 'the first connection closed at the agent');
-      // A turn of the child's event loop, so that its pump has read the end too: a request
-      // written before that is lost with the connection (PROTOCOL §9.4.1 step 5).
-      const turn = k.lines.length;
-      k.send({ op: 'on', signums: [] });
-      await k.waitEv('ok', turn);
-      const before = up[2] ?? 0;
-      k.send({ op: 'signal', signum: 102, dest: 7, arg: 32 });
-      await waitUntil(() => agent.signalsFrom(id, 0).some((e) => e.req.arg === 32), 'the request at the agent, by the worker');
-      expect(up[2]).toBeGreaterThan(before);
-      expect(k.lines.some((e) => e.ev === 'lost')).toBe(false);
-      k.send({ op: 'finalize' });
-      expect(await k.waitEv('finalized')).toMatchObject({ state: 'finalized' });
-      await waitUntil(() => agent.events.some((e) => e.type === 'closed' && e.task === id), 'the close');
-      expect(agent.events.find((e) => e.type === 'closed' && e.task === id)).toMatchObject({ clean: true });
+      await cutFirstThenRequest(k, id, up, cut, 32);
+      await finalizeClean(k, id);
     });
   });
 
@@ -341,21 +351,9 @@ describe('the handover to the worker thread (PROTOCOL §9.4.1)', () => {
       // The agent's `attached` and its replay are held back: the process is still attaching.
       const held = hold(2);
       const { id, k } = await attachedChild(proxyPath);
-      cut(1);
-      await waitUntil(() => agent.logs.some((e) => e.type === 'app.closed' && e.task === id && /moved/.test(String((e as { detail?: string }).detail))), 'the first connection closed at the agent');
-      const turn = k.lines.length;
-      k.send({ op: 'on', signums: [] });
-      await k.waitEv('ok', turn);
-      const before = up[2] ?? 0;
-      k.send({ op: 'signal', signum: 102, dest: 7, arg: 33 });
-      await waitUntil(() => agent.signalsFrom(id, 0).some((e) => e.req.arg === 33), 'the request at the agent, by the worker');
-      expect(up[2]).toBeGreaterThan(before);
+      await cutFirstThenRequest(k, id, up, cut, 33);
       held.release();
-      k.send({ op: 'finalize' });
-      expect(await k.waitEv('finalized')).toMatchObject({ state: 'finalized' });
-      expect(k.lines.some((e) => e.ev === 'lost')).toBe(false);
-      await waitUntil(() => agent.events.some((e) => e.type === 'closed' && e.task === id), 'the close');
-      expect(agent.events.find((e) => e.type === 'closed' && e.task === id)).toMatchObject({ clean: true });
+      await finalizeClean(k, id);
     });
   });
 
