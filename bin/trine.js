@@ -3,13 +3,13 @@
 // whenever a source changes), or from the TypeScript sources under the tsx loader when no bundle
 // can be had. cli/main.ts parses argv and exits with the command's code. Daemons are started
 // through this same file (cli/daemons.ts trineCommand), which it names for them here.
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { cliBundle } from './cli-bundle.js';
+import { fileURLToPath } from 'node:url';
+import { cliBundle, runCli } from './cli-bundle.js';
 
 globalThis.TRINE_BIN = fileURLToPath(import.meta.url);
 const bundle = cliBundle();
 if (bundle !== null) {
-  await import(pathToFileURL(bundle).href);
+  runCli(bundle);
 } else {
   const { register } = await import('tsx/esm/api');
   register();

@@ -370,9 +370,9 @@ export async function main(argv: readonly string[]): Promise<Outcome> {
   }
 }
 
-const code = await main(process.argv);
-if (code !== null) {
+// No top-level await: the bundle this runs from is a CommonJS-style body (bin/cli-bundle.js).
+void main(process.argv).then((code) => {
   // Commands are done: exit now rather than wait for a stray socket or timer, once the output
   // is out (cli/exit.ts).
-  exitWhenFlushed(code);
-}
+  if (code !== null) exitWhenFlushed(code);
+});

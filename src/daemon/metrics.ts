@@ -12,8 +12,10 @@
 // Prometheus counter reset on restart).
 //
 // The pure cores stay pure: this file observes what goes into and comes out of `Core.step`.
-// prom-client itself is loaded by `DaemonMetrics.create` with a dynamic import: the CLI bundle
-// keeps packages external, and a static import would have every `trine` process load it.
+// prom-client itself is loaded by `DaemonMetrics.create`, by createRequire: a static import would
+// have every `trine` process load it, and the CLI bundle's body may hold no import() (V8's code
+// cache drops the callback import() needs in Node 20: bin/cli-bundle.js).
+import { createRequire } from 'node:module';
 import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Core, CoreEffect, CoreInput } from '../core/node.ts';
 import type { ProcessId } from '../core/ports.ts';
@@ -84,7 +86,7 @@ export class DaemonMetrics {
 
   /** Loads prom-client, then builds the daemon's registry. */
   static async create(labels: DaemonLabels, sampleFn: () => MetricsSample, nowMs: () => number): Promise<DaemonMetrics> {
-    return new DaemonMetrics(await import('prom-client'), labels, sampleFn, nowMs);
+    return new DaemonMetrics(createRequire(import.meta.url)('prom-client') as PromClient, labels, sampleFn, nowMs);
   }
 
   private constructor(prom: PromClient, readonly labels: DaemonLabels, private readonly sampleFn: () => MetricsSample, private readonly nowMs: () => number) {

@@ -11,6 +11,10 @@ import { cliBundle } from '../../bin/cli-bundle.js';
 import { TRINE } from './helpers.ts';
 
 const bundleOf = cliBundle as (repo?: string) => string | null;
+const CLI_BUNDLE = new URL('../../bin/cli-bundle.js', import.meta.url).href;
+/** Run `bundle` as bin/trine.js does (runCli: through its code cache); what it printed. */
+const runCached = (bundle: string): string =>
+  execFileSync(process.execPath, ['--input-type=module', '-e', `(await import(${JSON.stringify(CLI_BUNDLE)})).runCli(${JSON.stringify(bundle)})`], { encoding: 'utf8' }).trim();
 let repo: string;
 
 const write = (rel: string, text: string): void => {
@@ -29,7 +33,7 @@ afterEach(() => rmSync(repo, { recursive: true, force: true }));
 describe('the CLI bundle', () => {
   it('is built on first use, with the TypeScript compiled, and reused while no source changes', () => {
     const b = bundleOf(repo);
-    expect(b).toMatch(new RegExp(`^${join(repo, 'node_modules/.cache/trine/')}[0-9a-f]{12}/cli\\.mjs$`));
+    expect(b).toMatch(new RegExp(`^${join(repo, 'node_modules/.cache/trine/')}[0-9a-f]{12}/cli\\.cjs$`));
     expect(run(b as string)).toBe('first 1');
     const built = statSync(b as string).mtimeMs;
     expect(bundleOf(repo)).toBe(b);
@@ -84,6 +88,23 @@ describe('the CLI bundle', () => {
     expect(bundleOf(repo)).toBeNull();
     write('src/word.ts', "export const word = (): string => 'back!';\n");
     expect(run(bundleOf(repo) as string)).toBe('back! 1');
+  });
+
+  it('runs through V8\'s code cache: the first run writes it, the next uses it; a damaged one, or one of another body, is not used and is written again', () => {
+    write('cli/main.ts', "const load = (globalThis as Record<symbol, { cache: string } | undefined>)[Symbol.for('trine.cli.load')];\nconsole.log(load?.cache ?? 'plain', import.meta.url.endsWith('/cli.cjs'));\n");
+    const b = bundleOf(repo) as string;
+    const cacheFile = join(dirname(b), 'cli.v8cache');
+    expect(run(b)).toBe('plain true'); // `node cli.cjs` runs it too, without the cache
+    expect(runCached(b)).toBe('missing true');
+    expect(runCached(b)).toBe('used true');
+    const damaged = readFileSync(cacheFile);
+    damaged.writeUInt8((damaged.at(-1) ?? 0) ^ 0xff, damaged.length - 1);
+    writeFileSync(cacheFile, damaged);
+    expect(runCached(b)).toBe('mismatch true');
+    expect(runCached(b)).toBe('used true');
+    // A rebuilt body drops its old cache.
+    write('cli/main.ts', `${readFileSync(join(repo, 'cli/main.ts'), 'utf8')}export {};\n`);
+    expect(runCached(bundleOf(repo) as string)).toBe('missing true');
   });
 
   it('TRINE_NO_BUNDLE=1 runs the sources under tsx: the same CLI answers either way', () => {
