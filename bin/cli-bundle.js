@@ -11,8 +11,8 @@
 // committed and there is no build step to remember. TRINE_NO_BUNDLE=1 runs the sources under tsx.
 //
 // It is one CommonJS-style body with the packages it uses inside (commander, ws, xstate,
-// msgpackr; prom-client, pino and yaml are loaded at run time, by createRequire, when needed:
-// never by import(), which a script compiled from a code cache cannot run in Node 20), which runCli()
+// msgpackr; prom-client, pino and yaml are loaded at run time, when needed; no import(), which a
+// script compiled from a code cache cannot run in Node 20), which runCli()
 // compiles through node:vm with V8's code cache (cli.v8cache beside it): Node 20 caches no
 // module's compile, and the bundle's ~1 MB took ~20 ms to compile and its packages ~80 ms to
 // load at every start. The first run that finds no usable cache writes one as it exits (the
@@ -63,6 +63,14 @@ function fresh(l) {
 function build(l) {
   const esbuild = createRequire(import.meta.url)('esbuild');
   const tmp = `${l.bundle}.${process.pid}.tmp`;
+  try {
+    buildInto(esbuild, l, tmp);
+  } finally {
+    rmSync(tmp, { force: true }); // renamed into place, or a failed build's
+  }
+}
+
+function buildInto(esbuild, l, tmp) {
   const result = esbuild.buildSync({
     absWorkingDir: l.repo,
     entryPoints: [l.entry],
@@ -71,10 +79,16 @@ function build(l) {
     platform: 'node',
     format: 'cjs',
     target: 'node20',
-    // Loaded at run time: ws's optional native helpers (absent), and what the code loads only
-    // when it needs it (prom-client by import(), pino and yaml by createRequire).
-    external: ['bufferutil', 'utf-8-validate', 'prom-client', 'pino', 'yaml'],
-    // ASCII, so that runCli reads it as a one-byte latin1 string.
+    // Loaded at run time: optional native helpers (ws's, absent; msgpackr's, which finds its
+    // addon beside its own files), and what the code loads only when it needs it (prom-client,
+    // pino and yaml, by createRequire).
+    external: ['bufferutil', 'utf-8-validate', 'msgpackr-extract', 'prom-client', 'pino', 'yaml'],
+    // No import() in the body: a script compiled from a code cache loses the callback import()
+    // needs (Node 20), and a command would fail the second time it ran. esbuild writes any
+    // import() as a require() instead.
+    supported: { 'dynamic-import': false },
+    // The code in ASCII, so that runCli reads it as a one-byte latin1 string (kept comments may
+    // not be; read as latin1 they are only garbled).
     charset: 'ascii',
     // The body's own URL, which its modules' import.meta.url becomes (runCli and a plain `node
     // cli.cjs` both define __filename).
@@ -84,10 +98,6 @@ function build(l) {
     metafile: true,
     logLevel: 'silent',
   });
-  // No import() may stay in the body: a script compiled from a code cache loses the callback
-  // import() needs (Node 20), and the command would fail the second time it ran.
-  const dynamic = Object.values(result.metafile.outputs).flatMap((o) => o.imports).filter((i) => i.kind === 'dynamic-import' && i.external === true);
-  if (dynamic.length > 0) throw new Error(`cli-bundle: import() of ${dynamic.map((i) => i.path).join(', ')} in the CLI: load it with createRequire`);
   const inputs = {};
   for (const file of Object.keys(result.metafile.inputs)) {
     const abs = resolve(l.repo, file);
@@ -97,6 +107,7 @@ function build(l) {
   // body's cache goes too (it would be refused anyway: its digest names the old body).
   renameSync(tmp, l.bundle);
   rmSync(cachePath(l.bundle), { force: true });
+  rmSync(join(dirname(l.bundle), 'cli.mjs'), { force: true }); // the ES-module bundle of earlier releases
   writeFileSync(`${l.manifest}.${process.pid}.tmp`, JSON.stringify({ inputs }));
   renameSync(`${l.manifest}.${process.pid}.tmp`, l.manifest);
 }
@@ -142,20 +153,22 @@ export function runCli(bundle) {
   const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source.toString('latin1')}\n})`, { filename: bundle, cachedData });
   if (cache === 'used' && script.cachedDataRejected === true) cache = 'rejected';
   globalThis[Symbol.for('trine.cli.load')] = Object.freeze({ cache });
-  if (cache !== 'used') process.once('exit', () => writeCache(script, source, cacheFile));
+  if (cache !== 'used') process.once('exit', () => writeCache(script, source, bundle, cacheFile));
   const module = { exports: {} };
   script.runInThisContext().call(module.exports, module.exports, createRequire(bundle), module, bundle, dirname(bundle));
 }
 
-/** Write the cache for `script`, atomically; a cache that cannot be written is only a slower start. */
-function writeCache(script, source, cacheFile) {
+/** Write the cache for `script`, atomically, unless the body was rebuilt meanwhile (its cache
+ *  would be refused: churn); a cache that cannot be written is only a slower start. */
+function writeCache(script, source, bundle, cacheFile) {
+  const tmp = `${cacheFile}.${process.pid}.tmp`;
   try {
+    if (!readFileSync(bundle).equals(source)) return;
     const data = script.createCachedData();
     const digest = createHash('sha256').update(source).update(data).digest();
-    const tmp = `${cacheFile}.${process.pid}.tmp`;
     writeFileSync(tmp, Buffer.concat([digest, data]));
     renameSync(tmp, cacheFile);
   } catch {
-    // read-only tree, full disk: nothing to do
+    rmSync(tmp, { force: true }); // read-only tree, full disk: nothing more to do
   }
 }

@@ -339,6 +339,9 @@ function usageMessage(e: CommanderError, argv: readonly string[], program: Comma
  *  nothing from src/daemon). */
 const daemons = () => import('../src/daemon/main.ts');
 
+/** The exit code of a command that never settled (Node's for an unsettled top-level await). */
+const EXIT_UNSETTLED = 13;
+
 /** Commands that run a daemon in the foreground: they keep running when nobody reads their
  *  output (cli/exit.ts). */
 const DAEMON_COMMANDS = new Set(['manager', 'agent', 'keeper', 'scc', 'node run']);
@@ -371,7 +374,16 @@ export async function main(argv: readonly string[]): Promise<Outcome> {
 }
 
 // No top-level await: the bundle this runs from is a CommonJS-style body (bin/cli-bundle.js).
+// A command whose promise never settled when nothing is left to run has not succeeded: exit 13,
+// as Node does for a top-level await that never settles.
+let settled = false;
+process.once('beforeExit', () => {
+  if (settled) return;
+  process.exitCode = EXIT_UNSETTLED;
+  process.stderr.write('trine: the command stopped before it finished, with nothing left to wait for: a bug, please report it\n');
+});
 void main(process.argv).then((code) => {
+  settled = true;
   // Commands are done: exit now rather than wait for a stray socket or timer, once the output
   // is out (cli/exit.ts).
   if (code !== null) exitWhenFlushed(code);
