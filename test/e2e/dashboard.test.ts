@@ -191,9 +191,13 @@ describe('trine dashboard and trine events on a 4-node cluster, in headless chro
     expect((await fetch(new URL('/nope', url))).status).toBe(404);
     expect((await fetch(new URL('/../cluster.json', url))).status).toBe(404);
     expect((await fetch(url, { method: 'POST', body: 'x' })).status).toBe(405);
-    const snap = await fetch(new URL('/api/snapshot', url));
-    expect(snap.status).toBe(200);
-    expect(((await snap.json()) as { status: { healthy: boolean } }).status.healthy).toBe(true);
+    // The snapshot the page draws from: the cluster healthy again once the replacement replica
+    // has caught up (a liveness wait: the test before only waited for the group view).
+    await waitFor('a healthy snapshot', PAGE_MS, async () => {
+      const snap = await fetch(new URL('/api/snapshot', url));
+      expect(snap.status).toBe(200);
+      return ((await snap.json()) as { status: { healthy: boolean } }).status.healthy ? true : undefined;
+    }, 250);
     expect(await interrupt(server as ChildProcess)).toBe(0);
   }, 30_000);
 
