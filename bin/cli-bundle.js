@@ -131,6 +131,7 @@ export function cliBundle(repo = REPO) {
 const cachePath = (bundle) => join(dirname(bundle), 'cli.v8cache');
 /** The cache file's head: SHA-256 of the body then the cache. */
 const DIGEST_BYTES = 32;
+const cacheDigest = (source, data) => createHash('sha256').update(source).update(data).digest();
 
 /** Run the bundle at `bundle` (from cliBundle()) in this process, through its code cache when
  *  there is a good one (see the header); if there is none, write one when the process exits.
@@ -144,11 +145,10 @@ export function runCli(bundle) {
   try {
     const file = readFileSync(cacheFile);
     const data = file.subarray(DIGEST_BYTES);
-    const digest = createHash('sha256').update(source).update(data).digest();
-    cache = digest.equals(file.subarray(0, DIGEST_BYTES)) ? 'used' : 'mismatch';
+    cache = cacheDigest(source, data).equals(file.subarray(0, DIGEST_BYTES)) ? 'used' : 'mismatch';
     if (cache === 'used') cachedData = data;
   } catch {
-    cachedData = undefined;
+    // no cache file yet
   }
   const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source.toString('latin1')}\n})`, { filename: bundle, cachedData });
   if (cache === 'used' && script.cachedDataRejected === true) cache = 'rejected';
@@ -165,8 +165,7 @@ function writeCache(script, source, bundle, cacheFile) {
   try {
     if (!readFileSync(bundle).equals(source)) return;
     const data = script.createCachedData();
-    const digest = createHash('sha256').update(source).update(data).digest();
-    writeFileSync(tmp, Buffer.concat([digest, data]));
+    writeFileSync(tmp, Buffer.concat([cacheDigest(source, data), data]));
     renameSync(tmp, cacheFile);
   } catch {
     rmSync(tmp, { force: true }); // read-only tree, full disk: nothing more to do

@@ -12,7 +12,7 @@ import type { ClusterView, TaskView } from '../../src/core/status.ts';
 import { loadCluster } from '../../src/io/cluster-dir.ts';
 import { readClusterView, VIEW_TIMEOUT_MS } from '../../cli/op-client.ts';
 import { OperatorClient } from '../../cli/status-client.ts';
-import { pidsIn, trine } from './helpers.ts';
+import { oneAtATime, pidsIn, trine } from './helpers.ts';
 import { killAll } from '../integration/helpers.ts';
 
 export const REPO = fileURLToPath(new URL('../..', import.meta.url));
@@ -30,9 +30,9 @@ export class GmpiCluster {
   /** The operator client task() reads the view with; opened at the first read, again after a
    *  failed one. */
   private client: OperatorClient | null = null;
-  /** The last read under way: a client makes one exchange at a time, and tests that run
-   *  concurrently share this cluster, so reads queue. */
-  private reading: Promise<unknown> = Promise.resolve();
+  /** A client makes one exchange at a time, and tests that run concurrently share this
+   *  cluster: reads queue. */
+  private readonly reads = oneAtATime();
   /** down() ran: a read still under way (a test that timed out) opens no client again. */
   private closed = false;
 
@@ -97,9 +97,7 @@ export class GmpiCluster {
    *  heartbeat bounds) is made again, on a new client, for up to VIEW_RETRY_MS, as an operator
    *  would run `trine ps` again. */
   task(id: string): Promise<TaskView> {
-    const read = this.reading.then(() => this.readTask(id));
-    this.reading = read.catch(() => undefined);
-    return read;
+    return this.reads(() => this.readTask(id));
   }
 
   private async readTask(id: string): Promise<TaskView> {

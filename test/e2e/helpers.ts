@@ -43,6 +43,17 @@ export function pidsIn(dir: string): number[] {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A queue of async steps that run one at a time, in call order (a failed one does not stop the
+ *  next): for what tests running concurrently share (describe.concurrent). */
+export function oneAtATime(): <T>(step: () => Promise<T>) => Promise<T> {
+  let last: Promise<unknown> = Promise.resolve();
+  return (step) => {
+    const run = last.then(step);
+    last = run.catch(() => undefined);
+    return run;
+  };
+}
+
 /** Polls `probe` every `pollMs` until it returns something other than undefined; throws naming
  *  `what` after `timeoutMs`. */
 export async function waitFor<T>(

@@ -10,7 +10,7 @@ import type { ProcView, TaskView } from '../../src/core/status.ts';
 import { heatReference, type HeatParams } from '../../examples/heat/heat-core.ts';
 import { heatSummary } from '../../examples/heat/heat-state.ts';
 import { GmpiCluster, REPO } from './gmpi-cluster.ts';
-import { trine } from './helpers.ts';
+import { oneAtATime, trine } from './helpers.ts';
 
 /** How often the tests ask the group where a task stands (GmpiCluster.task: the view `trine ps`
  *  shows, read by an operator client the test keeps open). */
@@ -66,10 +66,10 @@ export class RollbackCluster {
   private gmpi: GmpiCluster | undefined;
   /** Every task submitted, for GMPI_DUMP. */
   private readonly tasks: string[] = [];
-  /** The last start() under way. Tests that run concurrently (describe.concurrent) start their
-   *  tasks one at a time: a start loads every rank under tsx, ~0.5 s of CPU each, and two at
-   *  once would hold both cores long enough to starve the replicas' heartbeats. */
-  private starting: Promise<unknown> = Promise.resolve();
+  /** Tests that run concurrently (describe.concurrent) start their tasks one at a time: a start
+   *  loads every rank under tsx, ~0.5 s of CPU each, and two at once would hold both cores long
+   *  enough to starve the replicas' heartbeats. */
+  private readonly starts = oneAtATime();
 
   constructor(private readonly limits: RollbackLimits) {}
 
@@ -120,11 +120,9 @@ export class RollbackCluster {
   }
 
   /** submit(), then wait until every rank runs; a start the cluster failed is submitted again.
-   *  One start at a time (see `starting`). */
+   *  One start at a time (see `starts`). */
   start(app: string, n: number, flags: readonly string[], args: readonly string[]): Promise<{ id: string; at: number }> {
-    const started = this.starting.then(() => this.startNow(app, n, flags, args));
-    this.starting = started.catch(() => undefined);
-    return started;
+    return this.starts(() => this.startNow(app, n, flags, args));
   }
 
   private async startNow(app: string, n: number, flags: readonly string[], args: readonly string[]): Promise<{ id: string; at: number }> {

@@ -31,7 +31,7 @@
 // Before the switch, exitCs() delivers only what the main thread's pump had read (or, once the
 // worker has attached, its replay): spec A27's "delivered before Exit_cs returns" holds from the
 // switch on, a worker's boot after the welcome.
-import type { MessagePort, Transferable, Worker } from 'node:worker_threads';
+import type { MessagePort, Worker } from 'node:worker_threads';
 import { unpack } from '../../core/wire/frame.ts';
 import { agentToProc, encodeAppFrame, MAX_APP_FRAME_BYTES, procToAgent, type AgentToProc, type ProcToAgent } from '../../core/wire/app-wire.ts';
 import type { MainToWorker, RawWorkerToMain, WorkerData, WorkerStart, WorkerToMain } from './channel.ts';
@@ -71,7 +71,6 @@ class InThreadPort implements PumpPort {
   private scheduled = false;
   /** The pump ended (it relays nothing more), or the link let go of it. */
   private ended = false;
-  private detached = false;
 
   constructor(private readonly deliver: (m: RawWorkerToMain) => void) {}
 
@@ -102,16 +101,15 @@ class InThreadPort implements PumpPort {
     this.ended = true;
   }
 
-  /** The link closed: nothing more is handed over. */
+  /** The link closed: nothing more is handed over (the queue stays empty). */
   detach(): void {
     this.ended = true;
-    this.detached = true;
     this.queue.length = 0;
   }
 
   /** The oldest message not handed over yet. */
   take(): RawWorkerToMain | undefined {
-    return this.detached ? undefined : this.queue.shift();
+    return this.queue.shift();
   }
 }
 
@@ -121,13 +119,11 @@ export class AgentConnection {
   /** The first pump's writes, called directly: every request goes by them while that
    *  connection lasts (null once it has ended, when requests go by the worker). */
   private writes: PumpWrites | null = null;
-  /** The main thread's end of the worker's pump, from the welcome on; null before, and once closed. */
+  /** The main thread's end of the worker's pump, from the welcome on; null before, and once
+   *  closed. Nothing is posted to it before: requests go to the worker only once the first
+   *  connection has ended, which before the welcome loses the link, and a DGRP tester attaches
+   *  after init(). */
   private second: MessagePort | null = null;
-  /** What was posted to the worker's pump before it existed, in order. In practice nothing:
-   *  requests go to the worker only once the first connection has ended, which before the
-   *  welcome loses the link, and a DGRP tester attaches after init(); kept so that nothing
-   *  posted early is lost. */
-  private readonly beforeWorker: { readonly m: MainToWorker; readonly transfer: readonly Transferable[] }[] = [];
   /** Started at the welcome; null before, and once closed. */
   private worker: Worker | null = null;
   private phase: Phase = 'first';
@@ -176,14 +172,8 @@ export class AgentConnection {
 
   /** Give a DGRP tester thread its own port to the worker (worker.cjs `attach`). */
   attach(port: MessagePort): void {
-    this.toSecond({ type: 'attach', port }, [port]);
+    this.second?.postMessage({ type: 'attach', port } satisfies MainToWorker, [port]);
   }
-
-  private toSecond(m: MainToWorker, transfer: readonly Transferable[] = []): void {
-    if (this.second !== null) this.second.postMessage(m, [...transfer]);
-    else this.beforeWorker.push({ m, transfer });
-  }
-
 
   /** Say finalize and end the socket; a 'closed' message follows. */
   finalize(): void {
@@ -256,7 +246,6 @@ export class AgentConnection {
     this.second = port1;
     port1.on('message', (m: RawWorkerToMain) => this.fromSecond(m, this.events.onMessage));
     this.applyRef();
-    for (const { m, transfer } of this.beforeWorker.splice(0)) port1.postMessage(m, [...transfer]);
     worker.postMessage({ type: 'start', workerData: { ...this.secondData, port: port2 } } satisfies WorkerStart, [port2]);
   }
 
@@ -322,7 +311,6 @@ export class AgentConnection {
     this.writes?.close();
     this.second?.postMessage({ type: 'close' } satisfies MainToWorker);
     this.second?.close();
-    this.beforeWorker.length = 0;
     this.first?.detach();
     this.first = null;
     this.second = null;
@@ -342,6 +330,6 @@ export class AgentConnection {
       this.writes = null; // it has ended
     }
     if (m.type === 'finalize') this.finalizeOn = 'second';
-    this.toSecond(m);
+    this.second?.postMessage(m);
   }
 }
